@@ -1,0 +1,119 @@
+#include "storage/device.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "storage/direct_file_device.h"
+#include "storage/nvme_device.h"
+#include "storage/sync_file_device.h"
+
+namespace nvkv::storage {
+
+const char* DeviceKindName(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kNvmePassthrough:
+      return "nvme-passthrough";
+    case DeviceKind::kDirectFile:
+      return "direct-file";
+    case DeviceKind::kSyncFile:
+      return "sync-file";
+    case DeviceKind::kMemory:
+      return "memory";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& path,
+                                                   const DeviceOptions& options) {
+  Backend backend = options.backend;
+  if (backend == Backend::kAuto) {
+    backend = IsNvmeGenericDevice(path) ? Backend::kNvmePassthrough : Backend::kDirectFile;
+  }
+  switch (backend) {
+    case Backend::kNvmePassthrough:
+      return OpenNvmeDevice(path, options);
+    case Backend::kSyncFile: {
+      auto device = SyncFileDevice::Open(path, options);
+      if (!device.ok()) return device.status();
+      return std::unique_ptr<Device>(std::move(*device));
+    }
+    case Backend::kDirectFile:
+    case Backend::kAuto:
+      break;
+  }
+  auto device = DirectFileDevice::Open(path, options);
+  if (device.ok()) return std::unique_ptr<Device>(std::move(*device));
+  const bool no_io_uring = absl::IsUnimplemented(device.status()) ||
+                           absl::IsPermissionDenied(device.status());
+  // Only io_uring_setup itself says Unimplemented/PermissionDenied after the file opened fine;
+  // a permission problem on the path is reported before any ring exists.
+  if (!no_io_uring || !options.allow_sync_fallback ||
+      device.status().message().find("io_uring_setup") == absl::string_view::npos) {
+    return device.status();
+  }
+  auto fallback = SyncFileDevice::Open(path, options);
+  if (!fallback.ok()) return fallback.status();
+  const std::string note = absl::StrCat("io_uring unavailable (", device.status().message(),
+                                        "); using synchronous pread/pwrite");
+  std::fprintf(stderr, "nvkv: warning: %s: %s\n", path.c_str(), note.c_str());
+  (*fallback)->AddNote(note);
+  return std::unique_ptr<Device>(std::move(*fallback));
+}
+
+namespace {
+
+struct BlockingWait {
+  bool done = false;
+};
+
+void OnBlockingRequestDone(IoRequest* request) {
+  static_cast<BlockingWait*>(request->context)->done = true;
+}
+
+absl::Status RunBlocking(Device& device, IoRequest& request) {
+  BlockingWait wait;
+  request.on_done = OnBlockingRequestDone;
+  request.context = &wait;
+  absl::Status status = device.Enqueue(&request);
+  while (absl::IsUnavailable(status)) {  // queue full: make room, then retry
+    auto reaped = device.Reap(1);
+    if (!reaped.ok()) return reaped.status();
+    status = device.Enqueue(&request);
+  }
+  if (!status.ok()) return status;
+  while (!wait.done) {
+    auto reaped = device.Reap(1);
+    if (!reaped.ok()) return reaped.status();
+  }
+  return request.status;
+}
+
+}  // namespace
+
+absl::Status ReadBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer) {
+  IoRequest request;
+  request.op = IoOp::kRead;
+  request.lba = lba;
+  request.lba_count = lba_count;
+  request.buffer = buffer;
+  return RunBlocking(device, request);
+}
+
+absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer,
+                         bool fua) {
+  IoRequest request;
+  request.op = IoOp::kWrite;
+  request.fua = fua;
+  request.lba = lba;
+  request.lba_count = lba_count;
+  request.buffer = buffer;
+  return RunBlocking(device, request);
+}
+
+absl::Status FlushDevice(Device& device) {
+  IoRequest request;
+  request.op = IoOp::kFlush;
+  return RunBlocking(device, request);
+}
+
+}  // namespace nvkv::storage

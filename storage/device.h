@@ -1,0 +1,202 @@
+// The storage seam: a Device moves whole logical blocks between registered memory and a device,
+// asynchronously. Everything above storage/ (the engine, benchmarks, tests) talks to devices only
+// through this header.
+//
+// Backends: NVMe passthrough on /dev/ngXnY (nvme_device.h), O_DIRECT files and block devices on
+// io_uring (direct_file_device.h), a pread/pwrite fallback where io_uring is unavailable
+// (sync_file_device.h), memory (mem_device.h) and the fault-injecting wrapper (fault_device.h).
+//
+// Thread contract: one Device object is one submission queue. All of Enqueue, Submit and Reap on
+// it are called from one thread at a time (the issuing thread; with SINGLE_ISSUER rings, always
+// the same thread, the first one that submits). A thread that wants its own queue on the same
+// device calls OpenQueue(), which may be called from any thread holding the original.
+//
+// Request life cycle:
+//   caller fills an IoRequest -> Enqueue (validated, queued, no system call)
+//   -> Submit (every queued request reaches the kernel in one system call)
+//   -> Reap (harvests every completion available at once, then runs the callbacks).
+// The request is owned by the caller and must stay alive and untouched from Enqueue until its
+// callback has run. Callbacks run on the issuing thread inside Reap, after the reap loop; they
+// may Enqueue new requests (those go out with the next Submit).
+#ifndef NVKV_STORAGE_DEVICE_H_
+#define NVKV_STORAGE_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "storage/buffer_pool.h"
+
+namespace nvkv::storage {
+
+enum class IoOp : uint8_t {
+  kRead = 0,
+  kWrite = 1,
+  kFlush = 2,  // makes every write completed before it durable (NVMe Flush, fdatasync)
+};
+
+// One asynchronous device operation. Caller-owned; see the life cycle above.
+struct IoRequest {
+  // --- Set by the caller before Enqueue. ---
+  IoOp op = IoOp::kRead;
+  // Write only: the write is durable when it completes (NVMe FUA, RWF_DSYNC on files).
+  bool fua = false;
+  uint64_t lba = 0;        // first logical block; ignored for kFlush
+  uint32_t lba_count = 0;  // number of logical blocks (not zero-based); ignored for kFlush
+  // Memory the device reads from or writes into; must come from this device's buffer pool when
+  // fixed buffers are used (buffer.buf_index >= 0), and hold lba_count * lba_bytes bytes.
+  Buffer buffer;
+  // Called once, on the issuing thread, after the request completed (status is final).
+  void (*on_done)(IoRequest* request) = nullptr;
+  void* context = nullptr;  // free for the caller (e.g. the object that owns this request)
+
+  // --- Set by the device before on_done runs. ---
+  absl::Status status;
+
+  // --- Backend bookkeeping; callers do not touch. ---
+  uint32_t parts_pending = 0;  // SQEs of this request still in flight
+  IoRequest* next_done = nullptr;
+};
+
+enum class DeviceKind : uint8_t {
+  kNvmePassthrough,  // /dev/ngXnY through IORING_OP_URING_CMD
+  kDirectFile,       // regular file or block device, O_DIRECT on io_uring
+  kSyncFile,         // regular file or block device, pread/pwrite (no io_uring available)
+  kMemory,           // RAM, for tests
+};
+
+const char* DeviceKindName(DeviceKind kind);
+
+// Which io_uring features a queue ended up with (what was asked, minus what the kernel refused).
+struct RingFeatures {
+  uint32_t queue_depth = 0;        // requests in flight at most
+  uint32_t sq_entries = 0;         // submission ring size
+  bool sqe128_cqe32 = false;       // big SQEs/CQEs (required by NVMe passthrough)
+  bool single_issuer = false;      // IORING_SETUP_SINGLE_ISSUER
+  bool defer_taskrun = false;      // IORING_SETUP_DEFER_TASKRUN
+  bool coop_taskrun = false;       // IORING_SETUP_COOP_TASKRUN (used when DEFER is refused)
+  bool registered_ring_fd = false; // io_uring_register_ring_fd
+  bool registered_file = false;    // device fd in the fixed file table (IOSQE_FIXED_FILE)
+  bool fixed_buffers = false;      // buffer pool registered (READ/WRITE_FIXED, URING_CMD_FIXED)
+  bool sqpoll = false;             // kernel thread polls the SQ
+  bool iopoll = false;             // completions polled from the device (needs poll queues)
+};
+
+struct DeviceInfo {
+  DeviceKind kind = DeviceKind::kMemory;
+  std::string path;
+  uint32_t lba_bytes = 0;             // logical block size
+  uint64_t lba_count = 0;             // capacity in logical blocks
+  uint32_t max_transfer_bytes = 0;    // largest single command; larger requests are split
+  uint32_t memory_alignment = 0;      // buffers must be aligned to this many bytes
+  bool volatile_write_cache = false;  // writes need a flush (or FUA) to be durable
+  bool block_device = false;
+  bool zoned = false;                 // zoned namespace (not supported by the engine yet)
+  uint32_t nsid = 0;                  // NVMe namespace id, 0 elsewhere
+  RingFeatures ring;
+  std::vector<std::string> notes;     // fallbacks taken at open, one sentence each
+
+  uint64_t capacity_bytes() const { return lba_count * lba_bytes; }
+};
+
+// Counters of one queue. Monotonic; read on the issuing thread.
+struct IoStats {
+  uint64_t requests_enqueued = 0;
+  uint64_t requests_completed = 0;
+  uint64_t requests_failed = 0;
+  uint64_t submit_calls = 0;       // Submit() calls that pushed at least one request
+  uint64_t enter_syscalls = 0;     // io_uring_enter (or pread/pwrite) system calls made
+  uint64_t reap_calls = 0;         // Reap() calls that harvested at least one completion
+  uint64_t completions_reaped = 0; // CQEs harvested
+  uint64_t max_completions_per_reap = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual const DeviceInfo& info() const = 0;
+
+  // The memory this queue reads into and writes from. Owned by the device.
+  virtual BufferPool& buffers() = 0;
+
+  // Validates and queues `request`. Errors (nothing is queued on error):
+  //   kInvalidArgument   misaligned buffer, zero or too-short length, unknown op
+  //   kOutOfRange        blocks beyond the device's capacity
+  //   kUnavailable       queue full: `queue_depth` requests in flight; Reap, then retry
+  //   kFailedPrecondition the queue is broken (a previous submit failed)
+  virtual absl::Status Enqueue(IoRequest* request) = 0;
+
+  // Pushes every queued request to the device in one system call (none when nothing is queued).
+  // Returns the number of requests pushed.
+  virtual absl::StatusOr<uint32_t> Submit() = 0;
+
+  // Harvests every completion available, waiting until at least `min_complete` requests have
+  // completed (clamped to those in flight; 0 never blocks), then runs their callbacks.
+  // Submits anything still queued first. Returns the number of requests completed.
+  virtual absl::StatusOr<uint32_t> Reap(uint32_t min_complete) = 0;
+
+  // Requests enqueued whose callbacks have not run yet.
+  virtual uint32_t in_flight() const = 0;
+
+  virtual const IoStats& stats() const = 0;
+
+  // Opens another queue (own ring, own buffer pool, same geometry) on the same device, for
+  // another issuing thread.
+  virtual absl::StatusOr<std::unique_ptr<Device>> OpenQueue() = 0;
+};
+
+enum class Backend : uint8_t {
+  kAuto,             // NVMe generic char device -> passthrough; file or block device -> direct
+  kNvmePassthrough,
+  kDirectFile,
+  kSyncFile,
+};
+
+struct RingOptions {
+  uint32_t queue_depth = 64;     // requests in flight at most per queue (1..4096)
+  bool single_issuer = true;     // SINGLE_ISSUER (+ DEFER_TASKRUN, else COOP_TASKRUN)
+  bool register_ring_fd = true;  // saves an fdget per io_uring_enter
+  bool register_file = true;     // IOSQE_FIXED_FILE
+  bool fixed_buffers = true;     // register the buffer pool
+  bool sqpoll = false;           // a kernel thread polls the SQ: no syscall per submit
+  uint32_t sqpoll_idle_ms = 1000;
+  bool iopoll = false;           // busy-poll completions (NVMe poll queues); no flushes on files
+};
+
+struct DeviceOptions {
+  Backend backend = Backend::kAuto;
+  RingOptions ring;
+  BufferPoolOptions buffers;
+  // Regular files only: when the file does not exist, create it with this size (0: do not
+  // create; a missing file is then kNotFound). An existing file keeps its size.
+  uint64_t create_bytes = 0;
+  // The device must hold at least this many bytes, else kFailedPrecondition ("too small").
+  uint64_t min_bytes = 0;
+  // Take an exclusive advisory lock (flock) on the device; a second opener gets
+  // kFailedPrecondition.
+  bool exclusive_lock = true;
+  // Allow falling back to pread/pwrite when io_uring is unavailable (files only).
+  bool allow_sync_fallback = true;
+};
+
+// Opens `path` with the backend chosen by `options.backend`.
+absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& path,
+                                                   const DeviceOptions& options);
+
+// Blocking helpers for cold paths (superblocks, tests): enqueue one request, submit, reap until
+// it is done. Other requests in flight on the queue complete (and run their callbacks) meanwhile.
+absl::Status ReadBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer);
+absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer,
+                         bool fua = false);
+absl::Status FlushDevice(Device& device);
+
+// Checks the parts of a request every backend checks the same way (length, bounds, alignment).
+absl::Status ValidateRequest(const DeviceInfo& info, const IoRequest& request);
+
+}  // namespace nvkv::storage
+
+#endif  // NVKV_STORAGE_DEVICE_H_

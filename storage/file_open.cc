@@ -1,0 +1,152 @@
+#include "storage/file_open.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "storage/base/align.h"
+
+namespace nvkv::storage {
+namespace {
+
+// Closes the fd on every early return.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+absl::Status OpenError(int err, const std::string& path) {
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, ": permission denied (need read and write access)"));
+    case EINVAL:
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": the file system does not support O_DIRECT"));
+    case EISDIR:
+      return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
+    default:
+      return absl::ErrnoToStatus(err, absl::StrCat("open ", path));
+  }
+}
+
+// The direct-I/O alignment the file system asks for: statx(STATX_DIOALIGN) on 6.1+, else 512
+// for offsets and 512 for memory (the historic O_DIRECT rule on block-backed file systems).
+void DirectIoAlignment(int fd, uint32_t* offset_align, uint32_t* memory_align) {
+  *offset_align = 512;
+  *memory_align = 512;
+  struct statx stx;
+  std::memset(&stx, 0, sizeof(stx));
+  if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+      (stx.stx_mask & STATX_DIOALIGN) != 0 && stx.stx_dio_offset_align != 0) {
+    *offset_align = stx.stx_dio_offset_align;
+    *memory_align = stx.stx_dio_mem_align;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
+                                               const DeviceOptions& options) {
+  if (path.empty()) return absl::InvalidArgumentError("empty device path");
+  int flags = O_RDWR | O_DIRECT | O_CLOEXEC;
+  bool created = false;
+  int fd = open(path.c_str(), flags);
+  if (fd < 0 && errno == ENOENT && options.create_bytes > 0) {
+    fd = open(path.c_str(), flags | O_CREAT | O_EXCL, 0644);
+    created = fd >= 0;
+  }
+  if (fd < 0) return OpenError(errno, path);
+  FdCloser closer{fd};
+
+  struct stat st;
+  if (fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fstat ", path));
+  OpenedFile opened;
+  opened.info.path = path;
+  if (S_ISCHR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is a character device; only NVMe generic devices (/dev/ngXnY) are "
+                           "supported as character devices"));
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": neither a regular file nor a block device"));
+  }
+  if (options.exclusive_lock && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": in use by another opener (exclusive lock held)"));
+    }
+    return absl::ErrnoToStatus(errno, absl::StrCat("flock ", path));
+  }
+
+  uint64_t size_bytes = 0;
+  if (S_ISBLK(st.st_mode)) {
+    opened.info.block_device = true;
+    int logical = 0;
+    if (ioctl(fd, BLKSSZGET, &logical) != 0 || logical <= 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("BLKSSZGET ", path));
+    }
+    if (ioctl(fd, BLKGETSIZE64, &size_bytes) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("BLKGETSIZE64 ", path));
+    }
+    opened.info.lba_bytes = static_cast<uint32_t>(logical);
+    opened.info.memory_alignment = static_cast<uint32_t>(logical);
+  } else {
+    uint32_t offset_align = 0, memory_align = 0;
+    DirectIoAlignment(fd, &offset_align, &memory_align);
+    opened.info.lba_bytes = offset_align;
+    opened.info.memory_alignment = memory_align;
+    if (created) {
+      const uint64_t want = AlignDown(options.create_bytes, offset_align);
+      if (want == 0) {
+        unlink(path.c_str());
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot create ", path, " with ", options.create_bytes, " bytes"));
+      }
+      // Reserve the blocks now so a full file system shows up at open, not mid-write.
+      const int err = posix_fallocate(fd, 0, static_cast<off_t>(want));
+      if (err != 0) {
+        unlink(path.c_str());
+        if (err == ENOSPC) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat(path, ": no space to create a ", want, "-byte store"));
+        }
+        return absl::ErrnoToStatus(err, absl::StrCat("fallocate ", path));
+      }
+      size_bytes = want;
+    } else {
+      size_bytes = static_cast<uint64_t>(st.st_size);
+    }
+  }
+  opened.info.lba_count = size_bytes / opened.info.lba_bytes;
+  if (opened.info.capacity_bytes() < options.min_bytes || opened.info.lba_count == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": too small: ", opened.info.capacity_bytes(), " bytes, need ",
+                     options.min_bytes));
+  }
+  opened.fd = fd;
+  closer.fd = -1;
+  return opened;
+}
+
+absl::StatusOr<int> DuplicateFd(int fd) {
+  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return absl::ErrnoToStatus(errno, "dup");
+  return copy;
+}
+
+}  // namespace nvkv::storage

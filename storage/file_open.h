@@ -1,0 +1,30 @@
+// Opening a regular file or block device for direct I/O: the checks and geometry shared by the
+// io_uring file backend and the pread/pwrite fallback.
+#ifndef NVKV_STORAGE_FILE_OPEN_H_
+#define NVKV_STORAGE_FILE_OPEN_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "storage/device.h"
+
+namespace nvkv::storage {
+
+struct OpenedFile {
+  int fd = -1;      // owned by the caller once returned
+  DeviceInfo info;  // path, lba_bytes, lba_count, memory_alignment, block_device filled in
+};
+
+// Opens `path` with O_DIRECT (creating and sizing a regular file when options.create_bytes asks),
+// takes the exclusive lock, and reads the geometry. Clear errors for a missing path, missing
+// permission, a directory or character device, a device below options.min_bytes, or a lock
+// held by another opener.
+absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
+                                               const DeviceOptions& options);
+
+// Duplicates `fd` for another queue on the same open file (shares the lock).
+absl::StatusOr<int> DuplicateFd(int fd);
+
+}  // namespace nvkv::storage
+
+#endif  // NVKV_STORAGE_FILE_OPEN_H_
