@@ -226,16 +226,25 @@ TEST(DirectFileDeviceTest, DirectoryIsInvalidArgument) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-TEST(DirectFileDeviceTest, UnreadableFileIsPermissionDenied) {
-  if (geteuid() == 0) {
-    // root bypasses file modes; drop to nobody for this test only if we can.
-    GTEST_SKIP() << "running as root: file permissions are not enforced";
+// Runs in a forked child: as an unprivileged user, opening a file it may not write must fail
+// with kPermissionDenied.
+[[noreturn]] void OpenAsNobody(const std::string& path) {
+  if (geteuid() == 0 && setresuid(65534, 65534, 65534) != 0) std::_Exit(10);
+  auto opened = OpenDevice(path, FileOptions());
+  if (!absl::IsPermissionDenied(opened.status())) std::_Exit(11);
+  if (opened.status().message().find("permission denied") == absl::string_view::npos) {
+    std::_Exit(12);
   }
+  std::_Exit(0);
+}
+
+TEST(DirectFileDeviceTest, UnwritableFileIsPermissionDenied) {
   nvkv::testing::TempDir dir;
   ASSERT_THAT(OpenDevice(dir.File("store"), FileOptions()), IsOk());
-  ASSERT_EQ(chmod(dir.File("store").c_str(), 0400), 0);
-  EXPECT_THAT(OpenDevice(dir.File("store"), FileOptions()),
-              StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_EQ(chmod(dir.File("store").c_str(), 0444), 0);
+  // Root bypasses file modes, so the check runs as "nobody" in a child process.
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  EXPECT_EXIT(OpenAsNobody(dir.File("store")), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(DirectFileDeviceTest, TooSmallDeviceIsRefused) {
