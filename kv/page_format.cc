@@ -1,0 +1,240 @@
+#include "kv/page_format.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+namespace {
+
+uint64_t ChecksumOf(const uint8_t* data, size_t bytes, uint64_t seed) {
+  return XXH3_64bits_withSeed(data, bytes, seed);
+}
+
+bool AllZero(const uint8_t* data, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) {
+    if (data[i] != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+uint32_t Geometry::max_value_bytes() const {
+  const uint64_t quarter = uint64_t{payload_bytes()} * (pages_per_segment / 4);
+  return static_cast<uint32_t>(std::min<uint64_t>(kMaxValueBytesCap, quarter));
+}
+
+uint64_t Geometry::max_batch_bytes() const {
+  return uint64_t{payload_bytes()} * (pages_per_segment / 2);
+}
+
+uint32_t LargeRecordPages(const Geometry& g, size_t key_bytes, size_t value_bytes) {
+  const size_t first = g.payload_bytes() - sizeof(RecordHeader) - key_bytes;
+  if (value_bytes <= first) return 1;
+  const size_t rest = value_bytes - first;
+  return static_cast<uint32_t>(1 + (rest + g.payload_bytes() - 1) / g.payload_bytes());
+}
+
+uint64_t StoreSeed(const uint8_t store_id[16]) { return XXH3_64bits(store_id, 16); }
+
+uint64_t PageSeed(uint64_t store_seed, uint64_t page_number) {
+  // Multiply by an odd constant so neighbouring pages get unrelated seeds.
+  return store_seed ^ (page_number * 0x9E3779B97F4A7C15ULL);
+}
+
+void EncodeSuperblock(const Superblock& superblock, uint8_t* page, uint32_t page_bytes) {
+  NVKV_CHECK(page_bytes >= sizeof(Superblock));
+  std::memset(page, 0, page_bytes);
+  Superblock copy = superblock;
+  copy.magic = kSuperblockMagic;
+  copy.checksum = 0;
+  std::memcpy(page, &copy, sizeof(copy));
+  copy.checksum = ChecksumOf(page + 8, sizeof(Superblock) - 8, 0);
+  std::memcpy(page, &copy.checksum, 8);
+}
+
+absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_bytes) {
+  if (page_bytes < sizeof(Superblock)) return absl::InvalidArgumentError("page too small");
+  Superblock superblock;
+  std::memcpy(&superblock, page, sizeof(superblock));
+  if (superblock.magic != kSuperblockMagic) {
+    return absl::FailedPreconditionError("not an nvkv store (no nvkv superblock)");
+  }
+  if (superblock.checksum != ChecksumOf(page + 8, sizeof(Superblock) - 8, 0)) {
+    return absl::DataLossError("superblock checksum mismatch");
+  }
+  if (superblock.format_version > kFormatVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("store has format version ", superblock.format_version,
+                     "; this nvkv reads up to version ", kFormatVersion));
+  }
+  if (superblock.page_bytes < kMinPageBytes || superblock.page_bytes > kMaxPageBytes ||
+      (superblock.page_bytes & (superblock.page_bytes - 1)) != 0 ||
+      superblock.pages_per_segment < 8 || superblock.segment_count == 0) {
+    return absl::DataLossError(absl::StrCat("superblock geometry is impossible: page ",
+                                            superblock.page_bytes, " bytes, ",
+                                            superblock.pages_per_segment, " pages/segment, ",
+                                            superblock.segment_count, " segments"));
+  }
+  return superblock;
+}
+
+Geometry GeometryOf(const Superblock& superblock) {
+  Geometry g;
+  g.page_bytes = superblock.page_bytes;
+  g.pages_per_segment = superblock.pages_per_segment;
+  g.segment_count = superblock.segment_count;
+  return g;
+}
+
+void PageBuilder::Start(uint8_t* page, const Geometry& geometry, PageType type,
+                        uint32_t generation, uint32_t page_in_segment, uint64_t head_sequence) {
+  page_ = page;
+  page_bytes_ = geometry.page_bytes;
+  payload_bytes_ = geometry.payload_bytes();
+  used_bytes_ = 0;
+  record_count_ = 0;
+  std::memset(page, 0, page_bytes_);
+  PageHeader header{};
+  header.magic = kPageMagic;
+  header.type = static_cast<uint8_t>(type);
+  header.generation = generation;
+  header.page_in_segment = page_in_segment;
+  header.head_sequence = head_sequence;
+  std::memcpy(page_, &header, sizeof(header));
+}
+
+uint32_t PageBuilder::AddRecord(const RecordHeader& header, std::string_view key,
+                                std::string_view value) {
+  const uint32_t bytes = RecordBytes(key.size(), value.size());
+  if (bytes > free_bytes()) return 0;
+  NVKV_CHECK(header.key_bytes == key.size());
+  NVKV_CHECK(header.value_bytes == value.size());
+  const uint32_t offset = sizeof(PageHeader) + used_bytes_;
+  uint8_t* out = page_ + offset;
+  std::memcpy(out, &header, sizeof(header));
+  std::memcpy(out + sizeof(header), key.data(), key.size());
+  std::memcpy(out + sizeof(header) + key.size(), value.data(), value.size());
+  used_bytes_ += bytes;
+  ++record_count_;
+  return offset;
+}
+
+uint32_t PageBuilder::StartLargeRecord(const RecordHeader& header, std::string_view key,
+                                       std::string_view value) {
+  NVKV_CHECK(empty());
+  NVKV_CHECK((header.flags & kRecordLarge) != 0);
+  const uint32_t room = payload_bytes_ - sizeof(RecordHeader) - static_cast<uint32_t>(key.size());
+  const uint32_t part = static_cast<uint32_t>(std::min<size_t>(room, value.size()));
+  uint8_t* out = page_ + sizeof(PageHeader);
+  std::memcpy(out, &header, sizeof(header));
+  std::memcpy(out + sizeof(header), key.data(), key.size());
+  std::memcpy(out + sizeof(header) + key.size(), value.data(), part);
+  used_bytes_ = sizeof(header) + static_cast<uint32_t>(key.size()) + part;
+  record_count_ = 1;
+  return part;
+}
+
+uint32_t PageBuilder::AddContinuation(std::string_view value_part) {
+  NVKV_CHECK(empty());
+  const uint32_t part = static_cast<uint32_t>(std::min<size_t>(payload_bytes_, value_part.size()));
+  std::memcpy(page_ + sizeof(PageHeader), value_part.data(), part);
+  used_bytes_ = part;
+  return part;
+}
+
+void PageBuilder::Finish(uint64_t store_seed, uint64_t page_number) {
+  PageHeader header;
+  std::memcpy(&header, page_, sizeof(header));
+  header.record_count = record_count_;
+  header.used_bytes = used_bytes_;
+  header.checksum = 0;
+  std::memcpy(page_, &header, sizeof(header));
+  header.checksum = ChecksumOf(page_ + 8, page_bytes_ - 8, PageSeed(store_seed, page_number));
+  std::memcpy(page_, &header.checksum, 8);
+}
+
+void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint32_t generation,
+                    uint64_t store_seed, uint64_t page_number) {
+  PageBuilder builder;
+  builder.Start(page, geometry, PageType::kFree, generation, 0, 0);
+  builder.Finish(store_seed, page_number);
+}
+
+absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geometry,
+                                      uint64_t store_seed, uint64_t page_number) {
+  PageHeader header;
+  std::memcpy(&header, page, sizeof(header));
+  if (header.magic != kPageMagic) {
+    if (AllZero(page, geometry.page_bytes)) {
+      return absl::NotFoundError(absl::StrCat("page ", page_number, ": never written"));
+    }
+    return absl::DataLossError(absl::StrCat("page ", page_number, ": bad magic"));
+  }
+  const uint64_t want =
+      ChecksumOf(page + 8, geometry.page_bytes - 8, PageSeed(store_seed, page_number));
+  if (header.checksum != want) {
+    return absl::DataLossError(absl::StrCat("page ", page_number, ": checksum mismatch"));
+  }
+  if (header.type < static_cast<uint8_t>(PageType::kFree) ||
+      header.type > static_cast<uint8_t>(PageType::kContinuation)) {
+    return absl::DataLossError(
+        absl::StrCat("page ", page_number, ": unknown page type ", header.type));
+  }
+  if (header.used_bytes > geometry.payload_bytes()) {
+    return absl::DataLossError(absl::StrCat("page ", page_number, ": used_bytes ",
+                                            header.used_bytes, " exceeds the payload"));
+  }
+  return header;
+}
+
+RecordIterator::RecordIterator(const uint8_t* page, const PageHeader& header)
+    : records_(page + sizeof(PageHeader)),
+      used_bytes_(header.used_bytes),
+      remaining_records_(header.record_count) {}
+
+bool RecordIterator::Next(RecordView* record) {
+  if (remaining_records_ == 0 || !status_.ok()) return false;
+  if (used_bytes_ - offset_ < sizeof(RecordHeader)) {
+    status_ = absl::DataLossError(absl::StrCat("record at offset ", offset_, " is cut off"));
+    return false;
+  }
+  std::memcpy(&record->header, records_ + offset_, sizeof(RecordHeader));
+  const RecordHeader& h = record->header;
+  const uint32_t after_header = offset_ + sizeof(RecordHeader);
+  const bool large = (h.flags & kRecordLarge) != 0;
+  const uint32_t room = used_bytes_ - after_header;
+  if (h.key_bytes > room || (!large && h.value_bytes > room - h.key_bytes) ||
+      (h.type != static_cast<uint8_t>(RecordType::kPut) &&
+       h.type != static_cast<uint8_t>(RecordType::kDelete))) {
+    status_ = absl::DataLossError(absl::StrCat("record at offset ", offset_, " is malformed"));
+    return false;
+  }
+  const uint32_t value_here = large ? room - h.key_bytes : h.value_bytes;
+  record->offset = static_cast<uint32_t>(sizeof(PageHeader)) + offset_;
+  record->key = std::string_view(reinterpret_cast<const char*>(records_ + after_header),
+                                 h.key_bytes);
+  record->value = std::string_view(
+      reinterpret_cast<const char*>(records_ + after_header + h.key_bytes), value_here);
+  offset_ = after_header + h.key_bytes + value_here;
+  --remaining_records_;
+  return true;
+}
+
+absl::StatusOr<RecordView> FindRecord(const uint8_t* page, const PageHeader& header,
+                                      std::string_view key) {
+  RecordIterator it(page, header);
+  RecordView record;
+  while (it.Next(&record)) {
+    if (record.key == key) return record;
+  }
+  if (!it.status().ok()) return it.status();
+  return absl::NotFoundError("key not in page");
+}
+
+}  // namespace nvkv::kv

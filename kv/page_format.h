@@ -1,0 +1,215 @@
+// The on-disk format of an nvkv store, shared by the writer and every reader (recovery, reads,
+// compaction, `nvkv-cli check`). kv/FORMAT.md describes it in prose with a worked example.
+//
+// Everything here is persisted: never renumber an enum or move a field. All integers are
+// little-endian (the only byte order nvkv builds on; static_assert below).
+//
+// Layout of a device, in pages of Geometry::page_bytes:
+//   page 0, page 1          two identical superblocks
+//   page 2 ...              segment 0, segment 1, ... each pages_per_segment pages
+// Every page starts with a PageHeader whose checksum covers the rest of the page and is seeded
+// with the store's id and the page's own number, so a torn page, a page from an earlier store on
+// the same device and a page written to the wrong place all fail verification.
+#ifndef NVKV_KV_PAGE_FORMAT_H_
+#define NVKV_KV_PAGE_FORMAT_H_
+
+#include <bit>
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace nvkv::kv {
+
+static_assert(std::endian::native == std::endian::little, "nvkv's format is little-endian");
+
+inline constexpr uint64_t kSuperblockMagic = 0x31304253564b564eULL;  // "NVKVSB01"
+inline constexpr uint32_t kPageMagic = 0x504b564eU;                  // "NVKP"
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint64_t kSuperblockPages = 2;
+
+inline constexpr uint32_t kMinPageBytes = 4096;
+inline constexpr uint32_t kMaxPageBytes = 65536;  // used_bytes and offsets fit 32 bits anyway
+inline constexpr uint32_t kMaxKeyBytes = 1024;
+inline constexpr uint32_t kMaxValueBytesCap = 1u << 20;  // 1 MiB, further limited by geometry
+
+// Persisted: page types.
+enum class PageType : uint8_t {
+  kFree = 1,          // first page of a segment that compaction freed; nothing follows
+  kData = 2,          // records packed back to back
+  kContinuation = 3,  // the rest of a large record's value
+};
+
+// Persisted: record types.
+enum class RecordType : uint8_t {
+  kPut = 1,
+  kDelete = 2,
+};
+
+// Persisted: record flags.
+inline constexpr uint8_t kRecordInBatch = 1 << 0;  // part of an atomic WriteBatch
+inline constexpr uint8_t kRecordLarge = 1 << 1;    // value continues on the following pages
+
+#pragma pack(push, 1)
+struct PageHeader {
+  uint64_t checksum;       // XXH3-64 of bytes [8, page_bytes), seed = PageSeed(store, page)
+  uint32_t magic;          // kPageMagic
+  uint8_t type;            // PageType
+  uint8_t flags;           // none yet
+  uint16_t record_count;   // records starting in this page
+  uint32_t used_bytes;     // bytes after the header in use (records, or continuation payload)
+  uint32_t generation;     // generation of the segment this page was written in
+  uint32_t page_in_segment;
+  uint32_t reserved;
+  uint64_t head_sequence;  // the log head's page counter, for diagnostics
+};
+
+struct RecordHeader {
+  uint8_t type;             // RecordType
+  uint8_t flags;            // kRecordInBatch | kRecordLarge
+  uint16_t key_bytes;
+  uint32_t value_bytes;     // the whole value, also when it continues on later pages
+  uint64_t sequence;        // write order; the newest sequence of a key wins at recovery
+  uint32_t batch_remaining; // in a batch: how many of its records follow this one
+  uint32_t reserved;
+};
+
+struct Superblock {
+  uint64_t checksum;        // XXH3-64 of the rest of the struct, seed 0
+  uint64_t magic;           // kSuperblockMagic
+  uint32_t format_version;  // kFormatVersion
+  uint32_t page_bytes;
+  uint32_t pages_per_segment;
+  uint32_t lba_bytes;       // the device's logical block size when formatted
+  uint64_t segment_count;
+  uint8_t store_id[16];     // random at format time
+  uint64_t format_time_unix_s;
+  uint32_t copy;            // 0 or 1: which of the two pages this is
+  uint32_t reserved;
+};
+#pragma pack(pop)
+
+static_assert(sizeof(PageHeader) == 40);
+static_assert(sizeof(RecordHeader) == 24);
+static_assert(sizeof(Superblock) == 72);
+
+// The shape of a store, from its superblock.
+struct Geometry {
+  uint32_t page_bytes = 4096;
+  uint32_t pages_per_segment = 256;
+  uint64_t segment_count = 0;
+
+  uint32_t payload_bytes() const { return page_bytes - sizeof(PageHeader); }
+  uint64_t segment_bytes() const { return uint64_t{page_bytes} * pages_per_segment; }
+  uint64_t FirstPageOf(uint64_t segment) const {
+    return kSuperblockPages + segment * pages_per_segment;
+  }
+  uint64_t SegmentOf(uint64_t page) const { return (page - kSuperblockPages) / pages_per_segment; }
+  uint32_t PageInSegment(uint64_t page) const {
+    return static_cast<uint32_t>((page - kSuperblockPages) % pages_per_segment);
+  }
+  uint64_t total_pages() const { return kSuperblockPages + segment_count * pages_per_segment; }
+  // Largest value a record may carry: 1 MiB, or a quarter of a segment's payload if smaller.
+  uint32_t max_value_bytes() const;
+  // Largest total of record bytes one WriteBatch may append (half a segment's payload).
+  uint64_t max_batch_bytes() const;
+};
+
+// Bytes a small record takes in a page.
+inline uint32_t RecordBytes(size_t key_bytes, size_t value_bytes) {
+  return static_cast<uint32_t>(sizeof(RecordHeader) + key_bytes + value_bytes);
+}
+// True when a record does not fit one page's payload and needs a run of pages.
+inline bool IsLargeRecord(const Geometry& g, size_t key_bytes, size_t value_bytes) {
+  return sizeof(RecordHeader) + key_bytes + value_bytes > g.payload_bytes();
+}
+// Pages a large record occupies: its first page (header, key, start of value) and
+// continuation pages for the rest.
+uint32_t LargeRecordPages(const Geometry& g, size_t key_bytes, size_t value_bytes);
+
+// The checksum seed of a page: mixes the store's id with the page number.
+uint64_t StoreSeed(const uint8_t store_id[16]);
+uint64_t PageSeed(uint64_t store_seed, uint64_t page_number);
+
+// --- Superblock ---
+void EncodeSuperblock(const Superblock& superblock, uint8_t* page, uint32_t page_bytes);
+// kDataLoss: checksum mismatch; kFailedPrecondition: not an nvkv superblock (bad magic) or a
+// newer format version; kInvalidArgument: impossible geometry.
+absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_bytes);
+Geometry GeometryOf(const Superblock& superblock);
+
+// --- Pages ---
+// Builds one page in a caller-owned buffer of page_bytes. Not thread-safe.
+class PageBuilder {
+ public:
+  // Starts an empty page of `type` (kData or kContinuation) in `page` (zeroed here).
+  void Start(uint8_t* page, const Geometry& geometry, PageType type, uint32_t generation,
+             uint32_t page_in_segment, uint64_t head_sequence);
+  // Bytes still free for records (kData) or payload (kContinuation).
+  uint32_t free_bytes() const { return payload_bytes_ - used_bytes_; }
+  uint32_t used_bytes() const { return used_bytes_; }
+  uint16_t record_count() const { return record_count_; }
+  bool empty() const { return used_bytes_ == 0; }
+  // Appends a small record; returns its offset in the page, or 0 when it does not fit.
+  uint32_t AddRecord(const RecordHeader& header, std::string_view key, std::string_view value);
+  // Starts a large record on an empty kData page: header, key and as much of the value as fits.
+  // Returns how many value bytes went in.
+  uint32_t StartLargeRecord(const RecordHeader& header, std::string_view key,
+                            std::string_view value);
+  // Fills an empty kContinuation page with the next part of a value; returns bytes taken.
+  uint32_t AddContinuation(std::string_view value_part);
+  // Writes the header and checksum. The page is then ready to write at `page_number`.
+  void Finish(uint64_t store_seed, uint64_t page_number);
+
+ private:
+  uint8_t* page_ = nullptr;
+  uint32_t page_bytes_ = 0;
+  uint32_t payload_bytes_ = 0;
+  uint32_t used_bytes_ = 0;
+  uint16_t record_count_ = 0;
+};
+
+// Writes a free-marker page: a segment whose first page is this holds nothing.
+void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint32_t generation,
+                    uint64_t store_seed, uint64_t page_number);
+
+// Checks a page read from `page_number`: magic, checksum (with the store and page seed), type,
+// and that used_bytes fits. kDataLoss with the page number and what failed. A page of all zero
+// bytes (never written) gives kNotFound.
+absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geometry,
+                                      uint64_t store_seed, uint64_t page_number);
+
+// One record as found in a verified kData page. The views point into the page buffer.
+struct RecordView {
+  RecordHeader header;
+  uint32_t offset;             // of the record header within the page
+  std::string_view key;
+  std::string_view value;      // the part of the value in this page (all of it unless large)
+};
+
+// Walks the records of a verified kData page. Bounds are checked; a record that runs past
+// used_bytes is reported as kDataLoss (the checksum passed, so this means a writer bug or a
+// collision, never a silent skip).
+class RecordIterator {
+ public:
+  RecordIterator(const uint8_t* page, const PageHeader& header);
+  // Advances to the next record. Returns false at the end; check status() after.
+  bool Next(RecordView* record);
+  const absl::Status& status() const { return status_; }
+
+ private:
+  const uint8_t* records_;
+  uint32_t used_bytes_;
+  uint32_t remaining_records_;
+  uint32_t offset_ = 0;
+  absl::Status status_;
+};
+
+// Finds `key`'s record in a verified kData page. kNotFound when it is not there.
+absl::StatusOr<RecordView> FindRecord(const uint8_t* page, const PageHeader& header,
+                                      std::string_view key);
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_PAGE_FORMAT_H_

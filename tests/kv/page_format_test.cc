@@ -1,0 +1,227 @@
+// Page and record encoding: round trips and every corruption the format must detect.
+#include "kv/page_format.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tests/testutil/status_matchers.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
+
+constexpr uint8_t kStoreId[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+Geometry SmallGeometry() {
+  Geometry g;
+  g.page_bytes = 4096;
+  g.pages_per_segment = 64;
+  g.segment_count = 10;
+  return g;
+}
+
+RecordHeader PutHeader(std::string_view key, std::string_view value, uint64_t sequence) {
+  RecordHeader h{};
+  h.type = static_cast<uint8_t>(RecordType::kPut);
+  h.key_bytes = static_cast<uint16_t>(key.size());
+  h.value_bytes = static_cast<uint32_t>(value.size());
+  h.sequence = sequence;
+  return h;
+}
+
+class PageFormatTest : public ::testing::Test {
+ protected:
+  // Builds a data page with three records at page number `page_number`.
+  void BuildPage(uint64_t page_number) {
+    page_.assign(geometry_.page_bytes, 0);
+    PageBuilder builder;
+    builder.Start(page_.data(), geometry_, PageType::kData, /*generation=*/7,
+                  geometry_.PageInSegment(page_number), /*head_sequence=*/3);
+    for (int i = 0; i < 3; ++i) {
+      const std::string key = "key" + std::to_string(i);
+      const std::string value(100 + i, static_cast<char>('a' + i));
+      ASSERT_NE(builder.AddRecord(PutHeader(key, value, 10 + i), key, value), 0u);
+    }
+    builder.Finish(seed_, page_number);
+  }
+
+  Geometry geometry_ = SmallGeometry();
+  uint64_t seed_ = StoreSeed(kStoreId);
+  std::vector<uint8_t> page_;
+};
+
+TEST_F(PageFormatTest, RecordsRoundTrip) {
+  BuildPage(5);
+  auto header = VerifyPage(page_.data(), geometry_, seed_, 5);
+  ASSERT_THAT(header, IsOk());
+  EXPECT_EQ(header->record_count, 3);
+  EXPECT_EQ(header->generation, 7u);
+  RecordIterator it(page_.data(), *header);
+  RecordView record;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(it.Next(&record));
+    EXPECT_EQ(record.key, "key" + std::to_string(i));
+    EXPECT_EQ(record.value, std::string(100 + i, static_cast<char>('a' + i)));
+    EXPECT_EQ(record.header.sequence, 10u + i);
+  }
+  EXPECT_FALSE(it.Next(&record));
+  EXPECT_THAT(it.status(), IsOk());
+  auto found = FindRecord(page_.data(), *header, "key1");
+  ASSERT_THAT(found, IsOk());
+  EXPECT_EQ(found->value.size(), 101u);
+  EXPECT_THAT(FindRecord(page_.data(), *header, "nope"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(PageFormatTest, EveryFlippedBitIsDetected) {
+  BuildPage(5);
+  const std::vector<uint8_t> good = page_;
+  // Flip one bit in each 61-byte stride across the whole page, header and padding included.
+  for (size_t byte = 0; byte < good.size(); byte += 61) {
+    page_ = good;
+    page_[byte] ^= 0x10;
+    EXPECT_THAT(VerifyPage(page_.data(), geometry_, seed_, 5),
+                StatusIs(absl::StatusCode::kDataLoss))
+        << "flip at byte " << byte;
+  }
+}
+
+TEST_F(PageFormatTest, TornPageIsDetected) {
+  BuildPage(5);
+  // A torn write: the first 512-byte sector is new, the rest holds what was there before.
+  std::vector<uint8_t> old(geometry_.page_bytes, 0x5a);
+  std::memcpy(old.data(), page_.data(), 512);
+  EXPECT_THAT(VerifyPage(old.data(), geometry_, seed_, 5), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+TEST_F(PageFormatTest, MisdirectedPageIsDetected) {
+  BuildPage(5);
+  EXPECT_THAT(VerifyPage(page_.data(), geometry_, seed_, 6),
+              StatusIs(absl::StatusCode::kDataLoss, "checksum"));
+}
+
+TEST_F(PageFormatTest, PageFromAnotherStoreIsDetected) {
+  BuildPage(5);
+  uint8_t other_id[16] = {9};
+  EXPECT_THAT(VerifyPage(page_.data(), geometry_, StoreSeed(other_id), 5),
+              StatusIs(absl::StatusCode::kDataLoss));
+}
+
+TEST_F(PageFormatTest, ZeroPageIsNeverWritten) {
+  std::vector<uint8_t> zero(geometry_.page_bytes, 0);
+  EXPECT_THAT(VerifyPage(zero.data(), geometry_, seed_, 5), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(PageFormatTest, RecordOverrunningThePageIsDataLoss) {
+  BuildPage(5);
+  // Corrupt the second record's key length and re-seal the checksum, as a buggy writer would.
+  auto header = VerifyPage(page_.data(), geometry_, seed_, 5);
+  ASSERT_THAT(header, IsOk());
+  const uint32_t second = sizeof(PageHeader) + RecordBytes(4, 100);
+  uint16_t huge = 60000;
+  std::memcpy(page_.data() + second + 2, &huge, 2);
+  RecordIterator it(page_.data(), *header);
+  RecordView record;
+  EXPECT_TRUE(it.Next(&record));
+  EXPECT_FALSE(it.Next(&record));
+  EXPECT_THAT(it.status(), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+TEST_F(PageFormatTest, FullPageRefusesRecord) {
+  page_.assign(geometry_.page_bytes, 0);
+  PageBuilder builder;
+  builder.Start(page_.data(), geometry_, PageType::kData, 1, 0, 0);
+  const std::string value(geometry_.payload_bytes() - sizeof(RecordHeader) - 1, 'x');
+  EXPECT_NE(builder.AddRecord(PutHeader("k", value, 1), "k", value), 0u);
+  EXPECT_EQ(builder.free_bytes(), 0u);
+  EXPECT_EQ(builder.AddRecord(PutHeader("k", "", 2), "k", ""), 0u);
+}
+
+TEST_F(PageFormatTest, LargeRecordSpansPages) {
+  const std::string key = "big";
+  std::string value(10000, '\0');
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 31);
+  ASSERT_TRUE(IsLargeRecord(geometry_, key.size(), value.size()));
+  const uint32_t pages = LargeRecordPages(geometry_, key.size(), value.size());
+  EXPECT_EQ(pages, 3u);  // 4056 payload: 4009 value bytes in page 1, 4056 in page 2, 1935 in 3
+  std::vector<std::vector<uint8_t>> run(pages, std::vector<uint8_t>(geometry_.page_bytes));
+  RecordHeader h = PutHeader(key, value, 9);
+  h.flags = kRecordLarge;
+  PageBuilder builder;
+  builder.Start(run[0].data(), geometry_, PageType::kData, 1, 0, 0);
+  size_t done = builder.StartLargeRecord(h, key, value);
+  builder.Finish(seed_, 2);
+  for (uint32_t p = 1; p < pages; ++p) {
+    builder.Start(run[p].data(), geometry_, PageType::kContinuation, 1, p, p);
+    done += builder.AddContinuation(std::string_view(value).substr(done));
+    builder.Finish(seed_, 2 + p);
+  }
+  EXPECT_EQ(done, value.size());
+  // Read it back.
+  auto first = VerifyPage(run[0].data(), geometry_, seed_, 2);
+  ASSERT_THAT(first, IsOk());
+  auto record = FindRecord(run[0].data(), *first, key);
+  ASSERT_THAT(record, IsOk());
+  std::string rebuilt(record->value);
+  for (uint32_t p = 1; p < pages; ++p) {
+    auto next = VerifyPage(run[p].data(), geometry_, seed_, 2 + p);
+    ASSERT_THAT(next, IsOk());
+    EXPECT_EQ(next->type, static_cast<uint8_t>(PageType::kContinuation));
+    rebuilt.append(reinterpret_cast<const char*>(run[p].data()) + sizeof(PageHeader),
+                   next->used_bytes);
+  }
+  EXPECT_EQ(rebuilt, value);
+}
+
+TEST(SuperblockTest, RoundTrip) {
+  Superblock sb{};
+  sb.format_version = kFormatVersion;
+  sb.page_bytes = 4096;
+  sb.pages_per_segment = 256;
+  sb.lba_bytes = 512;
+  sb.segment_count = 100;
+  std::memcpy(sb.store_id, kStoreId, 16);
+  std::vector<uint8_t> page(4096);
+  EncodeSuperblock(sb, page.data(), 4096);
+  auto decoded = DecodeSuperblock(page.data(), 4096);
+  ASSERT_THAT(decoded, IsOk());
+  EXPECT_EQ(decoded->segment_count, 100u);
+  EXPECT_EQ(GeometryOf(*decoded).segment_bytes(), 1u << 20);
+}
+
+TEST(SuperblockTest, ForeignDataIsNotAStore) {
+  std::vector<uint8_t> page(4096, 0xab);
+  EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "not an nvkv store"));
+}
+
+TEST(SuperblockTest, CorruptSuperblockIsDataLoss) {
+  Superblock sb{};
+  sb.format_version = kFormatVersion;
+  sb.page_bytes = 4096;
+  sb.pages_per_segment = 256;
+  sb.segment_count = 100;
+  std::vector<uint8_t> page(4096);
+  EncodeSuperblock(sb, page.data(), 4096);
+  page[40] ^= 1;
+  EXPECT_THAT(DecodeSuperblock(page.data(), 4096), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+TEST(SuperblockTest, NewerFormatIsRefused) {
+  Superblock sb{};
+  sb.format_version = kFormatVersion + 1;
+  sb.page_bytes = 4096;
+  sb.pages_per_segment = 256;
+  sb.segment_count = 100;
+  std::vector<uint8_t> page(4096);
+  EncodeSuperblock(sb, page.data(), 4096);
+  EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "format version"));
+}
+
+}  // namespace
+}  // namespace nvkv::kv
