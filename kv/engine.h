@@ -1,0 +1,156 @@
+// Engine: the log-structured store under nvkv::DB. Records are appended into fixed-size pages
+// (kv/page_format.h) at one log head per shard; an in-memory index per shard maps keys to the
+// page holding their newest record; compaction cleans segments; Open rebuilds the index from
+// the log.
+//
+// Thread contract: every method may be called from any number of threads at once. There is no
+// engine-wide lock on the read or write path: keys are spread over shards by hash and each shard
+// has its own mutex, index and log head. Each thread that reads gets its own io_uring queue the
+// first time it reads. Page writes go through one writer thread that batches them across shards
+// (group commit); compaction runs on its own thread.
+//
+// Durability: a write made with durable=true has reached stable media when Write returns OK
+// (its page and every earlier page of its log head were written with FUA, or written and then
+// flushed). A write made with durable=false is in memory when Write returns; it reaches the
+// device within `max_write_delay_us` or at the next Flush(), and is durable once a later durable
+// write or Flush() returns.
+#ifndef NVKV_KV_ENGINE_H_
+#define NVKV_KV_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "storage/device.h"
+
+namespace nvkv::kv {
+
+enum class IndexMode : uint8_t {
+  kHash,     // ~8-10 bytes of memory per key, no key bytes held; no ordered scans
+  kOrdered,  // a B-tree holding every key; ordered iteration and range scans
+};
+
+enum class VictimPolicy : uint8_t {
+  kCostBenefit,  // (1 - u) * age / (1 + u), as in LFS
+  kGreedy,       // fewest live bytes
+};
+
+struct EngineOptions {
+  storage::DeviceOptions device;    // backend, ring flags, lock; create_bytes is set from capacity
+  bool create_if_missing = true;    // format an empty device or create a missing file
+  bool error_if_exists = false;     // fail when a store is already there
+  bool force_format = false;        // format even over data that is not an nvkv store
+  uint64_t capacity_bytes = 1ull << 30;  // size of a store file created by Open
+  uint32_t page_bytes = 4096;       // format only: power of two, 4096..65536, multiple of LBA
+  uint32_t segment_bytes = 1u << 20;  // format only: multiple of page_bytes, >= 8 pages
+  uint32_t shard_count = 4;         // 1..64
+  IndexMode index_mode = IndexMode::kHash;
+  uint32_t max_write_delay_us = 2000;  // non-durable writes reach the device within this
+  uint32_t page_buffers_per_shard = 32;  // pages a shard may have unwritten or in flight
+  bool background_compaction = true;
+  VictimPolicy victim_policy = VictimPolicy::kCostBenefit;
+  uint32_t read_queue_depth = 64;   // reads in flight per reading thread
+};
+
+// One Put or Delete of a Write call. Views must stay valid for the call.
+struct WriteOp {
+  bool is_delete = false;
+  std::string_view key;
+  std::string_view value;  // ignored for deletes
+};
+
+struct EngineStats {
+  uint64_t live_keys = 0;
+  uint64_t index_bytes = 0;
+  double index_bytes_per_key = 0;
+  uint64_t puts = 0, deletes = 0, gets = 0, batches = 0;
+  uint64_t user_bytes_written = 0;     // key + value bytes of acknowledged writes
+  uint64_t device_bytes_written = 0;   // page bytes written, including compaction
+  uint64_t compaction_bytes_written = 0;
+  double write_amplification = 0;      // device_bytes_written / user_bytes_written
+  uint64_t pages_written = 0, page_reads = 0, flushes = 0, fua_writes = 0;
+  uint64_t verify_reads = 0;           // reads a hash-mode overwrite needed to confirm its key
+  uint64_t segments_total = 0, segments_free = 0, segments_cleaned = 0;
+  uint64_t capacity_bytes = 0, live_bytes = 0;
+  uint64_t recovery_pages_scanned = 0, recovery_records = 0;
+  uint64_t recovery_batches_discarded = 0;
+  double recovery_seconds = 0;
+  storage::DeviceInfo device;  // backend, LBA size, ring features in force, notes
+  uint32_t page_bytes = 0, pages_per_segment = 0, shard_count = 0;
+  IndexMode index_mode = IndexMode::kHash;
+};
+
+// Outcome of one asynchronous read.
+using GetCallback = std::function<void(absl::StatusOr<std::string> value)>;
+
+class Engine {
+ public:
+  // Opens (or formats) the store at `path`. Errors: kNotFound (missing and !create_if_missing),
+  // kAlreadyExists (error_if_exists), kFailedPrecondition (in use by another opener; data that
+  // is not an nvkv store without force_format; newer format), kDataLoss (both superblocks
+  // damaged), kInvalidArgument (bad options), plus device errors.
+  static absl::StatusOr<std::unique_ptr<Engine>> Open(const std::string& path,
+                                                      const EngineOptions& options);
+  // Closes cleanly: flushes, stops the background threads. Errors are dropped; call Close()
+  // first to see them.
+  ~Engine();
+
+  // Applies `ops` atomically: after any crash all of them are visible or none. With one op this
+  // is a plain Put or Delete. Errors: kInvalidArgument (key empty or over 1024 bytes, value over
+  // max_value_bytes(), batch over max_batch_bytes()), kResourceExhausted (store full),
+  // kFailedPrecondition (an earlier write failed; reopen), kDataLoss/kInternal (device).
+  absl::Status Write(std::span<const WriteOp> ops, bool durable);
+
+  // The value of `key`, kNotFound when absent, kDataLoss when its page is damaged.
+  absl::StatusOr<std::string> Get(std::string_view key);
+
+  // Reads many keys, all reads in flight before waiting. (*values)[i] answers keys[i].
+  void MultiGet(std::span<const std::string_view> keys,
+                std::vector<absl::StatusOr<std::string>>* values);
+
+  // Starts a read of `key`; `callback` runs on this thread inside a later Poll(), never inside
+  // GetAsync itself (also when the value is found in memory), so callers can rely on one
+  // contract. kUnavailable when this thread already has read_queue_depth reads in flight.
+  absl::Status GetAsync(std::string_view key, GetCallback callback);
+  // Drives this thread's reads: waits until at least `min_complete` of them have finished (0:
+  // never blocks) and runs their callbacks. Returns how many finished.
+  absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
+  // Reads started on this thread whose callbacks have not run.
+  uint32_t pending_reads();
+
+  // Makes every write made so far durable.
+  absl::Status Flush();
+
+  // Cleans every segment holding dead records, now (blocking).
+  absl::Status CompactAll();
+
+  // Ordered mode only (else kFailedPrecondition): up to `limit` key/value pairs with
+  // start <= key < end (end empty: no upper bound), in key order.
+  absl::Status Scan(std::string_view start, std::string_view end, size_t limit,
+                    std::vector<std::pair<std::string, std::string>>* out);
+
+  EngineStats Stats();
+
+  // Flushes, stops the background threads, and refuses further calls with kFailedPrecondition.
+  absl::Status Close();
+
+  uint32_t max_value_bytes() const;
+  uint64_t max_batch_bytes() const;
+
+  class Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_ENGINE_H_
