@@ -114,6 +114,12 @@ struct IoStats {
   uint64_t max_completions_per_reap = 0;
 };
 
+// What a further queue on an open device may choose for itself.
+struct QueueOptions {
+  uint32_t queue_depth = 64;
+  BufferPoolOptions buffers;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -144,9 +150,9 @@ class Device {
 
   virtual const IoStats& stats() const = 0;
 
-  // Opens another queue (own ring, own buffer pool, same geometry) on the same device, for
-  // another issuing thread.
-  virtual absl::StatusOr<std::unique_ptr<Device>> OpenQueue() = 0;
+  // Opens another queue (own ring, own buffer pool, same geometry and ring flags) on the same
+  // device, for another issuing thread, with its own depth and buffers.
+  virtual absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) = 0;
 };
 
 enum class Backend : uint8_t {

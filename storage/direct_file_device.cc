@@ -43,12 +43,16 @@ absl::StatusOr<std::unique_ptr<DirectFileDevice>> DirectFileDevice::Create(
   return device;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> DirectFileDevice::OpenQueue() {
+absl::StatusOr<std::unique_ptr<Device>> DirectFileDevice::OpenQueue(
+    const QueueOptions& queue_options) {
   auto fd = DuplicateFd(this->fd());
   if (!fd.ok()) return fd.status();
   DeviceInfo info = info_;
   info.notes.clear();
-  auto queue = Create(*fd, std::move(info), options_);
+  DeviceOptions options = options_;
+  options.ring.queue_depth = queue_options.queue_depth;
+  options.buffers = queue_options.buffers;
+  auto queue = Create(*fd, std::move(info), options);
   if (!queue.ok()) return queue.status();
   return std::unique_ptr<Device>(std::move(*queue));
 }

@@ -19,7 +19,7 @@ class DirectFileDevice final : public RingDevice {
   static absl::StatusOr<std::unique_ptr<DirectFileDevice>> Open(const std::string& path,
                                                                 const DeviceOptions& options);
 
-  absl::StatusOr<std::unique_ptr<Device>> OpenQueue() override;
+  absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) override;
 
  private:
   using RingDevice::RingDevice;

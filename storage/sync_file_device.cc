@@ -39,18 +39,23 @@ SyncFileDevice::~SyncFileDevice() {
   if (fd_ >= 0) close(fd_);
 }
 
-absl::StatusOr<std::unique_ptr<Device>> SyncFileDevice::OpenQueue() {
+absl::StatusOr<std::unique_ptr<Device>> SyncFileDevice::OpenQueue(
+    const QueueOptions& queue_options) {
   auto fd = DuplicateFd(fd_);
   if (!fd.ok()) return fd.status();
-  auto pool = BufferPool::Create(options_.buffers);
+  auto pool = BufferPool::Create(queue_options.buffers);
   if (!pool.ok()) {
     close(*fd);
     return pool.status();
   }
   DeviceInfo info = info_;
   info.notes.clear();
+  info.ring.queue_depth = queue_options.queue_depth;
+  DeviceOptions options = options_;
+  options.ring.queue_depth = queue_options.queue_depth;
+  options.buffers = queue_options.buffers;
   return std::unique_ptr<Device>(new SyncFileDevice(std::move(info), *fd, std::move(*pool),
-                                                    options_));
+                                                    options));
 }
 
 absl::Status SyncFileDevice::Enqueue(IoRequest* request) {

@@ -28,7 +28,7 @@ class SyncFileDevice final : public Device {
     return static_cast<uint32_t>(queued_.size() + done_.size());
   }
   const IoStats& stats() const override { return stats_; }
-  absl::StatusOr<std::unique_ptr<Device>> OpenQueue() override;
+  absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) override;
 
   // Records why this backend was chosen (shown by info().notes).
   void AddNote(std::string note) { info_.notes.push_back(std::move(note)); }

@@ -282,7 +282,7 @@ TEST(DirectFileDeviceTest, SecondQueueSharesTheFile) {
   nvkv::testing::TempDir dir;
   auto opened = OpenDevice(dir.File("store"), FileOptions());
   ASSERT_THAT(opened, IsOk());
-  auto second = (*opened)->OpenQueue();
+  auto second = (*opened)->OpenQueue(QueueOptions{});
   ASSERT_THAT(second, IsOk());
   Buffer out = (*opened)->buffers().GetPage();
   Fill(out, out.bytes, 5);
