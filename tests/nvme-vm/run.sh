@@ -20,7 +20,9 @@ exit status. The guest's PATH starts with /nvkv/bin, which holds the --binary
 files and passthru_smoke.
 
 options:
-  --config NAME   4k (default): PCIe NVMe, 4096-byte LBAs
+  --config LIST   one or more of these, comma-separated, or "all"; each boots
+                  its own VM, one after the other:
+                  4k (default): PCIe NVMe, 4096-byte LBAs
                   512: PCIe NVMe, 512-byte LBAs
                   tcp: NVMe-oF TCP over loopback inside the guest, null_blk
                        backed, 4096-byte LBAs
@@ -29,6 +31,7 @@ options:
   --binary PATH   copy PATH into the guest's /nvkv/bin, with its shared
                   libraries; repeatable
   --keep          keep the work directory (initramfs, image, console log)
+                  instead of deleting it
   --verbose       show the kernel's boot messages
   -h, --help      this text
 
@@ -133,7 +136,11 @@ prepare_kernel() {
     # apt-get download runs as user _apt when it can write the directory.
     chmod 755 "$dl"
     if id _apt > /dev/null 2>&1 && ((EUID == 0)); then chown _apt "$dl"; fi
-    (cd "$dl" && apt-get -qq download "$pkg") || die "apt-get download $pkg failed"
+    # Stale package lists name a superseded .deb: update once and retry.
+    if ! (cd "$dl" && apt-get -qq download "$pkg"); then
+      ((EUID == 0)) && apt-get -o DPkg::Lock::Timeout=600 -qq update
+      (cd "$dl" && apt-get -qq download "$pkg") || die "apt-get download $pkg failed"
+    fi
     dpkg-deb -x "$dl"/"$pkg"_*.deb "$dl/root"
     local mdir
     mdir="$(echo "$dl"/root/lib/modules/*)"
@@ -226,8 +233,8 @@ build_initramfs() {
     tcp) want=(crc64_rocksoft_generic null_blk nvme_tcp nvmet_tcp) ;;
     *) want=(crc64_rocksoft_generic nvme) ;;
   esac
-  index_modules
   local name m
+  mod_done=()
   for m in "${want[@]}"; do resolve_module "$m"; done > "$work/modules.order"
   while read -r name; do
     cp "${mod_path[$name]}" "$root/lib/modules/$name.ko"
@@ -278,7 +285,7 @@ run_vm() {
   ((verbose)) || append+=" quiet"
   local started=$SECONDS rc=0
   # KVM is not usable on the machines this was built for; TCG always works.
-  timeout -k 10 "$timeout_s" qemu-system-x86_64 \
+  timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
     -machine q35 -accel tcg -cpu max -smp 2 -m "${NVKV_VM_MEM:-1G}" \
     -nodefaults -display none -no-reboot -serial stdio -monitor none \
     -kernel "$kdir/vmlinux" -initrd "$work/initramfs.cpio" -append "$append" \
@@ -304,23 +311,46 @@ run_vm() {
   return "$status"
 }
 
-work="" download_dir=""
+work_root="" download_dir=""
 cleanup() {
   [[ -n "$download_dir" ]] && rm -rf "$download_dir"
-  [[ -z "$work" ]] && return 0
+  [[ -z "$work_root" ]] && return 0
   if ((keep)); then
-    log "kept $work"
+    log "kept $work_root"
   else
-    rm -rf "$work"
+    rm -rf "$work_root"
   fi
 }
 
+# Runs the payload under each configuration in turn. With one configuration
+# the exit status is the payload's; with several it is 0 when all passed, else
+# 1, after a summary line.
+run_configs() {
+  local -a results=()
+  local passed=0 failed=0 status started
+  for config in "${configs[@]}"; do
+    work="$work_root/$config"
+    mkdir -p "$work"
+    started=$SECONDS
+    build_initramfs
+    status=0
+    run_vm || status=$?
+    results+=("$config: $( ((status == 0)) && echo PASS || echo "FAIL (exit $status)"), $((SECONDS - started))s")
+    if ((status == 0)); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  done
+  ((${#configs[@]} == 1)) && return "$status"
+  printf 'nvkv-vm: %s\n' "${results[@]}"
+  echo "nvkv-vm: $passed passed, $failed failed"
+  ((failed == 0))
+}
+
 main() {
-  config=4k timeout_s=600 keep=0 verbose=0
+  local config_list=4k
+  timeout_s=600 keep=0 verbose=0
   binaries=()
   while (($#)); do
     case "$1" in
-      --config) config="${2:?--config needs a value}"; shift 2 ;;
+      --config) config_list="${2:?--config needs a value}"; shift 2 ;;
       --timeout) timeout_s="${2:?--timeout needs a value}"; shift 2 ;;
       --binary) binaries+=("$(realpath "${2:?--binary needs a path}")"); shift 2 ;;
       --keep) keep=1; shift ;;
@@ -333,17 +363,22 @@ main() {
   done
   (($#)) || { usage >&2; die "no command given"; }
   payload="$*"
-  case "$config" in 4k | 512 | tcp | zns) ;; *) die "unknown --config $config" ;; esac
+  [[ "$config_list" == all ]] && config_list=4k,512,tcp,zns
+  IFS=, read -r -a configs <<< "$config_list"
+  for config in "${configs[@]}"; do
+    case "$config" in 4k | 512 | tcp | zns) ;; *) die "unknown --config $config" ;; esac
+  done
   [[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout takes whole seconds"
 
   trap cleanup EXIT
+  trap 'log "interrupted"; exit 130' INT TERM  # Do not go on to the next config.
   ensure_packages
   local pkg
   pkg="$(kernel_package)"
   prepare_kernel "$pkg"
-  work="$(mktemp -d "${TMPDIR:-/tmp}/nvkv-vm.XXXXXX")"
-  build_initramfs
-  run_vm
+  work_root="$(mktemp -d "${TMPDIR:-/tmp}/nvkv-vm.XXXXXX")"
+  index_modules
+  run_configs
 }
 
 main "$@"
