@@ -24,6 +24,7 @@ mount -t tmpfs -o mode=1777 tmpfs /tmp
 
 ng=/dev/ng0n1
 blk=/dev/nvme0n1
+work=/scratch
 
 finish() {
   sync
@@ -78,6 +79,21 @@ setup_tcp() {
     || setup_failed "connect to nvmet over tcp"
 }
 
+# The payload's cwd and TMPDIR are on ext4 on /dev/vda (made by run.sh), not
+# tmpfs: tmpfs in Linux 6.1 rejects O_DIRECT, which nvkv's file devices need.
+setup_scratch() {
+  tries=$((NVKV_VM_DEVICE_WAIT_S * 10))
+  while [ ! -b /dev/vda ]; do
+    tries=$((tries - 1))
+    [ "$tries" -gt 0 ] || setup_failed "no scratch disk /dev/vda"
+    sleep 0.1
+  done
+  mkdir -p "$work"
+  mount -t ext4 /dev/vda "$work" || setup_failed "mount scratch ext4 /dev/vda"
+  mkdir -p "$work/tmp"
+  chmod 1777 "$work" "$work/tmp"
+}
+
 wait_for_devices() {
   tries=$((NVKV_VM_DEVICE_WAIT_S * 10))
   while [ ! -c "$ng" ] || [ ! -b "$blk" ]; do
@@ -87,15 +103,20 @@ wait_for_devices() {
   done
 }
 
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+t_init=$(uptime_s)
 load_modules
+t_modules=$(uptime_s)
+setup_scratch
+t_scratch=$(uptime_s)
 [ "$NVKV_VM_CONFIG" = tcp ] && setup_tcp
 wait_for_devices
 
-mkdir -p /tmp/nvkv-work
-cd /tmp/nvkv-work || setup_failed "cd /tmp/nvkv-work"
-echo "nvkv-vm: config $NVKV_VM_CONFIG ready ($(cut -d' ' -f1 /proc/uptime)s after boot), running payload"
+cd "$work" || setup_failed "cd $work"
+echo "nvkv-vm: config $NVKV_VM_CONFIG ready at ${t_init}s /init, ${t_modules}s modules," \
+  "${t_scratch}s scratch fs, $(uptime_s)s device; running payload"
 env NVKV_TEST_NVME="$ng" NVKV_TEST_BLOCK="$blk" NVKV_VM_CONFIG="$NVKV_VM_CONFIG" \
-  TMPDIR=/tmp HOME=/tmp/nvkv-work TERM=dumb sh /nvkv/payload.sh
+  NVKV_TEST_DIR="$work" TMPDIR="$work/tmp" HOME="$work" TERM=dumb sh /nvkv/payload.sh
 rc=$?
 echo
 echo "NVKV-VM-EXIT=$rc"

@@ -8,7 +8,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly here
 readonly cache_root="${NVKV_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvkv-vm}"
-readonly cache_layout=v1  # Bump when the cached kernel directory's layout changes.
+readonly cache_layout=v2  # Bump when the cached kernel directory's layout changes.
 
 usage() {
   cat <<'EOF'
@@ -38,7 +38,8 @@ options:
 environment:
   NVKV_VM_CACHE       kernel cache (default ~/.cache/nvkv-vm)
   NVKV_VM_KERNEL_PKG  kernel package (default: what linux-image-amd64 depends on)
-  NVKV_VM_MEM         guest memory (default 1G)
+  NVKV_VM_MEM         guest memory (default 2G)
+  NVKV_VM_SCRATCH_MB  size of the guest's ext4 scratch disk, its cwd (default 512)
   NVKV_VM_IMAGE_SIZE  backing image size for the PCIe configs (default 256M)
   NVKV_VM_ACCEL       QEMU accelerator (default tcg; kvm where KVM works)
 EOF
@@ -60,6 +61,7 @@ ensure_packages() {
   command -v xz > /dev/null || missing+=(xz-utils)
   command -v zstd > /dev/null || missing+=(zstd)
   command -v gcc > /dev/null || missing+=(gcc)
+  command -v mkfs.ext4 > /dev/null || missing+=(e2fsprogs)
   [[ -f /usr/include/liburing.h ]] || missing+=(liburing-dev)
   ((${#missing[@]} == 0)) && return 0
   if ((EUID != 0)); then
@@ -146,10 +148,11 @@ prepare_kernel() {
     local mdir
     mdir="$(echo "$dl"/root/lib/modules/*)"
     mkdir -p "$dl/kernel/modules"
-    # Only what the configurations load: block, crc, crypto, configfs, nvme(t),
-    # null_blk. About 12 MB instead of 380.
-    (cd "$mdir/kernel" && cp -r --parents block lib crypto fs/configfs drivers/nvme \
-      drivers/block/null_blk "$dl/kernel/modules/")
+    # Only what the guest loads: block, crc, crypto, configfs, nvme(t),
+    # null_blk, and virtio-blk + ext4 for the scratch disk. About 14 MB of 380.
+    (cd "$mdir/kernel" && cp -r --parents block lib crypto fs/configfs fs/ext4 fs/jbd2 \
+      fs/mbcache.ko drivers/nvme drivers/block/null_blk drivers/virtio \
+      drivers/block/virtio_blk.ko "$dl/kernel/modules/")
     extract_vmlinux "$dl"/root/boot/vmlinuz-* "$dl/kernel/vmlinux"
     cp "$dl"/root/boot/config-* "$dl/kernel/config"
     basename "$mdir" > "$dl/kernel/release"
@@ -230,20 +233,21 @@ build_initramfs() {
 
   # crc64_rocksoft_generic provides the crypto algorithm t10-pi's crc64-rocksoft
   # asks for by name; without kmod in the guest nothing would load it on demand.
+  # virtio_blk and ext4 mount the scratch disk (see guest-init.sh).
+  want=(crc64_rocksoft_generic virtio_pci virtio_blk ext4)
   case "$config" in
-    tcp) want=(crc64_rocksoft_generic null_blk nvme_tcp nvmet_tcp) ;;
-    *) want=(crc64_rocksoft_generic nvme) ;;
+    tcp) want+=(null_blk nvme_tcp nvmet_tcp) ;;
+    *) want+=(nvme) ;;
   esac
   local name m
   mod_done=()
   for m in "${want[@]}"; do resolve_module "$m"; done > "$work/modules.order"
   while read -r name; do
     cp "${mod_path[$name]}" "$root/lib/modules/$name.ko"
-    if [[ "$name" == null_blk ]]; then
-      echo "$name.ko nr_devices=0"  # Devices are made through configfs.
-    else
-      echo "$name.ko"
-    fi
+    case "$name" in
+      null_blk) echo "$name.ko nr_devices=0" ;;  # Devices are made through configfs.
+      *) echo "$name.ko" ;;
+    esac
   done < "$work/modules.order" > "$root/nvkv/modules.list"
 
   gcc -static -O2 -Wall -Wextra -Werror -o "$root/nvkv/bin/passthru_smoke" \
@@ -264,6 +268,19 @@ EOF
 
 # --- QEMU -------------------------------------------------------------------
 
+# Prints the QEMU arguments for the scratch disk: ext4 made here (a host
+# mkfs takes milliseconds, a TCG guest's much longer), as virtio-blk /dev/vda.
+# Not tmpfs, which in Linux 6.1 rejects O_DIRECT; not ext2, which has no
+# fallocate. No journal (nothing to recover) and inode tables zeroed now,
+# so the guest kernel has no lazy-init writes to do.
+scratch_disk_args() {
+  truncate -s "${scratch_mb}M" "$work/scratch.img"
+  mkfs.ext4 -q -F -b 4096 -O ^has_journal -E nodiscard,lazy_itable_init=0 "$work/scratch.img"
+  printf '%s\n' \
+    -drive "file=$work/scratch.img,if=none,id=scratch,format=raw,cache=unsafe" \
+    -device "virtio-blk-pci,drive=scratch"
+}
+
 # Prints the QEMU arguments for the configuration's NVMe device.
 nvme_device_args() {
   local lba=4096 zoned=""
@@ -281,14 +298,14 @@ nvme_device_args() {
 
 run_vm() {
   local -a qemu_args
-  mapfile -t qemu_args < <(nvme_device_args)
+  mapfile -t qemu_args < <(scratch_disk_args; nvme_device_args)
   local append="console=ttyS0 panic=-1 mitigations=off"
   ((verbose)) || append+=" quiet"
   local started=$SECONDS rc=0
   # TCG by default: on the project's machines /dev/kvm exists but a KVM guest
   # hangs before its first console line. NVKV_VM_ACCEL=kvm where KVM works.
   timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
-    -machine q35 -accel "${NVKV_VM_ACCEL:-tcg}" -cpu max -smp 2 -m "${NVKV_VM_MEM:-1G}" \
+    -machine q35 -accel "${NVKV_VM_ACCEL:-tcg}" -cpu max -smp 2 -m "${NVKV_VM_MEM:-2G}" \
     -nodefaults -display none -no-reboot -serial stdio -monitor none \
     -kernel "$kdir/vmlinux" -initrd "$work/initramfs.cpio" -append "$append" \
     "${qemu_args[@]}" < /dev/null 2>&1 | sed -u 's/\r$//' | tee "$work/console.log" \
@@ -349,6 +366,8 @@ run_configs() {
 main() {
   local config_list=4k
   timeout_s=600 keep=0 verbose=0
+  scratch_mb="${NVKV_VM_SCRATCH_MB:-512}"
+  [[ "$scratch_mb" =~ ^[0-9]+$ ]] || die "NVKV_VM_SCRATCH_MB takes whole MiB"
   binaries=()
   while (($#)); do
     case "$1" in
