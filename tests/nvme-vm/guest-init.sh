@@ -116,7 +116,7 @@ cd "$work" || setup_failed "cd $work"
 echo "nvkv-vm: config $NVKV_VM_CONFIG ready at ${t_init}s /init, ${t_modules}s modules," \
   "${t_scratch}s scratch fs, $(uptime_s)s device; running payload"
 env NVKV_TEST_NVME="$ng" NVKV_TEST_BLOCK="$blk" NVKV_VM_CONFIG="$NVKV_VM_CONFIG" \
-  NVKV_TEST_DIR="$work" TMPDIR="$work/tmp" HOME="$work" TERM=dumb sh /nvkv/payload.sh
+  NVKV_TEST_DIR="$work" TMPDIR="$work/tmp" HOME="$work" TERM=dumb sh /nvkv/payload.sh < /dev/null
 rc=$?
 echo
 echo "NVKV-VM-EXIT=$rc"

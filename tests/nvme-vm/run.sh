@@ -7,7 +7,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly here
-readonly cache_root="${NVKV_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvkv-vm}"
+readonly cache_root="${NVKV_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/nvkv-vm}"
 readonly cache_layout=v2  # Bump when the cached kernel directory's layout changes.
 
 usage() {
@@ -59,7 +59,6 @@ ensure_packages() {
     missing+=(busybox-static)
   fi
   command -v xz > /dev/null || missing+=(xz-utils)
-  command -v zstd > /dev/null || missing+=(zstd)
   command -v gcc > /dev/null || missing+=(gcc)
   command -v mkfs.ext4 > /dev/null || missing+=(e2fsprogs)
   [[ -f /usr/include/liburing.h ]] || missing+=(liburing-dev)
@@ -112,6 +111,7 @@ extract_vmlinux() {
       zstd) cmd=(zstd -dcq) ;;
       gzip) cmd=(gzip -dcq) ;;
     esac
+    command -v "${cmd[0]}" > /dev/null || continue  # Debian 12's kernel is xz.
     for offset in $(LC_ALL=C grep -obUaP "${magic#*:}" "$bzimage" | cut -d: -f1 | head -n 5); do
       tail -c "+$((offset + 1))" "$bzimage" | "${cmd[@]}" > "$out" 2> /dev/null || true
       if [[ "$(head -c 4 "$out" | od -An -tx1 | tr -d ' ')" == 7f454c46 ]]; then
@@ -119,7 +119,7 @@ extract_vmlinux() {
       fi
     done
   done
-  die "no compressed ELF found in $bzimage"
+  die "no compressed ELF found in $bzimage (is xz-utils, zstd or gzip missing?)"
 }
 
 # Downloads, unpacks and caches the kernel once: $kdir/vmlinux and the module
@@ -211,6 +211,7 @@ copy_to_root() {
 add_binary() {
   local src="$1" lib
   [[ -f "$src" ]] || die "--binary $src: no such file"
+  [[ -e "$root/nvkv/bin/$(basename "$src")" ]] && die "--binary $src: a file of that name is already in /nvkv/bin"
   cp -L "$src" "$root/nvkv/bin/"
   chmod +x "$root/nvkv/bin/$(basename "$src")"
   ldd "$src" > "$work/ldd.txt" 2>&1 || return 0  # Static, or not ELF: nothing more.
