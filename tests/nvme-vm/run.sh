@@ -168,10 +168,10 @@ prepare_kernel() {
 
 # --- initramfs --------------------------------------------------------------
 
-# Prints "file.ko" lines for the modules named in $@ and everything they
-# need, dependencies first. Reads depends= and softdep pre: from each
-# module's .modinfo, since the package has no modules.dep and kmod may be
-# absent.
+# resolve_module NAME prints the module names NAME needs and then NAME,
+# dependencies first, each once (mod_done). It reads depends= and softdep pre:
+# from each module's .modinfo, since the package has no modules.dep and kmod
+# may be absent. mod_path maps a module name (with _) to its cached .ko.
 declare -A mod_path=() mod_done=()
 index_modules() {
   local f name
@@ -269,28 +269,29 @@ EOF
 
 # --- QEMU -------------------------------------------------------------------
 
-# Prints the QEMU arguments for the scratch disk: ext4 made here (a host
-# mkfs takes milliseconds, a TCG guest's much longer), as virtio-blk /dev/vda.
-# Not tmpfs, which in Linux 6.1 rejects O_DIRECT; not ext2, which has no
-# fallocate. No journal (nothing to recover) and inode tables zeroed now,
-# so the guest kernel has no lazy-init writes to do.
-scratch_disk_args() {
+# Makes the disk images, blank and sparse. The scratch disk is ext4 made here
+# (a host mkfs takes milliseconds, a TCG guest's much longer): not tmpfs,
+# which in Linux 6.1 rejects O_DIRECT; not ext2, which has no fallocate. No
+# journal (nothing to recover) and inode tables zeroed now, so the guest
+# kernel has no lazy-init writes to do.
+make_disks() {
   truncate -s "${scratch_mb}M" "$work/scratch.img"
   mkfs.ext4 -q -F -b 4096 -O ^has_journal -E nodiscard,lazy_itable_init=0 "$work/scratch.img"
+  [[ "$config" == tcp ]] || truncate -s "${NVKV_VM_IMAGE_SIZE:-256M}" "$work/nvme.img"
+}
+
+# Prints the QEMU arguments for the disks: scratch as virtio-blk /dev/vda,
+# and the configuration's NVMe controller and namespace.
+disk_args() {
   printf '%s\n' \
     -drive "file=$work/scratch.img,if=none,id=scratch,format=raw,cache=unsafe" \
     -device "virtio-blk-pci,drive=scratch"
-}
-
-# Prints the QEMU arguments for the configuration's NVMe device.
-nvme_device_args() {
   local lba=4096 zoned=""
   case "$config" in
     tcp) return 0 ;;  # The guest makes its own NVMe-oF device.
     512) lba=512 ;;
     zns) zoned=",zoned=true,zoned.zone_size=64M" ;;
   esac
-  truncate -s "${NVKV_VM_IMAGE_SIZE:-256M}" "$work/nvme.img"
   printf '%s\n' \
     -drive "file=$work/nvme.img,if=none,id=nvm,format=raw,cache=unsafe" \
     -device "nvme,id=nvme0,serial=nvkv0001" \
@@ -299,7 +300,8 @@ nvme_device_args() {
 
 run_vm() {
   local -a qemu_args
-  mapfile -t qemu_args < <(scratch_disk_args; nvme_device_args)
+  make_disks
+  mapfile -t qemu_args < <(disk_args)
   local append="console=ttyS0 panic=-1 mitigations=off"
   ((verbose)) || append+=" quiet"
   local started=$SECONDS rc=0
