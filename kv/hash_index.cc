@@ -1,6 +1,7 @@
 #include "kv/hash_index.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -137,12 +138,18 @@ void HashIndex::Place(uint64_t entry) {
     if (distance == probe && EntryTag(current) > tag) break;
     pos = Next(pos);
   }
-  // Shift the rest of the run one slot right; the empty slot that ends it absorbs the last one.
-  uint64_t carry = entry;
-  while (carry != kEmpty) {
-    std::swap(carry, slots_[pos]);
-    pos = Next(pos);
+  // Shift the rest of the run, [pos, end), one slot right into the empty slot `end` that ends
+  // it. At load 0.9 that is ~50 slots on average, so move them with memmove, not one by one.
+  uint64_t end = Next(pos);
+  while (slots_[end] != kEmpty) end = Next(end);
+  uint64_t* slots = slots_.get();
+  if (end < pos) {  // the run wraps: shift [0, end) first, then carry the last slot to slot 0
+    std::memmove(slots + 1, slots, end * sizeof(uint64_t));
+    slots[0] = slots[capacity_ - 1];
+    end = capacity_ - 1;
   }
+  std::memmove(slots + pos + 1, slots + pos, (end - pos) * sizeof(uint64_t));
+  slots[pos] = entry;
   ++size_;
 }
 
@@ -209,8 +216,10 @@ absl::Status HashIndex::Rehash(uint64_t capacity) {
   // Place shifts (almost) nothing.
   uint64_t start = 0;
   while (old_slots[start] != kEmpty) ++start;
-  for (uint64_t i = 1; i <= old_capacity; ++i) {
-    const uint64_t pos = (start + i) % old_capacity;
+  for (uint64_t pos = start + 1; pos < old_capacity; ++pos) {
+    if (old_slots[pos] != kEmpty) Place(old_slots[pos]);
+  }
+  for (uint64_t pos = 0; pos < start; ++pos) {
     if (old_slots[pos] != kEmpty) Place(old_slots[pos]);
   }
   NVKV_CHECK(size_ == old_size);
