@@ -12,7 +12,7 @@
 //     candidate page to confirm the key (exact() is false). Page numbers must be below
 //     kHashIndexPageLimit (2^31). See kv/hash_index.h.
 //   - ordered index (NewOrderedIndex): holds full keys in a B-tree, so Find is exact (no device
-//     read to confirm identity) and Scan iterates in key order. About 100 bytes per key for
+//     read to confirm identity) and Scan iterates in key order. About 90 bytes per key for
 //     23-byte keys. See kv/ordered_index.h.
 //
 // The `hash` argument is always XXH3_64bits(key), computed once per operation by the engine.
