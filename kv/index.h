@@ -1,0 +1,108 @@
+// Index: the in-memory map from a key to the page(s) on the device that may hold its record.
+//
+// The engine is sharded by key hash; each shard owns one Index and calls it under the shard's
+// mutex. Thread contract: an Index is not thread-safe; callers serialize every call (const ones
+// included) with the owning shard's mutex.
+//
+// Two implementations, chosen when the store is opened:
+//
+//   - hash index (NewHashIndex, the default): holds no key bytes, about 9-11 bytes per live key.
+//     An entry is a 32-bit tag taken from the key's hash plus a 31-bit page number, so different
+//     keys can share a tag: Find returns every page whose tag matches and the caller reads each
+//     candidate page to confirm the key (exact() is false). Page numbers must be below
+//     kHashIndexPageLimit (2^31). See kv/hash_index.h.
+//   - ordered index (NewOrderedIndex): holds full keys in a B-tree, so Find is exact (no device
+//     read to confirm identity) and Scan iterates in key order. About 90 bytes per key for
+//     23-byte keys. See kv/ordered_index.h.
+//
+// The `hash` argument is always XXH3_64bits(key), computed once per operation by the engine.
+// The top bits of the hash pick the shard, so within one shard they are nearly constant; the
+// hash index uses only bits 0..31 (see kv/hash_index.h). The ordered index ignores it.
+//
+// Both implementations allow the engine's whole page range for a key of any length; key length
+// limits are the engine's to enforce before calling Insert.
+#ifndef NVKV_KV_INDEX_H_
+#define NVKV_KV_INDEX_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace nvkv::kv {
+
+// Page numbers the hash index can store: [0, kHashIndexPageLimit). The engine should refuse at
+// open a device whose page count exceeds this when the hash index is selected.
+inline constexpr uint64_t kHashIndexPageLimit = uint64_t{1} << 31;
+
+struct IndexStats {
+  uint64_t entries = 0;       // live (key, page) entries
+  uint64_t memory_bytes = 0;  // hash: table bytes allocated; ordered: estimate (ordered_index.h)
+};
+
+class Index {
+ public:
+  virtual ~Index() = default;
+
+  // Replaces the contents of `pages` with every location that MAY hold `key`.
+  //   hash index: the page of every entry whose tag matches, in no particular order. Several
+  //     keys on the same page may share a tag, so the same page can appear more than once; each
+  //     occurrence is a separate entry and the caller deduplicates before reading.
+  //   ordered index: at most one page, the key's exact entry.
+  // Does not allocate when `pages` already has enough capacity.
+  virtual void Find(uint64_t hash, std::string_view key, std::vector<uint64_t>* pages) const = 0;
+
+  // True when Find's candidates are exact (ordered index): no device read is needed to confirm
+  // that a candidate holds `key`.
+  virtual bool exact() const = 0;
+
+  // Adds an entry mapping `key` to `page`. REQUIRES: `key` has no entry yet (the caller checked
+  // with Find and, for the hash index, by reading the candidates).
+  // Errors: kInvalidArgument when the hash index cannot store `page` (>= kHashIndexPageLimit);
+  // kResourceExhausted when the table cannot grow (allocation failure, or 2^32 slots reached);
+  // kAlreadyExists when the ordered index already holds `key`. The index is unchanged on error.
+  virtual absl::Status Insert(uint64_t hash, std::string_view key, uint64_t page) = 0;
+
+  // Changes key's entry at `old_page` to `new_page`; returns whether it did. Changes exactly one
+  // entry: for the hash index, one entry with key's tag and page `old_page` (any one of them if
+  // several keys on that page share the tag; they are indistinguishable). Returns false without
+  // changing anything when there is no such entry, or when the hash index cannot store
+  // `new_page` (>= kHashIndexPageLimit).
+  virtual bool Replace(uint64_t hash, std::string_view key, uint64_t old_page,
+                       uint64_t new_page) = 0;
+
+  // Removes key's entry at `page` (exactly one entry, as for Replace); returns whether one was
+  // removed.
+  virtual bool Erase(uint64_t hash, std::string_view key, uint64_t page) = 0;
+
+  virtual IndexStats stats() const = 0;
+
+  // Pre-sizes the index for `expected_entries` live entries so that inserting up to that many
+  // does not resize (used by recovery, which knows the count from the log). Best effort: if the
+  // allocation fails the index keeps its current size and a later Insert reports the error.
+  virtual void Reserve(uint64_t expected_entries) = 0;
+
+  // True for the ordered index: Scan is supported.
+  virtual bool ordered() const;
+
+  // Replaces the contents of `out` with up to `limit` (key, page) pairs whose key is >= `start`
+  // (> `start` when `exclusive`), in ascending byte-wise key order. kUnimplemented for the hash
+  // index, which holds no keys.
+  virtual absl::Status Scan(std::string_view start, bool exclusive, size_t limit,
+                            std::vector<std::pair<std::string, uint64_t>>* out) const;
+};
+
+// A new, empty hash index (kv/hash_index.h). Allocates nothing until the first Insert/Reserve.
+std::unique_ptr<Index> NewHashIndex();
+
+// A new, empty ordered index (kv/ordered_index.h).
+std::unique_ptr<Index> NewOrderedIndex();
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_INDEX_H_
