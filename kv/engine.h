@@ -98,6 +98,10 @@ class Engine {
   // damaged), kInvalidArgument (bad options), plus device errors.
   static absl::StatusOr<std::unique_ptr<Engine>> Open(const std::string& path,
                                                       const EngineOptions& options);
+  // Opens (or formats) the store on an already open device (a MemDevice or FaultDevice in tests,
+  // or a device opened with special options). The engine owns it from then on.
+  static absl::StatusOr<std::unique_ptr<Engine>> OpenOnDevice(
+      std::unique_ptr<storage::Device> device, const EngineOptions& options);
   // Closes cleanly: flushes, stops the background threads. Errors are dropped; call Close()
   // first to see them.
   ~Engine();

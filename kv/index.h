@@ -87,6 +87,11 @@ class Index {
   // allocation fails the index keeps its current size and a later Insert reports the error.
   virtual void Reserve(uint64_t expected_entries) = 0;
 
+  // A value equal for two hashes exactly when the hash index gives them the same tag (it mixes
+  // bits 0..31 of the hash bijectively). The engine keeps two different keys with equal tags off
+  // one page, so that a (tag, page) entry can belong to only one key.
+  static uint32_t Tag(uint64_t hash) { return static_cast<uint32_t>(hash); }
+
   // True for the ordered index: Scan is supported.
   virtual bool ordered() const;
 

@@ -180,6 +180,8 @@ struct DeviceOptions {
   // Regular files only: when the file does not exist, create it with this size (0: do not
   // create; a missing file is then kNotFound). An existing file keeps its size.
   uint64_t create_bytes = 0;
+  // Write the whole new file once at creation (see file_open.cc ZeroFill for why).
+  bool zero_fill_on_create = true;
   // The device must hold at least this many bytes, else kFailedPrecondition ("too small").
   uint64_t min_bytes = 0;
   // Take an exclusive advisory lock (flock) on the device; a second opener gets

@@ -15,7 +15,9 @@ absl::StatusOr<std::unique_ptr<DirectFileDevice>> DirectFileDevice::Open(
   auto opened = OpenFileForDirectIo(path, options);
   if (!opened.ok()) return opened.status();
   opened->info.kind = DeviceKind::kDirectFile;
-  return Create(opened->fd, std::move(opened->info), options);
+  auto device = Create(opened->fd, std::move(opened->info), options);
+  if (device.ok()) (*device)->set_unlock_on_close(options.exclusive_lock);
+  return device;
 }
 
 absl::StatusOr<std::unique_ptr<DirectFileDevice>> DirectFileDevice::Create(

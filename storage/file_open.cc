@@ -8,7 +8,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +57,34 @@ void DirectIoAlignment(int fd, uint32_t* offset_align, uint32_t* memory_align) {
     *offset_align = stx.stx_dio_offset_align;
     *memory_align = stx.stx_dio_mem_align;
   }
+}
+
+// Writes zeros over the whole new file. posix_fallocate leaves "unwritten" extents, and on ext4
+// and XFS the first write into one must also commit a metadata change: every durable page write
+// would pay a journal commit (measured here: ~25 ms instead of ~3 ms per durable write). Writing
+// the file once up front (1 GiB takes about a second) keeps that off the write path.
+absl::Status ZeroFill(int fd, uint64_t bytes, uint32_t alignment) {
+  constexpr size_t kChunkBytes = 1 << 20;
+  void* zeros = nullptr;
+  if (posix_memalign(&zeros, std::max<size_t>(alignment, 4096), kChunkBytes) != 0) {
+    return absl::ResourceExhaustedError("no memory to zero-fill the store file");
+  }
+  std::memset(zeros, 0, kChunkBytes);
+  absl::Status status;
+  for (uint64_t offset = 0; offset < bytes && status.ok();) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, bytes - offset));
+    const ssize_t written = pwrite(fd, zeros, n, static_cast<off_t>(offset));
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      status = errno == ENOSPC ? absl::ResourceExhaustedError("no space to zero-fill the store")
+                               : absl::ErrnoToStatus(errno, "zero-filling the store file");
+      break;
+    }
+    offset += static_cast<uint64_t>(written);
+  }
+  free(zeros);
+  if (status.ok() && fdatasync(fd) != 0) status = absl::ErrnoToStatus(errno, "fdatasync");
+  return status;
 }
 
 }  // namespace
@@ -126,6 +156,13 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
               absl::StrCat(path, ": no space to create a ", want, "-byte store"));
         }
         return absl::ErrnoToStatus(err, absl::StrCat("fallocate ", path));
+      }
+      if (options.zero_fill_on_create) {
+        absl::Status zeroed = ZeroFill(fd, want, offset_align);
+        if (!zeroed.ok()) {
+          unlink(path.c_str());
+          return zeroed;
+        }
       }
       size_bytes = want;
     } else {

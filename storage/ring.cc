@@ -108,15 +108,14 @@ absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(uint32_t sq_entries, uint32_t
   ring->features_.sqpoll = sqpoll;
   ring->features_.iopoll = iopoll;
   ring->probe_ = io_uring_get_probe_ring(&ring->ring_);
-  if (options.register_ring_fd) {
-    // Registering the ring fd saves the fd lookup on every io_uring_enter (5.18+).
-    const int ret = io_uring_register_ring_fd(&ring->ring_);
-    if (ret == 1) {
-      ring->features_.registered_ring_fd = true;
-    } else {
-      notes->push_back(absl::StrCat("registered ring fd refused (", strerror(-ret), "); not used"));
-    }
+  // A registered ring fd lives in the registering thread's io_uring context, so it can only be
+  // registered by the issuing thread: done at the first Submit, and only with SINGLE_ISSUER,
+  // which guarantees no other thread submits.
+  ring->want_registered_ring_fd_ = options.register_ring_fd && single_issuer;
+  if (options.register_ring_fd && !single_issuer) {
+    notes->push_back("registered ring fd needs SINGLE_ISSUER; not used");
   }
+  ring->features_.registered_ring_fd = ring->want_registered_ring_fd_;
   *features = ring->features_;
   return ring;
 }
@@ -162,6 +161,10 @@ uint32_t Ring::SqSpaceLeft() { return io_uring_sq_space_left(&ring_); }
 
 absl::Status Ring::EnableIfDisabled() {
   if (!disabled_) return absl::OkStatus();
+  if (want_registered_ring_fd_) {
+    // Saves the fd lookup on every io_uring_enter (5.18+). Refusal is harmless.
+    if (io_uring_register_ring_fd(&ring_) != 1) features_.registered_ring_fd = false;
+  }
   // liburing 2.3 declares io_uring_enable_rings but its shared library does not export it, so
   // make the one register call ourselves.
   const long ret =

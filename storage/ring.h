@@ -63,6 +63,7 @@ class Ring {
   io_uring ring_{};
   bool initialized_ = false;
   bool disabled_ = false;  // created with R_DISABLED, not yet enabled
+  bool want_registered_ring_fd_ = false;
   RingFeatures features_;
   io_uring_probe* probe_ = nullptr;
 };

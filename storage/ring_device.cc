@@ -1,5 +1,6 @@
 #include "storage/ring_device.h"
 
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@ RingDevice::~RingDevice() {
     }
   }
   ring_.reset();
+  if (fd_ >= 0 && unlock_on_close_) flock(fd_, LOCK_UN);
   if (fd_ >= 0) close(fd_);
 }
 

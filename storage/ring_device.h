@@ -47,6 +47,10 @@ class RingDevice : public Device {
   uint8_t sqe_flags() const { return info_.ring.registered_file ? IOSQE_FIXED_FILE : 0; }
   int fd() const { return fd_; }
   Ring& ring() { return *ring_; }
+  // The first queue of a device holds its exclusive lock and drops it explicitly on close: the
+  // kernel tears rings down asynchronously, and a ring that still references the file would
+  // otherwise keep the lock for a moment after the device is gone.
+  void set_unlock_on_close(bool unlock) { unlock_on_close_ = unlock; }
 
   DeviceInfo info_;
 
@@ -57,6 +61,7 @@ class RingDevice : public Device {
   uint32_t RunCallbacks();
 
   int fd_;
+  bool unlock_on_close_ = false;
   std::unique_ptr<Ring> ring_;
   std::unique_ptr<BufferPool> pool_;
   uint32_t sqes_in_flight_ = 0;   // taken from the ring, CQE not yet harvested

@@ -1,5 +1,6 @@
 #include "storage/sync_file_device.h"
 
+#include <sys/file.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -23,8 +24,10 @@ absl::StatusOr<std::unique_ptr<SyncFileDevice>> SyncFileDevice::Open(
   opened->info.volatile_write_cache = true;
   opened->info.max_transfer_bytes = 1u << 20;
   opened->info.ring.queue_depth = options.ring.queue_depth;
-  return std::unique_ptr<SyncFileDevice>(
+  auto device = std::unique_ptr<SyncFileDevice>(
       new SyncFileDevice(std::move(opened->info), opened->fd, std::move(*pool), options));
+  device->unlock_on_close_ = options.exclusive_lock;
+  return device;
 }
 
 SyncFileDevice::SyncFileDevice(DeviceInfo info, int fd, std::unique_ptr<BufferPool> pool,
@@ -36,6 +39,7 @@ SyncFileDevice::SyncFileDevice(DeviceInfo info, int fd, std::unique_ptr<BufferPo
 }
 
 SyncFileDevice::~SyncFileDevice() {
+  if (fd_ >= 0 && unlock_on_close_) flock(fd_, LOCK_UN);
   if (fd_ >= 0) close(fd_);
 }
 

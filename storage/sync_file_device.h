@@ -40,6 +40,7 @@ class SyncFileDevice final : public Device {
 
   DeviceInfo info_;
   int fd_;
+  bool unlock_on_close_ = false;  // the first queue drops the device lock explicitly
   std::unique_ptr<BufferPool> pool_;
   DeviceOptions options_;
   std::vector<IoRequest*> queued_;  // enqueued, not yet carried out

@@ -1,0 +1,178 @@
+// Compaction (segment cleaning): picks a victim segment, copies its live records to the log
+// heads, waits until the copies are durable, then writes a free marker on the victim's first
+// page and returns it to the free list.
+//
+// A put is live when the index still points at its page. A delete (tombstone) is kept while an
+// older record of its key may still be on the device: conservatively, while any other segment in
+// use holds a record older than the tombstone. Live bytes move from the victim to the heads as
+// records are copied; write amplification counts the copies.
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "kv/engine_impl.h"
+#include "kv/segment_scan.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+
+void Engine::Impl::WakeCompaction() {
+  absl::MutexLock lock(&compaction_mu_);
+  compaction_wake_ = true;
+  compaction_cv_.Signal();
+}
+
+void Engine::Impl::CompactionLoop() {
+  const uint64_t low_water =
+      std::max<uint64_t>(shards_.size() + 4, segments_->count() / 16);
+  while (!stopping_.load()) {
+    {
+      absl::MutexLock lock(&compaction_mu_);
+      if (!compaction_wake_) compaction_cv_.WaitWithTimeout(&compaction_mu_, absl::Milliseconds(50));
+      compaction_wake_ = false;
+    }
+    if (!options_.background_compaction || broken_.load()) continue;
+    while (!stopping_.load() && segments_->free_count() < low_water) {
+      absl::MutexLock lock(&compact_all_mu_);
+      std::optional<uint64_t> victim =
+          segments_->PickVictim(options_.victim_policy, next_sequence_.load(), true);
+      if (!victim) break;
+      absl::Status status = CleanSegment(*victim);
+      if (!status.ok()) {
+        segments_->Unpick(*victim);
+        if (!absl::IsResourceExhausted(status)) SetBroken(status);
+        break;
+      }
+    }
+  }
+}
+
+absl::Status Engine::Impl::CompactAll() {
+  absl::MutexLock lock(&compact_all_mu_);
+  // Close the heads' current segments so that they can be cleaned too.
+  for (auto& shard : shards_) {
+    absl::MutexLock shard_lock(&shard->mu);
+    LogHead& head = shard->head;
+    if (head.open != nullptr) {
+      head.open->builder.Finish(store_seed_, head.open->page_number);
+      head.sealed.push_back(head.open);
+      head.open = nullptr;
+    }
+    if (head.has_segment) {
+      segments_->Seal(head.segment);
+      head.has_segment = false;
+    }
+  }
+  WakeWriter();
+  absl::Status flushed = Flush();
+  if (!flushed.ok()) return flushed;
+  // Every sealed segment with garbage, once each (segments written meanwhile wait for the next
+  // call).
+  std::vector<uint64_t> done;
+  for (uint64_t round = 0; round < segments_->count(); ++round) {
+    std::optional<uint64_t> victim =
+        segments_->PickVictim(VictimPolicy::kGreedy, next_sequence_.load(), true);
+    if (!victim) break;
+    if (std::find(done.begin(), done.end(), *victim) != done.end()) {
+      segments_->Unpick(*victim);
+      break;
+    }
+    absl::Status status = CleanSegment(*victim);
+    if (!status.ok()) {
+      segments_->Unpick(*victim);
+      return status;
+    }
+    done.push_back(*victim);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
+  const Geometry& g = geometry_;
+  storage::Device& queue = *compaction_queue_;
+  storage::BufferPool& pool = queue.buffers();
+  const uint32_t pages_per_chunk = pool.chunk_bytes() / g.page_bytes;
+  const uint32_t chunk_count = (g.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
+  std::vector<storage::Buffer> chunks;
+  for (uint32_t c = 0; c < chunk_count; ++c) {
+    chunks.push_back(pool.GetChunk());
+    NVKV_CHECK(chunks.back().valid());
+  }
+  auto release = [&] {
+    for (const storage::Buffer& chunk : chunks) pool.PutChunk(chunk);
+  };
+  for (uint32_t c = 0; c < chunk_count; ++c) {
+    const uint32_t first = c * pages_per_chunk;
+    const uint32_t count = std::min(pages_per_chunk, g.pages_per_segment - first);
+    absl::Status status = storage::ReadBlocks(queue, LbaOf(g.FirstPageOf(segment) + first),
+                                              count * blocks_per_page_, chunks[c]);
+    if (!status.ok()) {
+      release();
+      return status;
+    }
+  }
+  auto page_at = [&](uint32_t i) -> const uint8_t* {
+    return chunks[i / pages_per_chunk].data + size_t{i % pages_per_chunk} * g.page_bytes;
+  };
+  // Newest record of each key on each page: older ones on the same page are dead already.
+  std::vector<ScannedRecord> records;
+  absl::flat_hash_map<std::pair<uint64_t, std::string_view>, size_t> newest;
+  std::deque<std::string> values;  // large values outlive the scan callback
+  ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/true,
+              [&](const ScannedRecord& record) {
+    ScannedRecord copy = record;
+    if ((record.header.flags & kRecordLarge) != 0) {
+      values.emplace_back(record.value);
+      copy.value = values.back();
+    }
+    auto [it, inserted] = newest.try_emplace({record.page_number, record.key}, records.size());
+    if (inserted) {
+      records.push_back(copy);
+    } else if (records[it->second].header.sequence < record.header.sequence) {
+      records[it->second] = copy;
+    }
+  });
+  const uint64_t tombstone_floor = segments_->MinSequenceExcept(segment);
+  absl::flat_hash_map<Shard*, uint64_t> touched;  // shard -> last head counter used
+  absl::Status status;
+  for (const ScannedRecord& record : records) {
+    const bool is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
+    if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
+    const KeyHash hash = HashKey(record.key);
+    uint64_t counter = 0;
+    Shard* shard = nullptr;
+    absl::StatusOr<bool> moved =
+        Relocate(record.header, record.key, record.value, hash, record.page_number, &counter,
+                 &shard);
+    if (!moved.ok()) {
+      status = moved.status();
+      break;
+    }
+    if (*moved) touched[shard] = std::max(touched[shard], counter);
+  }
+  release();
+  if (!status.ok()) return status;
+  WakeWriter();
+  for (const auto& [shard, counter] : touched) {
+    absl::Status durable = WaitDurable(*shard, counter);
+    if (!durable.ok()) return durable;
+  }
+  // The copies are durable: mark the victim empty, durably, before anyone reuses it.
+  storage::Buffer page = pool.GetPage();
+  NVKV_CHECK(page.valid());
+  const uint64_t first_page = g.FirstPageOf(segment);
+  EncodeFreePage(page.data, g, static_cast<uint32_t>(segments_->NextGeneration()), store_seed_,
+                 first_page);
+  status = storage::WriteBlocks(queue, LbaOf(first_page), blocks_per_page_, page, /*fua=*/true);
+  pool.PutPage(page);
+  if (!status.ok()) {
+    SetBroken(status);
+    return status;
+  }
+  device_bytes_.fetch_add(g.page_bytes);
+  segments_->Free(segment);
+  segments_cleaned_.fetch_add(1);
+  return absl::OkStatus();
+}
+
+}  // namespace nvkv::kv

@@ -1,0 +1,447 @@
+// Engine open, format, close and stats, and the public Engine methods.
+#include "kv/engine.h"
+
+#include <sys/random.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+#include "absl/strings/str_cat.h"
+#include "kv/engine_impl.h"
+#include "kv/read_queue.h"
+#include "storage/base/align.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+
+KeyHash HashKey(std::string_view key) {
+  const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+  return KeyHash{h.low64, h.high64};
+}
+
+namespace {
+
+std::atomic<uint64_t> next_engine_id{1};
+
+absl::Status ValidateOptions(const EngineOptions& o) {
+  if (!IsPowerOfTwo(o.page_bytes) || o.page_bytes < kMinPageBytes || o.page_bytes > kMaxPageBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("page_bytes ", o.page_bytes,
+                                                   " must be a power of two from 4096 to 65536"));
+  }
+  if (o.segment_bytes % o.page_bytes != 0 || o.segment_bytes / o.page_bytes < 16 ||
+      o.segment_bytes > (8u << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment_bytes ", o.segment_bytes,
+                     " must be a multiple of page_bytes, at least 16 pages and at most 8 MiB"));
+  }
+  if (o.shard_count == 0 || o.shard_count > 64) {
+    return absl::InvalidArgumentError("shard_count must be between 1 and 64");
+  }
+  if (o.page_buffers_per_shard < 8 || o.page_buffers_per_shard > 1024) {
+    return absl::InvalidArgumentError("page_buffers_per_shard must be between 8 and 1024");
+  }
+  if (o.read_queue_depth == 0 || o.read_queue_depth > 1024) {
+    return absl::InvalidArgumentError("read_queue_depth must be between 1 and 1024");
+  }
+  return absl::OkStatus();
+}
+
+bool AllZero(const uint8_t* data, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) {
+    if (data[i] != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Engine::Impl::Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device)
+    : options_(options),
+      ordered_(options.index_mode == IndexMode::kOrdered),
+      base_device_(std::move(device)),
+      device_info_(base_device_->info()),
+      engine_id_(next_engine_id.fetch_add(1)) {}
+
+Engine::Impl::~Impl() {
+  (void)Close();
+}
+
+void Engine::Impl::SetBroken(const absl::Status& status) {
+  {
+    absl::MutexLock lock(&error_mu_);
+    if (error_.ok()) {
+      error_ = absl::FailedPreconditionError(absl::StrCat(
+          "the store refuses writes after a failed device write (reopen to recover): ",
+          status.ToString()));
+    }
+  }
+  broken_.store(true);
+}
+
+absl::Status Engine::Impl::broken_status() {
+  absl::MutexLock lock(&error_mu_);
+  return error_;
+}
+
+absl::Status Engine::Impl::CheckOpen() const {
+  if (closed_.load()) return absl::FailedPreconditionError("the store is closed");
+  return absl::OkStatus();
+}
+
+void Engine::Impl::RefreshDurable(Shard& shard) {
+  const uint64_t flushed = flushed_epoch_.load();
+  LogHead& head = shard.head;
+  for (PageRange& range : head.ranges) {
+    if (range.completed && !range.failed && range.completed_epoch <= flushed) range.durable = true;
+  }
+  while (!head.ranges.empty() && head.ranges.front().completed && head.ranges.front().durable) {
+    head.durable_through = head.ranges.front().counter_end - 1;
+    head.ranges.pop_front();
+  }
+}
+
+// Reads the superblocks; formats when there is no store and that is allowed.
+absl::Status Engine::Impl::OpenStore(const std::string& path) {
+  storage::QueueOptions open_options;
+  open_options.queue_depth = 64;
+  open_options.buffers.buffer_bytes = kMaxPageBytes;
+  open_options.buffers.buffer_count = 2;
+  open_options.buffers.chunk_count = 32;  // recovery keeps up to 16 MiB of reads in flight
+  absl::StatusOr<std::unique_ptr<storage::Device>> opening = base_device_->OpenQueue(open_options);
+  if (!opening.ok()) return opening.status();
+  device_ = std::move(*opening);
+  storage::Device& device = *device_;
+  const uint32_t lba_bytes = device_info_.lba_bytes;
+  if (options_.page_bytes % lba_bytes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("page_bytes ", options_.page_bytes,
+                                                   " is not a multiple of the device's ",
+                                                   lba_bytes, "-byte blocks"));
+  }
+  storage::Buffer chunk = device.buffers().GetChunk();
+  NVKV_CHECK(chunk.valid());
+  // Superblocks are written in the page size they were formatted with; read the first 128 KiB,
+  // which holds both copies for any page size up to 64 KiB.
+  const uint64_t probe_bytes = std::min<uint64_t>(128 * 1024, device_info_.capacity_bytes());
+  absl::Status read = storage::ReadBlocks(device, 0, probe_bytes / lba_bytes, chunk);
+  if (!read.ok()) {
+    device.buffers().PutChunk(chunk);
+    return read;
+  }
+  absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
+  copies[0] = DecodeSuperblock(chunk.data, kMaxPageBytes);
+  if (copies[0].ok() && copies[0]->page_bytes * 2 <= probe_bytes) {
+    copies[1] = DecodeSuperblock(chunk.data + copies[0]->page_bytes, kMaxPageBytes);
+  } else {
+    // Copy 0 is damaged: look for copy 1 at every possible page size.
+    for (uint32_t page = kMinPageBytes; page <= kMaxPageBytes && page * 2 <= probe_bytes;
+         page *= 2) {
+      auto candidate = DecodeSuperblock(chunk.data + page, kMaxPageBytes);
+      if (candidate.ok() && candidate->page_bytes == page) {
+        copies[1] = candidate;
+        break;
+      }
+    }
+  }
+  const bool empty = AllZero(chunk.data, probe_bytes);
+  device.buffers().PutChunk(chunk);
+
+  Superblock superblock{};
+  bool formatted_now = false;
+  if (copies[0].ok() || copies[1].ok()) {
+    if (options_.error_if_exists) {
+      return absl::AlreadyExistsError(absl::StrCat(path, ": a store already exists"));
+    }
+    superblock = copies[0].ok() ? *copies[0] : *copies[1];
+    if (!copies[0].ok() || !copies[1].ok()) {
+      // Repair the damaged copy from the good one.
+      storage::Buffer page = device.buffers().GetPage();
+      const uint32_t which = copies[0].ok() ? 1 : 0;
+      if (page.valid() && page.bytes >= superblock.page_bytes) {
+        Superblock copy = superblock;
+        copy.copy = which;
+        EncodeSuperblock(copy, page.data, superblock.page_bytes);
+        absl::Status repaired = storage::WriteBlocks(
+            device, uint64_t{which} * superblock.page_bytes / lba_bytes,
+            superblock.page_bytes / lba_bytes, page, /*fua=*/true);
+        device.buffers().PutPage(page);
+        if (!repaired.ok()) return repaired;
+      } else if (page.valid()) {
+        device.buffers().PutPage(page);
+      }
+    }
+  } else {
+    const bool damaged = absl::IsDataLoss(copies[0].status()) ||
+                         absl::IsDataLoss(copies[1].status());
+    if (damaged && !options_.force_format) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": both nvkv superblocks are damaged (",
+          copies[0].status().message(), "); refusing to open or format it"));
+    }
+    if (!empty && !options_.force_format) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": holds data that is not an nvkv store; refusing to format it without "
+                "force_format"));
+    }
+    if (!options_.create_if_missing) {
+      return absl::NotFoundError(absl::StrCat(path, ": no nvkv store (create_if_missing is off)"));
+    }
+    // Format.
+    const uint64_t pages = device_info_.capacity_bytes() / options_.page_bytes;
+    const uint32_t pages_per_segment = options_.segment_bytes / options_.page_bytes;
+    const uint64_t segment_count =
+        pages > kSuperblockPages ? (pages - kSuperblockPages) / pages_per_segment : 0;
+    const uint64_t need = 2 * uint64_t{options_.shard_count} + 6;
+    if (segment_count < need) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": too small: ", device_info_.capacity_bytes(), " bytes hold ", segment_count,
+          " segments of ", options_.segment_bytes, " bytes; need at least ", need,
+          " (fewer shards or smaller segments need less)"));
+    }
+    superblock.format_version = kFormatVersion;
+    superblock.page_bytes = options_.page_bytes;
+    superblock.pages_per_segment = pages_per_segment;
+    superblock.lba_bytes = lba_bytes;
+    superblock.segment_count = segment_count;
+    superblock.format_time_unix_s = static_cast<uint64_t>(std::time(nullptr));
+    if (getrandom(superblock.store_id, sizeof(superblock.store_id), 0) !=
+        static_cast<ssize_t>(sizeof(superblock.store_id))) {
+      return absl::InternalError("getrandom failed for the store id");
+    }
+    storage::Buffer page = device.buffers().GetChunk();
+    NVKV_CHECK(page.valid() && page.bytes >= 2 * superblock.page_bytes);
+    for (uint32_t copy = 0; copy < 2; ++copy) {
+      superblock.copy = copy;
+      EncodeSuperblock(superblock, page.data + size_t{copy} * superblock.page_bytes,
+                       superblock.page_bytes);
+    }
+    // The first page of every segment must not look like data of this store: a fresh store id
+    // makes leftovers from an earlier store fail their checksums, so nothing else is written.
+    absl::Status written = storage::WriteBlocks(device, 0, 2 * superblock.page_bytes / lba_bytes,
+                                                page, /*fua=*/true);
+    device.buffers().PutChunk(page);
+    if (!written.ok()) return written;
+    formatted_now = true;
+  }
+
+  geometry_ = GeometryOf(superblock);
+  if (geometry_.page_bytes % lba_bytes != 0 ||
+      geometry_.total_pages() * geometry_.page_bytes > device_info_.capacity_bytes()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": the store (", geometry_.total_pages() * geometry_.page_bytes, " bytes in ",
+        geometry_.page_bytes, "-byte pages) does not fit this device (",
+        device_info_.capacity_bytes(), " bytes, ", lba_bytes, "-byte blocks)"));
+  }
+  if (geometry_.total_pages() >= (uint64_t{1} << 31)) {
+    return absl::UnimplementedError("stores of more than 2^31 pages are not supported yet");
+  }
+  blocks_per_page_ = geometry_.page_bytes / lba_bytes;
+  store_seed_ = StoreSeed(superblock.store_id);
+
+  // Shards, segments, queues.
+  segments_ = std::make_unique<SegmentTable>(geometry_.segment_count, geometry_.segment_bytes(),
+                                              options_.shard_count + 2);
+  for (uint32_t i = 0; i < options_.shard_count; ++i) {
+    auto shard = std::make_unique<Shard>();
+    shard->id = i;
+    absl::MutexLock lock(&shard->mu);
+    shard->index = ordered_ ? NewOrderedIndex() : NewHashIndex();
+    shards_.push_back(std::move(shard));
+  }
+  if (formatted_now) {
+    segments_->FinishRecovery();  // every segment free
+  } else {
+    absl::Status recovered = Recover();
+    if (!recovered.ok()) return recovered;
+  }
+
+  storage::QueueOptions writer_options;
+  const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
+  writer_options.queue_depth = slots + 2;  // every page in flight, plus a flush
+  writer_options.buffers.buffer_bytes = geometry_.page_bytes;
+  writer_options.buffers.buffer_count = slots;
+  writer_options.buffers.chunk_count = 0;
+  auto writer_queue = base_device_->OpenQueue(writer_options);
+  if (!writer_queue.ok()) return writer_queue.status();
+  writer_queue_ = std::move(*writer_queue);
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    for (uint32_t i = 0; i < options_.page_buffers_per_shard; ++i) {
+      auto slot = std::make_unique<PageSlot>();
+      slot->buffer = writer_queue_->buffers().GetPage();
+      NVKV_CHECK(slot->buffer.valid());
+      slot->shard = shard.get();
+      slot->engine = this;
+      shard->head.free_slots.push_back(slot.get());
+      shard->slots.push_back(std::move(slot));
+    }
+  }
+  storage::QueueOptions compaction_options;
+  compaction_options.queue_depth = 8;
+  compaction_options.buffers.buffer_bytes = geometry_.page_bytes;
+  compaction_options.buffers.buffer_count = 4;
+  compaction_options.buffers.chunk_count =
+      static_cast<uint32_t>(geometry_.segment_bytes() / (storage::kMaxRegisteredBytes /
+                                                         geometry_.page_bytes *
+                                                         geometry_.page_bytes)) + 2;
+  auto compaction_queue = base_device_->OpenQueue(compaction_options);
+  if (!compaction_queue.ok()) return compaction_queue.status();
+  compaction_queue_ = std::move(*compaction_queue);
+
+  writer_thread_ = std::thread([this] { WriterLoop(); });
+  compaction_thread_ = std::thread([this] { CompactionLoop(); });
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Impl::Close() {
+  if (closed_.exchange(true)) return absl::OkStatus();
+  absl::Status status;
+  if (writer_thread_.joinable() && !broken_.load()) status = Flush();
+  stopping_.store(true);
+  if (compaction_thread_.joinable()) {
+    WakeCompaction();
+    compaction_thread_.join();
+  }
+  if (writer_thread_.joinable()) {
+    WakeWriter();
+    writer_thread_.join();
+  }
+  if (status.ok() && broken_.load()) status = broken_status();
+  {
+    absl::MutexLock lock(&read_queues_mu_);
+    read_queues_.clear();
+  }
+  compaction_queue_.reset();
+  writer_queue_.reset();
+  device_.reset();
+  return status;
+}
+
+EngineStats Engine::Impl::Stats() {
+  EngineStats s;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    const IndexStats index = shard->index->stats();
+    s.live_keys += index.entries;
+    s.index_bytes += index.memory_bytes;
+  }
+  s.index_bytes_per_key = s.live_keys ? static_cast<double>(s.index_bytes) / s.live_keys : 0;
+  s.puts = puts_.load();
+  s.deletes = deletes_.load();
+  s.gets = gets_.load();
+  s.batches = batches_.load();
+  s.user_bytes_written = user_bytes_.load();
+  s.device_bytes_written = device_bytes_.load();
+  s.compaction_bytes_written = compaction_bytes_.load();
+  s.write_amplification = s.user_bytes_written
+                              ? static_cast<double>(s.device_bytes_written) / s.user_bytes_written
+                              : 0;
+  s.pages_written = pages_written_.load();
+  s.page_reads = page_reads_.load();
+  s.flushes = flushes_.load();
+  s.fua_writes = fua_writes_.load();
+  s.verify_reads = verify_reads_.load();
+  s.segments_total = segments_->count();
+  s.segments_free = segments_->free_count();
+  s.segments_cleaned = segments_cleaned_.load();
+  s.capacity_bytes = geometry_.segment_count * geometry_.segment_bytes();
+  s.live_bytes = segments_->live_bytes_total();
+  s.recovery_pages_scanned = recovery_pages_;
+  s.recovery_records = recovery_records_;
+  s.recovery_batches_discarded = recovery_batches_discarded_;
+  s.recovery_seconds = recovery_seconds_;
+  s.device = device_info_;
+  s.page_bytes = geometry_.page_bytes;
+  s.pages_per_segment = geometry_.pages_per_segment;
+  s.shard_count = static_cast<uint32_t>(shards_.size());
+  s.index_mode = options_.index_mode;
+  return s;
+}
+
+// --- Engine ---
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const std::string& path,
+                                                     const EngineOptions& options) {
+  absl::Status valid = ValidateOptions(options);
+  if (!valid.ok()) return valid;
+  storage::DeviceOptions device_options = options.device;
+  device_options.create_bytes = options.create_if_missing ? options.capacity_bytes : 0;
+  // This first queue only holds the device (and its lock); every role opens its own queue.
+  device_options.buffers.buffer_bytes = 4096;
+  device_options.buffers.buffer_count = 1;
+  device_options.buffers.chunk_count = 0;
+  device_options.ring.queue_depth = 4;
+  absl::StatusOr<std::unique_ptr<storage::Device>> device =
+      storage::OpenDevice(path, device_options);
+  if (!device.ok()) return device.status();
+  return OpenOnDevice(std::move(*device), options);
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
+    std::unique_ptr<storage::Device> device, const EngineOptions& options) {
+  absl::Status valid = ValidateOptions(options);
+  if (!valid.ok()) return valid;
+  const std::string path = device->info().path;
+  if (device->info().zoned) {
+    return absl::UnimplementedError(absl::StrCat(path, ": zoned namespaces are not supported yet"));
+  }
+  auto impl = std::make_unique<Impl>(options, std::move(device));
+  absl::Status opened = impl->OpenStore(path);
+  if (!opened.ok()) {
+    (void)impl->Close();
+    return opened;
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+absl::Status Engine::Write(std::span<const WriteOp> ops, bool durable) {
+  return impl_->Write(ops, durable);
+}
+absl::StatusOr<std::string> Engine::Get(std::string_view key) {
+  absl::Status open = impl_->CheckOpen();
+  if (!open.ok()) return open;
+  return impl_->Get(key);
+}
+void Engine::MultiGet(std::span<const std::string_view> keys,
+                      std::vector<absl::StatusOr<std::string>>* values) {
+  absl::Status open = impl_->CheckOpen();
+  if (!open.ok()) {
+    values->assign(keys.size(), open);
+    return;
+  }
+  impl_->MultiGet(keys, values);
+}
+absl::Status Engine::GetAsync(std::string_view key, GetCallback callback) {
+  return impl_->GetAsync(key, std::move(callback));
+}
+absl::StatusOr<uint32_t> Engine::Poll(uint32_t min_complete) {
+  absl::Status open = impl_->CheckOpen();
+  if (!open.ok()) return open;
+  return impl_->Poll(min_complete);
+}
+uint32_t Engine::pending_reads() { return impl_->CheckOpen().ok() ? impl_->pending_reads() : 0; }
+absl::Status Engine::Flush() {
+  absl::Status open = impl_->CheckOpen();
+  if (!open.ok()) return open;
+  return impl_->Flush();
+}
+absl::Status Engine::CompactAll() {
+  absl::Status open = impl_->CheckOpen();
+  if (!open.ok()) return open;
+  if (impl_->broken_.load()) return impl_->broken_status();
+  return impl_->CompactAll();
+}
+absl::Status Engine::Scan(std::string_view start, std::string_view end, size_t limit,
+                          std::vector<std::pair<std::string, std::string>>* out) {
+  return impl_->Scan(start, end, limit, out);
+}
+EngineStats Engine::Stats() { return impl_->Stats(); }
+absl::Status Engine::Close() { return impl_->Close(); }
+uint32_t Engine::max_value_bytes() const { return impl_->geometry_.max_value_bytes(); }
+uint64_t Engine::max_batch_bytes() const { return impl_->max_batch_bytes(); }
+
+}  // namespace nvkv::kv

@@ -1,0 +1,245 @@
+// Engine::Impl: the engine's state and the pieces that share it. Split over several files by
+// concern: engine.cc (open, format, close, stats), write_path.cc (appends, group commit waits),
+// log_writer.cc (the writer thread), read_path.cc (per-thread read queues, gets, scans),
+// recovery.cc and compaction.cc.
+//
+// Locks, in the order they may be taken (never the reverse):
+//   Shard::mu (several only in ascending shard id, by batches)
+//   -> SegmentTable's mutex -> writer_mu_ / read_queues_mu_ / error_mu_.
+// No lock is held across device I/O, except that a shard's pages are sealed under its lock.
+#ifndef NVKV_KV_ENGINE_IMPL_H_
+#define NVKV_KV_ENGINE_IMPL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "kv/engine.h"
+#include "kv/index.h"
+#include "kv/page_format.h"
+#include "kv/segment_table.h"
+#include "storage/device.h"
+
+namespace nvkv::kv {
+
+class Shard;
+class ReadQueue;
+
+// The identity of a key: XXH3-128 of its bytes. `lo` feeds the index, `hi` picks the shard, and
+// recovery uses both to tell keys apart without holding their bytes.
+struct KeyHash {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  bool operator==(const KeyHash&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const KeyHash& k) {
+    return H::combine(std::move(h), k.lo, k.hi);
+  }
+};
+KeyHash HashKey(std::string_view key);
+
+// One page buffer of a shard's log head: filled under the shard lock, then written by the
+// writer thread. Lives for the whole engine; cycles between the shard's free list, the open
+// page, the sealed list and the writer.
+class Engine;
+struct PageSlot {
+  storage::Buffer buffer;  // from the writer queue's registered pool
+  PageBuilder builder;
+  uint64_t page_number = 0;
+  uint64_t head_counter = 0;  // position in the head's page order
+  uint64_t segment = 0;
+  Shard* shard = nullptr;
+  Engine::Impl* engine = nullptr;
+  storage::IoRequest request;  // the write; `context` points back here
+  // Hash mode: (index tag, record offset) of every record in the page, to keep two different
+  // keys with the same tag off one page.
+  std::vector<std::pair<uint32_t, uint32_t>> tags;
+};
+
+// An assigned run of pages of a head, in head order, until it is durable.
+struct PageRange {
+  uint64_t counter_begin = 0;
+  uint64_t counter_end = 0;  // exclusive
+  uint64_t segment = 0;
+  bool completed = false;
+  bool durable = false;
+  bool failed = false;
+  uint64_t completed_epoch = 0;  // writer's flush epoch when the write completed
+};
+
+struct LogHead {
+  bool has_segment = false;
+  uint64_t segment = 0;
+  uint32_t generation = 0;
+  uint32_t next_page = 0;     // next page index within the segment
+  uint64_t next_counter = 1;  // head counter of the next page assigned
+  PageSlot* open = nullptr;   // the page being filled, or none
+  uint64_t open_since_us = 0;
+  std::deque<PageRange> ranges;  // assigned, not yet durable, in counter order
+  uint64_t durable_through = 0;  // every page with counter <= this is durable
+  uint64_t durable_wanted = 0;   // some writer waits for durable_through >= this
+  std::vector<PageSlot*> sealed;  // finished pages waiting for the writer
+  std::vector<PageSlot*> free_slots;
+};
+
+class Shard {
+ public:
+  uint32_t id = 0;
+  absl::Mutex mu;
+  std::unique_ptr<Index> index ABSL_GUARDED_BY(mu);
+  LogHead head ABSL_GUARDED_BY(mu);
+  // Pages whose bytes are (still) in memory: the open page, sealed and in-flight pages. A null
+  // slot marks a large record's pages being written by another thread: readers wait.
+  absl::flat_hash_map<uint64_t, PageSlot*> unwritten ABSL_GUARDED_BY(mu);
+  absl::CondVar changed;  // durable_through moved, a slot was freed, or a large write finished
+  std::vector<std::unique_ptr<PageSlot>> slots;  // ownership
+  std::atomic<bool> wants_writer{false};
+};
+
+// Where a key's current record is, as the write path needs it.
+struct CurrentRecord {
+  bool found = false;
+  uint64_t location = 0;  // index value (page, plus record bytes in ordered mode)
+  uint32_t record_bytes = 0;
+  bool exact_candidates = false;
+  std::vector<uint64_t> candidates;  // what Find returned when this was resolved
+};
+
+class Engine::Impl {
+ public:
+  Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device);
+  ~Impl();
+
+  // --- engine.cc ---
+  absl::Status OpenStore(const std::string& path);
+  absl::Status Close();
+  EngineStats Stats();
+  absl::Status CheckOpen() const;
+
+  // --- write_path.cc ---
+  absl::Status Write(std::span<const WriteOp> ops, bool durable);
+  absl::Status Flush();
+  // Appends a copy of a record (compaction): same sequence. `location` is the index value the
+  // key must still have; returns false if it moved on (the record died meanwhile).
+  absl::StatusOr<bool> Relocate(const RecordHeader& header, std::string_view key,
+                                std::string_view value, const KeyHash& hash, uint64_t old_page,
+                                uint64_t* counter_out, Shard** shard_out);
+  absl::Status WaitDurable(Shard& shard, uint64_t counter);
+
+  // --- log_writer.cc ---
+  void WriterLoop();
+  void WakeWriter();
+  static void OnPageWritten(storage::IoRequest* request);
+  static void OnFlushDone(storage::IoRequest* request);
+
+  // --- read_path.cc ---
+  absl::Status GetAsync(std::string_view key, GetCallback callback);
+  absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
+  uint32_t pending_reads();
+  absl::StatusOr<std::string> Get(std::string_view key);
+  void MultiGet(std::span<const std::string_view> keys,
+                std::vector<absl::StatusOr<std::string>>* values);
+  absl::Status Scan(std::string_view start, std::string_view end, size_t limit,
+                    std::vector<std::pair<std::string, std::string>>* out);
+  absl::StatusOr<ReadQueue*> ThisThreadQueue();
+  // Finds `key`'s current record among the index candidates, reading pages as needed with this
+  // thread's queue. Used by the write path (hash mode) to confirm identity.
+  absl::StatusOr<CurrentRecord> ResolveCurrent(std::string_view key, const KeyHash& hash);
+
+  // --- recovery.cc ---
+  absl::Status Recover();
+
+  // --- compaction.cc ---
+  void CompactionLoop();
+  absl::Status CompactAll();
+  absl::Status CleanSegment(uint64_t segment);
+
+  // --- shared helpers ---
+  Shard& ShardFor(const KeyHash& hash) {
+    return *shards_[((hash.hi >> 32) * shards_.size()) >> 32];
+  }
+  uint64_t EncodeLocation(uint64_t page, uint32_t record_bytes) const {
+    return ordered_ ? page | (uint64_t{record_bytes} << 40) : page;
+  }
+  static uint64_t PageOf(uint64_t location) { return location & ((uint64_t{1} << 40) - 1); }
+  uint32_t BytesOf(uint64_t location) const {
+    return ordered_ ? static_cast<uint32_t>(location >> 40) : 0;
+  }
+  uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page_; }
+  // The index tag of a key in hash mode (two keys with equal tags never share a page).
+  uint32_t TagOf(const KeyHash& hash) const { return shards_.front()->index->Tag(hash.lo); }
+  void WakeCompaction();
+  // Marks ranges covered by the last completed flush durable and moves durable_through.
+  void RefreshDurable(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  void SetBroken(const absl::Status& status);
+  // Largest batch: half a segment, and no more pages than a shard can hold unwritten.
+  uint64_t max_batch_bytes() const {
+    return std::min<uint64_t>(geometry_.max_batch_bytes(),
+                              uint64_t{options_.page_buffers_per_shard - 6} *
+                                  geometry_.payload_bytes());
+  }
+  absl::Status broken_status();
+
+  const EngineOptions options_;
+  const bool ordered_;
+  std::unique_ptr<storage::Device> base_device_;  // as opened; holds the device lock
+  std::unique_ptr<storage::Device> device_;       // the opening thread's queue: recovery
+  storage::DeviceInfo device_info_;
+  Geometry geometry_;
+  uint64_t store_seed_ = 0;
+  uint32_t blocks_per_page_ = 1;
+  std::unique_ptr<SegmentTable> segments_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<uint64_t> next_sequence_{1};
+
+  // The writer thread and its queue.
+  std::unique_ptr<storage::Device> writer_queue_;
+  std::thread writer_thread_;
+  absl::Mutex writer_mu_;
+  absl::CondVar writer_cv_;
+  bool writer_wake_ ABSL_GUARDED_BY(writer_mu_) = false;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> flush_epoch_{1};  // bumped at each flush submission
+  storage::IoRequest flush_request_;
+  bool flush_in_flight_ = false;  // writer thread only
+  uint64_t flush_request_epoch_ = 0;
+  std::atomic<uint64_t> flushed_epoch_{0};  // ranges completed at or before it are durable
+
+  // Compaction.
+  std::unique_ptr<storage::Device> compaction_queue_;
+  std::thread compaction_thread_;
+  absl::Mutex compaction_mu_;
+  absl::CondVar compaction_cv_;
+  bool compaction_wake_ ABSL_GUARDED_BY(compaction_mu_) = false;
+  bool compaction_idle_ ABSL_GUARDED_BY(compaction_mu_) = true;
+  absl::Mutex compact_all_mu_;  // one CompactAll / CleanSegment at a time
+
+  // Per-thread read queues, owned here, found through a thread_local cache.
+  const uint64_t engine_id_;
+  absl::Mutex read_queues_mu_;
+  std::vector<std::unique_ptr<ReadQueue>> read_queues_ ABSL_GUARDED_BY(read_queues_mu_);
+
+  // Sticky failure: once a write's durability is unknown, writes are refused.
+  std::atomic<bool> broken_{false};
+  absl::Mutex error_mu_;
+  absl::Status error_ ABSL_GUARDED_BY(error_mu_);
+  std::atomic<bool> closed_{false};
+
+  // Counters.
+  std::atomic<uint64_t> puts_{0}, deletes_{0}, gets_{0}, batches_{0};
+  std::atomic<uint64_t> user_bytes_{0}, device_bytes_{0}, compaction_bytes_{0};
+  std::atomic<uint64_t> pages_written_{0}, page_reads_{0}, flushes_{0}, fua_writes_{0};
+  std::atomic<uint64_t> verify_reads_{0}, segments_cleaned_{0};
+  uint64_t recovery_pages_ = 0, recovery_records_ = 0, recovery_batches_discarded_ = 0;
+  double recovery_seconds_ = 0;
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_ENGINE_IMPL_H_

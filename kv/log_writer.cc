@@ -1,0 +1,186 @@
+// The writer thread: takes sealed pages from every shard, writes them in one submission, and
+// turns completions into durability for the writers waiting on them (group commit).
+//
+// Durability rule. NVMe orders nothing between commands in flight, and a completed write may sit
+// in a volatile cache. A page counts as durable when its write completed with FUA, or completed
+// before a Flush that then completed (or the device has no volatile cache). A head's
+// durable_through moves only over a prefix of its pages that are all durable, so recovery, which
+// stops at the first bad page of a segment, never stops before an acknowledged write.
+#include <algorithm>
+
+#include "absl/time/clock.h"
+#include "kv/engine_impl.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+namespace {
+
+uint64_t NowMicros() { return static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())); }
+
+void AdvanceDurable(LogHead& head) {
+  while (!head.ranges.empty() && head.ranges.front().completed && head.ranges.front().durable) {
+    head.durable_through = head.ranges.front().counter_end - 1;
+    head.ranges.pop_front();
+  }
+}
+
+// True when the head has a waiter whose pages have all completed but are not all durable: only
+// a Flush can finish them.
+bool NeedsFlush(const LogHead& head) {
+  if (head.durable_wanted <= head.durable_through) return false;
+  bool gap = false;
+  for (const PageRange& range : head.ranges) {
+    if (range.counter_begin > head.durable_wanted) break;
+    if (!range.completed || range.failed) return false;  // wait for it (or give up: broken)
+    if (!range.durable) gap = true;
+  }
+  return gap;
+}
+
+}  // namespace
+
+void Engine::Impl::WakeWriter() {
+  absl::MutexLock lock(&writer_mu_);
+  writer_wake_ = true;
+  writer_cv_.Signal();
+}
+
+void Engine::Impl::OnPageWritten(storage::IoRequest* request) {
+  auto* slot = static_cast<PageSlot*>(request->context);
+  Engine::Impl& engine = *slot->engine;
+  Shard& shard = *slot->shard;
+  const bool ok = request->status.ok();
+  if (!ok) engine.SetBroken(request->status);
+  absl::MutexLock lock(&shard.mu);
+  for (PageRange& range : shard.head.ranges) {
+    if (range.counter_begin != slot->head_counter) continue;
+    range.completed = true;
+    range.failed = !ok;
+    range.durable = ok && (request->fua || !engine.device_info_.volatile_write_cache);
+    range.completed_epoch = engine.flush_epoch_.load();
+    break;
+  }
+  engine.segments_->AddPending(slot->segment, -1);
+  if (ok) {
+    engine.pages_written_.fetch_add(1, std::memory_order_relaxed);
+    engine.device_bytes_.fetch_add(engine.geometry_.page_bytes, std::memory_order_relaxed);
+    if (request->fua) engine.fua_writes_.fetch_add(1, std::memory_order_relaxed);
+    shard.unwritten.erase(slot->page_number);
+    shard.head.free_slots.push_back(slot);
+  }
+  // A failed page stays in `unwritten` (reads keep seeing what was acknowledged in memory until
+  // the store is reopened) and its buffer is not reused.
+  AdvanceDurable(shard.head);
+  shard.changed.SignalAll();
+}
+
+void Engine::Impl::OnFlushDone(storage::IoRequest* request) {
+  auto* engine = static_cast<Engine::Impl*>(request->context);
+  engine->flush_in_flight_ = false;
+  if (!request->status.ok()) {
+    engine->SetBroken(request->status);
+  } else {
+    engine->flushes_.fetch_add(1, std::memory_order_relaxed);
+  }
+  for (auto& shard : engine->shards_) {
+    absl::MutexLock lock(&shard->mu);
+    if (request->status.ok()) {
+      for (PageRange& range : shard->head.ranges) {
+        if (range.completed && !range.failed &&
+            range.completed_epoch <= engine->flush_request_epoch_) {
+          range.durable = true;
+        }
+      }
+      AdvanceDurable(shard->head);
+    }
+    shard->changed.SignalAll();
+  }
+}
+
+void Engine::Impl::WriterLoop() {
+  storage::Device& queue = *writer_queue_;
+  const bool volatile_cache = device_info_.volatile_write_cache;
+  std::vector<PageSlot*> batch;
+  while (true) {
+    batch.clear();
+    bool want_flush = false;
+    bool open_pages = false;
+    const uint64_t now = NowMicros();
+    const bool stopping = stopping_.load();
+    for (auto& shard_ptr : shards_) {
+      Shard& shard = *shard_ptr;
+      absl::MutexLock lock(&shard.mu);
+      LogHead& head = shard.head;
+      shard.wants_writer.store(false, std::memory_order_relaxed);
+      if (head.open != nullptr && !head.open->builder.empty()) {
+        const bool waited_on = head.durable_wanted >= head.open->head_counter;
+        const bool aged = now - head.open_since_us >= options_.max_write_delay_us;
+        if (waited_on || aged || stopping) {
+          head.open->builder.Finish(store_seed_, head.open->page_number);
+          head.sealed.push_back(head.open);
+          head.open = nullptr;
+        } else {
+          open_pages = true;
+        }
+      }
+      for (PageSlot* slot : head.sealed) {
+        // FUA only for pages someone waits on; the rest are made durable by a later Flush.
+        slot->request.fua = volatile_cache && head.durable_wanted >= slot->head_counter;
+        batch.push_back(slot);
+      }
+      head.sealed.clear();
+      if (volatile_cache && !flush_in_flight_ && NeedsFlush(head)) want_flush = true;
+    }
+    for (PageSlot* slot : batch) {
+      slot->request.op = storage::IoOp::kWrite;
+      slot->request.lba = LbaOf(slot->page_number);
+      slot->request.lba_count = blocks_per_page_;
+      slot->request.buffer = slot->buffer;
+      slot->request.on_done = OnPageWritten;
+      slot->request.context = slot;
+      // The queue is as deep as there are page slots, so this cannot be refused for space.
+      absl::Status status = queue.Enqueue(&slot->request);
+      if (!status.ok()) {
+        slot->request.status = status;
+        OnPageWritten(&slot->request);
+      }
+    }
+    if (want_flush) {
+      flush_request_epoch_ = flush_epoch_.fetch_add(1);
+      flush_request_ = storage::IoRequest{};
+      flush_request_.op = storage::IoOp::kFlush;
+      flush_request_.on_done = OnFlushDone;
+      flush_request_.context = this;
+      flush_in_flight_ = true;
+      absl::Status status = queue.Enqueue(&flush_request_);
+      if (!status.ok()) {
+        flush_request_.status = status;
+        OnFlushDone(&flush_request_);
+      }
+    }
+    if (queue.in_flight() > 0) {
+      // Submits what was queued and waits for at least one completion, in one system call.
+      absl::StatusOr<uint32_t> reaped = queue.Reap(batch.empty() && !want_flush ? 1 : 0);
+      if (!reaped.ok()) SetBroken(reaped.status());
+      if (!reaped.ok() && queue.in_flight() > 0) {
+        // The queue is broken: nothing more will complete. Fail the waiters and stop writing.
+        for (auto& shard : shards_) {
+          absl::MutexLock lock(&shard->mu);
+          shard->changed.SignalAll();
+        }
+        return;
+      }
+      continue;
+    }
+    if (stopping && batch.empty() && !want_flush && !open_pages) return;
+    absl::MutexLock lock(&writer_mu_);
+    if (!writer_wake_) {
+      const uint32_t delay_us = open_pages ? std::max<uint32_t>(options_.max_write_delay_us, 50)
+                                           : 100000;
+      writer_cv_.WaitWithTimeout(&writer_mu_, absl::Microseconds(delay_us));
+    }
+    writer_wake_ = false;
+  }
+}
+
+}  // namespace nvkv::kv

@@ -1,0 +1,539 @@
+// The read path: per-thread read queues, asynchronous gets, MultiGet, scans, and the identity
+// check the write path needs in hash mode.
+//
+// A lookup takes the key's shard lock only to ask the index for candidate pages and to look at
+// pages still in memory. Each device candidate costs one page read on the calling thread's own
+// queue; a key is found on the first candidate that holds it, because pages never hold two
+// different keys with the same index tag (write_path.cc seals a page rather than let that
+// happen), so a tag's entry on a page can only belong to the one key with that tag there.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kv/engine_impl.h"
+#include "kv/read_queue.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+namespace {
+
+constexpr int kMaxRestarts = 16;
+
+// The newest record of `key` on a verified data page, if any.
+std::optional<RecordView> FindNewest(const uint8_t* page, const PageHeader& header,
+                                     std::string_view key, absl::Status* status) {
+  RecordIterator it(page, header);
+  RecordView record;
+  std::optional<RecordView> newest;
+  while (it.Next(&record)) {
+    if (record.key != key) continue;
+    if (!newest || record.header.sequence > newest->header.sequence) newest = record;
+  }
+  *status = it.status();
+  return newest;
+}
+
+struct ThreadQueueCacheEntry {
+  uint64_t engine_id = 0;
+  ReadQueue* queue = nullptr;
+};
+thread_local ThreadQueueCacheEntry tls_queues[8];
+
+void FinishOp(ReadOp* op, absl::StatusOr<std::string> result);
+void IssueCandidate(ReadOp* op);
+void StartLookup(ReadOp* op);
+void OnPageRead(storage::IoRequest* request);
+void OnContinuationRead(storage::IoRequest* request);
+
+void ReleaseOp(ReadOp* op) {
+  if (op->chunk.valid()) {
+    op->queue->device->buffers().PutChunk(op->chunk);
+    op->chunk = storage::Buffer{};
+  }
+  op->callback = nullptr;
+  op->candidates.clear();
+  op->value.clear();
+  op->queue->free_ops.push_back(op);
+}
+
+void FinishOp(ReadOp* op, absl::StatusOr<std::string> result) {
+  if (op->resolve) {
+    if (!result.ok() && !absl::IsNotFound(result.status())) op->resolve_status = result.status();
+    op->done = true;
+    return;  // resolve ops are owned by ResolveCurrent's stack frame
+  }
+  GetCallback callback = std::move(op->callback);
+  ReadQueue* queue = op->queue;
+  const bool to_ready = op->deliver_to_ready;
+  ReleaseOp(op);
+  if (to_ready) {
+    queue->ready.emplace_back(std::move(callback), std::move(result));
+    return;
+  }
+  ++queue->finished;
+  callback(std::move(result));
+}
+
+// Looks at the index and at in-memory pages; issues the first device read or finishes.
+void StartLookup(ReadOp* op) {
+  Engine::Impl& engine = *op->engine;
+  Shard& shard = engine.ShardFor(op->hash);
+  std::vector<uint64_t> device_candidates;
+  {
+    absl::MutexLock lock(&shard.mu);
+    for (;;) {
+      shard.index->Find(op->hash.lo, op->key, &op->candidates);
+      bool pending_large = false;
+      device_candidates.clear();
+      for (uint64_t location : op->candidates) {
+        const uint64_t page_number = Engine::Impl::PageOf(location);
+        auto it = shard.unwritten.find(page_number);
+        if (it == shard.unwritten.end()) {
+          device_candidates.push_back(page_number);
+          continue;
+        }
+        if (it->second == nullptr) {
+          pending_large = true;  // a large value still being written: wait for it
+          break;
+        }
+        const uint8_t* page = it->second->buffer.data;
+        PageHeader header;
+        std::memcpy(&header, page, sizeof(header));
+        // The open page's header is not finished yet: take counts from the builder.
+        header.record_count = it->second->builder.record_count();
+        header.used_bytes = it->second->builder.used_bytes();
+        absl::Status status;
+        std::optional<RecordView> record = FindNewest(page, header, op->key, &status);
+        if (record && record->header.type == static_cast<uint8_t>(RecordType::kPut)) {
+          if (op->resolve) {
+            op->resolved->found = true;
+            op->resolved->location = location;
+            op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
+            op->resolved->candidates = op->candidates;
+            FinishOp(op, absl::NotFoundError(""));
+          } else {
+            FinishOp(op, std::string(record->value));
+          }
+          return;
+        }
+      }
+      if (!pending_large) break;
+      shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
+    }
+    if (op->resolve) op->resolved->candidates = op->candidates;
+  }
+  op->candidates = std::move(device_candidates);
+  op->next_candidate = 0;
+  IssueCandidate(op);
+}
+
+void IssueCandidate(ReadOp* op) {
+  if (op->next_candidate >= op->candidates.size()) {
+    FinishOp(op, absl::NotFoundError("key not found"));
+    return;
+  }
+  Engine::Impl& engine = *op->engine;
+  const uint64_t page_number = op->candidates[op->next_candidate++];
+  op->request.op = storage::IoOp::kRead;
+  op->request.fua = false;
+  op->request.lba = engine.LbaOf(page_number);
+  op->request.lba_count = engine.blocks_per_page_;
+  op->request.buffer = op->page;
+  op->request.on_done = OnPageRead;
+  op->request.context = op;
+  engine.page_reads_.fetch_add(1, std::memory_order_relaxed);
+  absl::Status status = op->queue->device->Enqueue(&op->request);
+  if (!status.ok()) FinishOp(op, status);
+}
+
+// The index changed under a read (compaction moved the record, or a writer replaced it): look
+// again, a bounded number of times.
+void Restart(ReadOp* op, const absl::Status& why) {
+  if (++op->restarts > kMaxRestarts) {
+    FinishOp(op, why);
+    return;
+  }
+  StartLookup(op);
+}
+
+bool IndexStillHas(ReadOp* op, uint64_t page_number) {
+  Shard& shard = op->engine->ShardFor(op->hash);
+  absl::MutexLock lock(&shard.mu);
+  std::vector<uint64_t> now;
+  shard.index->Find(op->hash.lo, op->key, &now);
+  for (uint64_t location : now) {
+    if (Engine::Impl::PageOf(location) == page_number &&
+        shard.unwritten.find(page_number) == shard.unwritten.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void OnPageRead(storage::IoRequest* request) {
+  auto* op = static_cast<ReadOp*>(request->context);
+  Engine::Impl& engine = *op->engine;
+  const uint64_t page_number = op->candidates[op->next_candidate - 1];
+  if (!request->status.ok()) {
+    FinishOp(op, request->status);
+    return;
+  }
+  absl::StatusOr<PageHeader> header =
+      VerifyPage(op->page.data, engine.geometry_, engine.store_seed_, page_number);
+  if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) {
+    // A damaged page, or one reused since the lookup: only an error if the index still
+    // points here.
+    if (IndexStillHas(op, page_number)) {
+      FinishOp(op, header.ok() ? absl::DataLossError(absl::StrCat(
+                                     "page ", page_number, ": expected a data page"))
+                               : header.status());
+    } else {
+      Restart(op, header.status());
+    }
+    return;
+  }
+  absl::Status status;
+  std::optional<RecordView> record = FindNewest(op->page.data, *header, op->key, &status);
+  if (!status.ok()) {
+    FinishOp(op, status);
+    return;
+  }
+  if (!record || record->header.type != static_cast<uint8_t>(RecordType::kPut)) {
+    if (op->next_candidate < op->candidates.size()) {
+      IssueCandidate(op);
+    } else if (IndexStillHas(op, page_number) || op->candidates.size() > 1) {
+      FinishOp(op, absl::NotFoundError("key not found"));
+    } else {
+      Restart(op, absl::NotFoundError("key not found"));
+    }
+    return;
+  }
+  if (op->resolve) {
+    op->resolved->found = true;
+    op->resolved->location = engine.EncodeLocation(
+        page_number, RecordBytes(op->key.size(), record->header.value_bytes));
+    op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
+    FinishOp(op, absl::NotFoundError(""));
+    return;
+  }
+  if ((record->header.flags & kRecordLarge) == 0) {
+    FinishOp(op, std::string(record->value));
+    return;
+  }
+  // A large value: the rest is on the following pages of the same segment.
+  op->value.assign(record->value);
+  op->large_value_bytes = record->header.value_bytes;
+  op->large_generation = header->generation;
+  op->large_next_page = page_number + 1;
+  op->large_pages_left =
+      LargeRecordPages(engine.geometry_, record->key.size(), record->header.value_bytes) - 1;
+  if (!op->chunk.valid()) op->chunk = op->queue->device->buffers().GetChunk();
+  if (!op->chunk.valid()) {
+    FinishOp(op, absl::ResourceExhaustedError("no chunk buffer free for a large value"));
+    return;
+  }
+  op->large_batch_pages = std::min(op->large_pages_left, op->chunk.bytes / engine.geometry_.page_bytes);
+  op->request.lba = engine.LbaOf(op->large_next_page);
+  op->request.lba_count = op->large_batch_pages * engine.blocks_per_page_;
+  op->request.buffer = op->chunk;
+  op->request.on_done = OnContinuationRead;
+  status = op->queue->device->Enqueue(&op->request);
+  if (!status.ok()) FinishOp(op, status);
+}
+
+void OnContinuationRead(storage::IoRequest* request) {
+  auto* op = static_cast<ReadOp*>(request->context);
+  Engine::Impl& engine = *op->engine;
+  if (!request->status.ok()) {
+    FinishOp(op, request->status);
+    return;
+  }
+  const Geometry& g = engine.geometry_;
+  for (uint32_t i = 0; i < op->large_batch_pages; ++i) {
+    const uint8_t* page = op->chunk.data + size_t{i} * g.page_bytes;
+    const uint64_t page_number = op->large_next_page + i;
+    absl::StatusOr<PageHeader> header = VerifyPage(page, g, engine.store_seed_, page_number);
+    if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kContinuation) ||
+        header->generation != op->large_generation) {
+      Restart(op, header.ok() ? absl::DataLossError(absl::StrCat(
+                                    "page ", page_number, ": large value continuation missing"))
+                              : header.status());
+      return;
+    }
+    op->value.append(reinterpret_cast<const char*>(page) + sizeof(PageHeader), header->used_bytes);
+  }
+  op->large_next_page += op->large_batch_pages;
+  op->large_pages_left -= op->large_batch_pages;
+  if (op->large_pages_left == 0) {
+    if (op->value.size() != op->large_value_bytes) {
+      FinishOp(op, absl::DataLossError("large value has the wrong length"));
+    } else {
+      FinishOp(op, std::move(op->value));
+    }
+    return;
+  }
+  op->large_batch_pages = std::min(op->large_pages_left, op->chunk.bytes / g.page_bytes);
+  op->request.lba = engine.LbaOf(op->large_next_page);
+  op->request.lba_count = op->large_batch_pages * engine.blocks_per_page_;
+  absl::Status status = op->queue->device->Enqueue(&op->request);
+  if (!status.ok()) FinishOp(op, status);
+}
+
+}  // namespace
+
+ReadQueue::ReadQueue(Engine::Impl* engine, std::unique_ptr<storage::Device> queue_device,
+                     uint32_t depth)
+    : device(std::move(queue_device)) {
+  for (uint32_t i = 0; i < depth; ++i) {
+    auto op = std::make_unique<ReadOp>();
+    op->engine = engine;
+    op->queue = this;
+    op->page = device->buffers().GetPage();
+    NVKV_CHECK(op->page.valid());
+    free_ops.push_back(op.get());
+    ops.push_back(std::move(op));
+  }
+}
+
+absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
+  for (auto& entry : tls_queues) {
+    if (entry.engine_id == engine_id_) return entry.queue;
+  }
+  storage::QueueOptions queue_options;
+  // One extra request slot per op: a resolve read may run beside a full set of async reads.
+  queue_options.queue_depth = options_.read_queue_depth + 2;
+  queue_options.buffers.buffer_bytes = geometry_.page_bytes;
+  queue_options.buffers.buffer_count = options_.read_queue_depth + 2;
+  queue_options.buffers.chunk_count = 2;
+  absl::StatusOr<std::unique_ptr<storage::Device>> device = base_device_->OpenQueue(queue_options);
+  if (!device.ok()) return device.status();
+  auto queue = std::make_unique<ReadQueue>(this, std::move(*device), options_.read_queue_depth);
+  ReadQueue* raw = queue.get();
+  {
+    absl::MutexLock lock(&read_queues_mu_);
+    read_queues_.push_back(std::move(queue));
+  }
+  // Evict the oldest cache entry (round robin); the queue stays owned by its engine.
+  static thread_local size_t next_slot = 0;
+  tls_queues[next_slot] = ThreadQueueCacheEntry{engine_id_, raw};
+  next_slot = (next_slot + 1) % std::size(tls_queues);
+  return raw;
+}
+
+absl::Status Engine::Impl::GetAsync(std::string_view key, GetCallback callback) {
+  absl::Status open = CheckOpen();
+  if (!open.ok()) return open;
+  if (key.empty() || key.size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("key of ", key.size(), " bytes; keys are 1 to ",
+                                                   kMaxKeyBytes, " bytes"));
+  }
+  absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
+  if (!queue.ok()) return queue.status();
+  if ((*queue)->free_ops.empty()) {
+    return absl::UnavailableError("too many reads in flight on this thread: Poll first");
+  }
+  ReadOp* op = (*queue)->free_ops.back();
+  (*queue)->free_ops.pop_back();
+  gets_.fetch_add(1, std::memory_order_relaxed);
+  op->key.assign(key);
+  op->hash = HashKey(key);
+  op->restarts = 0;
+  op->resolve = false;
+  // Answers found during GetAsync itself wait in `ready` for Poll: one contract for callers.
+  op->callback = std::move(callback);
+  op->deliver_to_ready = true;
+  StartLookup(op);
+  op->deliver_to_ready = false;  // harmless if op already finished: it is re-set on reuse
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
+  absl::StatusOr<ReadQueue*> queue_or = ThisThreadQueue();
+  if (!queue_or.ok()) return queue_or.status();
+  ReadQueue& queue = **queue_or;
+  const uint64_t before = queue.finished;
+  auto run_ready = [&queue] {
+    while (!queue.ready.empty()) {
+      // Swap out first: callbacks may start reads that land in `ready` again.
+      auto batch = std::move(queue.ready);
+      queue.ready.clear();
+      for (auto& [callback, result] : batch) {
+        ++queue.finished;
+        callback(std::move(result));
+      }
+    }
+  };
+  run_ready();
+  while (queue.finished - before < min_complete || queue.device->in_flight() > 0) {
+    const uint64_t done = queue.finished - before;
+    const uint32_t want = done < min_complete ? 1 : 0;
+    if (want == 0 && queue.device->in_flight() == 0) break;
+    absl::StatusOr<uint32_t> reaped = queue.device->Reap(want);
+    if (!reaped.ok()) return reaped.status();
+    run_ready();
+    if (want == 0) break;  // non-blocking pass done
+    if (queue.device->in_flight() == 0 && queue.ready.empty()) break;
+  }
+  return static_cast<uint32_t>(queue.finished - before);
+}
+
+uint32_t Engine::Impl::pending_reads() {
+  absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
+  if (!queue.ok()) return 0;
+  return static_cast<uint32_t>((*queue)->ops.size() - (*queue)->free_ops.size() +
+                               (*queue)->ready.size());
+}
+
+absl::StatusOr<std::string> Engine::Impl::Get(std::string_view key) {
+  absl::StatusOr<std::string> result = absl::UnknownError("read did not finish");
+  bool done = false;
+  absl::Status started = GetAsync(key, [&](absl::StatusOr<std::string> value) {
+    result = std::move(value);
+    done = true;
+  });
+  while (absl::IsUnavailable(started)) {  // this thread's async reads fill the queue
+    absl::StatusOr<uint32_t> polled = Poll(1);
+    if (!polled.ok()) return polled.status();
+    started = GetAsync(key, [&](absl::StatusOr<std::string> value) {
+      result = std::move(value);
+      done = true;
+    });
+  }
+  if (!started.ok()) return started;
+  while (!done) {
+    absl::StatusOr<uint32_t> polled = Poll(1);
+    if (!polled.ok()) return polled.status();
+  }
+  return result;
+}
+
+void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
+                            std::vector<absl::StatusOr<std::string>>* values) {
+  values->assign(keys.size(), absl::UnknownError("read did not finish"));
+  size_t remaining = keys.size();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto on_done = [values, i, &remaining](absl::StatusOr<std::string> value) {
+      (*values)[i] = std::move(value);
+      --remaining;
+    };
+    absl::Status started = GetAsync(keys[i], on_done);
+    while (absl::IsUnavailable(started)) {
+      // Every slot is busy: let one finish, then go on issuing. Reads issued so far are all in
+      // flight while we wait.
+      absl::StatusOr<uint32_t> polled = Poll(1);
+      if (!polled.ok()) {
+        (*values)[i] = polled.status();
+        --remaining;
+        started = absl::OkStatus();
+        break;
+      }
+      started = GetAsync(keys[i], on_done);
+    }
+    if (!started.ok()) {
+      (*values)[i] = started;
+      --remaining;
+    }
+  }
+  while (remaining > 0) {
+    absl::StatusOr<uint32_t> polled = Poll(1);
+    if (!polled.ok()) {
+      for (auto& value : *values) {
+        if (absl::IsUnknown(value.status())) value = polled.status();
+      }
+      return;
+    }
+  }
+}
+
+absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
+                                                           const KeyHash& hash) {
+  CurrentRecord current;
+  Shard& shard = ShardFor(hash);
+  if (ordered_) {
+    absl::MutexLock lock(&shard.mu);
+    shard.index->Find(hash.lo, key, &current.candidates);
+    current.exact_candidates = true;
+    if (!current.candidates.empty()) {
+      current.found = true;
+      current.location = current.candidates.front();
+      current.record_bytes = BytesOf(current.location);
+    }
+    return current;
+  }
+  {
+    // Fast path: no candidate at all means a new key, and no read is needed.
+    absl::MutexLock lock(&shard.mu);
+    shard.index->Find(hash.lo, key, &current.candidates);
+    if (current.candidates.empty()) return current;
+  }
+  absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
+  if (!queue.ok()) return queue.status();
+  ReadOp op;
+  op.engine = this;
+  op.queue = *queue;
+  op.page = (*queue)->device->buffers().GetPage();
+  if (!op.page.valid()) return absl::ResourceExhaustedError("no page buffer for a key check");
+  op.key.assign(key);
+  op.hash = hash;
+  op.resolve = true;
+  op.resolved = &current;
+  StartLookup(&op);
+  while (!op.done) {
+    absl::StatusOr<uint32_t> reaped = (*queue)->device->Reap(1);
+    if (!reaped.ok()) {
+      op.resolve_status = reaped.status();
+      break;
+    }
+  }
+  (*queue)->device->buffers().PutPage(op.page);
+  if (op.chunk.valid()) (*queue)->device->buffers().PutChunk(op.chunk);
+  if (!op.resolve_status.ok()) return op.resolve_status;
+  verify_reads_.fetch_add(1, std::memory_order_relaxed);
+  return current;
+}
+
+absl::Status Engine::Impl::Scan(std::string_view start, std::string_view end, size_t limit,
+                                std::vector<std::pair<std::string, std::string>>* out) {
+  out->clear();
+  absl::Status open = CheckOpen();
+  if (!open.ok()) return open;
+  if (!ordered_) {
+    return absl::FailedPreconditionError(
+        "scans need an ordered store (open with index_mode = kOrdered)");
+  }
+  std::string cursor(start);
+  bool exclusive = false;
+  while (out->size() < limit) {
+    // Take the next keys from every shard and merge: the smallest `want` overall are exact.
+    const size_t want = std::min<size_t>(limit - out->size(), 256);
+    std::vector<std::pair<std::string, uint64_t>> merged, part;
+    for (auto& shard : shards_) {
+      absl::MutexLock lock(&shard->mu);
+      absl::Status status = shard->index->Scan(cursor, exclusive, want, &part);
+      if (!status.ok()) return status;
+      for (auto& entry : part) merged.push_back(std::move(entry));
+    }
+    std::sort(merged.begin(), merged.end());
+    if (merged.size() > want) merged.resize(want);
+    if (!end.empty()) {
+      while (!merged.empty() && merged.back().first >= end) merged.pop_back();
+    }
+    if (merged.empty()) break;
+    std::vector<std::string_view> keys;
+    keys.reserve(merged.size());
+    for (const auto& entry : merged) keys.push_back(entry.first);
+    std::vector<absl::StatusOr<std::string>> values;
+    MultiGet(keys, &values);
+    for (size_t i = 0; i < merged.size(); ++i) {
+      if (absl::IsNotFound(values[i].status())) continue;  // deleted since the index said so
+      if (!values[i].ok()) return values[i].status();
+      out->emplace_back(merged[i].first, std::move(*values[i]));
+    }
+    cursor = merged.back().first;
+    exclusive = true;
+    if (merged.size() < want) break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace nvkv::kv

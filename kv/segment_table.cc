@@ -1,0 +1,155 @@
+#include "kv/segment_table.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+
+SegmentTable::SegmentTable(uint64_t segment_count, uint64_t segment_capacity_bytes,
+                           uint32_t reserve_user)
+    : segment_count_(segment_count),
+      capacity_bytes_(segment_capacity_bytes),
+      reserve_user_(reserve_user),
+      info_(new Info[segment_count]) {}
+
+absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint32_t* generation) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t keep = use == SegmentUse::kUserPut      ? reserve_user_
+                        : use == SegmentUse::kUserDelete ? 1
+                                                         : 0;
+  if (free_.size() <= keep) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("store full: ", free_.size(), " free segments of ", segment_count_,
+                     " and compaction finds nothing to reclaim"));
+  }
+  const uint64_t segment = free_.back();
+  free_.pop_back();
+  Info& info = info_[segment];
+  NVKV_CHECK(info.state == SegmentState::kFree);
+  info.state = SegmentState::kOpen;
+  info.live_bytes.store(0);
+  info.min_sequence.store(UINT64_MAX);
+  info.max_sequence.store(0);
+  *generation = static_cast<uint32_t>(next_generation_.fetch_add(1));
+  return segment;
+}
+
+void SegmentTable::Seal(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(info_[segment].state == SegmentState::kOpen);
+  info_[segment].state = SegmentState::kSealed;
+}
+
+std::optional<uint64_t> SegmentTable::PickVictim(VictimPolicy policy, uint64_t now_sequence,
+                                                 bool only_with_garbage) {
+  absl::MutexLock lock(&mu_);
+  std::optional<uint64_t> best;
+  double best_score = -1;
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    Info& info = info_[s];
+    if (info.state != SegmentState::kSealed) continue;
+    if (info.pages_pending.load(std::memory_order_acquire) != 0) continue;
+    const double live = static_cast<double>(std::max<int64_t>(0, info.live_bytes.load()));
+    const double u = std::min(1.0, live / static_cast<double>(capacity_bytes_));
+    if (only_with_garbage && u >= 0.999) continue;
+    double score;
+    if (policy == VictimPolicy::kGreedy) {
+      score = 1.0 - u;
+    } else {
+      // LFS cost-benefit: free space gained times its age, over the cost of reading the segment
+      // and writing its live part. Age is how many writes ago the segment's newest record was.
+      const uint64_t newest = info.max_sequence.load();
+      const double age = static_cast<double>(now_sequence > newest ? now_sequence - newest : 0) + 1;
+      score = (1.0 - u) * age / (1.0 + u);
+    }
+    if (score > best_score) {
+      best_score = score;
+      best = s;
+    }
+  }
+  if (best) info_[*best].state = SegmentState::kCompacting;
+  return best;
+}
+
+void SegmentTable::Unpick(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  info_[segment].state = SegmentState::kSealed;
+}
+
+void SegmentTable::Free(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[segment];
+  NVKV_CHECK(info.state == SegmentState::kCompacting);
+  info.state = SegmentState::kFree;
+  info.live_bytes.store(0);
+  info.min_sequence.store(UINT64_MAX);
+  info.max_sequence.store(0);
+  free_.push_back(segment);
+  freed_.SignalAll();
+}
+
+void SegmentTable::NoteRecord(uint64_t segment, uint64_t sequence) {
+  Info& info = info_[segment];
+  uint64_t seen = info.min_sequence.load(std::memory_order_relaxed);
+  while (sequence < seen &&
+         !info.min_sequence.compare_exchange_weak(seen, sequence, std::memory_order_relaxed)) {
+  }
+  seen = info.max_sequence.load(std::memory_order_relaxed);
+  while (sequence > seen &&
+         !info.max_sequence.compare_exchange_weak(seen, sequence, std::memory_order_relaxed)) {
+  }
+}
+
+uint64_t SegmentTable::MinSequenceExcept(uint64_t except) {
+  absl::MutexLock lock(&mu_);
+  uint64_t min = UINT64_MAX;
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    if (s == except || info_[s].state == SegmentState::kFree) continue;
+    min = std::min(min, info_[s].min_sequence.load());
+  }
+  return min;
+}
+
+void SegmentTable::RecoverSegment(uint64_t segment, bool in_use, uint64_t min_sequence,
+                                  uint64_t max_sequence) {
+  Info& info = info_[segment];
+  info.state = in_use ? SegmentState::kSealed : SegmentState::kFree;
+  info.min_sequence.store(min_sequence);
+  info.max_sequence.store(max_sequence);
+}
+
+void SegmentTable::FinishRecovery() {
+  absl::MutexLock lock(&mu_);
+  free_.clear();
+  // Highest numbers last, so heads fill the device from the front.
+  for (uint64_t s = segment_count_; s > 0; --s) {
+    if (info_[s - 1].state == SegmentState::kFree) free_.push_back(s - 1);
+  }
+}
+
+uint64_t SegmentTable::free_count() {
+  absl::MutexLock lock(&mu_);
+  return free_.size();
+}
+
+uint64_t SegmentTable::live_bytes_total() const {
+  int64_t total = 0;
+  for (uint64_t s = 0; s < segment_count_; ++s) total += info_[s].live_bytes.load();
+  return static_cast<uint64_t>(std::max<int64_t>(0, total));
+}
+
+SegmentState SegmentTable::state(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  return info_[segment].state;
+}
+
+bool SegmentTable::WaitForFree(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const size_t before = free_.size();
+  freed_.WaitWithTimeout(&mu_, timeout);
+  return free_.size() > before;
+}
+
+}  // namespace nvkv::kv

@@ -1,0 +1,105 @@
+// SegmentTable: what the engine knows about each segment — state, live bytes, generation, the
+// sequence range of its records — and the free list. Shared by the write path (heads take free
+// segments), compaction (chooses victims, frees them) and recovery (fills it in).
+//
+// Thread contract: thread-safe. State changes take `mu_` (rare: once per segment fill or
+// clean); live-byte accounting is an atomic add on the hot path.
+#ifndef NVKV_KV_SEGMENT_TABLE_H_
+#define NVKV_KV_SEGMENT_TABLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "kv/engine.h"
+
+namespace nvkv::kv {
+
+enum class SegmentState : uint8_t {
+  kFree,        // holds nothing (free marker or never written); on the free list
+  kOpen,        // a log head is filling it
+  kSealed,      // full or closed; a compaction candidate once its writes are done
+  kCompacting,  // being cleaned
+};
+
+// Who asks for a free segment; each may dig deeper into the reserve.
+enum class SegmentUse : uint8_t {
+  kUserPut,     // leaves `reserve_user` segments free
+  kUserDelete,  // leaves one segment free
+  kCompaction,  // may take the last one
+};
+
+class SegmentTable {
+ public:
+  SegmentTable(uint64_t segment_count, uint64_t segment_capacity_bytes, uint32_t reserve_user);
+
+  uint64_t count() const { return segment_count_; }
+
+  // Takes a free segment for a log head and gives it a fresh generation. kResourceExhausted
+  // when the free list is down to what `use` must leave.
+  absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint32_t* generation);
+  // A head is done with `segment` (full or closing). `max_sequence`: newest record in it.
+  void Seal(uint64_t segment);
+  // Compaction: picks a sealed segment with no writes in flight, marks it kCompacting.
+  std::optional<uint64_t> PickVictim(VictimPolicy policy, uint64_t now_sequence,
+                                     bool only_with_garbage);
+  // Compaction gave up on `segment` (error): back to kSealed.
+  void Unpick(uint64_t segment);
+  // Compaction cleaned `segment`; its free marker has generation `generation`.
+  void Free(uint64_t segment);
+
+  // Hot path: record bytes entering or leaving a segment.
+  void AddLive(uint64_t segment, int64_t bytes) {
+    info_[segment].live_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void NoteRecord(uint64_t segment, uint64_t sequence);  // min/max record sequence
+  void AddPending(uint64_t segment, int32_t pages) {
+    info_[segment].pages_pending.fetch_add(pages, std::memory_order_acq_rel);
+  }
+
+  // The smallest record sequence in any non-free segment other than `except`, or UINT64_MAX.
+  uint64_t MinSequenceExcept(uint64_t except);
+
+  uint64_t NextGeneration() { return next_generation_.fetch_add(1) ; }
+
+  // Recovery fills these before the engine starts.
+  void RecoverSegment(uint64_t segment, bool in_use, uint64_t min_sequence, uint64_t max_sequence);
+  void SetNextGeneration(uint64_t generation) { next_generation_.store(generation); }
+  void FinishRecovery();
+
+  uint64_t free_count();
+  uint64_t live_bytes_total() const;
+  int64_t live_bytes(uint64_t segment) const {
+    return info_[segment].live_bytes.load(std::memory_order_relaxed);
+  }
+  SegmentState state(uint64_t segment);
+
+  // Blocks until a segment is freed or `timeout` passes; false on timeout.
+  bool WaitForFree(absl::Duration timeout);
+
+ private:
+  struct Info {
+    std::atomic<int64_t> live_bytes{0};
+    std::atomic<int32_t> pages_pending{0};  // pages assigned whose writes have not completed
+    std::atomic<uint64_t> min_sequence{UINT64_MAX};
+    std::atomic<uint64_t> max_sequence{0};
+    SegmentState state = SegmentState::kFree;
+  };
+
+  const uint64_t segment_count_;
+  const uint64_t capacity_bytes_;
+  const uint32_t reserve_user_;
+  std::unique_ptr<Info[]> info_;
+  std::atomic<uint64_t> next_generation_{1};
+  absl::Mutex mu_;
+  std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar freed_;
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_SEGMENT_TABLE_H_

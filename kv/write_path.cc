@@ -1,0 +1,661 @@
+// The write path: appending records to a shard's log head, group commit, and the index and
+// live-byte updates that make a write visible.
+//
+// A write goes through three steps:
+//  1. Resolve (no lock held while reading): find where each key's current record is. In hash
+//     mode the index holds no key bytes, so a candidate page is read to confirm it holds the key
+//     (read_path.cc ResolveCurrent); in ordered mode the index answers exactly.
+//  2. Append (shard locks held, ascending): re-check that the index still says what step 1
+//     saw (else retry), take sequence numbers, append the records to the open page of one head,
+//     point the index at them, move live bytes.
+//  3. Wait (durable writes): until the head's durable_through covers the last page appended.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "kv/engine_impl.h"
+#include "kv/read_queue.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+namespace {
+
+uint64_t NowMicros() { return static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())); }
+
+struct PreparedOp {
+  const WriteOp* op;
+  KeyHash hash;
+  Shard* shard;
+  CurrentRecord current;
+};
+
+constexpr int kMaxResolveRetries = 64;
+
+}  // namespace
+
+// --- Head management (callers hold shard.mu) ---
+
+namespace {
+
+void SealOpenPage(Engine::Impl& engine, Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  LogHead& head = shard.head;
+  if (head.open == nullptr) return;
+  head.open->builder.Finish(engine.store_seed_, head.open->page_number);
+  head.sealed.push_back(head.open);
+  head.open = nullptr;
+  shard.wants_writer.store(true, std::memory_order_release);
+}
+
+// Makes sure the head's segment has `pages` unassigned pages, moving to a new segment if not.
+absl::Status EnsureSegmentRoom(Engine::Impl& engine, Shard& shard, uint32_t pages,
+                               SegmentUse use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  LogHead& head = shard.head;
+  if (head.has_segment && head.next_page + pages <= engine.geometry_.pages_per_segment) {
+    return absl::OkStatus();
+  }
+  SealOpenPage(engine, shard);
+  uint32_t generation = 0;
+  absl::StatusOr<uint64_t> segment = engine.segments_->Allocate(use, &generation);
+  if (!segment.ok()) return segment.status();
+  if (head.has_segment) engine.segments_->Seal(head.segment);
+  head.has_segment = true;
+  head.segment = *segment;
+  head.generation = generation;
+  head.next_page = 0;
+  return absl::OkStatus();
+}
+
+// True when `key` may not join `slot`'s page: another key with the same index tag is on it.
+bool TagClash(const PageSlot& slot, std::string_view key, uint32_t tag) {
+  for (const auto& [other_tag, offset] : slot.tags) {
+    if (other_tag != tag) continue;
+    RecordHeader header;
+    std::memcpy(&header, slot.buffer.data + offset, sizeof(header));
+    const std::string_view other(
+        reinterpret_cast<const char*>(slot.buffer.data + offset + sizeof(header)),
+        header.key_bytes);
+    if (other != key) return true;
+  }
+  return false;
+}
+
+// Whether a record of `bytes` for `key` can go into the open page as it is.
+bool FitsOpenPage(const Engine::Impl& engine, const LogHead& head, uint32_t bytes,
+                  std::string_view key, const KeyHash& hash) {
+  if (head.open == nullptr || head.open->builder.free_bytes() < bytes) return false;
+  return engine.ordered_ || !TagClash(*head.open, key, engine.TagOf(hash));
+}
+
+// Opens a fresh page at the head (a free slot must be there).
+absl::Status OpenNewPage(Engine::Impl& engine, Shard& shard, SegmentUse use)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  LogHead& head = shard.head;
+  SealOpenPage(engine, shard);
+  absl::Status room = EnsureSegmentRoom(engine, shard, 1, use);
+  if (!room.ok()) return room;
+  NVKV_CHECK(!head.free_slots.empty());
+  PageSlot* slot = head.free_slots.back();
+  head.free_slots.pop_back();
+  slot->segment = head.segment;
+  slot->page_number = engine.geometry_.FirstPageOf(head.segment) + head.next_page;
+  slot->head_counter = head.next_counter++;
+  slot->builder.Start(slot->buffer.data, engine.geometry_, PageType::kData, head.generation,
+                      head.next_page, slot->head_counter);
+  slot->tags.clear();
+  ++head.next_page;
+  head.open = slot;
+  head.open_since_us = NowMicros();
+  PageRange range;
+  range.counter_begin = slot->head_counter;
+  range.counter_end = slot->head_counter + 1;
+  range.segment = head.segment;
+  head.ranges.push_back(range);
+  engine.segments_->AddPending(head.segment, 1);
+  shard.unwritten[slot->page_number] = slot;
+  return absl::OkStatus();
+}
+
+// Makes the open page one that takes a record of `bytes` for `key`. May wait for a free page
+// buffer, releasing shard.mu meanwhile, so only callers holding no other lock may use it, and
+// they must re-check what they read before.
+absl::Status EnsureOpenRoom(Engine::Impl& engine, Shard& shard, uint32_t bytes,
+                            std::string_view key, const KeyHash& hash, SegmentUse use)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  LogHead& head = shard.head;
+  while (!FitsOpenPage(engine, head, bytes, key, hash)) {
+    if (head.open != nullptr) {
+      SealOpenPage(engine, shard);
+      engine.WakeWriter();
+    }
+    if (!head.free_slots.empty()) return OpenNewPage(engine, shard, use);
+    // Back-pressure: every page buffer is sealed or in flight. The writer frees one soon.
+    engine.WakeWriter();
+    if (engine.broken_.load()) return engine.broken_status();
+    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
+  }
+  return absl::OkStatus();
+}
+
+// Appends one small record to the open page (room already ensured). Returns its page number.
+uint64_t AppendToOpenPage(Engine::Impl& engine, Shard& shard, const RecordHeader& header,
+                          std::string_view key, std::string_view value, const KeyHash& hash)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  PageSlot* open = shard.head.open;
+  NVKV_CHECK(open != nullptr);
+  const uint32_t offset = open->builder.AddRecord(header, key, value);
+  NVKV_CHECK(offset != 0);
+  if (!engine.ordered_) open->tags.emplace_back(engine.TagOf(hash), offset);
+  engine.segments_->NoteRecord(open->segment, header.sequence);
+  return open->page_number;
+}
+
+// Applies a record's effect on the index and live bytes. `current` is where the key's record
+// was; `new_page` where the new one is (ignored for deletes).
+void ApplyToIndex(Engine::Impl& engine, Shard& shard, std::string_view key, const KeyHash& hash,
+                  const CurrentRecord& current, bool is_delete, uint64_t new_page,
+                  uint32_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  const Geometry& g = engine.geometry_;
+  if (current.found) {
+    engine.segments_->AddLive(g.SegmentOf(Engine::Impl::PageOf(current.location)),
+                              -static_cast<int64_t>(current.record_bytes));
+  }
+  if (is_delete) {
+    if (current.found) shard.index->Erase(hash.lo, key, current.location);
+    return;
+  }
+  const uint64_t location = engine.EncodeLocation(new_page, record_bytes);
+  if (current.found) {
+    const bool replaced = shard.index->Replace(hash.lo, key, current.location, location);
+    NVKV_CHECK(replaced);
+  } else {
+    // Only fails for page numbers beyond the index's range, which Open rules out.
+    const absl::Status inserted = shard.index->Insert(hash.lo, key, location);
+    NVKV_CHECK(inserted.ok());
+  }
+  engine.segments_->AddLive(g.SegmentOf(new_page), record_bytes);
+}
+
+bool SameCandidates(Shard& shard, const KeyHash& hash, std::string_view key,
+                    const CurrentRecord& current, std::vector<uint64_t>* scratch)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  shard.index->Find(hash.lo, key, scratch);
+  std::vector<uint64_t> now = *scratch;
+  std::vector<uint64_t> then = current.candidates;
+  std::sort(now.begin(), now.end());
+  std::sort(then.begin(), then.end());
+  return now == then;
+}
+
+RecordHeader MakeHeader(const WriteOp& op, uint64_t sequence) {
+  RecordHeader header{};
+  header.type = static_cast<uint8_t>(op.is_delete ? RecordType::kDelete : RecordType::kPut);
+  header.key_bytes = static_cast<uint16_t>(op.key.size());
+  header.value_bytes = op.is_delete ? 0 : static_cast<uint32_t>(op.value.size());
+  header.sequence = sequence;
+  return header;
+}
+
+}  // namespace
+
+// Fresh pages `records` need at the head, appended in order after what the open page holds.
+// Mirrors the append loop in Write: a record goes to a new page when it does not fit or when
+// its tag clashes with another key's on the current page.
+struct PlannedRecord {
+  std::string_view key;
+  KeyHash hash;
+  uint32_t bytes;
+};
+
+uint32_t PlanFreshPages(const Engine::Impl& engine, const LogHead& head,
+                        const std::vector<PlannedRecord>& records) {
+  uint32_t fresh = 0;
+  bool on_open = head.open != nullptr;
+  uint32_t free_bytes = on_open ? head.open->builder.free_bytes() : 0;
+  std::vector<std::pair<uint32_t, std::string_view>> placed;
+  for (const PlannedRecord& r : records) {
+    bool clash = false;
+    if (!engine.ordered_) {
+      const uint32_t tag = engine.TagOf(r.hash);
+      if (on_open && TagClash(*head.open, r.key, tag)) clash = true;
+      for (const auto& [other_tag, other_key] : placed) {
+        if (other_tag == tag && other_key != r.key) clash = true;
+      }
+    }
+    if (r.bytes > free_bytes || clash) {
+      ++fresh;
+      on_open = false;
+      free_bytes = engine.geometry_.payload_bytes();
+      placed.clear();
+    }
+    free_bytes -= r.bytes;
+    if (!engine.ordered_) placed.emplace_back(engine.TagOf(r.hash), r.key);
+  }
+  return fresh;
+}
+
+// Reserves segment room and page buffers for a batch at the head, so that appending it later,
+// with other shards' locks held, never waits.
+absl::Status ReserveForBatch(Engine::Impl& engine, Shard& shard,
+                             const std::vector<PlannedRecord>& records, SegmentUse use)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  LogHead& head = shard.head;
+  while (true) {
+    const uint32_t fresh = PlanFreshPages(engine, head, records);
+    if (!head.has_segment ||
+        head.next_page + fresh > engine.geometry_.pages_per_segment) {
+      absl::Status room = EnsureSegmentRoom(engine, shard, fresh, use);
+      if (!room.ok()) return room;
+      continue;  // the open page was sealed: plan again
+    }
+    if (head.free_slots.size() >= fresh) return absl::OkStatus();
+    engine.WakeWriter();
+    if (engine.broken_.load()) return engine.broken_status();
+    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
+  }
+}
+
+// --- Validation ---
+
+namespace {
+
+absl::Status ValidateOps(const Engine::Impl& engine, std::span<const WriteOp> ops) {
+  if (ops.empty()) return absl::OkStatus();
+  uint64_t total = 0;
+  for (const WriteOp& op : ops) {
+    if (op.key.empty()) return absl::InvalidArgumentError("empty key");
+    if (op.key.size() > kMaxKeyBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("key of ", op.key.size(), " bytes; the limit is ", kMaxKeyBytes));
+    }
+    if (!op.is_delete && op.value.size() > engine.geometry_.max_value_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat("value of ", op.value.size(),
+                                                     " bytes; the limit is ",
+                                                     engine.geometry_.max_value_bytes()));
+    }
+    if (ops.size() > 1 && !op.is_delete &&
+        IsLargeRecord(engine.geometry_, op.key.size(), op.value.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a value of ", op.value.size(), " bytes does not fit one page (",
+          engine.geometry_.payload_bytes(), " bytes with its key); large values cannot be part "
+          "of a batch"));
+    }
+    total += RecordBytes(op.key.size(), op.is_delete ? 0 : op.value.size());
+  }
+  if (ops.size() > 1 && total > engine.max_batch_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch of ", total, " bytes; the limit is ",
+                                                   engine.max_batch_bytes()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// --- Large records: a run of pages written by the calling thread ---
+
+namespace {
+
+// Writes a large record into `count` pages starting at `first_page` with `queue`.
+absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_t first_page,
+                           uint32_t first_in_segment, uint32_t generation,
+                           uint64_t first_counter, uint32_t count, const RecordHeader& header,
+                           std::string_view key, std::string_view value, bool fua) {
+  const Geometry& g = engine.geometry_;
+  storage::Buffer chunk = queue.buffers().GetChunk();
+  if (!chunk.valid()) return absl::ResourceExhaustedError("no chunk buffer for a large value");
+  const uint32_t pages_per_chunk = chunk.bytes / g.page_bytes;
+  absl::Status status;
+  size_t value_done = 0;
+  uint32_t page = 0;
+  while (page < count && status.ok()) {
+    const uint32_t batch = std::min(pages_per_chunk, count - page);
+    for (uint32_t i = 0; i < batch; ++i) {
+      uint8_t* out = chunk.data + size_t{i} * g.page_bytes;
+      const uint32_t index = page + i;
+      PageBuilder builder;
+      builder.Start(out, g, index == 0 ? PageType::kData : PageType::kContinuation, generation,
+                    first_in_segment + index, first_counter + index);
+      if (index == 0) {
+        value_done = builder.StartLargeRecord(header, key, value);
+      } else {
+        value_done += builder.AddContinuation(value.substr(value_done));
+      }
+      builder.Finish(engine.store_seed_, first_page + index);
+    }
+    status = storage::WriteBlocks(queue, engine.LbaOf(first_page + page),
+                                  batch * engine.blocks_per_page_, chunk, fua);
+    page += batch;
+  }
+  queue.buffers().PutChunk(chunk);
+  if (status.ok()) {
+    NVKV_CHECK(value_done == value.size());
+    engine.pages_written_.fetch_add(count);
+    engine.device_bytes_.fetch_add(uint64_t{count} * g.page_bytes);
+    if (fua) engine.fua_writes_.fetch_add(1);
+  }
+  return status;
+}
+
+// Marks a head range done (its pages were written by some thread other than the writer's).
+void CompleteRange(Engine::Impl& engine, Shard& shard, uint64_t counter_begin, bool durable)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  for (PageRange& range : shard.head.ranges) {
+    if (range.counter_begin != counter_begin) continue;
+    range.completed = true;
+    range.durable = durable;
+    range.completed_epoch = engine.flush_epoch_.load();
+    break;
+  }
+  LogHead& head = shard.head;
+  while (!head.ranges.empty() && head.ranges.front().completed && head.ranges.front().durable) {
+    head.durable_through = head.ranges.front().counter_end - 1;
+    head.ranges.pop_front();
+  }
+  shard.changed.SignalAll();
+}
+
+}  // namespace
+
+namespace {
+
+// Appends one large record (a Put whose record exceeds a page) for the key in `shard`, written
+// with `queue`. On success *last_counter is the last head counter it used.
+absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& queue,
+                         const RecordHeader& header, std::string_view key,
+                         std::string_view value, const KeyHash& hash,
+                         const CurrentRecord& current, SegmentUse use, bool fua,
+                         bool* lost_race, uint64_t* last_counter) {
+  const Geometry& g = engine.geometry_;
+  const uint32_t count = LargeRecordPages(g, key.size(), value.size());
+  const uint32_t record_bytes = RecordBytes(key.size(), value.size());
+  uint64_t first_page = 0, first_counter = 0;
+  uint32_t first_in_segment = 0, generation = 0;
+  RecordHeader h = header;
+  h.flags |= kRecordLarge;
+  {
+    absl::MutexLock lock(&shard.mu);
+    std::vector<uint64_t> scratch;
+    // Compaction passes the record's own page as `current` with candidates it checked itself.
+    if (use != SegmentUse::kCompaction && !SameCandidates(shard, hash, key, current, &scratch)) {
+      *lost_race = true;
+      return absl::OkStatus();
+    }
+    if (use == SegmentUse::kCompaction) {
+      shard.index->Find(hash.lo, key, &scratch);
+      if (std::find(scratch.begin(), scratch.end(), current.location) == scratch.end()) {
+        *lost_race = true;
+        return absl::OkStatus();
+      }
+    }
+    absl::Status room = EnsureSegmentRoom(engine, shard, count, use);
+    if (!room.ok()) return room;
+    SealOpenPage(engine, shard);  // the run must come after every page already assigned
+    LogHead& head = shard.head;
+    if (head.next_page + count > g.pages_per_segment) {
+      absl::Status again = EnsureSegmentRoom(engine, shard, count, use);
+      if (!again.ok()) return again;
+    }
+    if (use != SegmentUse::kCompaction) h.sequence = engine.next_sequence_.fetch_add(1);
+    first_page = g.FirstPageOf(head.segment) + head.next_page;
+    first_in_segment = head.next_page;
+    generation = head.generation;
+    first_counter = head.next_counter;
+    head.next_page += count;
+    head.next_counter += count;
+    PageRange range;
+    range.counter_begin = first_counter;
+    range.counter_end = first_counter + count;
+    range.segment = head.segment;
+    head.ranges.push_back(range);
+    engine.segments_->AddPending(head.segment, static_cast<int32_t>(count));
+    engine.segments_->NoteRecord(head.segment, h.sequence);
+    for (uint32_t i = 0; i < count; ++i) shard.unwritten[first_page + i] = nullptr;
+    ApplyToIndex(engine, shard, key, hash, current, /*is_delete=*/false, first_page,
+                 record_bytes);
+    engine.WakeWriter();  // the sealed page before the run
+  }
+  const bool device_fua = fua && engine.device_info_.volatile_write_cache;
+  absl::Status written = WriteLargeRun(engine, queue, first_page, first_in_segment, generation,
+                                       first_counter, count, h, key, value, device_fua);
+  {
+    absl::MutexLock lock(&shard.mu);
+    for (uint32_t i = 0; i < count; ++i) shard.unwritten.erase(first_page + i);
+    engine.segments_->AddPending(g.SegmentOf(first_page), -static_cast<int32_t>(count));
+    CompleteRange(engine, shard, first_counter,
+                  written.ok() && (device_fua || !engine.device_info_.volatile_write_cache));
+  }
+  if (!written.ok()) {
+    engine.SetBroken(written);
+    return written;
+  }
+  *last_counter = first_counter + count - 1;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// --- Write ---
+
+absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
+  absl::Status open = CheckOpen();
+  if (!open.ok()) return open;
+  if (broken_.load()) return broken_status();
+  absl::Status valid = ValidateOps(*this, ops);
+  if (!valid.ok() || ops.empty()) return valid;
+
+  // Keep only the last op of each key: it decides the key's final state.
+  std::vector<PreparedOp> prepared;
+  prepared.reserve(ops.size());
+  {
+    absl::flat_hash_map<std::string_view, size_t> last;
+    for (size_t i = 0; i < ops.size(); ++i) last[ops[i].key] = i;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (last[ops[i].key] != i) continue;
+      PreparedOp p;
+      p.op = &ops[i];
+      p.hash = HashKey(ops[i].key);
+      p.shard = &ShardFor(p.hash);
+      prepared.push_back(std::move(p));
+    }
+  }
+  // Lock order: ascending shard id. The head used is the lowest shard's.
+  std::sort(prepared.begin(), prepared.end(),
+            [](const PreparedOp& a, const PreparedOp& b) { return a.shard->id < b.shard->id; });
+  Shard& head_shard = *prepared.front().shard;
+  const bool single = prepared.size() == 1;
+  uint32_t total_bytes = 0;
+  for (const PreparedOp& p : prepared) {
+    total_bytes += RecordBytes(p.op->key.size(), p.op->is_delete ? 0 : p.op->value.size());
+  }
+  const bool all_deletes = std::all_of(prepared.begin(), prepared.end(),
+                                       [](const PreparedOp& p) { return p.op->is_delete; });
+  const SegmentUse use = all_deletes ? SegmentUse::kUserDelete : SegmentUse::kUserPut;
+
+  for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
+    // 1. Resolve every key's current record without holding locks.
+    for (PreparedOp& p : prepared) {
+      absl::StatusOr<CurrentRecord> current = ResolveCurrent(p.op->key, p.hash);
+      if (!current.ok()) return current.status();
+      p.current = std::move(*current);
+    }
+    // A delete of a key that is not there writes nothing.
+    if (single && prepared[0].op->is_delete && !prepared[0].current.found) return absl::OkStatus();
+
+    const WriteOp& first = *prepared.front().op;
+    if (single && !first.is_delete &&
+        IsLargeRecord(geometry_, first.key.size(), first.value.size())) {
+      absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
+      if (!queue.ok()) return queue.status();
+      bool lost_race = false;
+      uint64_t last_counter = 0;
+      absl::Status status = AppendLarge(*this, head_shard, *(*queue)->device, MakeHeader(first, 0),
+                                        first.key, first.value, prepared[0].hash,
+                                        prepared[0].current, use, durable, &lost_race,
+                                        &last_counter);
+      if (!status.ok()) return status;
+      if (lost_race) continue;
+      puts_.fetch_add(1);
+      user_bytes_.fetch_add(first.key.size() + first.value.size());
+      return durable ? WaitDurable(head_shard, last_counter) : absl::OkStatus();
+    }
+
+    // 2. Make room on the head shard first (may wait, holding only its lock), then lock the
+    //    other shards in ascending order and re-check what step 1 saw.
+    std::vector<PlannedRecord> planned;
+    for (const PreparedOp& p : prepared) {
+      planned.push_back({p.op->key, p.hash,
+                         RecordBytes(p.op->key.size(), p.op->is_delete ? 0 : p.op->value.size())});
+    }
+    std::vector<Shard*> locked;
+    head_shard.mu.Lock();
+    locked.push_back(&head_shard);
+    absl::Status room;
+    if (single) {
+      const PreparedOp& p = prepared.front();
+      room = EnsureOpenRoom(*this, head_shard, total_bytes, p.op->key, p.hash, use);
+    } else {
+      room = ReserveForBatch(*this, head_shard, planned, use);
+    }
+    if (!room.ok()) {
+      head_shard.mu.Unlock();
+      if (absl::IsResourceExhausted(room) && attempt + 1 < kMaxResolveRetries) {
+        // Give compaction a chance to free a segment, once per attempt.
+        WakeCompaction();
+        if (segments_->WaitForFree(absl::Seconds(2))) continue;
+      }
+      return room;
+    }
+    for (const PreparedOp& p : prepared) {
+      if (p.shard != locked.back()) {
+        p.shard->mu.Lock();
+        locked.push_back(p.shard);
+      }
+    }
+    bool stale = false;
+    std::vector<uint64_t> scratch;
+    for (const PreparedOp& p : prepared) {
+      p.shard->mu.AssertHeld();
+      if (!SameCandidates(*p.shard, p.hash, p.op->key, p.current, &scratch)) stale = true;
+    }
+    if (stale) {
+      for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
+      continue;
+    }
+    // 3. Append, in the batch's order, with consecutive sequence numbers. Room and page buffers
+    //    were reserved above, so nothing here waits.
+    const uint64_t first_sequence = next_sequence_.fetch_add(prepared.size());
+    uint64_t last_counter = 0;
+    for (size_t i = 0; i < prepared.size(); ++i) {
+      const PreparedOp& p = prepared[i];
+      RecordHeader header = MakeHeader(*p.op, first_sequence + i);
+      if (!single) {
+        header.flags |= kRecordInBatch;
+        header.batch_remaining = static_cast<uint32_t>(prepared.size() - 1 - i);
+      }
+      const std::string_view value = p.op->is_delete ? std::string_view() : p.op->value;
+      const uint32_t bytes = RecordBytes(p.op->key.size(), value.size());
+      head_shard.mu.AssertHeld();
+      if (!FitsOpenPage(*this, head_shard.head, bytes, p.op->key, p.hash)) {
+        const absl::Status opened = OpenNewPage(*this, head_shard, SegmentUse::kCompaction);
+        NVKV_CHECK(opened.ok());
+      }
+      const uint64_t page = AppendToOpenPage(*this, head_shard, header, p.op->key, value, p.hash);
+      last_counter = head_shard.head.open->head_counter;
+      p.shard->mu.AssertHeld();
+      ApplyToIndex(*this, *p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes);
+      user_bytes_.fetch_add(p.op->key.size() + value.size());
+      (p.op->is_delete ? deletes_ : puts_).fetch_add(1);
+    }
+    if (!single) batches_.fetch_add(1);
+    if (!durable) {
+      // Make sure the writer knows there is an open page to age out.
+      head_shard.wants_writer.store(true, std::memory_order_release);
+    }
+    for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
+    if (!durable) return absl::OkStatus();
+    return WaitDurable(head_shard, last_counter);
+  }
+  return absl::AbortedError("write kept racing with concurrent writers of the same keys");
+}
+
+absl::Status Engine::Impl::WaitDurable(Shard& shard, uint64_t counter) {
+  absl::MutexLock lock(&shard.mu);
+  LogHead& head = shard.head;
+  if (head.durable_through >= counter) return absl::OkStatus();
+  head.durable_wanted = std::max(head.durable_wanted, counter);
+  shard.wants_writer.store(true, std::memory_order_release);
+  WakeWriter();
+  while (head.durable_through < counter) {
+    if (broken_.load()) return broken_status();
+    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Impl::Flush() {
+  if (broken_.load()) return broken_status();
+  for (auto& shard : shards_) {
+    uint64_t last = 0;
+    {
+      absl::MutexLock lock(&shard->mu);
+      last = shard->head.next_counter - 1;
+    }
+    if (last == 0) continue;
+    absl::Status status = WaitDurable(*shard, last);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Engine::Impl::Relocate(const RecordHeader& header, std::string_view key,
+                                            std::string_view value, const KeyHash& hash,
+                                            uint64_t old_page, uint64_t* counter_out,
+                                            Shard** shard_out) {
+  Shard& shard = ShardFor(hash);
+  *shard_out = &shard;
+  const bool is_delete = header.type == static_cast<uint8_t>(RecordType::kDelete);
+  CurrentRecord current;
+  current.found = !is_delete;
+  current.location = EncodeLocation(old_page, RecordBytes(key.size(), value.size()));
+  current.record_bytes = RecordBytes(key.size(), header.value_bytes);
+  if (!is_delete && IsLargeRecord(geometry_, key.size(), header.value_bytes)) {
+    // The caller checked liveness; AppendLarge re-checks under the lock.
+    current.location = EncodeLocation(old_page, current.record_bytes);
+    bool lost_race = false;
+    RecordHeader h = header;
+    absl::Status status = AppendLarge(*this, shard, *compaction_queue_, h, key, value, hash,
+                                      current, SegmentUse::kCompaction, /*fua=*/false,
+                                      &lost_race, counter_out);
+    if (!status.ok()) return status;
+    return !lost_race;
+  }
+  absl::MutexLock lock(&shard.mu);
+  if (!is_delete) {
+    std::vector<uint64_t> candidates;
+    shard.index->Find(hash.lo, key, &candidates);
+    if (std::find(candidates.begin(), candidates.end(), current.location) == candidates.end()) {
+      return false;  // overwritten or deleted since compaction looked
+    }
+  }
+  const uint32_t bytes = RecordBytes(key.size(), value.size());
+  absl::Status room = EnsureOpenRoom(*this, shard, bytes, key, hash, SegmentUse::kCompaction);
+  if (!room.ok()) return room;
+  if (!is_delete) {
+    // EnsureOpenRoom may have waited: check again that the key did not move meanwhile.
+    std::vector<uint64_t> candidates;
+    shard.index->Find(hash.lo, key, &candidates);
+    if (std::find(candidates.begin(), candidates.end(), current.location) == candidates.end()) {
+      return false;
+    }
+  }
+  RecordHeader h = header;
+  h.flags &= static_cast<uint8_t>(~kRecordInBatch);  // a lone copy is no longer part of a batch
+  h.batch_remaining = 0;
+  const uint64_t page = AppendToOpenPage(*this, shard, h, key, value, hash);
+  *counter_out = shard.head.open->head_counter;
+  if (!is_delete) ApplyToIndex(*this, shard, key, hash, current, false, page, bytes);
+  compaction_bytes_.fetch_add(bytes);
+  return true;
+}
+
+}  // namespace nvkv::kv

@@ -1,0 +1,270 @@
+// The engine through its interface on a file store: basic operations, durability across reopen,
+// batches, large values, limits, and the std::map model over long random sequences.
+#include "kv/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/testutil/status_matchers.h"
+#include "tests/testutil/temp_dir.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
+
+EngineOptions SmallStore(IndexMode mode = IndexMode::kHash) {
+  EngineOptions options;
+  options.capacity_bytes = 64 << 20;
+  options.segment_bytes = 256 << 10;
+  options.shard_count = 2;
+  options.index_mode = mode;
+  options.device.ring.queue_depth = 32;
+  return options;
+}
+
+absl::Status Put(Engine& engine, std::string_view key, std::string_view value,
+                 bool durable = true) {
+  WriteOp op{false, key, value};
+  return engine.Write(std::span<const WriteOp>(&op, 1), durable);
+}
+
+absl::Status Delete(Engine& engine, std::string_view key) {
+  WriteOp op{true, key, {}};
+  return engine.Write(std::span<const WriteOp>(&op, 1), true);
+}
+
+class EngineTest : public ::testing::TestWithParam<IndexMode> {
+ protected:
+  std::unique_ptr<Engine> OpenStore() {
+    auto engine = Engine::Open(dir_.File("store"), SmallStore(GetParam()));
+    EXPECT_THAT(engine, IsOk());
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+  nvkv::testing::TempDir dir_;
+};
+
+TEST_P(EngineTest, PutGetDelete) {
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_THAT(engine->Get("a"), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_THAT(Put(*engine, "a", "1"), IsOk());
+  ASSERT_THAT(Put(*engine, "b", "2"), IsOk());
+  EXPECT_EQ(*engine->Get("a"), "1");
+  ASSERT_THAT(Put(*engine, "a", "3"), IsOk());
+  EXPECT_EQ(*engine->Get("a"), "3");
+  ASSERT_THAT(Delete(*engine, "a"), IsOk());
+  EXPECT_THAT(engine->Get("a"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(*engine->Get("b"), "2");
+  ASSERT_THAT(Delete(*engine, "never-there"), IsOk());
+  EXPECT_EQ(engine->Stats().live_keys, 1u);
+}
+
+TEST_P(EngineTest, DurableWritesSurviveReopen) {
+  {
+    auto engine = OpenStore();
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 500; ++i) {
+      ASSERT_THAT(Put(*engine, "key" + std::to_string(i), "value" + std::to_string(i)), IsOk());
+    }
+    for (int i = 0; i < 500; i += 3) ASSERT_THAT(Delete(*engine, "key" + std::to_string(i)), IsOk());
+    ASSERT_THAT(Put(*engine, "key1", "changed"), IsOk());
+  }
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 500; ++i) {
+    auto value = engine->Get("key" + std::to_string(i));
+    if (i % 3 == 0) {
+      EXPECT_THAT(value, StatusIs(absl::StatusCode::kNotFound)) << i;
+    } else if (i == 1) {
+      EXPECT_EQ(*value, "changed");
+    } else {
+      ASSERT_THAT(value, IsOk()) << i;
+      EXPECT_EQ(*value, "value" + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(engine->Stats().live_keys, 333u);
+}
+
+TEST_P(EngineTest, NonDurableWritesAreDurableAfterFlush) {
+  {
+    auto engine = OpenStore();
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 1000; ++i) {
+      ASSERT_THAT(Put(*engine, "k" + std::to_string(i), std::string(100, 'x'), false), IsOk());
+    }
+    EXPECT_EQ(*engine->Get("k999"), std::string(100, 'x'));  // visible before it is written
+    ASSERT_THAT(engine->Flush(), IsOk());
+  }
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->Stats().live_keys, 1000u);
+}
+
+TEST_P(EngineTest, BatchIsAppliedWhole) {
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  ASSERT_THAT(Put(*engine, "gone", "x"), IsOk());
+  std::vector<WriteOp> ops;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 50; ++i) keys.push_back("batch" + std::to_string(i));
+  for (const auto& k : keys) ops.push_back(WriteOp{false, k, k + "-value"});
+  ops.push_back(WriteOp{true, "gone", {}});
+  ops.push_back(WriteOp{false, "batch0", "last-wins"});
+  ASSERT_THAT(engine->Write(ops, true), IsOk());
+  engine.reset();
+  engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(*engine->Get("batch0"), "last-wins");
+  EXPECT_EQ(*engine->Get("batch49"), "batch49-value");
+  EXPECT_THAT(engine->Get("gone"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_P(EngineTest, LargeValuesRoundTrip) {
+  std::string big;
+  {
+    auto engine = OpenStore();
+    ASSERT_NE(engine, nullptr);
+    big.resize(engine->max_value_bytes());  // 16 pages with this store's geometry
+    std::mt19937 rng(3);
+    for (char& c : big) c = static_cast<char>(rng());
+    ASSERT_THAT(Put(*engine, "big", big), IsOk());
+    ASSERT_THAT(Put(*engine, "small", "s"), IsOk());
+    EXPECT_EQ(*engine->Get("big"), big);
+  }
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(*engine->Get("big"), big);
+  EXPECT_EQ(*engine->Get("small"), "s");
+}
+
+TEST_P(EngineTest, LimitsAreEnforced) {
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_THAT(Put(*engine, "", "v"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Put(*engine, std::string(1025, 'k'), "v"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Put(*engine, "k", std::string(engine->max_value_bytes() + 1, 'v')),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Put(*engine, std::string(1024, 'k'), "v"), IsOk());
+}
+
+TEST_P(EngineTest, MultiGetAndAsync) {
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_THAT(Put(*engine, "m" + std::to_string(i), std::to_string(i * i), false), IsOk());
+  }
+  ASSERT_THAT(engine->Flush(), IsOk());
+  std::vector<std::string> keys;
+  for (int i = 0; i < 210; ++i) keys.push_back("m" + std::to_string(i));
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  std::vector<absl::StatusOr<std::string>> values;
+  engine->MultiGet(views, &values);
+  ASSERT_EQ(values.size(), 210u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(*values[i], std::to_string(i * i));
+  for (int i = 200; i < 210; ++i) EXPECT_THAT(values[i], StatusIs(absl::StatusCode::kNotFound));
+
+  int done = 0;
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_THAT(engine->GetAsync(keys[i], [&done, i](absl::StatusOr<std::string> v) {
+      EXPECT_EQ(*v, std::to_string(i * i));
+      ++done;
+    }), IsOk());
+  }
+  EXPECT_EQ(done, 0);  // callbacks only run inside Poll
+  while (engine->pending_reads() > 0) ASSERT_THAT(engine->Poll(1), IsOk());
+  EXPECT_EQ(done, 40);
+}
+
+TEST_P(EngineTest, SecondOpenIsRefused) {
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_THAT(Engine::Open(dir_.File("store"), SmallStore(GetParam())),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "in use"));
+}
+
+TEST_P(EngineTest, ClosedStoreRefusesCalls) {
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  ASSERT_THAT(engine->Close(), IsOk());
+  EXPECT_THAT(Put(*engine, "a", "b"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(engine->Get("a"), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+TEST_P(EngineTest, MatchesMapModelAcrossReopens) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::map<std::string, std::string> model;
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  for (int step = 0; step < 6000; ++step) {
+    const std::string key = "k" + std::to_string(rng() % 300);
+    const int action = rng() % 100;
+    if (action < 55) {
+      std::string value(rng() % 300, static_cast<char>('a' + rng() % 26));
+      if (rng() % 50 == 0) value.assign(5000 + rng() % 20000, 'L');  // large
+      ASSERT_THAT(Put(*engine, key, value, rng() % 2 == 0), IsOk());
+      model[key] = value;
+    } else if (action < 70) {
+      ASSERT_THAT(Delete(*engine, key), IsOk());
+      model.erase(key);
+    } else if (action < 75) {
+      std::vector<std::string> keys;
+      std::vector<std::string> values;
+      std::vector<WriteOp> ops;
+      for (int i = 0; i < 5; ++i) {
+        keys.push_back("k" + std::to_string(rng() % 300));
+        values.push_back(std::string(rng() % 100, 'b'));
+      }
+      for (int i = 0; i < 5; ++i) {
+        const bool del = rng() % 4 == 0;
+        ops.push_back(WriteOp{del, keys[i], values[i]});
+      }
+      ASSERT_THAT(engine->Write(ops, true), IsOk());
+      for (const WriteOp& op : ops) {
+        if (op.is_delete) model.erase(std::string(op.key));
+        else model[std::string(op.key)] = std::string(op.value);
+      }
+    } else if (action < 98) {
+      auto value = engine->Get(key);
+      auto it = model.find(key);
+      if (it == model.end()) {
+        ASSERT_THAT(value, StatusIs(absl::StatusCode::kNotFound)) << "step " << step << " " << key;
+      } else {
+        ASSERT_THAT(value, IsOk()) << "step " << step << " " << key;
+        ASSERT_EQ(*value, it->second) << "step " << step << " " << key;
+      }
+    } else {
+      ASSERT_THAT(engine->Flush(), IsOk());
+      engine.reset();
+      engine = OpenStore();
+      ASSERT_NE(engine, nullptr);
+    }
+  }
+  ASSERT_THAT(engine->Flush(), IsOk());
+  engine.reset();
+  engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  for (const auto& [key, value] : model) {
+    auto got = engine->Get(key);
+    ASSERT_THAT(got, IsOk()) << key;
+    EXPECT_EQ(*got, value) << key;
+  }
+  EXPECT_EQ(engine->Stats().live_keys, model.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, EngineTest,
+                         ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
+                         [](const auto& info) {
+                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
+                         });
+
+}  // namespace
+}  // namespace nvkv::kv
