@@ -1,0 +1,255 @@
+// FaultDevice: wraps any Device and injects deterministic, seeded faults: a failing Nth
+// operation (EIO or an NVMe media error), torn writes at 512-byte granularity, and power cuts
+// that keep, drop or tear every write a volatile write cache still held.
+//
+// A crash test (the engine's tests are built this way):
+//
+//   for (uint64_t seed = 1; seed <= 200; ++seed) {
+//     SCOPED_TRACE(::testing::Message() << "seed " << seed);   // replay a failure by its seed
+//     MemDeviceOptions mem;                                     // 64 MiB of 4 KiB blocks
+//     auto first = MemDevice::Create(mem);
+//     std::shared_ptr<MemStorage> storage = (*first)->storage();  // outlives every device
+//     {
+//       auto device = FaultDevice::Create(std::move(*first), {.seed = seed});
+//       (*device)->SetCutAfterOperations(1 + seed % 500);     // power fails during the run
+//       RunWorkload(**device);            // engine I/O; everything fails once power is off
+//     }                                   // engine and devices destroyed ("the host died")
+//     auto rebooted = MemDevice::Open(storage, mem);            // clean view, same bytes
+//     CheckRecovery(**rebooted);          // reopen the engine; assert the durable prefix
+//   }
+//
+// The model, exactly (N.B. "the family" is a FaultDevice and every queue OpenQueue made from it;
+// they share one fault state):
+//
+//   1. Time. A request is *submitted* when Enqueue accepts it: the fault device carries it out
+//      at once on the inner device, synchronously (as if an SQPOLL kernel thread had taken the
+//      SQE straight away; nothing is left for Submit, which only counts). A read returns the data
+//      as of its submission. A request is *completed* when a Reap on its queue harvests it; its
+//      callback runs later in that same Reap.
+//   2. Write-through with an undo log. A write reaches the inner device when submitted, so every
+//      read (any queue, or a new device on the same storage) sees it. Just before, the fault
+//      device reads the range's prior contents through the inner device and logs them: the write
+//      is *unflushed* until it becomes durable. (Its new contents are not copied: the device
+//      holds them, and a newer write to the same sectors is rolled back before them.)
+//   3. Durability. A write becomes durable when
+//        a) it completes successfully with `fua`, or on an inner device whose info() says
+//           volatile_write_cache = false; or
+//        b) a flush completes successfully that was submitted after the write completed.
+//      NVMe orders nothing between commands in flight, so a write still in flight when the flush
+//      is submitted (enqueued before the flush, or in the same batch) is not covered by it, even
+//      though here it reached the inner device first. (A flush enqueued from a callback covers
+//      every write that Reap harvested, including those whose callbacks have not run yet.) A
+//      flush that fails makes nothing durable. Destroying the devices without a cut is an
+//      orderly shutdown: everything stays.
+//   4. CutPower. Every unflushed write, completed or still in flight, gets a fate from the PRNG
+//      (weights in FaultDeviceOptions), drawn in submission order:
+//        kept     all its sectors stay;
+//        dropped  all its sectors revert;
+//        torn     a non-empty proper subset of its sectors stays (writes of 2+ sectors only).
+//      A sector is `sector_bytes` (512 by default), smaller than a block when lba_bytes is
+//      4096: a block can come back part old, part new, as on a drive whose atomic write unit is
+//      one 512-byte sector. Reverting goes newest write first and skips sectors that a newer
+//      kept or durable write covers, so each sector ends up holding what the newest write that
+//      kept it wrote, or else what it held before the oldest unflushed write to it. The
+//      rollback is written (and flushed) through this queue's inner device.
+//   5. After a cut, power is off for the whole family: Enqueue and Submit fail with
+//      kFailedPrecondition "power cut"; Reap still runs the callback of every request that was
+//      in flight, with kUnavailable "power cut" (their effect on the data was settled by the
+//      cut). To reboot, destroy the devices and open a new one over the same storage: a
+//      MemDevice (MemDevice::Open) or a new FaultDevice around it; for a file, reopen the path
+//      after the old device is gone (it holds the file's lock).
+//   6. Operation faults. FailOperation arms a fault on the Nth operation, counted among those
+//      Enqueue accepts after arming (optionally only reads, writes or flushes). The request is
+//      accepted and not carried out; its callback gets EIO (absl::ErrnoToStatus(EIO, ...), as
+//      the io_uring backends report -EIO) or an NVMe media error (kDataLoss, "Unrecovered Read
+//      Error" for reads, "Write Fault" otherwise). A failing write may be torn: a prefix or a
+//      seeded subset of its sectors reaches the device (an unflushed write like any other). With
+//      FaultError::kSilent the write reports success instead: a lost or torn write the drive
+//      does not notice.
+//   7. Determinism. Every random choice comes from one SplitMix64 (base/split_mix64.h) seeded
+//      with options.seed and drawn in operation order, so the same seed and the same sequence of
+//      operations give the same faults, fates and bytes. With queues on several threads the
+//      interleaving, and so the outcome, is up to the scheduler.
+//
+// Works over any Device (memory, file, NVMe): it needs only reads and writes of the inner device.
+// Costs, acceptable in tests: every write first reads its range; every request is carried out
+// synchronously under a mutex the family shares; the prior contents of unflushed writes stay in
+// RAM until a flush covers them. buffers() is the inner device's pool; back-pressure matches
+// the inner queue's depth (kUnavailable beyond info().ring.queue_depth requests in flight).
+//
+// Thread contract: each queue as Device says (one issuing thread). The fault controls
+// (FailOperation, SetCutAfterOperations, the counters) may be called from any thread; CutPower
+// runs on the issuing thread of the queue it is called on, as it does I/O on that queue.
+// The fault state is shared by std::shared_ptr between the family's queues: a test device, off
+// the I/O path that STYLE.md 7 keeps free of shared_ptr.
+#ifndef NVKV_STORAGE_FAULT_DEVICE_H_
+#define NVKV_STORAGE_FAULT_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "storage/base/split_mix64.h"
+#include "storage/device.h"
+
+namespace nvkv::storage {
+
+enum class OpFilter : uint8_t {
+  kAny,
+  kRead,
+  kWrite,
+  kFlush,
+};
+
+// What a failing operation reports.
+enum class FaultError : uint8_t {
+  kIoError,     // absl::ErrnoToStatus(EIO, ...) (code kUnknown), as a backend's -EIO
+  kMediaError,  // kDataLoss: NVMe "Unrecovered Read Error" (reads) / "Write Fault" (others)
+  kSilent,      // writes only: reported as success (a lost or torn write)
+};
+
+// What part of a failing write reaches the device.
+enum class PartialWrite : uint8_t {
+  kNothing,        // no sector
+  kPrefix,         // the first `prefix_sectors` sectors (all of them if the write is shorter)
+  kRandomSectors,  // a seeded non-empty proper subset (a coin flip for a one-sector write)
+};
+
+struct OperationFault {
+  uint64_t nth = 1;  // 1: the next matching operation Enqueue accepts after arming
+  OpFilter filter = OpFilter::kAny;
+  FaultError error = FaultError::kIoError;
+  // Writes only (the filter must be kWrite unless this is kNothing).
+  PartialWrite partial = PartialWrite::kNothing;
+  uint32_t prefix_sectors = 0;  // for kPrefix, in sectors of FaultDeviceOptions::sector_bytes
+};
+
+// An operation fault that fired.
+struct InjectedFault {
+  uint64_t operation = 0;  // its number in FaultStats::operations (1-based)
+  IoOp op = IoOp::kRead;
+  uint64_t lba = 0;
+  uint32_t lba_count = 0;
+  absl::StatusCode code = absl::StatusCode::kOk;  // what its callback got
+  std::vector<bool> sectors_written;              // writes: one flag per sector
+};
+
+enum class WriteFate : uint8_t {
+  kKept,
+  kDropped,
+  kTorn,
+};
+
+// One unflushed write at a power cut.
+struct CutWrite {
+  uint64_t lba = 0;
+  uint32_t lba_count = 0;
+  bool completed = false;  // false: still in flight at the cut
+  WriteFate fate = WriteFate::kKept;
+  // One flag per sector: this write's data for the sector reached the media. A kept sector can
+  // still read back another write's data when a newer write to it was kept too.
+  std::vector<bool> sectors_kept;
+};
+
+struct CutReport {
+  absl::Status status;     // the rollback's own I/O on the inner device (always OK in memory)
+  uint64_t operation = 0;  // FaultStats::operations when power was cut
+  uint64_t writes_kept = 0;
+  uint64_t writes_dropped = 0;
+  uint64_t writes_torn = 0;
+  std::vector<CutWrite> writes;  // every unflushed write, in submission order
+};
+
+// Counters of the whole family, since creation.
+struct FaultStats {
+  uint64_t operations = 0;  // requests Enqueue accepted (the count faults and cuts refer to)
+  uint64_t reads = 0;
+  uint64_t writes = 0;
+  uint64_t flushes = 0;
+  uint64_t faults_injected = 0;
+  uint64_t unflushed_writes = 0;  // on the device, not yet durable (in flight or completed)
+  uint64_t durable_writes = 0;    // made durable by FUA, a flush or a cache-less device
+  uint64_t cuts = 0;              // 0 or 1: a family has one power supply
+  bool powered = true;
+};
+
+struct FaultDeviceOptions {
+  uint64_t seed = 0;  // the PRNG seed; print it on failure and replay with it
+  // Granularity of tears: a power of two from 512 up to the inner device's lba_bytes.
+  uint32_t sector_bytes = 512;
+  // Relative weights of a write's fate at CutPower; not all zero. Set two to zero to force the
+  // third (e.g. drop_weight only: every unflushed write is lost). Torn needs 2+ sectors; a
+  // one-sector write drawn torn is redrawn among kept and dropped.
+  uint32_t keep_weight = 1;
+  uint32_t drop_weight = 1;
+  uint32_t tear_weight = 1;
+};
+
+class FaultState;  // the family's shared state (fault_device.cc)
+
+class FaultDevice final : public Device {
+ public:
+  // Wraps `inner` (owned from now on). kInvalidArgument for a bad sector size or weights.
+  static absl::StatusOr<std::unique_ptr<FaultDevice>> Create(std::unique_ptr<Device> inner,
+                                                             const FaultDeviceOptions& options);
+  ~FaultDevice() override;
+
+  // --- Device. info() and buffers() are the inner device's. ---
+  const DeviceInfo& info() const override { return inner_->info(); }
+  BufferPool& buffers() override { return inner_->buffers(); }
+  absl::Status Enqueue(IoRequest* request) override;
+  absl::StatusOr<uint32_t> Submit() override;
+  absl::StatusOr<uint32_t> Reap(uint32_t min_complete) override;
+  uint32_t in_flight() const override {
+    return static_cast<uint32_t>(pending_.size()) + callbacks_left_;
+  }
+  const IoStats& stats() const override { return stats_; }
+  // A queue on inner->OpenQueue() in the same family (same faults, counters and power).
+  absl::StatusOr<std::unique_ptr<Device>> OpenQueue() override;
+
+  // --- Fault controls; they act on the whole family. ---
+  // Arms `fault`; several may be armed at once, each fires once. kInvalidArgument when nth is 0
+  // or a write-only setting (kSilent, a partial write) has a filter other than kWrite.
+  absl::Status FailOperation(const OperationFault& fault);
+  // Cuts power right after the `count`-th matching operation Enqueue accepts from now on is
+  // carried out: that request is in flight at the cut (a write may be kept, torn or dropped)
+  // and its Enqueue still returns OK. Replaces an earlier setting. kInvalidArgument for 0.
+  absl::Status SetCutAfterOperations(uint64_t count, OpFilter filter = OpFilter::kAny);
+  // Cuts power now (see the model above). kFailedPrecondition when power is already off.
+  absl::StatusOr<CutReport> CutPower();
+
+  FaultStats fault_stats() const;
+  std::optional<CutReport> last_cut() const;          // none before the cut
+  std::vector<InjectedFault> injected_faults() const;  // in firing order
+
+ private:
+  friend class FaultState;  // reads and settles Pending records
+
+  // One request between Enqueue and its harvest.
+  struct Pending {
+    IoRequest* request = nullptr;
+    uint64_t write_id = 0;       // its undo-log entry; 0 when it changed nothing
+    uint64_t flush_horizon = 0;  // flush: covers writes completed up to this sequence number
+  };
+
+  FaultDevice(std::unique_ptr<Device> inner, std::shared_ptr<FaultState> state);
+  // Counts the requests enqueued since the last push as submitted; returns how many.
+  uint32_t Push();
+  // Moves every pending request into running_ with its final status; returns how many.
+  uint32_t Harvest();
+
+  std::unique_ptr<Device> inner_;
+  std::shared_ptr<FaultState> state_;
+  std::vector<Pending> pending_;  // enqueued, not yet harvested (submission order)
+  std::vector<Pending> running_;  // harvested; Reap is running their callbacks
+  uint32_t callbacks_left_ = 0;   // requests of running_ whose callbacks have not run yet
+  uint32_t unsubmitted_ = 0;      // enqueued since the last Submit
+  IoStats stats_;
+};
+
+}  // namespace nvkv::storage
+
+#endif  // NVKV_STORAGE_FAULT_DEVICE_H_

@@ -1,0 +1,135 @@
+// MemDevice: a Device backed by RAM, for tests. The bytes live in a MemStorage that outlives any
+// one device, so a test can drop every queue ("power off") and open a new one over the same
+// bytes ("reboot"), or inspect and damage the bytes directly.
+//
+//   auto device = MemDevice::Create({.lba_bytes = 4096, .lba_count = 1024});
+//   std::shared_ptr<MemStorage> storage = (*device)->storage();
+//   ... write through *device, destroy it ...
+//   auto rebooted = MemDevice::Open(storage, same_options);   // sees the same bytes
+//
+// MemDevice itself never loses a write: whatever Submit carries out is in the storage at once.
+// A volatile write cache and power cuts are modelled by FaultDevice (fault_device.h) wrapped
+// around it; `volatile_write_cache` is only reported in info() (and read by FaultDevice).
+//
+// Ownership: the storage is shared by std::shared_ptr between its queues and the test. That is
+// against the no-shared_ptr rule of the I/O path (STYLE.md 7) on purpose: this is a test device
+// whose storage must survive the devices built on it, and its cost does not matter.
+#ifndef NVKV_STORAGE_MEM_DEVICE_H_
+#define NVKV_STORAGE_MEM_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/device.h"
+
+namespace nvkv::storage {
+
+// The bytes of a memory device: lba_count blocks of lba_bytes each, zero-filled at creation.
+//
+// Thread contract: thread-safe; every access takes the mutex, so queues on different threads may
+// read and write concurrently. Each Read or Write is atomic with respect to the others (a real
+// drive promises less; FaultDevice models the weaker promise).
+class MemStorage {
+ public:
+  // Fails with kInvalidArgument for a block size that is not a power of two in 512..1 MiB or a
+  // zero block count, and kResourceExhausted when the memory cannot be mapped.
+  static absl::StatusOr<std::shared_ptr<MemStorage>> Create(uint32_t lba_bytes,
+                                                            uint64_t lba_count);
+  ~MemStorage();
+  MemStorage(const MemStorage&) = delete;
+  MemStorage& operator=(const MemStorage&) = delete;
+
+  uint32_t lba_bytes() const { return lba_bytes_; }
+  uint64_t lba_count() const { return lba_count_; }
+  uint64_t capacity_bytes() const { return uint64_t{lba_bytes_} * lba_count_; }
+
+  // Copies `lba_count` blocks starting at `lba` out to `out` / in from `data`.
+  // REQUIRES: the blocks lie inside the storage (checked).
+  void Read(uint64_t lba, uint32_t lba_count, uint8_t* out) const;
+  void Write(uint64_t lba, uint32_t lba_count, const uint8_t* data);
+
+  // Test helpers. CopyOut returns a copy of the blocks; Corrupt XORs `xor_mask` into
+  // `length_bytes` bytes starting at byte `offset_bytes` (e.g. to fake a bit flip on the media).
+  // REQUIRES: the range lies inside the storage (checked).
+  std::vector<uint8_t> CopyOut(uint64_t lba, uint32_t lba_count) const;
+  void Corrupt(uint64_t offset_bytes, uint64_t length_bytes, uint8_t xor_mask = 0xff);
+
+ private:
+  MemStorage(uint32_t lba_bytes, uint64_t lba_count, uint8_t* bytes);
+  // Byte offset of `lba`, after checking that `lba_count` blocks from there fit.
+  uint64_t CheckedOffset(uint64_t lba, uint32_t lba_count) const;
+
+  const uint32_t lba_bytes_;
+  const uint64_t lba_count_;
+  mutable absl::Mutex mu_;
+  uint8_t* const bytes_ ABSL_PT_GUARDED_BY(mu_);  // one anonymous mapping, capacity_bytes() long
+};
+
+struct MemDeviceOptions {
+  // Geometry. Create makes a storage of this size; Open requires the storage to match it.
+  uint32_t lba_bytes = 4096;   // bytes per block: a power of two, 512..1 MiB. Default 4096.
+  uint64_t lba_count = 16384;  // blocks; default 16384 (64 MiB at 4 KiB blocks)
+  uint32_t queue_depth = 64;   // requests in flight per queue, 1..4096; default 64
+  // Buffers must be aligned to this many bytes (reported as info().memory_alignment and checked
+  // by Enqueue, like O_DIRECT's rule). Power of two; default 512.
+  uint32_t memory_alignment = 512;
+  BufferPoolOptions buffers;          // each queue's own pool (not registered: buf_index -1)
+  bool volatile_write_cache = true;   // reported in info(); FaultDevice honours it
+  std::string name = "mem";           // reported as info().path, quoted in error messages
+};
+
+// A queue on a MemStorage. Like SyncFileDevice: Enqueue validates and queues, Submit carries out
+// the whole batch in order (a copy under the storage mutex), Reap runs the callbacks.
+//
+// Thread contract: see Device (one issuing thread per queue). Queues from OpenQueue share the
+// storage and may run on different threads.
+// Invariants:
+//   - in_flight() == queued_.size() + done_.size() + callbacks_left_ <= info().ring.queue_depth
+//     (a request counts until its callback has run, even while Reap is running the batch);
+//   - a request's callback runs only inside Reap, after the batch it belongs to was detached.
+class MemDevice final : public Device {
+ public:
+  // A new zero-filled storage and a first queue on it.
+  static absl::StatusOr<std::unique_ptr<MemDevice>> Create(const MemDeviceOptions& options);
+  // A queue on an existing storage (a reboot, or a second independent device on the same bytes).
+  // kInvalidArgument when options.lba_bytes or options.lba_count differ from the storage's.
+  static absl::StatusOr<std::unique_ptr<MemDevice>> Open(std::shared_ptr<MemStorage> storage,
+                                                         const MemDeviceOptions& options);
+
+  const DeviceInfo& info() const override { return info_; }
+  BufferPool& buffers() override { return *pool_; }
+  absl::Status Enqueue(IoRequest* request) override;
+  absl::StatusOr<uint32_t> Submit() override;
+  absl::StatusOr<uint32_t> Reap(uint32_t min_complete) override;
+  uint32_t in_flight() const override {
+    return static_cast<uint32_t>(queued_.size() + done_.size()) + callbacks_left_;
+  }
+  const IoStats& stats() const override { return stats_; }
+  absl::StatusOr<std::unique_ptr<Device>> OpenQueue() override;
+
+  // The shared bytes; lives as long as any holder (devices, tests).
+  const std::shared_ptr<MemStorage>& storage() const { return storage_; }
+
+ private:
+  MemDevice(DeviceInfo info, std::shared_ptr<MemStorage> storage,
+            std::unique_ptr<BufferPool> pool, const MemDeviceOptions& options);
+  void Execute(const IoRequest& request);
+
+  DeviceInfo info_;
+  std::shared_ptr<MemStorage> storage_;
+  std::unique_ptr<BufferPool> pool_;
+  MemDeviceOptions options_;
+  std::vector<IoRequest*> queued_;   // enqueued, not yet carried out
+  std::vector<IoRequest*> done_;     // carried out, callbacks pending
+  std::vector<IoRequest*> running_;  // the batch whose callbacks Reap is running
+  uint32_t callbacks_left_ = 0;      // requests of running_ whose callbacks have not run yet
+  IoStats stats_;
+};
+
+}  // namespace nvkv::storage
+
+#endif  // NVKV_STORAGE_MEM_DEVICE_H_
