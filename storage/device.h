@@ -153,6 +153,16 @@ class Device {
   // Opens another queue (own ring, own buffer pool, same geometry and ring flags) on the same
   // device, for another issuing thread, with its own depth and buffers.
   virtual absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) = 0;
+
+  // OpenQueue with this queue's own depth and buffer pool shape.
+  absl::StatusOr<std::unique_ptr<Device>> OpenSimilarQueue() {
+    QueueOptions options;
+    options.queue_depth = info().ring.queue_depth;
+    options.buffers.buffer_bytes = buffers().page_bytes();
+    options.buffers.buffer_count = buffers().page_count();
+    options.buffers.chunk_count = buffers().chunk_count();
+    return OpenQueue(options);
+  }
 };
 
 enum class Backend : uint8_t {

@@ -517,8 +517,8 @@ FaultDevice::FaultDevice(std::unique_ptr<Device> inner, std::shared_ptr<FaultSta
 
 FaultDevice::~FaultDevice() = default;
 
-absl::StatusOr<std::unique_ptr<Device>> FaultDevice::OpenQueue() {
-  auto queue = inner_->OpenQueue();
+absl::StatusOr<std::unique_ptr<Device>> FaultDevice::OpenQueue(const QueueOptions& options) {
+  auto queue = inner_->OpenQueue(options);
   if (!queue.ok()) return queue.status();
   return std::unique_ptr<Device>(new FaultDevice(std::move(*queue), state_));
 }

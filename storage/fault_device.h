@@ -208,7 +208,7 @@ class FaultDevice final : public Device {
   }
   const IoStats& stats() const override { return stats_; }
   // A queue on inner->OpenQueue() in the same family (same faults, counters and power).
-  absl::StatusOr<std::unique_ptr<Device>> OpenQueue() override;
+  absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) override;
 
   // --- Fault controls; they act on the whole family. ---
   // Arms `fault`; several may be armed at once, each fires once. kInvalidArgument when nth is 0

@@ -132,8 +132,11 @@ MemDevice::MemDevice(DeviceInfo info, std::shared_ptr<MemStorage> storage,
   running_.reserve(info_.ring.queue_depth);
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MemDevice::OpenQueue() {
-  auto queue = Open(storage_, options_);
+absl::StatusOr<std::unique_ptr<Device>> MemDevice::OpenQueue(const QueueOptions& queue_options) {
+  MemDeviceOptions options = options_;
+  options.queue_depth = queue_options.queue_depth;
+  options.buffers = queue_options.buffers;
+  auto queue = Open(storage_, options);
   if (!queue.ok()) return queue.status();
   return std::unique_ptr<Device>(std::move(*queue));
 }

@@ -109,7 +109,7 @@ class MemDevice final : public Device {
     return static_cast<uint32_t>(queued_.size() + done_.size()) + callbacks_left_;
   }
   const IoStats& stats() const override { return stats_; }
-  absl::StatusOr<std::unique_ptr<Device>> OpenQueue() override;
+  absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) override;
 
   // The shared bytes; lives as long as any holder (devices, tests).
   const std::shared_ptr<MemStorage>& storage() const { return storage_; }

@@ -259,7 +259,7 @@ TEST(FaultDevicePowerCutTest, OverlappingWritesRollBackNewestFirst) {
 
 TEST(FaultDevicePowerCutTest, DurableNewerWriteShieldsItsSectorsFromAnOlderDrop) {
   Rig rig = MakeRig(kDropAll);
-  auto second = rig.device->OpenQueue();
+  auto second = rig.device->OpenSimilarQueue();
   ASSERT_THAT(second, IsOk());
   AsyncIo older(*rig.device, IoOp::kWrite, 16, 2, 1);
   ASSERT_THAT(older.Enqueue(), IsOk());  // stays in flight on the first queue
@@ -424,7 +424,7 @@ TEST(FaultDevicePowerCutTest, CutAfterOperationsCanCountOnlyFlushes) {
 
 TEST(FaultDevicePowerCutTest, CutOnOneQueueStopsTheWholeFamily) {
   Rig rig = MakeRig(kDropAll);
-  auto second = rig.device->OpenQueue();
+  auto second = rig.device->OpenSimilarQueue();
   ASSERT_THAT(second, IsOk());
   auto* second_fault = static_cast<FaultDevice*>(second->get());
   MustCut(*second_fault);
@@ -500,7 +500,7 @@ TEST(FaultDevicePowerCutTest, WorksOverAFileDevice) {
 
 TEST(FaultDevicePowerCutTest, QueuesOnTwoThreadsKeepTheirFlushedWrites) {
   Rig rig = MakeRig(kDropAll);
-  auto second = rig.device->OpenQueue();
+  auto second = rig.device->OpenSimilarQueue();
   ASSERT_THAT(second, IsOk());
   auto run = [](Device* queue, uint64_t first_lba) {
     for (uint64_t lba = first_lba; lba < first_lba + 16; ++lba) {

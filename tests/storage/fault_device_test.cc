@@ -299,7 +299,7 @@ TEST(FaultDeviceTest, BadOptionsAreInvalidArgument) {
 
 TEST(FaultDeviceTest, OpenQueueSharesFaultsAndCounters) {
   Rig rig = MakeRig();
-  auto second = rig.device->OpenQueue();
+  auto second = rig.device->OpenSimilarQueue();
   ASSERT_THAT(second, IsOk());
   ASSERT_THAT(rig.device->FailOperation({.nth = 2, .filter = OpFilter::kWrite}), IsOk());
   EXPECT_THAT(WritePattern(*rig.device, 0, 1, 1), IsOk());

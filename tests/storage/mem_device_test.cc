@@ -226,7 +226,7 @@ TEST(MemDeviceTest, FlushAndFuaWriteSucceed) {
 
 TEST(MemDeviceTest, OpenQueueSharesStorage) {
   auto device = MustCreate(SmallOptions());
-  auto second = device->OpenQueue();
+  auto second = device->OpenSimilarQueue();
   ASSERT_THAT(second, IsOk());
   Buffer out = device->buffers().GetPage();
   std::memset(out.data, 0x11, out.bytes);
@@ -290,7 +290,7 @@ TEST(MemDeviceTest, CorruptFlipsExactlyTheGivenBytes) {
 
 TEST(MemDeviceTest, QueuesOnTwoThreadsShareStorage) {
   auto device = MustCreate(SmallOptions());
-  auto second = device->OpenQueue();
+  auto second = device->OpenSimilarQueue();
   ASSERT_THAT(second, IsOk());
   // Each thread rewrites its own half many times; the storage mutex keeps the copies whole.
   auto run = [](Device* queue, uint64_t first_lba, uint8_t fill) {
