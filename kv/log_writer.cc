@@ -129,7 +129,9 @@ void Engine::Impl::WriterLoop() {
         batch.push_back(slot);
       }
       head.sealed.clear();
-      if (volatile_cache && !flush_in_flight_ && NeedsFlush(head)) want_flush = true;
+      if (volatile_cache && !flush_in_flight_ && !broken_.load() && NeedsFlush(head)) {
+        want_flush = true;  // a failed flush breaks the store: never retried
+      }
     }
     for (PageSlot* slot : batch) {
       slot->request.op = storage::IoOp::kWrite;
