@@ -292,6 +292,7 @@ absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Create(
   device->max_lba_per_command_ = MaxLbaPerCommand(max_transfer_bytes, lba_bytes);
   device->max_lba_per_command_unaligned_ = MaxLbaPerCommand(unaligned_max_transfer_bytes,
                                                             lba_bytes);
+  device->unaligned_max_transfer_bytes_ = unaligned_max_transfer_bytes;
   device->options_ = options;
   return device;
 }
@@ -300,9 +301,8 @@ absl::StatusOr<std::unique_ptr<Device>> NvmeDevice::OpenQueue() {
   NVKV_ASSIGN_OR_RETURN(const int fd, DuplicateFd(this->fd()));
   DeviceInfo info = info_;
   info.notes.clear();
-  const uint32_t unaligned_bytes = max_lba_per_command_unaligned_ * info_.lba_bytes;
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<NvmeDevice> queue,
-                        Create(fd, std::move(info), unaligned_bytes, options_));
+                        Create(fd, std::move(info), unaligned_max_transfer_bytes_, options_));
   return std::unique_ptr<Device>(std::move(queue));
 }
 

@@ -74,6 +74,7 @@ class NvmeDevice final : public RingDevice {
 
   uint32_t max_lba_per_command_ = 0;            // page-aligned buffers (info_.max_transfer_bytes)
   uint32_t max_lba_per_command_unaligned_ = 0;  // other buffers
+  uint32_t unaligned_max_transfer_bytes_ = 0;   // kept for OpenQueue
   DeviceOptions options_;
 };
 
