@@ -244,10 +244,10 @@ std::string ErrnoHint(int err, const CommandContext& context) {
   switch (err) {
     case EINVAL:
       if (data_op && context.fixed_buffer) {
-        return "; with a registered buffer this usually means the I/O spans more than 127 "
-               "pages from its start to the end of its registered region (Linux 6.1 maps the "
-               "rest of the region into one request, past PCIe max_segments); register regions "
-               "of at most 508 KiB, as BufferPool does";
+        return "; with a registered buffer this usually means more pages lie between the "
+               "I/O's start and the end of its registered region than the queue's max_segments "
+               "(Linux 6.1 counts them all: 127 pages at most on NVMe PCIe, MDTS/4 KiB + 1 when "
+               "MDTS is smaller); keep regions within that, e.g. 508 KiB for 127";
       }
       return "; the kernel refused the command (flags, nsid, or a transfer past "
              "max_hw_sectors_kb / max_segments)";

@@ -24,8 +24,10 @@ namespace nvkv::storage {
 namespace {
 
 constexpr uint32_t kHostPageBytes = 4096;
-// Linux 6.1 NVMe PCIe (NVME_MAX_SEGS): the segments one request may use when sysfs cannot say.
-constexpr uint32_t kDefaultMaxSegments = 127;
+// Linux 6.1 NVMe PCIe: NVME_MAX_SEGS, the most segments one request may use, and
+// NVME_MAX_KB_SZ, its max_hw_sectors when the controller reports no MDTS.
+constexpr uint32_t kDriverMaxSegments = 127;
+constexpr uint64_t kDriverMaxTransferBytes = 4 << 20;
 // RingDevice::Enqueue takes a request's SQEs into a fixed array of this many.
 constexpr uint32_t kMaxCommandsPerRequest = 64;
 // NVMe I/O needs dword-aligned data (PRP entries); the kernel bounces anything less.
@@ -182,22 +184,23 @@ absl::StatusOr<uint32_t> NamespaceId(int fd, const std::string& path) {
   return static_cast<uint32_t>(ret);
 }
 
-// Limits for page-aligned buffers (returned) and other buffers (*unaligned_bytes).
+// Limits for page-aligned buffers (returned) and the rest (*queue_limits).
 uint32_t ChooseTransferLimits(uint64_t mdts_bytes, const std::string& path, uint32_t lba_bytes,
-                              uint32_t* unaligned_bytes, std::vector<std::string>* notes) {
+                              NvmeQueueLimits* queue_limits, std::vector<std::string>* notes) {
   const KernelQueueLimits limits = ReadKernelQueueLimits(path);
+  queue_limits->max_segments = EffectiveMaxSegments(mdts_bytes, limits);
   if (limits.max_hw_bytes == 0 || limits.max_segments == 0) {
-    notes->push_back(absl::StrCat(
-        "kernel queue limits not found in sysfs; assuming ", kDefaultMaxSegments,
-        " DMA segments per command"));
+    notes->push_back(absl::StrCat("kernel queue limits not found in sysfs; assuming ",
+                                  queue_limits->max_segments, " DMA segments per command"));
   }
   if (mdts_bytes == 0) notes->push_back("controller reports no MDTS limit (MDTS 0)");
-  *unaligned_bytes = ChooseMaxTransferBytes(mdts_bytes, limits, lba_bytes, false);
+  queue_limits->unaligned_max_transfer_bytes =
+      ChooseMaxTransferBytes(mdts_bytes, limits, lba_bytes, false);
   return ChooseMaxTransferBytes(mdts_bytes, limits, lba_bytes, true);
 }
 
-// Fills the geometry in `info` from Identify; `*unaligned_bytes` as in ChooseTransferLimits.
-absl::Status ReadGeometry(int fd, DeviceInfo* info, uint32_t* unaligned_bytes) {
+// Fills the geometry in `info` from Identify, and the queue limits.
+absl::Status ReadGeometry(int fd, DeviceInfo* info, NvmeQueueLimits* queue_limits) {
   NVKV_ASSIGN_OR_RETURN(info->nsid, NamespaceId(fd, info->path));
   auto page = std::make_unique<IdentifyPage>();
   NVKV_RETURN_IF_ERROR(Identify(fd, IdentifyCns::kController, 0, info->path, page.get()));
@@ -215,13 +218,14 @@ absl::Status ReadGeometry(int fd, DeviceInfo* info, uint32_t* unaligned_bytes) {
   info->volatile_write_cache = controller.volatile_write_cache;
   info->memory_alignment = kNvmeMemoryAlignment;
   info->max_transfer_bytes = ChooseTransferLimits(controller.max_transfer_bytes, info->path,
-                                                  info->lba_bytes, unaligned_bytes, &info->notes);
+                                                  info->lba_bytes, queue_limits, &info->notes);
   return absl::OkStatus();
 }
 
-// Opens, locks and identifies `path`; returns the fd (owned by the caller) with `info` filled.
+// Opens, locks and identifies `path`; returns the fd (owned by the caller) with `info` and
+// `queue_limits` filled.
 absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions& options,
-                                    DeviceInfo* info, uint32_t* unaligned_bytes) {
+                                    DeviceInfo* info, NvmeQueueLimits* queue_limits) {
   if (path.empty()) return absl::InvalidArgumentError("empty device path");
   NVKV_RETURN_IF_ERROR(CheckNvmeGeneric(path));
   // No O_DIRECT: a character device has no page cache to bypass.
@@ -237,7 +241,7 @@ absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions
   }
   info->kind = DeviceKind::kNvmePassthrough;
   info->path = path;
-  NVKV_RETURN_IF_ERROR(ReadGeometry(fd, info, unaligned_bytes));
+  NVKV_RETURN_IF_ERROR(ReadGeometry(fd, info, queue_limits));
   if (info->zoned) {
     return absl::UnimplementedError(absl::StrCat(path, ": zoned namespace: not supported yet"));
   }
@@ -264,14 +268,14 @@ absl::StatusOr<std::unique_ptr<Device>> OpenNvmeDevice(const std::string& path,
 absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Open(const std::string& path,
                                                              const DeviceOptions& options) {
   DeviceInfo info;
-  uint32_t unaligned_bytes = 0;
-  NVKV_ASSIGN_OR_RETURN(const int fd, OpenAndIdentify(path, options, &info, &unaligned_bytes));
-  return Create(fd, std::move(info), unaligned_bytes, options);
+  NvmeQueueLimits limits;
+  NVKV_ASSIGN_OR_RETURN(const int fd, OpenAndIdentify(path, options, &info, &limits));
+  return Create(fd, std::move(info), limits, options);
 }
 
-absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Create(
-    int fd, DeviceInfo info, uint32_t unaligned_max_transfer_bytes,
-    const DeviceOptions& options) {
+absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Create(int fd, DeviceInfo info,
+                                                               NvmeQueueLimits limits,
+                                                               const DeviceOptions& options) {
   FdCloser closer{fd};
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<BufferPool> pool, BufferPool::Create(options.buffers));
   // Passthrough needs the big entries: a 128-byte SQE carries the 72-byte NVMe command and a
@@ -284,15 +288,22 @@ absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Create(
     return absl::UnimplementedError(absl::StrCat(
         info.path, ": io_uring lacks IORING_OP_URING_CMD (NVMe passthrough needs Linux 5.19+)"));
   }
+  const uint32_t region_pages = pool->chunk_bytes() / kHostPageBytes;
+  if (info.ring.fixed_buffers && region_pages > limits.max_segments) {
+    info.notes.push_back(absl::StrCat(
+        "registered regions are ", region_pages, " pages but the queue takes ",
+        limits.max_segments, " segments: commands more than that many pages before their "
+        "region's end pass plain addresses (Linux 6.1 counts pages to the region's end)"));
+  }
   const uint32_t lba_bytes = info.lba_bytes;
   const uint32_t max_transfer_bytes = info.max_transfer_bytes;
   closer.fd = -1;
   auto device = std::unique_ptr<NvmeDevice>(
       new NvmeDevice(std::move(info), fd, std::move(ring), std::move(pool)));
   device->max_lba_per_command_ = MaxLbaPerCommand(max_transfer_bytes, lba_bytes);
-  device->max_lba_per_command_unaligned_ = MaxLbaPerCommand(unaligned_max_transfer_bytes,
-                                                            lba_bytes);
-  device->unaligned_max_transfer_bytes_ = unaligned_max_transfer_bytes;
+  device->max_lba_per_command_unaligned_ =
+      MaxLbaPerCommand(limits.unaligned_max_transfer_bytes, lba_bytes);
+  device->limits_ = limits;
   device->options_ = options;
   return device;
 }
@@ -302,7 +313,7 @@ absl::StatusOr<std::unique_ptr<Device>> NvmeDevice::OpenQueue() {
   DeviceInfo info = info_;
   info.notes.clear();
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<NvmeDevice> queue,
-                        Create(fd, std::move(info), unaligned_max_transfer_bytes_, options_));
+                        Create(fd, std::move(info), limits_, options_));
   return std::unique_ptr<Device>(std::move(queue));
 }
 
@@ -328,6 +339,17 @@ bool NvmeDevice::UsesFixedBuffer(const IoRequest& request) const {
   return info_.ring.fixed_buffers && request.buffer.buf_index >= 0;
 }
 
+int32_t NvmeDevice::FixedIndexFor(const IoRequest& request, uint64_t addr) {
+  if (!UsesFixedBuffer(request)) return -1;
+  const std::span<const iovec> regions = buffers().regions();
+  const auto index = static_cast<size_t>(request.buffer.buf_index);
+  if (index >= regions.size()) return -1;  // not one of ours: let the kernel pin it
+  const uint64_t region_end =
+      reinterpret_cast<uintptr_t>(regions[index].iov_base) + regions[index].iov_len;
+  return FixedBufferImportFits(addr, region_end, limits_.max_segments) ? request.buffer.buf_index
+                                                                       : -1;
+}
+
 uint32_t NvmeDevice::SqeCount(const IoRequest& request) const {
   if (request.op == IoOp::kFlush) return 1;
   return PieceCount(request.lba_count, LbaPerCommand(request));
@@ -338,7 +360,6 @@ void NvmeDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
   target.fd = sqe_fd();
   target.fixed_file = info_.ring.registered_file;
   target.cmd_op = NVME_URING_CMD_IO;
-  target.buf_index = UsesFixedBuffer(*request) ? request->buffer.buf_index : -1;
   target.user_data = reinterpret_cast<uintptr_t>(request);
   if (request->op == IoOp::kFlush) {
     PrepareNvmeUringCmd(sqes[0], EncodeFlush(info_.nsid), target);
@@ -359,6 +380,7 @@ void NvmeDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
     const nvme_uring_cmd cmd = request->op == IoOp::kWrite
                                    ? EncodeWrite(transfer, request->fua)
                                    : EncodeRead(transfer);
+    target.buf_index = FixedIndexFor(*request, transfer.addr);
     PrepareNvmeUringCmd(sqes[i], cmd, target);
   }
 }
@@ -407,13 +429,28 @@ std::string BlockDeviceNameForGeneric(std::string_view generic_name) {
   return "nvme" + std::string(generic_name.substr(2));
 }
 
+uint32_t EffectiveMaxSegments(uint64_t mdts_bytes, const KernelQueueLimits& limits) {
+  if (limits.max_segments != 0) return limits.max_segments;
+  const uint64_t hw_bytes = mdts_bytes != 0 ? std::min(mdts_bytes, kDriverMaxTransferBytes)
+                                            : kDriverMaxTransferBytes;
+  return static_cast<uint32_t>(std::min<uint64_t>(hw_bytes / kHostPageBytes + 1,
+                                                  kDriverMaxSegments));
+}
+
+bool FixedBufferImportFits(uint64_t addr, uint64_t region_end, uint32_t max_segments) {
+  if (addr >= region_end) return false;
+  const uint64_t first_page = addr / kHostPageBytes;
+  const uint64_t end_page = (region_end + kHostPageBytes - 1) / kHostPageBytes;
+  return end_page - first_page <= max_segments;
+}
+
 uint32_t ChooseMaxTransferBytes(uint64_t mdts_bytes, const KernelQueueLimits& limits,
                                 uint32_t lba_bytes, bool page_aligned) {
   NVKV_CHECK(lba_bytes > 0);
   uint64_t bytes = UINT32_MAX;
   if (mdts_bytes != 0) bytes = std::min(bytes, mdts_bytes);
   if (limits.max_hw_bytes != 0) bytes = std::min(bytes, limits.max_hw_bytes);
-  const uint32_t segments = limits.max_segments != 0 ? limits.max_segments : kDefaultMaxSegments;
+  const uint32_t segments = EffectiveMaxSegments(mdts_bytes, limits);
   const uint32_t pages = page_aligned ? segments : std::max<uint32_t>(segments, 2) - 1;
   bytes = std::min(bytes, uint64_t{pages} * kHostPageBytes);
   bytes -= bytes % lba_bytes;

@@ -16,8 +16,9 @@
 // Thread contract: see Device. Invariants:
 //   - every request becomes PieceCount() commands of at most max_transfer_bytes each; all of
 //     them carry the request's address as user_data;
-//   - a request's buffer uses IORING_URING_CMD_FIXED exactly when the pool is registered and the
-//     buffer has a buf_index.
+//   - a command uses IORING_URING_CMD_FIXED exactly when the pool is registered, the buffer has a
+//     buf_index, and FixedBufferImportFits() for the command's address; otherwise it passes the
+//     plain address and the kernel pins the pages.
 #ifndef NVKV_STORAGE_NVME_DEVICE_H_
 #define NVKV_STORAGE_NVME_DEVICE_H_
 
@@ -45,6 +46,12 @@ bool IsNvmeGenericDevice(const std::string& path);
 absl::StatusOr<std::unique_ptr<Device>> OpenNvmeDevice(const std::string& path,
                                                        const DeviceOptions& options);
 
+// Transfer limits chosen at open besides DeviceInfo::max_transfer_bytes.
+struct NvmeQueueLimits {
+  uint32_t unaligned_max_transfer_bytes = 0;  // for buffers not starting on a page boundary
+  uint32_t max_segments = 0;                  // EffectiveMaxSegments
+};
+
 class NvmeDevice final : public RingDevice {
  public:
   static absl::StatusOr<std::unique_ptr<NvmeDevice>> Open(const std::string& path,
@@ -58,10 +65,9 @@ class NvmeDevice final : public RingDevice {
  private:
   using RingDevice::RingDevice;
   // Wraps an open, locked fd (owned from then on) in a new ring and pool. `info` holds the
-  // geometry; `unaligned_max_transfer_bytes` is the transfer limit for buffers that do not start
-  // on a page (info.max_transfer_bytes is the one for those that do).
+  // geometry, `limits` what was chosen at open beyond it.
   static absl::StatusOr<std::unique_ptr<NvmeDevice>> Create(int fd, DeviceInfo info,
-                                                            uint32_t unaligned_max_transfer_bytes,
+                                                            NvmeQueueLimits limits,
                                                             const DeviceOptions& options);
 
   uint32_t SqeCount(const IoRequest& request) const override;
@@ -70,11 +76,14 @@ class NvmeDevice final : public RingDevice {
 
   // Blocks one command may carry for `request` (depends on its buffer's page alignment).
   uint32_t LbaPerCommand(const IoRequest& request) const;
+  // The request's buffer lies in a registered region of this queue's pool.
   bool UsesFixedBuffer(const IoRequest& request) const;
+  // buf_index for the command of `request` at `addr`, or -1 to pass a plain address.
+  int32_t FixedIndexFor(const IoRequest& request, uint64_t addr);
 
   uint32_t max_lba_per_command_ = 0;            // page-aligned buffers (info_.max_transfer_bytes)
   uint32_t max_lba_per_command_unaligned_ = 0;  // other buffers
-  uint32_t unaligned_max_transfer_bytes_ = 0;   // kept for OpenQueue
+  NvmeQueueLimits limits_;                      // kept for OpenQueue
   DeviceOptions options_;
 };
 
@@ -95,9 +104,22 @@ struct KernelQueueLimits {
   uint32_t max_segments = 0;
 };
 
+// The DMA segments one request may use: the queue's max_segments when sysfs gave it, else what
+// Linux 6.1's NVMe driver derives (nvme_set_queue_limits): max_hw_sectors in 4 KiB pages + 1, at
+// most 127 (NVME_MAX_SEGS), with max_hw_sectors = MDTS, or the driver's 4 MiB without MDTS.
+// Example: MDTS 128 KiB -> 33; MDTS 512 KiB or more -> 127.
+uint32_t EffectiveMaxSegments(uint64_t mdts_bytes, const KernelQueueLimits& limits);
+
+// Whether Linux 6.1 accepts a registered-buffer command whose data starts at `addr` in a
+// registered region ending at `region_end`: io_uring imports the region's pages from addr's page
+// to the region's end, and the block layer refuses (EINVAL) more of them than max_segments,
+// however short the transfer. Example: 4 KiB pages, a 64-page region, 33 segments: an I/O in its
+// last 33 pages fits; one at its start does not.
+bool FixedBufferImportFits(uint64_t addr, uint64_t region_end, uint32_t max_segments);
+
 // The largest transfer one command may carry: the least of MDTS (0: no limit), the queue's
-// max_hw_sectors, and what max_segments DMA segments cover (when unknown, Linux 6.1's NVMe PCIe
-// limit of 127 is assumed), rounded down to whole blocks. Pinned user memory is one segment per
+// max_hw_sectors, and what EffectiveMaxSegments DMA segments cover, rounded down to whole
+// blocks. Pinned user memory is one segment per
 // 4 KiB page at worst, so a page-aligned buffer gets max_segments pages and any other buffer,
 // which touches one page more than it spans, one page less.
 // Example: MDTS 512 KiB, max_hw 512 KiB, 127 segments, 4 KiB blocks -> 508 KiB when aligned,

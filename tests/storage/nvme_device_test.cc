@@ -150,6 +150,31 @@ TEST(NvmeDeviceHostTest, TransferLimitIsWholeBlocks) {
   EXPECT_EQ(ChooseMaxTransferBytes(0, limits, 8192, true), 8192u);
 }
 
+TEST(NvmeDeviceHostTest, MaxSegmentsFollowsSysfsElseTheDriversRule) {
+  KernelQueueLimits limits;
+  limits.max_segments = 60;
+  EXPECT_EQ(EffectiveMaxSegments(128 << 10, limits), 60u);
+  EXPECT_EQ(EffectiveMaxSegments(128 << 10, KernelQueueLimits{}), 33u);  // 32 pages + 1
+  EXPECT_EQ(EffectiveMaxSegments(512 << 10, KernelQueueLimits{}), 127u);
+  EXPECT_EQ(EffectiveMaxSegments(0, KernelQueueLimits{}), 127u);
+}
+
+TEST(NvmeDeviceHostTest, SmallMdtsLimitsTransferWithoutSysfs) {
+  EXPECT_EQ(ChooseMaxTransferBytes(128 << 10, KernelQueueLimits{}, 4096, true), 128u << 10);
+  EXPECT_EQ(ChooseMaxTransferBytes(16 << 10, KernelQueueLimits{}, 512, false), 16u << 10);
+}
+
+TEST(NvmeDeviceHostTest, FixedImportCountsPagesToTheRegionEnd) {
+  const uint64_t base = 0x7f00'0000'0000ULL;
+  const uint64_t end = base + 64 * 4096;  // a 64-page region
+  EXPECT_FALSE(FixedBufferImportFits(base, end, 33));             // 64 pages
+  EXPECT_TRUE(FixedBufferImportFits(base + 31 * 4096, end, 33));  // last 33 pages
+  EXPECT_FALSE(FixedBufferImportFits(base + 31 * 4096 - 4, end, 33));
+  EXPECT_TRUE(FixedBufferImportFits(base, end, 127));
+  EXPECT_TRUE(FixedBufferImportFits(base + 127 * 4096, base + 254 * 4096, 127));
+  EXPECT_FALSE(FixedBufferImportFits(end, end, 127));  // outside the region
+}
+
 // The kernel's io_uring_cmd_prep checks our 128-byte SQE (zero __pad1, known uring_cmd_flags)
 // before the file is asked to run it. /dev/null then either has no uring_cmd handler
 // (-EOPNOTSUPP) or, on recent kernels, a no-op one (0); a malformed SQE never gets that far and
@@ -279,8 +304,10 @@ bool Matches(const uint8_t* data, uint64_t bytes, uint64_t seed) {
 
 // Heap memory outside the registered pool (plain addresses, no IORING_URING_CMD_FIXED).
 struct HeapBuffer {
+  // aligned_alloc wants a size that is a multiple of the alignment.
   explicit HeapBuffer(uint32_t bytes)
-      : memory(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes))), bytes(bytes) {}
+      : memory(static_cast<uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096))),
+        bytes(bytes) {}
   ~HeapBuffer() { std::free(memory); }
   Buffer At(uint32_t offset_bytes) const {
     return Buffer{memory + offset_bytes, bytes - offset_bytes, -1, 0};
