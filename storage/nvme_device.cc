@@ -1,12 +1,461 @@
 #include "storage/nvme_device.h"
 
-namespace nvkv::storage {
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
-bool IsNvmeGenericDevice(const std::string&) { return false; }
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "storage/base/check.h"
+#include "storage/base/status_macros.h"
+#include "storage/file_open.h"
+#include "storage/nvme_command.h"
+
+namespace nvkv::storage {
+namespace {
+
+constexpr uint32_t kHostPageBytes = 4096;
+// Linux 6.1 NVMe PCIe: NVME_MAX_SEGS, the most segments one request may use, and
+// NVME_MAX_KB_SZ, its max_hw_sectors when the controller reports no MDTS.
+constexpr uint32_t kDriverMaxSegments = 127;
+constexpr uint64_t kDriverMaxTransferBytes = 4 << 20;
+// RingDevice::Enqueue takes a request's SQEs into a fixed array of this many.
+constexpr uint32_t kMaxCommandsPerRequest = 64;
+// NVMe I/O needs dword-aligned data (PRP entries); the kernel bounces anything less.
+constexpr uint32_t kNvmeMemoryAlignment = 4;
+
+// Closes the fd on every early return.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+std::optional<std::string> ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::optional<uint64_t> ParseUnsigned(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  uint64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// OK when `path` is a character device of the nvme-generic class; else why not.
+absl::Status CheckNvmeGeneric(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+    }
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  }
+  const std::string not_generic =
+      absl::StrCat(path, ": not an NVMe generic character device (/dev/ngXnY)");
+  if (!S_ISCHR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(not_generic, "; files and block devices use Backend::kDirectFile"));
+  }
+  const std::optional<std::string> devices = ReadTextFile("/proc/devices");
+  const std::optional<uint32_t> generic_major =
+      devices ? FindCharDeviceMajor(*devices, "nvme-generic") : std::nullopt;
+  if (!generic_major) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(not_generic, "; /proc/devices lists no nvme-generic driver"));
+  }
+  if (major(st.st_rdev) != *generic_major) {
+    return absl::InvalidArgumentError(absl::StrCat(not_generic, "; its major is ",
+                                                   major(st.st_rdev), ", nvme-generic's is ",
+                                                   *generic_major));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OpenError(int err, const std::string& path) {
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(absl::StrCat(
+          path, ": permission denied: NVMe passthrough needs read and write access to the node "
+                "(udev creates /dev/ngXnY root-only), and CAP_SYS_ADMIN on Linux 6.1 (6.2+ lets "
+                "other users send Identify and the I/O commands the controller's Commands "
+                "Supported and Effects log allows)"));
+    default:
+      return absl::ErrnoToStatus(err, absl::StrCat("open ", path));
+  }
+}
+
+// The request-queue limits of the namespace behind /dev/ngXnY, from its block device's sysfs
+// queue directory. The block device sits beside the generic device in sysfs (both are children
+// of the controller, or of the subsystem with native multipath), so go through the class link
+// rather than guess /sys/block names. Any piece missing stays 0 (unknown).
+KernelQueueLimits ReadKernelQueueLimits(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path node = fs::canonical(path, error);
+  if (error) return {};
+  const std::string generic_name = node.filename().string();
+  const std::string block_name = BlockDeviceNameForGeneric(generic_name);
+  if (block_name.empty()) return {};
+  const fs::path device = fs::canonical(fs::path("/sys/class/nvme-generic") / generic_name, error);
+  if (error) return {};
+  const fs::path queue = device.parent_path() / block_name / "queue";
+  KernelQueueLimits limits;
+  if (auto text = ReadTextFile(queue / "max_hw_sectors_kb")) {
+    if (auto kib = ParseUnsigned(*text)) limits.max_hw_bytes = *kib * 1024;
+  }
+  if (auto text = ReadTextFile(queue / "max_segments")) {
+    if (auto segments = ParseUnsigned(*text); segments && *segments <= UINT32_MAX) {
+      limits.max_segments = static_cast<uint32_t>(*segments);
+    }
+  }
+  return limits;
+}
+
+// One 4096-byte Identify page; page-aligned so the kernel maps it without bouncing.
+struct alignas(kHostPageBytes) IdentifyPage {
+  uint8_t bytes[kIdentifyPageBytes];
+};
+
+// Runs one Identify through the synchronous admin ioctl. Why not io_uring: this is the cold open
+// path, it runs before the ring exists (the geometry sizes it), and Linux accepts
+// NVME_URING_CMD_ADMIN only on the controller node /dev/nvmeX, which would need a second open.
+// The ioctl returns the same two error spaces as a passthrough CQE (-1/errno, or the NVMe
+// Status Field when positive), so it goes through the same mapping.
+int32_t RunIdentify(int fd, IdentifyCns cns, uint32_t nsid, uint8_t csi, IdentifyPage* page) {
+  nvme_passthru_cmd cmd =
+      ToPassthruCmd(EncodeIdentify(cns, nsid, csi, reinterpret_cast<uintptr_t>(page->bytes)));
+  const int ret = ioctl(fd, NVME_IOCTL_ADMIN_CMD, &cmd);
+  return ret < 0 ? -errno : ret;
+}
+
+absl::Status Identify(int fd, IdentifyCns cns, uint32_t nsid, const std::string& path,
+                      IdentifyPage* page) {
+  CommandContext context;
+  context.op = NvmeOp::kIdentify;
+  context.path = path;
+  return MapCompletion(RunIdentify(fd, cns, nsid, kCsiNvm, page), context);
+}
+
+// Zoned? Asks for the ZNS-specific Identify Namespace page (CNS 0x05, CSI 0x02): a controller
+// returns it only for a namespace of the Zoned command set and fails it with an NVMe status
+// (Invalid Field, or Invalid I/O Command Set) for any other, including controllers that predate
+// CNS 0x05. Chosen over sysfs queue/zoned because Linux hides the block device of a zoned
+// namespace it cannot drive (no CONFIG_BLK_DEV_ZONED) while /dev/ngXnY stays, and because 6.2+
+// lets unprivileged openers send this Identify.
+absl::StatusOr<bool> IsZonedNamespace(int fd, uint32_t nsid, const std::string& path,
+                                      IdentifyPage* page) {
+  const int32_t res = RunIdentify(fd, IdentifyCns::kCsiNamespace, nsid, kCsiZoned, page);
+  if (res > 0) return false;  // the controller refused: not a ZNS namespace
+  CommandContext context;
+  context.op = NvmeOp::kIdentify;
+  context.path = path;
+  NVKV_RETURN_IF_ERROR(MapCompletion(res, context));
+  return true;
+}
+
+absl::StatusOr<uint32_t> NamespaceId(int fd, const std::string& path) {
+  const int ret = ioctl(fd, NVME_IOCTL_ID);
+  if (ret < 0) {
+    if (errno == ENOTTY) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": NVME_IOCTL_ID refused (ENOTTY): not an NVMe namespace"));
+    }
+    return absl::ErrnoToStatus(errno, absl::StrCat("NVME_IOCTL_ID ", path));
+  }
+  return static_cast<uint32_t>(ret);
+}
+
+// Limits for page-aligned buffers (returned) and the rest (*queue_limits).
+uint32_t ChooseTransferLimits(uint64_t mdts_bytes, const std::string& path, uint32_t lba_bytes,
+                              NvmeQueueLimits* queue_limits, std::vector<std::string>* notes) {
+  const KernelQueueLimits limits = ReadKernelQueueLimits(path);
+  queue_limits->max_segments = EffectiveMaxSegments(mdts_bytes, limits);
+  if (limits.max_hw_bytes == 0 || limits.max_segments == 0) {
+    notes->push_back(absl::StrCat("kernel queue limits not found in sysfs; assuming ",
+                                  queue_limits->max_segments, " DMA segments per command"));
+  }
+  if (mdts_bytes == 0) notes->push_back("controller reports no MDTS limit (MDTS 0)");
+  queue_limits->unaligned_max_transfer_bytes =
+      ChooseMaxTransferBytes(mdts_bytes, limits, lba_bytes, false);
+  return ChooseMaxTransferBytes(mdts_bytes, limits, lba_bytes, true);
+}
+
+// Fills the geometry in `info` from Identify, and the queue limits.
+absl::Status ReadGeometry(int fd, DeviceInfo* info, NvmeQueueLimits* queue_limits) {
+  NVKV_ASSIGN_OR_RETURN(info->nsid, NamespaceId(fd, info->path));
+  auto page = std::make_unique<IdentifyPage>();
+  NVKV_RETURN_IF_ERROR(Identify(fd, IdentifyCns::kController, 0, info->path, page.get()));
+  NVKV_ASSIGN_OR_RETURN(const ControllerIdentity controller, ParseIdentifyController(page->bytes));
+  NVKV_ASSIGN_OR_RETURN(info->zoned, IsZonedNamespace(fd, info->nsid, info->path, page.get()));
+  if (info->zoned) return absl::OkStatus();  // the caller refuses it; no NVM geometry needed
+  NVKV_RETURN_IF_ERROR(Identify(fd, IdentifyCns::kNamespace, info->nsid, info->path, page.get()));
+  auto ns = ParseIdentifyNamespace(page->bytes);
+  if (!ns.ok()) {
+    return absl::Status(ns.status().code(), absl::StrCat(info->path, " namespace ", info->nsid,
+                                                         ": ", ns.status().message()));
+  }
+  info->lba_bytes = ns->lba_bytes;
+  info->lba_count = ns->lba_count;
+  info->volatile_write_cache = controller.volatile_write_cache;
+  info->memory_alignment = kNvmeMemoryAlignment;
+  info->max_transfer_bytes = ChooseTransferLimits(controller.max_transfer_bytes, info->path,
+                                                  info->lba_bytes, queue_limits, &info->notes);
+  return absl::OkStatus();
+}
+
+// Opens, locks and identifies `path`; returns the fd (owned by the caller) with `info` and
+// `queue_limits` filled.
+absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions& options,
+                                    DeviceInfo* info, NvmeQueueLimits* queue_limits) {
+  if (path.empty()) return absl::InvalidArgumentError("empty device path");
+  NVKV_RETURN_IF_ERROR(CheckNvmeGeneric(path));
+  // No O_DIRECT: a character device has no page cache to bypass.
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return OpenError(errno, path);
+  FdCloser closer{fd};
+  if (options.exclusive_lock && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": in use by another opener (exclusive lock held)"));
+    }
+    return absl::ErrnoToStatus(errno, absl::StrCat("flock ", path));
+  }
+  info->kind = DeviceKind::kNvmePassthrough;
+  info->path = path;
+  NVKV_RETURN_IF_ERROR(ReadGeometry(fd, info, queue_limits));
+  if (info->zoned) {
+    return absl::UnimplementedError(absl::StrCat(path, ": zoned namespace: not supported yet"));
+  }
+  if (info->capacity_bytes() < options.min_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": too small: ",
+                                                      info->capacity_bytes(), " bytes, need ",
+                                                      options.min_bytes));
+  }
+  closer.fd = -1;
+  return fd;
+}
+
+}  // namespace
+
+bool IsNvmeGenericDevice(const std::string& path) { return CheckNvmeGeneric(path).ok(); }
 
 absl::StatusOr<std::unique_ptr<Device>> OpenNvmeDevice(const std::string& path,
-                                                       const DeviceOptions&) {
-  return absl::UnimplementedError(path + ": NVMe passthrough not built yet");
+                                                       const DeviceOptions& options) {
+  auto device = NvmeDevice::Open(path, options);
+  if (!device.ok()) return device.status();
+  return std::unique_ptr<Device>(std::move(*device));
+}
+
+absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Open(const std::string& path,
+                                                             const DeviceOptions& options) {
+  DeviceInfo info;
+  NvmeQueueLimits limits;
+  NVKV_ASSIGN_OR_RETURN(const int fd, OpenAndIdentify(path, options, &info, &limits));
+  return Create(fd, std::move(info), limits, options);
+}
+
+absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Create(int fd, DeviceInfo info,
+                                                               NvmeQueueLimits limits,
+                                                               const DeviceOptions& options) {
+  FdCloser closer{fd};
+  NVKV_ASSIGN_OR_RETURN(std::unique_ptr<BufferPool> pool, BufferPool::Create(options.buffers));
+  // Passthrough needs the big entries: a 128-byte SQE carries the 72-byte NVMe command and a
+  // 32-byte CQE carries the command's result dword. Ring::Create fails with kUnimplemented when
+  // the kernel refuses them.
+  NVKV_ASSIGN_OR_RETURN(
+      std::unique_ptr<Ring> ring,
+      CreateRingFor(fd, IORING_SETUP_SQE128 | IORING_SETUP_CQE32, options.ring, *pool, &info));
+  if (!ring->OpcodeSupported(IORING_OP_URING_CMD)) {
+    return absl::UnimplementedError(absl::StrCat(
+        info.path, ": io_uring lacks IORING_OP_URING_CMD (NVMe passthrough needs Linux 5.19+)"));
+  }
+  const uint32_t region_pages = pool->chunk_bytes() / kHostPageBytes;
+  if (info.ring.fixed_buffers && region_pages > limits.max_segments) {
+    info.notes.push_back(absl::StrCat(
+        "registered regions are ", region_pages, " pages but the queue takes ",
+        limits.max_segments, " segments: commands more than that many pages before their "
+        "region's end pass plain addresses (Linux 6.1 counts pages to the region's end)"));
+  }
+  const uint32_t lba_bytes = info.lba_bytes;
+  const uint32_t max_transfer_bytes = info.max_transfer_bytes;
+  closer.fd = -1;
+  auto device = std::unique_ptr<NvmeDevice>(
+      new NvmeDevice(std::move(info), fd, std::move(ring), std::move(pool)));
+  device->max_lba_per_command_ = MaxLbaPerCommand(max_transfer_bytes, lba_bytes);
+  device->max_lba_per_command_unaligned_ =
+      MaxLbaPerCommand(limits.unaligned_max_transfer_bytes, lba_bytes);
+  device->limits_ = limits;
+  device->options_ = options;
+  return device;
+}
+
+absl::StatusOr<std::unique_ptr<Device>> NvmeDevice::OpenQueue() {
+  NVKV_ASSIGN_OR_RETURN(const int fd, DuplicateFd(this->fd()));
+  DeviceInfo info = info_;
+  info.notes.clear();
+  NVKV_ASSIGN_OR_RETURN(std::unique_ptr<NvmeDevice> queue,
+                        Create(fd, std::move(info), limits_, options_));
+  return std::unique_ptr<Device>(std::move(queue));
+}
+
+absl::Status NvmeDevice::Enqueue(IoRequest* request) {
+  if (request->op != IoOp::kFlush) {
+    const uint32_t commands = SqeCount(*request);
+    if (commands > kMaxCommandsPerRequest) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request of ", request->lba_count, " blocks needs ", commands, " commands of at most ",
+          LbaPerCommand(*request), " blocks; one request may carry ", kMaxCommandsPerRequest));
+    }
+  }
+  return RingDevice::Enqueue(request);
+}
+
+uint32_t NvmeDevice::LbaPerCommand(const IoRequest& request) const {
+  const bool page_aligned =
+      reinterpret_cast<uintptr_t>(request.buffer.data) % kHostPageBytes == 0;
+  return page_aligned ? max_lba_per_command_ : max_lba_per_command_unaligned_;
+}
+
+bool NvmeDevice::UsesFixedBuffer(const IoRequest& request) const {
+  return info_.ring.fixed_buffers && request.buffer.buf_index >= 0;
+}
+
+int32_t NvmeDevice::FixedIndexFor(const IoRequest& request, uint64_t addr) {
+  if (!UsesFixedBuffer(request)) return -1;
+  const std::span<const iovec> regions = buffers().regions();
+  const auto index = static_cast<size_t>(request.buffer.buf_index);
+  if (index >= regions.size()) return -1;  // not one of ours: let the kernel pin it
+  const uint64_t region_end =
+      reinterpret_cast<uintptr_t>(regions[index].iov_base) + regions[index].iov_len;
+  return FixedBufferImportFits(addr, region_end, limits_.max_segments) ? request.buffer.buf_index
+                                                                       : -1;
+}
+
+uint32_t NvmeDevice::SqeCount(const IoRequest& request) const {
+  if (request.op == IoOp::kFlush) return 1;
+  return PieceCount(request.lba_count, LbaPerCommand(request));
+}
+
+void NvmeDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
+  UringCmdTarget target;
+  target.fd = sqe_fd();
+  target.fixed_file = info_.ring.registered_file;
+  target.cmd_op = NVME_URING_CMD_IO;
+  target.user_data = reinterpret_cast<uintptr_t>(request);
+  if (request->op == IoOp::kFlush) {
+    PrepareNvmeUringCmd(sqes[0], EncodeFlush(info_.nsid), target);
+    return;
+  }
+  const uint32_t per_command = LbaPerCommand(*request);
+  const uint32_t pieces = PieceCount(request->lba_count, per_command);
+  const uint64_t base = reinterpret_cast<uintptr_t>(request->buffer.data);
+  for (uint32_t i = 0; i < pieces; ++i) {
+    const Piece piece =
+        PieceAt(request->lba, request->lba_count, per_command, info_.lba_bytes, i);
+    BlockTransfer transfer;
+    transfer.nsid = info_.nsid;
+    transfer.lba = piece.lba;
+    transfer.lba_count = piece.lba_count;
+    transfer.lba_bytes = info_.lba_bytes;
+    transfer.addr = base + piece.offset_bytes;
+    const nvme_uring_cmd cmd = request->op == IoOp::kWrite
+                                   ? EncodeWrite(transfer, request->fua)
+                                   : EncodeRead(transfer);
+    target.buf_index = FixedIndexFor(*request, transfer.addr);
+    PrepareNvmeUringCmd(sqes[i], cmd, target);
+  }
+}
+
+absl::Status NvmeDevice::CompletionStatus(const IoRequest& request, const io_uring_cqe& cqe) {
+  CommandContext context;
+  context.op = request.op == IoOp::kRead    ? NvmeOp::kRead
+               : request.op == IoOp::kWrite ? NvmeOp::kWrite
+                                            : NvmeOp::kFlush;
+  context.lba = request.lba;
+  context.lba_count = request.lba_count;
+  context.fixed_buffer = UsesFixedBuffer(request);
+  context.path = info_.path;
+  return MapCompletion(cqe.res, context);
+}
+
+std::optional<uint32_t> FindCharDeviceMajor(std::string_view proc_devices,
+                                            std::string_view name) {
+  bool in_char_section = false;
+  while (!proc_devices.empty()) {
+    const size_t end = std::min(proc_devices.find('\n'), proc_devices.size());
+    std::string_view line = proc_devices.substr(0, end);
+    proc_devices.remove_prefix(std::min(end + 1, proc_devices.size()));
+    if (line == "Character devices:") {
+      in_char_section = true;
+      continue;
+    }
+    if (line.empty() || line.back() == ':') {  // blank line or the "Block devices:" header
+      in_char_section = false;
+      continue;
+    }
+    if (!in_char_section) continue;
+    // "<major> <name>", the major right-aligned in a 3-wide field.
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    const size_t space = line.find(' ');
+    if (space == std::string_view::npos || line.substr(space + 1) != name) continue;
+    uint32_t major_number = 0;
+    const auto [ptr, error] = std::from_chars(line.data(), line.data() + space, major_number);
+    if (error == std::errc() && ptr == line.data() + space) return major_number;
+  }
+  return std::nullopt;
+}
+
+std::string BlockDeviceNameForGeneric(std::string_view generic_name) {
+  if (generic_name.size() <= 2 || generic_name.substr(0, 2) != "ng") return "";
+  return "nvme" + std::string(generic_name.substr(2));
+}
+
+uint32_t EffectiveMaxSegments(uint64_t mdts_bytes, const KernelQueueLimits& limits) {
+  if (limits.max_segments != 0) return limits.max_segments;
+  const uint64_t hw_bytes = mdts_bytes != 0 ? std::min(mdts_bytes, kDriverMaxTransferBytes)
+                                            : kDriverMaxTransferBytes;
+  return static_cast<uint32_t>(std::min<uint64_t>(hw_bytes / kHostPageBytes + 1,
+                                                  kDriverMaxSegments));
+}
+
+bool FixedBufferImportFits(uint64_t addr, uint64_t region_end, uint32_t max_segments) {
+  if (addr >= region_end) return false;
+  const uint64_t first_page = addr / kHostPageBytes;
+  const uint64_t end_page = (region_end + kHostPageBytes - 1) / kHostPageBytes;
+  return end_page - first_page <= max_segments;
+}
+
+uint32_t ChooseMaxTransferBytes(uint64_t mdts_bytes, const KernelQueueLimits& limits,
+                                uint32_t lba_bytes, bool page_aligned) {
+  NVKV_CHECK(lba_bytes > 0);
+  uint64_t bytes = UINT32_MAX;
+  if (mdts_bytes != 0) bytes = std::min(bytes, mdts_bytes);
+  if (limits.max_hw_bytes != 0) bytes = std::min(bytes, limits.max_hw_bytes);
+  const uint32_t segments = EffectiveMaxSegments(mdts_bytes, limits);
+  const uint32_t pages = page_aligned ? segments : std::max<uint32_t>(segments, 2) - 1;
+  bytes = std::min(bytes, uint64_t{pages} * kHostPageBytes);
+  bytes -= bytes % lba_bytes;
+  // A block larger than the limit cannot be split; let one block through and the kernel judge.
+  return static_cast<uint32_t>(std::max<uint64_t>(bytes, lba_bytes));
 }
 
 }  // namespace nvkv::storage
