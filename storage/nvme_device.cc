@@ -270,7 +270,9 @@ absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Open(const std::string& 
   DeviceInfo info;
   NvmeQueueLimits limits;
   NVKV_ASSIGN_OR_RETURN(const int fd, OpenAndIdentify(path, options, &info, &limits));
-  return Create(fd, std::move(info), limits, options);
+  auto device = Create(fd, std::move(info), limits, options);
+  if (device.ok()) (*device)->set_unlock_on_close(options.exclusive_lock);
+  return device;
 }
 
 absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Create(int fd, DeviceInfo info,
@@ -308,12 +310,16 @@ absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Create(int fd, DeviceInf
   return device;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> NvmeDevice::OpenQueue() {
+absl::StatusOr<std::unique_ptr<Device>> NvmeDevice::OpenQueue(
+    const QueueOptions& queue_options) {
   NVKV_ASSIGN_OR_RETURN(const int fd, DuplicateFd(this->fd()));
   DeviceInfo info = info_;
   info.notes.clear();
+  DeviceOptions options = options_;
+  options.ring.queue_depth = queue_options.queue_depth;
+  options.buffers = queue_options.buffers;
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<NvmeDevice> queue,
-                        Create(fd, std::move(info), limits_, options_));
+                        Create(fd, std::move(info), limits_, options));
   return std::unique_ptr<Device>(std::move(queue));
 }
 

@@ -60,7 +60,7 @@ class NvmeDevice final : public RingDevice {
   // Refuses (kInvalidArgument) a request that would need more commands than one request may
   // carry, then enqueues as RingDevice does.
   absl::Status Enqueue(IoRequest* request) override;
-  absl::StatusOr<std::unique_ptr<Device>> OpenQueue() override;
+  absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) override;
 
  private:
   using RingDevice::RingDevice;

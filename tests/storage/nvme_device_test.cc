@@ -485,7 +485,7 @@ TEST_F(NvmeDeviceTest, SecondOpenIsRefusedWhileFirstIsOpen) {
 }
 
 TEST_F(NvmeDeviceTest, SecondQueueSeesTheSameBlocks) {
-  auto second = device().OpenQueue();
+  auto second = device().OpenSimilarQueue();
   ASSERT_THAT(second, IsOk());
   EXPECT_EQ((*second)->info().lba_count, device().info().lba_count);
   Buffer out = device().buffers().GetPage();
