@@ -12,6 +12,7 @@
 //
 // Thread contract: single-threaded; the process's one thread is the device's issuing thread.
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,8 @@ struct BenchOptions {
   uint32_t block_bytes = 4096;
   uint32_t iodepth = 1;
   uint64_t runtime_ns = 10 * kNsPerSecond;
+  bool runtime_given = false;
+  uint64_t number_ios = 0;      // 0: no limit; else stop after issuing this many
   uint64_t size_bytes = 0;      // 0: the whole existing file
   uint32_t submit_batch = 0;    // 0: iodepth (every refill goes out with the next reap)
   uint32_t reap_batch = 1;      // min completions per Reap
@@ -75,6 +78,8 @@ const char kUsage[] =
     "  --bs=N                 block size, multiple of the device LBA size (default 4k)\n"
     "  --iodepth=N            requests in flight (default 1, max 4096)\n"
     "  --runtime=T            run time: 10, 10s, 500ms, 2m (default 10s)\n"
+    "  --number-ios=N         stop after N I/Os (then no time limit unless --runtime given);\n"
+    "                         e.g. --rw=write --bs=128k --number-ios=SIZE/128k writes a file once\n"
     "  --size=N               bytes of the file to use / to create (default: whole file)\n"
     "  --submit-batch=N       requests queued per Submit (default: iodepth); the last batch\n"
     "                         of a refill goes out with the next Reap's wait (one syscall)\n"
@@ -202,6 +207,11 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
     if (!ParseDuration(value, &options->runtime_ns) || options->runtime_ns == 0) {
       return BadOption(name, value, "expected a positive duration such as 10, 10s, 500ms, 2m");
     }
+    options->runtime_given = true;
+  } else if (name == "number-ios" || name == "number_ios") {
+    if (!ParseUint(value, &options->number_ios) || options->number_ios == 0) {
+      return BadOption(name, value, "expected a positive count");
+    }
   } else if (name == "size") {
     if (!ParseBytes(value, &options->size_bytes) || options->size_bytes == 0) {
       return BadOption(name, value, "expected a positive size such as 1g");
@@ -271,6 +281,7 @@ absl::StatusOr<bool> ParseOptions(int argc, char** argv, BenchOptions* options) 
     if (!applied.ok()) return applied;
   }
   if (options->filename.empty()) return absl::InvalidArgumentError("--filename is required");
+  if (options->number_ios != 0 && !options->runtime_given) options->runtime_ns = UINT64_MAX / 4;
   if (options->submit_batch == 0) options->submit_batch = options->iodepth;
   if (options->submit_batch > options->iodepth) {
     return absl::InvalidArgumentError(absl::StrCat("--submit-batch=", options->submit_batch,
@@ -382,6 +393,7 @@ struct Summary {
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   uint64_t context_switches = 0;
+  std::vector<std::string> notes;  // the bench's own, printed after the device's
 };
 
 class Runner;
@@ -417,6 +429,8 @@ class Runner {
   uint32_t lba_per_io_ = 0;
   uint64_t blocks_ = 0;         // whole bs-sized blocks in the used region
   uint64_t next_block_ = 0;     // sequential patterns
+  uint64_t issued_ = 0;
+  uint64_t issue_limit_ = UINT64_MAX;
   std::vector<Slot> slots_;     // sized at Setup, never resized (requests point into it)
   std::vector<Slot*> free_;     // capacity iodepth; slots whose callback has run
   uint32_t free_count_ = 0;
@@ -455,6 +469,7 @@ absl::Status Runner::Setup() {
             ? IoOp::kWrite
             : IoOp::kRead;
   random_ = options_.pattern == Pattern::kRandRead || options_.pattern == Pattern::kRandWrite;
+  if (options_.number_ios != 0) issue_limit_ = options_.number_ios;
   slots_.resize(options_.iodepth);
   free_.assign(options_.iodepth, nullptr);
   Prng fill(options_.seed ^ 0x5bd1e995);
@@ -511,7 +526,7 @@ absl::Status Runner::Issue(Slot* slot, uint32_t* unsubmitted) {
   if (!queued.ok()) return queued;
   // A full batch goes out now only when more refills follow it; the last batch rides with the
   // next Reap, whose io_uring_enter then both submits and waits (t/io_uring's submit-and-wait).
-  if (++*unsubmitted == options_.submit_batch && free_count_ > 0) {
+  if (++*unsubmitted == options_.submit_batch && free_count_ > 0 && issued_ < issue_limit_) {
     absl::StatusOr<uint32_t> pushed = device_->Submit();
     if (!pushed.ok()) return pushed.status();
     *unsubmitted = 0;
@@ -524,7 +539,8 @@ absl::Status Runner::Issue(Slot* slot, uint32_t* unsubmitted) {
 absl::Status Runner::Refill() {
   const uint64_t now = reap_now_ns_ != 0 ? reap_now_ns_ : NowNs();
   uint32_t unsubmitted = 0;
-  while (free_count_ > 0) {
+  while (free_count_ > 0 && issued_ < issue_limit_) {
+    ++issued_;
     Slot* slot = free_[--free_count_];
     slot->issue_ns = now;
     absl::Status issued = Issue(slot, &unsubmitted);
@@ -564,7 +580,9 @@ absl::Status Runner::Run(Summary* summary) {
   const uint64_t deadline_ns = start_ns_ + options_.runtime_ns;
   uint64_t now = start_ns_;
   absl::Status status = Refill();
-  while (status.ok() && now < deadline_ns && g_stop == 0) {
+  // Like fio without continue_on_error, the first failed I/O ends the run.
+  while (status.ok() && errors_ == 0 && now < deadline_ns && g_stop == 0 &&
+         device_->in_flight() > 0) {
     reap_now_ns_ = 0;
     absl::StatusOr<uint32_t> reaped = device_->Reap(options_.reap_batch);
     if (!reaped.ok()) {
@@ -673,9 +691,11 @@ void PrintJson(const BenchOptions& options, const storage::DeviceInfo& info,
               JsonBool(ring.registered_ring_fd), JsonBool(ring.registered_file),
               JsonBool(ring.fixed_buffers), JsonBool(ring.sqpoll), JsonBool(ring.iopoll));
   std::string notes;
-  for (const std::string& note : info.notes) {
-    if (!notes.empty()) notes += ", ";
-    notes += JsonString(note);
+  for (const auto* list : {&info.notes, &summary.notes}) {
+    for (const std::string& note : *list) {
+      if (!notes.empty()) notes += ", ";
+      notes += JsonString(note);
+    }
   }
   if (!summary.first_error.empty()) {
     if (!notes.empty()) notes += ", ";
@@ -711,6 +731,7 @@ void PrintNormal(const BenchOptions& options, const storage::DeviceInfo& info,
               ring.registered_ring_fd, ring.registered_file, ring.fixed_buffers, ring.sqpoll,
               ring.iopoll);
   for (const std::string& note : info.notes) std::printf("  note: %s\n", note.c_str());
+  for (const std::string& note : summary.notes) std::printf("  note: %s\n", note.c_str());
   if (!summary.first_error.empty()) {
     std::printf("  first I/O error: %s\n", summary.first_error.c_str());
   }
@@ -750,6 +771,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (!*parsed) return 0;
+  struct stat st;
+  const bool existed = stat(options.filename.c_str(), &st) == 0;
   auto device = storage::OpenDevice(options.filename, MakeDeviceOptions(options));
   if (!device.ok()) {
     std::fprintf(stderr, "nvkv-iobench: %s\n", device.status().ToString().c_str());
@@ -764,6 +787,11 @@ int Main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   Summary summary;
+  if (!existed) {
+    summary.notes.push_back(
+        "file created (fallocated): blocks never written read back as zeros without device "
+        "I/O; write the file once (--rw=write) before measuring reads");
+  }
   absl::Status run = runner.Run(&summary);
   if (options.json) {
     PrintJson(options, (*device)->info(), summary, runner.histogram());
@@ -774,7 +802,12 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "nvkv-iobench: %s\n", run.ToString().c_str());
     return 1;
   }
-  return summary.errors == 0 ? 0 : 1;
+  if (summary.errors != 0) {
+    std::fprintf(stderr, "nvkv-iobench: stopped at the first I/O error: %s\n",
+                 summary.first_error.c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
