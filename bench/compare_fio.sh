@@ -10,7 +10,8 @@
 #   WORKLOAD   RW:BS:DEPTH, e.g. randread:4k:32 (default: randread:4k:1 randread:4k:32)
 #
 # Environment: NVKV_IOBENCH (default: build/bench/nvkv-iobench next to this script's repo),
-#   FIO (default: fio), SKIP_PRECONDITION=1 to reuse a file already written in full.
+#   FIO (default: fio), SKIP_PRECONDITION=1 to reuse a file already written in full,
+#   NVKV_EXTRA_ARGS (e.g. "--submit-batch=32") appended to every nvkv-iobench run.
 #
 # Method: for each workload, PAIRS pairs run back to back; the order inside a pair alternates
 # (fio first in odd pairs, nvkv first in even pairs) so neither tool always follows the other.
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 if [[ $# -lt 4 ]]; then
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 file=$1
@@ -68,7 +69,8 @@ run_fio() {
 run_nvkv() {
   local rw=$1 bs=$2 depth=$3
   "$iobench" --filename="$file" --size="$size" --rw="$rw" --bs="$bs" --iodepth="$depth" \
-    --runtime="$runtime" --fixedbufs=1 --register-files=1 --output-format=json |
+    --runtime="$runtime" --fixedbufs=1 --register-files=1 --output-format=json \
+    ${NVKV_EXTRA_ARGS:-} |
     sed -n 's/.*"iops": \([0-9.]*\).*/\1/p'
 }
 
