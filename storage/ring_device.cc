@@ -166,10 +166,18 @@ absl::StatusOr<uint32_t> RingDevice::Reap(uint32_t min_complete) {
   if (!broken_.ok()) return broken_;
   min_complete = std::min(min_complete, requests_in_flight_);
   HarvestCompletions();
-  // With DEFER_TASKRUN completions are posted only when we enter the kernel: do so once when
-  // nothing is visible yet, even for a non-blocking reap.
-  if (done_count_ < std::max<uint32_t>(min_complete, 1) && sqes_in_flight_ > 0 &&
-      (sqes_unsubmitted_ > 0 || ring_->needs_get_events() || min_complete > done_count_)) {
+  // Enter the kernel when
+  //   - SQEs are still queued: Reap promises to submit them, and they go out in the same
+  //     io_uring_enter that waits. (Skipping this when enough completions were already visible
+  //     left refills unsubmitted for a whole turn: with COOP_TASKRUN, where completions appear
+  //     without entering, the device queue drained to near zero between turns.)
+  //   - fewer than min_complete requests are done;
+  //   - with DEFER_TASKRUN nothing is visible yet: completions are posted only when we enter,
+  //     so a non-blocking reap enters once too.
+  const bool enter = sqes_in_flight_ > 0 &&
+                     (sqes_unsubmitted_ > 0 || done_count_ < min_complete ||
+                      (done_count_ == 0 && ring_->needs_get_events()));
+  if (enter) {
     while (true) {
       // Each request still to finish posts at least one CQE, so waiting for that many CQEs never
       // waits past the point where min_complete requests are done.
