@@ -315,6 +315,7 @@ absl::Status Engine::Impl::Close() {
   compaction_queue_.reset();
   writer_queue_.reset();
   device_.reset();
+  base_device_.reset();  // releases the device lock: the store may be opened again
   return status;
 }
 

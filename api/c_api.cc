@@ -1,0 +1,322 @@
+// The C API (nvkv/nvkv_c.h): each function converts its arguments, calls nvkv::DB, and converts
+// the result back, following the numbered conventions of the header. No logic of its own.
+#include "nvkv/nvkv_c.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "nvkv/db.h"
+
+#ifndef NVKV_VERSION_STRING
+#error "the build defines NVKV_VERSION_STRING (project version)"
+#endif
+
+struct nvkv_t {
+  std::unique_ptr<nvkv::DB> db;
+};
+struct nvkv_options_t {
+  nvkv::Options options;
+};
+struct nvkv_writeoptions_t {
+  nvkv::WriteOptions options;
+};
+struct nvkv_writebatch_t {
+  nvkv::WriteBatch batch;
+};
+struct nvkv_iterator_t {
+  std::unique_ptr<nvkv::Iterator> iterator;
+};
+
+namespace {
+
+// The C constants are the C++ ones; a change on either side fails here.
+static_assert(NVKV_MAX_KEY_BYTES == nvkv::DB::kMaxKeyBytes);
+static_assert(NVKV_INDEX_HASH == static_cast<int>(nvkv::IndexMode::kHash));
+static_assert(NVKV_INDEX_ORDERED == static_cast<int>(nvkv::IndexMode::kOrdered));
+static_assert(NVKV_COMPACTION_COST_BENEFIT ==
+              static_cast<int>(nvkv::CompactionPolicy::kCostBenefit));
+static_assert(NVKV_COMPACTION_GREEDY == static_cast<int>(nvkv::CompactionPolicy::kGreedy));
+static_assert(NVKV_BACKEND_AUTO == static_cast<int>(nvkv::Backend::kAuto));
+static_assert(NVKV_BACKEND_NVME_PASSTHROUGH ==
+              static_cast<int>(nvkv::Backend::kNvmePassthrough));
+static_assert(NVKV_BACKEND_DIRECT_FILE == static_cast<int>(nvkv::Backend::kDirectFile));
+static_assert(NVKV_BACKEND_SYNC_FILE == static_cast<int>(nvkv::Backend::kSyncFile));
+static_assert(NVKV_NOT_FOUND == static_cast<int>(absl::StatusCode::kNotFound));
+static_assert(NVKV_FAILED_PRECONDITION == static_cast<int>(absl::StatusCode::kFailedPrecondition));
+static_assert(NVKV_DATA_LOSS == static_cast<int>(absl::StatusCode::kDataLoss));
+static_assert(NVKV_UNAUTHENTICATED == static_cast<int>(absl::StatusCode::kUnauthenticated));
+
+// Convention (5): a malloc'd copy with a NUL after the bytes. NULL when out of memory.
+char* CopyBytes(std::string_view bytes) {
+  char* copy = static_cast<char*>(std::malloc(bytes.size() + 1));
+  if (copy == nullptr) return nullptr;
+  if (!bytes.empty()) std::memcpy(copy, bytes.data(), bytes.size());
+  copy[bytes.size()] = '\0';
+  return copy;
+}
+
+std::string ErrorText(const absl::Status& status) {
+  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+}
+
+// Convention (2): replaces *errptr on failure, leaves it alone on success. Returns status.ok().
+bool SaveError(const absl::Status& status, char** errptr) {
+  if (status.ok()) return true;
+  std::free(*errptr);
+  *errptr = CopyBytes(ErrorText(status));
+  return false;
+}
+
+std::string_view View(const char* data, size_t length) {
+  return length == 0 ? std::string_view() : std::string_view(data, length);
+}
+
+// The C enums arrive as int. A value the C++ enum does not have (255 stands for every value
+// that does not fit its uint8_t) makes DB::Open fail with kInvalidArgument.
+template <typename Enum>
+Enum EnumFromC(int value) {
+  return static_cast<Enum>(value < 0 || value > 255 ? 255 : value);
+}
+
+nvkv::WriteOptions WriteOptionsOf(const nvkv_writeoptions_t* options) {
+  return options == nullptr ? nvkv::WriteOptions{} : options->options;
+}
+
+}  // namespace
+
+extern "C" {
+
+int nvkv_errcode(const char* err) {
+  if (err == nullptr) return NVKV_OK;
+  const std::string_view text(err);
+  for (int code = NVKV_CANCELLED; code <= NVKV_UNAUTHENTICATED; ++code) {
+    const std::string prefix =
+        absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(code)), ":");
+    if (text.substr(0, prefix.size()) == prefix) return code;
+  }
+  return NVKV_UNKNOWN;
+}
+
+void nvkv_free(void* ptr) { std::free(ptr); }
+
+const char* nvkv_version(void) { return NVKV_VERSION_STRING; }
+
+// ----- Options -----
+
+nvkv_options_t* nvkv_options_create(void) { return new nvkv_options_t; }
+void nvkv_options_destroy(nvkv_options_t* options) { delete options; }
+
+void nvkv_options_set_create_if_missing(nvkv_options_t* o, uint8_t v) {
+  o->options.create_if_missing = v != 0;
+}
+void nvkv_options_set_error_if_exists(nvkv_options_t* o, uint8_t v) {
+  o->options.error_if_exists = v != 0;
+}
+void nvkv_options_set_force_format(nvkv_options_t* o, uint8_t v) {
+  o->options.force_format = v != 0;
+}
+void nvkv_options_set_capacity_bytes(nvkv_options_t* o, uint64_t v) {
+  o->options.capacity_bytes = v;
+}
+void nvkv_options_set_index_mode(nvkv_options_t* o, int v) {
+  o->options.index_mode = EnumFromC<nvkv::IndexMode>(v);
+}
+void nvkv_options_set_max_write_delay_us(nvkv_options_t* o, uint32_t v) {
+  o->options.max_write_delay_us = v;
+}
+void nvkv_options_set_background_compaction(nvkv_options_t* o, uint8_t v) {
+  o->options.background_compaction = v != 0;
+}
+void nvkv_options_set_compaction_policy(nvkv_options_t* o, int v) {
+  o->options.compaction_policy = EnumFromC<nvkv::CompactionPolicy>(v);
+}
+void nvkv_options_set_page_bytes(nvkv_options_t* o, uint32_t v) { o->options.page_bytes = v; }
+void nvkv_options_set_segment_bytes(nvkv_options_t* o, uint32_t v) {
+  o->options.segment_bytes = v;
+}
+void nvkv_options_set_shard_count(nvkv_options_t* o, uint32_t v) { o->options.shard_count = v; }
+void nvkv_options_set_page_buffers_per_shard(nvkv_options_t* o, uint32_t v) {
+  o->options.page_buffers_per_shard = v;
+}
+void nvkv_options_set_read_queue_depth(nvkv_options_t* o, uint32_t v) {
+  o->options.read_queue_depth = v;
+}
+void nvkv_options_set_backend(nvkv_options_t* o, int v) {
+  o->options.backend = EnumFromC<nvkv::Backend>(v);
+}
+void nvkv_options_set_allow_sync_fallback(nvkv_options_t* o, uint8_t v) {
+  o->options.allow_sync_fallback = v != 0;
+}
+void nvkv_options_set_queue_depth(nvkv_options_t* o, uint32_t v) { o->options.queue_depth = v; }
+void nvkv_options_set_single_issuer(nvkv_options_t* o, uint8_t v) {
+  o->options.single_issuer = v != 0;
+}
+void nvkv_options_set_register_ring_fd(nvkv_options_t* o, uint8_t v) {
+  o->options.register_ring_fd = v != 0;
+}
+void nvkv_options_set_register_file(nvkv_options_t* o, uint8_t v) {
+  o->options.register_file = v != 0;
+}
+void nvkv_options_set_fixed_buffers(nvkv_options_t* o, uint8_t v) {
+  o->options.fixed_buffers = v != 0;
+}
+void nvkv_options_set_sqpoll(nvkv_options_t* o, uint8_t v) { o->options.sqpoll = v != 0; }
+void nvkv_options_set_sqpoll_idle_ms(nvkv_options_t* o, uint32_t v) {
+  o->options.sqpoll_idle_ms = v;
+}
+void nvkv_options_set_iopoll(nvkv_options_t* o, uint8_t v) { o->options.iopoll = v != 0; }
+
+nvkv_writeoptions_t* nvkv_writeoptions_create(void) { return new nvkv_writeoptions_t; }
+void nvkv_writeoptions_destroy(nvkv_writeoptions_t* options) { delete options; }
+void nvkv_writeoptions_set_durable(nvkv_writeoptions_t* o, uint8_t v) {
+  o->options.durable = v != 0;
+}
+
+// ----- Open and close -----
+
+nvkv_t* nvkv_open(const nvkv_options_t* options, const char* path, char** errptr) {
+  absl::StatusOr<std::unique_ptr<nvkv::DB>> db = nvkv::DB::Open(options->options, path);
+  if (!SaveError(db.status(), errptr)) return nullptr;
+  return new nvkv_t{std::move(*db)};
+}
+
+void nvkv_close(nvkv_t* db, char** errptr) {
+  SaveError(db->db->Close(), errptr);
+  delete db;
+}
+
+// ----- Writes -----
+
+void nvkv_put(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key, size_t keylen,
+              const char* val, size_t vallen, char** errptr) {
+  SaveError(db->db->Put(View(key, keylen), View(val, vallen), WriteOptionsOf(options)), errptr);
+}
+
+void nvkv_delete(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key, size_t keylen,
+                 char** errptr) {
+  SaveError(db->db->Delete(View(key, keylen), WriteOptionsOf(options)), errptr);
+}
+
+nvkv_writebatch_t* nvkv_writebatch_create(void) { return new nvkv_writebatch_t; }
+void nvkv_writebatch_destroy(nvkv_writebatch_t* batch) { delete batch; }
+void nvkv_writebatch_clear(nvkv_writebatch_t* batch) { batch->batch.Clear(); }
+size_t nvkv_writebatch_count(const nvkv_writebatch_t* batch) { return batch->batch.Count(); }
+void nvkv_writebatch_put(nvkv_writebatch_t* batch, const char* key, size_t keylen,
+                         const char* val, size_t vallen) {
+  batch->batch.Put(View(key, keylen), View(val, vallen));
+}
+void nvkv_writebatch_delete(nvkv_writebatch_t* batch, const char* key, size_t keylen) {
+  batch->batch.Delete(View(key, keylen));
+}
+
+void nvkv_write(nvkv_t* db, const nvkv_writeoptions_t* options, const nvkv_writebatch_t* batch,
+                char** errptr) {
+  SaveError(db->db->Write(batch->batch, WriteOptionsOf(options)), errptr);
+}
+
+void nvkv_flush(nvkv_t* db, char** errptr) { SaveError(db->db->Flush(), errptr); }
+
+void nvkv_compact_all(nvkv_t* db, char** errptr) { SaveError(db->db->CompactAll(), errptr); }
+
+// ----- Reads -----
+
+char* nvkv_get(nvkv_t* db, const char* key, size_t keylen, size_t* vallen, char** errptr) {
+  *vallen = 0;
+  absl::StatusOr<std::string> value = db->db->Get(View(key, keylen));
+  if (absl::IsNotFound(value.status())) return nullptr;
+  if (!SaveError(value.status(), errptr)) return nullptr;
+  char* copy = CopyBytes(*value);
+  if (copy == nullptr) {
+    SaveError(absl::ResourceExhaustedError("out of memory copying the value"), errptr);
+    return nullptr;
+  }
+  *vallen = value->size();
+  return copy;
+}
+
+void nvkv_multiget(nvkv_t* db, size_t num_keys, const char* const* keys, const size_t* keylens,
+                   char** values, size_t* vallens, char** errs) {
+  std::vector<std::string_view> views(num_keys);
+  for (size_t i = 0; i < num_keys; ++i) views[i] = View(keys[i], keylens[i]);
+  std::vector<absl::StatusOr<std::string>> results = db->db->MultiGet(views);
+  for (size_t i = 0; i < num_keys; ++i) {
+    values[i] = nullptr;
+    vallens[i] = 0;
+    errs[i] = nullptr;
+    if (absl::IsNotFound(results[i].status())) continue;
+    if (!SaveError(results[i].status(), &errs[i])) continue;
+    values[i] = CopyBytes(*results[i]);
+    if (values[i] == nullptr) {
+      SaveError(absl::ResourceExhaustedError("out of memory copying the value"), &errs[i]);
+      continue;
+    }
+    vallens[i] = results[i]->size();
+  }
+}
+
+void nvkv_get_async(nvkv_t* db, const char* key, size_t keylen, nvkv_get_callback done,
+                    void* arg, char** errptr) {
+  auto on_done = [done, arg](absl::StatusOr<std::string> value) {
+    if (value.ok()) {
+      done(arg, 1, value->data(), value->size(), nullptr);
+    } else if (absl::IsNotFound(value.status())) {
+      done(arg, 0, nullptr, 0, nullptr);
+    } else {
+      const std::string err = ErrorText(value.status());
+      done(arg, 0, nullptr, 0, err.c_str());
+    }
+  };
+  SaveError(db->db->GetAsync(View(key, keylen), std::move(on_done)), errptr);
+}
+
+uint32_t nvkv_poll(nvkv_t* db, uint32_t min_complete, char** errptr) {
+  absl::StatusOr<uint32_t> completed = db->db->Poll(min_complete);
+  if (!SaveError(completed.status(), errptr)) return 0;
+  return *completed;
+}
+
+uint32_t nvkv_pending_reads(nvkv_t* db) { return db->db->PendingReads(); }
+
+// ----- Iteration -----
+
+nvkv_iterator_t* nvkv_create_iterator(nvkv_t* db) {
+  return new nvkv_iterator_t{db->db->NewIterator()};
+}
+void nvkv_iter_destroy(nvkv_iterator_t* iter) { delete iter; }
+uint8_t nvkv_iter_valid(const nvkv_iterator_t* iter) { return iter->iterator->Valid() ? 1 : 0; }
+void nvkv_iter_seek_to_first(nvkv_iterator_t* iter) { iter->iterator->SeekToFirst(); }
+void nvkv_iter_seek(nvkv_iterator_t* iter, const char* key, size_t keylen) {
+  iter->iterator->Seek(View(key, keylen));
+}
+void nvkv_iter_next(nvkv_iterator_t* iter) { iter->iterator->Next(); }
+const char* nvkv_iter_key(const nvkv_iterator_t* iter, size_t* keylen) {
+  const std::string_view key = iter->iterator->key();
+  *keylen = key.size();
+  return key.data();
+}
+const char* nvkv_iter_value(const nvkv_iterator_t* iter, size_t* vallen) {
+  const std::string_view value = iter->iterator->value();
+  *vallen = value.size();
+  return value.data();
+}
+void nvkv_iter_get_error(const nvkv_iterator_t* iter, char** errptr) {
+  SaveError(iter->iterator->status(), errptr);
+}
+
+// ----- Limits and statistics -----
+
+uint32_t nvkv_max_value_bytes(nvkv_t* db) { return db->db->max_value_bytes(); }
+
+char* nvkv_stats(nvkv_t* db, uint8_t json) {
+  const nvkv::Stats stats = db->db->GetStats();
+  return CopyBytes(json != 0 ? stats.ToJson() : stats.ToString());
+}
+
+}  // extern "C"

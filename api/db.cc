@@ -1,0 +1,492 @@
+// nvkv::DB and nvkv::Iterator over kv::Engine. This file is the only place where the public
+// types meet the engine's: options, enums and stats are converted field by field here, and keys
+// and values are checked against the public limits before they reach the engine.
+#include "nvkv/db.h"
+
+#include <algorithm>
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kv/engine.h"
+
+namespace nvkv {
+namespace {
+
+// ----- Options and enums, public -> engine. -----
+
+kv::IndexMode ToEngine(IndexMode mode) {
+  switch (mode) {
+    case IndexMode::kHash:
+      return kv::IndexMode::kHash;
+    case IndexMode::kOrdered:
+      return kv::IndexMode::kOrdered;
+  }
+  return kv::IndexMode::kHash;
+}
+
+kv::VictimPolicy ToEngine(CompactionPolicy policy) {
+  switch (policy) {
+    case CompactionPolicy::kCostBenefit:
+      return kv::VictimPolicy::kCostBenefit;
+    case CompactionPolicy::kGreedy:
+      return kv::VictimPolicy::kGreedy;
+  }
+  return kv::VictimPolicy::kCostBenefit;
+}
+
+storage::Backend ToEngine(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto:
+      return storage::Backend::kAuto;
+    case Backend::kNvmePassthrough:
+      return storage::Backend::kNvmePassthrough;
+    case Backend::kDirectFile:
+      return storage::Backend::kDirectFile;
+    case Backend::kSyncFile:
+      return storage::Backend::kSyncFile;
+  }
+  return storage::Backend::kAuto;
+}
+
+// An out-of-range enum value (a cast from a bad integer, e.g. through the C API) is a caller
+// error like any other bad option, not undefined behaviour further down.
+absl::Status CheckEnums(const Options& options) {
+  if (options.index_mode != IndexMode::kHash && options.index_mode != IndexMode::kOrdered) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown index_mode ", static_cast<int>(options.index_mode)));
+  }
+  if (options.compaction_policy != CompactionPolicy::kCostBenefit &&
+      options.compaction_policy != CompactionPolicy::kGreedy) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown compaction_policy ", static_cast<int>(options.compaction_policy)));
+  }
+  if (static_cast<int>(options.backend) > static_cast<int>(Backend::kSyncFile)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown backend ", static_cast<int>(options.backend)));
+  }
+  return absl::OkStatus();
+}
+
+kv::EngineOptions ToEngineOptions(const Options& options) {
+  kv::EngineOptions engine;
+  engine.create_if_missing = options.create_if_missing;
+  engine.error_if_exists = options.error_if_exists;
+  engine.force_format = options.force_format;
+  engine.capacity_bytes = options.capacity_bytes;
+  engine.page_bytes = options.page_bytes;
+  engine.segment_bytes = options.segment_bytes;
+  engine.shard_count = options.shard_count;
+  engine.index_mode = ToEngine(options.index_mode);
+  engine.max_write_delay_us = options.max_write_delay_us;
+  engine.page_buffers_per_shard = options.page_buffers_per_shard;
+  engine.background_compaction = options.background_compaction;
+  engine.victim_policy = ToEngine(options.compaction_policy);
+  engine.read_queue_depth = options.read_queue_depth;
+
+  storage::DeviceOptions& device = engine.device;
+  device.backend = ToEngine(options.backend);
+  device.allow_sync_fallback = options.allow_sync_fallback;
+  device.exclusive_lock = true;  // two openers would interleave their logs: never allowed
+  storage::RingOptions& ring = device.ring;
+  ring.queue_depth = options.queue_depth;
+  ring.single_issuer = options.single_issuer;
+  ring.register_ring_fd = options.register_ring_fd;
+  ring.register_file = options.register_file;
+  ring.fixed_buffers = options.fixed_buffers;
+  ring.sqpoll = options.sqpoll;
+  ring.sqpoll_idle_ms = options.sqpoll_idle_ms;
+  ring.iopoll = options.iopoll;
+  return engine;
+}
+
+// The defaults documented in nvkv/options.h are the engine's: a change on either side breaks
+// the build here instead of silently changing what a default-constructed Options means.
+constexpr Options kOptions{};
+constexpr kv::EngineOptions kEngine{};
+static_assert(kOptions.create_if_missing == kEngine.create_if_missing);
+static_assert(kOptions.error_if_exists == kEngine.error_if_exists);
+static_assert(kOptions.force_format == kEngine.force_format);
+static_assert(kOptions.capacity_bytes == kEngine.capacity_bytes);
+static_assert(kOptions.page_bytes == kEngine.page_bytes);
+static_assert(kOptions.segment_bytes == kEngine.segment_bytes);
+static_assert(kOptions.shard_count == kEngine.shard_count);
+static_assert(kOptions.index_mode == IndexMode::kHash &&
+              kEngine.index_mode == kv::IndexMode::kHash);
+static_assert(kOptions.max_write_delay_us == kEngine.max_write_delay_us);
+static_assert(kOptions.page_buffers_per_shard == kEngine.page_buffers_per_shard);
+static_assert(kOptions.background_compaction == kEngine.background_compaction);
+static_assert(kOptions.compaction_policy == CompactionPolicy::kCostBenefit &&
+              kEngine.victim_policy == kv::VictimPolicy::kCostBenefit);
+static_assert(kOptions.read_queue_depth == kEngine.read_queue_depth);
+static_assert(kOptions.backend == Backend::kAuto &&
+              kEngine.device.backend == storage::Backend::kAuto);
+static_assert(kOptions.allow_sync_fallback == kEngine.device.allow_sync_fallback);
+static_assert(kOptions.queue_depth == kEngine.device.ring.queue_depth);
+static_assert(kOptions.single_issuer == kEngine.device.ring.single_issuer);
+static_assert(kOptions.register_ring_fd == kEngine.device.ring.register_ring_fd);
+static_assert(kOptions.register_file == kEngine.device.ring.register_file);
+static_assert(kOptions.fixed_buffers == kEngine.device.ring.fixed_buffers);
+static_assert(kOptions.sqpoll == kEngine.device.ring.sqpoll);
+static_assert(kOptions.sqpoll_idle_ms == kEngine.device.ring.sqpoll_idle_ms);
+static_assert(kOptions.iopoll == kEngine.device.ring.iopoll);
+
+// ----- Stats, engine -> public. -----
+
+IndexMode FromEngine(kv::IndexMode mode) {
+  return mode == kv::IndexMode::kOrdered ? IndexMode::kOrdered : IndexMode::kHash;
+}
+
+DeviceKind FromEngine(storage::DeviceKind kind) {
+  switch (kind) {
+    case storage::DeviceKind::kNvmePassthrough:
+      return DeviceKind::kNvmePassthrough;
+    case storage::DeviceKind::kDirectFile:
+      return DeviceKind::kDirectFile;
+    case storage::DeviceKind::kSyncFile:
+      return DeviceKind::kSyncFile;
+    case storage::DeviceKind::kMemory:
+      return DeviceKind::kMemory;
+  }
+  return DeviceKind::kMemory;
+}
+
+RingFeatures FromEngine(const storage::RingFeatures& in) {
+  RingFeatures out;
+  out.queue_depth = in.queue_depth;
+  out.sq_entries = in.sq_entries;
+  out.sqe128_cqe32 = in.sqe128_cqe32;
+  out.single_issuer = in.single_issuer;
+  out.defer_taskrun = in.defer_taskrun;
+  out.coop_taskrun = in.coop_taskrun;
+  out.registered_ring_fd = in.registered_ring_fd;
+  out.registered_file = in.registered_file;
+  out.fixed_buffers = in.fixed_buffers;
+  out.sqpoll = in.sqpoll;
+  out.iopoll = in.iopoll;
+  return out;
+}
+
+DeviceStats FromEngine(const storage::DeviceInfo& in) {
+  DeviceStats out;
+  out.kind = FromEngine(in.kind);
+  out.path = in.path;
+  out.lba_bytes = in.lba_bytes;
+  out.lba_count = in.lba_count;
+  out.capacity_bytes = in.capacity_bytes();
+  out.max_transfer_bytes = in.max_transfer_bytes;
+  out.volatile_write_cache = in.volatile_write_cache;
+  out.block_device = in.block_device;
+  out.nsid = in.nsid;
+  out.ring = FromEngine(in.ring);
+  out.notes = in.notes;
+  return out;
+}
+
+Stats FromEngine(const kv::EngineStats& in) {
+  Stats out;
+  out.live_keys = in.live_keys;
+  out.index_bytes = in.index_bytes;
+  out.index_bytes_per_key = in.index_bytes_per_key;
+  out.puts = in.puts;
+  out.deletes = in.deletes;
+  out.gets = in.gets;
+  out.batches = in.batches;
+  out.user_bytes_written = in.user_bytes_written;
+  out.device_bytes_written = in.device_bytes_written;
+  out.compaction_bytes_written = in.compaction_bytes_written;
+  out.write_amplification = in.write_amplification;
+  out.pages_written = in.pages_written;
+  out.page_reads = in.page_reads;
+  out.flushes = in.flushes;
+  out.fua_writes = in.fua_writes;
+  out.verify_reads = in.verify_reads;
+  out.capacity_bytes = in.capacity_bytes;
+  out.live_bytes = in.live_bytes;
+  out.segments_total = in.segments_total;
+  out.segments_free = in.segments_free;
+  out.segments_cleaned = in.segments_cleaned;
+  out.recovery_pages_scanned = in.recovery_pages_scanned;
+  out.recovery_records = in.recovery_records;
+  out.recovery_batches_discarded = in.recovery_batches_discarded;
+  out.recovery_seconds = in.recovery_seconds;
+  out.page_bytes = in.page_bytes;
+  out.pages_per_segment = in.pages_per_segment;
+  out.shard_count = in.shard_count;
+  out.index_mode = FromEngine(in.index_mode);
+  out.device = FromEngine(in.device);
+  return out;
+}
+
+// ----- Argument checks (the engine checks too; these name the public limit). -----
+
+absl::Status CheckKey(std::string_view key) {
+  if (key.empty()) return absl::InvalidArgumentError("empty key");
+  if (key.size() > DB::kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("key of ", key.size(),
+                                                   " bytes is over the limit of ",
+                                                   DB::kMaxKeyBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckValue(std::string_view value, uint32_t max_value_bytes) {
+  if (value.size() > max_value_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("value of ", value.size(),
+                                                   " bytes is over the limit of ",
+                                                   max_value_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClosedError() { return absl::FailedPreconditionError("the DB is closed"); }
+
+}  // namespace
+
+// ===== DB =====
+
+struct DB::Rep {
+  std::unique_ptr<kv::Engine> engine;
+  IndexMode index_mode = IndexMode::kHash;
+  // Fixed by the store's geometry at Open; read on every write.
+  uint32_t max_value_bytes = 0;
+  uint64_t max_batch_bytes = 0;
+  // Taken as Close() begins, for GetStats() afterwards: the engine promises nothing after its
+  // Close() but kFailedPrecondition, which Stats() cannot return.
+  Stats stats_at_close;
+  // Set by Close(). Close() runs alone (see db.h), so later calls see it; atomic only so that
+  // a caller breaking that rule gets a clean error more often than a data race on this flag.
+  std::atomic<bool> closed{false};
+
+  bool is_closed() const { return closed.load(std::memory_order_acquire); }
+};
+
+DB::DB(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
+
+// Destroying the engine closes it (flush, stop threads, release the lock) when Close() did not.
+DB::~DB() = default;
+
+absl::StatusOr<std::unique_ptr<DB>> DB::Open(const Options& options, const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("empty store path");
+  if (absl::Status status = CheckEnums(options); !status.ok()) return status;
+  absl::StatusOr<std::unique_ptr<kv::Engine>> engine =
+      kv::Engine::Open(path, ToEngineOptions(options));
+  if (!engine.ok()) return engine.status();
+  auto rep = std::make_unique<Rep>();
+  rep->engine = std::move(*engine);
+  rep->index_mode = options.index_mode;
+  rep->max_value_bytes = rep->engine->max_value_bytes();
+  rep->max_batch_bytes = rep->engine->max_batch_bytes();
+  return std::unique_ptr<DB>(new DB(std::move(rep)));
+}
+
+absl::Status DB::Put(std::string_view key, std::string_view value,
+                     const WriteOptions& options) {
+  if (rep_->is_closed()) return ClosedError();
+  if (absl::Status status = CheckKey(key); !status.ok()) return status;
+  if (absl::Status status = CheckValue(value, max_value_bytes()); !status.ok()) return status;
+  const kv::WriteOp op{.is_delete = false, .key = key, .value = value};
+  return rep_->engine->Write({&op, 1}, options.durable);
+}
+
+absl::Status DB::Delete(std::string_view key, const WriteOptions& options) {
+  if (rep_->is_closed()) return ClosedError();
+  if (absl::Status status = CheckKey(key); !status.ok()) return status;
+  const kv::WriteOp op{.is_delete = true, .key = key, .value = {}};
+  return rep_->engine->Write({&op, 1}, options.durable);
+}
+
+absl::Status DB::Write(const WriteBatch& batch, const WriteOptions& options) {
+  if (rep_->is_closed()) return ClosedError();
+  if (batch.entries_.empty()) return absl::OkStatus();
+  const uint32_t max_value = max_value_bytes();
+  std::vector<kv::WriteOp> ops;
+  ops.reserve(batch.entries_.size());
+  std::string_view bytes = batch.bytes_;
+  for (size_t i = 0; i < batch.entries_.size(); ++i) {
+    const WriteBatch::Entry& entry = batch.entries_[i];
+    kv::WriteOp op;
+    op.is_delete = entry.is_delete;
+    op.key = bytes.substr(0, entry.key_bytes);
+    op.value = bytes.substr(entry.key_bytes, entry.value_bytes);
+    bytes.remove_prefix(entry.key_bytes + entry.value_bytes);
+    absl::Status status = CheckKey(op.key);
+    if (status.ok()) status = CheckValue(op.value, max_value);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WriteBatch entry ", i, ": ", status.message()));
+    }
+    ops.push_back(op);
+  }
+  return rep_->engine->Write(ops, options.durable);
+}
+
+absl::StatusOr<std::string> DB::Get(std::string_view key) {
+  if (rep_->is_closed()) return ClosedError();
+  if (absl::Status status = CheckKey(key); !status.ok()) return status;
+  return rep_->engine->Get(key);
+}
+
+std::vector<absl::StatusOr<std::string>> DB::MultiGet(std::span<const std::string_view> keys) {
+  std::vector<absl::StatusOr<std::string>> results;
+  if (rep_->is_closed()) {
+    results.assign(keys.size(), ClosedError());
+    return results;
+  }
+  // Bad keys are answered here; the rest go to the engine in one call. valid_at[j] is the
+  // position in `keys` of valid_keys[j].
+  std::vector<std::string_view> valid_keys;
+  std::vector<size_t> valid_at;
+  valid_keys.reserve(keys.size());
+  valid_at.reserve(keys.size());
+  results.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    absl::Status status = CheckKey(keys[i]);
+    if (status.ok()) {
+      valid_keys.push_back(keys[i]);
+      valid_at.push_back(i);
+      results.emplace_back(std::string());  // a placeholder, overwritten below
+    } else {
+      results.emplace_back(std::move(status));
+    }
+  }
+  if (valid_keys.empty()) return results;
+  std::vector<absl::StatusOr<std::string>> found;
+  rep_->engine->MultiGet(valid_keys, &found);
+  for (size_t j = 0; j < valid_keys.size(); ++j) {
+    results[valid_at[j]] =
+        j < found.size() ? std::move(found[j])
+                         : absl::InternalError("MultiGet: the engine returned too few results");
+  }
+  return results;
+}
+
+absl::Status DB::GetAsync(std::string_view key,
+                          std::function<void(absl::StatusOr<std::string>)> done) {
+  if (rep_->is_closed()) return ClosedError();
+  if (absl::Status status = CheckKey(key); !status.ok()) return status;
+  if (!done) return absl::InvalidArgumentError("GetAsync: empty callback");
+  return rep_->engine->GetAsync(key, std::move(done));
+}
+
+absl::StatusOr<uint32_t> DB::Poll(uint32_t min_complete) {
+  if (rep_->is_closed()) return ClosedError();
+  // Waiting for more reads than are in flight would never return.
+  return rep_->engine->Poll(std::min(min_complete, rep_->engine->pending_reads()));
+}
+
+uint32_t DB::PendingReads() {
+  if (rep_->is_closed()) return 0;
+  return rep_->engine->pending_reads();
+}
+
+absl::Status DB::Scan(std::string_view start, std::string_view end, size_t limit,
+                      std::vector<std::pair<std::string, std::string>>* out) {
+  out->clear();
+  if (rep_->is_closed()) return ClosedError();
+  if (rep_->index_mode != IndexMode::kOrdered) {
+    return absl::FailedPreconditionError(
+        "Scan and iterators need a store opened with IndexMode::kOrdered");
+  }
+  if (limit == 0) return absl::OkStatus();
+  return rep_->engine->Scan(start, end, limit, out);
+}
+
+absl::Status DB::Flush() {
+  if (rep_->is_closed()) return ClosedError();
+  return rep_->engine->Flush();
+}
+
+absl::Status DB::CompactAll() {
+  if (rep_->is_closed()) return ClosedError();
+  return rep_->engine->CompactAll();
+}
+
+Stats DB::GetStats() {
+  if (rep_->is_closed()) return rep_->stats_at_close;
+  return FromEngine(rep_->engine->Stats());
+}
+
+absl::Status DB::Close() {
+  if (rep_->is_closed()) return ClosedError();
+  rep_->stats_at_close = FromEngine(rep_->engine->Stats());
+  rep_->closed.store(true, std::memory_order_release);
+  // The engine object stays alive (refusing calls) until the DB is destroyed.
+  return rep_->engine->Close();
+}
+
+uint32_t DB::max_value_bytes() const { return rep_->max_value_bytes; }
+
+uint64_t DB::max_batch_bytes() const { return rep_->max_batch_bytes; }
+
+// ===== Iterator =====
+
+// Walks the store in batches of DB::Scan. Invariants:
+//   - valid: batch[position] is the current pair;
+//   - !valid && status.ok(): before the first Seek, or past the last key;
+//   - !valid && !status.ok(): a Scan failed (or the store is in hash mode).
+struct Iterator::Rep {
+  DB* db = nullptr;  // borrowed; outlives the iterator (db.h)
+  bool ordered = false;
+  absl::Status status;
+  std::vector<std::pair<std::string, std::string>> batch;
+  size_t position = 0;
+  bool valid = false;
+
+  // Reads the next batch, starting at `start`. With `skip_start`, a pair whose key equals
+  // `start` is skipped: it is the key the previous batch ended on. Asking for one pair more
+  // keeps the batch size at kBatchKeys new pairs. The walk ends when a batch brings nothing new
+  // (not merely when it is short), so an engine that returns fewer pairs than asked for is no
+  // reason to stop early.
+  void Fill(const std::string& start, bool skip_start) {
+    valid = false;
+    position = 0;
+    status = db->Scan(start, "", kBatchKeys + (skip_start ? 1 : 0), &batch);
+    if (!status.ok()) {
+      batch.clear();
+      return;
+    }
+    if (skip_start && !batch.empty() && batch.front().first == start) position = 1;
+    valid = position < batch.size();
+  }
+};
+
+Iterator::Iterator(std::unique_ptr<Rep> rep) : rep_(std::move(rep)) {}
+
+Iterator::~Iterator() = default;
+
+bool Iterator::Valid() const { return rep_->valid; }
+
+void Iterator::SeekToFirst() { Seek(""); }
+
+void Iterator::Seek(std::string_view target) {
+  if (!rep_->ordered) return;  // status() stays kFailedPrecondition
+  rep_->Fill(std::string(target), /*skip_start=*/false);
+}
+
+void Iterator::Next() {
+  if (!rep_->valid) return;  // REQUIRES: Valid(); a no-op rather than undefined
+  ++rep_->position;
+  if (rep_->position < rep_->batch.size()) return;
+  std::string last = std::move(rep_->batch.back().first);
+  rep_->Fill(last, /*skip_start=*/true);
+}
+
+std::string_view Iterator::key() const { return rep_->batch[rep_->position].first; }
+
+std::string_view Iterator::value() const { return rep_->batch[rep_->position].second; }
+
+absl::Status Iterator::status() const { return rep_->status; }
+
+std::unique_ptr<Iterator> DB::NewIterator() {
+  auto rep = std::make_unique<Iterator::Rep>();
+  rep->db = this;
+  rep->ordered = rep_->index_mode == IndexMode::kOrdered;
+  if (!rep->ordered) {
+    rep->status = absl::FailedPreconditionError(
+        "iterators need a store opened with IndexMode::kOrdered");
+  }
+  return std::unique_ptr<Iterator>(new Iterator(std::move(rep)));
+}
+
+}  // namespace nvkv

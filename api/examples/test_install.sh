@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Installs nvkv into a temporary prefix and builds api/examples/hello.cc against the installed
+# files only, as a user would: through the CMake package (find_package(nvkv), shared and static
+# library) and through pkg-config (shared, then static). Runs every build on a fresh store file
+# and checks what it prints. Exits non-zero, saying what failed, on the first failure.
+#
+#   api/examples/test_install.sh                  configure and build nvkv afresh (Release), then
+#                                                 install it
+#   api/examples/test_install.sh --build-dir DIR  install from an existing build directory
+#
+# Work files go to a temporary directory under $NVKV_TEST_DIR, else the current directory (the
+# store needs a file system with O_DIRECT, which tmpfs lacks on older kernels); it is removed on
+# exit. CC and CXX pick the compilers. CTest runs this as the test install_example.
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build_dir=""
+case "${1:-}" in
+  "") ;;
+  --build-dir)
+    [ $# -eq 2 ] || { echo "usage: $0 [--build-dir DIR]" >&2; exit 2; }
+    build_dir=$(cd "$2" && pwd)
+    ;;
+  *) echo "usage: $0 [--build-dir DIR]" >&2; exit 2 ;;
+esac
+
+work=$(mktemp -d "${NVKV_TEST_DIR:-$PWD}/nvkv-install-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+cxx=${CXX:-c++}
+jobs=$(nproc)
+
+step() { echo "=== test_install: $*"; }
+fail() { echo "test_install: FAILED: $*" >&2; exit 1; }
+
+# Runs the example `$2` on a new store named after `$1` and checks its output.
+expected=$'apple = red\nbanana = yellow'
+run_example() {
+  local name=$1 exe=$2 out
+  out=$("$exe" "$work/$name.db") || fail "$name: $exe exited with status $?"
+  [ "$out" = "$expected" ] || fail "$name: printed '$out', expected '$expected'"
+  echo "ok: $name"
+}
+
+if [ -z "$build_dir" ]; then
+  build_dir=$work/nvkv-build
+  step "configure and build nvkv (Release) in $build_dir"
+  cmake -S "$src" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DNVKV_BUILD_TESTS=OFF -DNVKV_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$build_dir" -j "$jobs"
+fi
+
+step "install into $prefix"
+cmake --install "$build_dir" --prefix "$prefix" >/dev/null
+[ -f "$prefix/include/nvkv/db.h" ] || fail "include/nvkv/db.h not installed"
+for dir in kv storage; do
+  [ ! -e "$prefix/include/$dir" ] || fail "internal headers installed: include/$dir"
+done
+if grep -nE '#include [<"](kv/|storage/|liburing)' "$prefix"/include/nvkv/*.h; then
+  fail "a public header includes an internal or liburing header (above)"
+fi
+
+step "CMake package: find_package(nvkv) with CMAKE_PREFIX_PATH=$prefix"
+cmake -S "$src/api/examples" -B "$work/example-cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  >/dev/null
+cmake --build "$work/example-cmake"
+[ -x "$work/example-cmake/hello_static" ] || fail "the package did not offer nvkv::nvkv_static"
+run_example cmake-shared "$work/example-cmake/hello"
+run_example cmake-static "$work/example-cmake/hello_static"
+if ldd "$work/example-cmake/hello_static" | grep -q libnvkv; then
+  fail "hello_static depends on libnvkv.so"
+fi
+
+step "pkg-config"
+pc_file=$(find "$prefix" -name nvkv.pc -print -quit)
+[ -n "$pc_file" ] || fail "nvkv.pc not installed"
+export PKG_CONFIG_PATH
+PKG_CONFIG_PATH=$(dirname "$pc_file")
+libdir=$(pkg-config --variable=libdir nvkv)
+# Word splitting of the pkg-config output is intended.
+# shellcheck disable=SC2046
+"$cxx" -std=c++20 "$src/api/examples/hello.cc" -o "$work/hello-pc" \
+  $(pkg-config --cflags --libs nvkv) -Wl,-rpath,"$libdir"
+run_example pkg-config-shared "$work/hello-pc"
+# --static adds Requires.private and Libs.private; -l:libnvkv.a makes the linker take the
+# archive although libnvkv.so sits next to it.
+static_libs=$(pkg-config --static --libs nvkv)
+static_libs=${static_libs/-lnvkv/-l:libnvkv.a}
+# shellcheck disable=SC2046,SC2086
+"$cxx" -std=c++20 "$src/api/examples/hello.cc" -o "$work/hello-pc-static" \
+  $(pkg-config --cflags nvkv) $static_libs
+run_example pkg-config-static "$work/hello-pc-static"
+if ldd "$work/hello-pc-static" | grep -q libnvkv; then
+  fail "hello-pc-static depends on libnvkv.so"
+fi
+
+step "all passed"

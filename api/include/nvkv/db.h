@@ -1,0 +1,184 @@
+// nvkv::DB: an embeddable, persistent map from byte-string keys to byte-string values, stored
+// in a log-structured format on a raw NVMe namespace, a block device or a regular file.
+//
+//   nvkv::Options options;
+//   options.capacity_bytes = 256 << 20;
+//   absl::StatusOr<std::unique_ptr<nvkv::DB>> db = nvkv::DB::Open(options, "/var/lib/app/store");
+//   if (!db.ok()) return db.status();
+//   absl::Status s = (*db)->Put("key", "value");
+//   absl::StatusOr<std::string> value = (*db)->Get("key");
+//
+// Keys are 1..kMaxKeyBytes bytes, values 0..max_value_bytes() bytes; both may hold any bytes.
+//
+// Thread contract: a DB is safe for concurrent use without external locking. Any number of
+// threads may call Put, Delete, Write, Get, MultiGet, Scan, NewIterator, Flush, CompactAll and
+// GetStats at once; there is no DB-wide lock (keys are spread over shards by hash, each with its
+// own lock). Exceptions:
+//   - GetAsync, Poll and PendingReads act on the calling thread's own read queue: a read started
+//     on a thread completes only in a Poll on that same thread.
+//   - Close() and the destructor must not run concurrently with any other call on the DB, and
+//     every Iterator of the DB must be destroyed before the DB is.
+// Each thread that reads gets its own io_uring queue the first time it reads.
+//
+// One opener at a time: Open takes an exclusive lock on the path, so a second Open of the same
+// store (from this or another process) fails with kFailedPrecondition until the first DB is
+// closed.
+//
+// Errors are returned, never thrown, and nothing aborts on bad input or device errors. Every
+// method may also return kFailedPrecondition after Close(). When a write's durability becomes
+// unknown (a device write or flush failed), the DB refuses every later write with
+// kFailedPrecondition: close it and open the store again, which recovers the durable state.
+#ifndef NVKV_DB_H_
+#define NVKV_DB_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nvkv/iterator.h"
+#include "nvkv/options.h"
+#include "nvkv/stats.h"
+#include "nvkv/write_batch.h"
+
+namespace nvkv {
+
+class DB {
+ public:
+  // Longest key, in bytes. Keys must also be non-empty.
+  static constexpr size_t kMaxKeyBytes = 1024;
+
+  // Opens the store at `path`: an NVMe generic character device (/dev/ngXnY), a block device or
+  // a regular file. Formats it when it holds no store and options.create_if_missing is set; a
+  // missing regular file is created with options.capacity_bytes. Then rebuilds the index from
+  // the log, which recovers every durable write.
+  // Errors:
+  //   kNotFound            path missing and !create_if_missing
+  //   kAlreadyExists       a store is there and error_if_exists
+  //   kFailedPrecondition  the store is open elsewhere (by this or another process); the path
+  //                        holds data that is not an nvkv store (see force_format); the store
+  //                        was written by a newer nvkv
+  //   kDataLoss            both superblocks are damaged
+  //   kInvalidArgument     an option is out of range
+  //   kPermissionDenied, kResourceExhausted (no space to create the file), kUnimplemented
+  //                        (the kernel lacks a required io_uring feature), other device errors
+  static absl::StatusOr<std::unique_ptr<DB>> Open(const Options& options,
+                                                  const std::string& path);
+
+  // Closes the DB if Close() was not called; errors are dropped (call Close() to see them).
+  ~DB();
+  DB(const DB&) = delete;
+  DB& operator=(const DB&) = delete;
+
+  // ----- Writes. -----
+  // All of them: OK means the write is applied and visible to every later read in any thread,
+  // and durable as options.durable says (see WriteOptions). Errors:
+  //   kInvalidArgument     empty key, key over kMaxKeyBytes, value over max_value_bytes(),
+  //                        batch over max_batch_bytes(); nothing is written
+  //   kResourceExhausted   the store is full (compaction cannot free enough space)
+  //   kFailedPrecondition  the DB is closed, or an earlier write failed (see above)
+  //   kDataLoss, kInternal, other codes: the device failed; the write may or may not be durable,
+  //                        and the DB refuses further writes
+
+  // Sets `key` to `value`, replacing any earlier value.
+  absl::Status Put(std::string_view key, std::string_view value,
+                   const WriteOptions& options = {});
+
+  // Removes `key`. Deleting a key that is absent is OK.
+  absl::Status Delete(std::string_view key, const WriteOptions& options = {});
+
+  // Applies every entry of `batch` atomically, in order: after any crash all of them are
+  // visible or none is. An empty batch is OK and writes nothing.
+  absl::Status Write(const WriteBatch& batch, const WriteOptions& options = {});
+
+  // ----- Reads. -----
+  // A read sees every write that returned before it started, durable or not; a value is read
+  // atomically (never part of one write and part of another).
+
+  // The value of `key`. Errors: kNotFound when absent (never written or deleted);
+  // kInvalidArgument for an empty or too long key; kDataLoss when the page holding it is
+  // damaged; kFailedPrecondition after Close(); other codes for device errors.
+  absl::StatusOr<std::string> Get(std::string_view key);
+
+  // Reads many keys at once, with all device reads in flight together. Result i answers keys[i]
+  // exactly as Get(keys[i]) would (kNotFound, kInvalidArgument, ...).
+  std::vector<absl::StatusOr<std::string>> MultiGet(std::span<const std::string_view> keys);
+
+  // Starts reading `key` on this thread's read queue and returns at once. On OK, `done` runs
+  // exactly once with what Get(key) would return, on this thread, inside a later Poll() on this
+  // thread (never inside GetAsync itself, even when the value is in memory). On error `done`
+  // never runs. Errors: kInvalidArgument (bad key),
+  // kUnavailable (this thread already has Options::read_queue_depth reads in flight: Poll, then
+  // retry), kFailedPrecondition after Close().
+  // REQUIRES: the thread polls until PendingReads() is 0 before Close().
+  absl::Status GetAsync(std::string_view key,
+                        std::function<void(absl::StatusOr<std::string>)> done);
+
+  // Drives this thread's reads: waits until at least `min_complete` of them have finished
+  // (0: never waits; more than PendingReads(): waits for all), runs their callbacks on this
+  // thread, and returns how many callbacks ran. Errors come from the read queue itself (a
+  // failed read is reported to its callback instead).
+  absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
+
+  // Reads started by GetAsync on this thread whose callbacks have not run yet.
+  uint32_t PendingReads();
+
+  // ----- Ordered access (IndexMode::kOrdered only). -----
+
+  // An iterator over the whole store; see nvkv/iterator.h for its consistency. Unpositioned:
+  // call Seek or SeekToFirst. With IndexMode::kHash the iterator is never valid and its
+  // status() is kFailedPrecondition. The DB must outlive it.
+  std::unique_ptr<Iterator> NewIterator();
+
+  // Replaces *out with the pairs with start <= key < end (empty `end`: no upper bound) in key
+  // order, at most `limit` of them. Like an Iterator, each pair is read atomically but the
+  // result is not a point-in-time snapshot. Errors: kFailedPrecondition with IndexMode::kHash
+  // or after Close(); device errors (*out is then unspecified).
+  absl::Status Scan(std::string_view start, std::string_view end, size_t limit,
+                    std::vector<std::pair<std::string, std::string>>* out);
+
+  // ----- Maintenance. -----
+
+  // Makes every write that returned before this call durable, including non-durable ones.
+  // Errors: as for writes (a failed flush leaves durability unknown and stops later writes).
+  absl::Status Flush();
+
+  // Cleans every segment that holds dead records, now; returns when done. Background
+  // compaction makes this unnecessary in normal operation. Errors: kFailedPrecondition after
+  // Close(), device errors.
+  absl::Status CompactAll();
+
+  // Counters and configuration in force. After Close(): as they were when Close() began.
+  Stats GetStats();
+
+  // Flushes every write, stops the background threads, and releases the path (another Open
+  // may then succeed). Every later call fails with kFailedPrecondition, including a second
+  // Close(). An error means the last writes may not be durable.
+  // REQUIRES: no other call on this DB is in progress.
+  absl::Status Close();
+
+  // ----- Limits of this store (they follow from its segment size; fixed while open). -----
+
+  // Largest value, in bytes: 1 MiB, or a quarter of a segment's payload if smaller.
+  uint32_t max_value_bytes() const;
+  // Largest WriteBatch, in log bytes (compare WriteBatch::ApproximateSize()): half a segment's
+  // payload.
+  uint64_t max_batch_bytes() const;
+
+ private:
+  struct Rep;
+  explicit DB(std::unique_ptr<Rep> rep);
+
+  std::unique_ptr<Rep> rep_;
+};
+
+}  // namespace nvkv
+
+#endif  // NVKV_DB_H_

@@ -1,0 +1,189 @@
+// Options that control an nvkv store, given to nvkv::DB::Open, and the options of single writes.
+//
+// DB::Open reads Options once; an open DB cannot change them. Each field says:
+//   Default:  its value in a default-constructed Options;
+//   Unit:     bytes, microseconds, ... when it is a quantity;
+//   Scope:    "per Open"  the field may differ from one Open of a store to the next;
+//             "at format" the field is used only when Open formats a new store; an existing store
+//                         keeps the value it was formatted with and the field is ignored
+//                         (DB::GetStats() reports the value in force).
+// Out-of-range values make Open fail with kInvalidArgument.
+#ifndef NVKV_OPTIONS_H_
+#define NVKV_OPTIONS_H_
+
+#include <cstdint>
+
+namespace nvkv {
+
+// How keys are indexed in memory. The index is rebuilt from the log at every Open, so a store
+// may be reopened with the other mode.
+enum class IndexMode : uint8_t {
+  // A hash table of ~8-10 bytes per key that holds no key bytes. Point reads and writes only:
+  // DB::NewIterator() and DB::Scan() fail with kFailedPrecondition.
+  kHash,
+  // A B-tree that holds every key: more memory (the keys themselves plus overhead), and ordered
+  // iteration (DB::NewIterator) and range scans (DB::Scan).
+  kOrdered,
+};
+
+// Which segment compaction cleans next.
+enum class CompactionPolicy : uint8_t {
+  kCostBenefit,  // (1 - u) * age / (1 + u) as in LFS: prefers old, mostly dead segments
+  kGreedy,       // the segment with the fewest live bytes
+};
+
+// How the store reaches the device or file named by the path given to DB::Open.
+enum class Backend : uint8_t {
+  // An NVMe generic character device (/dev/ngXnY) uses kNvmePassthrough; anything else
+  // (regular file, block device) uses kDirectFile.
+  kAuto,
+  // NVMe commands through io_uring (IORING_OP_URING_CMD) on /dev/ngXnY; needs Linux 6.1+ and
+  // read-write access to the character device.
+  kNvmePassthrough,
+  // O_DIRECT reads and writes through io_uring on a regular file or block device. Where io_uring
+  // is unavailable (e.g. disabled by sysctl) Open falls back to kSyncFile when
+  // allow_sync_fallback is set, and says so in Stats::device.notes.
+  kDirectFile,
+  // O_DIRECT pread/pwrite on a regular file or block device, one system call per page.
+  kSyncFile,
+};
+
+struct Options {
+  // -------------------------------------------------------------------------------------------
+  // Behaviour
+
+  // Create (and format) the store when the path does not exist. A regular file is created with
+  // capacity_bytes; an existing empty device or file is formatted.
+  // Default: true. Scope: per Open.
+  bool create_if_missing = true;
+
+  // Fail Open with kAlreadyExists when the path already holds an nvkv store.
+  // Default: false. Scope: per Open.
+  bool error_if_exists = false;
+
+  // Format the path even when it holds data that is not an nvkv store (otherwise Open fails
+  // with kFailedPrecondition rather than overwrite it).
+  // Default: false. Scope: per Open.
+  bool force_format = false;
+
+  // Size of the store file Open creates when the path is a missing regular file. An existing
+  // file keeps its size; a block device or NVMe namespace is used whole.
+  // Default: 1 GiB. Unit: bytes. Scope: at format.
+  uint64_t capacity_bytes = uint64_t{1} << 30;
+
+  // See IndexMode.
+  // Default: IndexMode::kHash. Scope: per Open.
+  IndexMode index_mode = IndexMode::kHash;
+
+  // A write made with WriteOptions::durable == false reaches the device at the latest this long
+  // after it returned (or at the next Flush()). Bounds what such writes can lose in a crash.
+  // Default: 2000. Unit: microseconds. Scope: per Open.
+  uint32_t max_write_delay_us = 2000;
+
+  // Clean segments on a background thread as space runs low. When false, only
+  // DB::CompactAll() reclaims space, and writes fail with kResourceExhausted once the store is
+  // full of live and dead records.
+  // Default: true. Scope: per Open.
+  bool background_compaction = true;
+
+  // See CompactionPolicy.
+  // Default: CompactionPolicy::kCostBenefit. Scope: per Open.
+  CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;
+
+  // -------------------------------------------------------------------------------------------
+  // Performance: layout of the store and memory
+
+  // Size of a page, the unit of every write and read. A record larger than a page spans pages.
+  // Power of two, 4096..65536, and a multiple of the device's logical block size.
+  // Default: 4096. Unit: bytes. Scope: at format.
+  uint32_t page_bytes = 4096;
+
+  // Size of a segment, the unit compaction cleans. Also bounds record sizes: a value may take
+  // at most a quarter of a segment (and 1 MiB), a WriteBatch half of one (see
+  // DB::max_value_bytes(), DB::max_batch_bytes()). A multiple of page_bytes, at least 8 pages.
+  // Default: 1 MiB. Unit: bytes. Scope: at format.
+  uint32_t segment_bytes = uint32_t{1} << 20;
+
+  // Keys are spread over this many shards by hash; each has its own lock, index and log head,
+  // so more shards let more threads write at once. 1..64.
+  // Default: 4. Scope: per Open.
+  uint32_t shard_count = 4;
+
+  // Pages each shard may have unwritten or in flight; the memory they take is allocated at
+  // Open (page_bytes * page_buffers_per_shard * shard_count). Writers wait when it runs out.
+  // Default: 32. Unit: pages. Scope: per Open.
+  uint32_t page_buffers_per_shard = 32;
+
+  // Reads in flight at most per reading thread: DB::GetAsync returns kUnavailable beyond it.
+  // Default: 64. Scope: per Open.
+  uint32_t read_queue_depth = 64;
+
+  // -------------------------------------------------------------------------------------------
+  // Performance: device and io_uring
+
+  // See Backend.
+  // Default: Backend::kAuto. Scope: per Open.
+  Backend backend = Backend::kAuto;
+
+  // Fall back to pread/pwrite (Backend::kSyncFile) when io_uring is unavailable, instead of
+  // failing Open. Files and block devices only.
+  // Default: true. Scope: per Open.
+  bool allow_sync_fallback = true;
+
+  // Requests in flight at most on one io_uring queue (the writer's and each reading thread's).
+  // 1..4096.
+  // Default: 64. Scope: per Open.
+  uint32_t queue_depth = 64;
+
+  // Ask the kernel for IORING_SETUP_SINGLE_ISSUER with DEFER_TASKRUN (COOP_TASKRUN when the
+  // kernel refuses): completions are processed only when nvkv reaps them. Each queue is only
+  // ever used by one thread, so this is safe; turn it off only to compare.
+  // Default: true. Scope: per Open.
+  bool single_issuer = true;
+
+  // Register each ring's file descriptor (saves a file lookup per io_uring_enter).
+  // Default: true. Scope: per Open.
+  bool register_ring_fd = true;
+
+  // Register the device's file descriptor (IOSQE_FIXED_FILE: saves a reference per request).
+  // Default: true. Scope: per Open.
+  bool register_file = true;
+
+  // Register the page buffers with the kernel (fixed buffers: no page pinning per request).
+  // Counts against RLIMIT_MEMLOCK; the queue falls back to unregistered buffers when refused.
+  // Default: true. Scope: per Open.
+  bool fixed_buffers = true;
+
+  // A kernel thread polls each submission queue, so submitting needs no system call, at the
+  // cost of a CPU spinning while I/O is in progress.
+  // Default: false. Scope: per Open.
+  bool sqpoll = false;
+
+  // With sqpoll: how long the kernel thread spins idle before it sleeps.
+  // Default: 1000. Unit: milliseconds. Scope: per Open.
+  uint32_t sqpoll_idle_ms = 1000;
+
+  // Busy-poll completions from the device instead of taking interrupts. Needs NVMe poll queues
+  // (nvme.poll_queues=N); not usable on regular files, whose flushes it cannot poll.
+  // Default: false. Scope: per Open.
+  bool iopoll = false;
+};
+
+// Options of one Put, Delete or Write.
+struct WriteOptions {
+  // true: the write is on stable media when the call returns OK (its page, and every earlier
+  //   page of the same log, were written with FUA or written and then flushed). A crash or power
+  //   loss after that loses nothing of it.
+  // false: the write is in memory when the call returns OK, and visible to readers at once. It
+  //   reaches the device within Options::max_write_delay_us or at the next DB::Flush(), and is
+  //   durable once a later durable write or DB::Flush() has returned OK. A crash or power loss
+  //   before then may lose it; each lost Write loses all of its batch, never part of it. Which
+  //   of several non-durable writes survive is not specified: do not assume that a write
+  //   surviving implies every earlier non-durable write survived.
+  // Default: true.
+  bool durable = true;
+};
+
+}  // namespace nvkv
+
+#endif  // NVKV_OPTIONS_H_

@@ -1,0 +1,110 @@
+// Stats: counters and configuration of an open store, from DB::GetStats(). Counters count since
+// Open and never go down; "bytes" fields are bytes.
+#ifndef NVKV_STATS_H_
+#define NVKV_STATS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nvkv/options.h"
+
+namespace nvkv {
+
+// What the store runs on (the backend Open chose; see Backend).
+enum class DeviceKind : uint8_t {
+  kNvmePassthrough,  // NVMe generic character device, passthrough commands
+  kDirectFile,       // regular file or block device, O_DIRECT on io_uring
+  kSyncFile,         // regular file or block device, pread/pwrite
+  kMemory,           // RAM (tests)
+};
+
+// "nvme-passthrough", "direct-file", "sync-file", "memory".
+const char* DeviceKindName(DeviceKind kind);
+// "hash", "ordered".
+const char* IndexModeName(IndexMode mode);
+
+// The io_uring features a queue ended up with: what Options asked for, minus what the kernel
+// refused (a refusal is also described in DeviceStats::notes).
+struct RingFeatures {
+  uint32_t queue_depth = 0;         // requests in flight at most
+  uint32_t sq_entries = 0;          // submission ring size
+  bool sqe128_cqe32 = false;        // big SQEs and CQEs (NVMe passthrough needs them)
+  bool single_issuer = false;       // IORING_SETUP_SINGLE_ISSUER
+  bool defer_taskrun = false;       // IORING_SETUP_DEFER_TASKRUN
+  bool coop_taskrun = false;        // IORING_SETUP_COOP_TASKRUN (when DEFER_TASKRUN is refused)
+  bool registered_ring_fd = false;  // Options::register_ring_fd in force
+  bool registered_file = false;     // Options::register_file in force
+  bool fixed_buffers = false;       // Options::fixed_buffers in force
+  bool sqpoll = false;              // Options::sqpoll in force
+  bool iopoll = false;              // Options::iopoll in force
+};
+
+struct DeviceStats {
+  DeviceKind kind = DeviceKind::kMemory;
+  std::string path;
+  uint32_t lba_bytes = 0;             // logical block size
+  uint64_t lba_count = 0;             // capacity in logical blocks
+  uint64_t capacity_bytes = 0;        // lba_count * lba_bytes
+  uint32_t max_transfer_bytes = 0;    // largest single command; larger requests are split
+  bool volatile_write_cache = false;  // durable writes need FUA or a flush
+  bool block_device = false;
+  uint32_t nsid = 0;                  // NVMe namespace id, 0 elsewhere
+  RingFeatures ring;
+  std::vector<std::string> notes;     // fallbacks taken at Open, one sentence each
+};
+
+struct Stats {
+  // Keys and memory.
+  uint64_t live_keys = 0;
+  uint64_t index_bytes = 0;           // memory taken by the in-memory index
+  double index_bytes_per_key = 0;
+
+  // Operations.
+  uint64_t puts = 0;
+  uint64_t deletes = 0;
+  uint64_t gets = 0;
+  uint64_t batches = 0;
+
+  // Bytes written and write amplification.
+  uint64_t user_bytes_written = 0;        // key + value bytes of acknowledged writes
+  uint64_t device_bytes_written = 0;      // page bytes written, compaction included
+  uint64_t compaction_bytes_written = 0;
+  double write_amplification = 0;         // device_bytes_written / user_bytes_written
+
+  // Device operations.
+  uint64_t pages_written = 0;
+  uint64_t page_reads = 0;
+  uint64_t flushes = 0;
+  uint64_t fua_writes = 0;
+  uint64_t verify_reads = 0;  // reads a hash-mode overwrite needed to confirm which key it had
+
+  // Space.
+  uint64_t capacity_bytes = 0;  // usable by the log
+  uint64_t live_bytes = 0;      // held by live records
+  uint64_t segments_total = 0;
+  uint64_t segments_free = 0;
+  uint64_t segments_cleaned = 0;
+
+  // The last Open's recovery.
+  uint64_t recovery_pages_scanned = 0;
+  uint64_t recovery_records = 0;
+  uint64_t recovery_batches_discarded = 0;  // torn batches dropped whole
+  double recovery_seconds = 0;
+
+  // Layout and configuration in force.
+  uint32_t page_bytes = 0;
+  uint32_t pages_per_segment = 0;
+  uint32_t shard_count = 0;
+  IndexMode index_mode = IndexMode::kHash;
+  DeviceStats device;
+
+  // Several lines of "name: value", for people.
+  std::string ToString() const;
+  // One JSON object with every field above, under the same names ("device" and "ring" nested).
+  std::string ToJson() const;
+};
+
+}  // namespace nvkv
+
+#endif  // NVKV_STATS_H_

@@ -1,0 +1,219 @@
+#include "nvkv/stats.h"
+
+#include <cmath>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace nvkv {
+namespace {
+
+// JSON string literal (RFC 8259): quotes, backslash and control characters escaped; other
+// bytes copied as they are (paths and notes are UTF-8 or ASCII in practice).
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+// JSON has no NaN or infinity.
+std::string JsonNumber(double value) {
+  if (!std::isfinite(value)) return "null";
+  return absl::StrFormat("%.6g", value);
+}
+
+const char* JsonBool(bool value) { return value ? "true" : "false"; }
+
+// Builds one JSON object: Add() calls in order, then Finish().
+class JsonObject {
+ public:
+  void Add(std::string_view name, uint64_t value) { Raw(name, absl::StrCat(value)); }
+  void Add(std::string_view name, uint32_t value) { Raw(name, absl::StrCat(value)); }
+  void Add(std::string_view name, double value) { Raw(name, JsonNumber(value)); }
+  void Add(std::string_view name, bool value) { Raw(name, JsonBool(value)); }
+  void Add(std::string_view name, const char* value) { Raw(name, JsonString(value)); }
+  void Add(std::string_view name, const std::string& value) { Raw(name, JsonString(value)); }
+  void Raw(std::string_view name, std::string_view json) {
+    text_ += text_.empty() ? '{' : ',';
+    text_ += JsonString(name);
+    text_ += ':';
+    text_.append(json);
+  }
+  std::string Finish() { return text_.empty() ? "{}" : text_ + "}"; }
+
+ private:
+  std::string text_;
+};
+
+std::string RingJson(const RingFeatures& ring) {
+  JsonObject json;
+  json.Add("queue_depth", ring.queue_depth);
+  json.Add("sq_entries", ring.sq_entries);
+  json.Add("sqe128_cqe32", ring.sqe128_cqe32);
+  json.Add("single_issuer", ring.single_issuer);
+  json.Add("defer_taskrun", ring.defer_taskrun);
+  json.Add("coop_taskrun", ring.coop_taskrun);
+  json.Add("registered_ring_fd", ring.registered_ring_fd);
+  json.Add("registered_file", ring.registered_file);
+  json.Add("fixed_buffers", ring.fixed_buffers);
+  json.Add("sqpoll", ring.sqpoll);
+  json.Add("iopoll", ring.iopoll);
+  return json.Finish();
+}
+
+std::string DeviceJson(const DeviceStats& device) {
+  JsonObject json;
+  json.Add("kind", DeviceKindName(device.kind));
+  json.Add("path", device.path);
+  json.Add("lba_bytes", device.lba_bytes);
+  json.Add("lba_count", device.lba_count);
+  json.Add("capacity_bytes", device.capacity_bytes);
+  json.Add("max_transfer_bytes", device.max_transfer_bytes);
+  json.Add("volatile_write_cache", device.volatile_write_cache);
+  json.Add("block_device", device.block_device);
+  json.Add("nsid", device.nsid);
+  json.Raw("ring", RingJson(device.ring));
+  std::string notes = "[";
+  for (size_t i = 0; i < device.notes.size(); ++i) {
+    absl::StrAppend(&notes, i == 0 ? "" : ",", JsonString(device.notes[i]));
+  }
+  json.Raw("notes", notes + "]");
+  return json.Finish();
+}
+
+// Ring features in force, as a list of names ("sqe128_cqe32 single_issuer ...").
+std::string RingFeatureNames(const RingFeatures& ring) {
+  std::string names;
+  auto add = [&names](bool on, const char* name) {
+    if (on) absl::StrAppend(&names, names.empty() ? "" : " ", name);
+  };
+  add(ring.sqe128_cqe32, "sqe128_cqe32");
+  add(ring.single_issuer, "single_issuer");
+  add(ring.defer_taskrun, "defer_taskrun");
+  add(ring.coop_taskrun, "coop_taskrun");
+  add(ring.registered_ring_fd, "registered_ring_fd");
+  add(ring.registered_file, "registered_file");
+  add(ring.fixed_buffers, "fixed_buffers");
+  add(ring.sqpoll, "sqpoll");
+  add(ring.iopoll, "iopoll");
+  return names.empty() ? "none" : names;
+}
+
+}  // namespace
+
+const char* DeviceKindName(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kNvmePassthrough:
+      return "nvme-passthrough";
+    case DeviceKind::kDirectFile:
+      return "direct-file";
+    case DeviceKind::kSyncFile:
+      return "sync-file";
+    case DeviceKind::kMemory:
+      return "memory";
+  }
+  return "unknown";
+}
+
+const char* IndexModeName(IndexMode mode) {
+  switch (mode) {
+    case IndexMode::kHash:
+      return "hash";
+    case IndexMode::kOrdered:
+      return "ordered";
+  }
+  return "unknown";
+}
+
+std::string Stats::ToString() const {
+  std::string out;
+  absl::StrAppendFormat(&out, "device: %s %s, %u-byte LBAs, %u LBAs (%u bytes)\n",
+                        DeviceKindName(device.kind), device.path, device.lba_bytes,
+                        device.lba_count, device.capacity_bytes);
+  absl::StrAppendFormat(&out, "ring: depth %u, %s\n", device.ring.queue_depth,
+                        RingFeatureNames(device.ring));
+  for (const std::string& note : device.notes) absl::StrAppend(&out, "note: ", note, "\n");
+  absl::StrAppendFormat(&out, "layout: %u-byte pages, %u pages per segment, %u shards, %s index\n",
+                        page_bytes, pages_per_segment, shard_count, IndexModeName(index_mode));
+  absl::StrAppendFormat(&out, "keys: %u live, index %u bytes (%.1f bytes per key)\n", live_keys,
+                        index_bytes, index_bytes_per_key);
+  absl::StrAppendFormat(&out, "operations: %u puts, %u deletes, %u gets, %u batches\n", puts,
+                        deletes, gets, batches);
+  absl::StrAppendFormat(&out,
+                        "written: %u user bytes, %u device bytes (%u by compaction), "
+                        "write amplification %.2f\n",
+                        user_bytes_written, device_bytes_written, compaction_bytes_written,
+                        write_amplification);
+  absl::StrAppendFormat(&out, "device operations: %u page writes, %u page reads, %u flushes, "
+                              "%u FUA writes, %u verify reads\n",
+                        pages_written, page_reads, flushes, fua_writes, verify_reads);
+  absl::StrAppendFormat(&out, "space: %u of %u bytes live; segments %u total, %u free, "
+                              "%u cleaned\n",
+                        live_bytes, capacity_bytes, segments_total, segments_free,
+                        segments_cleaned);
+  absl::StrAppendFormat(&out, "recovery: %u pages scanned, %u records, %u batches discarded, "
+                              "%.3f s\n",
+                        recovery_pages_scanned, recovery_records, recovery_batches_discarded,
+                        recovery_seconds);
+  return out;
+}
+
+std::string Stats::ToJson() const {
+  JsonObject json;
+  json.Add("live_keys", live_keys);
+  json.Add("index_bytes", index_bytes);
+  json.Add("index_bytes_per_key", index_bytes_per_key);
+  json.Add("puts", puts);
+  json.Add("deletes", deletes);
+  json.Add("gets", gets);
+  json.Add("batches", batches);
+  json.Add("user_bytes_written", user_bytes_written);
+  json.Add("device_bytes_written", device_bytes_written);
+  json.Add("compaction_bytes_written", compaction_bytes_written);
+  json.Add("write_amplification", write_amplification);
+  json.Add("pages_written", pages_written);
+  json.Add("page_reads", page_reads);
+  json.Add("flushes", flushes);
+  json.Add("fua_writes", fua_writes);
+  json.Add("verify_reads", verify_reads);
+  json.Add("capacity_bytes", capacity_bytes);
+  json.Add("live_bytes", live_bytes);
+  json.Add("segments_total", segments_total);
+  json.Add("segments_free", segments_free);
+  json.Add("segments_cleaned", segments_cleaned);
+  json.Add("recovery_pages_scanned", recovery_pages_scanned);
+  json.Add("recovery_records", recovery_records);
+  json.Add("recovery_batches_discarded", recovery_batches_discarded);
+  json.Add("recovery_seconds", recovery_seconds);
+  json.Add("page_bytes", page_bytes);
+  json.Add("pages_per_segment", pages_per_segment);
+  json.Add("shard_count", shard_count);
+  json.Add("index_mode", IndexModeName(index_mode));
+  json.Raw("device", DeviceJson(device));
+  return json.Finish();
+}
+
+}  // namespace nvkv
