@@ -101,6 +101,14 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
   }
   if (fd < 0) return OpenError(errno, path);
   FdCloser closer{fd};
+  // A file this call created is removed again if the open fails later on.
+  struct CreatedFileRemover {
+    const std::string& path;
+    bool armed;
+    ~CreatedFileRemover() {
+      if (armed) unlink(path.c_str());
+    }
+  } remover{path, created};
 
   struct stat st;
   if (fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fstat ", path));
@@ -177,6 +185,7 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
   }
   opened.fd = fd;
   closer.fd = -1;
+  remover.armed = false;
   return opened;
 }
 

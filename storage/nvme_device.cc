@@ -29,7 +29,7 @@ constexpr uint32_t kHostPageBytes = 4096;
 constexpr uint32_t kDriverMaxSegments = 127;
 constexpr uint64_t kDriverMaxTransferBytes = 4 << 20;
 // RingDevice::Enqueue takes a request's SQEs into a fixed array of this many.
-constexpr uint32_t kMaxCommandsPerRequest = 64;
+constexpr uint32_t kMaxCommandsPerRequest = RingDevice::kMaxSqesPerRequest;
 // NVMe I/O needs dword-aligned data (PRP entries); the kernel bounces anything less.
 constexpr uint32_t kNvmeMemoryAlignment = 4;
 

@@ -65,7 +65,7 @@ absl::Status RingDevice::Enqueue(IoRequest* request) {
   if (!valid.ok()) return valid;
   const uint32_t sqe_count = SqeCount(*request);
   NVKV_CHECK(sqe_count > 0);
-  if (sqe_count > info_.ring.sq_entries) {
+  if (sqe_count > info_.ring.sq_entries || sqe_count > kMaxSqesPerRequest) {
     return absl::InvalidArgumentError(
         absl::StrCat("request needs ", sqe_count, " commands; the queue holds ",
                      info_.ring.sq_entries));
@@ -76,8 +76,7 @@ absl::Status RingDevice::Enqueue(IoRequest* request) {
                                                " requests in flight, depth ",
                                                info_.ring.queue_depth, "): reap first"));
   }
-  io_uring_sqe* sqes[64];
-  NVKV_CHECK(sqe_count <= 64);
+  io_uring_sqe* sqes[kMaxSqesPerRequest];
   for (uint32_t i = 0; i < sqe_count; ++i) {
     sqes[i] = ring_->GetSqe();
     // sqes_in_flight_ bounds SQ use, so a slot is always there.

@@ -20,6 +20,9 @@ namespace nvkv::storage {
 
 class RingDevice : public Device {
  public:
+  // Commands one request may be split into (larger requests are refused with kInvalidArgument).
+  static constexpr uint32_t kMaxSqesPerRequest = 64;
+
   ~RingDevice() override;
 
   const DeviceInfo& info() const override { return info_; }

@@ -13,6 +13,10 @@ namespace nvkv::storage {
 
 absl::StatusOr<std::unique_ptr<SyncFileDevice>> SyncFileDevice::Open(
     const std::string& path, const DeviceOptions& options) {
+  if (options.ring.queue_depth == 0 || options.ring.queue_depth > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("queue depth ", options.ring.queue_depth,
+                                                   " must be between 1 and 4096"));
+  }
   auto opened = OpenFileForDirectIo(path, options);
   if (!opened.ok()) return opened.status();
   auto pool = BufferPool::Create(options.buffers);
