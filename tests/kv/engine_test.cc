@@ -204,13 +204,13 @@ TEST_P(EngineTest, MatchesMapModelAcrossReopens) {
   std::map<std::string, std::string> model;
   auto engine = OpenStore();
   ASSERT_NE(engine, nullptr);
-  for (int step = 0; step < 6000; ++step) {
+  for (int step = 0; step < 4000; ++step) {
     const std::string key = "k" + std::to_string(rng() % 300);
     const int action = rng() % 100;
     if (action < 55) {
       std::string value(rng() % 300, static_cast<char>('a' + rng() % 26));
       if (rng() % 50 == 0) value.assign(5000 + rng() % 20000, 'L');  // large
-      ASSERT_THAT(Put(*engine, key, value, rng() % 2 == 0), IsOk());
+      ASSERT_THAT(Put(*engine, key, value, rng() % 3 == 0), IsOk());
       model[key] = value;
     } else if (action < 70) {
       ASSERT_THAT(Delete(*engine, key), IsOk());
