@@ -11,7 +11,9 @@
 #
 # Environment: NVKV_IOBENCH (default: build/bench/nvkv-iobench next to this script's repo),
 #   FIO (default: fio), SKIP_PRECONDITION=1 to reuse a file already written in full,
-#   NVKV_EXTRA_ARGS (e.g. "--submit-batch=32") appended to every nvkv-iobench run.
+#   NVKV_EXTRA_ARGS (e.g. "--submit-batch=32") appended to every nvkv-iobench run,
+#   PIN_CPU=N to run both tools under taskset -c N (at depth 1, which CPU the thread sleeps on
+#   relative to the disk's interrupt moves IOPS by up to 2x; see bench/README.md).
 #
 # Method: for each workload, PAIRS pairs run back to back; the order inside a pair alternates
 # (fio first in odd pairs, nvkv first in even pairs) so neither tool always follows the other.
@@ -21,7 +23,7 @@
 set -euo pipefail
 
 if [[ $# -lt 4 ]]; then
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 file=$1
@@ -33,6 +35,8 @@ workloads=("$@")
 if [[ ${#workloads[@]} -eq 0 ]]; then workloads=(randread:4k:1 randread:4k:32); fi
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+pin=()
+if [[ -n ${PIN_CPU:-} ]]; then pin=(taskset -c "$PIN_CPU"); fi
 iobench=${NVKV_IOBENCH:-$repo/build/bench/nvkv-iobench}
 fio=${FIO:-fio}
 if ! command -v "$fio" >/dev/null; then
@@ -59,7 +63,7 @@ fi
 # IOPS of one fio run: terse v3 field 8 is read IOPS, field 49 write IOPS.
 run_fio() {
   local rw=$1 bs=$2 depth=$3
-  "$fio" --name=cmp --filename="$file" --ioengine=io_uring --direct=1 --fixedbufs=1 \
+  "${pin[@]}" "$fio" --name=cmp --filename="$file" --ioengine=io_uring --direct=1 --fixedbufs=1 \
     --registerfiles=1 --hipri=0 --sqthread_poll=0 --bs="$bs" --iodepth="$depth" --rw="$rw" \
     --size="$size" --runtime="$runtime" --time_based --output-format=terse |
     awk -F';' '{ printf "%.1f\n", $8 + $49 }'
@@ -68,7 +72,7 @@ run_fio() {
 # IOPS of one nvkv-iobench run (its JSON has a top-level "iops").
 run_nvkv() {
   local rw=$1 bs=$2 depth=$3
-  "$iobench" --filename="$file" --size="$size" --rw="$rw" --bs="$bs" --iodepth="$depth" \
+  "${pin[@]}" "$iobench" --filename="$file" --size="$size" --rw="$rw" --bs="$bs" --iodepth="$depth" \
     --runtime="$runtime" --fixedbufs=1 --register-files=1 --output-format=json \
     ${NVKV_EXTRA_ARGS:-} |
     sed -n 's/.*"iops": \([0-9.]*\).*/\1/p'
@@ -76,7 +80,7 @@ run_nvkv() {
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "# machine: $(nproc) cpus, kernel $(uname -r), $(df -T "$file" | awk 'NR == 2 { print $2 }') on $(df "$file" | awk 'NR == 2 { print $1 }')" >&2
+echo "# pinned: ${PIN_CPU:-no}; machine: $(nproc) cpus, kernel $(uname -r), $(df -T "$file" | awk 'NR == 2 { print $2 }') on $(df "$file" | awk 'NR == 2 { print $1 }')" >&2
 summary=()
 for workload in "${workloads[@]}"; do
   IFS=: read -r rw bs depth <<<"$workload"
