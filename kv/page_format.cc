@@ -119,7 +119,9 @@ uint32_t PageBuilder::AddRecord(const RecordHeader& header, std::string_view key
   uint8_t* out = page_ + offset;
   std::memcpy(out, &header, sizeof(header));
   std::memcpy(out + sizeof(header), key.data(), key.size());
-  std::memcpy(out + sizeof(header) + key.size(), value.data(), value.size());
+  // A delete has no value, and an empty string_view may hold a null pointer: memcpy must not
+  // see it even for zero bytes.
+  if (!value.empty()) std::memcpy(out + sizeof(header) + key.size(), value.data(), value.size());
   used_bytes_ += bytes;
   ++record_count_;
   return offset;

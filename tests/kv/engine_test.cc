@@ -111,9 +111,12 @@ TEST_P(EngineTest, BatchIsAppliedWhole) {
   ASSERT_NE(engine, nullptr);
   ASSERT_THAT(Put(*engine, "gone", "x"), IsOk());
   std::vector<WriteOp> ops;
-  std::vector<std::string> keys;
-  for (int i = 0; i < 50; ++i) keys.push_back("batch" + std::to_string(i));
-  for (const auto& k : keys) ops.push_back(WriteOp{false, k, k + "-value"});
+  std::vector<std::string> keys, values;  // the ops only view these
+  for (int i = 0; i < 50; ++i) {
+    keys.push_back("batch" + std::to_string(i));
+    values.push_back(keys.back() + "-value");
+  }
+  for (int i = 0; i < 50; ++i) ops.push_back(WriteOp{false, keys[i], values[i]});
   ops.push_back(WriteOp{true, "gone", {}});
   ops.push_back(WriteOp{false, "batch0", "last-wins"});
   ASSERT_THAT(engine->Write(ops, true), IsOk());
