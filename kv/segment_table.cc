@@ -14,11 +14,15 @@ SegmentTable::SegmentTable(uint64_t segment_count, uint64_t segment_capacity_byt
       reserve_user_(reserve_user),
       info_(new Info[segment_count]) {}
 
+uint64_t SegmentTable::KeepFor(SegmentUse use) const {
+  return use == SegmentUse::kUserPut      ? reserve_user_
+         : use == SegmentUse::kUserDelete ? 1
+                                          : 0;
+}
+
 absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint32_t* generation) {
   absl::MutexLock lock(&mu_);
-  const uint64_t keep = use == SegmentUse::kUserPut      ? reserve_user_
-                        : use == SegmentUse::kUserDelete ? 1
-                                                         : 0;
+  const uint64_t keep = KeepFor(use);
   if (free_.size() <= keep) {
     return absl::ResourceExhaustedError(
         absl::StrCat("store full: ", free_.size(), " free segments of ", segment_count_,
@@ -87,7 +91,6 @@ void SegmentTable::Free(uint64_t segment) {
   info.min_sequence.store(UINT64_MAX);
   info.max_sequence.store(0);
   free_.push_back(segment);
-  freed_.SignalAll();
 }
 
 void SegmentTable::NoteRecord(uint64_t segment, uint64_t sequence) {
@@ -145,11 +148,11 @@ SegmentState SegmentTable::state(uint64_t segment) {
   return info_[segment].state;
 }
 
-bool SegmentTable::WaitForFree(absl::Duration timeout) {
+bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
+  const uint64_t keep = KeepFor(use);
+  auto enough = [this, keep]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return free_.size() > keep; };
   absl::MutexLock lock(&mu_);
-  const size_t before = free_.size();
-  freed_.WaitWithTimeout(&mu_, timeout);
-  return free_.size() > before;
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 
 }  // namespace nvkv::kv

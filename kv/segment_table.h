@@ -78,8 +78,10 @@ class SegmentTable {
   }
   SegmentState state(uint64_t segment);
 
-  // Blocks until a segment is freed or `timeout` passes; false on timeout.
-  bool WaitForFree(absl::Duration timeout);
+  // Blocks until Allocate(use) would find a free segment (more than `use` must leave) or
+  // `timeout` passes; returns whether one is there. Waits on the free count itself, not for a
+  // Free call, so a segment freed before the wait begins is not missed.
+  bool WaitForFree(SegmentUse use, absl::Duration timeout);
 
  private:
   struct Info {
@@ -96,8 +98,10 @@ class SegmentTable {
   std::unique_ptr<Info[]> info_;
   std::atomic<uint64_t> next_generation_{1};
   absl::Mutex mu_;
+  // Free segments a `use` must leave.
+  uint64_t KeepFor(SegmentUse use) const;
+
   std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
-  absl::CondVar freed_;
 };
 
 }  // namespace nvkv::kv

@@ -521,7 +521,7 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
       if (absl::IsResourceExhausted(room) && attempt + 1 < kMaxResolveRetries) {
         // Give compaction a chance to free a segment, once per attempt.
         WakeCompaction();
-        if (segments_->WaitForFree(absl::Seconds(2))) continue;
+        if (segments_->WaitForFree(use, absl::Seconds(2))) continue;
       }
       return room;
     }

@@ -243,7 +243,7 @@ TEST(SegmentTableTest, WaitForFreeWakesWhenASegmentIsFreed) {
   auto table = FreshTable(2, 0);
   const uint64_t a = FilledSegment(*table, 10, 1, 1);
   FilledSegment(*table, 10, 2, 2);
-  EXPECT_FALSE(table->WaitForFree(absl::Milliseconds(20)));
+  EXPECT_FALSE(table->WaitForFree(SegmentUse::kCompaction, absl::Milliseconds(20)));
   auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, a);
@@ -251,9 +251,31 @@ TEST(SegmentTableTest, WaitForFreeWakesWhenASegmentIsFreed) {
     absl::SleepFor(absl::Milliseconds(50));
     table->Free(a);
   });
-  EXPECT_TRUE(table->WaitForFree(absl::Seconds(10)));
+  EXPECT_TRUE(table->WaitForFree(SegmentUse::kCompaction, absl::Seconds(10)));
   cleaner.join();
   EXPECT_EQ(table->free_count(), 1u);
+}
+
+// A writer that found the store full wakes compaction and then waits. When compaction frees
+// what it needs before the wait begins, the wait must not sleep through its whole timeout.
+TEST(SegmentTableTest, WaitForFreeSeesSegmentsFreedBeforeItStarted) {
+  auto table = FreshTable(3, 1);
+  FilledSegment(*table, 10, 1, 1);
+  FilledSegment(*table, 10, 2, 2);
+  uint32_t generation = 0;
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
+  ASSERT_TRUE(victim.has_value());
+  table->Free(*victim);  // compaction ran between the failed Allocate and the wait
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(table->WaitForFree(SegmentUse::kUserPut, absl::Seconds(5)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  // Not enough for a put (it must leave one), but enough for a delete: no wait either way.
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation), IsOk());
+  EXPECT_FALSE(table->WaitForFree(SegmentUse::kUserPut, absl::Milliseconds(10)));
+  EXPECT_FALSE(table->WaitForFree(SegmentUse::kUserDelete, absl::Milliseconds(10)));
+  EXPECT_TRUE(table->WaitForFree(SegmentUse::kCompaction, absl::Milliseconds(10)));
 }
 
 }  // namespace
