@@ -114,7 +114,9 @@ void Engine::Impl::WriterLoop() {
       shard.wants_writer.store(false, std::memory_order_relaxed);
       if (head.open != nullptr && !head.open->builder.empty()) {
         const bool waited_on = head.durable_wanted >= head.open->head_counter;
-        const bool aged = now - head.open_since_us >= options_.max_write_delay_us;
+        // `now` was read before this lock: a page opened since then has open_since_us > now,
+        // and now - open_since_us would wrap around to "aged".
+        const bool aged = now >= head.open_since_us + options_.max_write_delay_us;
         if (waited_on || aged || stopping) {
           head.open->builder.Finish(store_seed_, head.open->page_number);
           head.sealed.push_back(head.open);
