@@ -240,8 +240,7 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   store_seed_ = StoreSeed(superblock.store_id);
 
   // Shards, segments, queues.
-  segments_ = std::make_unique<SegmentTable>(geometry_.segment_count, geometry_.segment_bytes(),
-                                              options_.shard_count + 2);
+  segments_ = std::make_unique<SegmentTable>(geometry_, options_.shard_count + 2);
   for (uint32_t i = 0; i < options_.shard_count; ++i) {
     auto shard = std::make_unique<Shard>();
     shard->id = i;

@@ -146,7 +146,9 @@ uint64_t AppendToOpenPage(Engine::Impl& engine, Shard& shard, const RecordHeader
   const uint32_t offset = open->builder.AddRecord(header, key, value);
   NVKV_CHECK(offset != 0);
   if (!engine.ordered_) open->tags.emplace_back(engine.TagOf(hash), offset);
-  engine.segments_->NoteRecord(open->segment, header.sequence);
+  engine.segments_->NoteRecord(open->segment, header.sequence,
+                              RecordBytes(key.size(), value.size()),
+                              header.type == static_cast<uint8_t>(RecordType::kDelete));
   return open->page_number;
 }
 
@@ -408,7 +410,7 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     range.segment = head.segment;
     head.ranges.push_back(range);
     engine.segments_->AddPending(head.segment, static_cast<int32_t>(count));
-    engine.segments_->NoteRecord(head.segment, h.sequence);
+    engine.segments_->NoteRecord(head.segment, h.sequence, record_bytes, /*is_delete=*/false);
     for (uint32_t i = 0; i < count; ++i) shard.unwritten[first_page + i] = nullptr;
     ApplyToIndex(engine, shard, key, hash, current, /*is_delete=*/false, first_page,
                  record_bytes);

@@ -17,27 +17,58 @@ namespace {
 using ::nvkv::testing::IsOk;
 using ::nvkv::testing::StatusIs;
 
-constexpr uint64_t kSegmentBytes = 64 << 10;
+// Segments of 16 pages of 4 KiB: 64 KiB, of which 16 x 4056 bytes hold records.
+constexpr uint32_t kPageBytes = 4096;
+constexpr uint32_t kPagesPerSegment = 16;
+constexpr int64_t kSegmentBytes = kPageBytes * kPagesPerSegment;
+constexpr int64_t kPayloadBytes = kPageBytes - sizeof(PageHeader);
+// Records a head packs into a segment (about 98% of the payload with ~130-byte records).
+constexpr int64_t kDenseBytes = kPagesPerSegment * kPayloadBytes * 98 / 100;
 
 // A table as a freshly formatted store has it: every segment free.
 std::unique_ptr<SegmentTable> FreshTable(uint64_t segments, uint32_t reserve_user) {
-  auto table = std::make_unique<SegmentTable>(segments, kSegmentBytes, reserve_user);
+  Geometry geometry;
+  geometry.page_bytes = kPageBytes;
+  geometry.pages_per_segment = kPagesPerSegment;
+  geometry.segment_count = segments;
+  auto table = std::make_unique<SegmentTable>(geometry, reserve_user);
   table->FinishRecovery();
   return table;
 }
 
-// Allocates a segment for a head and seals it with `live_bytes` live and records with sequences
-// [min_sequence, max_sequence], as a head that filled it would leave it.
-uint64_t FilledSegment(SegmentTable& table, int64_t live_bytes, uint64_t min_sequence,
-                       uint64_t max_sequence) {
+// What a head left in a segment it filled.
+struct Contents {
+  int64_t live_bytes = 0;       // of puts still current
+  int64_t record_bytes = -1;    // every record written; -1: as many as live_bytes + tombstones
+  int64_t tombstone_bytes = 0;  // of deletes (never live)
+  uint64_t min_sequence = 1;
+  uint64_t max_sequence = 1;
+};
+
+// Allocates a segment for a head, appends records as `contents` says and seals it.
+uint64_t FilledSegment(SegmentTable& table, const Contents& contents) {
   uint32_t generation = 0;
   absl::StatusOr<uint64_t> segment = table.Allocate(SegmentUse::kCompaction, &generation);
   EXPECT_THAT(segment, IsOk());
-  table.AddLive(*segment, live_bytes);
-  table.NoteRecord(*segment, min_sequence);
-  table.NoteRecord(*segment, max_sequence);
+  const int64_t records = contents.record_bytes >= 0
+                              ? contents.record_bytes
+                              : contents.live_bytes + contents.tombstone_bytes;
+  const int64_t puts = records - contents.tombstone_bytes;
+  table.NoteRecord(*segment, contents.min_sequence, static_cast<uint32_t>(puts), false);
+  table.NoteRecord(*segment, contents.max_sequence,
+                   static_cast<uint32_t>(contents.tombstone_bytes), true);
+  table.AddLive(*segment, contents.live_bytes);
   table.Seal(*segment);
   return *segment;
+}
+
+// A segment a head packed full, `live_bytes` of it still live, records [min, max].
+uint64_t FilledSegment(SegmentTable& table, int64_t live_bytes, uint64_t min_sequence,
+                       uint64_t max_sequence) {
+  return FilledSegment(table, {.live_bytes = live_bytes,
+                               .record_bytes = std::max(live_bytes, kDenseBytes),
+                               .min_sequence = min_sequence,
+                               .max_sequence = max_sequence});
 }
 
 TEST(SegmentTableTest, AllocateLeavesTheReserveOfEachUse) {
@@ -199,6 +230,58 @@ TEST(SegmentTableTest, OnlyWithGarbageSkipsFullSegments) {
   EXPECT_EQ(*victim, full);
 }
 
+// A segment whose records are all live is "full" although page headers and the slack at the end
+// of each page keep its live bytes ~2% under its size: cleaning it would only rewrite it (on a
+// full store, forever). Less than a page of dead records gains nothing either.
+TEST(SegmentTableTest, OnlyWithGarbageSkipsSegmentsThatCleaningWouldNotShrink) {
+  auto table = FreshTable(4, 0);
+  const uint64_t all_live = FilledSegment(*table, {.live_bytes = kDenseBytes});
+  FilledSegment(*table, {.live_bytes = kDenseBytes - 1000, .record_bytes = kDenseBytes});
+  for (VictimPolicy policy : {VictimPolicy::kGreedy, VictimPolicy::kCostBenefit}) {
+    EXPECT_FALSE(table->PickVictim(policy, 100, /*only_with_garbage=*/true).has_value());
+  }
+  // Overwrites kill two pages' worth of its records: now it is worth cleaning.
+  table->AddLive(all_live, -2 * kPayloadBytes);
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, all_live);
+}
+
+// Durable writes, one after another, each seal a page holding one record: a segment of such
+// pages has no dead record, yet its records repack into a page or two.
+TEST(SegmentTableTest, OnlyWithGarbageCleansSparseSegmentsWithoutDeadRecords) {
+  auto table = FreshTable(4, 0);
+  const uint64_t sparse = FilledSegment(*table, {.live_bytes = kPagesPerSegment * 150});
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, sparse);
+}
+
+// Tombstones are not live bytes, but compaction copies them while an older record of their key
+// may remain elsewhere. A segment of such tombstones is not empty: cleaning it frees nothing,
+// and a greedy cleaner that took it for empty would pick it (and its copy) again and again.
+TEST(SegmentTableTest, TombstonesCountAsKeptWhileOlderRecordsRemain) {
+  auto table = FreshTable(5, 0);
+  // Old puts, half dead; then deletes (newer) filling a segment.
+  const uint64_t old_puts =
+      FilledSegment(*table, {.live_bytes = kDenseBytes / 2, .record_bytes = kDenseBytes,
+                             .min_sequence = 1, .max_sequence = 1000});
+  const uint64_t tombstones =
+      FilledSegment(*table, {.tombstone_bytes = kDenseBytes, .min_sequence = 1001,
+                             .max_sequence = 2000});
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 3000, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, old_puts);
+  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 3000, true).has_value())
+      << "the tombstones must stay while older records remain";
+  // Once the older records are gone, every tombstone may be dropped: all of it is garbage.
+  table->AddLive(old_puts, -kDenseBytes / 2);
+  table->Free(old_puts);
+  victim = table->PickVictim(VictimPolicy::kGreedy, 3000, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, tombstones);
+}
+
 TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
   auto table = FreshTable(5, 0);
   EXPECT_EQ(table->MinSequenceExcept(0), UINT64_MAX);
@@ -207,12 +290,13 @@ TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
   uint32_t generation = 0;
   absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation);
   ASSERT_THAT(open, IsOk());
-  table->NoteRecord(*open, 70);
-  table->NoteRecord(*open, 60);  // out of order: compaction copies keep their old sequence
+  table->NoteRecord(*open, 70, 100, false);
+  // Out of order: compaction copies keep their old sequence.
+  table->NoteRecord(*open, 60, 100, false);
   EXPECT_EQ(table->MinSequenceExcept(b), 5u);
   EXPECT_EQ(table->MinSequenceExcept(a), 30u);
   // The open segment counts too: a tombstone must not be dropped while a head holds older data.
-  table->NoteRecord(*open, 2);
+  table->NoteRecord(*open, 2, 100, false);
   EXPECT_EQ(table->MinSequenceExcept(a), 2u);
   // A freed segment no longer holds anything.
   auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, false);
@@ -223,7 +307,11 @@ TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
 }
 
 TEST(SegmentTableTest, RecoveredSegmentsKeepStateAndSequences) {
-  SegmentTable table(4, kSegmentBytes, 0);
+  Geometry geometry;
+  geometry.page_bytes = kPageBytes;
+  geometry.pages_per_segment = kPagesPerSegment;
+  geometry.segment_count = 4;
+  SegmentTable table(geometry, 0);
   table.RecoverSegment(0, true, 7, 9);
   table.RecoverSegment(1, false, UINT64_MAX, 0);
   table.RecoverSegment(2, true, 3, 4);
