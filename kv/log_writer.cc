@@ -51,6 +51,14 @@ void Engine::Impl::OnPageWritten(storage::IoRequest* request) {
   Shard& shard = *slot->shard;
   const bool ok = request->status.ok();
   if (!ok) engine.SetBroken(request->status);
+  if (ok) {
+    // The page is on the device: other shards' readers may read it there. This must happen
+    // before the slot is recycled below (readers of those shards hold only their own lock).
+    for (Shard* other : slot->foreign) {
+      absl::MutexLock other_lock(&other->mu);
+      other->unwritten.erase(slot->page_number);
+    }
+  }
   absl::MutexLock lock(&shard.mu);
   for (PageRange& range : shard.head.ranges) {
     if (range.counter_begin != slot->head_counter) continue;

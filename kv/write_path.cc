@@ -103,6 +103,7 @@ absl::Status OpenNewPage(Engine::Impl& engine, Shard& shard, SegmentUse use)
   slot->builder.Start(slot->buffer.data, engine.geometry_, PageType::kData, head.generation,
                       head.next_page, slot->head_counter);
   slot->tags.clear();
+  slot->foreign.clear();
   ++head.next_page;
   head.open = slot;
   head.open_since_us = NowMicros();
@@ -562,18 +563,31 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
         NVKV_CHECK(opened.ok());
       }
       const uint64_t page = AppendToOpenPage(*this, head_shard, header, p.op->key, value, p.hash);
-      last_counter = head_shard.head.open->head_counter;
+      PageSlot* open = head_shard.head.open;
+      last_counter = open->head_counter;
       p.shard->mu.AssertHeld();
+      if (p.shard != &head_shard && p.shard->unwritten.emplace(page, open).second) {
+        // Readers of this key look in its own shard's map for pages still in memory.
+        open->foreign.push_back(p.shard);
+      }
       ApplyToIndex(*this, *p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes);
       user_bytes_.fetch_add(p.op->key.size() + value.size());
       (p.op->is_delete ? deletes_ : puts_).fetch_add(1);
     }
     if (!single) batches_.fetch_add(1);
+    bool sealed_foreign = false;
+    if (head_shard.head.open != nullptr && !head_shard.head.open->foreign.empty()) {
+      // Other shards' readers read this page under their own locks: it must not change anymore
+      // (pages the batch filled before were sealed when it moved on).
+      SealOpenPage(*this, head_shard);
+      sealed_foreign = true;
+    }
     if (!durable) {
       // Make sure the writer knows there is an open page to age out.
       head_shard.wants_writer.store(true, std::memory_order_release);
     }
     for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
+    if (sealed_foreign) WakeWriter();
     if (!durable) return absl::OkStatus();
     return WaitDurable(head_shard, last_counter);
   }

@@ -260,6 +260,50 @@ TEST_P(EngineTest, MatchesMapModelAcrossReopens) {
   EXPECT_EQ(engine->Stats().live_keys, model.size());
 }
 
+// A batch goes to the log head of its lowest shard, so records of keys of other shards sit in
+// that head's page while it is in memory. Reads and overwrites of those keys must find them
+// there (and not read the page's old contents from the device).
+TEST_P(EngineTest, KeysOfABatchAreReadableBeforeItsPageIsWritten) {
+  EngineOptions options = SmallStore(GetParam());
+  options.shard_count = 8;
+  options.max_write_delay_us = 10'000'000;  // the batch's page stays in memory
+  auto engine = Engine::Open(dir_.File("store"), options);
+  ASSERT_THAT(engine, IsOk());
+  std::vector<std::string> keys, values;
+  for (int i = 0; i < 40; ++i) {
+    keys.push_back("batch-key-" + std::to_string(i));
+    values.push_back("value-" + std::to_string(i));
+  }
+  std::vector<WriteOp> ops;
+  for (int i = 0; i < 40; ++i) ops.push_back(WriteOp{false, keys[i], values[i]});
+  ASSERT_THAT((*engine)->Write(ops, /*durable=*/false), IsOk());
+  for (int i = 0; i < 40; ++i) {
+    auto got = (*engine)->Get(keys[i]);
+    ASSERT_THAT(got, IsOk()) << keys[i];
+    EXPECT_EQ(*got, values[i]) << keys[i];
+  }
+  // Overwrite every key singly (each to its own shard's head), still in memory.
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_THAT(Put(**engine, keys[i], "again-" + std::to_string(i), /*durable=*/false), IsOk());
+  }
+  EXPECT_EQ((*engine)->Stats().live_keys, 40u);
+  for (int i = 0; i < 40; ++i) {
+    auto got = (*engine)->Get(keys[i]);
+    ASSERT_THAT(got, IsOk()) << keys[i];
+    EXPECT_EQ(*got, "again-" + std::to_string(i)) << keys[i];
+  }
+  ASSERT_THAT((*engine)->Flush(), IsOk());
+  engine->reset();
+  engine = Engine::Open(dir_.File("store"), options);
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->Stats().live_keys, 40u);
+  for (int i = 0; i < 40; ++i) {
+    auto got = (*engine)->Get(keys[i]);
+    ASSERT_THAT(got, IsOk()) << keys[i];
+    EXPECT_EQ(*got, "again-" + std::to_string(i)) << keys[i];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, EngineTest,
                          ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
                          [](const auto& info) {
