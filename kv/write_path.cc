@@ -304,8 +304,12 @@ absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_
                            uint64_t first_counter, uint32_t count, const RecordHeader& header,
                            std::string_view key, std::string_view value, bool fua) {
   const Geometry& g = engine.geometry_;
+  // A chunk at a time; a page at a time when this thread's reads of large values hold every
+  // chunk of its queue (its page buffers: one per read slot, plus spares).
   storage::Buffer chunk = queue.buffers().GetChunk();
-  if (!chunk.valid()) return absl::ResourceExhaustedError("no chunk buffer for a large value");
+  const bool whole_chunk = chunk.valid();
+  if (!whole_chunk) chunk = queue.buffers().GetPage();
+  if (!chunk.valid()) return absl::InternalError("no buffer to write a large value from");
   const uint32_t pages_per_chunk = chunk.bytes / g.page_bytes;
   absl::Status status;
   size_t value_done = 0;
@@ -329,7 +333,11 @@ absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_
                                   batch * engine.blocks_per_page_, chunk, fua);
     page += batch;
   }
-  queue.buffers().PutChunk(chunk);
+  if (whole_chunk) {
+    queue.buffers().PutChunk(chunk);
+  } else {
+    queue.buffers().PutPage(chunk);
+  }
   if (status.ok()) {
     NVKV_CHECK(value_done == value.size());
     engine.pages_written_.fetch_add(count);
