@@ -120,16 +120,20 @@ void Engine::Impl::WriterLoop() {
       absl::MutexLock lock(&shard.mu);
       LogHead& head = shard.head;
       shard.wants_writer.store(false, std::memory_order_relaxed);
-      if (head.open != nullptr && !head.open->builder.empty()) {
+      if (head.open != nullptr) {
+        const bool empty = head.open->builder.empty();
         const bool waited_on = head.durable_wanted >= head.open->head_counter;
         // `now` was read before this lock: a page opened since then has open_since_us > now,
         // and now - open_since_us would wrap around to "aged".
         const bool aged = now >= head.open_since_us + options_.max_write_delay_us;
-        if (waited_on || aged || stopping) {
+        // An empty open page is written (empty) only when a flush waits for it: a write that
+        // opened it and then retried may have ended up writing nothing (a delete of a key that
+        // another thread deleted meanwhile), and Flush waits for every page assigned.
+        if (waited_on || (!empty && (aged || stopping))) {
           head.open->builder.Finish(store_seed_, head.open->page_number);
           head.sealed.push_back(head.open);
           head.open = nullptr;
-        } else {
+        } else if (!empty) {
           open_pages = true;
         }
       }

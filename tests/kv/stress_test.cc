@@ -244,6 +244,58 @@ TEST_P(StressTest, FourThreadsMixedOperationsThenReopen) {
   EXPECT_EQ((*engine)->Stats().live_keys, live_own + live_shared);
 }
 
+// Deleters racing on one key. A delete that saw the key, then found the open page too full for
+// its tombstone, seals it and opens a fresh page; if meanwhile another thread deleted the key, it
+// retries, finds the key gone and writes nothing, leaving the fresh page empty at the head.
+// Flush must still finish (it waits for every page assigned, that one included).
+TEST_P(StressTest, FlushFinishesAfterDeletesRacedOnOneKey) {
+  nvkv::testing::TempDir dir;
+  EngineOptions options = StoreOptions(GetParam());
+  options.shard_count = 1;
+  options.max_write_delay_us = 1'000'000;  // pages stay open until full or flushed
+  auto engine = Engine::Open(dir.File("store"), options);
+  ASSERT_THAT(engine, IsOk());
+  constexpr int kDeleters = 3;
+  constexpr uint32_t kPayload = 4096 - 40;
+  constexpr uint32_t kTombstone = 24 + 9;  // "contended"
+  for (int round = 0; round < 300; ++round) {
+    // A fresh page (the last Flush sealed the previous one) left with room for one tombstone.
+    const std::string value = absl::StrCat("v", round);
+    const uint32_t put_bytes = 24 + 9 + static_cast<uint32_t>(value.size());
+    const std::string filler(kPayload - (24 + 6) - put_bytes - kTombstone - 10, 'f');
+    WriteOp fill{false, "filler", filler};
+    WriteOp put{false, "contended", value};
+    ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&fill, 1), false), IsOk());
+    ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&put, 1), false), IsOk());
+    std::atomic<int> ready{0}, errors{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kDeleters; ++t) {
+      threads.emplace_back([&] {
+        ready.fetch_add(1);
+        while (ready.load() < kDeleters) {
+        }
+        WriteOp del{true, "contended", {}};
+        if (!(*engine)->Write(std::span<const WriteOp>(&del, 1), false).ok()) ++errors;
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    ASSERT_EQ(errors.load(), 0);
+    std::atomic<bool> flushed{false};
+    std::thread flusher([&] {
+      EXPECT_THAT((*engine)->Flush(), IsOk());
+      flushed.store(true);
+    });
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!flushed.load() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+    if (!flushed.load()) {
+      ADD_FAILURE() << "Flush hangs after round " << round;
+      std::fflush(stdout);
+      std::_Exit(1);  // the flusher cannot be joined; end the test binary here
+    }
+    flusher.join();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, StressTest, ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
                          [](const auto& info) {
                            return info.param == IndexMode::kHash ? "Hash" : "Ordered";
