@@ -133,7 +133,6 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
     }
   });
   const uint64_t tombstone_floor = segments_->MinSequenceExcept(segment);
-  absl::flat_hash_map<Shard*, uint64_t> touched;  // shard -> last head counter used
   absl::Status status;
   for (const ScannedRecord& record : records) {
     const bool is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
@@ -148,16 +147,20 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
       status = moved.status();
       break;
     }
-    if (*moved) touched[shard] = std::max(touched[shard], counter);
   }
   release();
   if (!status.ok()) return status;
-  WakeWriter();
-  for (const auto& [shard, counter] : touched) {
-    absl::Status durable = WaitDurable(*shard, counter);
-    if (!durable.ok()) return durable;
-  }
-  // The copies are durable: mark the victim empty, durably, before anyone reuses it.
+  // Before the victim's records disappear, whatever replaced them must be durable: the copies
+  // made above, and also the newer records that made the others dead. Those may still be in an
+  // open page or waiting for a flush (non-durable writes, or durable ones not yet acknowledged);
+  // if power failed after the free marker, the old record and its replacement would both be
+  // lost, and a durably written key would read back absent, or as an older value still found
+  // in another segment. Every record that replaced one of the victim's was appended before the
+  // scan above looked at the index, so Flush, which waits for every page assigned by now,
+  // covers them all.
+  absl::Status durable = Flush();
+  if (!durable.ok()) return durable;
+  // Mark the victim empty, durably, before anyone reuses it.
   storage::Buffer page = pool.GetPage();
   NVKV_CHECK(page.valid());
   const uint64_t first_page = g.FirstPageOf(segment);

@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <ctime>
 
@@ -46,6 +47,15 @@ absl::Status ValidateOptions(const EngineOptions& o) {
     return absl::InvalidArgumentError("read_queue_depth must be between 1 and 1024");
   }
   return absl::OkStatus();
+}
+
+// True when DecodeSuperblock refused `page` because it is an nvkv superblock of a newer format:
+// its other kFailedPrecondition is a wrong magic, and a bad checksum is kDataLoss.
+bool IsNewerFormat(const absl::StatusOr<Superblock>& decoded, const uint8_t* page) {
+  if (!absl::IsFailedPrecondition(decoded.status())) return false;
+  uint64_t magic = 0;
+  std::memcpy(&magic, page + offsetof(Superblock, magic), sizeof(magic));
+  return magic == kSuperblockMagic;
 }
 
 bool AllZero(const uint8_t* data, size_t bytes) {
@@ -130,7 +140,11 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     return read;
   }
   absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
+  // A store of a newer format is refused as such, whatever the options: never formatted over
+  // (force_format is for data that is not an nvkv store), never called foreign.
+  absl::Status newer_format;
   copies[0] = DecodeSuperblock(chunk.data, kMaxPageBytes);
+  if (IsNewerFormat(copies[0], chunk.data)) newer_format = copies[0].status();
   if (copies[0].ok() && copies[0]->page_bytes * 2 <= probe_bytes) {
     copies[1] = DecodeSuperblock(chunk.data + copies[0]->page_bytes, kMaxPageBytes);
   } else {
@@ -138,6 +152,9 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     for (uint32_t page = kMinPageBytes; page <= kMaxPageBytes && page * 2 <= probe_bytes;
          page *= 2) {
       auto candidate = DecodeSuperblock(chunk.data + page, kMaxPageBytes);
+      if (newer_format.ok() && IsNewerFormat(candidate, chunk.data + page)) {
+        newer_format = candidate.status();
+      }
       if (candidate.ok() && candidate->page_bytes == page) {
         copies[1] = candidate;
         break;
@@ -146,6 +163,9 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   }
   const bool empty = AllZero(chunk.data, probe_bytes);
   device.buffers().PutChunk(chunk);
+  if (!newer_format.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ", newer_format.message()));
+  }
 
   Superblock superblock{};
   bool formatted_now = false;
@@ -240,8 +260,7 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   store_seed_ = StoreSeed(superblock.store_id);
 
   // Shards, segments, queues.
-  segments_ = std::make_unique<SegmentTable>(geometry_.segment_count, geometry_.segment_bytes(),
-                                              options_.shard_count + 2);
+  segments_ = std::make_unique<SegmentTable>(geometry_, options_.shard_count + 2);
   for (uint32_t i = 0; i < options_.shard_count; ++i) {
     auto shard = std::make_unique<Shard>();
     shard->id = i;

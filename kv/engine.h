@@ -141,7 +141,8 @@ class Engine {
   // Makes every write made so far durable.
   absl::Status Flush();
 
-  // Cleans every segment holding dead records, now (blocking).
+  // Cleans, now (blocking), every segment whose cleaning reclaims space: one holding at least a
+  // page of dead records, or so little that it repacks into fewer pages.
   absl::Status CompactAll();
 
   // Ordered mode only (else kFailedPrecondition): up to `limit` key/value pairs with

@@ -60,6 +60,11 @@ struct PageSlot {
   // Hash mode: (index tag, record offset) of every record in the page, to keep two different
   // keys with the same tag off one page.
   std::vector<std::pair<uint32_t, uint32_t>> tags;
+  // Other shards with records on this page (a batch's records all go to its first shard's
+  // head): their `unwritten` maps list the page too, until it is written. Set under the locks of
+  // the batch; the page is sealed before they are released, so the other shards' readers see
+  // bytes that no longer change.
+  std::vector<Shard*> foreign;
 };
 
 // An assigned run of pages of a head, in head order, until it is durable.
@@ -94,7 +99,8 @@ class Shard {
   absl::Mutex mu;
   std::unique_ptr<Index> index ABSL_GUARDED_BY(mu);
   LogHead head ABSL_GUARDED_BY(mu);
-  // Pages whose bytes are (still) in memory: the open page, sealed and in-flight pages. A null
+  // Pages whose bytes are (still) in memory: the open page, sealed and in-flight pages, and
+  // another shard's sealed pages holding records of this shard's keys (PageSlot::foreign). A null
   // slot marks a large record's pages being written by another thread: readers wait.
   absl::flat_hash_map<uint64_t, PageSlot*> unwritten ABSL_GUARDED_BY(mu);
   absl::CondVar changed;  // durable_through moved, a slot was freed, or a large write finished

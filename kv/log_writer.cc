@@ -51,6 +51,14 @@ void Engine::Impl::OnPageWritten(storage::IoRequest* request) {
   Shard& shard = *slot->shard;
   const bool ok = request->status.ok();
   if (!ok) engine.SetBroken(request->status);
+  if (ok) {
+    // The page is on the device: other shards' readers may read it there. This must happen
+    // before the slot is recycled below (readers of those shards hold only their own lock).
+    for (Shard* other : slot->foreign) {
+      absl::MutexLock other_lock(&other->mu);
+      other->unwritten.erase(slot->page_number);
+    }
+  }
   absl::MutexLock lock(&shard.mu);
   for (PageRange& range : shard.head.ranges) {
     if (range.counter_begin != slot->head_counter) continue;
@@ -112,14 +120,20 @@ void Engine::Impl::WriterLoop() {
       absl::MutexLock lock(&shard.mu);
       LogHead& head = shard.head;
       shard.wants_writer.store(false, std::memory_order_relaxed);
-      if (head.open != nullptr && !head.open->builder.empty()) {
+      if (head.open != nullptr) {
+        const bool empty = head.open->builder.empty();
         const bool waited_on = head.durable_wanted >= head.open->head_counter;
-        const bool aged = now - head.open_since_us >= options_.max_write_delay_us;
-        if (waited_on || aged || stopping) {
+        // `now` was read before this lock: a page opened since then has open_since_us > now,
+        // and now - open_since_us would wrap around to "aged".
+        const bool aged = now >= head.open_since_us + options_.max_write_delay_us;
+        // An empty open page is written (empty) only when a flush waits for it: a write that
+        // opened it and then retried may have ended up writing nothing (a delete of a key that
+        // another thread deleted meanwhile), and Flush waits for every page assigned.
+        if (waited_on || (!empty && (aged || stopping))) {
           head.open->builder.Finish(store_seed_, head.open->page_number);
           head.sealed.push_back(head.open);
           head.open = nullptr;
-        } else {
+        } else if (!empty) {
           open_pages = true;
         }
       }

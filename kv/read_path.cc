@@ -227,15 +227,15 @@ void OnPageRead(storage::IoRequest* request) {
   op->large_next_page = page_number + 1;
   op->large_pages_left =
       LargeRecordPages(engine.geometry_, record->key.size(), record->header.value_bytes) - 1;
+  // The rest is read a chunk at a time. The queue has only a few chunks: when other large reads
+  // of this thread hold them all, read a page at a time into the op's own page buffer (the first
+  // page's part of the value is copied out above) rather than fail the read.
   if (!op->chunk.valid()) op->chunk = op->queue->device->buffers().GetChunk();
-  if (!op->chunk.valid()) {
-    FinishOp(op, absl::ResourceExhaustedError("no chunk buffer free for a large value"));
-    return;
-  }
-  op->large_batch_pages = std::min(op->large_pages_left, op->chunk.bytes / engine.geometry_.page_bytes);
+  op->request.buffer = op->chunk.valid() ? op->chunk : op->page;
+  op->large_batch_pages =
+      std::min(op->large_pages_left, op->request.buffer.bytes / engine.geometry_.page_bytes);
   op->request.lba = engine.LbaOf(op->large_next_page);
   op->request.lba_count = op->large_batch_pages * engine.blocks_per_page_;
-  op->request.buffer = op->chunk;
   op->request.on_done = OnContinuationRead;
   status = op->queue->device->Enqueue(&op->request);
   if (!status.ok()) FinishOp(op, status);
@@ -250,7 +250,7 @@ void OnContinuationRead(storage::IoRequest* request) {
   }
   const Geometry& g = engine.geometry_;
   for (uint32_t i = 0; i < op->large_batch_pages; ++i) {
-    const uint8_t* page = op->chunk.data + size_t{i} * g.page_bytes;
+    const uint8_t* page = op->request.buffer.data + size_t{i} * g.page_bytes;
     const uint64_t page_number = op->large_next_page + i;
     absl::StatusOr<PageHeader> header = VerifyPage(page, g, engine.store_seed_, page_number);
     if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kContinuation) ||
@@ -272,7 +272,8 @@ void OnContinuationRead(storage::IoRequest* request) {
     }
     return;
   }
-  op->large_batch_pages = std::min(op->large_pages_left, op->chunk.bytes / g.page_bytes);
+  op->large_batch_pages =
+      std::min(op->large_pages_left, op->request.buffer.bytes / g.page_bytes);
   op->request.lba = engine.LbaOf(op->large_next_page);
   op->request.lba_count = op->large_batch_pages * engine.blocks_per_page_;
   absl::Status status = op->queue->device->Enqueue(&op->request);

@@ -110,6 +110,9 @@ absl::Status Engine::Impl::Recover() {
       min_seq[segment] = std::min(min_seq[segment], record.header.sequence);
       max_seq[segment] = std::max(max_seq[segment], record.header.sequence);
       max_sequence = std::max(max_sequence, record.header.sequence);
+      segments_->NoteRecord(segment, record.header.sequence,
+                            RecordBytes(record.key.size(), record.header.value_bytes),
+                            record.header.type == static_cast<uint8_t>(RecordType::kDelete));
       ++recovery_records_;
       // Equal sequences are the same record copied by compaction: either copy will do.
       if (entry.sequence != 0 && entry.sequence >= record.header.sequence) return;

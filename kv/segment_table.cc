@@ -7,18 +7,32 @@
 
 namespace nvkv::kv {
 
-SegmentTable::SegmentTable(uint64_t segment_count, uint64_t segment_capacity_bytes,
-                           uint32_t reserve_user)
-    : segment_count_(segment_count),
-      capacity_bytes_(segment_capacity_bytes),
+SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user)
+    : segment_count_(geometry.segment_count),
+      capacity_bytes_(geometry.segment_bytes()),
+      page_payload_bytes_(geometry.payload_bytes()),
+      sparse_bytes_(uint64_t{geometry.pages_per_segment > 2 ? geometry.pages_per_segment - 2 : 0} *
+                    geometry.payload_bytes() / 2),
       reserve_user_(reserve_user),
-      info_(new Info[segment_count]) {}
+      info_(new Info[geometry.segment_count]) {}
+
+void SegmentTable::Reset(Info& info) {
+  info.live_bytes.store(0);
+  info.min_sequence.store(UINT64_MAX);
+  info.max_sequence.store(0);
+  info.record_bytes.store(0);
+  info.tombstone_bytes.store(0);
+}
+
+uint64_t SegmentTable::KeepFor(SegmentUse use) const {
+  return use == SegmentUse::kUserPut      ? reserve_user_
+         : use == SegmentUse::kUserDelete ? 1
+                                          : 0;
+}
 
 absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint32_t* generation) {
   absl::MutexLock lock(&mu_);
-  const uint64_t keep = use == SegmentUse::kUserPut      ? reserve_user_
-                        : use == SegmentUse::kUserDelete ? 1
-                                                         : 0;
+  const uint64_t keep = KeepFor(use);
   if (free_.size() <= keep) {
     return absl::ResourceExhaustedError(
         absl::StrCat("store full: ", free_.size(), " free segments of ", segment_count_,
@@ -29,9 +43,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint32_t* genera
   Info& info = info_[segment];
   NVKV_CHECK(info.state == SegmentState::kFree);
   info.state = SegmentState::kOpen;
-  info.live_bytes.store(0);
-  info.min_sequence.store(UINT64_MAX);
-  info.max_sequence.store(0);
+  Reset(info);
   *generation = static_cast<uint32_t>(next_generation_.fetch_add(1));
   return segment;
 }
@@ -45,15 +57,39 @@ void SegmentTable::Seal(uint64_t segment) {
 std::optional<uint64_t> SegmentTable::PickVictim(VictimPolicy policy, uint64_t now_sequence,
                                                  bool only_with_garbage) {
   absl::MutexLock lock(&mu_);
+  // The tombstone floor of each segment (MinSequenceExcept) from the two smallest minimums.
+  uint64_t lowest = UINT64_MAX, second = UINT64_MAX, lowest_segment = segment_count_;
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    if (info_[s].state == SegmentState::kFree) continue;
+    const uint64_t min = info_[s].min_sequence.load();
+    if (min < lowest) {
+      second = lowest;
+      lowest = min;
+      lowest_segment = s;
+    } else if (min < second) {
+      second = min;
+    }
+  }
   std::optional<uint64_t> best;
   double best_score = -1;
   for (uint64_t s = 0; s < segment_count_; ++s) {
     Info& info = info_[s];
     if (info.state != SegmentState::kSealed) continue;
     if (info.pages_pending.load(std::memory_order_acquire) != 0) continue;
-    const double live = static_cast<double>(std::max<int64_t>(0, info.live_bytes.load()));
-    const double u = std::min(1.0, live / static_cast<double>(capacity_bytes_));
-    if (only_with_garbage && u >= 0.999) continue;
+    // Bytes cleaning must copy: live puts, and tombstones unless all of them may be dropped.
+    const uint64_t floor = s == lowest_segment ? second : lowest;
+    const bool tombstones_dead = info.max_sequence.load() < floor;
+    const int64_t kept = std::max<int64_t>(0, info.live_bytes.load()) +
+                         (tombstones_dead ? 0 : info.tombstone_bytes.load());
+    if (only_with_garbage) {
+      const int64_t dead = info.record_bytes.load() - kept;
+      if (dead < static_cast<int64_t>(page_payload_bytes_) &&
+          kept > static_cast<int64_t>(sparse_bytes_)) {
+        continue;  // would be rewritten into as many pages as it has
+      }
+    }
+    const double u =
+        std::min(1.0, static_cast<double>(kept) / static_cast<double>(capacity_bytes_));
     double score;
     if (policy == VictimPolicy::kGreedy) {
       score = 1.0 - u;
@@ -83,15 +119,15 @@ void SegmentTable::Free(uint64_t segment) {
   Info& info = info_[segment];
   NVKV_CHECK(info.state == SegmentState::kCompacting);
   info.state = SegmentState::kFree;
-  info.live_bytes.store(0);
-  info.min_sequence.store(UINT64_MAX);
-  info.max_sequence.store(0);
+  Reset(info);
   free_.push_back(segment);
-  freed_.SignalAll();
 }
 
-void SegmentTable::NoteRecord(uint64_t segment, uint64_t sequence) {
+void SegmentTable::NoteRecord(uint64_t segment, uint64_t sequence, uint32_t record_bytes,
+                              bool is_delete) {
   Info& info = info_[segment];
+  info.record_bytes.fetch_add(record_bytes, std::memory_order_relaxed);
+  if (is_delete) info.tombstone_bytes.fetch_add(record_bytes, std::memory_order_relaxed);
   uint64_t seen = info.min_sequence.load(std::memory_order_relaxed);
   while (sequence < seen &&
          !info.min_sequence.compare_exchange_weak(seen, sequence, std::memory_order_relaxed)) {
@@ -145,11 +181,11 @@ SegmentState SegmentTable::state(uint64_t segment) {
   return info_[segment].state;
 }
 
-bool SegmentTable::WaitForFree(absl::Duration timeout) {
+bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
+  const uint64_t keep = KeepFor(use);
+  auto enough = [this, keep]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return free_.size() > keep; };
   absl::MutexLock lock(&mu_);
-  const size_t before = free_.size();
-  freed_.WaitWithTimeout(&mu_, timeout);
-  return free_.size() > before;
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 
 }  // namespace nvkv::kv

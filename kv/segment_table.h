@@ -4,6 +4,17 @@
 //
 // Thread contract: thread-safe. State changes take `mu_` (rare: once per segment fill or
 // clean); live-byte accounting is an atomic add on the hot path.
+//
+// What cleaning a segment gains. Its live puts and the tombstones compaction must keep are
+// copied; everything else it holds is reclaimed. Tombstones are never "live" in live_bytes (a
+// delete removes the key from the index), so the table counts them apart: while any other
+// segment in use holds a record older than the segment's newest one, compaction may have to
+// keep them (compaction.cc keeps a tombstone while an older record of any key may remain), and
+// they count as kept. A segment is worth cleaning (PickVictim's only_with_garbage) when at least
+// a page of its records is dead, or when what it keeps is so little that it repacks into fewer
+// pages: pages are at least half full once packed, so that holds below
+// (pages_per_segment - 2) / 2 pages of payload. Cleaning a segment that gains nothing would only
+// rewrite it, over and over when the store is full of live data.
 #ifndef NVKV_KV_SEGMENT_TABLE_H_
 #define NVKV_KV_SEGMENT_TABLE_H_
 
@@ -16,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/engine.h"
+#include "kv/page_format.h"
 
 namespace nvkv::kv {
 
@@ -35,7 +47,8 @@ enum class SegmentUse : uint8_t {
 
 class SegmentTable {
  public:
-  SegmentTable(uint64_t segment_count, uint64_t segment_capacity_bytes, uint32_t reserve_user);
+  // `geometry` gives the segment count and shape; `reserve_user` is what kUserPut must leave.
+  SegmentTable(const Geometry& geometry, uint32_t reserve_user);
 
   uint64_t count() const { return segment_count_; }
 
@@ -44,7 +57,8 @@ class SegmentTable {
   absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint32_t* generation);
   // A head is done with `segment` (full or closing). `max_sequence`: newest record in it.
   void Seal(uint64_t segment);
-  // Compaction: picks a sealed segment with no writes in flight, marks it kCompacting.
+  // Compaction: picks a sealed segment with no writes in flight, marks it kCompacting. With
+  // `only_with_garbage`, only a segment whose cleaning reclaims space (see above).
   std::optional<uint64_t> PickVictim(VictimPolicy policy, uint64_t now_sequence,
                                      bool only_with_garbage);
   // Compaction gave up on `segment` (error): back to kSealed.
@@ -56,7 +70,9 @@ class SegmentTable {
   void AddLive(uint64_t segment, int64_t bytes) {
     info_[segment].live_bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
-  void NoteRecord(uint64_t segment, uint64_t sequence);  // min/max record sequence
+  // A record of `record_bytes` (a delete when `is_delete`) was appended to `segment`, or found
+  // there by recovery: its sequence range and byte counts.
+  void NoteRecord(uint64_t segment, uint64_t sequence, uint32_t record_bytes, bool is_delete);
   void AddPending(uint64_t segment, int32_t pages) {
     info_[segment].pages_pending.fetch_add(pages, std::memory_order_acq_rel);
   }
@@ -78,8 +94,10 @@ class SegmentTable {
   }
   SegmentState state(uint64_t segment);
 
-  // Blocks until a segment is freed or `timeout` passes; false on timeout.
-  bool WaitForFree(absl::Duration timeout);
+  // Blocks until Allocate(use) would find a free segment (more than `use` must leave) or
+  // `timeout` passes; returns whether one is there. Waits on the free count itself, not for a
+  // Free call, so a segment freed before the wait begins is not missed.
+  bool WaitForFree(SegmentUse use, absl::Duration timeout);
 
  private:
   struct Info {
@@ -87,17 +105,25 @@ class SegmentTable {
     std::atomic<int32_t> pages_pending{0};  // pages assigned whose writes have not completed
     std::atomic<uint64_t> min_sequence{UINT64_MAX};
     std::atomic<uint64_t> max_sequence{0};
+    std::atomic<int64_t> record_bytes{0};     // every record appended (or recovered), dead or not
+    std::atomic<int64_t> tombstone_bytes{0};  // the deletes among them
     SegmentState state = SegmentState::kFree;
   };
 
+  // Free segments a `use` must leave.
+  uint64_t KeepFor(SegmentUse use) const;
+  // Forgets what `info` counted for a previous use.
+  static void Reset(Info& info);
+
   const uint64_t segment_count_;
   const uint64_t capacity_bytes_;
+  const uint64_t page_payload_bytes_;  // record bytes one page holds
+  const uint64_t sparse_bytes_;        // kept bytes below which a segment repacks smaller
   const uint32_t reserve_user_;
   std::unique_ptr<Info[]> info_;
   std::atomic<uint64_t> next_generation_{1};
   absl::Mutex mu_;
   std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
-  absl::CondVar freed_;
 };
 
 }  // namespace nvkv::kv

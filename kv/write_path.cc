@@ -103,6 +103,7 @@ absl::Status OpenNewPage(Engine::Impl& engine, Shard& shard, SegmentUse use)
   slot->builder.Start(slot->buffer.data, engine.geometry_, PageType::kData, head.generation,
                       head.next_page, slot->head_counter);
   slot->tags.clear();
+  slot->foreign.clear();
   ++head.next_page;
   head.open = slot;
   head.open_since_us = NowMicros();
@@ -146,7 +147,9 @@ uint64_t AppendToOpenPage(Engine::Impl& engine, Shard& shard, const RecordHeader
   const uint32_t offset = open->builder.AddRecord(header, key, value);
   NVKV_CHECK(offset != 0);
   if (!engine.ordered_) open->tags.emplace_back(engine.TagOf(hash), offset);
-  engine.segments_->NoteRecord(open->segment, header.sequence);
+  engine.segments_->NoteRecord(open->segment, header.sequence,
+                              RecordBytes(key.size(), value.size()),
+                              header.type == static_cast<uint8_t>(RecordType::kDelete));
   return open->page_number;
 }
 
@@ -301,8 +304,12 @@ absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_
                            uint64_t first_counter, uint32_t count, const RecordHeader& header,
                            std::string_view key, std::string_view value, bool fua) {
   const Geometry& g = engine.geometry_;
+  // A chunk at a time; a page at a time when this thread's reads of large values hold every
+  // chunk of its queue (its page buffers: one per read slot, plus spares).
   storage::Buffer chunk = queue.buffers().GetChunk();
-  if (!chunk.valid()) return absl::ResourceExhaustedError("no chunk buffer for a large value");
+  const bool whole_chunk = chunk.valid();
+  if (!whole_chunk) chunk = queue.buffers().GetPage();
+  if (!chunk.valid()) return absl::InternalError("no buffer to write a large value from");
   const uint32_t pages_per_chunk = chunk.bytes / g.page_bytes;
   absl::Status status;
   size_t value_done = 0;
@@ -326,7 +333,11 @@ absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_
                                   batch * engine.blocks_per_page_, chunk, fua);
     page += batch;
   }
-  queue.buffers().PutChunk(chunk);
+  if (whole_chunk) {
+    queue.buffers().PutChunk(chunk);
+  } else {
+    queue.buffers().PutPage(chunk);
+  }
   if (status.ok()) {
     NVKV_CHECK(value_done == value.size());
     engine.pages_written_.fetch_add(count);
@@ -408,7 +419,7 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     range.segment = head.segment;
     head.ranges.push_back(range);
     engine.segments_->AddPending(head.segment, static_cast<int32_t>(count));
-    engine.segments_->NoteRecord(head.segment, h.sequence);
+    engine.segments_->NoteRecord(head.segment, h.sequence, record_bytes, /*is_delete=*/false);
     for (uint32_t i = 0; i < count; ++i) shard.unwritten[first_page + i] = nullptr;
     ApplyToIndex(engine, shard, key, hash, current, /*is_delete=*/false, first_page,
                  record_bytes);
@@ -521,7 +532,7 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
       if (absl::IsResourceExhausted(room) && attempt + 1 < kMaxResolveRetries) {
         // Give compaction a chance to free a segment, once per attempt.
         WakeCompaction();
-        if (segments_->WaitForFree(absl::Seconds(2))) continue;
+        if (segments_->WaitForFree(use, absl::Seconds(2))) continue;
       }
       return room;
     }
@@ -560,18 +571,31 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
         NVKV_CHECK(opened.ok());
       }
       const uint64_t page = AppendToOpenPage(*this, head_shard, header, p.op->key, value, p.hash);
-      last_counter = head_shard.head.open->head_counter;
+      PageSlot* open = head_shard.head.open;
+      last_counter = open->head_counter;
       p.shard->mu.AssertHeld();
+      if (p.shard != &head_shard && p.shard->unwritten.emplace(page, open).second) {
+        // Readers of this key look in its own shard's map for pages still in memory.
+        open->foreign.push_back(p.shard);
+      }
       ApplyToIndex(*this, *p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes);
       user_bytes_.fetch_add(p.op->key.size() + value.size());
       (p.op->is_delete ? deletes_ : puts_).fetch_add(1);
     }
     if (!single) batches_.fetch_add(1);
+    bool sealed_foreign = false;
+    if (head_shard.head.open != nullptr && !head_shard.head.open->foreign.empty()) {
+      // Other shards' readers read this page under their own locks: it must not change anymore
+      // (pages the batch filled before were sealed when it moved on).
+      SealOpenPage(*this, head_shard);
+      sealed_foreign = true;
+    }
     if (!durable) {
       // Make sure the writer knows there is an open page to age out.
       head_shard.wants_writer.store(true, std::memory_order_release);
     }
     for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
+    if (sealed_foreign) WakeWriter();
     if (!durable) return absl::OkStatus();
     return WaitDurable(head_shard, last_counter);
   }

@@ -2,9 +2,14 @@
 // deletes, batches, flushes and compaction (unflushed writes kept, dropped or torn at 512-byte
 // sectors). After each cut the store is reopened on the same bytes and must hold every write
 // acknowledged as durable, never a value that was not written, and each batch whole or not at
-// all. Replay a failure with NVKV_CRASH_SEED=<seed>.
+// all. Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds with NVKV_CRASH_SEEDS=<n>.
+// The test also tallies what the cuts did (CutReport) and requires most of them to fall in the
+// middle of the workload and some to drop and tear unflushed writes: a crash test whose cuts all
+// came after everything was flushed would pass without testing anything.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -75,16 +80,30 @@ struct CrashRun {
   IndexMode mode;
 };
 
-std::string ValueFor(const std::string& key, uint64_t version, nvkv::SplitMix64& rng) {
+// What the power cuts of a set of runs did, to show the test is not vacuous: most cuts must come
+// in the middle of the workload (not after it, when everything may be flushed), and some must
+// drop and tear writes that were in the volatile cache.
+struct CutTally {
+  uint64_t runs = 0;
+  uint64_t cut_mid_run = 0;  // power failed while the workload ran (else: cut after its end)
+  uint64_t writes_kept = 0, writes_dropped = 0, writes_torn = 0;
+  uint64_t runs_with_loss = 0;  // runs where at least one write was dropped or torn
+};
+
+// A value for `key` at `version`: mostly small, one in 20 a large value over several pages, up
+// to the store's limit (a larger one would be refused with kInvalidArgument, not a power cut).
+std::string ValueFor(const std::string& key, uint64_t version, nvkv::SplitMix64& rng,
+                     size_t max_value_bytes) {
   std::string value = key + "@" + std::to_string(version) + ":";
   const uint64_t size = rng.Next() % 20 == 0 ? 5000 + rng.Next() % 12000 : rng.Next() % 200;
-  value.append(size, static_cast<char>('a' + version % 26));
+  value.append(std::min<size_t>(size, max_value_bytes - value.size()),
+               static_cast<char>('a' + version % 26));
   return value;
 }
 
 // Runs the workload until the device loses power (or the workload ends, then cuts power).
 void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> storage,
-                 Model* model) {
+                 Model* model, CutTally* tally) {
   auto mem = MemDevice::Open(storage, MemOptions());
   ASSERT_THAT(mem, IsOk());
   storage::FaultDeviceOptions fault_options;
@@ -95,14 +114,17 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
   auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run.mode));
   ASSERT_THAT(engine, IsOk());
   nvkv::SplitMix64 rng(run.seed);
-  ASSERT_THAT(device->SetCutAfterOperations(1 + rng.Next() % 1500), IsOk());
+  const size_t max_value_bytes = (*engine)->max_value_bytes();
+  // A run issues 700-1300 device operations: cut within them, so that almost every run loses
+  // power mid-workload (the tally in the test checks that).
+  ASSERT_THAT(device->SetCutAfterOperations(1 + rng.Next() % 1000), IsOk());
   uint64_t version = 0;
   for (int step = 0; step < 600; ++step) {
     const std::string key = "k" + std::to_string(rng.Next() % 64);
     const uint64_t action = rng.Next() % 100;
     absl::Status status;
     if (action < 60) {
-      const std::string value = ValueFor(key, ++version, rng);
+      const std::string value = ValueFor(key, ++version, rng, max_value_bytes);
       const bool durable = rng.Next() % 3 != 0;
       WriteOp op{false, key, value};
       model->Attempted(key, value);
@@ -119,7 +141,8 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
       const int size = 2 + static_cast<int>(rng.Next() % 8);
       for (int i = 0; i < size; ++i) {
         batch.keys.push_back("b" + std::to_string(model->batches.size()) + "-" + std::to_string(i));
-        batch.values.push_back(ValueFor(batch.keys.back(), ++version, rng).substr(0, 300));
+        batch.values.push_back(
+            ValueFor(batch.keys.back(), ++version, rng, max_value_bytes).substr(0, 300));
       }
       for (int i = 0; i < size; ++i) ops.push_back(WriteOp{false, batch.keys[i], batch.values[i]});
       const bool durable = rng.Next() % 2 == 0;
@@ -143,12 +166,25 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
     } else {
       status = (*engine)->CompactAll();
     }
-    if (!status.ok() && !absl::IsNotFound(status)) break;  // power is gone
+    if (!status.ok() && !absl::IsNotFound(status)) {
+      // Only the power cut may end the workload early: any other error is a failure.
+      ASSERT_FALSE(device->fault_stats().powered) << "step " << step << ": " << status;
+      break;
+    }
   }
+  ++tally->runs;
   if (device->fault_stats().powered) {
     auto cut = device->CutPower();
     ASSERT_THAT(cut, IsOk());
+  } else {
+    ++tally->cut_mid_run;
   }
+  const std::optional<storage::CutReport> report = device->last_cut();
+  ASSERT_TRUE(report.has_value());
+  tally->writes_kept += report->writes_kept;
+  tally->writes_dropped += report->writes_dropped;
+  tally->writes_torn += report->writes_torn;
+  if (report->writes_dropped + report->writes_torn > 0) ++tally->runs_with_loss;
   (void)(*engine)->Close();
 }
 
@@ -189,7 +225,7 @@ void CheckRecovered(const CrashRun& run, std::shared_ptr<storage::MemStorage> st
   ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), true), IsOk());
 }
 
-void RunSeed(const CrashRun& run) {
+void RunSeed(const CrashRun& run, CutTally* tally) {
   SCOPED_TRACE(::testing::Message() << "replay with NVKV_CRASH_SEED=" << run.seed);
   auto first = MemDevice::Create(MemOptions());
   ASSERT_THAT(first, IsOk());
@@ -199,7 +235,7 @@ void RunSeed(const CrashRun& run) {
     ASSERT_THAT(engine, IsOk());
   }
   Model model;
-  RunUntilCut(run, storage, &model);
+  RunUntilCut(run, storage, &model, tally);
   if (::testing::Test::HasFatalFailure()) return;
   CheckRecovered(run, storage, model);
 }
@@ -212,16 +248,30 @@ uint64_t SeedCount(uint64_t fallback) {
 class CrashTest : public ::testing::TestWithParam<IndexMode> {};
 
 TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
+  CutTally tally;
   if (const char* replay = std::getenv("NVKV_CRASH_SEED")) {
-    RunSeed({std::strtoull(replay, nullptr, 10), GetParam()});
+    RunSeed({std::strtoull(replay, nullptr, 10), GetParam()}, &tally);
     return;
   }
   const uint64_t base = GetParam() == IndexMode::kHash ? 1000 : 5000;
   const uint64_t count = SeedCount(GetParam() == IndexMode::kHash ? 150 : 100);
   for (uint64_t seed = base; seed < base + count; ++seed) {
-    RunSeed({seed, GetParam()});
+    RunSeed({seed, GetParam()}, &tally);
     if (HasFatalFailure()) return;
   }
+  std::printf("%llu runs: %llu cut mid-run, %llu with writes lost; unflushed writes at the cuts: "
+              "%llu kept, %llu dropped, %llu torn\n",
+              static_cast<unsigned long long>(tally.runs),
+              static_cast<unsigned long long>(tally.cut_mid_run),
+              static_cast<unsigned long long>(tally.runs_with_loss),
+              static_cast<unsigned long long>(tally.writes_kept),
+              static_cast<unsigned long long>(tally.writes_dropped),
+              static_cast<unsigned long long>(tally.writes_torn));
+  if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
+  EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
+  EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
+  EXPECT_GT(tally.writes_dropped, 0u);
+  EXPECT_GT(tally.writes_torn, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CrashTest, ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),

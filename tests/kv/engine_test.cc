@@ -263,6 +263,86 @@ TEST_P(EngineTest, MatchesMapModelAcrossReopens) {
   EXPECT_EQ(engine->Stats().live_keys, model.size());
 }
 
+// A batch goes to the log head of its lowest shard, so records of keys of other shards sit in
+// that head's page while it is in memory. Reads and overwrites of those keys must find them
+// there (and not read the page's old contents from the device).
+TEST_P(EngineTest, KeysOfABatchAreReadableBeforeItsPageIsWritten) {
+  EngineOptions options = SmallStore(GetParam());
+  options.shard_count = 8;
+  options.max_write_delay_us = 10'000'000;  // the batch's page stays in memory
+  auto engine = Engine::Open(dir_.File("store"), options);
+  ASSERT_THAT(engine, IsOk());
+  std::vector<std::string> keys, values;
+  for (int i = 0; i < 40; ++i) {
+    keys.push_back("batch-key-" + std::to_string(i));
+    values.push_back("value-" + std::to_string(i));
+  }
+  std::vector<WriteOp> ops;
+  for (int i = 0; i < 40; ++i) ops.push_back(WriteOp{false, keys[i], values[i]});
+  ASSERT_THAT((*engine)->Write(ops, /*durable=*/false), IsOk());
+  for (int i = 0; i < 40; ++i) {
+    auto got = (*engine)->Get(keys[i]);
+    ASSERT_THAT(got, IsOk()) << keys[i];
+    EXPECT_EQ(*got, values[i]) << keys[i];
+  }
+  // Overwrite every key singly (each to its own shard's head), still in memory.
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_THAT(Put(**engine, keys[i], "again-" + std::to_string(i), /*durable=*/false), IsOk());
+  }
+  EXPECT_EQ((*engine)->Stats().live_keys, 40u);
+  for (int i = 0; i < 40; ++i) {
+    auto got = (*engine)->Get(keys[i]);
+    ASSERT_THAT(got, IsOk()) << keys[i];
+    EXPECT_EQ(*got, "again-" + std::to_string(i)) << keys[i];
+  }
+  ASSERT_THAT((*engine)->Flush(), IsOk());
+  engine->reset();
+  engine = Engine::Open(dir_.File("store"), options);
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->Stats().live_keys, 40u);
+  for (int i = 0; i < 40; ++i) {
+    auto got = (*engine)->Get(keys[i]);
+    ASSERT_THAT(got, IsOk()) << keys[i];
+    EXPECT_EQ(*got, "again-" + std::to_string(i)) << keys[i];
+  }
+}
+
+// A thread's read queue has two chunk buffers for the continuation pages of large values; reads
+// (and a large write) beyond that must wait or go slower, not fail.
+TEST_P(EngineTest, ManyLargeValuesInFlightOnOneThread) {
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::string> keys, values;
+  for (int i = 0; i < 8; ++i) {
+    keys.push_back("large-" + std::to_string(i));
+    values.push_back(std::string(20000 + i, static_cast<char>('A' + i)));
+    ASSERT_THAT(Put(*engine, keys.back(), values.back()), IsOk());
+  }
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  std::vector<absl::StatusOr<std::string>> got;
+  engine->MultiGet(views, &got);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_THAT(got[i], IsOk()) << keys[i];
+    EXPECT_EQ(*got[i], values[i]) << keys[i];
+  }
+  // Async reads of all of them, and a large write while they are in flight.
+  int done = 0;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_THAT(engine->GetAsync(keys[i], [&, i](absl::StatusOr<std::string> v) {
+      EXPECT_THAT(v, IsOk()) << keys[i];
+      if (v.ok()) {
+        EXPECT_EQ(*v, values[i]) << keys[i];
+      }
+      ++done;
+    }), IsOk());
+  }
+  ASSERT_THAT(engine->Poll(0), IsOk());  // starts continuation reads, which hold the chunks
+  ASSERT_THAT(Put(*engine, "large-during-reads", std::string(30000, 'w')), IsOk());
+  while (engine->pending_reads() > 0) ASSERT_THAT(engine->Poll(1), IsOk());
+  EXPECT_EQ(done, 8);
+  EXPECT_EQ(*engine->Get("large-during-reads"), std::string(30000, 'w'));
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, EngineTest,
                          ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
                          [](const auto& info) {

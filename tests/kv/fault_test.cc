@@ -1,0 +1,324 @@
+// Device faults under the engine (FaultDevice::FailOperation): a failed page write or flush makes
+// the store refuse writes (sticky) while reads go on, and a reopen on the same bytes returns
+// every write acknowledged as durable; a media error on a read fails that read only; a write the
+// drive tore without saying so is caught by the page checksum, never read back as a wrong value;
+// a full store and a full file system are kResourceExhausted.
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "kv/engine.h"
+#include "storage/fault_device.h"
+#include "storage/mem_device.h"
+#include "tests/testutil/status_matchers.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
+using storage::FaultDevice;
+using storage::FaultError;
+using storage::MemDevice;
+using storage::MemDeviceOptions;
+using storage::OperationFault;
+using storage::OpFilter;
+
+MemDeviceOptions MemOptions() {
+  MemDeviceOptions options;
+  options.lba_bytes = 4096;
+  options.lba_count = 2 + 32 * 64;  // 32 segments of 256 KiB
+  options.volatile_write_cache = true;
+  return options;
+}
+
+EngineOptions StoreOptions(IndexMode mode) {
+  EngineOptions options;
+  options.segment_bytes = 256 << 10;
+  options.shard_count = 2;
+  options.index_mode = mode;
+  options.max_write_delay_us = 1000;
+  options.background_compaction = false;  // no I/O the test did not ask for
+  return options;
+}
+
+absl::Status Put(Engine& engine, std::string_view key, std::string_view value, bool durable) {
+  WriteOp op{false, key, value};
+  return engine.Write(std::span<const WriteOp>(&op, 1), durable);
+}
+
+std::string Value(int i) { return absl::StrCat("value-", i, "-", std::string(100 + i % 50, 'v')); }
+
+// A store in memory, formatted without faults, reopened over a FaultDevice for the test.
+class FaultTest : public ::testing::TestWithParam<IndexMode> {
+ protected:
+  void SetUp() override {
+    auto device = MemDevice::Create(MemOptions());
+    ASSERT_THAT(device, IsOk());
+    storage_ = (*device)->storage();
+    auto formatted = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    ASSERT_THAT(formatted, IsOk());
+  }
+
+  // The engine over a FaultDevice; fault_ points at the device it owns.
+  std::unique_ptr<Engine> OpenFaulty(const storage::FaultDeviceOptions& fault_options = {}) {
+    auto mem = MemDevice::Open(storage_, MemOptions());
+    EXPECT_THAT(mem, IsOk());
+    auto fault = FaultDevice::Create(std::move(*mem), fault_options);
+    EXPECT_THAT(fault, IsOk());
+    fault_ = fault->get();
+    auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(GetParam()));
+    EXPECT_THAT(engine, IsOk());
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+
+  // The same bytes on a device without faults.
+  std::unique_ptr<Engine> OpenClean() {
+    auto mem = MemDevice::Open(storage_, MemOptions());
+    EXPECT_THAT(mem, IsOk());
+    auto engine = Engine::OpenOnDevice(std::move(*mem), StoreOptions(GetParam()));
+    EXPECT_THAT(engine, IsOk());
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+
+  // Every key in `durable` reads back its value.
+  static void ExpectAll(Engine& engine, const std::map<std::string, std::string>& durable) {
+    for (const auto& [key, value] : durable) {
+      auto got = engine.Get(key);
+      ASSERT_THAT(got, IsOk()) << key;
+      EXPECT_EQ(*got, value) << key;
+    }
+  }
+
+  std::shared_ptr<storage::MemStorage> storage_;
+  FaultDevice* fault_ = nullptr;
+};
+
+TEST_P(FaultTest, FailedPageWriteStopsWritesButNotReads) {
+  std::map<std::string, std::string> durable;
+  {
+    auto engine = OpenFaulty();
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_THAT(Put(*engine, absl::StrCat("k", i), Value(i), true), IsOk());
+      durable[absl::StrCat("k", i)] = Value(i);
+    }
+    ASSERT_THAT(fault_->FailOperation({.nth = 1, .filter = OpFilter::kWrite}), IsOk());
+    absl::Status failed = Put(*engine, "doomed", "never durable", true);
+    EXPECT_FALSE(failed.ok());
+    EXPECT_THAT(failed, StatusIs(absl::StatusCode::kFailedPrecondition, "Input/output error"));
+    EXPECT_EQ(fault_->fault_stats().faults_injected, 1u);
+    // Sticky: every later write is refused, durable or not, also batches and deletes.
+    EXPECT_THAT(Put(*engine, "later", "x", true), StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_THAT(Put(*engine, "later", "x", false), StatusIs(absl::StatusCode::kFailedPrecondition));
+    WriteOp del{true, "k1", {}};
+    EXPECT_THAT(engine->Write(std::span<const WriteOp>(&del, 1), true),
+                StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_THAT(engine->Flush(), StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_THAT(engine->CompactAll(), StatusIs(absl::StatusCode::kFailedPrecondition));
+    // Reads still work.
+    ExpectAll(*engine, durable);
+    std::vector<std::string> keys = {"k3", "k7", "missing"};
+    std::vector<std::string_view> views(keys.begin(), keys.end());
+    std::vector<absl::StatusOr<std::string>> values;
+    engine->MultiGet(views, &values);
+    EXPECT_EQ(*values[0], Value(3));
+    EXPECT_EQ(*values[1], Value(7));
+    EXPECT_THAT(values[2], StatusIs(absl::StatusCode::kNotFound));
+    EXPECT_THAT(engine->Close(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  }
+  auto engine = OpenClean();
+  ASSERT_NE(engine, nullptr);
+  ExpectAll(*engine, durable);
+  EXPECT_THAT(Put(*engine, "after-reopen", "works", true), IsOk());
+}
+
+TEST_P(FaultTest, FailedFlushStopsWritesButNotReads) {
+  std::map<std::string, std::string> durable;
+  {
+    auto engine = OpenFaulty();
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_THAT(Put(*engine, absl::StrCat("d", i), Value(i), true), IsOk());
+      durable[absl::StrCat("d", i)] = Value(i);
+    }
+    // Non-durable writes: written without FUA once their pages age out, so that Flush has to
+    // send a flush command.
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_THAT(Put(*engine, absl::StrCat("n", i), Value(i), false), IsOk());
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+    const uint64_t flushes_before = fault_->fault_stats().flushes;
+    ASSERT_THAT(fault_->FailOperation({.nth = 1, .filter = OpFilter::kFlush}), IsOk());
+    EXPECT_THAT(engine->Flush(), StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_EQ(fault_->fault_stats().flushes, flushes_before + 1);
+    EXPECT_EQ(fault_->fault_stats().faults_injected, 1u);
+    // Not retried, sticky.
+    EXPECT_THAT(engine->Flush(), StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_THAT(Put(*engine, "later", "x", true), StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_EQ(fault_->fault_stats().flushes, flushes_before + 1);
+    ExpectAll(*engine, durable);
+    auto n5 = engine->Get("n5");  // in memory or on the device: still readable
+    ASSERT_THAT(n5, IsOk());
+    EXPECT_EQ(*n5, Value(5));
+  }
+  auto engine = OpenClean();
+  ASSERT_NE(engine, nullptr);
+  ExpectAll(*engine, durable);
+}
+
+TEST_P(FaultTest, MediaErrorOnReadFailsThatReadOnly) {
+  auto engine = OpenFaulty();
+  ASSERT_NE(engine, nullptr);
+  // Sequential durable puts: each seals its page, so the keys sit on different pages.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_THAT(Put(*engine, absl::StrCat("m", i), Value(i), true), IsOk());
+  }
+  ASSERT_THAT(fault_->FailOperation(
+                  {.nth = 1, .filter = OpFilter::kRead, .error = FaultError::kMediaError}),
+              IsOk());
+  EXPECT_THAT(engine->Get("m4"), StatusIs(absl::StatusCode::kDataLoss, "Unrecovered Read Error"));
+  EXPECT_EQ(fault_->fault_stats().faults_injected, 1u);
+  for (int i = 0; i < 10; ++i) {
+    auto got = engine->Get(absl::StrCat("m", i));
+    ASSERT_THAT(got, IsOk()) << i;
+    EXPECT_EQ(*got, Value(i));
+  }
+  // The store is not broken by a failed read.
+  EXPECT_THAT(Put(*engine, "m4", "rewritten", true), IsOk());
+  EXPECT_EQ(*engine->Get("m4"), "rewritten");
+}
+
+// Hash mode confirms a key by reading its page before an overwrite: a media error there fails
+// that write (nothing was appended), not the store.
+TEST_P(FaultTest, MediaErrorWhileAnOverwriteChecksItsKeyFailsThatWriteOnly) {
+  if (GetParam() != IndexMode::kHash) GTEST_SKIP() << "the ordered index needs no read to write";
+  auto engine = OpenFaulty();
+  ASSERT_NE(engine, nullptr);
+  ASSERT_THAT(Put(*engine, "key", "old", true), IsOk());
+  ASSERT_THAT(fault_->FailOperation(
+                  {.nth = 1, .filter = OpFilter::kRead, .error = FaultError::kMediaError}),
+              IsOk());
+  EXPECT_THAT(Put(*engine, "key", "new", true), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_EQ(*engine->Get("key"), "old");
+  EXPECT_THAT(Put(*engine, "key", "new", true), IsOk());
+  EXPECT_EQ(*engine->Get("key"), "new");
+}
+
+// The drive reports success but only the first 512-byte sector of the page reached the media.
+TEST_P(FaultTest, SilentlyTornWriteIsDataLossNeverAWrongValue) {
+  {
+    auto engine = OpenFaulty();
+    ASSERT_NE(engine, nullptr);
+    ASSERT_THAT(Put(*engine, "before", "intact", true), IsOk());
+    ASSERT_THAT(Put(*engine, "torn", "first version", true), IsOk());
+    ASSERT_THAT(fault_->FailOperation({.nth = 1,
+                                       .filter = OpFilter::kWrite,
+                                       .error = FaultError::kSilent,
+                                       .partial = storage::PartialWrite::kPrefix,
+                                       .prefix_sectors = 1}),
+                IsOk());
+    const std::string value(3000, 't');  // spans sectors the tear leaves behind
+    ASSERT_THAT(Put(*engine, "torn", value, true), IsOk()) << "the drive said it was written";
+    ASSERT_EQ(fault_->fault_stats().faults_injected, 1u);
+    EXPECT_THAT(engine->Get("torn"), StatusIs(absl::StatusCode::kDataLoss, "checksum"));
+    EXPECT_EQ(*engine->Get("before"), "intact");
+  }
+  // Recovery ends that segment's log at the torn page: the key is back at its earlier version or
+  // absent, never garbage.
+  auto engine = OpenClean();
+  ASSERT_NE(engine, nullptr);
+  auto got = engine->Get("torn");
+  if (got.ok()) {
+    EXPECT_EQ(*got, "first version");
+  } else {
+    EXPECT_THAT(got, StatusIs(absl::StatusCode::kNotFound));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FaultTest, ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
+                         [](const auto& info) {
+                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
+                         });
+
+// A full file system when the store file is created: Engine::Open says kResourceExhausted and
+// leaves no file behind. Needs a small tmpfs (O_DIRECT on tmpfs: Linux 6.6+), mounted in a
+// private mount namespace of a child process (root, or unprivileged user namespaces).
+TEST(FileSystemFullTest, CreatingAStoreOnAFullFileSystemIsResourceExhausted) {
+  char dir_template[] = "/tmp/nvkv-full-fs-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Exit codes: 0 pass, 77 skip, 1 fail (details on stderr).
+    if (unshare(CLONE_NEWNS) != 0) {
+      const uid_t uid = getuid();
+      const gid_t gid = getgid();
+      if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) _exit(77);
+      const std::string uid_map = absl::StrCat("0 ", uid, " 1");
+      const std::string gid_map = absl::StrCat("0 ", gid, " 1");
+      int fd = open("/proc/self/setgroups", O_WRONLY);
+      if (fd >= 0) {
+        (void)!write(fd, "deny", 4);
+        close(fd);
+      }
+      fd = open("/proc/self/uid_map", O_WRONLY);
+      if (fd < 0 || write(fd, uid_map.data(), uid_map.size()) < 0) _exit(77);
+      close(fd);
+      fd = open("/proc/self/gid_map", O_WRONLY);
+      if (fd < 0 || write(fd, gid_map.data(), gid_map.size()) < 0) _exit(77);
+      close(fd);
+    }
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) _exit(77);
+    if (mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) _exit(77);
+    const std::string path = dir + "/store";
+    const int probe = open((dir + "/probe").c_str(), O_RDWR | O_CREAT | O_DIRECT, 0644);
+    if (probe < 0) _exit(77);  // this kernel's tmpfs refuses O_DIRECT
+    close(probe);
+    unlink((dir + "/probe").c_str());
+    EngineOptions options;
+    options.capacity_bytes = 64 << 20;
+    options.segment_bytes = 256 << 10;
+    options.shard_count = 2;
+    auto engine = Engine::Open(path, options);
+    int code = 0;
+    if (engine.ok() || !absl::IsResourceExhausted(engine.status())) {
+      std::fprintf(stderr, "Open on a full file system: %s\n",
+                   engine.ok() ? "OK" : engine.status().ToString().c_str());
+      code = 1;
+    }
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) {
+      std::fprintf(stderr, "a partial store file was left behind (%lld bytes)\n",
+                   static_cast<long long>(st.st_size));
+      code = 1;
+    }
+    _exit(code);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  rmdir(dir.c_str());
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  if (WEXITSTATUS(wstatus) == 77) {
+    GTEST_SKIP() << "cannot mount a small tmpfs with O_DIRECT here (needs a mount namespace: "
+                    "root or unprivileged user namespaces, and Linux 6.6+)";
+  }
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0);
+}
+
+}  // namespace
+}  // namespace nvkv::kv

@@ -1,0 +1,370 @@
+// SegmentTable: the reserve each SegmentUse must leave, live-byte and pending-page accounting,
+// victim choice (greedy and LFS cost-benefit), Unpick/Free, and the tombstone floor
+// (MinSequenceExcept).
+#include "kv/segment_table.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <thread>
+
+#include "tests/testutil/status_matchers.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
+
+// Segments of 16 pages of 4 KiB: 64 KiB, of which 16 x 4056 bytes hold records.
+constexpr uint32_t kPageBytes = 4096;
+constexpr uint32_t kPagesPerSegment = 16;
+constexpr int64_t kSegmentBytes = kPageBytes * kPagesPerSegment;
+constexpr int64_t kPayloadBytes = kPageBytes - sizeof(PageHeader);
+// Records a head packs into a segment (about 98% of the payload with ~130-byte records).
+constexpr int64_t kDenseBytes = kPagesPerSegment * kPayloadBytes * 98 / 100;
+
+// A table as a freshly formatted store has it: every segment free.
+std::unique_ptr<SegmentTable> FreshTable(uint64_t segments, uint32_t reserve_user) {
+  Geometry geometry;
+  geometry.page_bytes = kPageBytes;
+  geometry.pages_per_segment = kPagesPerSegment;
+  geometry.segment_count = segments;
+  auto table = std::make_unique<SegmentTable>(geometry, reserve_user);
+  table->FinishRecovery();
+  return table;
+}
+
+// What a head left in a segment it filled.
+struct Contents {
+  int64_t live_bytes = 0;       // of puts still current
+  int64_t record_bytes = -1;    // every record written; -1: as many as live_bytes + tombstones
+  int64_t tombstone_bytes = 0;  // of deletes (never live)
+  uint64_t min_sequence = 1;
+  uint64_t max_sequence = 1;
+};
+
+// Allocates a segment for a head, appends records as `contents` says and seals it.
+uint64_t FilledSegment(SegmentTable& table, const Contents& contents) {
+  uint32_t generation = 0;
+  absl::StatusOr<uint64_t> segment = table.Allocate(SegmentUse::kCompaction, &generation);
+  EXPECT_THAT(segment, IsOk());
+  const int64_t records = contents.record_bytes >= 0
+                              ? contents.record_bytes
+                              : contents.live_bytes + contents.tombstone_bytes;
+  const int64_t puts = records - contents.tombstone_bytes;
+  table.NoteRecord(*segment, contents.min_sequence, static_cast<uint32_t>(puts), false);
+  table.NoteRecord(*segment, contents.max_sequence,
+                   static_cast<uint32_t>(contents.tombstone_bytes), true);
+  table.AddLive(*segment, contents.live_bytes);
+  table.Seal(*segment);
+  return *segment;
+}
+
+// A segment a head packed full, `live_bytes` of it still live, records [min, max].
+uint64_t FilledSegment(SegmentTable& table, int64_t live_bytes, uint64_t min_sequence,
+                       uint64_t max_sequence) {
+  return FilledSegment(table, {.live_bytes = live_bytes,
+                               .record_bytes = std::max(live_bytes, kDenseBytes),
+                               .min_sequence = min_sequence,
+                               .max_sequence = max_sequence});
+}
+
+TEST(SegmentTableTest, AllocateLeavesTheReserveOfEachUse) {
+  // 8 segments; user puts leave 3 free, deletes leave 1, compaction may take the last one.
+  auto table = FreshTable(8, 3);
+  uint32_t generation = 0;
+  std::set<uint64_t> taken;
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserPut, &generation);
+    ASSERT_THAT(segment, IsOk()) << i;
+    taken.insert(*segment);
+  }
+  EXPECT_EQ(table->free_count(), 3u);
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation),
+              StatusIs(absl::StatusCode::kResourceExhausted, "store full"));
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserDelete, &generation);
+    ASSERT_THAT(segment, IsOk()) << i;
+    taken.insert(*segment);
+  }
+  EXPECT_EQ(table->free_count(), 1u);
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserDelete, &generation),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  absl::StatusOr<uint64_t> last = table->Allocate(SegmentUse::kCompaction, &generation);
+  ASSERT_THAT(last, IsOk());
+  taken.insert(*last);
+  EXPECT_EQ(table->free_count(), 0u);
+  EXPECT_THAT(table->Allocate(SegmentUse::kCompaction, &generation),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  // Every segment was handed out exactly once, and each is now open.
+  EXPECT_EQ(taken.size(), 8u);
+  for (uint64_t s : taken) EXPECT_EQ(table->state(s), SegmentState::kOpen) << s;
+}
+
+TEST(SegmentTableTest, AllocateFillsFromTheFrontWithFreshGenerations) {
+  auto table = FreshTable(4, 0);
+  table->SetNextGeneration(41);
+  uint32_t generation = 0;
+  for (uint64_t want = 0; want < 4; ++want) {
+    absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserPut, &generation);
+    ASSERT_THAT(segment, IsOk());
+    EXPECT_EQ(*segment, want);
+    EXPECT_EQ(generation, 41 + want);
+  }
+}
+
+TEST(SegmentTableTest, LiveBytesAreCountedAndResetWhenASegmentIsReused) {
+  auto table = FreshTable(4, 0);
+  const uint64_t a = FilledSegment(*table, 1000, 1, 10);
+  const uint64_t b = FilledSegment(*table, 500, 11, 20);
+  EXPECT_EQ(table->live_bytes(a), 1000);
+  EXPECT_EQ(table->live_bytes_total(), 1500u);
+  table->AddLive(a, -400);  // a record of `a` was overwritten
+  table->AddLive(b, 400);   // ... by one that went to `b`
+  EXPECT_EQ(table->live_bytes(a), 600);
+  EXPECT_EQ(table->live_bytes(b), 900);
+  EXPECT_EQ(table->live_bytes_total(), 1500u);
+
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 30, false);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, a);
+  table->AddLive(a, -600);  // compaction moved its live records out
+  table->Free(a);
+  EXPECT_EQ(table->live_bytes(a), 0);
+  EXPECT_EQ(table->state(a), SegmentState::kFree);
+  // Reused: it starts empty, whatever was counted against it before.
+  table->AddLive(a, 77);
+  uint32_t generation = 0;
+  absl::StatusOr<uint64_t> again = table->Allocate(SegmentUse::kUserPut, &generation);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(table->live_bytes(*again), 0);
+}
+
+TEST(SegmentTableTest, SegmentsWithPagesInFlightAreNotVictims) {
+  auto table = FreshTable(4, 0);
+  const uint64_t a = FilledSegment(*table, 0, 1, 1);
+  table->AddPending(a, 3);  // three page writes not completed yet
+  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, true).has_value());
+  EXPECT_FALSE(table->PickVictim(VictimPolicy::kCostBenefit, 10, true).has_value());
+  table->AddPending(a, -2);
+  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, true).has_value());
+  table->AddPending(a, -1);
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, a);
+}
+
+TEST(SegmentTableTest, OnlySealedSegmentsAreVictimsAndUnpickReturnsThem) {
+  auto table = FreshTable(4, 0);
+  uint32_t generation = 0;
+  absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation);
+  ASSERT_THAT(open, IsOk());
+  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, false).has_value())
+      << "an open segment (a head is filling it) was chosen";
+  const uint64_t sealed = FilledSegment(*table, 100, 1, 2);
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, sealed);
+  EXPECT_EQ(table->state(sealed), SegmentState::kCompacting);
+  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, false).has_value())
+      << "a segment being cleaned was chosen twice";
+  table->Unpick(sealed);
+  EXPECT_EQ(table->state(sealed), SegmentState::kSealed);
+  victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, sealed);
+  const uint64_t free_before = table->free_count();
+  table->Free(sealed);
+  EXPECT_EQ(table->free_count(), free_before + 1);
+  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, false).has_value());
+}
+
+TEST(SegmentTableTest, GreedyPicksFewestLiveBytes) {
+  auto table = FreshTable(6, 0);
+  FilledSegment(*table, 40000, 1, 1);
+  FilledSegment(*table, 9000, 2, 2);
+  const uint64_t emptiest = FilledSegment(*table, 3000, 3, 3);
+  FilledSegment(*table, 20000, 4, 4);
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, emptiest);
+}
+
+TEST(SegmentTableTest, CostBenefitPrefersOldColdSegmentsAtEqualUtilisation) {
+  auto table = FreshTable(6, 0);
+  // Same live bytes; the later segment (so a tie would not pick it) holds older records.
+  const int64_t live = kSegmentBytes / 2;
+  FilledSegment(*table, live, 900, 1000);
+  const uint64_t cold = FilledSegment(*table, live, 10, 20);
+  FilledSegment(*table, live, 500, 600);
+  auto victim = table->PickVictim(VictimPolicy::kCostBenefit, 1001, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, cold);
+}
+
+TEST(SegmentTableTest, CostBenefitTradesLiveBytesAgainstAge) {
+  auto table = FreshTable(6, 0);
+  // Greedy takes the young 40%-live segment; cost-benefit the old 60%-live one, whose free
+  // space has stayed free for much longer (LFS: (1-u)*age/(1+u) = 0.25*990 vs 0.43*10).
+  const uint64_t young = FilledSegment(*table, kSegmentBytes * 4 / 10, 990, 1000);
+  const uint64_t old = FilledSegment(*table, kSegmentBytes * 6 / 10, 1, 10);
+  auto greedy = table->PickVictim(VictimPolicy::kGreedy, 1010, true);
+  ASSERT_TRUE(greedy.has_value());
+  EXPECT_EQ(*greedy, young);
+  table->Unpick(*greedy);
+  auto cost_benefit = table->PickVictim(VictimPolicy::kCostBenefit, 1010, true);
+  ASSERT_TRUE(cost_benefit.has_value());
+  EXPECT_EQ(*cost_benefit, old);
+}
+
+TEST(SegmentTableTest, OnlyWithGarbageSkipsFullSegments) {
+  auto table = FreshTable(4, 0);
+  const uint64_t full = FilledSegment(*table, kSegmentBytes, 1, 5);
+  for (VictimPolicy policy : {VictimPolicy::kGreedy, VictimPolicy::kCostBenefit}) {
+    EXPECT_FALSE(table->PickVictim(policy, 100, /*only_with_garbage=*/true).has_value());
+  }
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, /*only_with_garbage=*/false);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, full);
+}
+
+// A segment whose records are all live is "full" although page headers and the slack at the end
+// of each page keep its live bytes ~2% under its size: cleaning it would only rewrite it (on a
+// full store, forever). Less than a page of dead records gains nothing either.
+TEST(SegmentTableTest, OnlyWithGarbageSkipsSegmentsThatCleaningWouldNotShrink) {
+  auto table = FreshTable(4, 0);
+  const uint64_t all_live = FilledSegment(*table, {.live_bytes = kDenseBytes});
+  FilledSegment(*table, {.live_bytes = kDenseBytes - 1000, .record_bytes = kDenseBytes});
+  for (VictimPolicy policy : {VictimPolicy::kGreedy, VictimPolicy::kCostBenefit}) {
+    EXPECT_FALSE(table->PickVictim(policy, 100, /*only_with_garbage=*/true).has_value());
+  }
+  // Overwrites kill two pages' worth of its records: now it is worth cleaning.
+  table->AddLive(all_live, -2 * kPayloadBytes);
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, all_live);
+}
+
+// Durable writes, one after another, each seal a page holding one record: a segment of such
+// pages has no dead record, yet its records repack into a page or two.
+TEST(SegmentTableTest, OnlyWithGarbageCleansSparseSegmentsWithoutDeadRecords) {
+  auto table = FreshTable(4, 0);
+  const uint64_t sparse = FilledSegment(*table, {.live_bytes = kPagesPerSegment * 150});
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, sparse);
+}
+
+// Tombstones are not live bytes, but compaction copies them while an older record of their key
+// may remain elsewhere. A segment of such tombstones is not empty: cleaning it frees nothing,
+// and a greedy cleaner that took it for empty would pick it (and its copy) again and again.
+TEST(SegmentTableTest, TombstonesCountAsKeptWhileOlderRecordsRemain) {
+  auto table = FreshTable(5, 0);
+  // Old puts, half dead; then deletes (newer) filling a segment.
+  const uint64_t old_puts =
+      FilledSegment(*table, {.live_bytes = kDenseBytes / 2, .record_bytes = kDenseBytes,
+                             .min_sequence = 1, .max_sequence = 1000});
+  const uint64_t tombstones =
+      FilledSegment(*table, {.tombstone_bytes = kDenseBytes, .min_sequence = 1001,
+                             .max_sequence = 2000});
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 3000, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, old_puts);
+  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 3000, true).has_value())
+      << "the tombstones must stay while older records remain";
+  // Once the older records are gone, every tombstone may be dropped: all of it is garbage.
+  table->AddLive(old_puts, -kDenseBytes / 2);
+  table->Free(old_puts);
+  victim = table->PickVictim(VictimPolicy::kGreedy, 3000, true);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, tombstones);
+}
+
+TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
+  auto table = FreshTable(5, 0);
+  EXPECT_EQ(table->MinSequenceExcept(0), UINT64_MAX);
+  const uint64_t a = FilledSegment(*table, 10, 5, 50);
+  const uint64_t b = FilledSegment(*table, 10, 30, 40);
+  uint32_t generation = 0;
+  absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation);
+  ASSERT_THAT(open, IsOk());
+  table->NoteRecord(*open, 70, 100, false);
+  // Out of order: compaction copies keep their old sequence.
+  table->NoteRecord(*open, 60, 100, false);
+  EXPECT_EQ(table->MinSequenceExcept(b), 5u);
+  EXPECT_EQ(table->MinSequenceExcept(a), 30u);
+  // The open segment counts too: a tombstone must not be dropped while a head holds older data.
+  table->NoteRecord(*open, 2, 100, false);
+  EXPECT_EQ(table->MinSequenceExcept(a), 2u);
+  // A freed segment no longer holds anything.
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, false);
+  ASSERT_TRUE(victim.has_value());
+  table->Free(*victim);
+  const uint64_t other = *victim == a ? b : a;
+  EXPECT_EQ(table->MinSequenceExcept(*open), other == a ? 5u : 30u);
+}
+
+TEST(SegmentTableTest, RecoveredSegmentsKeepStateAndSequences) {
+  Geometry geometry;
+  geometry.page_bytes = kPageBytes;
+  geometry.pages_per_segment = kPagesPerSegment;
+  geometry.segment_count = 4;
+  SegmentTable table(geometry, 0);
+  table.RecoverSegment(0, true, 7, 9);
+  table.RecoverSegment(1, false, UINT64_MAX, 0);
+  table.RecoverSegment(2, true, 3, 4);
+  table.RecoverSegment(3, false, UINT64_MAX, 0);
+  table.FinishRecovery();
+  EXPECT_EQ(table.free_count(), 2u);
+  EXPECT_EQ(table.state(0), SegmentState::kSealed);
+  EXPECT_EQ(table.state(1), SegmentState::kFree);
+  EXPECT_EQ(table.MinSequenceExcept(2), 7u);
+  uint32_t generation = 0;
+  absl::StatusOr<uint64_t> first = table.Allocate(SegmentUse::kUserPut, &generation);
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(*first, 1u);  // the lowest free segment first
+}
+
+TEST(SegmentTableTest, WaitForFreeWakesWhenASegmentIsFreed) {
+  auto table = FreshTable(2, 0);
+  const uint64_t a = FilledSegment(*table, 10, 1, 1);
+  FilledSegment(*table, 10, 2, 2);
+  EXPECT_FALSE(table->WaitForFree(SegmentUse::kCompaction, absl::Milliseconds(20)));
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
+  ASSERT_TRUE(victim.has_value());
+  EXPECT_EQ(*victim, a);
+  std::thread cleaner([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    table->Free(a);
+  });
+  EXPECT_TRUE(table->WaitForFree(SegmentUse::kCompaction, absl::Seconds(10)));
+  cleaner.join();
+  EXPECT_EQ(table->free_count(), 1u);
+}
+
+// A writer that found the store full wakes compaction and then waits. When compaction frees
+// what it needs before the wait begins, the wait must not sleep through its whole timeout.
+TEST(SegmentTableTest, WaitForFreeSeesSegmentsFreedBeforeItStarted) {
+  auto table = FreshTable(3, 1);
+  FilledSegment(*table, 10, 1, 1);
+  FilledSegment(*table, 10, 2, 2);
+  uint32_t generation = 0;
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
+  ASSERT_TRUE(victim.has_value());
+  table->Free(*victim);  // compaction ran between the failed Allocate and the wait
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(table->WaitForFree(SegmentUse::kUserPut, absl::Seconds(5)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  // Not enough for a put (it must leave one), but enough for a delete: no wait either way.
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation), IsOk());
+  EXPECT_FALSE(table->WaitForFree(SegmentUse::kUserPut, absl::Milliseconds(10)));
+  EXPECT_FALSE(table->WaitForFree(SegmentUse::kUserDelete, absl::Milliseconds(10)));
+  EXPECT_TRUE(table->WaitForFree(SegmentUse::kCompaction, absl::Milliseconds(10)));
+}
+
+}  // namespace
+}  // namespace nvkv::kv
