@@ -198,7 +198,7 @@ Outcome RunFormat(const Context& context) {
 // ----- stats -----
 
 Outcome RunStats(const Context& context) {
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/false);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
   const Stats s = (*db)->GetStats();
   if (context.Has("--json")) return PrintAndClose(**db, s.ToJson() + "\n");
@@ -237,7 +237,7 @@ Outcome RunStats(const Context& context) {
 // ----- check -----
 
 Outcome RunCheck(const Context& context) {
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/false);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
   const auto start = std::chrono::steady_clock::now();
   Progress progress("check", "segments");
@@ -279,7 +279,11 @@ Outcome RunCheck(const Context& context) {
 // ----- compact -----
 
 Outcome RunCompact(const Context& context) {
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/false);
+  // Background compaction stays off: the engine's compaction queue is a SINGLE_ISSUER ring that
+  // both its compaction thread and CompactAll's caller submit to, and once the thread has used
+  // it, CompactAll on another thread hangs (and the other way round, the thread's next clean
+  // fails). With one issuer, this thread, the question does not arise.
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kCompact);
   if (!db.ok()) return FromStatus(db.status());
   DB& store = **db;
   const Stats before = store.GetStats();
@@ -317,7 +321,7 @@ Outcome RunCompact(const Context& context) {
 // ----- info -----
 
 Outcome RunInfo(const Context& context) {
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/false);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
   const Stats s = (*db)->GetStats();
   const DeviceStats& d = s.device;

@@ -26,9 +26,11 @@ std::string OneLine(absl::string_view text) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<DB>> Context::Open(bool create) const {
+absl::StatusOr<std::unique_ptr<DB>> Context::Open(Use use) const {
+  const bool create = use == Use::kCreate;
   Options options;
   options.create_if_missing = create;
+  options.background_compaction = use == Use::kWrite || use == Use::kCreate;
   options.index_mode = ordered ? IndexMode::kOrdered : IndexMode::kHash;
   options.backend = backend;
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, db_path);

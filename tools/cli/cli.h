@@ -54,9 +54,16 @@ struct Context {
   bool Has(const std::string& option) const { return options.count(option) != 0; }
   const std::string& Get(const std::string& option) const { return options.at(option); }
 
-  // Opens the store at db_path. `create`: a missing store file is created and formatted with
-  // the embedded defaults (put, load); otherwise it is an error that says how to create one.
-  absl::StatusOr<std::unique_ptr<DB>> Open(bool create) const;
+  // What a command does with the store it opens.
+  enum class Use {
+    kRead,     // background compaction off: a read has nothing to clean
+    kWrite,    // background compaction on: writes may need the space it frees
+    kCreate,   // kWrite, and a missing store file is created with the embedded defaults
+    kCompact,  // CompactAll, on this thread alone (see RunCompact)
+  };
+  // Opens the store at db_path. A missing store is an error that says how to create one,
+  // except for Use::kCreate.
+  absl::StatusOr<std::unique_ptr<DB>> Open(Use use) const;
   // A key or value given on the command line, decoded per --hex.
   absl::StatusOr<std::string> DecodeArgument(std::string_view text) const;
 };

@@ -80,7 +80,7 @@ Outcome RunPut(const Context& context) {
     value = context.DecodeArgument(context.args[1]);
   }
   if (!value.ok()) return Usage(absl::StrCat("VALUE: ", value.status().message()));
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/true);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kCreate);
   if (!db.ok()) return FromStatus(db.status());
   if (absl::Status put = (*db)->Put(*key, *value); !put.ok()) return FromStatus(put);
   return CloseDb(**db);
@@ -89,7 +89,7 @@ Outcome RunPut(const Context& context) {
 Outcome RunGet(const Context& context) {
   absl::StatusOr<std::string> key = KeyArgument(context, context.args[0]);
   if (!key.ok()) return Usage(std::string(key.status().message()));
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/false);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
   absl::StatusOr<std::string> value = (*db)->Get(*key);
   if (absl::IsNotFound(value.status())) {
@@ -105,7 +105,7 @@ Outcome RunGet(const Context& context) {
 Outcome RunDel(const Context& context) {
   absl::StatusOr<std::string> key = KeyArgument(context, context.args[0]);
   if (!key.ok()) return Usage(std::string(key.status().message()));
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/false);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kWrite);
   if (!db.ok()) return FromStatus(db.status());
   // Delete of an absent key succeeds in the API; the tool says so, like rm.
   absl::StatusOr<std::string> value = (*db)->Get(*key);
@@ -143,7 +143,7 @@ Outcome RunScan(const Context& context) {
     limit = *parsed;
   }
   const bool keys_only = context.Has("--keys-only");
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/false);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
   std::unique_ptr<Iterator> it = (*db)->NewIterator();
   uint64_t count = 0;
@@ -164,7 +164,7 @@ Outcome RunScan(const Context& context) {
 // ----- dump -----
 
 Outcome RunDump(const Context& context) {
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/false);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
   const std::string header =
       absl::StrCat(kDumpHeaderPrefix, context.encoding == Encoding::kHex ? "hex" : "escaped", "\n");
@@ -318,7 +318,7 @@ Outcome RunLoad(const Context& context) {
   if (fstat(fileno(input), &st) == 0 && S_ISREG(st.st_mode)) {
     total_bytes = static_cast<uint64_t>(st.st_size);
   }
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(/*create=*/true);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kCreate);
   if (!db.ok()) return FromStatus(db.status());
   Loader loader(context, **db);
   Progress progress("load", total_bytes != 0 ? "bytes" : "bytes read");
