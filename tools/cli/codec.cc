@@ -1,5 +1,6 @@
 #include "tools/cli/codec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 
@@ -18,6 +19,12 @@ int HexValue(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+// SimpleAtoi alone would take signs and surrounding white space.
+bool AllDigits(std::string_view text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
 }
 
 }  // namespace
@@ -135,12 +142,12 @@ absl::StatusOr<std::string> FromHex(std::string_view text, bool skip_space) {
 absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
   const std::string lower = absl::AsciiStrToLower(absl::string_view(text.data(), text.size()));
   std::string_view digits = lower;
-  for (std::string_view unit : {"ib", "b"}) {
-    if (digits.size() > unit.size() + 1 && digits.ends_with(unit) &&
-        std::isalpha(static_cast<unsigned char>(digits[digits.size() - unit.size() - 1]))) {
-      digits.remove_suffix(unit.size());
-      break;
-    }
+  // "64MiB", "64mb" and "4096B" are "64m", "64m" and "4096".
+  if (digits.size() > 3 && digits.ends_with("ib") &&
+      std::isalpha(static_cast<unsigned char>(digits[digits.size() - 3]))) {
+    digits.remove_suffix(2);
+  } else if (digits.size() > 1 && digits.ends_with("b")) {
+    digits.remove_suffix(1);
   }
   int shift = 0;
   if (!digits.empty()) {
@@ -163,7 +170,7 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
     if (shift != 0) digits.remove_suffix(1);
   }
   uint64_t value = 0;
-  if (digits.empty() || !std::isdigit(static_cast<unsigned char>(digits.front())) ||
+  if (digits.empty() || !AllDigits(digits) ||
       !absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &value) || value == 0 ||
       value > (std::numeric_limits<uint64_t>::max() >> shift)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -174,7 +181,7 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
 
 absl::StatusOr<uint64_t> ParseCount(std::string_view text) {
   uint64_t value = 0;
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text.front())) ||
+  if (text.empty() || !AllDigits(text) ||
       !absl::SimpleAtoi(absl::string_view(text.data(), text.size()), &value)) {
     return absl::InvalidArgumentError(absl::StrCat("'", std::string(text), "' is not a count"));
   }
