@@ -119,7 +119,8 @@ uint32_t PageBuilder::AddRecord(const RecordHeader& header, std::string_view key
   uint8_t* out = page_ + offset;
   std::memcpy(out, &header, sizeof(header));
   std::memcpy(out + sizeof(header), key.data(), key.size());
-  std::memcpy(out + sizeof(header) + key.size(), value.data(), value.size());
+  // An empty value (every delete) may have a null data(): memcpy's arguments must not be null.
+  if (!value.empty()) std::memcpy(out + sizeof(header) + key.size(), value.data(), value.size());
   used_bytes_ += bytes;
   ++record_count_;
   return offset;
