@@ -183,8 +183,9 @@ class Engine {
   absl::StatusOr<CheckReport> Check(const ProgressCallback& progress = nullptr);
 
   // Calls `visit` with every live key and value, segment by segment in log order (any index
-  // mode); each live key exactly once, as its value was when its segment was read. Writes made
-  // during the walk may or may not be seen. Compaction waits until the walk is done, so `visit`
+  // mode): each key no write touches during the walk exactly once; a key written meanwhile with
+  // its old value, its new one, both or neither (a record is visited when the index still
+  // points at it as its segment is read, and records still in memory are not). Compaction waits until the walk is done, so `visit`
   // must not call CompactAll, Check or ForEachLive. Stops early and returns the status when
   // `visit` returns one that is not OK. Errors: kFailedPrecondition after Close(); device
   // errors (a segment that cannot be read stops the walk).

@@ -206,9 +206,10 @@ class DB {
   absl::StatusOr<CheckReport> Check(const ProgressCallback& progress = nullptr);
 
   // Calls `visit` once with every live key and its value, in any index mode: segment by segment
-  // in the order of the log, not in key order. Each pair is read atomically; writes made during
-  // the walk may or may not be seen (not a snapshot), but no key present throughout is missed or
-  // visited twice. Background compaction waits until the walk is done. `visit` may read and
+  // in the order of the log, not in key order. Each pair is read atomically. Not a snapshot: a
+  // key that no write touches during the walk is visited exactly once, but a key written
+  // meanwhile (by `visit` too) may be visited with its old value, its new one, both, or not at
+  // all. Background compaction waits until the walk is done. `visit` may read and
   // write the DB, but must not call CompactAll, Check or ForEachLive (they fail with
   // kFailedPrecondition inside it). The views passed to `visit` are valid only during the call.
   // Returns the first error `visit` returns (the walk stops there). Errors: kFailedPrecondition
