@@ -218,6 +218,40 @@ Stats FromEngine(const kv::EngineStats& in) {
   return out;
 }
 
+CheckReport FromEngine(kv::CheckReport&& in) {
+  CheckReport out;
+  out.segments_scanned = in.segments_scanned;
+  out.segments_in_use = in.segments_in_use;
+  out.pages_scanned = in.pages_scanned;
+  out.pages_valid = in.pages_valid;
+  out.pages_unreachable = in.pages_unreachable;
+  out.pages_stale = in.pages_stale;
+  out.pages_unwritten = in.pages_unwritten;
+  out.pages_unreadable = in.pages_unreadable;
+  out.torn_tails = in.torn_tails;
+  out.records = in.records;
+  out.live_keys_checked = in.live_keys_checked;
+  out.problems = std::move(in.problems);
+  out.notes = std::move(in.notes);
+  return out;
+}
+static_assert(CheckReport::kMaxProblems == kv::CheckReport::kMaxProblems);
+
+// The DBs whose ForEachLive is running `visit` on this thread (innermost last; walks of
+// different DBs may nest). On such a DB, CompactAll, Check and ForEachLive would wait for the
+// compaction lock the walk holds, so they refuse instead.
+thread_local std::vector<const void*> tls_visiting_dbs;
+
+bool IsVisiting(const void* db) {
+  return std::find(tls_visiting_dbs.begin(), tls_visiting_dbs.end(), db) !=
+         tls_visiting_dbs.end();
+}
+
+absl::Status InsideVisitError(const char* what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " cannot be called from inside a ForEachLive visitor"));
+}
+
 // ----- Argument checks (the engine checks too; these name the public limit). -----
 
 absl::Status CheckKey(std::string_view key) {
@@ -399,7 +433,32 @@ absl::Status DB::Flush() {
 
 absl::Status DB::CompactAll() {
   if (rep_->is_closed()) return ClosedError();
+  if (IsVisiting(this)) return InsideVisitError("CompactAll");
   return rep_->engine->CompactAll();
+}
+
+absl::StatusOr<CheckReport> DB::Check(const ProgressCallback& progress) {
+  if (rep_->is_closed()) return ClosedError();
+  if (IsVisiting(this)) return InsideVisitError("Check");
+  absl::StatusOr<kv::CheckReport> report = rep_->engine->Check(progress);
+  if (!report.ok()) return report.status();
+  return FromEngine(std::move(*report));
+}
+
+absl::Status DB::ForEachLive(
+    const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
+    const ProgressCallback& progress) {
+  if (rep_->is_closed()) return ClosedError();
+  if (IsVisiting(this)) return InsideVisitError("ForEachLive");
+  if (!visit) return absl::InvalidArgumentError("ForEachLive: empty visitor");
+  return rep_->engine->ForEachLive(
+      [this, &visit](std::string_view key, std::string_view value) {
+        tls_visiting_dbs.push_back(this);
+        absl::Status visited = visit(key, value);
+        tls_visiting_dbs.pop_back();
+        return visited;
+      },
+      progress);
 }
 
 Stats DB::GetStats() {

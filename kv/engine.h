@@ -88,13 +88,36 @@ struct EngineStats {
 };
 
 // What Check() found. `problems` lists each damaged page or inconsistent index entry in one line
-// that says where ("segment 3 page 17 (LBA 0x1a8): checksum mismatch").
+// that says where ("segment 3 page 17 (page 787, LBA 0x313): checksum mismatch ..."); the
+// other fields count what was read. Every page read (the two superblocks and every page of every
+// segment) lands in exactly one of pages_valid, pages_unreachable, pages_stale, pages_unwritten
+// and pages_unreadable.
+//
+// A segment's log legitimately ends at a damaged page when a crash cut its last write short (a
+// torn tail): such a page is counted in torn_tails and pages_unreadable, not reported. A
+// damaged (or missing, or foreign) page is a problem when the log goes on after it, that is,
+// when later pages of the segment carry the log's generation at their own places: recovery
+// stops at the damaged page, so those later pages are unreachable (pages_unreachable). The same
+// picture can follow a crash with several pages of one log in flight, whose later pages landed
+// and earlier one did not; none of those writes had been acknowledged as durable.
 struct CheckReport {
-  uint64_t segments_scanned = 0, pages_scanned = 0, pages_valid = 0, records = 0;
-  uint64_t live_keys_checked = 0;
-  std::vector<std::string> problems;
+  uint64_t segments_scanned = 0, pages_scanned = 0, records = 0;
+  uint64_t pages_valid = 0;        // sound superblocks, and the pages of every log's valid part
+  uint64_t live_keys_checked = 0;  // live records read back through the read path
+  uint64_t segments_in_use = 0;    // segments holding a log (the rest are free)
+  uint64_t torn_tails = 0;         // logs ending at a damaged page, nothing of theirs after it
+  uint64_t pages_unreachable = 0;  // of a log, after a damaged page (each one is in a problem)
+  uint64_t pages_stale = 0;        // verify but belong to no log: older generations, free marks
+  uint64_t pages_unwritten = 0;    // never written (all zero bytes)
+  uint64_t pages_unreadable = 0;   // damaged pages outside every log, torn tails included
+  std::vector<std::string> problems;  // at most kMaxProblems, then one line counting the rest
+  std::vector<std::string> notes;     // informational (e.g. writes ran during the check)
+  static constexpr size_t kMaxProblems = 1000;
   bool ok() const { return problems.empty(); }
 };
+
+// Check and ForEachLive call it after each segment: (segments done, segments in the store).
+using ProgressCallback = std::function<void(uint64_t done, uint64_t total)>;
 
 // Outcome of one asynchronous read.
 using GetCallback = std::function<void(absl::StatusOr<std::string> value)>;
@@ -153,13 +176,23 @@ class Engine {
   EngineStats Stats();
 
   // Reads every segment of the device and checks every page, record and index entry (see
-  // CheckReport). Slow: reads the whole store. Runs beside normal traffic.
-  absl::StatusOr<CheckReport> Check();
+  // CheckReport). Slow: reads the whole store. Runs beside normal traffic, but compaction waits
+  // until it is done, and the index cross-check is skipped (a note says so) when writes ran
+  // meanwhile. An OK status with problems in the report means the check ran and found damage.
+  // Errors: kFailedPrecondition after Close(); errors opening the check's own device queue. A
+  // segment that cannot be read is a problem in the report, not an error.
+  absl::StatusOr<CheckReport> Check(const ProgressCallback& progress = nullptr);
 
-  // Calls `visit` with every live key and value, in log order (any index mode). Stops early and
-  // returns the status when `visit` returns one that is not OK.
+  // Calls `visit` with every live key and value, segment by segment in log order (any index
+  // mode): each key no write touches during the walk exactly once; a key written meanwhile with
+  // its old value, its new one, both or neither (a record is visited when the index still
+  // points at it as its segment is read, and records still in memory are not). Compaction waits until the walk is done, so `visit`
+  // must not call CompactAll, Check or ForEachLive. Stops early and returns the status when
+  // `visit` returns one that is not OK. Errors: kFailedPrecondition after Close(); device
+  // errors (a segment that cannot be read stops the walk).
   absl::Status ForEachLive(
-      const std::function<absl::Status(std::string_view key, std::string_view value)>& visit);
+      const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
+      const ProgressCallback& progress = nullptr);
 
   // Flushes, stops the background threads, and refuses further calls with kFailedPrecondition.
   absl::Status Close();

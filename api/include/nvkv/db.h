@@ -11,8 +11,8 @@
 // Keys are 1..kMaxKeyBytes bytes, values 0..max_value_bytes() bytes; both may hold any bytes.
 //
 // Thread contract: a DB is safe for concurrent use without external locking. Any number of
-// threads may call Put, Delete, Write, Get, MultiGet, Scan, NewIterator, Flush, CompactAll and
-// GetStats at once; there is no DB-wide lock (keys are spread over shards by hash, each with its
+// threads may call Put, Delete, Write, Get, MultiGet, Scan, NewIterator, Flush, CompactAll,
+// Check, ForEachLive and GetStats at once; there is no DB-wide lock (keys are spread over shards by hash, each with its
 // own lock). Exceptions:
 //   - GetAsync, Poll and PendingReads act on the calling thread's own read queue: a read started
 //     on a thread completes only in a Poll on that same thread.
@@ -49,6 +49,45 @@
 #include "nvkv/write_batch.h"
 
 namespace nvkv {
+
+// What DB::Check found: counts of what it read, and one line per problem that says where
+// ("segment 3 page 17 (page 787, LBA 0x313): checksum mismatch; ..."). Every page read (the two
+// superblocks and every page of every segment) is counted in exactly one of pages_valid,
+// pages_unreachable, pages_stale, pages_unwritten and pages_unreadable.
+//
+// A segment's log may legitimately end at a damaged page: a crash that cut the last write short
+// (a torn tail). Such a page is counted in torn_tails and pages_unreadable, and is no problem.
+// A damaged, missing or foreign page is a problem when the log goes on after it (later pages of
+// the segment carry the log's generation at their own places): the store's recovery stops at
+// the damaged page, so the records after it are unreachable (pages_unreachable) and their keys
+// read as older values or not at all. A crash with several pages of one log in flight can leave
+// the same picture; none of those pages' writes had been acknowledged as durable.
+struct CheckReport {
+  uint64_t segments_scanned = 0;   // every segment of the store
+  uint64_t segments_in_use = 0;    // segments holding a log; the others are free
+  uint64_t pages_scanned = 0;      // superblocks and every page of every segment
+  uint64_t pages_valid = 0;        // sound superblocks and the pages of every log's valid part
+  uint64_t pages_unreachable = 0;  // pages of a log after a damaged page (see above)
+  uint64_t pages_stale = 0;        // sound pages of no log: older generations, free-segment marks
+  uint64_t pages_unwritten = 0;    // never written (all zero bytes)
+  uint64_t pages_unreadable = 0;   // damaged pages outside every log, torn tails included
+  uint64_t torn_tails = 0;         // logs that end at a damaged page with nothing of theirs after
+  uint64_t records = 0;            // records in the logs' valid parts, dead ones included
+  uint64_t live_keys_checked = 0;  // live records read back through Get's path and compared
+  // At most kMaxProblems lines, then one that counts the rest.
+  std::vector<std::string> problems;
+  // Informational lines (e.g. "writes ran during the check: ...").
+  std::vector<std::string> notes;
+
+  static constexpr size_t kMaxProblems = 1000;
+
+  // True when no problem was found.
+  bool ok() const { return problems.empty(); }
+};
+
+// Progress of a long walk over the store (DB::Check, DB::ForEachLive): called on the calling
+// thread after each segment with (segments done, segments in the store).
+using ProgressCallback = std::function<void(uint64_t done, uint64_t total)>;
 
 class DB {
  public:
@@ -154,6 +193,31 @@ class DB {
   // compaction makes this unnecessary in normal operation. Errors: kFailedPrecondition after
   // Close(), device errors.
   absl::Status CompactAll();
+
+  // Reads every page of the store: checks both superblocks, every page's checksum, the records
+  // of every segment's log, and the index against the log (every live record is read back
+  // through Get's path and compared, and every index entry must lead to a live record). Reads
+  // the whole device: slow on big stores. Runs beside other calls, but background compaction
+  // waits until it is done, and the index cross-check is skipped (a note says so) when writes
+  // ran meanwhile. Returns the report even when it lists problems: an OK status means the check
+  // ran, report.ok() that it found nothing wrong. Errors: kFailedPrecondition after Close() or
+  // from inside a ForEachLive visitor; device errors that stop the check (a segment that cannot
+  // be read is a problem in the report, not an error).
+  absl::StatusOr<CheckReport> Check(const ProgressCallback& progress = nullptr);
+
+  // Calls `visit` once with every live key and its value, in any index mode: segment by segment
+  // in the order of the log, not in key order. Each pair is read atomically. Not a snapshot: a
+  // key that no write touches during the walk is visited exactly once, but a key written
+  // meanwhile (by `visit` too) may be visited with its old value, its new one, both, or not at
+  // all. Background compaction waits until the walk is done. `visit` may read and
+  // write the DB, but must not call CompactAll, Check or ForEachLive (they fail with
+  // kFailedPrecondition inside it). The views passed to `visit` are valid only during the call.
+  // Returns the first error `visit` returns (the walk stops there). Errors: kFailedPrecondition
+  // after Close() or when the DB refuses writes after a failed device write (pages not yet
+  // written cannot be read back); device errors.
+  absl::Status ForEachLive(
+      const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
+      const ProgressCallback& progress = nullptr);
 
   // Counters and configuration in force. After Close(): as they were when Close() began.
   Stats GetStats();

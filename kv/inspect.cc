@@ -1,0 +1,588 @@
+// Reading the whole store back: Engine::Check (every page, record and index entry) and
+// Engine::ForEachLive (every live key and value, for dumps).
+//
+// Both read one segment at a time, whole, on a device queue opened for the call (the calling
+// thread is its only issuer), and decode it with ScanSegment, as recovery and compaction do.
+// Both hold compact_all_mu_ throughout: compaction moves live records from one segment to
+// another, and a walk that let it run could meet a record twice (moved ahead of the walk) or not
+// at all (moved behind it).
+//
+// Liveness is compaction's rule (compaction.cc, write_path.cc Relocate): a put is live when it
+// is the newest record of its key on its page and the index still has the key at that page
+// (ordered mode: at that page with that record size, as EncodeLocation encodes it).
+#include <algorithm>
+#include <cinttypes>
+#include <deque>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "kv/engine_impl.h"
+#include "kv/segment_scan.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+namespace {
+
+// Keys per MultiGet when Check reads live keys back.
+constexpr size_t kCheckGetBatch = 256;
+// Key bytes shown in a problem line; longer keys are cut.
+constexpr size_t kShownKeyBytes = 64;
+
+// ----- Reading whole segments -----
+
+// One segment's pages in chunk buffers of a queue of its own. Not thread-safe: the thread that
+// calls Open is the queue's only issuer.
+class SegmentReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<SegmentReader>> Open(Engine::Impl& engine) {
+    const Geometry& g = engine.geometry_;
+    // Chunks are kMaxRegisteredBytes rounded down to whole pages (buffer_pool.cc).
+    const uint32_t pages_per_chunk = storage::kMaxRegisteredBytes / g.page_bytes;
+    const uint32_t chunk_count = (g.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
+    storage::QueueOptions options;
+    options.queue_depth = chunk_count + 2;
+    options.buffers.buffer_bytes = g.page_bytes;
+    options.buffers.buffer_count = 2;  // single pages: superblocks, pages the index points at
+    options.buffers.chunk_count = chunk_count;
+    absl::StatusOr<std::unique_ptr<storage::Device>> queue =
+        engine.base_device_->OpenQueue(options);
+    if (!queue.ok()) return queue.status();
+    auto reader = std::unique_ptr<SegmentReader>(new SegmentReader(engine, std::move(*queue)));
+    storage::BufferPool& pool = reader->queue_->buffers();
+    NVKV_CHECK(pool.chunk_bytes() / g.page_bytes == pages_per_chunk);
+    for (uint32_t c = 0; c < chunk_count; ++c) {
+      reader->chunks_.push_back(pool.GetChunk());
+      NVKV_CHECK(reader->chunks_.back().valid());
+    }
+    reader->page_buffer_ = pool.GetPage();
+    NVKV_CHECK(reader->page_buffer_.valid());
+    reader->pages_per_chunk_ = pages_per_chunk;
+    return reader;
+  }
+
+  ~SegmentReader() {
+    storage::BufferPool& pool = queue_->buffers();
+    for (const storage::Buffer& chunk : chunks_) pool.PutChunk(chunk);
+    pool.PutPage(page_buffer_);
+  }
+
+  // Reads every page of `segment`, all chunks in flight together.
+  absl::Status Read(uint64_t segment) {
+    const Geometry& g = engine_.geometry_;
+    requests_.assign(chunks_.size(), storage::IoRequest{});
+    pending_ = 0;
+    status_ = absl::OkStatus();
+    for (uint32_t c = 0; c < chunks_.size(); ++c) {
+      const uint32_t first = c * pages_per_chunk_;
+      const uint32_t count = std::min(pages_per_chunk_, g.pages_per_segment - first);
+      storage::IoRequest& request = requests_[c];
+      request.op = storage::IoOp::kRead;
+      request.lba = engine_.LbaOf(g.FirstPageOf(segment) + first);
+      request.lba_count = count * engine_.blocks_per_page_;
+      request.buffer = chunks_[c];
+      request.on_done = OnChunkRead;
+      request.context = this;
+      absl::Status status = queue_->Enqueue(&request);
+      if (!status.ok()) {
+        if (status_.ok()) status_ = status;
+        break;
+      }
+      ++pending_;
+    }
+    while (pending_ > 0) {
+      absl::StatusOr<uint32_t> reaped = queue_->Reap(1);
+      if (!reaped.ok()) return reaped.status();  // the queue is broken: nothing more completes
+    }
+    return status_;
+  }
+
+  // Page i of the segment last read.
+  const uint8_t* page(uint32_t i) const {
+    return chunks_[i / pages_per_chunk_].data + size_t{i % pages_per_chunk_} * engine_.geometry_.page_bytes;
+  }
+
+  // Reads one page of the store; the bytes stay valid until the next ReadPage.
+  absl::StatusOr<const uint8_t*> ReadPage(uint64_t page_number) {
+    absl::Status status = storage::ReadBlocks(*queue_, engine_.LbaOf(page_number),
+                                              engine_.blocks_per_page_, page_buffer_);
+    if (!status.ok()) return status;
+    return page_buffer_.data;
+  }
+
+ private:
+  SegmentReader(Engine::Impl& engine, std::unique_ptr<storage::Device> queue)
+      : engine_(engine), queue_(std::move(queue)) {}
+
+  static void OnChunkRead(storage::IoRequest* request) {
+    auto* reader = static_cast<SegmentReader*>(request->context);
+    if (!request->status.ok() && reader->status_.ok()) reader->status_ = request->status;
+    --reader->pending_;
+  }
+
+  Engine::Impl& engine_;
+  std::unique_ptr<storage::Device> queue_;
+  std::vector<storage::Buffer> chunks_;
+  storage::Buffer page_buffer_;
+  uint32_t pages_per_chunk_ = 1;
+  std::vector<storage::IoRequest> requests_;
+  uint32_t pending_ = 0;
+  absl::Status status_;
+};
+
+// ----- Live records -----
+
+// The newest record of each key on each page of one segment, in log order, with large values
+// assembled (`values` owns them).
+struct SegmentRecords {
+  SegmentScanResult scan;
+  std::vector<ScannedRecord> records;
+  std::deque<std::string> values;
+};
+
+void CollectRecords(const Engine::Impl& engine, const SegmentReader& reader, uint64_t segment,
+                    SegmentRecords* out) {
+  out->records.clear();
+  out->values.clear();
+  absl::flat_hash_map<std::pair<uint64_t, std::string_view>, size_t> newest;
+  out->scan = ScanSegment(
+      engine.geometry_, engine.store_seed_, segment,
+      [&reader](uint32_t i) { return reader.page(i); }, /*assemble_large_values=*/true,
+      [&](const ScannedRecord& record) {
+        ScannedRecord copy = record;
+        if ((record.header.flags & kRecordLarge) != 0) {
+          out->values.emplace_back(record.value);  // the scan's copy dies with the callback
+          copy.value = out->values.back();
+        }
+        auto [it, inserted] =
+            newest.try_emplace({record.page_number, record.key}, out->records.size());
+        if (inserted) {
+          out->records.push_back(copy);
+        } else if (out->records[it->second].header.sequence < record.header.sequence) {
+          out->records[it->second] = copy;
+        }
+      });
+}
+
+// The index value that points at `record` when it is its key's current one.
+uint64_t LocationOf(const Engine::Impl& engine, const ScannedRecord& record) {
+  return engine.EncodeLocation(record.page_number,
+                               RecordBytes(record.key.size(), record.header.value_bytes));
+}
+
+bool IsLive(Engine::Impl& engine, const ScannedRecord& record) {
+  if (record.header.type != static_cast<uint8_t>(RecordType::kPut)) return false;
+  const KeyHash hash = HashKey(record.key);
+  Shard& shard = engine.ShardFor(hash);
+  std::vector<uint64_t> candidates;
+  {
+    absl::MutexLock lock(&shard.mu);
+    shard.index->Find(hash.lo, record.key, &candidates);
+  }
+  return std::find(candidates.begin(), candidates.end(), LocationOf(engine, record)) !=
+         candidates.end();
+}
+
+// ----- Describing places and keys -----
+
+std::string Where(const Engine::Impl& engine, uint64_t page_number) {
+  const Geometry& g = engine.geometry_;
+  if (page_number < kSuperblockPages) {
+    return absl::StrFormat("superblock copy %d (page %d, LBA 0x%x)", page_number, page_number,
+                           engine.LbaOf(page_number));
+  }
+  return absl::StrFormat("segment %d page %d (page %d, LBA 0x%x)", g.SegmentOf(page_number),
+                         g.PageInSegment(page_number), page_number, engine.LbaOf(page_number));
+}
+
+// VerifyPage's message without its "page N: " prefix (Where() says which page).
+std::string PageFault(const absl::Status& status) {
+  if (absl::IsNotFound(status)) return "never written (all zero bytes)";
+  std::string message(status.message());
+  if (message.starts_with("page ")) {
+    const size_t colon = message.find(": ");
+    if (colon != std::string::npos) message.erase(0, colon + 2);
+  }
+  return message;
+}
+
+// Printable ASCII as is, anything else as \xHH; cut after kShownKeyBytes.
+std::string ShowKey(std::string_view key) {
+  std::string out = "\"";
+  for (size_t i = 0; i < key.size() && i < kShownKeyBytes; ++i) {
+    const unsigned char c = static_cast<unsigned char>(key[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    }
+  }
+  out += '"';
+  if (key.size() > kShownKeyBytes) absl::StrAppend(&out, "... (", key.size(), " bytes)");
+  return out;
+}
+
+// ----- Check -----
+
+// Writes that change the index; Check compares them before and after.
+uint64_t WriteCount(const Engine::Impl& engine) {
+  return engine.puts_.load() + engine.deletes_.load() + engine.batches_.load();
+}
+
+uint64_t IndexEntries(Engine::Impl& engine) {
+  uint64_t entries = 0;
+  for (auto& shard : engine.shards_) {
+    absl::MutexLock lock(&shard->mu);
+    entries += shard->index->stats().entries;
+  }
+  return entries;
+}
+
+class Checker {
+ public:
+  Checker(Engine::Impl& engine, SegmentReader& reader, CheckReport* report)
+      : engine_(engine), g_(engine.geometry_), reader_(reader), report_(*report) {}
+
+  void Problem(std::string line) {
+    ++problem_count_;
+    if (report_.problems.size() < CheckReport::kMaxProblems) {
+      report_.problems.push_back(std::move(line));
+    }
+  }
+
+  void Finish() {
+    if (problem_count_ > report_.problems.size()) {
+      report_.problems.push_back(absl::StrCat(problem_count_ - report_.problems.size(),
+                                              " more problems not listed"));
+    }
+  }
+
+  void CheckSuperblocks();
+  void CheckSegment(uint64_t segment);
+  void CheckIndexCoverage(uint64_t entries);
+
+  uint64_t live_found() const { return live_found_; }
+
+ private:
+  // True when page i of the segment just read is part of a log of `generation` at its place.
+  bool Belongs(const std::vector<absl::StatusOr<PageHeader>>& headers, uint32_t i,
+               uint32_t generation) const {
+    const absl::StatusOr<PageHeader>& h = headers[i];
+    return h.ok() && h->generation == generation && h->page_in_segment == i &&
+           (h->type == static_cast<uint8_t>(PageType::kData) ||
+            h->type == static_cast<uint8_t>(PageType::kContinuation));
+  }
+  std::string WhyNotInLog(const absl::StatusOr<PageHeader>& header, uint32_t i,
+                          uint32_t generation) const;
+  void ClassifyPages(uint64_t segment, const SegmentScanResult& scan);
+  void CheckLiveRecords(const SegmentRecords& segment_records);
+
+  Engine::Impl& engine_;
+  const Geometry& g_;
+  SegmentReader& reader_;
+  CheckReport& report_;
+  uint64_t problem_count_ = 0;
+  uint64_t live_found_ = 0;
+  // Ordered mode: the keys whose index entry a live record matched, for CheckIndexCoverage.
+  absl::flat_hash_set<KeyHash> matched_keys_;
+};
+
+void Checker::CheckSuperblocks() {
+  report_.pages_scanned += kSuperblockPages;
+  for (uint64_t copy = 0; copy < kSuperblockPages; ++copy) {
+    std::string fault;
+    absl::StatusOr<const uint8_t*> page = reader_.ReadPage(copy);
+    if (!page.ok()) {
+      fault = absl::StrCat("read failed: ", page.status().message());
+    } else if (absl::StatusOr<Superblock> superblock = DecodeSuperblock(*page, g_.page_bytes);
+               !superblock.ok()) {
+      fault = std::string(superblock.status().message());
+    } else {
+      const Geometry geometry = GeometryOf(*superblock);
+      if (geometry.page_bytes != g_.page_bytes ||
+          geometry.pages_per_segment != g_.pages_per_segment ||
+          geometry.segment_count != g_.segment_count ||
+          StoreSeed(superblock->store_id) != engine_.store_seed_ || superblock->copy != copy) {
+        fault = "describes another store, or another copy, than this one";
+      }
+    }
+    if (fault.empty()) {
+      ++report_.pages_valid;
+    } else {
+      ++report_.pages_unreadable;
+      Problem(absl::StrCat(Where(engine_, copy), ": ", fault));
+    }
+  }
+}
+
+std::string Checker::WhyNotInLog(const absl::StatusOr<PageHeader>& header, uint32_t i,
+                                 uint32_t generation) const {
+  if (!header.ok()) return PageFault(header.status());
+  if (header->generation != generation) {
+    return absl::StrCat("holds generation ", header->generation, " where the log's is ",
+                        generation);
+  }
+  if (header->page_in_segment != i) {
+    return absl::StrCat("says it is page ", header->page_in_segment, " of its segment");
+  }
+  if (header->type == static_cast<uint8_t>(PageType::kFree)) return "is a free-segment mark";
+  return "is not a data page";
+}
+
+// Sorts every page of the segment into one CheckReport bucket and reports a log cut short by a
+// bad page with more of the log after it.
+void Checker::ClassifyPages(uint64_t segment, const SegmentScanResult& scan) {
+  const uint32_t pages = g_.pages_per_segment;
+  const uint64_t first_page = g_.FirstPageOf(segment);
+  std::vector<absl::StatusOr<PageHeader>> headers;
+  headers.reserve(pages);
+  for (uint32_t i = 0; i < pages; ++i) {
+    headers.push_back(VerifyPage(reader_.page(i), g_, engine_.store_seed_, first_page + i));
+  }
+  const bool free_mark = !scan.in_use && headers[0].ok() &&
+                         headers[0]->type == static_cast<uint8_t>(PageType::kFree);
+  // The log this segment holds or held: the valid part's generation, or, when page 0 does not
+  // start a log, the newest generation written into the segment.
+  const uint32_t generation = scan.in_use ? scan.generation : scan.max_generation;
+  const uint32_t valid = scan.in_use ? scan.valid_pages : 0;
+  if (scan.in_use) {
+    ++report_.segments_in_use;
+    report_.pages_valid += valid;
+    report_.records += scan.records;
+  }
+
+  // Where the log stops: the first page from the end of the valid part on that is not part of
+  // it (a large record whose continuation is bad starts inside the valid part's successor).
+  uint32_t bad = valid;
+  if (!free_mark) {
+    while (bad < pages && Belongs(headers, bad, generation)) ++bad;
+  }
+  bool continues = false;
+  uint64_t cut_pages = 0, cut_records = 0;
+  if (!free_mark && generation != 0) {
+    for (uint32_t i = valid; i < pages; ++i) {
+      if (i == bad || !Belongs(headers, i, generation)) continue;
+      if (i > bad) continues = true;
+      ++cut_pages;
+      if (headers[i]->type == static_cast<uint8_t>(PageType::kData)) {
+        cut_records += headers[i]->record_count;
+      }
+    }
+  }
+
+  // A page whose checksum matched but whose records do not decode: a writer bug, reported
+  // wherever it is. The scan stopped exactly there.
+  bool record_fault = false;
+  if (scan.in_use && valid < pages && Belongs(headers, valid, generation) &&
+      headers[valid]->type == static_cast<uint8_t>(PageType::kData)) {
+    RecordIterator it(reader_.page(valid), *headers[valid]);
+    RecordView view;
+    while (it.Next(&view)) {
+    }
+    if (!it.status().ok()) {
+      record_fault = true;
+      Problem(absl::StrCat(Where(engine_, first_page + valid), ": ", it.status().message()));
+    }
+  }
+  if (record_fault) {
+  } else if (scan.in_use && valid < pages && bad == pages) {
+    // Every page verifies and belongs, yet the scan stopped: a large record that runs past the
+    // end of the segment.
+    Problem(absl::StrCat(Where(engine_, first_page + valid), ": ", scan.stop_reason));
+  } else if (continues) {
+    Problem(absl::StrCat(
+        Where(engine_, first_page + bad), ": ", WhyNotInLog(headers[bad], bad, generation),
+        bad == 0 ? "; recovery ignores the segment, and its log follows: "
+                 : "; the log goes on after it: recovery cannot reach ",
+        cut_pages, " pages (", cut_records, " records) of generation ", generation));
+  } else if (!free_mark && bad < pages && absl::IsDataLoss(headers[bad].status())) {
+    ++report_.torn_tails;  // the log's last write, cut short
+  }
+
+  for (uint32_t i = valid; i < pages; ++i) {
+    const absl::StatusOr<PageHeader>& h = headers[i];
+    if (continues && i != bad && Belongs(headers, i, generation)) {
+      ++report_.pages_unreachable;
+    } else if (h.ok()) {
+      ++report_.pages_stale;
+    } else if (absl::IsNotFound(h.status())) {
+      ++report_.pages_unwritten;
+    } else {
+      ++report_.pages_unreadable;
+    }
+  }
+}
+
+// Reads every live record's key back through the read path and compares the value.
+void Checker::CheckLiveRecords(const SegmentRecords& segment_records) {
+  std::vector<const ScannedRecord*> live;
+  for (const ScannedRecord& record : segment_records.records) {
+    if (IsLive(engine_, record)) live.push_back(&record);
+  }
+  live_found_ += live.size();
+  for (size_t begin = 0; begin < live.size(); begin += kCheckGetBatch) {
+    const size_t end = std::min(live.size(), begin + kCheckGetBatch);
+    std::vector<std::string_view> keys;
+    for (size_t i = begin; i < end; ++i) keys.push_back(live[i]->key);
+    std::vector<absl::StatusOr<std::string>> values;
+    engine_.MultiGet(keys, &values);
+    for (size_t i = begin; i < end; ++i) {
+      const ScannedRecord& record = *live[i];
+      const absl::StatusOr<std::string>& value = values[i - begin];
+      ++report_.live_keys_checked;
+      if (engine_.ordered_) matched_keys_.insert(HashKey(record.key));
+      if (value.ok() && *value == record.value) continue;
+      // A write may have replaced the key since its segment was read: only a key whose index
+      // entry still points at this record has a problem.
+      if (!IsLive(engine_, record)) continue;
+      Problem(absl::StrCat("key ", ShowKey(record.key), " in ", Where(engine_, record.page_number),
+                           ": ",
+                           value.ok() ? "the read path returns a different value than the log "
+                                        "holds"
+                                      : absl::StrCat("cannot be read: ", value.status().message())));
+    }
+  }
+}
+
+void Checker::CheckSegment(uint64_t segment) {
+  ++report_.segments_scanned;
+  report_.pages_scanned += g_.pages_per_segment;
+  absl::Status read = reader_.Read(segment);
+  if (!read.ok()) {
+    Problem(absl::StrCat("segment ", segment, " (pages ", g_.FirstPageOf(segment), "..",
+                         g_.FirstPageOf(segment) + g_.pages_per_segment - 1,
+                         "): read failed: ", read.message()));
+    report_.pages_unreadable += g_.pages_per_segment;
+    return;
+  }
+  SegmentRecords records;
+  CollectRecords(engine_, reader_, segment, &records);
+  ClassifyPages(segment, records.scan);
+  CheckLiveRecords(records);
+}
+
+// Every index entry must have been matched by a live record of some valid part. Each live
+// record matches one entry and no entry is matched twice (the ordered index holds one location
+// per key; a hash-index entry is a (tag, page) pair and a page never holds two keys with one
+// tag), so the counts are equal exactly when every entry resolves.
+void Checker::CheckIndexCoverage(uint64_t entries) {
+  if (entries == live_found_) return;
+  if (!engine_.ordered_) {
+    Problem(absl::StrCat("the index holds ", entries, " entries but the log holds ", live_found_,
+                         " live records: ", entries > live_found_ ? entries - live_found_ : 0,
+                         " index entries point at pages without their record (the hash index "
+                         "holds no keys to name them; open the store in ordered mode to see "
+                         "which)"));
+    return;
+  }
+  for (auto& shard : engine_.shards_) {
+    std::string cursor;
+    bool exclusive = false;
+    for (;;) {
+      std::vector<std::pair<std::string, uint64_t>> batch;
+      {
+        absl::MutexLock lock(&shard->mu);
+        absl::Status status = shard->index->Scan(cursor, exclusive, 1024, &batch);
+        if (!status.ok()) {
+          Problem(absl::StrCat("index scan failed: ", status.message()));
+          return;
+        }
+      }
+      if (batch.empty()) break;
+      for (const auto& [key, location] : batch) {
+        if (matched_keys_.contains(HashKey(key))) continue;
+        const uint64_t page_number = Engine::Impl::PageOf(location);
+        std::string why;
+        absl::StatusOr<const uint8_t*> page = reader_.ReadPage(page_number);
+        absl::StatusOr<PageHeader> header = absl::UnknownError("");
+        if (!page.ok()) {
+          why = absl::StrCat("read failed: ", page.status().message());
+        } else if (header = VerifyPage(*page, g_, engine_.store_seed_, page_number);
+                   !header.ok()) {
+          why = PageFault(header.status());
+        } else if (header->type != static_cast<uint8_t>(PageType::kData) ||
+                   !FindRecord(*page, *header, key).ok()) {
+          why = "the page holds no record of the key";
+        } else {
+          why = "the page holds the record but lies beyond the valid part of its segment's log";
+        }
+        Problem(absl::StrCat("index entry of key ", ShowKey(key), " points at ",
+                             Where(engine_, page_number), ": ", why));
+      }
+      cursor = batch.back().first;
+      exclusive = true;
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<CheckReport> Engine::Check(const ProgressCallback& progress) {
+  Impl& engine = *impl_;
+  absl::Status open = engine.CheckOpen();
+  if (!open.ok()) return open;
+  CheckReport report;
+  // Put everything written so far on the device, so that the log read back is the index's.
+  if (engine.broken_.load()) {
+    report.notes.push_back(absl::StrCat("writes are refused since a device write failed (",
+                                        engine.broken_status().message(),
+                                        "); pages not yet written are not checked"));
+  } else if (absl::Status flushed = engine.Flush(); !flushed.ok()) {
+    report.notes.push_back(absl::StrCat("flush before the check failed: ", flushed.message()));
+  }
+  absl::MutexLock compaction_lock(&engine.compact_all_mu_);
+  absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(engine);
+  if (!reader.ok()) return reader.status();
+  Checker checker(engine, **reader, &report);
+  const uint64_t writes_before = WriteCount(engine);
+  checker.CheckSuperblocks();
+  const uint64_t segment_count = engine.geometry_.segment_count;
+  for (uint64_t segment = 0; segment < segment_count; ++segment) {
+    checker.CheckSegment(segment);
+    if (progress) progress(segment + 1, segment_count);
+  }
+  const uint64_t entries = IndexEntries(engine);
+  if (WriteCount(engine) != writes_before) {
+    report.notes.push_back(
+        "writes ran during the check: index entries were not compared with the log");
+  } else {
+    checker.CheckIndexCoverage(entries);
+  }
+  checker.Finish();
+  return report;
+}
+
+absl::Status Engine::ForEachLive(
+    const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
+    const ProgressCallback& progress) {
+  Impl& engine = *impl_;
+  absl::Status open = engine.CheckOpen();
+  if (!open.ok()) return open;
+  // Pages still in memory are not on the device yet.
+  if (engine.broken_.load()) return engine.broken_status();
+  absl::Status flushed = engine.Flush();
+  if (!flushed.ok()) return flushed;
+  absl::MutexLock compaction_lock(&engine.compact_all_mu_);
+  absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(engine);
+  if (!reader.ok()) return reader.status();
+  const uint64_t segment_count = engine.geometry_.segment_count;
+  SegmentRecords records;
+  for (uint64_t segment = 0; segment < segment_count; ++segment) {
+    absl::Status read = (*reader)->Read(segment);
+    if (!read.ok()) {
+      return absl::Status(read.code(),
+                          absl::StrCat("segment ", segment, ": read failed: ", read.message()));
+    }
+    CollectRecords(engine, **reader, segment, &records);
+    for (const ScannedRecord& record : records.records) {
+      if (!IsLive(engine, record)) continue;
+      absl::Status status = visit(record.key, record.value);
+      if (!status.ok()) return status;
+    }
+    if (progress) progress(segment + 1, segment_count);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace nvkv::kv

@@ -1,0 +1,487 @@
+// nvkv-cli, run as a subprocess exactly as a user runs it: each test has a fresh directory, the
+// tool's working directory, with small stores in it (format --capacity 64m).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tests/testutil/temp_dir.h"
+
+#ifndef NVKV_CLI_PATH
+#error "NVKV_CLI_PATH must name the nvkv-cli binary"
+#endif
+
+extern char** environ;
+
+namespace nvkv {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ContainsRegex;
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Escaped dump fields, decoded independently of the tool's own code (tools/cli/codec.cc).
+std::string Unescape(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+      continue;
+    }
+    const char e = text[++i];
+    if (e == 'x') {
+      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += e == 't' ? '\t' : e == 'n' ? '\n' : e == 'r' ? '\r' : e;
+    }
+  }
+  return out;
+}
+
+std::string Hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) absl::StrAppendFormat(&out, "%02x", c);
+  return out;
+}
+
+// key -> value from dump output (escaped, with its header line).
+std::map<std::string, std::string> ParseDump(const std::string& text) {
+  std::map<std::string, std::string> pairs;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (line.front() == '#') continue;
+    const size_t tab = line.find('\t');
+    EXPECT_NE(tab, absl::string_view::npos) << line;
+    EXPECT_EQ(line.find('\t', tab + 1), absl::string_view::npos) << line;
+    const std::string key = Unescape(std::string(line.substr(0, tab)));
+    EXPECT_EQ(pairs.count(key), 0u) << "twice: " << line;
+    pairs[key] = Unescape(std::string(line.substr(tab + 1)));
+  }
+  return pairs;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  // Runs nvkv-cli with `args` in the test's directory, `input` on stdin, and the environment
+  // without NVKV_DB and NVKV_ORDERED plus `env`. Output goes through files, so nothing blocks.
+  CliResult Cli(const std::vector<std::string>& args, const std::string& input = "",
+          const std::vector<std::string>& env = {}) {
+    const std::string in_path = dir_.File(".stdin"), out_path = dir_.File(".stdout"),
+                      err_path = dir_.File(".stderr");
+    WriteFile(in_path, input);
+    std::vector<std::string> argv_strings = {NVKV_CLI_PATH};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& arg : argv_strings) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string_view entry = *e;
+      if (entry.starts_with("NVKV_DB=") || entry.starts_with("NVKV_ORDERED=")) continue;
+      env_strings.emplace_back(entry);
+    }
+    env_strings.insert(env_strings.end(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (std::string& entry : env_strings) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, in_path.c_str(), O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
+    if (stderr_fd_ >= 0) {
+      posix_spawn_file_actions_adddup2(&actions, stderr_fd_, 2);
+    } else {
+      posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(),
+                                       O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    }
+    posix_spawn_file_actions_addchdir_np(&actions, dir_.path().c_str());
+    pid_t pid = 0;
+    const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    CliResult run;
+    if (spawned != 0) {
+      ADD_FAILURE() << "posix_spawn: " << strerror(spawned);
+      return run;
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status)) << "killed by a signal: " << status;
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    run.out = ReadFile(out_path);
+    run.err = stderr_fd_ >= 0 ? "" : ReadFile(err_path);
+    return run;
+  }
+
+  // Runs with --db at the test's store; expects success.
+  CliResult Ok(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), {"--db", db_});
+    CliResult run = Cli(args, input);
+    EXPECT_EQ(run.exit_code, 0) << absl::StrJoin(args, " ") << "\nstderr: " << run.err;
+    EXPECT_THAT(run.err, IsEmpty());
+    return run;
+  }
+
+  CliResult Db(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), {"--db", db_});
+    return Cli(args, input);
+  }
+
+  void Format() { Ok({"format", "--capacity", "64m"}); }
+
+  // An error: `code`, one line on stderr naming the tool, nothing on stdout.
+  static void ExpectError(const CliResult& run, int code, const std::string& part) {
+    EXPECT_EQ(run.exit_code, code) << run.err;
+    EXPECT_THAT(run.err, StartsWith("nvkv-cli: "));
+    EXPECT_THAT(run.err, EndsWith("\n"));
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    EXPECT_THAT(run.err, HasSubstr(part));
+  }
+
+  testing::TempDir dir_;
+  std::string db_ = dir_.File("store.db");
+  int stderr_fd_ = -1;  // when set, the child's stderr (a terminal in the progress test)
+};
+
+// ----- Help and usage -----
+
+TEST_F(CliTest, HelpDescribesCommandsDumpFormatAndExitCodes) {
+  const CliResult run = Cli({"--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.err, IsEmpty());
+  EXPECT_THAT(run.out, StartsWith("Usage: nvkv-cli [OPTIONS] COMMAND"));
+  for (const char* command : {"format", "put", "get", "del", "scan", "load", "dump", "stats",
+                              "check", "compact", "info"}) {
+    EXPECT_THAT(run.out, HasSubstr(absl::StrCat("\n  ", command, " "))) << command;
+  }
+  EXPECT_THAT(run.out, HasSubstr("# nvkv-cli dump v1 encoding=escaped"));
+  EXPECT_THAT(run.out, HasSubstr("Exit status: 0 success; 1 key not found"));
+  EXPECT_EQ(Cli({"help"}).out, run.out);
+}
+
+TEST_F(CliTest, EveryCommandHasHelp) {
+  for (const char* command : {"format", "put", "get", "del", "scan", "load", "dump", "stats",
+                              "check", "compact", "info"}) {
+    const CliResult run = Cli({command, "--help"});
+    EXPECT_EQ(run.exit_code, 0) << command;
+    EXPECT_THAT(run.out, StartsWith(absl::StrCat("Usage: nvkv-cli [OPTIONS] ", command)));
+    EXPECT_EQ(Cli({"help", command}).out, run.out);
+    EXPECT_EQ(Cli({"-h", command}).out, run.out);
+  }
+  EXPECT_THAT(Cli({"scan", "--help"}).out, HasSubstr("--limit N"));
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoWithOneLineOnStderr) {
+  ExpectError(Cli({}), 2, "no command given");
+  ExpectError(Cli({"frobnicate"}), 2, "unknown command 'frobnicate'");
+  ExpectError(Cli({"get"}), 2, "missing operand; usage: nvkv-cli get KEY");
+  ExpectError(Cli({"get", "a", "b"}), 2, "too many operands");
+  ExpectError(Cli({"--bogus", "get", "k"}), 2, "unknown option '--bogus'");
+  ExpectError(Cli({"get", "--limit", "3", "k"}), 2, "unknown option '--limit'");
+  ExpectError(Cli({"--limit", "3", "scan"}), 2, "a command's options go after it");
+  ExpectError(Cli({"scan", "--ordered", "--limit"}), 2, "--limit needs a value");
+  ExpectError(Cli({"get", "-k"}), 2, "goes after '--'");
+  ExpectError(Cli({"--hex", "get", "zz"}), 2, "KEY: not hex");
+  ExpectError(Cli({"--hex", "get", "abc"}), 2, "odd number of hex digits");
+  ExpectError(Cli({"put", "", "v"}), 2, "empty key");
+  ExpectError(Cli({"--backend", "floppy", "get", "k"}), 2, "--backend");
+  ExpectError(Cli({"format", "--capacity", "12q"}), 2, "is not a size");
+  ExpectError(Cli({"--ordered=yes", "get", "k"}), 2, "--ordered takes no value");
+  ExpectError(Cli({"help", "nothing"}), 2, "unknown command 'nothing'");
+  for (const CliResult& run : {Cli({}), Cli({"get"})}) EXPECT_THAT(run.out, IsEmpty());
+}
+
+TEST_F(CliTest, VersionPrintsTheVersion) {
+  const CliResult run = Cli({"--version"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, ContainsRegex("^nvkv-cli [0-9]+\\.[0-9]+\\.[0-9]+\n$"));
+}
+
+// ----- format -----
+
+TEST_F(CliTest, FormatCreatesAStoreAndRefusesToOverwriteOneWithoutForce) {
+  const CliResult formatted = Ok({"format", "--capacity", "64m", "--segment-bytes", "512k"});
+  EXPECT_THAT(formatted.out, HasSubstr("64.0 MiB"));
+  EXPECT_THAT(formatted.out, HasSubstr("512.0 KiB segments"));
+  Ok({"put", "k", "v"});
+  ExpectError(Db({"format", "--capacity", "64m"}), 3, "already holds an nvkv store; add --force");
+  EXPECT_EQ(Ok({"get", "k"}).out, "v");  // untouched
+  Ok({"format", "--force"});
+  ExpectError(Db({"get", "k"}), 1, "key not found");
+  EXPECT_THAT(Ok({"info"}).out, HasSubstr("64.0 MiB"));  // --force kept the file's size
+}
+
+TEST_F(CliTest, FormatRefusesDataThatIsNotAStoreWithoutForce) {
+  WriteFile(db_, std::string(64 << 20, 'x'));
+  ExpectError(Db({"format"}), 3, "not an nvkv store");
+  EXPECT_EQ(ReadFile(db_).substr(0, 4), "xxxx");
+  Ok({"format", "--force", "--capacity", "32m"});
+  EXPECT_THAT(Ok({"info"}).out, HasSubstr("32.0 MiB"));
+}
+
+TEST_F(CliTest, CommandsOtherThanPutAndLoadNeedAStore) {
+  ExpectError(Db({"get", "k"}), 3, "no store at");
+  ExpectError(Db({"check"}), 3, "nvkv-cli format");
+  EXPECT_NE(access(db_.c_str(), F_OK), 0);  // nothing was created
+}
+
+// ----- put, get, del -----
+
+TEST_F(CliTest, PutGetDelAndTheirExitCodes) {
+  Format();
+  EXPECT_THAT(Ok({"put", "greeting", "hello world"}).out, IsEmpty());
+  EXPECT_EQ(Ok({"get", "greeting"}).out, "hello world");
+  Ok({"put", "greeting", ""});
+  EXPECT_EQ(Ok({"get", "greeting"}).out, "");
+  Ok({"del", "greeting"});
+  const CliResult missing = Db({"get", "greeting"});
+  ExpectError(missing, 1, "");
+  EXPECT_EQ(missing.err, "nvkv-cli: get: key not found: greeting\n");
+  ExpectError(Db({"del", "greeting"}), 1, "key not found");
+  Ok({"put", "--", "-dash", "v"});
+  EXPECT_EQ(Ok({"get", "--", "-dash"}).out, "v");
+}
+
+TEST_F(CliTest, PutCreatesAMissingStoreFile) {
+  Ok({"put", "k", "v"});
+  EXPECT_EQ(Ok({"get", "k"}).out, "v");
+  struct stat st;
+  ASSERT_EQ(stat(db_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, off_t{1} << 30);  // the embedded default
+}
+
+TEST_F(CliTest, PutReadsTheValueFromStdin) {
+  Format();
+  std::string value;
+  for (int i = 0; i < 256; ++i) value += static_cast<char>(i);
+  value += "\n\nend";
+  Ok({"put", "k", "-"}, value);
+  EXPECT_EQ(Ok({"get", "k"}).out, value);
+}
+
+TEST_F(CliTest, HexKeysAndValuesGoInAndComeOutAsHex) {
+  Format();
+  Ok({"--hex", "put", "00ff0a", "DEADbeef"});
+  EXPECT_EQ(Ok({"--hex", "get", "00ff0a"}).out, "deadbeef\n");
+  EXPECT_EQ(Ok({"get", "--hex", "00ff0a"}).out, "deadbeef\n");  // options go anywhere
+  Ok({"--hex", "put", "01", "-"}, "00 11\n22\t33\n");
+  EXPECT_EQ(Ok({"get", "\x01"}).out, std::string("\x00\x11\x22\x33", 4));
+  Ok({"--hex", "put", "02", ""});
+  EXPECT_EQ(Ok({"--hex", "get", "02"}).out, "\n");
+}
+
+TEST_F(CliTest, StorePathComesFromDbThenNvkvDbThenTheDefault) {
+  ASSERT_EQ(Cli({"format", "--capacity", "64m"}).exit_code, 0);  // ./nvkv.db
+  EXPECT_EQ(access(dir_.File("nvkv.db").c_str(), F_OK), 0);
+  ASSERT_EQ(Cli({"put", "where", "default"}).exit_code, 0);
+  const std::string env = absl::StrCat("NVKV_DB=", db_);
+  ASSERT_EQ(Cli({"format", "--capacity", "64m"}, "", {env}).exit_code, 0);
+  ASSERT_EQ(Cli({"put", "where", "env"}, "", {env}).exit_code, 0);
+  EXPECT_EQ(Cli({"get", "where"}, "", {env}).out, "env");
+  EXPECT_EQ(Cli({"get", "where"}).out, "default");
+  EXPECT_EQ(Cli({"--db", "nvkv.db", "get", "where"}, "", {env}).out, "default");
+}
+
+// ----- scan -----
+
+TEST_F(CliTest, ScanNeedsTheOrderedIndexAndPrintsARange) {
+  Format();
+  for (const char* key : {"d", "a", "c", "b", "e"}) Ok({"put", key, absl::StrCat("v", key)});
+  ExpectError(Db({"scan"}), 2, "add --ordered (or set NVKV_ORDERED=1)");
+  EXPECT_EQ(Ok({"--ordered", "scan"}).out, "a\tva\nb\tvb\nc\tvc\nd\tvd\ne\tve\n");
+  EXPECT_EQ(Ok({"--ordered", "scan", "--from", "b", "--to", "d"}).out, "b\tvb\nc\tvc\n");
+  EXPECT_EQ(Ok({"--ordered", "scan", "--from=b", "--limit=1"}).out, "b\tvb\n");
+  EXPECT_EQ(Ok({"--ordered", "scan", "--keys-only", "--to", "c"}).out, "a\nb\n");
+  EXPECT_EQ(Ok({"--ordered", "--hex", "scan", "--from", "65"}).out, "65\t7665\n");
+  EXPECT_EQ(Cli({"--db", db_, "scan", "--limit", "1"}, "", {"NVKV_ORDERED=1"}).out, "a\tva\n");
+}
+
+// ----- dump and load -----
+
+TEST_F(CliTest, DumpThenLoadRoundTripsAnyBytes) {
+  std::map<std::string, std::string> pairs;
+  std::string all_bytes;
+  for (int i = 0; i < 256; ++i) all_bytes += static_cast<char>(i);
+  pairs[all_bytes] = all_bytes + all_bytes;
+  pairs["tab\there"] = "new\nline";
+  pairs["back\\slash"] = "\\x41 is not an escape";
+  pairs["#hash-first"] = "#";
+  pairs["empty-value"] = "";
+  pairs["crlf"] = "ends with\r\n";
+  pairs[std::string(1024, 'K')] = "the longest key";
+  std::string large(120000, '\0');
+  for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 131 + 7);
+  pairs["large"] = large;
+  for (int i = 0; i < 500; ++i) pairs[absl::StrFormat("key%04d", i)] = absl::StrCat("value", i);
+
+  // Into store A from a hex dump written here, then A's dump into a fresh store B.
+  std::string hex_dump = "# nvkv-cli dump v1 encoding=hex\n";
+  for (const auto& [key, value] : pairs) absl::StrAppend(&hex_dump, Hex(key), "\t", Hex(value), "\n");
+  WriteFile(dir_.File("input.hex"), hex_dump);
+  Format();
+  Ok({"load", "input.hex"});
+  const CliResult dump_a = Ok({"dump"});
+  EXPECT_THAT(dump_a.out, StartsWith("# nvkv-cli dump v1 encoding=escaped\n"));
+  EXPECT_EQ(ParseDump(dump_a.out), pairs);
+
+  db_ = dir_.File("copy.db");
+  Format();
+  Ok({"load", "-"}, dump_a.out);
+  EXPECT_EQ(ParseDump(Ok({"dump"}).out), pairs);
+  EXPECT_EQ(Ok({"get", "tab\there"}).out, "new\nline");
+  // In key order with --ordered: the same text for the same pairs.
+  const CliResult ordered = Ok({"--ordered", "dump"});
+  EXPECT_EQ(ParseDump(ordered.out), pairs);
+  std::vector<std::string> lines = absl::StrSplit(ordered.out, '\n', absl::SkipEmpty());
+  EXPECT_TRUE(std::is_sorted(lines.begin() + 1, lines.end(), [](const auto& a, const auto& b) {
+    return Unescape(a.substr(0, a.find('\t'))) < Unescape(b.substr(0, b.find('\t')));
+  }));
+  // A hex dump loads too, header or --hex deciding.
+  const CliResult hex = Ok({"--hex", "dump"});
+  EXPECT_THAT(hex.out, StartsWith("# nvkv-cli dump v1 encoding=hex\n"));
+  db_ = dir_.File("third.db");
+  Format();
+  Ok({"--hex", "load", "-"}, hex.out.substr(hex.out.find('\n') + 1));
+  EXPECT_EQ(ParseDump(Ok({"dump"}).out), pairs);
+}
+
+TEST_F(CliTest, LoadStopsAtTheFirstBadLineAndKeepsTheLinesBefore) {
+  Format();
+  ExpectError(Db({"load", "-"}, "k1\tv1\n\n# a comment\nno tab here\nk2\tv2\n"), 3,
+              "load: line 4: expected KEY<TAB>VALUE (one tab)");
+  EXPECT_EQ(Ok({"get", "k1"}).out, "v1");
+  ExpectError(Db({"get", "k2"}), 1, "not found");
+  ExpectError(Db({"load", "-"}, "k\\q\tv\n"), 3, "line 1: key: unknown escape \\q");
+  ExpectError(Db({"load", "-"}, "\tv\n"), 3, "line 1: empty key");
+  ExpectError(Db({"load", "missing-file"}), 3, "missing-file: No such file or directory");
+}
+
+TEST_F(CliTest, DumpOfAnEmptyStoreIsItsHeader) {
+  Format();
+  EXPECT_EQ(Ok({"dump"}).out, "# nvkv-cli dump v1 encoding=escaped\n");
+}
+
+// ----- check -----
+
+TEST_F(CliTest, CheckNamesADamagedPageAndExitsFour) {
+  Format();
+  // One load: one session, so the pairs fill consecutive pages of one log, and the needle's
+  // page has more of its log after it.
+  std::string input;
+  for (int i = 0; i < 3000; ++i) {
+    absl::StrAppendFormat(&input, "key%05d\t%s\n", i,
+                          i == 100 ? "needle-0f3e9a7c" : std::string(40, 'a' + i % 26));
+  }
+  Ok({"load", "-"}, input);
+  const CliResult healthy = Ok({"check"});
+  EXPECT_THAT(healthy.out, HasSubstr("3000 live keys read back and compared"));
+  EXPECT_THAT(healthy.out, HasSubstr("result: no problems found"));
+
+  const std::string bytes = ReadFile(db_);
+  const size_t at = bytes.find("needle-0f3e9a7c");
+  ASSERT_NE(at, std::string::npos);
+  const uint64_t page = at / 4096;
+  {
+    std::fstream file(db_, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(at));
+    file.write("X", 1);
+  }
+  const CliResult damaged = Db({"check"});
+  ExpectError(damaged, 4, absl::StrFormat("check: found 1 problem (listed on stdout); the first: "
+                                          "segment %d page %d (page %d, LBA 0x",
+                                          (page - 2) / 256, (page - 2) % 256, page));
+  EXPECT_THAT(damaged.out,
+              ContainsRegex(absl::StrFormat("problem: segment [0-9]+ page [0-9]+ \\(page %d, LBA "
+                                            "0x[0-9a-f]+\\): checksum mismatch; the log goes on "
+                                            "after it",
+                                            page)));
+  EXPECT_THAT(damaged.out, HasSubstr("result: DAMAGED, 1 problem"));
+}
+
+// ----- stats, info, compact -----
+
+TEST_F(CliTest, StatsInfoAndCompactDescribeTheStore) {
+  Format();
+  for (int i = 0; i < 3; ++i) Ok({"put", absl::StrCat("k", i), "v"});
+  Ok({"put", "k0", "again"});
+  const CliResult stats = Ok({"stats"});
+  EXPECT_THAT(stats.out, ContainsRegex("live keys +3\n"));
+  const CliResult json = Ok({"stats", "--json"});
+  EXPECT_THAT(json.out, AllOf(StartsWith("{\"live_keys\":3,"), EndsWith("}\n")));
+  const CliResult info = Ok({"info"});
+  EXPECT_THAT(info.out, AllOf(HasSubstr("backend   direct-file"), HasSubstr("4096-byte pages"),
+                              HasSubstr("hash (chosen at each open"), HasSubstr("ring ")));
+  EXPECT_THAT(Ok({"--ordered", "info"}).out, HasSubstr("index     ordered"));
+  const CliResult compact = Ok({"compact"});
+  EXPECT_THAT(compact.out, ContainsRegex("compacted .*: [1-9][0-9]* segments cleaned"));
+  EXPECT_EQ(Ok({"get", "k0"}).out, "again");
+  EXPECT_THAT(Ok({"stats"}).out, ContainsRegex("live keys +3\n"));
+}
+
+// ----- progress -----
+
+TEST_F(CliTest, ProgressBarsGoToATerminalOnly) {
+  Format();
+  Ok({"put", "k", "v"});
+  for (const char* command : {"check", "dump", "compact"}) {
+    EXPECT_THAT(Db({command}).err, IsEmpty()) << command;  // stderr is a file here
+  }
+  const int master = posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const int terminal = open(ptsname(master), O_RDWR | O_NOCTTY);
+  ASSERT_GE(terminal, 0);
+  stderr_fd_ = terminal;
+  const CliResult run = Db({"check"});
+  stderr_fd_ = -1;
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_THAT(run.out, HasSubstr("result: no problems found"));  // stdout is unaffected
+  std::string drawn;
+  char buffer[4096];
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  for (ssize_t n; (n = read(master, buffer, sizeof(buffer))) > 0;) drawn.append(buffer, n);
+  close(terminal);
+  close(master);
+  EXPECT_THAT(drawn, HasSubstr("check ["));
+  EXPECT_THAT(drawn, HasSubstr("segments"));
+  EXPECT_THAT(drawn, EndsWith("\r\033[K"));  // erased at the end
+}
+
+}  // namespace
+}  // namespace nvkv

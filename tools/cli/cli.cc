@@ -1,0 +1,60 @@
+#include "tools/cli/cli.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace nvkv::cli {
+
+Outcome Usage(std::string message) { return Outcome{kExitUsage, std::move(message)}; }
+Outcome NotFound(std::string message) { return Outcome{kExitNotFound, std::move(message)}; }
+Outcome Failure(std::string message) { return Outcome{kExitFailure, std::move(message)}; }
+
+Outcome FromStatus(const absl::Status& status) {
+  if (status.ok()) return Ok();
+  const std::string message = OneLine(status.message());
+  return absl::IsInvalidArgument(status) ? Usage(message) : Failure(message);
+}
+
+std::string OneLine(absl::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<DB>> Context::Open(Use use) const {
+  const bool create = use == Use::kCreate;
+  Options options;
+  options.create_if_missing = create;
+  options.background_compaction = use == Use::kWrite || use == Use::kCreate;
+  options.index_mode = ordered ? IndexMode::kOrdered : IndexMode::kHash;
+  options.backend = backend;
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, db_path);
+  if (!create && absl::IsNotFound(db.status())) {
+    return absl::NotFoundError(absl::StrCat("no store at ", db_path,
+                                            " (create one with 'nvkv-cli format', or 'put')"));
+  }
+  return db;
+}
+
+absl::StatusOr<std::string> Context::DecodeArgument(std::string_view text) const {
+  if (encoding == Encoding::kHex) return FromHex(text);
+  return std::string(text);
+}
+
+bool WriteOut(std::string_view bytes) {
+  return bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size();
+}
+
+Outcome FinishStdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    return Failure(absl::StrCat("writing to stdout failed: ", std::strerror(errno)));
+  }
+  return Ok();
+}
+
+}  // namespace nvkv::cli

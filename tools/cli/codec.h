@@ -1,0 +1,50 @@
+// Text encodings of nvkv-cli: the escaped and hex forms of keys and values (command arguments,
+// scan and dump output, load input), and sizes and counts given on the command line.
+//
+// Escaped form (the default): printable ASCII (0x20..0x7e) stands for itself, except
+//   \\  backslash     \t  tab     \n  line feed     \r  carriage return
+//   \xHH  any other byte (two hex digits; written in lower case, read in either case)
+// and a '#' that starts a key is written \x23, so that no pair line looks like a comment.
+// Decoding accepts exactly these escapes, and any other byte as itself.
+//
+// Hex form (--hex): two hex digits per byte, written in lower case, read in either case.
+#ifndef NVKV_TOOLS_CLI_CODEC_H_
+#define NVKV_TOOLS_CLI_CODEC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace nvkv::cli {
+
+enum class Encoding { kEscaped, kHex };
+
+std::string Escape(std::string_view bytes, bool is_key);
+absl::StatusOr<std::string> Unescape(std::string_view text);
+
+std::string ToHex(std::string_view bytes);
+// With `skip_space`, ASCII white space between digits is ignored (hex read from stdin, as
+// `xxd -p` writes it).
+absl::StatusOr<std::string> FromHex(std::string_view text, bool skip_space = false);
+
+inline std::string Encode(std::string_view bytes, Encoding encoding, bool is_key) {
+  return encoding == Encoding::kHex ? ToHex(bytes) : Escape(bytes, is_key);
+}
+inline absl::StatusOr<std::string> Decode(std::string_view text, Encoding encoding) {
+  return encoding == Encoding::kHex ? FromHex(text) : Unescape(text);
+}
+
+// "4096", "64k", "64m", "1g", "1t" (also "64M", "64MiB", "64mb"): k, m, g and t are powers of
+// 1024. kInvalidArgument on anything else, zero included.
+absl::StatusOr<uint64_t> ParseSize(std::string_view text);
+// A decimal count, 0 allowed.
+absl::StatusOr<uint64_t> ParseCount(std::string_view text);
+
+// "512 B", "4.0 KiB", "1.5 GiB".
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace nvkv::cli
+
+#endif  // NVKV_TOOLS_CLI_CODEC_H_
