@@ -26,14 +26,23 @@ void Engine::Impl::CompactionLoop() {
   const uint64_t low_water =
       std::max<uint64_t>(shards_.size() + 4, segments_->count() / 16);
   while (!stopping_.load()) {
+    uint64_t compact_all_through = 0;
     {
       absl::MutexLock lock(&compaction_mu_);
       if (!compaction_wake_) compaction_cv_.WaitWithTimeout(&compaction_mu_, absl::Milliseconds(50));
       compaction_wake_ = false;
+      if (compact_all_requested_ > compact_all_done_) compact_all_through = compact_all_requested_;
+    }
+    if (compact_all_through != 0) {
+      // One run answers every request made before it started.
+      const absl::Status status = CompactAllNow();
+      absl::MutexLock lock(&compaction_mu_);
+      compact_all_done_ = compact_all_through;
+      compact_all_status_ = status;
+      compact_all_cv_.SignalAll();
     }
     if (!options_.background_compaction || broken_.load()) continue;
     while (!stopping_.load() && segments_->free_count() < low_water) {
-      absl::MutexLock lock(&compact_all_mu_);
       std::optional<uint64_t> victim =
           segments_->PickVictim(options_.victim_policy, next_sequence_.load(), true);
       if (!victim) break;
@@ -45,10 +54,27 @@ void Engine::Impl::CompactionLoop() {
       }
     }
   }
+  // Closing: answer the requests this thread will not run. CompactAll checks stopping_ under
+  // compaction_mu_ before it asks, so none arrives after this.
+  absl::MutexLock lock(&compaction_mu_);
+  if (compact_all_requested_ > compact_all_done_) {
+    compact_all_done_ = compact_all_requested_;
+    compact_all_status_ = absl::FailedPreconditionError("the store is closed");
+    compact_all_cv_.SignalAll();
+  }
 }
 
 absl::Status Engine::Impl::CompactAll() {
-  absl::MutexLock lock(&compact_all_mu_);
+  absl::MutexLock lock(&compaction_mu_);
+  if (stopping_.load()) return absl::FailedPreconditionError("the store is closed");
+  const uint64_t request = ++compact_all_requested_;
+  compaction_wake_ = true;
+  compaction_cv_.Signal();
+  while (compact_all_done_ < request) compact_all_cv_.Wait(&compaction_mu_);
+  return compact_all_status_;
+}
+
+absl::Status Engine::Impl::CompactAllNow() {
   // Close the heads' current segments so that they can be cleaned too.
   for (auto& shard : shards_) {
     absl::MutexLock shard_lock(&shard->mu);

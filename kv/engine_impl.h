@@ -163,7 +163,10 @@ class Engine::Impl {
 
   // --- compaction.cc ---
   void CompactionLoop();
+  // Asks the compaction thread to run CompactAllNow and waits for its outcome.
   absl::Status CompactAll();
+  // REQUIRES: on the compaction thread, the only issuer of compaction_queue_.
+  absl::Status CompactAllNow();
   absl::Status CleanSegment(uint64_t segment);
 
   // --- shared helpers ---
@@ -217,14 +220,18 @@ class Engine::Impl {
   uint64_t flush_request_epoch_ = 0;
   std::atomic<uint64_t> flushed_epoch_{0};  // ranges completed at or before it are durable
 
-  // Compaction.
+  // Compaction. Only the compaction thread uses compaction_queue_: its ring is SINGLE_ISSUER,
+  // so CompactAll calls are handed to that thread (numbered requests, answered in order).
   std::unique_ptr<storage::Device> compaction_queue_;
   std::thread compaction_thread_;
   absl::Mutex compaction_mu_;
   absl::CondVar compaction_cv_;
   bool compaction_wake_ ABSL_GUARDED_BY(compaction_mu_) = false;
   bool compaction_idle_ ABSL_GUARDED_BY(compaction_mu_) = true;
-  absl::Mutex compact_all_mu_;  // one CompactAll / CleanSegment at a time
+  uint64_t compact_all_requested_ ABSL_GUARDED_BY(compaction_mu_) = 0;
+  uint64_t compact_all_done_ ABSL_GUARDED_BY(compaction_mu_) = 0;  // requests answered
+  absl::Status compact_all_status_ ABSL_GUARDED_BY(compaction_mu_);  // the last run's outcome
+  absl::CondVar compact_all_cv_;  // compact_all_done_ moved
 
   // Per-thread read queues, owned here, found through a thread_local cache.
   const uint64_t engine_id_;

@@ -185,6 +185,71 @@ TEST_P(EngineTest, MultiGetAndAsync) {
   EXPECT_EQ(done, 40);
 }
 
+// More large values in flight at once than a read queue has chunk buffers (two): the reads
+// beyond wait for a chunk rather than fail.
+TEST_P(EngineTest, ManyLargeValuesReadAtOnce) {
+  std::vector<std::string> keys, values;
+  {
+    auto engine = OpenStore();
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 24; ++i) {
+      keys.push_back("large" + std::to_string(i));
+      values.push_back(std::string(9000 + i * 1000, static_cast<char>('a' + i)));
+      ASSERT_THAT(Put(*engine, keys.back(), values.back(), false), IsOk());
+    }
+  }
+  auto engine = OpenStore();  // every read goes to the device
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  std::vector<absl::StatusOr<std::string>> got;
+  engine->MultiGet(views, &got);
+  ASSERT_EQ(got.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_THAT(got[i], IsOk()) << keys[i];
+    EXPECT_EQ(*got[i], values[i]) << keys[i];
+  }
+  int done = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_THAT(engine->GetAsync(keys[i], [&done, &values, i](absl::StatusOr<std::string> v) {
+      EXPECT_THAT(v, IsOk()) << i;
+      if (v.ok()) {
+        EXPECT_EQ(*v, values[i]) << i;
+      }
+      ++done;
+    }), IsOk());
+  }
+  while (engine->pending_reads() > 0) ASSERT_THAT(engine->Poll(1), IsOk());
+  EXPECT_EQ(done, static_cast<int>(keys.size()));
+}
+
+// CompactAll from this thread, then background cleaning on the compaction thread, then CompactAll
+// again: both use the compaction queue, whose SINGLE_ISSUER ring takes one issuing thread.
+TEST_P(EngineTest, CompactAllAndBackgroundCleaningTakeTurns) {
+  auto engine = OpenStore();
+  ASSERT_NE(engine, nullptr);
+  const uint64_t capacity = engine->Stats().capacity_bytes;
+  std::map<std::string, std::string> model;
+  auto overwrite = [&](int round) {
+    for (int k = 0; k < 32; ++k) {
+      const std::string key = "c" + std::to_string(k);
+      model[key] = std::string(6000, static_cast<char>('a' + (round + k) % 26));
+      ASSERT_THAT(Put(*engine, key, model[key], false), IsOk()) << "round " << round;
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(overwrite(0));
+  ASSERT_NO_FATAL_FAILURE(overwrite(1));
+  ASSERT_THAT(engine->CompactAll(), IsOk());
+  const uint64_t cleaned = engine->Stats().segments_cleaned;
+  EXPECT_GT(cleaned, 0u);
+  // Three times the capacity: without background cleaning the store would fill.
+  for (int round = 2; engine->Stats().segments_cleaned == cleaned; ++round) {
+    ASSERT_LT(uint64_t(round) * 32 * 6000, 3 * capacity) << "no background cleaning";
+    ASSERT_NO_FATAL_FAILURE(overwrite(round));
+  }
+  ASSERT_THAT(engine->CompactAll(), IsOk());
+  for (const auto& [key, value] : model) EXPECT_EQ(*engine->Get(key), value) << key;
+}
+
 TEST_P(EngineTest, SecondOpenIsRefused) {
   auto engine = OpenStore();
   ASSERT_NE(engine, nullptr);
