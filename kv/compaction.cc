@@ -35,7 +35,11 @@ void Engine::Impl::CompactionLoop() {
     }
     if (compact_all_through != 0) {
       // One run answers every request made before it started.
-      const absl::Status status = CompactAllNow();
+      absl::Status status;
+      {
+        absl::MutexLock cleaning(&compact_all_mu_);
+        status = CompactAllNow();
+      }
       absl::MutexLock lock(&compaction_mu_);
       compact_all_done_ = compact_all_through;
       compact_all_status_ = status;
@@ -46,7 +50,11 @@ void Engine::Impl::CompactionLoop() {
       std::optional<uint64_t> victim =
           segments_->PickVictim(options_.victim_policy, next_sequence_.load(), true);
       if (!victim) break;
-      absl::Status status = CleanSegment(*victim);
+      absl::Status status;
+      {
+        absl::MutexLock cleaning(&compact_all_mu_);
+        status = CleanSegment(*victim);
+      }
       if (!status.ok()) {
         segments_->Unpick(*victim);
         if (!absl::IsResourceExhausted(status)) SetBroken(status);

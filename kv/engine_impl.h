@@ -232,6 +232,9 @@ class Engine::Impl {
   uint64_t compact_all_done_ ABSL_GUARDED_BY(compaction_mu_) = 0;  // requests answered
   absl::Status compact_all_status_ ABSL_GUARDED_BY(compaction_mu_);  // the last run's outcome
   absl::CondVar compact_all_cv_;  // compact_all_done_ moved
+  // Held by the compaction thread while it cleans segments; Check and ForEachLive (inspect.cc)
+  // hold it to read a log that compaction is not rearranging. Taken before any shard lock.
+  absl::Mutex compact_all_mu_;
 
   // Per-thread read queues, owned here, found through a thread_local cache.
   const uint64_t engine_id_;

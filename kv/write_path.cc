@@ -482,6 +482,13 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
                                        [](const PreparedOp& p) { return p.op->is_delete; });
   const SegmentUse use = all_deletes ? SegmentUse::kUserDelete : SegmentUse::kUserPut;
 
+  // Store full: gives compaction a chance to free a segment, once per attempt. True when it did
+  // (the caller tries again); false when the caller should return `status`.
+  auto compaction_freed_room = [this, use](const absl::Status& status, int attempt) {
+    if (!absl::IsResourceExhausted(status) || attempt + 1 >= kMaxResolveRetries) return false;
+    WakeCompaction();
+    return segments_->WaitForFree(use, absl::Seconds(2));
+  };
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
     // 1. Resolve every key's current record without holding locks.
     for (PreparedOp& p : prepared) {
@@ -503,6 +510,7 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
                                         first.key, first.value, prepared[0].hash,
                                         prepared[0].current, use, durable, &lost_race,
                                         &last_counter);
+      if (compaction_freed_room(status, attempt)) continue;
       if (!status.ok()) return status;
       if (lost_race) continue;
       puts_.fetch_add(1);
@@ -529,11 +537,7 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
     }
     if (!room.ok()) {
       head_shard.mu.Unlock();
-      if (absl::IsResourceExhausted(room) && attempt + 1 < kMaxResolveRetries) {
-        // Give compaction a chance to free a segment, once per attempt.
-        WakeCompaction();
-        if (segments_->WaitForFree(use, absl::Seconds(2))) continue;
-      }
+      if (compaction_freed_room(room, attempt)) continue;
       return room;
     }
     for (const PreparedOp& p : prepared) {
