@@ -94,7 +94,7 @@ struct DeviceInfo {
   uint32_t memory_alignment = 0;      // buffers must be aligned to this many bytes
   bool volatile_write_cache = false;  // writes need a flush (or FUA) to be durable
   bool block_device = false;
-  bool zoned = false;                 // zoned namespace (not supported by the engine yet)
+  bool zoned = false;                 // zoned namespace or block device (see allow_zoned)
   uint32_t nsid = 0;                  // NVMe namespace id, 0 elsewhere
   RingFeatures ring;
   std::vector<std::string> notes;     // fallbacks taken at open, one sentence each
@@ -199,6 +199,10 @@ struct DeviceOptions {
   bool exclusive_lock = true;
   // Allow falling back to pread/pwrite when io_uring is unavailable (files only).
   bool allow_sync_fallback = true;
+  // Open a zoned namespace (or zoned block device) anyway, with info().zoned set: for reports
+  // such as `nvkv-cli info`. Writes must then follow the zone rules, which nothing in nvkv does
+  // yet (the engine refuses such a device). When false, opening one fails with kUnimplemented.
+  bool allow_zoned = false;
 };
 
 // Opens `path` with the backend chosen by `options.backend`.

@@ -199,14 +199,20 @@ uint32_t ChooseTransferLimits(uint64_t mdts_bytes, const std::string& path, uint
   return ChooseMaxTransferBytes(mdts_bytes, limits, lba_bytes, true);
 }
 
-// Fills the geometry in `info` from Identify, and the queue limits.
-absl::Status ReadGeometry(int fd, DeviceInfo* info, NvmeQueueLimits* queue_limits) {
+// Fills the geometry in `info` from Identify, and the queue limits. A zoned namespace is refused
+// here unless `allow_zoned`.
+absl::Status ReadGeometry(int fd, bool allow_zoned, DeviceInfo* info,
+                          NvmeQueueLimits* queue_limits) {
   NVKV_ASSIGN_OR_RETURN(info->nsid, NamespaceId(fd, info->path));
   auto page = std::make_unique<IdentifyPage>();
   NVKV_RETURN_IF_ERROR(Identify(fd, IdentifyCns::kController, 0, info->path, page.get()));
   NVKV_ASSIGN_OR_RETURN(const ControllerIdentity controller, ParseIdentifyController(page->bytes));
   NVKV_ASSIGN_OR_RETURN(info->zoned, IsZonedNamespace(fd, info->nsid, info->path, page.get()));
-  if (info->zoned) return absl::OkStatus();  // the caller refuses it; no NVM geometry needed
+  if (info->zoned && !allow_zoned) {
+    return absl::UnimplementedError(
+        absl::StrCat(info->path, ": zoned namespace: not supported yet"));
+  }
+  // A zoned namespace has the NVM command set's Identify Namespace too (size, LBA formats).
   NVKV_RETURN_IF_ERROR(Identify(fd, IdentifyCns::kNamespace, info->nsid, info->path, page.get()));
   auto ns = ParseIdentifyNamespace(page->bytes);
   if (!ns.ok()) {
@@ -241,10 +247,7 @@ absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions
   }
   info->kind = DeviceKind::kNvmePassthrough;
   info->path = path;
-  NVKV_RETURN_IF_ERROR(ReadGeometry(fd, info, queue_limits));
-  if (info->zoned) {
-    return absl::UnimplementedError(absl::StrCat(path, ": zoned namespace: not supported yet"));
-  }
+  NVKV_RETURN_IF_ERROR(ReadGeometry(fd, options.allow_zoned, info, queue_limits));
   if (info->capacity_bytes() < options.min_bytes) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": too small: ",
                                                       info->capacity_bytes(), " bytes, need ",

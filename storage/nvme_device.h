@@ -11,7 +11,8 @@
 //     writing (we always open O_RDWR);
 //   - io_uring with SQE128|CQE32 and IORING_OP_URING_CMD (5.19; fixed buffers 6.1);
 //   - a namespace of the NVM command set in a format without metadata; zoned namespaces are
-//     refused ("zoned namespace: not supported yet").
+//     refused ("zoned namespace: not supported yet") unless DeviceOptions::allow_zoned, which
+//     opens them with info().zoned set.
 //
 // Thread contract: see Device. Invariants:
 //   - every request becomes PieceCount() commands of at most max_transfer_bytes each; all of
@@ -42,7 +43,8 @@ bool IsNvmeGenericDevice(const std::string& path);
 //   kInvalidArgument   not an NVMe generic character device; bad ring or pool options
 //   kPermissionDenied  no read+write access to the node, or no CAP_SYS_ADMIN (see above)
 //   kFailedPrecondition in use (exclusive lock held), too small, inactive namespace
-//   kUnimplemented     zoned namespace, metadata format, io_uring without URING_CMD/SQE128
+//   kUnimplemented     zoned namespace (without allow_zoned), metadata format, io_uring without
+//                      URING_CMD/SQE128
 absl::StatusOr<std::unique_ptr<Device>> OpenNvmeDevice(const std::string& path,
                                                        const DeviceOptions& options);
 

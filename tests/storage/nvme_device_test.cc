@@ -1,9 +1,11 @@
-// The NVMe passthrough backend. Two parts:
+// The NVMe passthrough backend. Three parts:
 //   - NvmeDeviceHostTest runs everywhere: path classification, refusals of non-NVMe paths, and
 //     the pure helpers behind open (sysfs/procfs parsing, transfer limit choice);
 //   - NvmeDeviceTest needs a real (or QEMU-emulated) NVMe namespace and skips unless
 //     NVKV_TEST_NVME names its generic device, e.g. NVKV_TEST_NVME=/dev/ng0n1. It writes over
-//     the namespace's contents.
+//     the namespace's contents;
+//   - NvmeZonedTest runs instead when NVKV_TEST_ZONED=1 says that namespace is zoned
+//     (tests/nvme-vm --config zns): Open refuses it unless allow_zoned, which reports it zoned.
 #include "storage/nvme_device.h"
 
 #include <fcntl.h>
@@ -14,6 +16,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <vector>
@@ -268,6 +272,11 @@ TEST_F(PassthroughSqeOnDevNullTest, MalformedSqeIsRejected) {
 
 const char* TestDevicePath() { return std::getenv("NVKV_TEST_NVME"); }
 
+bool TestNamespaceIsZoned() {
+  const char* zoned = std::getenv("NVKV_TEST_ZONED");
+  return zoned != nullptr && std::strcmp(zoned, "1") == 0;
+}
+
 class NvmeDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -276,6 +285,7 @@ class NvmeDeviceTest : public ::testing::Test {
       GTEST_SKIP() << "set NVKV_TEST_NVME to an NVMe generic device (e.g. /dev/ng0n1) to run; "
                       "its contents are overwritten";
     }
+    if (TestNamespaceIsZoned()) GTEST_SKIP() << "NVKV_TEST_ZONED=1: NvmeZonedTest covers it";
     auto opened = OpenDevice(path_, NvmeOptions());
     ASSERT_THAT(opened, IsOk());
     device_ = std::move(*opened);
@@ -495,6 +505,57 @@ TEST_F(NvmeDeviceTest, SecondQueueSeesTheSameBlocks) {
   Buffer in = (*second)->buffers().GetPage();
   ASSERT_THAT(ReadBlocks(**second, 64, blocks, in), IsOk());
   EXPECT_TRUE(Matches(in.data, in.bytes, 5));
+}
+
+// --- Needs a zoned namespace: NVKV_TEST_NVME=/dev/ngXnY and NVKV_TEST_ZONED=1 ---
+
+// One line of the namespace's block device in sysfs (queue/zoned, size, ...), found from the
+// generic device's name; empty when absent.
+std::string BlockSysfs(const std::string& generic_path, const std::string& file) {
+  const std::string block =
+      BlockDeviceNameForGeneric(std::filesystem::path(generic_path).filename().string());
+  std::ifstream in("/sys/class/block/" + block + "/" + file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+class NvmeZonedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = TestDevicePath() != nullptr ? TestDevicePath() : "";
+    if (path_.empty() || !TestNamespaceIsZoned()) {
+      GTEST_SKIP() << "set NVKV_TEST_NVME to the generic device of a zoned namespace and "
+                      "NVKV_TEST_ZONED=1 to run (tests/nvme-vm --config zns)";
+    }
+  }
+  std::string path_;
+};
+
+TEST_F(NvmeZonedTest, OpenIsUnimplemented) {
+  EXPECT_THAT(OpenDevice(path_, NvmeOptions()),
+              StatusIs(absl::StatusCode::kUnimplemented, "zoned namespace: not supported yet"));
+}
+
+// What `nvkv-cli info` shows: the namespace opens with allow_zoned and reports itself zoned,
+// with the geometry the kernel sees too.
+TEST_F(NvmeZonedTest, AllowZonedOpensAndReportsZoned) {
+  DeviceOptions options = NvmeOptions();
+  options.allow_zoned = true;
+  auto device = OpenDevice(path_, options);
+  ASSERT_THAT(device, IsOk());
+  const DeviceInfo& info = (*device)->info();
+  EXPECT_TRUE(info.zoned);
+  EXPECT_EQ(info.kind, DeviceKind::kNvmePassthrough);
+  EXPECT_GE(info.nsid, 1u);
+  EXPECT_TRUE(info.lba_bytes == 512 || info.lba_bytes == 4096) << info.lba_bytes;
+  EXPECT_GT(info.lba_count, 0u);
+  // The kernel agrees (Debian's kernel drives zoned block devices, so the node exists).
+  EXPECT_EQ(BlockSysfs(path_, "queue/zoned"), "host-managed");
+  EXPECT_EQ(BlockSysfs(path_, "size"), std::to_string(info.capacity_bytes() / 512));
+  // Reads may go anywhere in a zone; only writes must land on its write pointer.
+  Buffer page = (*device)->buffers().GetPage();
+  EXPECT_THAT(ReadBlocks(**device, 0, page.bytes / info.lba_bytes, page), IsOk());
 }
 
 }  // namespace
