@@ -1,0 +1,551 @@
+// The engine on a real NVMe namespace, through both nodes Linux gives it:
+//   Passthrough  NVKV_TEST_NVME=/dev/ngXnY   generic char device, NVMe commands on io_uring
+//   Block        NVKV_TEST_BLOCK=/dev/nvmeXnY the same namespace's block device, O_DIRECT
+// Each test skips unless the variable of its path is set; the cross-backend tests need both and
+// open the two nodes one after the other, never together (the exclusive lock is per inode, so
+// it does not keep the two nodes of one namespace apart). With NVKV_TEST_ZONED=1 the namespace
+// is zoned: only EngineZonedTest runs, and checks that Open refuses it.
+// tests/nvme-vm runs this binary in QEMU. It formats over whatever the namespace holds.
+// Random tests print their seed; NVKV_TEST_SEED=<seed> replays one.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kv/engine.h"
+#include "storage/device.h"
+#include "tests/testutil/device_io.h"
+#include "tests/testutil/status_matchers.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
+
+enum class NodeKind { kPassthrough, kBlock };
+
+void PrintTo(NodeKind kind, std::ostream* os) {
+  *os << (kind == NodeKind::kPassthrough ? "Passthrough" : "Block");
+}
+
+const char* EnvVarOf(NodeKind kind) {
+  return kind == NodeKind::kPassthrough ? "NVKV_TEST_NVME" : "NVKV_TEST_BLOCK";
+}
+
+std::string PathOf(NodeKind kind) {
+  const char* path = std::getenv(EnvVarOf(kind));
+  return path != nullptr ? path : "";
+}
+
+bool NamespaceIsZoned() {
+  const char* zoned = std::getenv("NVKV_TEST_ZONED");
+  return zoned != nullptr && std::strcmp(zoned, "1") == 0;
+}
+
+uint64_t TestSeed() {
+  const char* seed = std::getenv("NVKV_TEST_SEED");
+  return seed != nullptr ? std::strtoull(seed, nullptr, 0) : std::random_device{}();
+}
+
+// The kernel's logical block size of block device `path` (sysfs), 0 when unknown.
+uint32_t KernelLogicalBlockBytes(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  std::ifstream in("/sys/class/block/" + name + "/queue/logical_block_size");
+  uint32_t bytes = 0;
+  in >> bytes;
+  return bytes;
+}
+
+// A store on the whole namespace. Small segments keep compaction and recovery cheap under QEMU.
+EngineOptions DeviceStore() {
+  EngineOptions options;
+  options.force_format = true;
+  options.segment_bytes = 256 << 10;
+  options.shard_count = 2;
+  options.device.ring.queue_depth = 32;
+  return options;
+}
+
+// Opening an existing store only: fails rather than format.
+EngineOptions ExistingStore() {
+  EngineOptions options = DeviceStore();
+  options.force_format = false;
+  options.create_if_missing = false;
+  return options;
+}
+
+// Writes a pattern over the first 128 KiB (both superblock copies at any page size), so the next
+// Open finds data that is not an nvkv store: a test starts from a fresh format, not from the
+// store an earlier test left.
+absl::Status ScribbleOverSuperblocks(const std::string& path) {
+  storage::DeviceOptions options;
+  options.buffers.buffer_count = 1;
+  options.buffers.chunk_count = 1;
+  options.ring.queue_depth = 4;
+  absl::StatusOr<std::unique_ptr<storage::Device>> device = storage::OpenDevice(path, options);
+  if (!device.ok()) return device.status();
+  const uint32_t lba_count = (128 << 10) / (*device)->info().lba_bytes;
+  return nvkv::testing::WritePattern(**device, 0, lba_count, /*seed=*/0x5c71bb1e, /*fua=*/true);
+}
+
+absl::Status Put(Engine& engine, std::string_view key, std::string_view value,
+                 bool durable = true) {
+  WriteOp op{false, key, value};
+  return engine.Write(std::span<const WriteOp>(&op, 1), durable);
+}
+
+absl::Status Delete(Engine& engine, std::string_view key) {
+  WriteOp op{true, key, {}};
+  return engine.Write(std::span<const WriteOp>(&op, 1), true);
+}
+
+// `bytes` bytes that depend on `key` and `version`, so a stale or misplaced value shows.
+std::string ValueOf(std::string_view key, uint64_t version, size_t bytes) {
+  std::mt19937_64 rng(std::hash<std::string_view>{}(key) ^ (version * 0x9e3779b97f4a7c15ULL));
+  std::string value(bytes, '\0');
+  for (char& c : value) c = static_cast<char>(rng());
+  return value;
+}
+
+// The store holds exactly `model`: every key reads back its value (Get and MultiGet), `absent`
+// keys are not found, and the live key count matches.
+void ExpectStoreHolds(Engine& engine, const std::map<std::string, std::string>& model,
+                      const std::vector<std::string>& absent) {
+  for (const auto& [key, value] : model) {
+    absl::StatusOr<std::string> got = engine.Get(key);
+    ASSERT_THAT(got, IsOk()) << key;
+    EXPECT_EQ(got->size(), value.size()) << key;
+    EXPECT_TRUE(*got == value) << key;
+  }
+  for (const std::string& key : absent) {
+    EXPECT_THAT(engine.Get(key), StatusIs(absl::StatusCode::kNotFound)) << key;
+  }
+  std::vector<std::string_view> keys;
+  for (const auto& entry : model) keys.push_back(entry.first);
+  std::vector<absl::StatusOr<std::string>> values;
+  engine.MultiGet(keys, &values);
+  ASSERT_EQ(values.size(), keys.size());
+  size_t i = 0;
+  for (const auto& entry : model) {
+    ASSERT_THAT(values[i], IsOk()) << entry.first;
+    EXPECT_TRUE(*values[i] == entry.second) << entry.first;
+    ++i;
+  }
+  EXPECT_EQ(engine.Stats().live_keys, model.size());
+}
+
+class EngineDeviceTest : public ::testing::TestWithParam<NodeKind> {
+ protected:
+  void SetUp() override {
+    path_ = PathOf(GetParam());
+    if (path_.empty()) {
+      GTEST_SKIP() << "set " << EnvVarOf(GetParam()) << " to run (tests/nvme-vm sets it); the "
+                   << "namespace's contents are overwritten";
+    }
+    if (NamespaceIsZoned()) GTEST_SKIP() << "NVKV_TEST_ZONED=1: EngineZonedTest covers it";
+    ASSERT_THAT(ScribbleOverSuperblocks(path_), IsOk());
+  }
+
+  std::unique_ptr<Engine> Open(const EngineOptions& options = DeviceStore()) {
+    absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(path_, options);
+    EXPECT_THAT(engine, IsOk()) << path_;
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+
+  std::string path_;
+};
+
+TEST_P(EngineDeviceTest, ForeignDataNeedsForceFormat) {
+  EngineOptions options = DeviceStore();
+  options.force_format = false;
+  EXPECT_THAT(Engine::Open(path_, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "not an nvkv store"));
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  ASSERT_THAT(Put(*engine, "k", "v"), IsOk());
+  engine.reset();
+  engine = Open(ExistingStore());
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(*engine->Get("k"), "v");
+}
+
+TEST_P(EngineDeviceTest, PathPicksTheBackend) {
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  const EngineStats stats = engine->Stats();
+  for (const std::string& note : stats.device.notes) std::printf("note: %s\n", note.c_str());
+  EXPECT_EQ(stats.device.path, path_);
+  if (GetParam() == NodeKind::kPassthrough) {
+    EXPECT_EQ(stats.device.kind, storage::DeviceKind::kNvmePassthrough)
+        << storage::DeviceKindName(stats.device.kind);
+    EXPECT_FALSE(stats.device.block_device);
+    EXPECT_GE(stats.device.nsid, 1u);
+    EXPECT_TRUE(stats.device.ring.sqe128_cqe32);
+  } else {
+    EXPECT_EQ(stats.device.kind, storage::DeviceKind::kDirectFile)
+        << storage::DeviceKindName(stats.device.kind);
+    EXPECT_TRUE(stats.device.block_device);
+  }
+  EXPECT_FALSE(stats.device.zoned);
+  // Both nodes see the namespace's own block size (512 in tests/nvme-vm's "512" config), and a
+  // page spans page_bytes / lba_bytes of its blocks.
+  const std::string block = PathOf(NodeKind::kBlock);
+  if (!block.empty() && KernelLogicalBlockBytes(block) != 0) {
+    EXPECT_EQ(stats.device.lba_bytes, KernelLogicalBlockBytes(block));
+  }
+  EXPECT_EQ(stats.page_bytes % stats.device.lba_bytes, 0u);
+  EXPECT_EQ(stats.segments_free, stats.segments_total);
+  EXPECT_GT(stats.segments_total, 0u);
+  EXPECT_LE(stats.capacity_bytes, stats.device.capacity_bytes());
+}
+
+TEST_P(EngineDeviceTest, PutGetDeleteAcrossReopen) {
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_THAT(engine->Get("a"), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_THAT(Put(*engine, "a", "1"), IsOk());
+  ASSERT_THAT(Put(*engine, "b", "2"), IsOk());
+  EXPECT_EQ(*engine->Get("a"), "1");
+  ASSERT_THAT(Put(*engine, "a", "3"), IsOk());
+  EXPECT_EQ(*engine->Get("a"), "3");
+  ASSERT_THAT(Delete(*engine, "b"), IsOk());
+  EXPECT_THAT(engine->Get("b"), StatusIs(absl::StatusCode::kNotFound));
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_THAT(Put(*engine, "n" + std::to_string(i), std::to_string(i), i % 2 == 0), IsOk());
+  }
+  ASSERT_THAT(engine->Close(), IsOk());
+  engine = Open(ExistingStore());
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(*engine->Get("a"), "3");
+  EXPECT_THAT(engine->Get("b"), StatusIs(absl::StatusCode::kNotFound));
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(*engine->Get("n" + std::to_string(i)), std::to_string(i));
+  EXPECT_EQ(engine->Stats().live_keys, 301u);
+}
+
+TEST_P(EngineDeviceTest, BatchIsAppliedWholeAcrossReopen) {
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  ASSERT_THAT(Put(*engine, "gone", "x"), IsOk());
+  std::vector<std::string> keys;
+  for (int i = 0; i < 100; ++i) keys.push_back("batch" + std::to_string(i));
+  std::vector<std::string> values;
+  for (const std::string& key : keys) values.push_back(ValueOf(key, 1, 100 + key.size() * 37));
+  std::vector<WriteOp> ops;
+  for (size_t i = 0; i < keys.size(); ++i) ops.push_back(WriteOp{false, keys[i], values[i]});
+  ops.push_back(WriteOp{true, "gone", {}});
+  ops.push_back(WriteOp{false, "batch0", "last-wins"});
+  ASSERT_THAT(engine->Write(ops, true), IsOk());
+  engine.reset();
+  engine = Open(ExistingStore());
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(*engine->Get("batch0"), "last-wins");
+  for (size_t i = 1; i < keys.size(); ++i) EXPECT_EQ(*engine->Get(keys[i]), values[i]) << keys[i];
+  EXPECT_THAT(engine->Get("gone"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(engine->Stats().live_keys, keys.size());
+}
+
+// Values from a few bytes to the largest the store takes, which spans many pages (and, on
+// 512-byte namespaces, many blocks per page).
+TEST_P(EngineDeviceTest, LargeValuesAcrossReopen) {
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  const uint32_t max = engine->max_value_bytes();
+  std::map<std::string, std::string> model;
+  for (const size_t bytes : {size_t{1}, size_t{4000}, size_t{4096}, size_t{10000}, size_t{40000},
+                             size_t{max / 2}, size_t{max - 1}, size_t{max}}) {
+    const std::string key = "large" + std::to_string(bytes);
+    model[key] = ValueOf(key, 1, bytes);
+    ASSERT_THAT(Put(*engine, key, model[key]), IsOk()) << bytes;
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(*engine, model, {}));
+  engine.reset();
+  engine = Open(ExistingStore());
+  ASSERT_NE(engine, nullptr);
+  ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(*engine, model, {}));
+}
+
+// After a reopen every read goes to the device: MultiGet keeps them all in flight at once, and
+// GetAsync runs callbacks only inside Poll.
+TEST_P(EngineDeviceTest, MultiGetAndAsyncReadFromTheDevice) {
+  {
+    auto engine = Open();
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 500; ++i) {
+      const std::string key = "m" + std::to_string(i);
+      ASSERT_THAT(Put(*engine, key, ValueOf(key, 1, 50 + i * 7), false), IsOk());
+    }
+    ASSERT_THAT(engine->Flush(), IsOk());
+  }
+  auto engine = Open(ExistingStore());
+  ASSERT_NE(engine, nullptr);
+  const uint64_t reads_before = engine->Stats().page_reads;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 510; ++i) keys.push_back("m" + std::to_string(i));
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  std::vector<absl::StatusOr<std::string>> values;
+  engine->MultiGet(views, &values);
+  ASSERT_EQ(values.size(), keys.size());
+  for (int i = 0; i < 500; ++i) {
+    ASSERT_THAT(values[i], IsOk()) << keys[i];
+    EXPECT_EQ(*values[i], ValueOf(keys[i], 1, 50 + i * 7)) << keys[i];
+  }
+  for (int i = 500; i < 510; ++i) EXPECT_THAT(values[i], StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_GT(engine->Stats().page_reads, reads_before);
+
+  int done = 0, wrong = 0;
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_THAT(engine->GetAsync(keys[i], [&done, &wrong, &keys, i](absl::StatusOr<std::string> v) {
+      if (!v.ok() || *v != ValueOf(keys[i], 1, 50 + i * 7)) ++wrong;
+      ++done;
+    }), IsOk());
+  }
+  EXPECT_EQ(done, 0);  // callbacks only run inside Poll
+  while (engine->pending_reads() > 0) ASSERT_THAT(engine->Poll(1), IsOk());
+  EXPECT_EQ(done, 60);
+  EXPECT_EQ(wrong, 0);
+}
+
+// Random puts (some large), deletes, batches and reads checked against a std::map, with
+// reopens (alternating the index mode, which is not part of the format) in between.
+TEST_P(EngineDeviceTest, MatchesMapModelAcrossReopens) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("NVKV_TEST_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::map<std::string, std::string> model;
+  EngineOptions options = DeviceStore();
+  auto engine = Open(options);
+  ASSERT_NE(engine, nullptr);
+  constexpr int kSteps = 4000;
+  for (int step = 0; step < kSteps; ++step) {
+    const std::string key = "k" + std::to_string(rng() % 400);
+    const int action = static_cast<int>(rng() % 100);
+    if (action < 50) {
+      size_t bytes = rng() % 600;
+      if (rng() % 40 == 0) bytes = 5000 + rng() % 60000;  // spans pages
+      std::string value = ValueOf(key, step, bytes);
+      ASSERT_THAT(Put(*engine, key, value, rng() % 2 == 0), IsOk()) << "step " << step;
+      model[key] = std::move(value);
+    } else if (action < 65) {
+      ASSERT_THAT(Delete(*engine, key), IsOk()) << "step " << step;
+      model.erase(key);
+    } else if (action < 72) {
+      std::vector<std::string> keys, values;
+      for (int i = 0; i < 6; ++i) {
+        keys.push_back("k" + std::to_string(rng() % 400));
+        values.push_back(ValueOf(keys.back(), step * 8 + i, rng() % 200));
+      }
+      std::vector<WriteOp> ops;
+      for (int i = 0; i < 6; ++i) ops.push_back(WriteOp{rng() % 4 == 0, keys[i], values[i]});
+      ASSERT_THAT(engine->Write(ops, rng() % 2 == 0), IsOk()) << "step " << step;
+      for (const WriteOp& op : ops) {
+        if (op.is_delete) {
+          model.erase(std::string(op.key));
+        } else {
+          model[std::string(op.key)] = std::string(op.value);
+        }
+      }
+    } else {
+      absl::StatusOr<std::string> value = engine->Get(key);
+      auto it = model.find(key);
+      if (it == model.end()) {
+        ASSERT_THAT(value, StatusIs(absl::StatusCode::kNotFound)) << "step " << step << " " << key;
+      } else {
+        ASSERT_THAT(value, IsOk()) << "step " << step << " " << key;
+        ASSERT_TRUE(*value == it->second) << "step " << step << " " << key;
+      }
+    }
+    if (step % 1000 == 999) {  // reopen; non-durable writes are flushed by the clean close
+      ASSERT_THAT(engine->Close(), IsOk());
+      engine.reset();
+      options.index_mode =
+          options.index_mode == IndexMode::kHash ? IndexMode::kOrdered : IndexMode::kHash;
+      engine = Open(options);
+      ASSERT_NE(engine, nullptr);
+      ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(*engine, model, {})) << "after step " << step;
+    }
+  }
+}
+
+// Small segments and repeated overwrites of a few keys: the background cleaner must reclaim
+// segments before the store fills, then CompactAll cleans what garbage is left, and every key
+// still reads its newest value, before and after a reopen.
+TEST_P(EngineDeviceTest, CompactionReclaimsOverwrittenSegments) {
+  EngineOptions options = DeviceStore();
+  options.segment_bytes = 64 << 10;  // 16 pages of 4 KiB
+  auto engine = Open(options);
+  ASSERT_NE(engine, nullptr);
+  const uint64_t capacity = engine->Stats().capacity_bytes;
+  constexpr int kKeys = 64;
+  constexpr size_t kValueBytes = 12 << 10;
+  std::map<std::string, std::string> model;
+  uint64_t written = 0;
+  int round = 0;
+  // Enough to fill the store twice over: without cleaning the writes would fail.
+  for (; written < 2 * capacity && engine->Stats().segments_cleaned == 0; ++round) {
+    for (int k = 0; k < kKeys; ++k) {
+      const std::string key = "c" + std::to_string(k);
+      model[key] = ValueOf(key, round, kValueBytes);
+      ASSERT_THAT(Put(*engine, key, model[key], /*durable=*/false), IsOk())
+          << "round " << round << " after " << written << " bytes";
+      written += kValueBytes;
+    }
+  }
+  ASSERT_THAT(engine->Flush(), IsOk());
+  EngineStats before = engine->Stats();
+  std::printf("background cleaning after %d rounds, %llu bytes written: %llu segments cleaned\n",
+              round, static_cast<unsigned long long>(written),
+              static_cast<unsigned long long>(before.segments_cleaned));
+  EXPECT_GT(before.segments_cleaned, 0u) << written << " bytes written into " << capacity;
+  ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(*engine, model, {}));
+
+  ASSERT_THAT(engine->CompactAll(), IsOk());
+  const EngineStats after = engine->Stats();
+  EXPECT_GT(after.segments_cleaned, before.segments_cleaned);
+  EXPECT_GE(after.segments_free, before.segments_free);
+  ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(*engine, model, {}));
+  ASSERT_THAT(engine->Close(), IsOk());
+  engine = Open(options);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(*engine, model, {}));
+}
+
+TEST_P(EngineDeviceTest, LargerPagesAcrossReopen) {
+  EngineOptions options = DeviceStore();
+  options.page_bytes = 16384;
+  options.segment_bytes = 512 << 10;
+  std::map<std::string, std::string> model;
+  {
+    auto engine = Open(options);
+    ASSERT_NE(engine, nullptr);
+    EXPECT_EQ(engine->Stats().page_bytes, 16384u);
+    for (int i = 0; i < 200; ++i) {
+      const std::string key = "p" + std::to_string(i);
+      model[key] = ValueOf(key, 1, (i * 997) % 40000);
+      ASSERT_THAT(Put(*engine, key, model[key], i % 10 == 0), IsOk());
+    }
+  }
+  auto engine = Open(ExistingStore());  // the page size comes from the superblock
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->Stats().page_bytes, 16384u);
+  ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(*engine, model, {}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, EngineDeviceTest,
+                         ::testing::Values(NodeKind::kPassthrough, NodeKind::kBlock),
+                         [](const auto& info) {
+                           return info.param == NodeKind::kPassthrough ? "Passthrough" : "Block";
+                         });
+
+// --- Both nodes of one namespace: a store written through one reads back through the other ---
+
+// Formats through `first` and fills the store, then reopens it through `second` (without
+// format permission) and checks every key, changes it there, and checks again through `first`.
+void WriteThroughOneReadThroughOther(NodeKind first, NodeKind second) {
+  const std::string first_path = PathOf(first), second_path = PathOf(second);
+  if (first_path.empty() || second_path.empty()) {
+    GTEST_SKIP() << "set NVKV_TEST_NVME and NVKV_TEST_BLOCK to two nodes of one namespace";
+  }
+  if (NamespaceIsZoned()) GTEST_SKIP() << "NVKV_TEST_ZONED=1: EngineZonedTest covers it";
+  ASSERT_THAT(ScribbleOverSuperblocks(first_path), IsOk());
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE("NVKV_TEST_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  {
+    auto engine = Engine::Open(first_path, DeviceStore());
+    ASSERT_THAT(engine, IsOk());
+    for (int i = 0; i < 400; ++i) {
+      const std::string key = "x" + std::to_string(i);
+      size_t bytes = rng() % 3000;
+      if (i % 50 == 0) bytes = 20000 + rng() % 40000;
+      model[key] = ValueOf(key, 1, bytes);
+      ASSERT_THAT(Put(**engine, key, model[key], i % 3 == 0), IsOk());
+    }
+    for (int i = 0; i < 400; i += 7) {
+      const std::string key = "x" + std::to_string(i);
+      ASSERT_THAT(Delete(**engine, key), IsOk());
+      model.erase(key);
+      absent.push_back(key);
+    }
+    std::vector<WriteOp> batch;
+    for (int i = 0; i < 20; ++i) {
+      const std::string key = "y" + std::to_string(i);
+      model[key] = ValueOf(key, 1, 300);
+      batch.push_back(WriteOp{false, model.find(key)->first, model.find(key)->second});
+    }
+    ASSERT_THAT((*engine)->Write(batch, true), IsOk());
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  {
+    auto engine = Engine::Open(second_path, ExistingStore());
+    ASSERT_THAT(engine, IsOk()) << "the store written through " << first_path;
+    ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(**engine, model, absent));
+    for (int i = 1; i < 400; i += 5) {
+      const std::string key = "x" + std::to_string(i);
+      if (i % 7 == 0) continue;
+      model[key] = ValueOf(key, 2, 100 + rng() % 5000);
+      ASSERT_THAT(Put(**engine, key, model[key]), IsOk());
+    }
+    ASSERT_THAT(Delete(**engine, "y0"), IsOk());
+    model.erase("y0");
+    absent.push_back("y0");
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  auto engine = Engine::Open(first_path, ExistingStore());
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(**engine, model, absent));
+}
+
+TEST(CrossBackendTest, WrittenThroughPassthroughReadsThroughBlockDevice) {
+  WriteThroughOneReadThroughOther(NodeKind::kPassthrough, NodeKind::kBlock);
+}
+
+TEST(CrossBackendTest, WrittenThroughBlockDeviceReadsThroughPassthrough) {
+  WriteThroughOneReadThroughOther(NodeKind::kBlock, NodeKind::kPassthrough);
+}
+
+// --- A zoned namespace (NVKV_TEST_ZONED=1): the engine refuses it through either node ---
+
+class EngineZonedTest : public ::testing::TestWithParam<NodeKind> {
+ protected:
+  void SetUp() override {
+    path_ = PathOf(GetParam());
+    if (path_.empty() || !NamespaceIsZoned()) {
+      GTEST_SKIP() << "set " << EnvVarOf(GetParam())
+                   << " and NVKV_TEST_ZONED=1 for a zoned namespace (tests/nvme-vm --config zns)";
+    }
+  }
+  std::string path_;
+};
+
+TEST_P(EngineZonedTest, OpenIsUnimplemented) {
+  EXPECT_THAT(Engine::Open(path_, DeviceStore()),
+              StatusIs(absl::StatusCode::kUnimplemented, "zoned"));
+}
+
+// The device layer opens it when asked to (for reports); the engine still refuses it.
+TEST_P(EngineZonedTest, OpenIsUnimplementedEvenWhenTheDeviceOpens) {
+  EngineOptions options = DeviceStore();
+  options.device.allow_zoned = true;
+  EXPECT_THAT(Engine::Open(path_, options),
+              StatusIs(absl::StatusCode::kUnimplemented, "zoned namespaces are not supported"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, EngineZonedTest,
+                         ::testing::Values(NodeKind::kPassthrough, NodeKind::kBlock),
+                         [](const auto& info) {
+                           return info.param == NodeKind::kPassthrough ? "Passthrough" : "Block";
+                         });
+
+}  // namespace
+}  // namespace nvkv::kv
