@@ -1,0 +1,110 @@
+#!/bin/sh
+# A store session driven from a shell, one process per step, as a user would:
+#
+#     session.sh TOOL STORE [OTHER]
+#
+# TOOL is nvkv-cli or c_api_session (tests/api/c_api_session.c, the same commands over the C
+# API). Both are called as "TOOL COMMAND PATH [KEY [VALUE]]" with the commands format, put, get,
+# delete and check; `get` prints the value. STORE is a file, a block device or an NVMe generic
+# device; OTHER, if given, is another node of the same store (the block device of STORE's
+# namespace) through which the session reopens it halfway, so a store written through one
+# backend is read through the other. The session empties STORE's first 128 KiB before `format`
+# (through OTHER when STORE is a character device), so `format` finds no store.
+#
+# With NVKV_TEST_ZONED=1 (tests/nvme-vm's zns configuration) the session only checks that
+# `format` refuses the zoned namespace.
+#
+# Runs under busybox sh in the tests/nvme-vm guest, and under any POSIX sh on a host (CTest runs
+# it on a file). Prints each step; exits 1 at the first step that does not do what it should.
+set -u
+
+[ $# -ge 2 ] || { echo "usage: session.sh TOOL STORE [OTHER]" >&2; exit 2; }
+tool=$1
+store=$2
+other=${3:-$2}
+name=$(basename "$tool")
+
+step() { echo "session($name): $*"; }
+fail() {
+  echo "session($name): FAILED: $*"
+  exit 1
+}
+
+# The arguments, each cut to 40 characters.
+show() {
+  for arg in "$@"; do printf ' %.40s' "$arg"; done
+}
+
+# Runs TOOL with the arguments; its stdout goes to $out, its exit status to $rc.
+run() {
+  step "$name$(show "$@")"
+  out=$("$tool" "$@")
+  rc=$?
+}
+
+expect_ok() {
+  run "$@"
+  [ "$rc" -eq 0 ] || fail "$name$(show "$@") exited $rc"
+}
+
+expect_value() {
+  want=$1
+  shift
+  expect_ok "$@"
+  [ "$out" = "$want" ] || fail "$name$(show "$@") printed '$(show "$out")', want '$(show "$want")'"
+}
+
+expect_absent() {
+  run "$@"
+  [ "$rc" -ne 0 ] || fail "$name$(show "$@") found '$(show "$out")' for a deleted key"
+}
+
+# Empties the first 128 KiB of the store, where its superblocks are.
+wipe() {
+  if [ -c "$store" ]; then
+    [ -b "$other" ] || fail "$store is a character device: give its block device as OTHER to wipe it"
+    target=$other
+  elif [ -b "$store" ]; then
+    target=$store
+  else
+    rm -f "$store"
+    return
+  fi
+  step "wiping the first 128 KiB of $target"
+  dd if=/dev/zero of="$target" bs=65536 count=2 conv=fsync 2> /dev/null || fail "dd to $target"
+}
+
+if [ "${NVKV_TEST_ZONED:-0}" = 1 ]; then
+  step "zoned namespace: format must be refused"
+  "$tool" format "$store" > /dev/null 2> "${TMPDIR:-/tmp}/session.err"
+  rc=$?
+  cat "${TMPDIR:-/tmp}/session.err"
+  [ "$rc" -ne 0 ] || fail "format succeeded on a zoned namespace"
+  grep -qi zoned "${TMPDIR:-/tmp}/session.err" || fail "format's error does not say 'zoned'"
+  step "OK (refused)"
+  exit 0
+fi
+
+# 6,000 bytes: a value larger than one 4 KiB page.
+long=$(i=0; while [ $i -lt 100 ]; do printf '%s' 0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX; i=$((i + 1)); done)
+
+wipe
+expect_ok format "$store"
+expect_ok put "$store" alpha 1
+expect_ok put "$store" beta two
+expect_ok put "$store" gamma "$long"
+expect_value 1 get "$store" alpha
+expect_ok delete "$store" beta
+expect_absent get "$store" beta
+expect_ok check "$store"
+# Reopened through the other node (the same one when OTHER was not given).
+expect_value "$long" get "$other" gamma
+expect_ok put "$other" delta 4
+expect_ok put "$other" alpha one
+expect_absent get "$other" beta
+expect_value 4 get "$store" delta
+expect_value one get "$store" alpha
+expect_value "$long" get "$store" gamma
+expect_ok check "$store"
+[ -f "$store" ] && rm -f "$store"
+step "OK"
