@@ -1,6 +1,7 @@
 #include "storage/file_open.h"
 
 #include <fcntl.h>
+#include <linux/blkzoned.h>
 #include <linux/fs.h>
 #include <sys/stat.h>
 #include <sys/file.h>
@@ -143,6 +144,15 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
     }
     opened.info.lba_bytes = static_cast<uint32_t>(logical);
     opened.info.memory_alignment = static_cast<uint32_t>(logical);
+    // A zoned block device (e.g. the block node of a ZNS namespace) takes writes only at each
+    // zone's write pointer. BLKGETZONESZ gives the zone size in sectors, 0 when not zoned.
+    uint32_t zone_sectors = 0;
+    opened.info.zoned = ioctl(fd, BLKGETZONESZ, &zone_sectors) == 0 && zone_sectors != 0;
+    if (opened.info.zoned && !options.allow_zoned) {
+      return absl::UnimplementedError(
+          absl::StrCat(path, ": zoned block device (", zone_sectors,
+                       "-sector zones): not supported yet"));
+    }
   } else {
     uint32_t offset_align = 0, memory_align = 0;
     DirectIoAlignment(fd, &offset_align, &memory_align);

@@ -12,13 +12,13 @@ namespace nvkv::storage {
 
 struct OpenedFile {
   int fd = -1;      // owned by the caller once returned
-  DeviceInfo info;  // path, lba_bytes, lba_count, memory_alignment, block_device filled in
+  DeviceInfo info;  // path, lba_bytes, lba_count, memory_alignment, block_device, zoned
 };
 
 // Opens `path` with O_DIRECT (creating and sizing a regular file when options.create_bytes asks),
 // takes the exclusive lock, and reads the geometry. Clear errors for a missing path, missing
-// permission, a directory or character device, a device below options.min_bytes, or a lock
-// held by another opener.
+// permission, a directory or character device, a device below options.min_bytes, a lock held
+// by another opener, or a zoned block device (kUnimplemented unless options.allow_zoned).
 absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
                                                const DeviceOptions& options);
 

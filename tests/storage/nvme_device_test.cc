@@ -558,5 +558,21 @@ TEST_F(NvmeZonedTest, AllowZonedOpensAndReportsZoned) {
   EXPECT_THAT(ReadBlocks(**device, 0, page.bytes / info.lba_bytes, page), IsOk());
 }
 
+// The namespace's block device (NVKV_TEST_BLOCK) goes through the file backend, which must see
+// the zones too.
+TEST_F(NvmeZonedTest, BlockDeviceIsRefusedUnlessAllowed) {
+  const char* block = std::getenv("NVKV_TEST_BLOCK");
+  if (block == nullptr) GTEST_SKIP() << "set NVKV_TEST_BLOCK to the namespace's block device";
+  DeviceOptions options;
+  EXPECT_THAT(OpenDevice(block, options),
+              StatusIs(absl::StatusCode::kUnimplemented, "zoned block device"));
+  options.allow_zoned = true;
+  auto device = OpenDevice(block, options);
+  ASSERT_THAT(device, IsOk());
+  EXPECT_TRUE((*device)->info().zoned);
+  EXPECT_EQ((*device)->info().kind, DeviceKind::kDirectFile);
+  EXPECT_TRUE((*device)->info().block_device);
+}
+
 }  // namespace
 }  // namespace nvkv::storage
