@@ -30,6 +30,8 @@ constexpr uint32_t kDriverMaxSegments = 127;
 constexpr uint64_t kDriverMaxTransferBytes = 4 << 20;
 // RingDevice::Enqueue takes a request's SQEs into a fixed array of this many.
 constexpr uint32_t kMaxCommandsPerRequest = RingDevice::kMaxSqesPerRequest;
+// Linux's BIO_MAX_VECS: pages one bio of pinned user memory holds at worst (one bvec each).
+constexpr uint32_t kBioMaxPages = 256;
 // NVMe I/O needs dword-aligned data (PRP entries); the kernel bounces anything less.
 constexpr uint32_t kNvmeMemoryAlignment = 4;
 
@@ -460,7 +462,8 @@ uint32_t ChooseMaxTransferBytes(uint64_t mdts_bytes, const KernelQueueLimits& li
   if (mdts_bytes != 0) bytes = std::min(bytes, mdts_bytes);
   if (limits.max_hw_bytes != 0) bytes = std::min(bytes, limits.max_hw_bytes);
   const uint32_t segments = EffectiveMaxSegments(mdts_bytes, limits);
-  const uint32_t pages = page_aligned ? segments : std::max<uint32_t>(segments, 2) - 1;
+  const uint32_t pages = page_aligned ? segments
+                                      : std::min(std::max<uint32_t>(segments, 2), kBioMaxPages) - 1;
   bytes = std::min(bytes, uint64_t{pages} * kHostPageBytes);
   bytes -= bytes % lba_bytes;
   // A block larger than the limit cannot be split; let one block through and the kernel judge.

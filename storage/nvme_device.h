@@ -124,8 +124,12 @@ bool FixedBufferImportFits(uint64_t addr, uint64_t region_end, uint32_t max_segm
 // blocks. Pinned user memory is one segment per
 // 4 KiB page at worst, so a page-aligned buffer gets max_segments pages and any other buffer,
 // which touches one page more than it spans, one page less.
+// A buffer that does not start on a page boundary must also fit one bio: Linux 6.1 maps user
+// memory into bios of at most 256 pages (BIO_MAX_VECS) and refuses (EINVAL) to chain a second
+// bio behind a first that starts inside a page, since the NVMe queues' virt_boundary (4 KiB)
+// forbids the gap (bio_will_gap). So at most 255 pages, 1020 KiB, when not aligned.
 // Example: MDTS 512 KiB, max_hw 512 KiB, 127 segments, 4 KiB blocks -> 508 KiB when aligned,
-// 504 KiB when not.
+// 504 KiB when not. nvme-tcp (no MDTS, 65535 segments): 65535 pages aligned, 255 when not.
 uint32_t ChooseMaxTransferBytes(uint64_t mdts_bytes, const KernelQueueLimits& limits,
                                 uint32_t lba_bytes, bool page_aligned);
 

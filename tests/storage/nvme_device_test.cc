@@ -140,6 +140,18 @@ TEST(NvmeDeviceHostTest, TransferLimitIsTheLeastOfMdtsQueueAndSegments) {
   EXPECT_EQ(ChooseMaxTransferBytes(0, limits, 4096, true), 256u << 10);
 }
 
+// nvme-tcp on Linux 6.1: no MDTS, max_hw_sectors_kb 2147483644, max_segments 65535. A buffer
+// that starts mid-page must fit one bio (255 pages); 1.55 MiB from such a buffer failed with
+// EINVAL in tests/nvme-vm --config tcp.
+TEST(NvmeDeviceHostTest, UnalignedTransferFitsOneBio) {
+  KernelQueueLimits limits;
+  limits.max_hw_bytes = 2147483644ull * 1024;
+  limits.max_segments = 65535;
+  EXPECT_EQ(ChooseMaxTransferBytes(0, limits, 4096, true), 65535u * 4096);
+  EXPECT_EQ(ChooseMaxTransferBytes(0, limits, 4096, false), 255u * 4096);
+  EXPECT_EQ(ChooseMaxTransferBytes(0, limits, 512, false), 255u * 4096);
+}
+
 TEST(NvmeDeviceHostTest, TransferLimitWithoutMdtsOrSysfsAssumes127Segments) {
   EXPECT_EQ(ChooseMaxTransferBytes(0, KernelQueueLimits{}, 4096, true), 127u * 4096);
   EXPECT_EQ(ChooseMaxTransferBytes(0, KernelQueueLimits{}, 512, false), 126u * 4096);
