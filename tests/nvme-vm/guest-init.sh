@@ -112,10 +112,15 @@ t_scratch=$(uptime_s)
 [ "$NVKV_VM_CONFIG" = tcp ] && setup_tcp
 wait_for_devices
 
+# Device tests run their zoned-namespace suites instead of the others when this is 1.
+zoned=0
+[ "$NVKV_VM_CONFIG" = zns ] && zoned=1
+
 cd "$work" || setup_failed "cd $work"
 echo "nvkv-vm: config $NVKV_VM_CONFIG ready at ${t_init}s /init, ${t_modules}s modules," \
   "${t_scratch}s scratch fs, $(uptime_s)s device; running payload"
-env NVKV_TEST_NVME="$ng" NVKV_TEST_BLOCK="$blk" NVKV_VM_CONFIG="$NVKV_VM_CONFIG" \
+env NVKV_TEST_NVME="$ng" NVKV_TEST_BLOCK="$blk" NVKV_TEST_ZONED="$zoned" \
+  NVKV_VM_CONFIG="$NVKV_VM_CONFIG" \
   NVKV_TEST_DIR="$work" TMPDIR="$work/tmp" HOME="$work" TERM=dumb sh /nvkv/payload.sh < /dev/null
 rc=$?
 echo

@@ -41,6 +41,7 @@ environment:
   NVKV_VM_MEM         guest memory (default 2G)
   NVKV_VM_SCRATCH_MB  size of the guest's ext4 scratch disk, its cwd (default 512)
   NVKV_VM_IMAGE_SIZE  backing image size for the PCIe configs (default 256M)
+  NVKV_VM_TCP_SIZE_MB size of the tcp config's null_blk namespace in MiB (default 256)
   NVKV_VM_ACCEL       QEMU accelerator (default tcg; kvm where KVM works)
 EOF
 }
@@ -260,7 +261,7 @@ build_initramfs() {
 NVKV_VM_CONFIG=$config
 NVKV_VM_DEVICE_WAIT_S=60
 NVKV_VM_TCP_LBA_BYTES=4096
-NVKV_VM_TCP_SIZE_MB=256
+NVKV_VM_TCP_SIZE_MB=${NVKV_VM_TCP_SIZE_MB:-256}
 EOF
   printf '%s\n' "$payload" > "$root/nvkv/payload.sh"
   # Uncompressed: the TCG guest would spend longer unpacking than we save.

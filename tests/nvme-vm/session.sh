@@ -75,12 +75,14 @@ wipe() {
 }
 
 if [ "${NVKV_TEST_ZONED:-0}" = 1 ]; then
-  step "zoned namespace: format must be refused"
-  "$tool" format "$store" > /dev/null 2> "${TMPDIR:-/tmp}/session.err"
-  rc=$?
-  cat "${TMPDIR:-/tmp}/session.err"
-  [ "$rc" -ne 0 ] || fail "format succeeded on a zoned namespace"
-  grep -qi zoned "${TMPDIR:-/tmp}/session.err" || fail "format's error does not say 'zoned'"
+  for node in "$store" "$other"; do
+    step "zoned namespace: format $node must be refused"
+    "$tool" format "$node" > /dev/null 2> "${TMPDIR:-/tmp}/session.err"
+    rc=$?
+    cat "${TMPDIR:-/tmp}/session.err"
+    [ "$rc" -ne 0 ] || fail "format succeeded on a zoned namespace ($node)"
+    grep -qi zoned "${TMPDIR:-/tmp}/session.err" || fail "format's error does not say 'zoned'"
+  done
   step "OK (refused)"
   exit 0
 fi
