@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then builds and runs every test twice, as a
-# release build and with AddressSanitizer + UndefinedBehaviorSanitizer.
-#   tools/test.sh            both builds
+# release build and with AddressSanitizer + UndefinedBehaviorSanitizer. After the release build's
+# tests, the NVMe tests run in QEMU guests against Linux's NVMe drivers (tests/nvme-vm/ci.sh,
+# about 5 minutes on 2 cores; it installs QEMU and fetches a kernel the first time).
+#   tools/test.sh            both builds, and the NVMe VMs
 #   NVKV_TEST_BUILDS=release tools/test.sh    one build only (release | asan)
+#   NVKV_SKIP_VM=1 tools/test.sh              without the NVMe VMs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
@@ -20,4 +23,8 @@ for b in $builds; do
   ninja -C "$dir" -j "$jobs"
   (cd "$dir" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -j "$jobs")
+  if [ "$b" = release ] && [ "${NVKV_SKIP_VM:-0}" != 1 ]; then
+    echo "=== NVMe tests in QEMU (tests/nvme-vm/ci.sh $dir; NVKV_SKIP_VM=1 skips them)"
+    tests/nvme-vm/ci.sh "$dir"
+  fi
 done
