@@ -372,6 +372,8 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_batches_discarded = recovery_batches_discarded_;
   s.recovery_seconds = recovery_seconds_;
   s.device = device_info_;
+  // The first queue only holds the device; the writer's queue shows the ring features in use.
+  if (writer_queue_ != nullptr) s.device.ring = writer_queue_->info().ring;
   s.page_bytes = geometry_.page_bytes;
   s.pages_per_segment = geometry_.pages_per_segment;
   s.shard_count = static_cast<uint32_t>(shards_.size());
