@@ -100,7 +100,8 @@ class SegmentReader {
 
   // Page i of the segment last read.
   const uint8_t* page(uint32_t i) const {
-    return chunks_[i / pages_per_chunk_].data + size_t{i % pages_per_chunk_} * engine_.geometry_.page_bytes;
+    return chunks_[i / pages_per_chunk_].data +
+           size_t{i % pages_per_chunk_} * engine_.geometry_.page_bytes;
   }
 
   // Reads one page of the store; the bytes stay valid until the next ReadPage.
@@ -261,8 +262,6 @@ class Checker {
   void CheckSuperblocks();
   void CheckSegment(uint64_t segment);
   void CheckIndexCoverage(uint64_t entries);
-
-  uint64_t live_found() const { return live_found_; }
 
  private:
   // True when page i of the segment just read is part of a log of `generation` at its place.
@@ -436,11 +435,11 @@ void Checker::CheckLiveRecords(const SegmentRecords& segment_records) {
       // A write may have replaced the key since its segment was read: only a key whose index
       // entry still points at this record has a problem.
       if (!IsLive(engine_, record)) continue;
-      Problem(absl::StrCat("key ", ShowKey(record.key), " in ", Where(engine_, record.page_number),
-                           ": ",
-                           value.ok() ? "the read path returns a different value than the log "
-                                        "holds"
-                                      : absl::StrCat("cannot be read: ", value.status().message())));
+      const std::string what =
+          value.ok() ? "the read path returns a different value than the log holds"
+                     : absl::StrCat("cannot be read: ", value.status().message());
+      Problem(absl::StrCat("key ", ShowKey(record.key), " in ",
+                           Where(engine_, record.page_number), ": ", what));
     }
   }
 }

@@ -64,7 +64,8 @@ class DBCheckTest : public ::testing::Test {
   // The store page that holds `needle` (found by searching the file's bytes).
   uint64_t PageHolding(std::string_view needle) {
     std::ifstream file(path_, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    const std::string bytes((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
     const size_t at = bytes.find(needle);
     EXPECT_NE(at, std::string::npos) << needle;
     EXPECT_EQ(bytes.find(needle, at + 1), std::string::npos) << "more than one copy: " << needle;

@@ -351,7 +351,9 @@ TEST_F(CliTest, DumpThenLoadRoundTripsAnyBytes) {
 
   // Into store A from a hex dump written here, then A's dump into a fresh store B.
   std::string hex_dump = "# nvkv-cli dump v1 encoding=hex\n";
-  for (const auto& [key, value] : pairs) absl::StrAppend(&hex_dump, Hex(key), "\t", Hex(value), "\n");
+  for (const auto& [key, value] : pairs) {
+    absl::StrAppend(&hex_dump, Hex(key), "\t", Hex(value), "\n");
+  }
   WriteFile(dir_.File("input.hex"), hex_dump);
   Format();
   Ok({"load", "input.hex"});

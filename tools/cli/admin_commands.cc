@@ -26,7 +26,9 @@ namespace {
 // Rows of "name  value", the names padded to one column.
 class Table {
  public:
-  void Row(std::string name, std::string value) { rows_.emplace_back(std::move(name), std::move(value)); }
+  void Row(std::string name, std::string value) {
+    rows_.emplace_back(std::move(name), std::move(value));
+  }
   std::string Text() const {
     size_t width = 0;
     for (const auto& row : rows_) width = std::max(width, row.first.size());
@@ -340,7 +342,8 @@ Outcome RunInfo(const Context& context) {
                                       FormatBytes(segment_bytes), s.segments_total));
   table.Row("capacity", absl::StrFormat("%s for the log", FormatBytes(s.capacity_bytes)));
   table.Row("use", absl::StrFormat("%s live (%s) in %d keys; %d of %d segments free",
-                                   FormatBytes(s.live_bytes), Percent(s.live_bytes, s.capacity_bytes),
+                                   FormatBytes(s.live_bytes),
+                                   Percent(s.live_bytes, s.capacity_bytes),
                                    s.live_keys, s.segments_free, s.segments_total));
   table.Row("index", absl::StrFormat("%s (chosen at each open: --ordered or NVKV_ORDERED=1 for "
                                      "ordered), %d shards",

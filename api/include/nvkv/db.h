@@ -12,8 +12,8 @@
 //
 // Thread contract: a DB is safe for concurrent use without external locking. Any number of
 // threads may call Put, Delete, Write, Get, MultiGet, Scan, NewIterator, Flush, CompactAll,
-// Check, ForEachLive and GetStats at once; there is no DB-wide lock (keys are spread over shards by hash, each with its
-// own lock). Exceptions:
+// Check, ForEachLive and GetStats at once; there is no DB-wide lock (keys are spread over shards
+// by hash, each with its own lock). Exceptions:
 //   - GetAsync, Poll and PendingReads act on the calling thread's own read queue: a read started
 //     on a thread completes only in a Poll on that same thread.
 //   - Close() and the destructor must not run concurrently with any other call on the DB, and
