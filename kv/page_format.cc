@@ -119,7 +119,9 @@ uint32_t PageBuilder::AddRecord(const RecordHeader& header, std::string_view key
   uint8_t* out = page_ + offset;
   std::memcpy(out, &header, sizeof(header));
   std::memcpy(out + sizeof(header), key.data(), key.size());
-  std::memcpy(out + sizeof(header) + key.size(), value.data(), value.size());
+  // A delete's value is an empty view whose data() may be null: memcpy from null is undefined
+  // even for 0 bytes.
+  if (!value.empty()) std::memcpy(out + sizeof(header) + key.size(), value.data(), value.size());
   used_bytes_ += bytes;
   ++record_count_;
   return offset;
