@@ -124,7 +124,7 @@ TEST_P(EngineTest, BatchIsAppliedWhole) {
   engine = OpenStore();
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(*engine->Get("batch0"), "last-wins");
-  EXPECT_EQ(*engine->Get("batch49"), "batch49-value");
+  for (size_t i = 1; i < keys.size(); ++i) EXPECT_EQ(*engine->Get(keys[i]), values[i]);
   EXPECT_THAT(engine->Get("gone"), StatusIs(absl::StatusCode::kNotFound));
 }
 
