@@ -21,6 +21,7 @@ uint64_t LatencyHistogram::Percentile(double q) const {
   if (count_ == 0) return 0;
   uint64_t rank = static_cast<uint64_t>(q * static_cast<double>(count_) + 0.999999);
   rank = std::clamp<uint64_t>(rank, 1, count_);
+  if (rank == count_) return max_ns_;  // the largest value is known exactly
   uint64_t seen = 0;
   for (uint32_t i = 0; i < kBuckets; ++i) {
     seen += buckets_[i];

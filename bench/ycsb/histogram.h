@@ -39,7 +39,7 @@ class LatencyHistogram {
   uint64_t max_ns() const { return count_ == 0 ? 0 : max_ns_; }
   uint64_t min_ns() const { return count_ == 0 ? 0 : min_ns_; }
   // The value at quantile q in (0, 1]: the middle of the bucket holding the ceil(q * count)-th
-  // smallest value, clamped to [min, max].
+  // smallest value, clamped to [min, max]; exactly max for the largest.
   uint64_t Percentile(double q) const;
 
   // For drawing: bucket i's count and its upper bound in ns.
