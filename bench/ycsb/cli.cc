@@ -1,6 +1,8 @@
 #include "bench/ycsb/cli.h"
 
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,6 +109,61 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   }
 #undef NVKV_ASSIGN
   return s;
+}
+
+// One /proc/diskstats line: the device holding `path` (st_dev of a file, st_rdev of a block
+// device), as reads, sectors read, writes, sectors written, weighted ms doing I/O.
+struct DiskSample {
+  bool valid = false;
+  std::string name;
+  uint64_t reads = 0, read_sectors = 0, writes = 0, write_sectors = 0, weighted_ms = 0;
+  uint64_t at_ns = 0;
+};
+
+DiskSample SampleDisk(const std::string& path) {
+  DiskSample sample;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return sample;
+  const dev_t dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+  std::ifstream in("/proc/diskstats");
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned major_number = 0, minor_number = 0;
+    char name[64] = {};
+    unsigned long long f[11] = {};
+    if (std::sscanf(line.c_str(), "%u %u %63s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+                    &major_number, &minor_number, name, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5],
+                    &f[6], &f[7], &f[8], &f[9], &f[10]) != 14) {
+      continue;
+    }
+    if (major_number != major(dev) || minor_number != minor(dev)) continue;
+    sample.valid = true;
+    sample.name = name;
+    sample.reads = f[0];
+    sample.read_sectors = f[2];
+    sample.writes = f[4];
+    sample.write_sectors = f[6];
+    sample.weighted_ms = f[10];
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sample.at_ns = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    break;
+  }
+  return sample;
+}
+
+DiskDelta DiskBetween(const DiskSample& a, const DiskSample& b) {
+  DiskDelta d;
+  if (!a.valid || !b.valid || b.at_ns <= a.at_ns) return d;
+  d.valid = true;
+  d.name = a.name;
+  d.reads = b.reads - a.reads;
+  d.writes = b.writes - a.writes;
+  d.read_bytes = (b.read_sectors - a.read_sectors) * 512;
+  d.write_bytes = (b.write_sectors - a.write_sectors) * 512;
+  d.avg_queue_depth = static_cast<double>(b.weighted_ms - a.weighted_ms) /
+                      (static_cast<double>(b.at_ns - a.at_ns) / 1e6);
+  return d;
 }
 
 bool IsRegularFileOrMissing(const std::string& path, bool* exists) {
@@ -235,13 +292,17 @@ absl::StatusOr<BenchmarkResult> RunBenchmark(const CommandLine& cl) {
   client.progress = cl.progress;
   SharedCounters counters(*config);
   if (cl.load) {
+    const DiskSample before = SampleDisk(cl.db_path);
     absl::StatusOr<PhaseResult> load = RunLoad(db->get(), *config, client, &counters);
     if (!load.ok()) return load.status();
+    load->disk = DiskBetween(before, SampleDisk(cl.db_path));
     result.phases.push_back(std::move(*load));
   }
   if (cl.run) {
+    const DiskSample before = SampleDisk(cl.db_path);
     absl::StatusOr<PhaseResult> run = RunTransactions(db->get(), *config, client, &counters);
     if (!run.ok()) return run.status();
+    run->disk = DiskBetween(before, SampleDisk(cl.db_path));
     result.phases.push_back(std::move(*run));
   }
   if (absl::Status closed = (*db)->Close(); !closed.ok()) return closed;

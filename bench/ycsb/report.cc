@@ -75,6 +75,16 @@ std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
       s.pages_written, s.verify_reads, s.flushes, s.fua_writes, s.user_bytes_written / 1e6,
       s.device_bytes_written / 1e6, s.compaction_bytes_written / 1e6,
       PerSecond(s.user_bytes_written, phase.elapsed_s) / 1e6);
+  const DiskDelta& d = phase.disk;
+  if (d.valid) {
+    absl::StrAppendFormat(
+        &out,
+        "disk %s (whole device): %d reads %.1f MB, %d writes %.1f MB (%.1f KiB each), "
+        "write %.1f MB/s, avg queue depth %.2f\n",
+        d.name, d.reads, d.read_bytes / 1e6, d.writes, d.write_bytes / 1e6,
+        d.writes == 0 ? 0.0 : d.write_bytes / 1024.0 / d.writes,
+        PerSecond(d.write_bytes, phase.elapsed_s) / 1e6, d.avg_queue_depth);
+  }
   if (!phase.first_error.empty()) absl::StrAppend(&out, "first error: ", phase.first_error, "\n");
   return out;
 }
@@ -111,10 +121,19 @@ std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
       &out,
       "}, \"store\": {\"gets\": %d, \"puts\": %d, \"page_reads\": %d, \"pages_written\": %d, "
       "\"verify_reads\": %d, \"flushes\": %d, \"fua_writes\": %d, \"user_bytes_written\": %d, "
-      "\"device_bytes_written\": %d, \"compaction_bytes_written\": %d}, \"first_error\": %s}\n",
+      "\"device_bytes_written\": %d, \"compaction_bytes_written\": %d}",
       s.gets, s.puts, s.page_reads, s.pages_written, s.verify_reads, s.flushes, s.fua_writes,
-      s.user_bytes_written, s.device_bytes_written, s.compaction_bytes_written,
-      JsonString(phase.first_error));
+      s.user_bytes_written, s.device_bytes_written, s.compaction_bytes_written);
+  const DiskDelta& d = phase.disk;
+  if (d.valid) {
+    absl::StrAppendFormat(&out,
+                          ", \"disk\": {\"name\": %s, \"reads\": %d, \"writes\": %d, "
+                          "\"read_bytes\": %d, \"write_bytes\": %d, "
+                          "\"avg_queue_depth\": %.3f}",
+                          JsonString(d.name), d.reads, d.writes, d.read_bytes, d.write_bytes,
+                          d.avg_queue_depth);
+  }
+  absl::StrAppendFormat(&out, ", \"first_error\": %s}\n", JsonString(phase.first_error));
   return out;
 }
 

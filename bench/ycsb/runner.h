@@ -51,6 +51,17 @@ struct StoreDelta {
   uint64_t user_bytes_written = 0, device_bytes_written = 0, compaction_bytes_written = 0;
 };
 
+// The block device under the store over a phase, from /proc/diskstats (the whole device: on a
+// shared machine other processes' I/O is in it too). Absent where the store is not on a block
+// device that /proc/diskstats lists.
+struct DiskDelta {
+  bool valid = false;
+  std::string name;                 // e.g. "vda"
+  uint64_t reads = 0, writes = 0;   // requests completed (after merging in the block layer)
+  uint64_t read_bytes = 0, write_bytes = 0;
+  double avg_queue_depth = 0;       // weighted ms doing I/O / elapsed ms (iostat's aqu-sz)
+};
+
 struct PhaseResult {
   std::string phase;  // "load" or "run"
   uint32_t threads = 0;
@@ -62,6 +73,7 @@ struct PhaseResult {
   std::array<uint64_t, kOpTypes> failures{};
   std::string first_error;
   StoreDelta store;
+  DiskDelta disk;
   double ops_per_s() const { return elapsed_s > 0 ? operations / elapsed_s : 0; }
 };
 
