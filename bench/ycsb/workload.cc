@@ -253,17 +253,23 @@ uint32_t OperationChooser::NextFieldLength() {
   return config_.field_length;
 }
 
-// Printable ASCII from ' ' to '~', like YCSB's RandomByteIterator: eight bytes per PRNG step.
+// Printable ASCII ' '..'?', 5 random bits per byte as YCSB's RandomByteIterator makes them,
+// eight bytes per PRNG step: mask every byte of a random word to 0..31 and add ' ' (0x20) to
+// each (no carry: 31 + 32 < 256).
 void OperationChooser::FillRandom(size_t bytes, std::string* out) {
+  constexpr uint64_t kLow5 = 0x1f1f1f1f1f1f1f1full;
+  constexpr uint64_t kSpaces = 0x2020202020202020ull;
   const size_t start = out->size();
   out->resize(start + bytes);
   char* p = out->data() + start;
   size_t i = 0;
-  while (i < bytes) {
-    uint64_t word = random_.Next();
-    for (int b = 0; b < 8 && i < bytes; ++b, ++i, word >>= 8) {
-      p[i] = static_cast<char>(' ' + ((word & 0xff) * 95 >> 8));
-    }
+  for (; i + 8 <= bytes; i += 8) {
+    const uint64_t word = (random_.Next() & kLow5) + kSpaces;
+    std::memcpy(p + i, &word, 8);
+  }
+  if (i < bytes) {
+    const uint64_t word = (random_.Next() & kLow5) + kSpaces;
+    std::memcpy(p + i, &word, bytes - i);
   }
 }
 
@@ -316,8 +322,8 @@ bool OperationChooser::UpdateField(std::string_view key, uint32_t field, std::st
   return true;
 }
 
-bool OperationChooser::CheckRecord(std::string_view key, std::string_view record) const {
-  std::vector<std::pair<std::string_view, std::string_view>> fields;
+bool OperationChooser::CheckRecord(std::string_view key, std::string_view record) {
+  std::vector<std::pair<std::string_view, std::string_view>>& fields = scratch_fields_;
   if (!DecodeFields(record, &fields) || fields.size() != config_.field_count) return false;
   std::string expected;
   for (uint32_t i = 0; i < fields.size(); ++i) {

@@ -109,7 +109,7 @@ class OperationChooser {
   bool UpdateField(std::string_view key, uint32_t field, std::string* record);
   // Whether a record read for `key` is well formed (all fields) and, with dataintegrity, holds
   // exactly the values it was written with.
-  bool CheckRecord(std::string_view key, std::string_view record) const;
+  bool CheckRecord(std::string_view key, std::string_view record);
 
   const std::string& field_name(uint32_t field) const { return field_names_[field]; }
   Random& random() { return random_; }
@@ -132,6 +132,7 @@ class OperationChooser {
   std::optional<UniformGenerator> uniform_field_length_;
   std::optional<ZipfianGenerator> zipfian_field_length_;
   std::vector<std::string> field_names_;
+  std::vector<std::pair<std::string_view, std::string_view>> scratch_fields_;  // CheckRecord
 };
 
 }  // namespace nvkv::ycsb
