@@ -7,9 +7,12 @@
 #          registerfiles) on a preconditioned file of the same size as the store.
 #   load:  the load phase's user bytes per second (key + value bytes of the records, Flush
 #          included) against fio sequential 4 KiB writes (io_uring, direct=1, fixedbufs,
-#          registerfiles) at the device queue depth the engine effectively reaches during the
-#          load (iostat's aqu-sz over the load phase, from /proc/diskstats, measured by a
-#          calibration load and rounded to a whole number; LOAD_DEPTH overrides it).
+#          registerfiles) at the depth the engine effectively reaches during the load: page
+#          writes in flight = the block device's average queue depth over the load phase
+#          (iostat's aqu-sz, from /proc/diskstats) times its average write request size in
+#          4 KiB pages (the block layer merges adjacent page writes), measured by calibration
+#          loads (median of three) and rounded to a whole number; LOAD_DEPTH overrides it
+#          (e.g. LOAD_DEPTH=32 to compare with what the device can do).
 #
 # usage: bench/ycsb/compare_fio.sh DIR PAIRS [RECORDS] [READS]
 #   DIR      directory on the file system to measure (not tmpfs); the script creates
@@ -103,11 +106,27 @@ if [[ -z $only || $only == load ]]; then
     "$ycsb" -load -P "$workloads/workloadc" -p recordcount="$records" --db "$store" --json \
       --quiet 2>/dev/null | json_phase load
   }
+  # Page writes in flight: the block layer merges adjacent page writes into larger requests,
+  # so its average queue depth counts requests, not pages; times the average request size in
+  # pages it gives the page writes in flight (Little's law per request, sizes uncorrelated
+  # with latency), which is what fio's iodepth of 4 KiB writes is.
+  page_depth() {
+    awk -v q="$(json_field avg_queue_depth <<<"$1")" -v b="$(json_field write_bytes <<<"$1")" \
+        -v w="$(json_field writes <<<"$1")" 'BEGIN { printf "%.2f", (w > 0 ? q * b / w / 4096 : q) }'
+  }
   depth=${LOAD_DEPTH:-}
   if [[ -z $depth ]]; then
-    q=$(nvkv_load_json | json_field avg_queue_depth)
-    depth=$(awk -v q="$q" 'BEGIN { d = int(q + 0.5); print d < 1 ? 1 : d }')
-    echo "# calibration load: device queue depth $q during the load phase -> fio iodepth=$depth" >&2
+    # The counters are the whole device's: another process's I/O inflates one sample, so take
+    # the median of three calibration loads.
+    depths=()
+    for i in 1 2 3; do
+      calibration=$(nvkv_load_json)
+      depths+=("$(page_depth "$calibration")")
+      echo "# calibration load $i: $(json_field avg_queue_depth <<<"$calibration") requests of $(awk -v b="$(json_field write_bytes <<<"$calibration")" -v w="$(json_field writes <<<"$calibration")" 'BEGIN { printf "%.1f", (w > 0 ? b / w / 1024 : 0) }') KiB in flight = ${depths[-1]} page writes" >&2
+    done
+    pd=$(printf '%s\n' "${depths[@]}" | median)
+    depth=$(awk -v q="$pd" 'BEGIN { d = int(q + 0.5); print (d < 1 ? 1 : d) }')
+    echo "# median $pd page writes in flight -> fio iodepth=$depth" >&2
   fi
   size=$(stat -c %s "$store")
   [[ -f $dir/fio.dat && $(stat -c %s "$dir/fio.dat") -ge $size ]] ||
@@ -125,7 +144,7 @@ if [[ -z $only || $only == load ]]; then
     local out
     out=$(nvkv_load_json)
     echo "$out" | json_field elapsed_s | awk '{ s = int($1 + 0.5); print s < 1 ? 1 : s }' >"$seconds_file"
-    echo "# nvkv load: $(echo "$out" | json_field ops_per_s) records/s, device queue depth $(echo "$out" | json_field avg_queue_depth)" >&2
+    echo "# nvkv load: $(echo "$out" | json_field ops_per_s) records/s, $(page_depth "$out") page writes in flight" >&2
     echo "$out" | json_field user_bytes_per_s
   }
   compare "load user B/s vs fio write qd$depth" fio_write nvkv_write
