@@ -131,7 +131,8 @@ DiskSample SampleDisk(const std::string& path) {
     unsigned major_number = 0, minor_number = 0;
     char name[64] = {};
     unsigned long long f[11] = {};
-    if (std::sscanf(line.c_str(), "%u %u %63s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+    if (std::sscanf(line.c_str(),
+                    "%u %u %63s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
                     &major_number, &minor_number, name, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5],
                     &f[6], &f[7], &f[8], &f[9], &f[10]) != 14) {
       continue;
@@ -185,7 +186,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     auto next = [&](std::string* out) -> absl::Status {
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      }
       *out = args[++i];
       return absl::OkStatus();
     };
@@ -277,7 +280,11 @@ absl::StatusOr<BenchmarkResult> RunBenchmark(const CommandLine& cl) {
 
   BenchmarkResult result;
   const Stats stats = (*db)->GetStats();
-  result.run.workload = cl.workload_files.empty() ? "(no -P)" : absl::StrJoin(cl.workload_files, ",");
+  std::vector<std::string> names;  // file names only: titles stay short
+  for (const std::string& file : cl.workload_files) {
+    names.push_back(file.substr(file.rfind('/') + 1));
+  }
+  result.run.workload = names.empty() ? "(no -P)" : absl::StrJoin(names, ",");
   result.run.db_path = cl.db_path;
   result.run.device = DeviceKindName(stats.device.kind);
   result.run.index = IndexModeName(stats.index_mode);

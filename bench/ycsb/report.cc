@@ -187,7 +187,8 @@ std::string FormatSvg(const RunDescription& run, const std::vector<PhaseResult>&
     for (int t = 0; t < kOpTypes; ++t) {
       const LatencyHistogram& h = phase.latency[t];
       if (h.count() == 0) continue;
-      curves.push_back(MakeCurve(absl::StrCat(phase.phase, " ", OpName(static_cast<OpType>(t))), h));
+      const std::string label = absl::StrCat(phase.phase, " ", OpName(static_cast<OpType>(t)));
+      curves.push_back(MakeCurve(label, h));
       min_us = std::min(min_us, std::max(h.min_ns() / 1e3, 0.1));
       max_us = std::max(max_us, h.max_ns() / 1e3);
     }

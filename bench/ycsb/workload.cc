@@ -10,7 +10,8 @@ namespace {
 absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 absl::Status Bad(std::string_view name, std::string_view value, std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("property ", Av(name), "=", Av(value), ": ", Av(why)));
+  return absl::InvalidArgumentError(
+      absl::StrCat("property ", Av(name), "=", Av(value), ": ", Av(why)));
 }
 
 absl::StatusOr<LengthDistribution> ParseLength(const Properties& p, std::string_view name,
@@ -76,7 +77,9 @@ absl::StatusOr<WorkloadConfig> WorkloadConfig::FromProperties(const Properties& 
   }
   uint64_t value = 0;
   NVKV_ASSIGN(value, p.GetUint("fieldcount", 10));
-  if (value == 0 || value > 1000) return Bad("fieldcount", p.GetString("fieldcount", ""), "1..1000");
+  if (value == 0 || value > 1000) {
+    return Bad("fieldcount", p.GetString("fieldcount", ""), "1..1000");
+  }
   c.field_count = static_cast<uint32_t>(value);
   NVKV_ASSIGN(value, p.GetUint("fieldlength", 100));
   if (value == 0 || value > (1u << 20)) {

@@ -70,7 +70,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Expected{"workloadd", {1900, 0, 100, 0, 0}},
                       Expected{"workloade", {0, 0, 100, 1900, 0}},
                       Expected{"workloadf", {2000, 1000, 0, 0, 1000}}),
-    [](const ::testing::TestParamInfo<Expected>& info) { return std::string(info.param.workload); });
+    [](const ::testing::TestParamInfo<Expected>& info) {
+      return std::string(info.param.workload);
+    });
 
 TEST(Main, ExitsZeroAndWritesSvgAndJson) {
   nvkv::testing::TempDir dir;
