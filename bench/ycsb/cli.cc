@@ -33,14 +33,16 @@ const char kUsage[] =
     "  --svg FILE     write the latency percentile curves of every operation as SVG\n"
     "  --quiet        no per-second status line on stderr\n"
     "\n"
-    "nvkv properties: nvkv.queuedepth (default 1), nvkv.durable (true), nvkv.load.durable\n"
-    "(false; the load ends with a Flush), nvkv.capacity (3x the data, min 256m),\n"
-    "nvkv.index=auto|hash|ordered, nvkv.shards, nvkv.backend=auto|direct|sync|nvme,\n"
-    "nvkv.max_write_delay_us, nvkv.seed. Exit status: 0 ok, 1 failed, 2 bad usage,\n"
-    "3 some operations failed.\n";
+    "nvkv properties: nvkv.queuedepth (default 1), nvkv.submitbatch (1), nvkv.durable (true),\n"
+    "nvkv.load.durable (false; the load ends with a Flush), nvkv.capacity (3x the data,\n"
+    "min 256m), "
+"nvkv.index=auto|hash|ordered, nvkv.shards, nvkv.backend=auto|direct|sync|nvme,\n"
+    "nvkv.max_write_delay_us, nvkv.single_issuer, nvkv.seed.\n"
+    "Exit status: 0 ok, 1 failed, 2 bad usage, 3 some operations failed.\n";
 
 struct NvkvSettings {
   uint32_t queue_depth = 1;
+  uint32_t submit_batch = 1;
   bool durable = true;
   bool load_durable = false;
   uint64_t capacity_bytes = 0;
@@ -62,6 +64,8 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
     return absl::InvalidArgumentError("nvkv.queuedepth: expected 1..4000");
   }
   s.queue_depth = static_cast<uint32_t>(value);
+  NVKV_ASSIGN(value, p.GetUint("nvkv.submitbatch", 1));
+  s.submit_batch = static_cast<uint32_t>(std::min<uint64_t>(value, s.queue_depth));
   NVKV_ASSIGN(s.durable, p.GetBool("nvkv.durable", true));
   NVKV_ASSIGN(s.load_durable, p.GetBool("nvkv.load.durable", false));
   // Room for every record the load and the run's inserts can write, three times over (dead
@@ -93,6 +97,7 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   o.read_queue_depth = std::max<uint32_t>(s.queue_depth, o.read_queue_depth);
   NVKV_ASSIGN(value, p.GetUint("nvkv.shards", o.shard_count));
   o.shard_count = static_cast<uint32_t>(value);
+  NVKV_ASSIGN(o.single_issuer, p.GetBool("nvkv.single_issuer", o.single_issuer));
   NVKV_ASSIGN(value, p.GetUint("nvkv.max_write_delay_us", o.max_write_delay_us));
   o.max_write_delay_us = static_cast<uint32_t>(value);
   const std::string backend = p.GetString("nvkv.backend", "auto");
@@ -294,6 +299,7 @@ absl::StatusOr<BenchmarkResult> RunBenchmark(const CommandLine& cl) {
   ClientOptions client;
   client.threads = cl.threads;
   client.queue_depth = settings->queue_depth;
+  client.submit_batch = settings->submit_batch;
   client.durable = settings->durable;
   client.load_durable = settings->load_durable;
   client.progress = cl.progress;

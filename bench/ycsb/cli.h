@@ -8,12 +8,15 @@
 // core workload's properties (workload.h) it reads:
 //   nvkv.queuedepth=N      operations in flight per client thread (default 1: YCSB's
 //                          synchronous client; reads, updates and RMWs go through GetAsync)
+//   nvkv.submitbatch=N     push started reads to the device with Poll(0) every N reads
+//                          (default 1, as fio; 0: only with the next waiting Poll(1))
 //   nvkv.durable=BOOL      run-phase writes durable when Put returns (default true)
 //   nvkv.load.durable=BOOL load-phase writes durable one by one (default false: the load ends
 //                          with one Flush, inside its measured time)
 //   nvkv.capacity=SIZE     store size (default 3x the records the run can hold, min 256m)
 //   nvkv.index=auto|hash|ordered  (auto: ordered when scanproportion > 0, else hash)
 //   nvkv.shards=N, nvkv.backend=auto|direct|sync|nvme, nvkv.max_write_delay_us=N,
+//   nvkv.single_issuer=BOOL (Options::single_issuer: DEFER_TASKRUN rings, default true),
 //   nvkv.seed=N            (0: from the clock)
 //   threadcount=T          same as -threads
 // The store at --db (default ./nvkv-ycsb.db) is deleted and created afresh by a load unless

@@ -19,11 +19,14 @@
 #            DIR/ycsb-c.db, DIR/ycsb-load.db and DIR/fio.dat there (and leaves them)
 #   PAIRS    nvkv/fio pairs per comparison (5 or more on a noisy machine)
 #   RECORDS  records loaded (default 200000: a 737 MB store with 1140-byte records)
-#   READS    reads per workload C run (default 1000000)
+#   READS    at most this many reads per workload C run (default: no limit); each run lasts
+#            RUNTIME seconds (maxexecutiontime), as long as fio's, so both sample the machine's
+#            noise over windows of the same length
 #
 # Environment: NVKV_YCSB (default build-rel/bench/ycsb/nvkv-ycsb of this repo), FIO (fio),
 #   RUNTIME (seconds per fio read run, default 10), ONLY=read|load, LOAD_DEPTH (fio iodepth
-#   for the write comparison; default measured).
+#   for the write comparison; default measured), NVKV_YCSB_ARGS (appended to every nvkv-ycsb
+#   run, e.g. "-p nvkv.submitbatch=0").
 #
 # Method (as bench/compare_fio.sh): pairs run back to back and alternate their order (fio
 # first in odd pairs, nvkv first in even pairs). Reported: each tool's median, the ratio of
@@ -37,7 +40,7 @@ fi
 dir=$1
 pairs=$2
 records=${3:-200000}
-reads=${4:-1000000}
+reads=${4:-1000000000}
 runtime=${RUNTIME:-10}
 only=${ONLY:-}
 
@@ -93,8 +96,8 @@ if [[ -z $only || $only == read ]]; then
   }
   nvkv_read() {
     "$ycsb" -run -P "$workloads/workloadc" -p recordcount="$records" -p operationcount="$reads" \
-      -p requestdistribution=uniform -p nvkv.queuedepth=32 -threads 1 --db "$store" --json \
-      --quiet 2>/dev/null | json_phase run | json_field ops_per_s
+      -p maxexecutiontime="$runtime" -p requestdistribution=uniform -p nvkv.queuedepth=32 -threads 1 --db "$store" --json \
+      --quiet ${NVKV_YCSB_ARGS:-} 2>/dev/null | json_phase run | json_field ops_per_s
   }
   compare "C uniform qd32 1 thread (ops/s)" fio_read nvkv_read
 fi
@@ -104,7 +107,7 @@ if [[ -z $only || $only == load ]]; then
   store=$dir/ycsb-load.db
   nvkv_load_json() {
     "$ycsb" -load -P "$workloads/workloadc" -p recordcount="$records" --db "$store" --json \
-      --quiet 2>/dev/null | json_phase load
+      --quiet ${NVKV_YCSB_ARGS:-} 2>/dev/null | json_phase load
   }
   # Page writes in flight: the block layer merges adjacent page writes into larger requests,
   # so its average queue depth counts requests, not pages; times the average request size in

@@ -52,9 +52,12 @@ std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
       "[%s] %s  records=%d  threads=%d  queue_depth=%d  durable=%s  store=%s (%s, %s index)\n",
       phase.phase == "load" ? "LOAD" : "RUN", run.workload, run.record_count, phase.threads,
       phase.queue_depth, phase.durable ? "true" : "false", run.db_path, run.device, run.index);
-  absl::StrAppendFormat(&out, "[%s] %d operations in %.3f s: %.0f ops/s\n",
-                        phase.phase == "load" ? "LOAD" : "RUN", phase.operations,
-                        phase.elapsed_s, phase.ops_per_s());
+  absl::StrAppendFormat(
+      &out, "[%s] %d operations in %.3f s: %.0f ops/s; cpu user %.2f s sys %.2f s (%.2f us/op)\n",
+      phase.phase == "load" ? "LOAD" : "RUN", phase.operations, phase.elapsed_s,
+      phase.ops_per_s(), phase.cpu_user_s, phase.cpu_sys_s,
+      phase.operations == 0 ? 0.0
+                            : (phase.cpu_user_s + phase.cpu_sys_s) * 1e6 / phase.operations);
   absl::StrAppendFormat(&out, "%-18s %9s %10s %9s %9s %9s %9s %9s %9s %10s %7s\n", "operation",
                         "count", "ops/s", "avg_us", "p50_us", "p90_us", "p99_us", "p99.9_us",
                         "p99.99_us", "max_us", "failed");
@@ -94,12 +97,14 @@ std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
       "{\"tool\": \"nvkv-ycsb\", \"phase\": %s, \"workload\": %s, \"db\": %s, \"device\": %s, "
       "\"index\": %s, \"recordcount\": %d, \"capacity_bytes\": %d, \"threads\": %d, "
       "\"queue_depth\": %d, \"durable\": %s, \"operations\": %d, \"elapsed_s\": %.6f, "
-      "\"ops_per_s\": %.1f, \"user_bytes_per_s\": %.0f, \"ops\": {",
+      "\"ops_per_s\": %.1f, \"user_bytes_per_s\": %.0f, \"cpu_user_s\": %.3f, "
+      "\"cpu_sys_s\": %.3f, \"ops\": {",
       JsonString(phase.phase), JsonString(run.workload), JsonString(run.db_path),
       JsonString(run.device), JsonString(run.index), run.record_count, run.capacity_bytes,
       phase.threads, phase.queue_depth, phase.durable ? "true" : "false", phase.operations,
       phase.elapsed_s, phase.ops_per_s(),
-      PerSecond(phase.store.user_bytes_written, phase.elapsed_s));
+      PerSecond(phase.store.user_bytes_written, phase.elapsed_s), phase.cpu_user_s,
+      phase.cpu_sys_s);
   bool first = true;
   for (int t = 0; t < kOpTypes; ++t) {
     const LatencyHistogram& h = phase.latency[t];

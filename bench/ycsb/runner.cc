@@ -1,5 +1,6 @@
 #include "bench/ycsb/runner.h"
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include <atomic>
@@ -138,6 +139,7 @@ absl::Status ClientThread::Run() {
   completed_.reserve(options_.queue_depth);
   processing_.reserve(options_.queue_depth);
   uint64_t issued = 0;
+  uint32_t unsubmitted = 0;  // reads started since the last Poll
   bool expired = false;
   for (;;) {
     uint64_t now = NowNs();
@@ -153,6 +155,11 @@ absl::Status ClientThread::Run() {
         DoBlindUpdate();
       } else {
         StartRead(type, now);
+        if (options_.submit_batch != 0 && ++unsubmitted == options_.submit_batch) {
+          unsubmitted = 0;
+          absl::StatusOr<uint32_t> pushed = db_->Poll(0);  // submit now, never wait
+          if (!pushed.ok()) return pushed.status();
+        }
         continue;
       }
       now = NowNs();  // after a synchronous operation
@@ -166,6 +173,7 @@ absl::Status ClientThread::Run() {
       // Submits the reads queued since the last Poll and waits for one, in one system call.
       absl::StatusOr<uint32_t> polled = db_->Poll(1);
       if (!polled.ok()) return polled.status();
+      unsubmitted = 0;
     }
     FinishCompleted();
   }
@@ -383,6 +391,8 @@ absl::StatusOr<PhaseResult> RunPhase(DB* db, const WorkloadConfig& config,
   std::vector<std::unique_ptr<LiveStats>> live;
   std::vector<std::unique_ptr<ClientThread>> clients;
   const Stats before = db->GetStats();
+  rusage usage_before;
+  getrusage(RUSAGE_SELF, &usage_before);
   const uint64_t start_ns = NowNs();
   const uint64_t deadline_ns =
       config.max_execution_s == 0 ? 0 : start_ns + config.max_execution_s * kNsPerSecond;
@@ -410,6 +420,11 @@ absl::StatusOr<PhaseResult> RunPhase(DB* db, const WorkloadConfig& config,
     }
   }
   result.elapsed_s = static_cast<double>(NowNs() - start_ns) / kNsPerSecond;
+  rusage usage_after;
+  getrusage(RUSAGE_SELF, &usage_after);
+  auto seconds = [](const timeval& tv) { return tv.tv_sec + tv.tv_usec / 1e6; };
+  result.cpu_user_s = seconds(usage_after.ru_utime) - seconds(usage_before.ru_utime);
+  result.cpu_sys_s = seconds(usage_after.ru_stime) - seconds(usage_before.ru_stime);
   result.store = Delta(before, db->GetStats());
   for (const auto& client : clients) {
     for (int t = 0; t < kOpTypes; ++t) {

@@ -6,8 +6,9 @@
 //     count is issued. A read, an update and a read-modify-write start with DB::GetAsync and
 //     stay in flight; an insert and a scan are synchronous (DB::Put, DB::Scan) and finish
 //     before the next operation is issued;
-//   - then DB::Poll(1) submits the reads queued since the last Poll and waits for at least one
-//     completion (one io_uring_enter for both); the GetAsync callbacks only note which slot
+//   - every nvkv.submitbatch reads (default 1) DB::Poll(0) pushes them to the device; then
+//     DB::Poll(1) submits what is still queued and waits for at least one completion (one
+//     io_uring_enter for both); the GetAsync callbacks only note which slot
 //     finished, and the thread finishes those operations after Poll returns: a read checks
 //     the record; an update (writeallfields=false, YCSB's default) replaces one field of the
 //     record it read and writes it back with DB::Put, as YCSB's RocksDB binding does; a
@@ -42,6 +43,11 @@ struct ClientOptions {
   bool durable = true;          // nvkv.durable: run-phase writes
   bool load_durable = false;    // nvkv.load.durable: load-phase writes
   bool progress = true;         // a status line on stderr every second
+  // nvkv.submitbatch: after this many reads started, DB::Poll(0) pushes them to the device at
+  // once (like fio's iodepth_batch_submit) instead of with the next waiting Poll(1); 0: never.
+  // GetAsync only queues a read; without this, reads started while the thread finishes a batch
+  // of completions wait for the next Poll(1) and the device queue runs low.
+  uint32_t submit_batch = 1;
 };
 
 // Counters of the store over a phase (DB::GetStats after minus before).
@@ -74,6 +80,8 @@ struct PhaseResult {
   std::string first_error;
   StoreDelta store;
   DiskDelta disk;
+  double cpu_user_s = 0;  // the whole process over the phase (getrusage), engine threads too
+  double cpu_sys_s = 0;
   double ops_per_s() const { return elapsed_s > 0 ? operations / elapsed_s : 0; }
 };
 
