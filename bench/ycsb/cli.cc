@@ -1,0 +1,364 @@
+#include "bench/ycsb/cli.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace nvkv::ycsb {
+namespace {
+
+const char kUsage[] =
+    "usage: nvkv-ycsb [-load | -run | -t] -P WORKLOAD_FILE [-P ...] [-p name=value]...\n"
+    "                 [-threads T] [--db PATH] [--keep] [--json] [--svg FILE] [--quiet]\n"
+    "\n"
+    "Runs a YCSB core workload (A-F, see bench/ycsb/workloads/) against an nvkv store.\n"
+    "With neither -load nor -run, loads the store and then runs the workload.\n"
+    "\n"
+    "  -P FILE        YCSB property file (several allowed, later ones win)\n"
+    "  -p NAME=VALUE  property override (beats -P whatever the order)\n"
+    "  -threads T     client threads (default 1; also -p threadcount=T)\n"
+    "  -s             accepted for YCSB compatibility (status is always on; see --quiet)\n"
+    "  --db PATH      store path (default ./nvkv-ycsb.db); removed and re-created by a load\n"
+    "  --keep         load into the existing store instead of re-creating it\n"
+    "  --json         one JSON object per phase on stdout (tables go to stderr)\n"
+    "  --svg FILE     write the latency percentile curves of every operation as SVG\n"
+    "  --quiet        no per-second status line on stderr\n"
+    "\n"
+    "nvkv properties: nvkv.queuedepth (default 1), nvkv.submitbatch (1), nvkv.durable (true),\n"
+    "nvkv.load.durable (false; the load ends with a Flush), nvkv.capacity (3x the data,\n"
+    "min 256m), "
+"nvkv.index=auto|hash|ordered, nvkv.shards, nvkv.backend=auto|direct|sync|nvme,\n"
+    "nvkv.max_write_delay_us, nvkv.single_issuer, nvkv.seed.\n"
+    "Exit status: 0 ok, 1 failed, 2 bad usage, 3 some operations failed.\n";
+
+struct NvkvSettings {
+  uint32_t queue_depth = 1;
+  uint32_t submit_batch = 1;
+  bool durable = true;
+  bool load_durable = false;
+  uint64_t capacity_bytes = 0;
+  IndexMode index_mode = IndexMode::kHash;
+  Options options;
+};
+
+absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const WorkloadConfig& config) {
+  NvkvSettings s;
+#define NVKV_ASSIGN(lhs, expr)                    \
+  do {                                            \
+    auto assigned = (expr);                       \
+    if (!assigned.ok()) return assigned.status(); \
+    lhs = *assigned;                              \
+  } while (0)
+  uint64_t value = 0;
+  NVKV_ASSIGN(value, p.GetUint("nvkv.queuedepth", 1));
+  if (value == 0 || value > 4000) {
+    return absl::InvalidArgumentError("nvkv.queuedepth: expected 1..4000");
+  }
+  s.queue_depth = static_cast<uint32_t>(value);
+  NVKV_ASSIGN(value, p.GetUint("nvkv.submitbatch", 1));
+  s.submit_batch = static_cast<uint32_t>(std::min<uint64_t>(value, s.queue_depth));
+  NVKV_ASSIGN(s.durable, p.GetBool("nvkv.durable", true));
+  NVKV_ASSIGN(s.load_durable, p.GetBool("nvkv.load.durable", false));
+  // Room for every record the load and the run's inserts can write, three times over (dead
+  // copies from updates and compaction's headroom), and never less than 256 MiB.
+  const uint64_t records = config.insert_count + static_cast<uint64_t>(
+      static_cast<double>(config.operation_count) * config.insert_proportion) + 1;
+  const uint64_t data = records * (config.ApproxRecordBytes() + 32);
+  const uint64_t fallback = std::max<uint64_t>(256ull << 20, (3 * data + (1 << 20) - 1) &
+                                                                 ~uint64_t{(1 << 20) - 1});
+  NVKV_ASSIGN(s.capacity_bytes, p.GetBytes("nvkv.capacity", fallback));
+  const std::string index = p.GetString("nvkv.index", "auto");
+  if (index == "auto") {
+    s.index_mode = config.scan_proportion > 0 ? IndexMode::kOrdered : IndexMode::kHash;
+  } else if (index == "hash") {
+    s.index_mode = IndexMode::kHash;
+  } else if (index == "ordered") {
+    s.index_mode = IndexMode::kOrdered;
+  } else {
+    return absl::InvalidArgumentError("nvkv.index: expected auto, hash or ordered");
+  }
+  if (config.scan_proportion > 0 && s.index_mode != IndexMode::kOrdered) {
+    return absl::InvalidArgumentError("scans (scanproportion > 0) need nvkv.index=ordered");
+  }
+  Options& o = s.options;
+  o.capacity_bytes = s.capacity_bytes;
+  o.index_mode = s.index_mode;
+  // GetAsync refuses reads beyond read_queue_depth; scans and hash-mode writes use the same
+  // per-thread queue, so keep the engine's default as a floor.
+  o.read_queue_depth = std::max<uint32_t>(s.queue_depth, o.read_queue_depth);
+  NVKV_ASSIGN(value, p.GetUint("nvkv.shards", o.shard_count));
+  o.shard_count = static_cast<uint32_t>(value);
+  NVKV_ASSIGN(o.single_issuer, p.GetBool("nvkv.single_issuer", o.single_issuer));
+  NVKV_ASSIGN(value, p.GetUint("nvkv.max_write_delay_us", o.max_write_delay_us));
+  o.max_write_delay_us = static_cast<uint32_t>(value);
+  const std::string backend = p.GetString("nvkv.backend", "auto");
+  if (backend == "auto") {
+    o.backend = Backend::kAuto;
+  } else if (backend == "direct") {
+    o.backend = Backend::kDirectFile;
+  } else if (backend == "sync") {
+    o.backend = Backend::kSyncFile;
+  } else if (backend == "nvme") {
+    o.backend = Backend::kNvmePassthrough;
+  } else {
+    return absl::InvalidArgumentError("nvkv.backend: expected auto, direct, sync or nvme");
+  }
+#undef NVKV_ASSIGN
+  return s;
+}
+
+// One /proc/diskstats line: the device holding `path` (st_dev of a file, st_rdev of a block
+// device), as reads, sectors read, writes, sectors written, weighted ms doing I/O.
+struct DiskSample {
+  bool valid = false;
+  std::string name;
+  uint64_t reads = 0, read_sectors = 0, writes = 0, write_sectors = 0, weighted_ms = 0;
+  uint64_t at_ns = 0;
+};
+
+DiskSample SampleDisk(const std::string& path) {
+  DiskSample sample;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return sample;
+  const dev_t dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+  std::ifstream in("/proc/diskstats");
+  std::string line;
+  while (std::getline(in, line)) {
+    unsigned major_number = 0, minor_number = 0;
+    char name[64] = {};
+    unsigned long long f[11] = {};
+    if (std::sscanf(line.c_str(),
+                    "%u %u %63s %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+                    &major_number, &minor_number, name, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5],
+                    &f[6], &f[7], &f[8], &f[9], &f[10]) != 14) {
+      continue;
+    }
+    if (major_number != major(dev) || minor_number != minor(dev)) continue;
+    sample.valid = true;
+    sample.name = name;
+    sample.reads = f[0];
+    sample.read_sectors = f[2];
+    sample.writes = f[4];
+    sample.write_sectors = f[6];
+    sample.weighted_ms = f[10];
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    sample.at_ns = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    break;
+  }
+  return sample;
+}
+
+DiskDelta DiskBetween(const DiskSample& a, const DiskSample& b) {
+  DiskDelta d;
+  if (!a.valid || !b.valid || b.at_ns <= a.at_ns) return d;
+  d.valid = true;
+  d.name = a.name;
+  d.reads = b.reads - a.reads;
+  d.writes = b.writes - a.writes;
+  d.read_bytes = (b.read_sectors - a.read_sectors) * 512;
+  d.write_bytes = (b.write_sectors - a.write_sectors) * 512;
+  d.avg_queue_depth = static_cast<double>(b.weighted_ms - a.weighted_ms) /
+                      (static_cast<double>(b.at_ns - a.at_ns) / 1e6);
+  return d;
+}
+
+bool IsRegularFileOrMissing(const std::string& path, bool* exists) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    *exists = false;
+    return true;
+  }
+  *exists = true;
+  return S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
+  CommandLine cl;
+  std::vector<std::string> overrides;
+  bool load_flag = false, run_flag = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto next = [&](std::string* out) -> absl::Status {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      }
+      *out = args[++i];
+      return absl::OkStatus();
+    };
+    std::string value;
+    if (arg == "-h" || arg == "--help" || arg == "-help") {
+      cl.help = true;
+    } else if (arg == "-load") {
+      load_flag = true;
+    } else if (arg == "-run" || arg == "-t") {
+      run_flag = true;
+    } else if (arg == "-s") {
+      // YCSB's status flag: status lines are always printed here (see --quiet).
+    } else if (arg == "-P") {
+      if (absl::Status s = next(&value); !s.ok()) return s;
+      cl.workload_files.push_back(value);
+    } else if (arg == "-p") {
+      if (absl::Status s = next(&value); !s.ok()) return s;
+      overrides.push_back(value);
+    } else if (arg == "-threads" || arg == "--threads") {
+      if (absl::Status s = next(&value); !s.ok()) return s;
+      overrides.push_back(absl::StrCat("threadcount=", value));
+    } else if (arg == "--db" || arg == "-db") {
+      if (absl::Status s = next(&value); !s.ok()) return s;
+      if (value.empty()) return absl::InvalidArgumentError("--db: empty path");
+      cl.db_path = value;
+    } else if (arg.rfind("--db=", 0) == 0) {
+      cl.db_path = arg.substr(5);
+    } else if (arg == "--keep") {
+      cl.keep = true;
+    } else if (arg == "--json") {
+      cl.json = true;
+    } else if (arg == "--svg") {
+      if (absl::Status s = next(&value); !s.ok()) return s;
+      cl.svg_path = value;
+    } else if (arg.rfind("--svg=", 0) == 0) {
+      cl.svg_path = arg.substr(6);
+    } else if (arg == "--quiet" || arg == "-q") {
+      cl.progress = false;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", arg, "' (see --help)"));
+    }
+  }
+  if (cl.help) return cl;
+  if (load_flag || run_flag) {
+    cl.load = load_flag;
+    cl.run = run_flag;
+  }
+  for (const std::string& file : cl.workload_files) {
+    if (absl::Status s = cl.properties.ParseFile(file); !s.ok()) return s;
+  }
+  for (const std::string& assignment : overrides) {
+    if (absl::Status s = cl.properties.ParseAssignment(assignment); !s.ok()) return s;
+  }
+  absl::StatusOr<uint64_t> threads = cl.properties.GetUint("threadcount", 1);
+  if (!threads.ok()) return threads.status();
+  if (*threads == 0 || *threads > 1024) {
+    return absl::InvalidArgumentError("threadcount: expected 1..1024");
+  }
+  cl.threads = static_cast<uint32_t>(*threads);
+  return cl;
+}
+
+absl::StatusOr<BenchmarkResult> RunBenchmark(const CommandLine& cl) {
+  absl::StatusOr<WorkloadConfig> config = WorkloadConfig::FromProperties(cl.properties);
+  if (!config.ok()) return config.status();
+  if (cl.run && config->operation_count == 0 && config->max_execution_s == 0) {
+    return absl::InvalidArgumentError("operationcount must be given for a run phase");
+  }
+  if (config->operation_count == 0) config->operation_count = UINT64_MAX / 2;  // time-bound
+  absl::StatusOr<NvkvSettings> settings = ReadNvkvSettings(cl.properties, *config);
+  if (!settings.ok()) return settings.status();
+
+  Options options = settings->options;
+  bool exists = false;
+  const bool regular = IsRegularFileOrMissing(cl.db_path, &exists);
+  if (cl.load && !cl.keep) {
+    if (!regular) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          cl.db_path, " is a device: nvkv-ycsb deletes and re-creates only files; pass --keep "
+          "to load into the store on it"));
+    }
+    if (exists && unlink(cl.db_path.c_str()) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("removing ", cl.db_path));
+    }
+  }
+  options.create_if_missing = cl.load;
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, cl.db_path);
+  if (!db.ok()) return db.status();
+
+  BenchmarkResult result;
+  const Stats stats = (*db)->GetStats();
+  std::vector<std::string> names;  // file names only: titles stay short
+  for (const std::string& file : cl.workload_files) {
+    names.push_back(file.substr(file.rfind('/') + 1));
+  }
+  result.run.workload = names.empty() ? "(no -P)" : absl::StrJoin(names, ",");
+  result.run.db_path = cl.db_path;
+  result.run.device = DeviceKindName(stats.device.kind);
+  result.run.index = IndexModeName(stats.index_mode);
+  result.run.record_count = config->record_count;
+  result.run.capacity_bytes = stats.device.capacity_bytes;
+
+  ClientOptions client;
+  client.threads = cl.threads;
+  client.queue_depth = settings->queue_depth;
+  client.submit_batch = settings->submit_batch;
+  client.durable = settings->durable;
+  client.load_durable = settings->load_durable;
+  client.progress = cl.progress;
+  SharedCounters counters(*config);
+  if (cl.load) {
+    const DiskSample before = SampleDisk(cl.db_path);
+    absl::StatusOr<PhaseResult> load = RunLoad(db->get(), *config, client, &counters);
+    if (!load.ok()) return load.status();
+    load->disk = DiskBetween(before, SampleDisk(cl.db_path));
+    result.phases.push_back(std::move(*load));
+  }
+  if (cl.run) {
+    const DiskSample before = SampleDisk(cl.db_path);
+    absl::StatusOr<PhaseResult> run = RunTransactions(db->get(), *config, client, &counters);
+    if (!run.ok()) return run.status();
+    run->disk = DiskBetween(before, SampleDisk(cl.db_path));
+    result.phases.push_back(std::move(*run));
+  }
+  if (absl::Status closed = (*db)->Close(); !closed.ok()) return closed;
+  return result;
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
+  if (!cl.ok()) {
+    std::fprintf(stderr, "nvkv-ycsb: %s\n", std::string(cl.status().message()).c_str());
+    return 2;
+  }
+  if (cl->help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  absl::StatusOr<BenchmarkResult> result = RunBenchmark(*cl);
+  if (!result.ok()) {
+    std::fprintf(stderr, "nvkv-ycsb: %s\n", result.status().ToString().c_str());
+    return absl::IsInvalidArgument(result.status()) ? 2 : 1;
+  }
+  bool failures = false;
+  for (const PhaseResult& phase : result->phases) {
+    const std::string table = FormatTable(result->run, phase);
+    if (cl->json) {
+      std::fputs(table.c_str(), stderr);
+      std::fputs(FormatJson(result->run, phase).c_str(), stdout);
+    } else {
+      std::fputs(table.c_str(), stdout);
+    }
+    for (uint64_t f : phase.failures) failures = failures || f != 0;
+  }
+  std::fflush(stdout);
+  if (!cl->svg_path.empty()) {
+    std::ofstream svg(cl->svg_path);
+    svg << FormatSvg(result->run, result->phases);
+    if (!svg) {
+      std::fprintf(stderr, "nvkv-ycsb: cannot write %s\n", cl->svg_path.c_str());
+      return 1;
+    }
+  }
+  return failures ? 3 : 0;
+}
+
+}  // namespace nvkv::ycsb

@@ -1,0 +1,282 @@
+#include "bench/ycsb/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace nvkv::ycsb {
+namespace {
+
+constexpr double kQuantiles[] = {0.50, 0.90, 0.99, 0.999, 0.9999};
+
+double Us(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
+
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+double PerSecond(uint64_t count, double seconds) { return seconds > 0 ? count / seconds : 0; }
+
+}  // namespace
+
+std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
+  std::string out = absl::StrFormat(
+      "[%s] %s  records=%d  threads=%d  queue_depth=%d  durable=%s  store=%s (%s, %s index)\n",
+      phase.phase == "load" ? "LOAD" : "RUN", run.workload, run.record_count, phase.threads,
+      phase.queue_depth, phase.durable ? "true" : "false", run.db_path, run.device, run.index);
+  absl::StrAppendFormat(
+      &out, "[%s] %d operations in %.3f s: %.0f ops/s; cpu user %.2f s sys %.2f s (%.2f us/op)\n",
+      phase.phase == "load" ? "LOAD" : "RUN", phase.operations, phase.elapsed_s,
+      phase.ops_per_s(), phase.cpu_user_s, phase.cpu_sys_s,
+      phase.operations == 0 ? 0.0
+                            : (phase.cpu_user_s + phase.cpu_sys_s) * 1e6 / phase.operations);
+  absl::StrAppendFormat(&out, "%-18s %9s %10s %9s %9s %9s %9s %9s %9s %10s %7s\n", "operation",
+                        "count", "ops/s", "avg_us", "p50_us", "p90_us", "p99_us", "p99.9_us",
+                        "p99.99_us", "max_us", "failed");
+  for (int t = 0; t < kOpTypes; ++t) {
+    const LatencyHistogram& h = phase.latency[t];
+    if (h.count() == 0 && phase.failures[t] == 0) continue;
+    absl::StrAppendFormat(&out, "%-18s %9d %10.0f %9.1f", OpName(static_cast<OpType>(t)),
+                          h.count(), PerSecond(h.count(), phase.elapsed_s), h.mean_ns() / 1e3);
+    for (double q : kQuantiles) absl::StrAppendFormat(&out, " %9.1f", Us(h.Percentile(q)));
+    absl::StrAppendFormat(&out, " %10.1f %7d\n", Us(h.max_ns()), phase.failures[t]);
+  }
+  const StoreDelta& s = phase.store;
+  absl::StrAppendFormat(
+      &out,
+      "store: page_reads=%d (%.2f per get) pages_written=%d verify_reads=%d flushes=%d "
+      "fua_writes=%d user_MB=%.1f device_MB=%.1f compaction_MB=%.1f user_MB/s=%.1f\n",
+      s.page_reads, s.gets == 0 ? 0.0 : static_cast<double>(s.page_reads) / s.gets,
+      s.pages_written, s.verify_reads, s.flushes, s.fua_writes, s.user_bytes_written / 1e6,
+      s.device_bytes_written / 1e6, s.compaction_bytes_written / 1e6,
+      PerSecond(s.user_bytes_written, phase.elapsed_s) / 1e6);
+  const DiskDelta& d = phase.disk;
+  if (d.valid) {
+    absl::StrAppendFormat(
+        &out,
+        "disk %s (whole device): %d reads %.1f MB, %d writes %.1f MB (%.1f KiB each), "
+        "write %.1f MB/s, avg queue depth %.2f\n",
+        d.name, d.reads, d.read_bytes / 1e6, d.writes, d.write_bytes / 1e6,
+        d.writes == 0 ? 0.0 : d.write_bytes / 1024.0 / d.writes,
+        PerSecond(d.write_bytes, phase.elapsed_s) / 1e6, d.avg_queue_depth);
+  }
+  if (!phase.first_error.empty()) absl::StrAppend(&out, "first error: ", phase.first_error, "\n");
+  return out;
+}
+
+std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
+  std::string out = absl::StrFormat(
+      "{\"tool\": \"nvkv-ycsb\", \"phase\": %s, \"workload\": %s, \"db\": %s, \"device\": %s, "
+      "\"index\": %s, \"recordcount\": %d, \"capacity_bytes\": %d, \"threads\": %d, "
+      "\"queue_depth\": %d, \"durable\": %s, \"operations\": %d, \"elapsed_s\": %.6f, "
+      "\"ops_per_s\": %.1f, \"user_bytes_per_s\": %.0f, \"cpu_user_s\": %.3f, "
+      "\"cpu_sys_s\": %.3f, \"ops\": {",
+      JsonString(phase.phase), JsonString(run.workload), JsonString(run.db_path),
+      JsonString(run.device), JsonString(run.index), run.record_count, run.capacity_bytes,
+      phase.threads, phase.queue_depth, phase.durable ? "true" : "false", phase.operations,
+      phase.elapsed_s, phase.ops_per_s(),
+      PerSecond(phase.store.user_bytes_written, phase.elapsed_s), phase.cpu_user_s,
+      phase.cpu_sys_s);
+  bool first = true;
+  for (int t = 0; t < kOpTypes; ++t) {
+    const LatencyHistogram& h = phase.latency[t];
+    if (h.count() == 0 && phase.failures[t] == 0) continue;
+    absl::StrAppendFormat(&out,
+                          "%s%s: {\"count\": %d, \"failed\": %d, \"ops_per_s\": %.1f, "
+                          "\"avg_us\": %.2f, \"p50_us\": %.2f, \"p90_us\": %.2f, "
+                          "\"p99_us\": %.2f, \"p99_9_us\": %.2f, \"p99_99_us\": %.2f, "
+                          "\"max_us\": %.2f}",
+                          first ? "" : ", ", JsonString(OpName(static_cast<OpType>(t))),
+                          h.count(), phase.failures[t], PerSecond(h.count(), phase.elapsed_s),
+                          h.mean_ns() / 1e3, Us(h.Percentile(0.5)), Us(h.Percentile(0.9)),
+                          Us(h.Percentile(0.99)), Us(h.Percentile(0.999)),
+                          Us(h.Percentile(0.9999)), Us(h.max_ns()));
+    first = false;
+  }
+  const StoreDelta& s = phase.store;
+  absl::StrAppendFormat(
+      &out,
+      "}, \"store\": {\"gets\": %d, \"puts\": %d, \"page_reads\": %d, \"pages_written\": %d, "
+      "\"verify_reads\": %d, \"flushes\": %d, \"fua_writes\": %d, \"user_bytes_written\": %d, "
+      "\"device_bytes_written\": %d, \"compaction_bytes_written\": %d}",
+      s.gets, s.puts, s.page_reads, s.pages_written, s.verify_reads, s.flushes, s.fua_writes,
+      s.user_bytes_written, s.device_bytes_written, s.compaction_bytes_written);
+  const DiskDelta& d = phase.disk;
+  if (d.valid) {
+    absl::StrAppendFormat(&out,
+                          ", \"disk\": {\"name\": %s, \"reads\": %d, \"writes\": %d, "
+                          "\"read_bytes\": %d, \"write_bytes\": %d, "
+                          "\"avg_queue_depth\": %.3f}",
+                          JsonString(d.name), d.reads, d.writes, d.read_bytes, d.write_bytes,
+                          d.avg_queue_depth);
+  }
+  absl::StrAppendFormat(&out, ", \"first_error\": %s}\n", JsonString(phase.first_error));
+  return out;
+}
+
+// --- SVG ---
+//
+// Plot area: x = nines = -log10(1 - p), from 0 (p = 0) to kMaxNines (99.999%); y = log10(us).
+// A curve's point for a histogram bucket is (nines of the fraction of values below the bucket's
+// top, the bucket's middle): a step curve of the empirical distribution, drawn as a polyline.
+namespace {
+
+constexpr double kWidth = 960, kHeight = 600;
+constexpr double kLeft = 80, kRight = 250, kTop = 50, kBottom = 60;
+constexpr double kMaxNines = 5;
+constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                   "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
+
+struct Curve {
+  std::string label;
+  std::vector<std::pair<double, double>> points;  // (nines, us)
+};
+
+Curve MakeCurve(const std::string& label, const LatencyHistogram& h) {
+  Curve curve;
+  curve.label = label;
+  const double count = static_cast<double>(h.count());
+  // The last value is at nines = log10(count): beyond it the data says nothing.
+  const double max_nines = std::min(kMaxNines, std::log10(count));
+  uint64_t seen = 0;
+  for (uint32_t i = 0; i < LatencyHistogram::kBuckets; ++i) {
+    const uint64_t n = h.bucket_count(i);
+    if (n == 0) continue;
+    const double us = std::clamp(LatencyHistogram::BucketMiddle(i), h.min_ns(), h.max_ns()) / 1e3;
+    const double p_before = static_cast<double>(seen) / count;
+    seen += n;
+    const double p_after = static_cast<double>(seen) / count;
+    const double x0 = std::min(max_nines, -std::log10(1 - p_before));
+    const double x1 = seen == h.count() ? max_nines : std::min(max_nines, -std::log10(1 - p_after));
+    curve.points.emplace_back(x0, us);
+    curve.points.emplace_back(x1, us);
+    if (x1 >= max_nines) break;
+  }
+  return curve;
+}
+
+}  // namespace
+
+std::string FormatSvg(const RunDescription& run, const std::vector<PhaseResult>& phases) {
+  std::vector<Curve> curves;
+  double min_us = 1e18, max_us = 0;
+  for (const PhaseResult& phase : phases) {
+    for (int t = 0; t < kOpTypes; ++t) {
+      const LatencyHistogram& h = phase.latency[t];
+      if (h.count() == 0) continue;
+      const std::string label = absl::StrCat(phase.phase, " ", OpName(static_cast<OpType>(t)));
+      curves.push_back(MakeCurve(label, h));
+      min_us = std::min(min_us, std::max(h.min_ns() / 1e3, 0.1));
+      max_us = std::max(max_us, h.max_ns() / 1e3);
+    }
+  }
+  if (curves.empty()) {
+    min_us = 1;
+    max_us = 10;
+  }
+  // Whole decades around the data.
+  const double y_lo = std::floor(std::log10(min_us));
+  const double y_hi = std::max(y_lo + 1, std::ceil(std::log10(max_us)));
+  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  auto px = [&](double nines) { return kLeft + nines / kMaxNines * plot_w; };
+  auto py = [&](double us) {
+    return kTop + plot_h - (std::log10(std::max(us, 1e-3)) - y_lo) / (y_hi - y_lo) * plot_h;
+  };
+
+  std::string out = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+      "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"13\">\n"
+      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+      kWidth, kHeight, kWidth, kHeight);
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.0f\" y=\"28\" font-size=\"16\" font-weight=\"bold\">"
+                        "nvkv-ycsb latency by percentile: %s (%d records, %s)</text>\n",
+                        kLeft, XmlEscape(run.workload), run.record_count, XmlEscape(run.device));
+  // Grid and axis labels.
+  for (int nines = 0; nines <= kMaxNines; ++nines) {
+    const double x = px(nines);
+    static constexpr const char* kLabels[] = {"0%", "90%", "99%", "99.9%", "99.99%", "99.999%"};
+    const char* label = kLabels[nines];
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+                          x, kTop, x, kTop + plot_h, x, kTop + plot_h + 20, label);
+  }
+  for (int decade = static_cast<int>(y_lo); decade <= static_cast<int>(y_hi); ++decade) {
+    for (int m = 1; m <= 9; ++m) {
+      const double us = m * std::pow(10.0, decade);
+      if (std::log10(us) > y_hi + 1e-9) break;
+      const double y = py(us);
+      absl::StrAppendFormat(&out,
+                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                            "stroke=\"%s\"/>\n",
+                            kLeft, y, kLeft + plot_w, y, m == 1 ? "#ccc" : "#f0f0f0");
+      if (m == 1) {
+        const std::string text = us >= 1 ? absl::StrFormat("%.0f", us) : absl::StrFormat("%g", us);
+        absl::StrAppendFormat(&out,
+                              "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                              kLeft - 8, y + 4, text);
+      }
+    }
+  }
+  absl::StrAppendFormat(&out,
+                        "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+                        "stroke=\"#333\"/>\n",
+                        kLeft, kTop, plot_w, plot_h);
+  absl::StrAppendFormat(&out,
+                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">percentile</text>\n"
+                        "<text transform=\"translate(22 %.1f) rotate(-90)\" "
+                        "text-anchor=\"middle\">latency (us, log scale)</text>\n",
+                        kLeft + plot_w / 2, kHeight - 15, kTop + plot_h / 2);
+  // Curves and legend.
+  for (size_t c = 0; c < curves.size(); ++c) {
+    const char* color = kColors[c % std::size(kColors)];
+    std::string points;
+    for (const auto& [nines, us] : curves[c].points) {
+      absl::StrAppendFormat(&points, "%.1f,%.1f ", px(nines), py(us));
+    }
+    absl::StrAppendFormat(&out,
+                          "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+                          "points=\"%s\"/>\n",
+                          color, points);
+    const double ly = kTop + 10 + 22 * static_cast<double>(c);
+    const double lx = kLeft + plot_w + 20;
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                          "stroke-width=\"3\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                          lx, ly, lx + 24, ly, color, lx + 30, ly + 4,
+                          XmlEscape(curves[c].label));
+  }
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace nvkv::ycsb

@@ -1,0 +1,456 @@
+#include "bench/ycsb/runner.h"
+
+#include <sys/resource.h>
+#include <time.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace nvkv::ycsb {
+namespace {
+
+constexpr uint64_t kNsPerSecond = 1'000'000'000;
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * kNsPerSecond + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// What one client thread shows the progress reporter: written by the client, read each second.
+struct LiveStats {
+  std::atomic<uint64_t> operations{0};
+  std::mutex mu;
+  LatencyHistogram interval;  // every operation type, since the last report; guarded by mu
+};
+
+class ClientThread {
+ public:
+  // Everything passed is borrowed and outlives the client.
+  ClientThread(DB* db, const WorkloadConfig& config, const ClientOptions& options,
+               SharedCounters* counters, uint64_t seed, uint64_t quota, uint64_t deadline_ns,
+               LiveStats* live)
+      : db_(db),
+        config_(config),
+        options_(options),
+        counters_(counters),
+        chooser_(config, counters, seed),
+        quota_(quota),
+        deadline_ns_(deadline_ns),
+        live_(live) {}
+
+  absl::Status Load();
+  absl::Status Run();
+
+  const std::array<LatencyHistogram, kOpTypes>& latency() const { return latency_; }
+  const std::array<uint64_t, kOpTypes>& failures() const { return failures_; }
+  const std::string& first_error() const { return first_error_; }
+  uint64_t operations() const { return operations_; }
+
+ private:
+  // One operation in flight: a GetAsync whose callback has not been handled yet.
+  struct Slot {
+    OpType type = OpType::kRead;
+    uint64_t start_ns = 0;
+    uint32_t field = 0;
+    std::string key;
+    absl::StatusOr<std::string> result;
+  };
+
+  bool Expired(uint64_t now_ns) const { return deadline_ns_ != 0 && now_ns >= deadline_ns_; }
+  void Record(OpType type, uint64_t ns);
+  void Fail(OpType type, const absl::Status& status);
+  void OperationDone() { live_->operations.store(++operations_, std::memory_order_relaxed); }
+
+  void StartRead(OpType type, uint64_t now_ns);
+  void FinishCompleted();
+  uint64_t FinishRead(Slot& slot, uint64_t now_ns);
+  void DoInsert();
+  void DoScan();
+  void DoBlindUpdate();
+
+  DB* db_;
+  const WorkloadConfig& config_;
+  const ClientOptions& options_;
+  SharedCounters* counters_;
+  OperationChooser chooser_;
+  const uint64_t quota_;
+  const uint64_t deadline_ns_;
+  LiveStats* live_;
+
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+  std::vector<uint32_t> completed_;   // filled by GetAsync callbacks (inside DB calls)
+  std::vector<uint32_t> processing_;  // the batch being finished
+  uint32_t in_flight_ = 0;
+  std::string value_;                 // scratch record
+  std::vector<std::pair<std::string, std::string>> scan_out_;
+
+  std::array<LatencyHistogram, kOpTypes> latency_;
+  std::array<uint64_t, kOpTypes> failures_{};
+  std::string first_error_;
+  uint64_t operations_ = 0;
+};
+
+void ClientThread::Record(OpType type, uint64_t ns) {
+  latency_[static_cast<int>(type)].Record(ns);
+  std::lock_guard<std::mutex> lock(live_->mu);
+  live_->interval.Record(ns);
+}
+
+void ClientThread::Fail(OpType type, const absl::Status& status) {
+  if (failures_[static_cast<int>(type)]++ == 0 && first_error_.empty()) {
+    first_error_ = absl::StrCat(OpName(type), ": ", status.ToString());
+  }
+}
+
+absl::Status ClientThread::Load() {
+  const WriteOptions write{.durable = options_.load_durable};
+  std::string key;
+  for (uint64_t i = 0; i < quota_; ++i) {
+    const uint64_t start = NowNs();
+    if (Expired(start)) break;
+    key = KeyName(config_, counters_->load_sequence.Next());
+    chooser_.BuildRecord(key, &value_);
+    absl::Status status = db_->Put(key, value_, write);
+    if (status.ok()) {
+      Record(OpType::kInsert, NowNs() - start);
+    } else {
+      Fail(OpType::kInsert, status);
+      // The store is full or broken: nothing more will succeed.
+      if (!absl::IsInvalidArgument(status)) return status;
+    }
+    OperationDone();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClientThread::Run() {
+  slots_.resize(options_.queue_depth);
+  for (uint32_t i = options_.queue_depth; i > 0; --i) free_slots_.push_back(i - 1);
+  completed_.reserve(options_.queue_depth);
+  processing_.reserve(options_.queue_depth);
+  uint64_t issued = 0;
+  uint32_t unsubmitted = 0;  // reads started since the last Poll
+  bool expired = false;
+  for (;;) {
+    uint64_t now = NowNs();
+    expired = expired || Expired(now);
+    while (!free_slots_.empty() && issued < quota_ && !expired) {
+      ++issued;
+      const OpType type = chooser_.NextOperation();
+      if (type == OpType::kInsert) {
+        DoInsert();
+      } else if (type == OpType::kScan) {
+        DoScan();
+      } else if (type == OpType::kUpdate && config_.write_all_fields) {
+        DoBlindUpdate();
+      } else {
+        StartRead(type, now);
+        if (options_.submit_batch != 0 && ++unsubmitted == options_.submit_batch) {
+          unsubmitted = 0;
+          absl::StatusOr<uint32_t> pushed = db_->Poll(0);  // submit now, never wait
+          if (!pushed.ok()) return pushed.status();
+        }
+        continue;
+      }
+      now = NowNs();  // after a synchronous operation
+      expired = Expired(now);
+    }
+    if (in_flight_ == 0) {
+      if (issued >= quota_ || expired) break;
+      continue;
+    }
+    if (completed_.empty()) {
+      // Submits the reads queued since the last Poll and waits for one, in one system call.
+      absl::StatusOr<uint32_t> polled = db_->Poll(1);
+      if (!polled.ok()) return polled.status();
+      unsubmitted = 0;
+    }
+    FinishCompleted();
+  }
+  return absl::OkStatus();
+}
+
+void ClientThread::StartRead(OpType type, uint64_t now_ns) {
+  const uint32_t index = free_slots_.back();
+  Slot& slot = slots_[index];
+  slot.type = type;
+  slot.start_ns = now_ns;
+  slot.key = KeyName(config_, chooser_.NextKeyNumber());
+  slot.field = chooser_.NextField();
+  // Captures 12 bytes: std::function keeps it inline, no allocation per read. The callback
+  // may run inside any later DB call on this thread, so it only notes the slot.
+  absl::Status started = db_->GetAsync(slot.key, [this, index](absl::StatusOr<std::string> v) {
+    slots_[index].result = std::move(v);
+    completed_.push_back(index);
+  });
+  if (!started.ok()) {
+    Fail(type, started);
+    OperationDone();
+    return;
+  }
+  free_slots_.pop_back();
+  ++in_flight_;
+}
+
+void ClientThread::FinishCompleted() {
+  std::swap(completed_, processing_);
+  uint64_t now = NowNs();
+  for (const uint32_t index : processing_) {
+    now = FinishRead(slots_[index], now);
+    --in_flight_;
+    free_slots_.push_back(index);
+    OperationDone();
+  }
+  processing_.clear();
+}
+
+// Finishes an operation whose read completed at or before `now_ns`; returns the clock after it.
+uint64_t ClientThread::FinishRead(Slot& slot, uint64_t now_ns) {
+  absl::StatusOr<std::string>& result = slot.result;
+  const bool read_ok = result.ok() && chooser_.CheckRecord(slot.key, *result);
+  if (slot.type == OpType::kRead) {
+    if (read_ok) {
+      Record(OpType::kRead, now_ns - slot.start_ns);
+    } else {
+      Fail(OpType::kRead, result.ok() ? absl::DataLossError("record malformed or wrong")
+                                      : result.status());
+    }
+    return now_ns;
+  }
+  // An update or read-modify-write: write back the record with one field replaced.
+  const bool rmw = slot.type == OpType::kReadModifyWrite;
+  if (!read_ok) {
+    const absl::Status why =
+        result.ok() ? absl::DataLossError("record malformed or wrong") : result.status();
+    if (rmw) Fail(OpType::kRead, why);
+    Fail(slot.type, why);
+    return now_ns;
+  }
+  if (rmw) Record(OpType::kRead, now_ns - slot.start_ns);
+  std::string& record = *result;
+  if (config_.write_all_fields) {
+    chooser_.BuildRecord(slot.key, &record);
+  } else {
+    chooser_.UpdateField(slot.key, slot.field, &record);
+  }
+  const absl::Status put = db_->Put(slot.key, record, WriteOptions{.durable = options_.durable});
+  const uint64_t end = NowNs();
+  if (!put.ok()) {
+    Fail(OpType::kUpdate, put);
+    if (rmw) Fail(OpType::kReadModifyWrite, put);
+    return end;
+  }
+  if (rmw) {
+    Record(OpType::kUpdate, end - now_ns);
+    Record(OpType::kReadModifyWrite, end - slot.start_ns);
+  } else {
+    Record(OpType::kUpdate, end - slot.start_ns);
+  }
+  return end;
+}
+
+void ClientThread::DoInsert() {
+  const uint64_t start = NowNs();
+  const uint64_t key_number = counters_->insert_sequence.Next();
+  const std::string key = KeyName(config_, key_number);
+  chooser_.BuildRecord(key, &value_);
+  const absl::Status status = db_->Put(key, value_, WriteOptions{.durable = options_.durable});
+  // Acknowledged even when it failed, as YCSB does, so readers are not held back forever.
+  counters_->insert_sequence.Acknowledge(key_number);
+  if (status.ok()) {
+    Record(OpType::kInsert, NowNs() - start);
+  } else {
+    Fail(OpType::kInsert, status);
+  }
+  OperationDone();
+}
+
+void ClientThread::DoScan() {
+  const uint64_t start = NowNs();
+  const std::string key = KeyName(config_, chooser_.NextKeyNumber());
+  const uint32_t length = chooser_.NextScanLength();
+  absl::Status status = db_->Scan(key, "", length, &scan_out_);
+  if (status.ok()) {
+    for (const auto& [k, v] : scan_out_) {
+      if (!chooser_.CheckRecord(k, v)) {
+        status = absl::DataLossError(absl::StrCat("scan: record of ", k, " malformed or wrong"));
+        break;
+      }
+    }
+  }
+  if (status.ok()) {
+    Record(OpType::kScan, NowNs() - start);
+  } else {
+    Fail(OpType::kScan, status);
+  }
+  OperationDone();
+}
+
+void ClientThread::DoBlindUpdate() {
+  const uint64_t start = NowNs();
+  const std::string key = KeyName(config_, chooser_.NextKeyNumber());
+  chooser_.BuildRecord(key, &value_);
+  const absl::Status status = db_->Put(key, value_, WriteOptions{.durable = options_.durable});
+  if (status.ok()) {
+    Record(OpType::kUpdate, NowNs() - start);
+  } else {
+    Fail(OpType::kUpdate, status);
+  }
+  OperationDone();
+}
+
+StoreDelta Delta(const Stats& before, const Stats& after) {
+  StoreDelta d;
+  d.gets = after.gets - before.gets;
+  d.puts = after.puts - before.puts;
+  d.page_reads = after.page_reads - before.page_reads;
+  d.pages_written = after.pages_written - before.pages_written;
+  d.verify_reads = after.verify_reads - before.verify_reads;
+  d.flushes = after.flushes - before.flushes;
+  d.fua_writes = after.fua_writes - before.fua_writes;
+  d.user_bytes_written = after.user_bytes_written - before.user_bytes_written;
+  d.device_bytes_written = after.device_bytes_written - before.device_bytes_written;
+  d.compaction_bytes_written = after.compaction_bytes_written - before.compaction_bytes_written;
+  return d;
+}
+
+// Prints a status line every second until stopped.
+class ProgressReporter {
+ public:
+  ProgressReporter(const std::string& phase, std::vector<std::unique_ptr<LiveStats>>* live)
+      : phase_(phase), live_(live), start_ns_(NowNs()) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~ProgressReporter() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    uint64_t last_ops = 0;
+    uint64_t last_ns = start_ns_;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) return;
+      const uint64_t now = NowNs();
+      uint64_t ops = 0;
+      LatencyHistogram interval;
+      for (auto& live : *live_) {
+        ops += live->operations.load(std::memory_order_relaxed);
+        std::lock_guard<std::mutex> live_lock(live->mu);
+        interval.Merge(live->interval);
+        live->interval.Clear();
+      }
+      const double seconds = static_cast<double>(now - last_ns) / kNsPerSecond;
+      std::fprintf(stderr, "[%s] %4.0f s: %llu ops, %.0f ops/s, p99 %.0f us\n", phase_.c_str(),
+                   static_cast<double>(now - start_ns_) / kNsPerSecond,
+                   static_cast<unsigned long long>(ops),
+                   seconds > 0 ? static_cast<double>(ops - last_ops) / seconds : 0.0,
+                   interval.Percentile(0.99) / 1e3);
+      last_ops = ops;
+      last_ns = now;
+    }
+  }
+
+  const std::string phase_;
+  std::vector<std::unique_ptr<LiveStats>>* live_;
+  const uint64_t start_ns_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+absl::StatusOr<PhaseResult> RunPhase(DB* db, const WorkloadConfig& config,
+                                     const ClientOptions& options, SharedCounters* counters,
+                                     bool load) {
+  PhaseResult result;
+  result.phase = load ? "load" : "run";
+  result.threads = options.threads;
+  result.queue_depth = load ? 1 : options.queue_depth;
+  result.durable = load ? options.load_durable : options.durable;
+  const uint64_t total = load ? config.insert_count : config.operation_count;
+  uint64_t seed = config.seed != 0 ? config.seed : NowNs();
+  if (!load) seed ^= 0x5851f42d4c957f2dull;  // the run draws differently from the load
+
+  std::vector<std::unique_ptr<LiveStats>> live;
+  std::vector<std::unique_ptr<ClientThread>> clients;
+  const Stats before = db->GetStats();
+  rusage usage_before;
+  getrusage(RUSAGE_SELF, &usage_before);
+  const uint64_t start_ns = NowNs();
+  const uint64_t deadline_ns =
+      config.max_execution_s == 0 ? 0 : start_ns + config.max_execution_s * kNsPerSecond;
+  for (uint32_t i = 0; i < options.threads; ++i) {
+    const uint64_t quota = total / options.threads + (i < total % options.threads ? 1 : 0);
+    live.push_back(std::make_unique<LiveStats>());
+    clients.push_back(std::make_unique<ClientThread>(
+        db, config, options, counters, seed + 0x9e3779b97f4a7c15ull * (i + 1), quota,
+        deadline_ns, live.back().get()));
+  }
+  std::vector<absl::Status> statuses(options.threads);
+  {
+    std::unique_ptr<ProgressReporter> reporter;
+    if (options.progress) reporter = std::make_unique<ProgressReporter>(result.phase, &live);
+    std::vector<std::thread> threads;
+    for (uint32_t i = 0; i < options.threads; ++i) {
+      threads.emplace_back([&, i] {
+        statuses[i] = load ? clients[i]->Load() : clients[i]->Run();
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    if (load) {
+      absl::Status flushed = db->Flush();  // every loaded record durable before we report
+      if (!flushed.ok()) statuses.push_back(flushed);
+    }
+  }
+  result.elapsed_s = static_cast<double>(NowNs() - start_ns) / kNsPerSecond;
+  rusage usage_after;
+  getrusage(RUSAGE_SELF, &usage_after);
+  auto seconds = [](const timeval& tv) { return tv.tv_sec + tv.tv_usec / 1e6; };
+  result.cpu_user_s = seconds(usage_after.ru_utime) - seconds(usage_before.ru_utime);
+  result.cpu_sys_s = seconds(usage_after.ru_stime) - seconds(usage_before.ru_stime);
+  result.store = Delta(before, db->GetStats());
+  for (const auto& client : clients) {
+    for (int t = 0; t < kOpTypes; ++t) {
+      result.latency[t].Merge(client->latency()[t]);
+      result.failures[t] += client->failures()[t];
+    }
+    result.operations += client->operations();
+    if (result.first_error.empty()) result.first_error = client->first_error();
+  }
+  for (const absl::Status& status : statuses) {
+    if (!status.ok()) return status;
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<PhaseResult> RunLoad(DB* db, const WorkloadConfig& config,
+                                    const ClientOptions& options, SharedCounters* counters) {
+  return RunPhase(db, config, options, counters, /*load=*/true);
+}
+
+absl::StatusOr<PhaseResult> RunTransactions(DB* db, const WorkloadConfig& config,
+                                            const ClientOptions& options,
+                                            SharedCounters* counters) {
+  return RunPhase(db, config, options, counters, /*load=*/false);
+}
+
+}  // namespace nvkv::ycsb

@@ -1,0 +1,99 @@
+// The YCSB client: load and run phases over an nvkv::DB, with client threads that each keep up
+// to `queue_depth` operations in flight.
+//
+// How a client thread works (closed loop, like YCSB's ClientThread, but asynchronous):
+//   - it issues operations until `queue_depth` are in flight or its share of the operation
+//     count is issued. A read, an update and a read-modify-write start with DB::GetAsync and
+//     stay in flight; an insert and a scan are synchronous (DB::Put, DB::Scan) and finish
+//     before the next operation is issued;
+//   - every nvkv.submitbatch reads (default 1) DB::Poll(0) pushes them to the device; then
+//     DB::Poll(1) submits what is still queued and waits for at least one completion (one
+//     io_uring_enter for both); the GetAsync callbacks only note which slot
+//     finished, and the thread finishes those operations after Poll returns: a read checks
+//     the record; an update (writeallfields=false, YCSB's default) replaces one field of the
+//     record it read and writes it back with DB::Put, as YCSB's RocksDB binding does; a
+//     read-modify-write does the same and records READ, UPDATE and READ-MODIFY-WRITE.
+//     With writeallfields=true an update is a blind DB::Put of a whole new record.
+// Latency is measured from the issue of an operation to its end on the client thread, so time a
+// completed read waits while the thread is busy in a synchronous Put counts (as in YCSB).
+//
+// Durability: run-phase writes use WriteOptions::durable = nvkv.durable (default true). The load
+// phase uses nvkv.load.durable (default false, like a bulk loader) and ends with DB::Flush(),
+// whose time is part of the load's elapsed time: when the load phase reports, every record is
+// durable.
+//
+// Thread contract: RunPhase is called from one thread and starts its own client threads.
+#ifndef NVKV_BENCH_YCSB_RUNNER_H_
+#define NVKV_BENCH_YCSB_RUNNER_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "bench/ycsb/histogram.h"
+#include "bench/ycsb/workload.h"
+#include "nvkv/db.h"
+
+namespace nvkv::ycsb {
+
+struct ClientOptions {
+  uint32_t threads = 1;
+  uint32_t queue_depth = 1;     // nvkv.queuedepth: operations in flight per client thread
+  bool durable = true;          // nvkv.durable: run-phase writes
+  bool load_durable = false;    // nvkv.load.durable: load-phase writes
+  bool progress = true;         // a status line on stderr every second
+  // nvkv.submitbatch: after this many reads started, DB::Poll(0) pushes them to the device at
+  // once (like fio's iodepth_batch_submit) instead of with the next waiting Poll(1); 0: never.
+  // GetAsync only queues a read; without this, reads started while the thread finishes a batch
+  // of completions wait for the next Poll(1) and the device queue runs low.
+  uint32_t submit_batch = 1;
+};
+
+// Counters of the store over a phase (DB::GetStats after minus before).
+struct StoreDelta {
+  uint64_t gets = 0, puts = 0;
+  uint64_t page_reads = 0, pages_written = 0, verify_reads = 0, flushes = 0, fua_writes = 0;
+  uint64_t user_bytes_written = 0, device_bytes_written = 0, compaction_bytes_written = 0;
+};
+
+// The block device under the store over a phase, from /proc/diskstats (the whole device: on a
+// shared machine other processes' I/O is in it too). Absent where the store is not on a block
+// device that /proc/diskstats lists.
+struct DiskDelta {
+  bool valid = false;
+  std::string name;                 // e.g. "vda"
+  uint64_t reads = 0, writes = 0;   // requests completed (after merging in the block layer)
+  uint64_t read_bytes = 0, write_bytes = 0;
+  double avg_queue_depth = 0;       // weighted ms doing I/O / elapsed ms (iostat's aqu-sz)
+};
+
+struct PhaseResult {
+  std::string phase;  // "load" or "run"
+  uint32_t threads = 0;
+  uint32_t queue_depth = 0;
+  bool durable = false;
+  double elapsed_s = 0;
+  uint64_t operations = 0;  // operations finished (an RMW counts once)
+  std::array<LatencyHistogram, kOpTypes> latency;
+  std::array<uint64_t, kOpTypes> failures{};
+  std::string first_error;
+  StoreDelta store;
+  DiskDelta disk;
+  double cpu_user_s = 0;  // the whole process over the phase (getrusage), engine threads too
+  double cpu_sys_s = 0;
+  double ops_per_s() const { return elapsed_s > 0 ? operations / elapsed_s : 0; }
+};
+
+// Loads records [insertstart, insertstart + insertcount) with `threads` threads.
+absl::StatusOr<PhaseResult> RunLoad(DB* db, const WorkloadConfig& config,
+                                    const ClientOptions& options, SharedCounters* counters);
+
+// Runs `operationcount` operations of the workload's mix, split over the threads.
+absl::StatusOr<PhaseResult> RunTransactions(DB* db, const WorkloadConfig& config,
+                                            const ClientOptions& options,
+                                            SharedCounters* counters);
+
+}  // namespace nvkv::ycsb
+
+#endif  // NVKV_BENCH_YCSB_RUNNER_H_

@@ -1,0 +1,102 @@
+// Short runs of the shipped workloads A-F against a small store: each performs the operation mix
+// its file asks for, checks every record it reads (dataintegrity), and exits 0.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "bench/ycsb/cli.h"
+#include "tests/testutil/status_matchers.h"
+#include "tests/testutil/temp_dir.h"
+
+namespace nvkv::ycsb {
+namespace {
+
+using ::nvkv::testing::IsOk;
+
+constexpr uint64_t kRecords = 1000;
+constexpr uint64_t kOperations = 2000;
+
+std::vector<std::string> Args(const std::string& workload, const std::string& db) {
+  // Non-durable run-phase writes keep the test fast (a durable write waits for the disk).
+  return {"-P", std::string(NVKV_YCSB_WORKLOADS_DIR) + "/" + workload,
+          "-p", "recordcount=" + std::to_string(kRecords),
+          "-p", "operationcount=" + std::to_string(kOperations),
+          "-p", "nvkv.capacity=32m",
+          "-p", "nvkv.queuedepth=8",
+          "-p", "nvkv.durable=false",
+          "-p", "nvkv.seed=7",
+          "-p", "dataintegrity=true",
+          "--db", db, "--quiet"};
+}
+
+struct Expected {
+  const char* workload;
+  // Expected counts of READ, UPDATE, INSERT, SCAN, READ-MODIFY-WRITE in the run phase.
+  double counts[kOpTypes];
+};
+
+class WorkloadMix : public ::testing::TestWithParam<Expected> {};
+
+TEST_P(WorkloadMix, PerformsTheExpectedOperationMix) {
+  const Expected& expected = GetParam();
+  nvkv::testing::TempDir dir;
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(Args(expected.workload, dir.File("y.db")));
+  ASSERT_THAT(cl, IsOk());
+  absl::StatusOr<BenchmarkResult> result = RunBenchmark(*cl);
+  ASSERT_THAT(result, IsOk());
+  ASSERT_EQ(result->phases.size(), 2u);
+  const PhaseResult& load = result->phases[0];
+  EXPECT_EQ(load.latency[static_cast<int>(OpType::kInsert)].count(), kRecords);
+  const PhaseResult& run = result->phases[1];
+  EXPECT_EQ(run.operations, kOperations);
+  for (int t = 0; t < kOpTypes; ++t) {
+    EXPECT_EQ(run.failures[t], 0u) << OpName(static_cast<OpType>(t)) << ": " << run.first_error;
+    const double want = expected.counts[t];
+    // Binomial noise: 2000 draws at p = 0.5 have sd 22, at p = 0.05 sd 10.
+    const double tolerance = want == 0 ? 0 : std::max(50.0, 0.1 * want);
+    EXPECT_NEAR(run.latency[t].count(), want, tolerance) << OpName(static_cast<OpType>(t));
+  }
+}
+
+// F: every read-modify-write also counts one READ and one UPDATE, as in YCSB.
+INSTANTIATE_TEST_SUITE_P(
+    CoreWorkloads, WorkloadMix,
+    ::testing::Values(Expected{"workloada", {1000, 1000, 0, 0, 0}},
+                      Expected{"workloadb", {1900, 100, 0, 0, 0}},
+                      Expected{"workloadc", {2000, 0, 0, 0, 0}},
+                      Expected{"workloadd", {1900, 0, 100, 0, 0}},
+                      Expected{"workloade", {0, 0, 100, 1900, 0}},
+                      Expected{"workloadf", {2000, 1000, 0, 0, 1000}}),
+    [](const ::testing::TestParamInfo<Expected>& info) {
+      return std::string(info.param.workload);
+    });
+
+TEST(Main, ExitsZeroAndWritesSvgAndJson) {
+  nvkv::testing::TempDir dir;
+  std::vector<std::string> args = Args("workloadb", dir.File("y.db"));
+  args.push_back("--svg");
+  args.push_back(dir.File("lat.svg"));
+  args.push_back("--json");
+  std::vector<char*> argv = {const_cast<char*>("nvkv-ycsb")};
+  for (std::string& arg : args) argv.push_back(arg.data());
+  EXPECT_EQ(Main(static_cast<int>(argv.size()), argv.data()), 0);
+  std::FILE* svg = std::fopen(dir.File("lat.svg").c_str(), "r");
+  ASSERT_NE(svg, nullptr);
+  char head[5] = {};
+  EXPECT_EQ(std::fread(head, 1, 4, svg), 4u);
+  std::fclose(svg);
+  EXPECT_STREQ(head, "<svg");
+}
+
+TEST(Main, BadUsageExitsTwo) {
+  std::vector<std::string> args = {"nvkv-ycsb", "-P"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  EXPECT_EQ(Main(static_cast<int>(argv.size()), argv.data()), 2);
+}
+
+}  // namespace
+}  // namespace nvkv::ycsb
