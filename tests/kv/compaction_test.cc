@@ -473,6 +473,56 @@ TEST_P(CompactionTest, TombstonesDoNotResurrectAfterCompactionAndReopen) {
   }
 }
 
+// The case the tombstone rule exists for: the old puts of deleted keys sit in segments that stay
+// (too little of them is dead to be worth cleaning), while the segment of their tombstones is
+// cleaned. Dropping the tombstones there would bring the keys back at the next reopen.
+TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHide) {
+  MemStore store(32);
+  EngineOptions options = StoreOptions(GetParam());
+  options.shard_count = 1;  // one head: the test decides which records share a segment
+  options.background_compaction = false;
+  constexpr size_t kValueBytes = 98;  // 134-byte records: 30 a page, 480 a segment
+  std::vector<std::string> hidden, cold;
+  {
+    auto engine = store.Open(options);
+    ASSERT_THAT(engine, IsOk());
+    // Four segments of cold keys, one record in 24 of them a key that will be deleted: under a
+    // page of dead records per segment once deleted.
+    for (uint64_t i = 0; i < 4 * 480; ++i) {
+      std::vector<std::string>& keys = i % 24 == 0 ? hidden : cold;
+      keys.push_back(Key(i));
+      ASSERT_THAT(Put(**engine, keys.back(), VersionedValue(keys.back(), 1, kValueBytes)),
+                  IsOk());
+    }
+    ASSERT_THAT((*engine)->Flush(), IsOk());
+    for (const std::string& key : hidden) ASSERT_THAT(Delete(**engine, key), IsOk());
+    // The tombstones share their segment with garbage: keys written and overwritten at once.
+    for (int round = 0; round < 2; ++round) {
+      for (uint64_t i = 0; i < 400; ++i) {
+        const std::string key = Key(100000 + i);
+        ASSERT_THAT(Put(**engine, key, VersionedValue(key, round, kValueBytes)), IsOk());
+      }
+    }
+    const uint64_t cleaned_before = (*engine)->Stats().segments_cleaned;
+    ASSERT_THAT((*engine)->CompactAll(), IsOk());
+    EXPECT_GT((*engine)->Stats().segments_cleaned, cleaned_before);
+    for (const std::string& key : hidden) {
+      EXPECT_THAT((*engine)->Get(key), StatusIs(absl::StatusCode::kNotFound)) << key;
+    }
+  }
+  auto engine = store.Open(options);
+  ASSERT_THAT(engine, IsOk());
+  for (const std::string& key : hidden) {
+    EXPECT_THAT((*engine)->Get(key), StatusIs(absl::StatusCode::kNotFound)) << key << " came back";
+  }
+  for (const std::string& key : cold) {
+    auto got = (*engine)->Get(key);
+    ASSERT_THAT(got, IsOk()) << key;
+    EXPECT_EQ(ParseVersion(key, *got, kValueBytes), 1) << key;
+  }
+  EXPECT_EQ((*engine)->Stats().live_keys, cold.size() + 400);
+}
+
 // Compaction frees a victim (a durable free marker on its first page) once the records it must
 // keep are copied. Its other records are dead because newer writes replaced them, and those
 // newer writes may not be durable yet (made without durable, or still waiting for their flush).
