@@ -35,10 +35,24 @@ show() {
   for arg in "$@"; do printf ' %.40s' "$arg"; done
 }
 
+# Calls TOOL as "COMMAND PATH [ARGS]"; nvkv-cli takes its store as --db PATH and calls delete
+# `del`, so its calls are rewritten.
+invoke() {
+  if [ "$name" = nvkv-cli ]; then
+    command=$1
+    path=$2
+    shift 2
+    [ "$command" = delete ] && command=del
+    "$tool" --db "$path" "$command" "$@"
+  else
+    "$tool" "$@"
+  fi
+}
+
 # Runs TOOL with the arguments; its stdout goes to $out, its exit status to $rc.
 run() {
   step "$name$(show "$@")"
-  out=$("$tool" "$@")
+  out=$(invoke "$@")
   rc=$?
 }
 
@@ -77,7 +91,7 @@ wipe() {
 if [ "${NVKV_TEST_ZONED:-0}" = 1 ]; then
   for node in "$store" "$other"; do
     step "zoned namespace: format $node must be refused"
-    "$tool" format "$node" > /dev/null 2> "${TMPDIR:-/tmp}/session.err"
+    invoke format "$node" > /dev/null 2> "${TMPDIR:-/tmp}/session.err"
     rc=$?
     cat "${TMPDIR:-/tmp}/session.err"
     [ "$rc" -ne 0 ] || fail "format succeeded on a zoned namespace ($node)"
