@@ -146,6 +146,9 @@ class Engine::Impl {
 
   // --- read_path.cc ---
   absl::Status GetAsync(std::string_view key, GetCallback callback);
+  // Starts a read; `internal` reads (Get, MultiGet) run their callback wherever they finish.
+  absl::Status StartRead(std::string_view key, GetCallback callback, bool internal);
+  absl::Status ReapInternally(ReadQueue& queue);
   absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
   uint32_t pending_reads();
   absl::StatusOr<std::string> Get(std::string_view key);

@@ -60,8 +60,14 @@ void Engine::Impl::OnPageWritten(storage::IoRequest* request) {
     }
   }
   absl::MutexLock lock(&shard.mu);
-  for (PageRange& range : shard.head.ranges) {
-    if (range.counter_begin != slot->head_counter) continue;
+  // Ranges are in counter order and can number thousands between flushes of non-durable
+  // writes: find this page's by binary search, not a walk from the front.
+  auto& ranges = shard.head.ranges;
+  auto found = std::lower_bound(
+      ranges.begin(), ranges.end(), slot->head_counter,
+      [](const PageRange& range, uint64_t counter) { return range.counter_begin < counter; });
+  for (auto it = found; it != ranges.end() && it->counter_begin == slot->head_counter; ++it) {
+    PageRange& range = *it;
     range.completed = true;
     range.failed = !ok;
     range.durable = ok && (request->fua || !engine.device_info_.volatile_write_cache);

@@ -64,7 +64,8 @@ void FinishOp(ReadOp* op, absl::StatusOr<std::string> result) {
   }
   GetCallback callback = std::move(op->callback);
   ReadQueue* queue = op->queue;
-  const bool to_ready = op->deliver_to_ready;
+  const bool to_ready =
+      !op->internal && (op->deliver_to_ready || queue->reaping_internally);
   ReleaseOp(op);
   if (to_ready) {
     queue->ready.emplace_back(std::move(callback), std::move(result));
@@ -322,6 +323,10 @@ absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
 }
 
 absl::Status Engine::Impl::GetAsync(std::string_view key, GetCallback callback) {
+  return StartRead(key, std::move(callback), /*internal=*/false);
+}
+
+absl::Status Engine::Impl::StartRead(std::string_view key, GetCallback callback, bool internal) {
   absl::Status open = CheckOpen();
   if (!open.ok()) return open;
   if (key.empty() || key.size() > kMaxKeyBytes) {
@@ -340,6 +345,7 @@ absl::Status Engine::Impl::GetAsync(std::string_view key, GetCallback callback) 
   op->hash = HashKey(key);
   op->restarts = 0;
   op->resolve = false;
+  op->internal = internal;
   // Answers found during GetAsync itself wait in `ready` for Poll: one contract for callers.
   op->callback = std::move(callback);
   op->deliver_to_ready = true;
@@ -385,50 +391,52 @@ uint32_t Engine::Impl::pending_reads() {
                                (*queue)->ready.size());
 }
 
+// Reaps this thread's queue for a synchronous call (Get, MultiGet): only the call's own reads
+// run their callbacks here; async reads that finish meanwhile wait for the caller's Poll.
+absl::Status Engine::Impl::ReapInternally(ReadQueue& queue) {
+  const bool was = queue.reaping_internally;
+  queue.reaping_internally = true;
+  absl::StatusOr<uint32_t> reaped = queue.device->Reap(1);
+  queue.reaping_internally = was;
+  return reaped.status();
+}
+
 absl::StatusOr<std::string> Engine::Impl::Get(std::string_view key) {
-  absl::StatusOr<std::string> result = absl::UnknownError("read did not finish");
-  bool done = false;
-  absl::Status started = GetAsync(key, [&](absl::StatusOr<std::string> value) {
-    result = std::move(value);
-    done = true;
-  });
-  while (absl::IsUnavailable(started)) {  // this thread's async reads fill the queue
-    absl::StatusOr<uint32_t> polled = Poll(1);
-    if (!polled.ok()) return polled.status();
-    started = GetAsync(key, [&](absl::StatusOr<std::string> value) {
-      result = std::move(value);
-      done = true;
-    });
-  }
-  if (!started.ok()) return started;
-  while (!done) {
-    absl::StatusOr<uint32_t> polled = Poll(1);
-    if (!polled.ok()) return polled.status();
-  }
-  return result;
+  std::vector<std::string_view> keys{key};
+  std::vector<absl::StatusOr<std::string>> values;
+  MultiGet(keys, &values);
+  return std::move(values.front());
 }
 
 void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
                             std::vector<absl::StatusOr<std::string>>* values) {
   values->assign(keys.size(), absl::UnknownError("read did not finish"));
+  absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
+  if (!queue.ok()) {
+    values->assign(keys.size(), queue.status());
+    return;
+  }
   size_t remaining = keys.size();
+  auto fail_rest = [&](const absl::Status& status) {
+    for (auto& value : *values) {
+      if (absl::IsUnknown(value.status())) value = status;
+    }
+  };
   for (size_t i = 0; i < keys.size(); ++i) {
     auto on_done = [values, i, &remaining](absl::StatusOr<std::string> value) {
       (*values)[i] = std::move(value);
       --remaining;
     };
-    absl::Status started = GetAsync(keys[i], on_done);
+    absl::Status started = StartRead(keys[i], on_done, /*internal=*/true);
     while (absl::IsUnavailable(started)) {
       // Every slot is busy: let one finish, then go on issuing. Reads issued so far are all in
       // flight while we wait.
-      absl::StatusOr<uint32_t> polled = Poll(1);
-      if (!polled.ok()) {
-        (*values)[i] = polled.status();
-        --remaining;
-        started = absl::OkStatus();
-        break;
+      absl::Status reaped = ReapInternally(**queue);
+      if (!reaped.ok()) {
+        fail_rest(reaped);
+        return;
       }
-      started = GetAsync(keys[i], on_done);
+      started = StartRead(keys[i], on_done, /*internal=*/true);
     }
     if (!started.ok()) {
       (*values)[i] = started;
@@ -436,11 +444,9 @@ void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
     }
   }
   while (remaining > 0) {
-    absl::StatusOr<uint32_t> polled = Poll(1);
-    if (!polled.ok()) {
-      for (auto& value : *values) {
-        if (absl::IsUnknown(value.status())) value = polled.status();
-      }
+    absl::Status reaped = ReapInternally(**queue);
+    if (!reaped.ok()) {
+      fail_rest(reaped);
       return;
     }
   }
@@ -479,6 +485,8 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
   op.resolve = true;
   op.resolved = &current;
   StartLookup(&op);
+  const bool was_internal = (*queue)->reaping_internally;
+  (*queue)->reaping_internally = true;
   while (!op.done) {
     absl::StatusOr<uint32_t> reaped = (*queue)->device->Reap(1);
     if (!reaped.ok()) {
@@ -486,6 +494,7 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
       break;
     }
   }
+  (*queue)->reaping_internally = was_internal;
   (*queue)->device->buffers().PutPage(op.page);
   if (op.chunk.valid()) (*queue)->device->buffers().PutChunk(op.chunk);
   if (!op.resolve_status.ok()) return op.resolve_status;

@@ -42,6 +42,7 @@ struct ReadOp {
   CurrentRecord* resolved = nullptr;
   bool done = false;
   bool deliver_to_ready = false;  // finishing inside GetAsync: queue the callback for Poll
+  bool internal = false;          // a Get's own read: its callback may run outside Poll
   absl::Status resolve_status;
 };
 
@@ -55,6 +56,9 @@ class ReadQueue {
   // Finished lookups whose callbacks have not run yet (answered from memory or failed early).
   std::vector<std::pair<GetCallback, absl::StatusOr<std::string>>> ready;
   uint64_t finished = 0;  // callbacks run, for Poll's count
+  // Set while Get or a write's key check reaps this queue: other reads that finish meanwhile
+  // keep their callbacks for the caller's next Poll, as the API promises.
+  bool reaping_internally = false;
 };
 
 }  // namespace nvkv::kv
