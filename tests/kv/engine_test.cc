@@ -305,7 +305,7 @@ TEST_P(EngineTest, MatchesMapModelAcrossReopens) {
   std::map<std::string, std::string> model;
   auto engine = OpenStore();
   ASSERT_NE(engine, nullptr);
-  for (int step = 0; step < 4000; ++step) {
+  for (int step = 0; step < 2500; ++step) {
     const std::string key = "k" + std::to_string(rng() % 300);
     const int action = rng() % 100;
     if (action < 55) {
