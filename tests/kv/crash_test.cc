@@ -95,7 +95,7 @@ struct CutTally {
 std::string ValueFor(const std::string& key, uint64_t version, nvkv::SplitMix64& rng,
                      size_t max_value_bytes) {
   std::string value = key + "@" + std::to_string(version) + ":";
-  const uint64_t size = rng.Next() % 20 == 0 ? 5000 + rng.Next() % 12000 : rng.Next() % 200;
+  const uint64_t size = rng.Next() % 20 == 0 ? 5000 + rng.Next() % 11000 : rng.Next() % 200;
   value.append(std::min<size_t>(size, max_value_bytes - value.size()),
                static_cast<char>('a' + version % 26));
   return value;
