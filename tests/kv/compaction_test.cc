@@ -286,7 +286,10 @@ TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
   constexpr int kWriters = 2;
   constexpr uint64_t kKeys = 1200;
   constexpr size_t kValueBytes = 150;
+  // Run for 3 s, longer if needed (a slow sanitizer build on a busy machine) until enough has
+  // happened to mean something, but at most 60 s.
   const absl::Duration run_for = absl::Seconds(3);
+  const absl::Duration run_at_most = absl::Seconds(60);
   std::vector<std::atomic<int64_t>> started(kKeys);  // newest version a writer began to write
   for (uint64_t i = 0; i < kKeys; ++i) {
     started[i].store(0);
@@ -295,7 +298,16 @@ TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
   ASSERT_THAT(engine.Flush(), IsOk());
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> compactions{0}, reads_checked{0};
-  std::vector<std::string> failures(kWriters + 3);
+  std::vector<std::string> failures(kWriters + 3);  // each written by its own thread only
+  std::atomic<bool> any_failed{false};              // set by a thread after it wrote its failure
+  // Sets any_failed when the thread that owns `failure` leaves with one.
+  struct FlagFailure {
+    const std::string& failure;
+    std::atomic<bool>& flag;
+    ~FlagFailure() {
+      if (!failure.empty()) flag.store(true);
+    }
+  };
 
   auto check = [&](std::map<uint64_t, int64_t>& seen, uint64_t i,
                    const absl::StatusOr<std::string>& got, std::string* failure) {
@@ -318,6 +330,7 @@ TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
   std::vector<std::thread> threads;
   for (int w = 0; w < kWriters; ++w) {
     threads.emplace_back([&, w] {
+      FlagFailure flag{failures[w], any_failed};
       std::mt19937_64 rng(100 + w);
       while (!stop.load()) {
         const uint64_t i = (rng() % (kKeys / kWriters)) * kWriters + w;  // this writer's keys
@@ -337,6 +350,7 @@ TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
       std::mt19937_64 rng(200 + r);
       std::map<uint64_t, int64_t> seen;
       std::string& failure = failures[kWriters + r];
+      FlagFailure flag{failure, any_failed};
       while (!stop.load() && failure.empty()) {
         const int how = static_cast<int>(rng() % 3);
         if (how == 0) {
@@ -383,6 +397,7 @@ TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
     });
   }
   threads.emplace_back([&] {
+    FlagFailure flag{failures[kWriters + 2], any_failed};
     while (!stop.load()) {
       absl::Status status = engine.CompactAll();
       if (!status.ok()) {
@@ -392,7 +407,12 @@ TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
       compactions.fetch_add(1);
     }
   });
-  absl::SleepFor(run_for);
+  const absl::Time start = absl::Now();
+  while (!any_failed.load() && absl::Now() - start < run_at_most &&
+         (absl::Now() - start < run_for || compactions.load() < 10 ||
+          reads_checked.load() < 5000)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
   stop.store(true);
   for (std::thread& t : threads) t.join();
   for (const std::string& failure : failures) EXPECT_EQ(failure, "");
