@@ -209,6 +209,9 @@ Stats FromEngine(const kv::EngineStats& in) {
   out.recovery_pages_scanned = in.recovery_pages_scanned;
   out.recovery_records = in.recovery_records;
   out.recovery_batches_discarded = in.recovery_batches_discarded;
+  out.recovery_damaged_pages = in.recovery_damaged_pages;
+  out.segments_retained = in.segments_retained;
+  out.compaction_damaged_pages = in.compaction_damaged_pages;
   out.recovery_seconds = in.recovery_seconds;
   out.page_bytes = in.page_bytes;
   out.pages_per_segment = in.pages_per_segment;
@@ -224,7 +227,7 @@ CheckReport FromEngine(kv::CheckReport&& in) {
   out.segments_in_use = in.segments_in_use;
   out.pages_scanned = in.pages_scanned;
   out.pages_valid = in.pages_valid;
-  out.pages_unreachable = in.pages_unreachable;
+  out.pages_in_holes = in.pages_in_holes;
   out.pages_stale = in.pages_stale;
   out.pages_unwritten = in.pages_unwritten;
   out.pages_unreadable = in.pages_unreadable;

@@ -174,10 +174,13 @@ std::string Stats::ToString() const {
                               "%u cleaned\n",
                         live_bytes, capacity_bytes, segments_total, segments_free,
                         segments_cleaned);
+  absl::StrAppendFormat(&out, "damage: %u segments retained, %u damaged pages met by "
+                              "compaction\n",
+                        segments_retained, compaction_damaged_pages);
   absl::StrAppendFormat(&out, "recovery: %u pages scanned, %u records, %u batches discarded, "
-                              "%.3f s\n",
+                              "%u damaged pages skipped, %.3f s\n",
                         recovery_pages_scanned, recovery_records, recovery_batches_discarded,
-                        recovery_seconds);
+                        recovery_damaged_pages, recovery_seconds);
   return out;
 }
 
@@ -204,9 +207,12 @@ std::string Stats::ToJson() const {
   json.Add("segments_total", segments_total);
   json.Add("segments_free", segments_free);
   json.Add("segments_cleaned", segments_cleaned);
+  json.Add("segments_retained", segments_retained);
+  json.Add("compaction_damaged_pages", compaction_damaged_pages);
   json.Add("recovery_pages_scanned", recovery_pages_scanned);
   json.Add("recovery_records", recovery_records);
   json.Add("recovery_batches_discarded", recovery_batches_discarded);
+  json.Add("recovery_damaged_pages", recovery_damaged_pages);
   json.Add("recovery_seconds", recovery_seconds);
   json.Add("page_bytes", page_bytes);
   json.Add("pages_per_segment", pages_per_segment);

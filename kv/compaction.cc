@@ -1,6 +1,8 @@
-// Compaction (segment cleaning): picks a victim segment, copies its live records to the log
-// heads, waits until the copies are durable, then writes a free marker on the victim's first
-// page and returns it to the free list.
+// Compaction (segment cleaning): picks a victim segment, waits until its own pages are durable,
+// copies its live records to the log heads, waits until the copies are durable, then writes a
+// free marker on the victim's first page and returns it to the free list. A victim whose damaged
+// pages hold records the index still points at is retained instead (never freed while any
+// index entry points into it) and reported in Stats.
 //
 // A put is live when the index still points at its page. A delete (tombstone) is kept while an
 // older record of its key may still be on the device: conservatively, while any other segment in
@@ -10,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "kv/engine_impl.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
@@ -27,6 +30,7 @@ void Engine::Impl::CompactionLoop() {
   // "store full" while compaction, not yet below its mark, found nothing to do.
   const uint64_t low_water =
       std::max<uint64_t>(shards_.size() + 2 + 3, segments_->count() / 16);
+  absl::Time last_retained_check = absl::Now();
   while (!stopping_.load()) {
     uint64_t compact_all_through = 0;
     {
@@ -48,6 +52,10 @@ void Engine::Impl::CompactionLoop() {
       compact_all_cv_.SignalAll();
     }
     if (!options_.background_compaction || broken_.load()) continue;
+    if (absl::Now() - last_retained_check > absl::Seconds(1)) {
+      RecheckRetained();  // O(index) per retained segment: not more often
+      last_retained_check = absl::Now();
+    }
     while (!stopping_.load() && segments_->free_count() < low_water) {
       std::optional<uint64_t> victim =
           segments_->PickVictim(options_.victim_policy, next_sequence_.load(), true);
@@ -95,13 +103,14 @@ absl::Status Engine::Impl::CompactAllNow() {
       head.open = nullptr;
     }
     if (head.has_segment) {
-      segments_->Seal(head.segment);
+      segments_->Seal(head.segment, LastWrite{shard->id, head.next_counter - 1});
       head.has_segment = false;
     }
   }
   WakeWriter();
   absl::Status flushed = Flush();
   if (!flushed.ok()) return flushed;
+  RecheckRetained();
   // Every sealed segment with garbage, once each (segments written meanwhile wait for the next
   // call).
   std::vector<uint64_t> done;
@@ -123,8 +132,39 @@ absl::Status Engine::Impl::CompactAllNow() {
   return absl::OkStatus();
 }
 
+uint64_t Engine::Impl::IndexEntriesIn(uint64_t segment) {
+  const uint64_t first = geometry_.FirstPageOf(segment);
+  const uint64_t end = first + geometry_.pages_per_segment;
+  uint64_t entries = 0;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->index->ForEachValue([&](uint64_t location) {
+      const uint64_t page = PageOf(location);
+      if (page >= first && page < end) ++entries;
+    });
+  }
+  return entries;
+}
+
+void Engine::Impl::RecheckRetained() {
+  for (uint64_t segment : segments_->retained()) {
+    // Entries only leave a retained segment (writes go to the heads), so none now means none
+    // ever again.
+    if (IndexEntriesIn(segment) == 0) segments_->Unretain(segment);
+  }
+}
+
 absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   const Geometry& g = geometry_;
+  // The victim's own pages must be durable before any of its records is copied: a copy is a
+  // lone record (no batch marker, on its key's shard's head), so if power failed while the
+  // victim still sat in a volatile cache, copies that landed could show part of a batch whose
+  // original was lost. Once the victim is durable its batches are whole on the device until
+  // the free marker, which comes after every copy is durable (below).
+  if (std::optional<LastWrite> last = segments_->last_write(segment)) {
+    absl::Status durable = WaitDurable(*shards_[last->shard], last->head_counter);
+    if (!durable.ok()) return durable;
+  }
   storage::Device& queue = *compaction_queue_;
   storage::BufferPool& pool = queue.buffers();
   const uint32_t pages_per_chunk = pool.chunk_bytes() / g.page_bytes;
@@ -154,7 +194,7 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   std::vector<ScannedRecord> records;
   absl::flat_hash_map<std::pair<uint64_t, std::string_view>, size_t> newest;
   std::deque<std::string> values;  // large values outlive the scan callback
-  ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/true,
+  const SegmentScanResult scan = ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/true,
               [&](const ScannedRecord& record) {
     ScannedRecord copy = record;
     if ((record.header.flags & kRecordLarge) != 0) {
@@ -168,6 +208,8 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
       records[it->second] = copy;
     }
   });
+  // A damaged page's records cannot be copied: those still indexed keep the segment (below).
+  compaction_damaged_pages_.fetch_add(scan.hole_pages);
   const uint64_t tombstone_floor = segments_->MinSequenceExcept(segment);
   absl::Status status;
   for (const ScannedRecord& record : records) {
@@ -196,6 +238,13 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   // covers them all.
   absl::Status durable = Flush();
   if (!durable.ok()) return durable;
+  // Records that could not be read (damaged pages) are still live where they are: never free a
+  // segment that live records point into. Live bytes say so cheaply; the index has the last
+  // word (a repaired key's old entry had no known size).
+  if (segments_->live_bytes(segment) != 0 && IndexEntriesIn(segment) != 0) {
+    segments_->Retain(segment);
+    return absl::OkStatus();
+  }
   // Mark the victim empty, durably, before anyone reuses it.
   storage::Buffer page = pool.GetPage();
   NVKV_CHECK(page.valid());

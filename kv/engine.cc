@@ -273,6 +273,13 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   } else {
     absl::Status recovered = Recover();
     if (!recovered.ok()) return recovered;
+    // After a process crash (not a power cut) recovery may have read pages that still sit in
+    // the device's volatile cache. Compaction treats recovered segments as durable (it copies
+    // their records as lone records), so make them so.
+    if (device_info_.volatile_write_cache) {
+      absl::Status flushed = storage::FlushDevice(*device_);
+      if (!flushed.ok()) return flushed;
+    }
   }
 
   storage::QueueOptions writer_options;
@@ -370,6 +377,9 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_pages_scanned = recovery_pages_;
   s.recovery_records = recovery_records_;
   s.recovery_batches_discarded = recovery_batches_discarded_;
+  s.recovery_damaged_pages = recovery_damaged_pages_;
+  s.segments_retained = segments_->retained().size();
+  s.compaction_damaged_pages = compaction_damaged_pages_.load();
   s.recovery_seconds = recovery_seconds_;
   s.device = device_info_;
   // The first queue only holds the device; the writer's queue shows the ring features in use.

@@ -81,32 +81,25 @@ struct EngineStats {
   uint64_t capacity_bytes = 0, live_bytes = 0;
   uint64_t recovery_pages_scanned = 0, recovery_records = 0;
   uint64_t recovery_batches_discarded = 0;
+  uint64_t recovery_damaged_pages = 0;  // pages inside logs that recovery skipped (holes)
+  uint64_t segments_retained = 0;   // cleaned but kept: records on damaged pages still indexed
+  uint64_t compaction_damaged_pages = 0;  // damaged pages compaction met in its victims
   double recovery_seconds = 0;
   storage::DeviceInfo device;  // backend, LBA size, ring features in force, notes
   uint32_t page_bytes = 0, pages_per_segment = 0, shard_count = 0;
   IndexMode index_mode = IndexMode::kHash;
 };
 
-// What Check() found. `problems` lists each damaged page or inconsistent index entry in one line
-// that says where ("segment 3 page 17 (page 787, LBA 0x313): checksum mismatch ..."); the
-// other fields count what was read. Every page read (the two superblocks and every page of every
-// segment) lands in exactly one of pages_valid, pages_unreachable, pages_stale, pages_unwritten
-// and pages_unreadable.
-//
-// A segment's log legitimately ends at a damaged page when a crash cut its last write short (a
-// torn tail): such a page is counted in torn_tails and pages_unreadable, not reported. A
-// damaged (or missing, or foreign) page is a problem when the log goes on after it, that is,
-// when later pages of the segment carry the log's generation at their own places: recovery
-// stops at the damaged page, so those later pages are unreachable (pages_unreachable). The same
-// picture can follow a crash with several pages of one log in flight, whose later pages landed
-// and earlier one did not; none of those writes had been acknowledged as durable.
+// What Check() found: nvkv/db.h's CheckReport says what each field counts (api/db.cc copies
+// them one to one). `problems` lists each damaged page or inconsistent index entry in one line
+// that says where ("segment 3 page 17 (page 787, LBA 0x313): checksum mismatch ...").
 struct CheckReport {
   uint64_t segments_scanned = 0, pages_scanned = 0, records = 0;
   uint64_t pages_valid = 0;        // sound superblocks, and the pages of every log's valid part
   uint64_t live_keys_checked = 0;  // live records read back through the read path
   uint64_t segments_in_use = 0;    // segments holding a log (the rest are free)
   uint64_t torn_tails = 0;         // logs ending at a damaged page, nothing of theirs after it
-  uint64_t pages_unreachable = 0;  // of a log, after a damaged page (each one is in a problem)
+  uint64_t pages_in_holes = 0;     // damaged pages inside a log (each one is in a problem)
   uint64_t pages_stale = 0;        // verify but belong to no log: older generations, free marks
   uint64_t pages_unwritten = 0;    // never written (all zero bytes)
   uint64_t pages_unreadable = 0;   // damaged pages outside every log, torn tails included

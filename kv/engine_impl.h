@@ -115,6 +115,10 @@ struct CurrentRecord {
   uint32_t record_bytes = 0;
   bool exact_candidates = false;
   std::vector<uint64_t> candidates;  // what Find returned when this was resolved
+  // Hash mode: the key was not found on any readable candidate, but a candidate page is damaged
+  // and may hold it: `location` is that entry, to be replaced or erased by the write so that a
+  // damaged key can be repaired; record_bytes is unknown (0).
+  bool damaged = false;
 };
 
 class Engine::Impl {
@@ -170,7 +174,13 @@ class Engine::Impl {
   absl::Status CompactAll();
   // REQUIRES: on the compaction thread, the only issuer of compaction_queue_.
   absl::Status CompactAllNow();
+  // Cleans one victim (kCompacting): copies its live records to the heads, then frees it, or
+  // retains it when records it could not read (damaged pages) are still indexed.
   absl::Status CleanSegment(uint64_t segment);
+  // Index entries pointing into `segment` (O(index): for damaged segments only).
+  uint64_t IndexEntriesIn(uint64_t segment);
+  // Returns retained segments that no index entry points into any more to compaction.
+  void RecheckRetained();
 
   // --- shared helpers ---
   Shard& ShardFor(const KeyHash& hash) {
@@ -184,7 +194,8 @@ class Engine::Impl {
     return ordered_ ? static_cast<uint32_t>(location >> 40) : 0;
   }
   uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page_; }
-  // The index tag of a key in hash mode (two keys with equal tags never share a page).
+  // The index tag of a key. Two different keys with equal tags never share a page, in either
+  // index mode, so that a store may be reopened in hash mode whichever mode wrote it.
   uint32_t TagOf(const KeyHash& hash) const { return shards_.front()->index->Tag(hash.lo); }
   void WakeCompaction();
   // Marks ranges covered by the last completed flush durable and moves durable_through.
@@ -254,8 +265,9 @@ class Engine::Impl {
   std::atomic<uint64_t> puts_{0}, deletes_{0}, gets_{0}, batches_{0};
   std::atomic<uint64_t> user_bytes_{0}, device_bytes_{0}, compaction_bytes_{0};
   std::atomic<uint64_t> pages_written_{0}, page_reads_{0}, flushes_{0}, fua_writes_{0};
-  std::atomic<uint64_t> verify_reads_{0}, segments_cleaned_{0};
+  std::atomic<uint64_t> verify_reads_{0}, segments_cleaned_{0}, compaction_damaged_pages_{0};
   uint64_t recovery_pages_ = 0, recovery_records_ = 0, recovery_batches_discarded_ = 0;
+  uint64_t recovery_damaged_pages_ = 0;
   double recovery_seconds_ = 0;
 };
 

@@ -184,6 +184,13 @@ void HashIndex::RemoveAt(uint64_t pos) {
   --size_;
 }
 
+void HashIndex::ForEachValue(const std::function<void(uint64_t value)>& visit) const {
+  for (uint64_t pos = 0; pos < capacity_; ++pos) {
+    const uint64_t entry = slots_[pos];
+    if (entry != kEmpty) visit(entry & kPageMask);
+  }
+}
+
 IndexStats HashIndex::stats() const {
   return IndexStats{.entries = size_, .memory_bytes = capacity_ * sizeof(uint64_t)};
 }

@@ -83,6 +83,7 @@ class HashIndex final : public Index {
                uint64_t new_page) override;
   bool Erase(uint64_t hash, std::string_view key, uint64_t page) override;
   IndexStats stats() const override;
+  void ForEachValue(const std::function<void(uint64_t value)>& visit) const override;
   void Reserve(uint64_t expected_entries) override;
 
  private:

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -81,6 +82,11 @@ class Index {
   virtual bool Erase(uint64_t hash, std::string_view key, uint64_t page) = 0;
 
   virtual IndexStats stats() const = 0;
+
+  // Calls `visit` with the value (page, or the engine's encoded location) of every entry, in no
+  // particular order. O(entries); for rare whole-index questions (is any entry left in a
+  // segment compaction could not empty?), never on a hot path.
+  virtual void ForEachValue(const std::function<void(uint64_t value)>& visit) const = 0;
 
   // Pre-sizes the index for `expected_entries` live entries so that inserting up to that many
   // does not resize (used by recovery, which knows the count from the log). Best effort: if the

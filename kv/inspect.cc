@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kv/engine_impl.h"
@@ -264,16 +265,6 @@ class Checker {
   void CheckIndexCoverage(uint64_t entries);
 
  private:
-  // True when page i of the segment just read is part of a log of `generation` at its place.
-  bool Belongs(const std::vector<absl::StatusOr<PageHeader>>& headers, uint32_t i,
-               uint32_t generation) const {
-    const absl::StatusOr<PageHeader>& h = headers[i];
-    return h.ok() && h->generation == generation && h->page_in_segment == i &&
-           (h->type == static_cast<uint8_t>(PageType::kData) ||
-            h->type == static_cast<uint8_t>(PageType::kContinuation));
-  }
-  std::string WhyNotInLog(const absl::StatusOr<PageHeader>& header, uint32_t i,
-                          uint32_t generation) const;
   void ClassifyPages(uint64_t segment, const SegmentScanResult& scan);
   void CheckLiveRecords(const SegmentRecords& segment_records);
 
@@ -315,95 +306,41 @@ void Checker::CheckSuperblocks() {
   }
 }
 
-std::string Checker::WhyNotInLog(const absl::StatusOr<PageHeader>& header, uint32_t i,
-                                 uint32_t generation) const {
-  if (!header.ok()) return PageFault(header.status());
-  if (header->generation != generation) {
-    return absl::StrCat("holds generation ", header->generation, " where the log's is ",
-                        generation);
-  }
-  if (header->page_in_segment != i) {
-    return absl::StrCat("says it is page ", header->page_in_segment, " of its segment");
-  }
-  if (header->type == static_cast<uint8_t>(PageType::kFree)) return "is a free-segment mark";
-  return "is not a data page";
-}
-
-// Sorts every page of the segment into one CheckReport bucket and reports a log cut short by a
-// bad page with more of the log after it.
+// Sorts every page of the segment into one CheckReport bucket and reports each hole in its log
+// (segment_scan.h): a damaged page with more of the log after it.
 void Checker::ClassifyPages(uint64_t segment, const SegmentScanResult& scan) {
   const uint32_t pages = g_.pages_per_segment;
   const uint64_t first_page = g_.FirstPageOf(segment);
-  std::vector<absl::StatusOr<PageHeader>> headers;
-  headers.reserve(pages);
-  for (uint32_t i = 0; i < pages; ++i) {
-    headers.push_back(VerifyPage(reader_.page(i), g_, engine_.store_seed_, first_page + i));
+  std::vector<bool> in_hole(pages, false);
+  for (const SegmentHole& hole : scan.holes) {
+    for (uint32_t i = 0; i < hole.page_count; ++i) in_hole[hole.first_page + i] = true;
+    Problem(absl::StrCat(
+        Where(engine_, first_page + hole.first_page), ": ", hole.reason,
+        hole.page_count > 1 ? absl::StrCat(" (and the ", hole.page_count - 1, " pages after it)")
+                            : std::string(),
+        "; a hole in the log of generation ", scan.generation,
+        ": its records are lost, recovery reads the rest of the segment"));
   }
-  const bool free_mark = !scan.in_use && headers[0].ok() &&
-                         headers[0]->type == static_cast<uint8_t>(PageType::kFree);
-  // The log this segment holds or held: the valid part's generation, or, when page 0 does not
-  // start a log, the newest generation written into the segment.
-  const uint32_t generation = scan.in_use ? scan.generation : scan.max_generation;
-  const uint32_t valid = scan.in_use ? scan.valid_pages : 0;
   if (scan.in_use) {
     ++report_.segments_in_use;
-    report_.pages_valid += valid;
     report_.records += scan.records;
-  }
-
-  // Where the log stops: the first page from the end of the valid part on that is not part of
-  // it (a large record whose continuation is bad starts inside the valid part's successor).
-  uint32_t bad = valid;
-  if (!free_mark) {
-    while (bad < pages && Belongs(headers, bad, generation)) ++bad;
-  }
-  bool continues = false;
-  uint64_t cut_pages = 0, cut_records = 0;
-  if (!free_mark && generation != 0) {
-    for (uint32_t i = valid; i < pages; ++i) {
-      if (i == bad || !Belongs(headers, i, generation)) continue;
-      if (i > bad) continues = true;
-      ++cut_pages;
-      if (headers[i]->type == static_cast<uint8_t>(PageType::kData)) {
-        cut_records += headers[i]->record_count;
-      }
+    if (scan.torn_tail) ++report_.torn_tails;  // the log's last write, cut short
+    if (absl::StrContains(scan.stop_reason, "runs past")) {
+      Problem(absl::StrCat("segment ", segment, ": ", scan.stop_reason));
     }
   }
-
-  // A page whose checksum matched but whose records do not decode: a writer bug, reported
-  // wherever it is. The scan stopped exactly there.
-  bool record_fault = false;
-  if (scan.in_use && valid < pages && Belongs(headers, valid, generation) &&
-      headers[valid]->type == static_cast<uint8_t>(PageType::kData)) {
-    RecordIterator it(reader_.page(valid), *headers[valid]);
-    RecordView view;
-    while (it.Next(&view)) {
+  for (uint32_t i = 0; i < pages; ++i) {
+    if (in_hole[i]) {
+      ++report_.pages_in_holes;
+      continue;
     }
-    if (!it.status().ok()) {
-      record_fault = true;
-      Problem(absl::StrCat(Where(engine_, first_page + valid), ": ", it.status().message()));
+    if (i < scan.log_pages) {
+      ++report_.pages_valid;
+      continue;
     }
-  }
-  if (record_fault) {
-  } else if (scan.in_use && valid < pages && bad == pages) {
-    // Every page verifies and belongs, yet the scan stopped: a large record that runs past the
-    // end of the segment.
-    Problem(absl::StrCat(Where(engine_, first_page + valid), ": ", scan.stop_reason));
-  } else if (continues) {
-    Problem(absl::StrCat(
-        Where(engine_, first_page + bad), ": ", WhyNotInLog(headers[bad], bad, generation),
-        bad == 0 ? "; recovery ignores the segment, and its log follows: "
-                 : "; the log goes on after it: recovery cannot reach ",
-        cut_pages, " pages (", cut_records, " records) of generation ", generation));
-  } else if (!free_mark && bad < pages && absl::IsDataLoss(headers[bad].status())) {
-    ++report_.torn_tails;  // the log's last write, cut short
-  }
-
-  for (uint32_t i = valid; i < pages; ++i) {
-    const absl::StatusOr<PageHeader>& h = headers[i];
-    if (continues && i != bad && Belongs(headers, i, generation)) {
-      ++report_.pages_unreachable;
-    } else if (h.ok()) {
+    absl::StatusOr<PageHeader> h =
+        VerifyPage(reader_.page(i), g_, engine_.store_seed_, first_page + i);
+    if (h.ok()) {
       ++report_.pages_stale;
     } else if (absl::IsNotFound(h.status())) {
       ++report_.pages_unwritten;

@@ -59,6 +59,10 @@ IndexStats OrderedIndex::stats() const {
   return IndexStats{.entries = map_.size(), .memory_bytes = node_bytes_ + key_heap_bytes_};
 }
 
+void OrderedIndex::ForEachValue(const std::function<void(uint64_t value)>& visit) const {
+  for (const auto& [key, value] : map_) visit(value);
+}
+
 void OrderedIndex::Reserve(uint64_t /*expected_entries*/) {}
 
 absl::Status OrderedIndex::Scan(std::string_view start, bool exclusive, size_t limit,

@@ -88,6 +88,7 @@ class OrderedIndex final : public Index {
                uint64_t new_page) override;
   bool Erase(uint64_t hash, std::string_view key, uint64_t page) override;
   IndexStats stats() const override;
+  void ForEachValue(const std::function<void(uint64_t value)>& visit) const override;
   // No-op: a B-tree allocates node by node and cannot be pre-sized.
   void Reserve(uint64_t expected_entries) override;
 

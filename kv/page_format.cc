@@ -99,6 +99,7 @@ void PageBuilder::Start(uint8_t* page, const Geometry& geometry, PageType type,
   payload_bytes_ = geometry.payload_bytes();
   used_bytes_ = 0;
   record_count_ = 0;
+  flags_ = 0;
   std::memset(page, 0, page_bytes_);
   PageHeader header{};
   header.magic = kPageMagic;
@@ -155,6 +156,7 @@ void PageBuilder::Finish(uint64_t store_seed, uint64_t page_number) {
   std::memcpy(&header, page_, sizeof(header));
   header.record_count = record_count_;
   header.used_bytes = used_bytes_;
+  header.flags = flags_;
   header.checksum = 0;
   std::memcpy(page_, &header, sizeof(header));
   header.checksum = ChecksumOf(page_ + 8, page_bytes_ - 8, PageSeed(store_seed, page_number));

@@ -47,6 +47,12 @@ enum class RecordType : uint8_t {
   kDelete = 2,
 };
 
+// Persisted: page flags (PageHeader::flags).
+// The page's first record belongs to an atomic batch that began on an earlier page of the same
+// segment. Recovery uses it to drop a batch's tail when the batch's earlier pages are lost (a
+// damaged page it skipped): records after a hole whose batch did not start after it.
+inline constexpr uint8_t kPageContinuesBatch = 1 << 0;
+
 // Persisted: record flags.
 inline constexpr uint8_t kRecordInBatch = 1 << 0;  // part of an atomic WriteBatch
 inline constexpr uint8_t kRecordLarge = 1 << 1;    // value continues on the following pages
@@ -56,7 +62,7 @@ struct PageHeader {
   uint64_t checksum;       // XXH3-64 of bytes [8, page_bytes), seed = PageSeed(store, page)
   uint32_t magic;          // kPageMagic
   uint8_t type;            // PageType
-  uint8_t flags;           // none yet
+  uint8_t flags;           // kPageContinuesBatch
   uint16_t record_count;   // records starting in this page
   uint32_t used_bytes;     // bytes after the header in use (records, or continuation payload)
   uint32_t generation;     // generation of the segment this page was written in
@@ -151,6 +157,8 @@ class PageBuilder {
   uint32_t used_bytes() const { return used_bytes_; }
   uint16_t record_count() const { return record_count_; }
   bool empty() const { return used_bytes_ == 0; }
+  // Sets kPageContinuesBatch: the first record added will continue a batch begun earlier.
+  void MarkContinuesBatch() { flags_ |= kPageContinuesBatch; }
   // Appends a small record; returns its offset in the page, or 0 when it does not fit.
   uint32_t AddRecord(const RecordHeader& header, std::string_view key, std::string_view value);
   // Starts a large record on an empty kData page: header, key and as much of the value as fits.
@@ -168,6 +176,7 @@ class PageBuilder {
   uint32_t payload_bytes_ = 0;
   uint32_t used_bytes_ = 0;
   uint16_t record_count_ = 0;
+  uint8_t flags_ = 0;
 };
 
 // Writes a free-marker page: a segment whose first page is this holds nothing.

@@ -42,6 +42,8 @@ thread_local ThreadQueueCacheEntry tls_queues[8];
 void FinishOp(ReadOp* op, absl::StatusOr<std::string> result);
 void IssueCandidate(ReadOp* op);
 void StartLookup(ReadOp* op);
+void FinishMiss(ReadOp* op);
+void Restart(ReadOp* op, const absl::Status& why);
 void OnPageRead(storage::IoRequest* request);
 void OnContinuationRead(storage::IoRequest* request);
 
@@ -52,6 +54,9 @@ void ReleaseOp(ReadOp* op) {
   }
   op->callback = nullptr;
   op->candidates.clear();
+  op->looked_up.clear();
+  op->unreadable.clear();
+  op->unreadable_status = absl::OkStatus();
   op->value.clear();
   op->queue->free_ops.push_back(op);
 }
@@ -122,7 +127,11 @@ void StartLookup(ReadOp* op) {
       shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
     }
     if (op->resolve) op->resolved->candidates = op->candidates;
+    op->looked_up = op->candidates;
+    std::sort(op->looked_up.begin(), op->looked_up.end());
   }
+  op->unreadable.clear();
+  op->unreadable_status = absl::OkStatus();
   op->candidates = std::move(device_candidates);
   op->next_candidate = 0;
   IssueCandidate(op);
@@ -130,7 +139,7 @@ void StartLookup(ReadOp* op) {
 
 void IssueCandidate(ReadOp* op) {
   if (op->next_candidate >= op->candidates.size()) {
-    FinishOp(op, absl::NotFoundError("key not found"));
+    FinishMiss(op);
     return;
   }
   Engine::Impl& engine = *op->engine;
@@ -171,6 +180,46 @@ bool IndexStillHas(ReadOp* op, uint64_t page_number) {
   return false;
 }
 
+// True when the index still gives the key the candidates the lookup saw, and those read from
+// the device are still there: then what the reads found is the answer. Otherwise a candidate
+// may have moved (compaction) or been replaced since, and a miss is no proof of absence.
+bool IndexUnchanged(ReadOp* op) {
+  Shard& shard = op->engine->ShardFor(op->hash);
+  absl::MutexLock lock(&shard.mu);
+  std::vector<uint64_t> now;
+  shard.index->Find(op->hash.lo, op->key, &now);
+  std::sort(now.begin(), now.end());
+  if (now != op->looked_up) return false;
+  // A page read from the device that is in memory again was reused by a new write.
+  for (uint64_t page_number : op->candidates) {
+    if (shard.unwritten.contains(page_number)) return false;
+  }
+  return true;
+}
+
+// No candidate read held the key. The answer is final only if the index did not change under
+// the reads; then a damaged candidate may have held it (Get: kDataLoss; a write's key check: the
+// damaged entry is the key's, so the write replaces it), and otherwise the key is absent.
+void FinishMiss(ReadOp* op) {
+  if (!IndexUnchanged(op)) {
+    Restart(op, absl::NotFoundError("key not found"));
+    return;
+  }
+  if (op->unreadable.empty()) {
+    FinishOp(op, absl::NotFoundError("key not found"));
+    return;
+  }
+  if (!op->resolve) {
+    FinishOp(op, op->unreadable_status);
+    return;
+  }
+  op->resolved->found = true;
+  op->resolved->damaged = true;
+  op->resolved->location = op->engine->EncodeLocation(op->unreadable.front(), 0);
+  op->resolved->record_bytes = 0;
+  FinishOp(op, absl::NotFoundError(""));
+}
+
 void OnPageRead(storage::IoRequest* request) {
   auto* op = static_cast<ReadOp*>(request->context);
   Engine::Impl& engine = *op->engine;
@@ -182,15 +231,20 @@ void OnPageRead(storage::IoRequest* request) {
   absl::StatusOr<PageHeader> header =
       VerifyPage(op->page.data, engine.geometry_, engine.store_seed_, page_number);
   if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) {
-    // A damaged page, or one reused since the lookup: only an error if the index still
-    // points here.
-    if (IndexStillHas(op, page_number)) {
-      FinishOp(op, header.ok() ? absl::DataLossError(absl::StrCat(
-                                     "page ", page_number, ": expected a data page"))
-                               : header.status());
-    } else {
+    // A damaged page, or one reused since the lookup (then look again). A damaged candidate
+    // is not the answer yet: the key may be on another one.
+    if (!IndexStillHas(op, page_number)) {
       Restart(op, header.status());
+      return;
     }
+    if (op->unreadable.empty()) {
+      op->unreadable_status =
+          header.ok() ? absl::DataLossError(absl::StrCat("page ", page_number,
+                                                         ": expected a data page"))
+                      : header.status();
+    }
+    op->unreadable.push_back(page_number);
+    IssueCandidate(op);
     return;
   }
   absl::Status status;
@@ -200,13 +254,7 @@ void OnPageRead(storage::IoRequest* request) {
     return;
   }
   if (!record || record->header.type != static_cast<uint8_t>(RecordType::kPut)) {
-    if (op->next_candidate < op->candidates.size()) {
-      IssueCandidate(op);
-    } else if (IndexStillHas(op, page_number) || op->candidates.size() > 1) {
-      FinishOp(op, absl::NotFoundError("key not found"));
-    } else {
-      Restart(op, absl::NotFoundError("key not found"));
-    }
+    IssueCandidate(op);  // the next candidate, or the final miss
     return;
   }
   if (op->resolve) {

@@ -28,6 +28,11 @@ struct ReadOp {
   KeyHash hash;
   GetCallback callback;
   std::vector<uint64_t> candidates;  // index candidates still to read
+  std::vector<uint64_t> looked_up;   // every location the index gave at the lookup, sorted
+  // Candidates whose page could not be used (damaged) while the index still pointed there: the
+  // key's record may be on one of them. `unreadable_status` says why for the first.
+  std::vector<uint64_t> unreadable;
+  absl::Status unreadable_status;
   size_t next_candidate = 0;
   int restarts = 0;
   // Large value state.

@@ -1,5 +1,9 @@
 // Recovery: rebuilds the index and the segment table from the log at Open.
 //
+// Damaged pages inside a segment's log are holes (segment_scan.h): their records are lost and
+// counted in recovery_damaged_pages, and recovery goes on with the rest of the segment. A
+// segment counts as free only when it holds no log at all.
+//
 // Every segment is read whole with large reads kept in flight together (device bandwidth, not
 // latency, bounds it), then scanned by ScanSegment. For each key the record with the highest
 // sequence wins; a winning delete means the key is absent. Keys are told apart by their 128-bit
@@ -123,8 +127,12 @@ absl::Status Engine::Impl::Recover() {
       if (ordered_) entry.key.assign(record.key);
     });
     max_generation = std::max(max_generation, scans[segment].max_generation);
+    // Sequences of pages outside every log count too: a new record must never lose to an old one
+    // that a later recovery might read.
+    max_sequence = std::max(max_sequence, scans[segment].max_sequence);
     recovery_pages_ += g.pages_per_segment;
     recovery_batches_discarded_ += scans[segment].batches_discarded;
+    recovery_damaged_pages_ += scans[segment].hole_pages;
     for (const storage::Buffer& chunk : read.chunks) pool.PutChunk(chunk);
     reads.pop_front();
   }

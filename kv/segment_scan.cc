@@ -6,6 +6,72 @@
 #include "absl/strings/str_cat.h"
 
 namespace nvkv::kv {
+namespace {
+
+bool IsLogPageType(uint8_t type) {
+  return type == static_cast<uint8_t>(PageType::kData) ||
+         type == static_cast<uint8_t>(PageType::kContinuation);
+}
+
+// The log a segment holds: its generation and the head sequence of its page 0.
+struct LogIdentity {
+  uint32_t generation = 0;
+  uint64_t base = 0;  // page i of the log carries head_sequence base + i
+};
+
+bool Belongs(const absl::StatusOr<PageHeader>& header, uint32_t i, const LogIdentity& log) {
+  return header.ok() && header->generation == log.generation && header->page_in_segment == i &&
+         header->head_sequence == log.base + i && IsLogPageType(header->type);
+}
+
+// Why page i is not part of the log, for a hole's report.
+std::string WhyNotInLog(const absl::StatusOr<PageHeader>& header, uint32_t i,
+                        const LogIdentity& log) {
+  if (!header.ok()) {
+    if (absl::IsNotFound(header.status())) return "never written";
+    std::string message(header.status().message());
+    const size_t colon = message.find(": ");
+    return colon == std::string::npos ? message : message.substr(colon + 2);
+  }
+  if (header->generation != log.generation) {
+    return absl::StrCat("holds generation ", header->generation, " where the log's is ",
+                        log.generation);
+  }
+  if (header->page_in_segment != i) {
+    return absl::StrCat("says it is page ", header->page_in_segment, " of its segment");
+  }
+  if (!IsLogPageType(header->type)) return "is not a data page";
+  return absl::StrCat("holds head sequence ", header->head_sequence, " where the log's is ",
+                      log.base + i);
+}
+
+// Finds the log of a segment from its page headers; false when it holds none.
+bool IdentifyLog(const std::vector<absl::StatusOr<PageHeader>>& headers, LogIdentity* log) {
+  const absl::StatusOr<PageHeader>& first = headers[0];
+  if (first.ok() && first->type == static_cast<uint8_t>(PageType::kFree)) return false;
+  if (first.ok() && first->type == static_cast<uint8_t>(PageType::kData) &&
+      first->page_in_segment == 0) {
+    *log = LogIdentity{first->generation, first->head_sequence};
+    return true;
+  }
+  // Page 0 is lost: the newest log found at its own places on the other pages. (A segment is
+  // freed by a free marker on page 0, so older logs after a lost page 0 are the same segment's
+  // earlier uses, and a newer generation always wins.)
+  bool found = false;
+  for (uint32_t i = 1; i < headers.size(); ++i) {
+    const absl::StatusOr<PageHeader>& h = headers[i];
+    if (!h.ok() || h->page_in_segment != i || !IsLogPageType(h->type) || h->head_sequence < i) {
+      continue;
+    }
+    if (!found || h->generation > log->generation) {
+      *log = LogIdentity{h->generation, h->head_sequence - i};
+      found = true;
+    }
+  }
+  return found;
+}
+
+}  // namespace
 
 SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
                               const std::function<const uint8_t*(uint32_t)>& page_at,
@@ -14,40 +80,75 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
   SegmentScanResult result;
   const uint64_t first_page = geometry.FirstPageOf(segment);
   const uint32_t pages = geometry.pages_per_segment;
-  // Generations of every verifying page, to give the segment a fresh one when it is reused.
+  std::vector<absl::StatusOr<PageHeader>> headers;
+  headers.reserve(pages);
+  // Every verifying page counts for the generations and sequences recovery hands out next,
+  // whether it is part of the log or not.
   for (uint32_t i = 0; i < pages; ++i) {
-    absl::StatusOr<PageHeader> header = VerifyPage(page_at(i), geometry, store_seed, first_page + i);
-    if (header.ok() && header->generation > result.max_generation) {
-      result.max_generation = header->generation;
-    }
+    headers.push_back(VerifyPage(page_at(i), geometry, store_seed, first_page + i));
+    const absl::StatusOr<PageHeader>& h = headers.back();
+    if (!h.ok()) continue;
+    result.max_generation = std::max(result.max_generation, h->generation);
+    if (h->type != static_cast<uint8_t>(PageType::kData)) continue;
+    RecordIterator it(page_at(i), *h);
+    RecordView view;
+    while (it.Next(&view)) result.max_sequence = std::max(result.max_sequence, view.header.sequence);
   }
-  absl::StatusOr<PageHeader> first = VerifyPage(page_at(0), geometry, store_seed, first_page);
-  if (!first.ok() || first->type != static_cast<uint8_t>(PageType::kData) ||
-      first->page_in_segment != 0) {
-    return result;  // free, never written, or its first page was lost: holds nothing
-  }
+  LogIdentity log;
+  if (!IdentifyLog(headers, &log)) return result;  // free, or never written
   result.in_use = true;
-  result.generation = first->generation;
+  result.generation = log.generation;
+  uint32_t end = 0;
+  for (uint32_t i = 0; i < pages; ++i) {
+    if (Belongs(headers[i], i, log)) end = i + 1;
+  }
+  result.log_pages = end;
+  result.torn_tail = end < pages && absl::IsDataLoss(headers[end].status());
 
-  std::vector<ScannedRecord> batch;  // records of an unfinished batch
+  auto add_hole = [&result](uint32_t i, std::string reason) {
+    if (!result.holes.empty() &&
+        result.holes.back().first_page + result.holes.back().page_count == i) {
+      ++result.holes.back().page_count;
+    } else {
+      result.holes.push_back(SegmentHole{i, 1, std::move(reason)});
+    }
+    ++result.hole_pages;
+  };
+  std::vector<ScannedRecord> batch;      // records of an unfinished batch
+  // The batch cut by the last hole was counted already when its tail turns up after the hole.
+  bool counted_at_hole = false;
+  auto drop_batch = [&] {
+    if (batch.empty()) return false;
+    ++result.batches_discarded;
+    batch.clear();
+    return true;
+  };
   std::deque<std::string> large_values;  // assembled values; a deque never moves them
   uint32_t i = 0;
-  while (i < pages) {
+  while (i < end) {
+    const absl::StatusOr<PageHeader>& header = headers[i];
+    if (!Belongs(header, i, log)) {
+      add_hole(i, WhyNotInLog(header, i, log));
+      counted_at_hole = drop_batch() || counted_at_hole;
+      ++i;
+      continue;
+    }
+    if (header->type != static_cast<uint8_t>(PageType::kData)) {
+      add_hole(i, "continues a large value whose first page is lost");
+      counted_at_hole = drop_batch() || counted_at_hole;
+      ++i;
+      continue;
+    }
     const uint8_t* page = page_at(i);
-    absl::StatusOr<PageHeader> header = VerifyPage(page, geometry, store_seed, first_page + i);
-    if (!header.ok()) {
-      result.stop_reason = std::string(header.status().message());
-      break;
-    }
-    if (header->generation != result.generation || header->page_in_segment != i ||
-        header->type != static_cast<uint8_t>(PageType::kData)) {
-      result.stop_reason = absl::StrCat("page ", first_page + i, ": not part of this generation");
-      break;
-    }
+    const bool continues_batch = (header->flags & kPageContinuesBatch) != 0;
+    if (!continues_batch) drop_batch();  // a batch that does not go on here was cut short
+    // The page goes on with a batch whose start was lost in a hole: drop the batch's tail.
+    bool dropping_tail = continues_batch && batch.empty();
+    if (dropping_tail && !counted_at_hole) ++result.batches_discarded;
+    counted_at_hole = false;
     RecordIterator it(page, *header);
     RecordView view;
     uint32_t advance = 1;
-    bool stop = false;
     while (it.Next(&view)) {
       ScannedRecord record;
       record.header = view.header;
@@ -55,40 +156,55 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
       record.value = view.value;
       record.page_number = first_page + i;
       record.page_index = i;
+      ++result.records;
+      const bool in_batch = (view.header.flags & kRecordInBatch) != 0;
+      if (dropping_tail) {
+        if (in_batch) {
+          if (view.header.batch_remaining == 0) dropping_tail = false;
+          continue;
+        }
+        dropping_tail = false;
+      }
       if ((view.header.flags & kRecordLarge) != 0) {
         record.pages = LargeRecordPages(geometry, view.key.size(), view.header.value_bytes);
+        advance = std::min(record.pages, end - i);
         if (i + record.pages > pages) {
-          stop = true;
-          break;
+          result.stop_reason =
+              absl::StrCat("page ", first_page + i, ": large value runs past the segment");
+          continue;
         }
+        bool complete = true;
         std::string assembled;
         if (assemble_large_values) assembled.assign(view.value);
         for (uint32_t c = 1; c < record.pages; ++c) {
-          const uint8_t* next = page_at(i + c);
-          absl::StatusOr<PageHeader> cont = VerifyPage(next, geometry, store_seed, first_page + i + c);
-          if (!cont.ok() || cont->type != static_cast<uint8_t>(PageType::kContinuation) ||
-              cont->generation != result.generation || cont->page_in_segment != i + c) {
-            stop = true;
-            break;
+          const absl::StatusOr<PageHeader>& cont = headers[i + c];
+          if (!Belongs(cont, i + c, log) ||
+              cont->type != static_cast<uint8_t>(PageType::kContinuation)) {
+            complete = false;
+            if (i + c < end) add_hole(i + c, WhyNotInLog(cont, i + c, log));
+            continue;
           }
           if (assemble_large_values) {
-            assembled.append(reinterpret_cast<const char*>(next) + sizeof(PageHeader),
+            assembled.append(reinterpret_cast<const char*>(page_at(i + c)) + sizeof(PageHeader),
                              cont->used_bytes);
           }
         }
-        if (stop) break;
+        if (!complete) {
+          if (i + record.pages > end) {
+            result.stop_reason = absl::StrCat("page ", first_page + i, ": large value incomplete");
+          }
+          continue;
+        }
         if (assemble_large_values) {
           if (assembled.size() != view.header.value_bytes) {
-            stop = true;
-            break;
+            add_hole(i, "large value has the wrong length");
+            continue;
           }
           large_values.push_back(std::move(assembled));
           record.value = large_values.back();
         }
-        advance = record.pages;
       }
-      ++result.records;
-      if ((record.header.flags & kRecordInBatch) != 0) {
+      if (in_batch) {
         batch.push_back(record);
         if (record.header.batch_remaining == 0) {
           for (const ScannedRecord& r : batch) on_record(r);
@@ -96,24 +212,18 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
         }
         continue;
       }
-      if (!batch.empty()) {  // a batch cut short by a plain record: cannot happen when intact
-        ++result.batches_discarded;
-        batch.clear();
-      }
+      drop_batch();  // a batch cut short by a plain record: cannot happen when intact
       on_record(record);
     }
     if (!it.status().ok()) {
-      result.stop_reason = std::string(it.status().message());
-      break;
-    }
-    if (stop) {
-      result.stop_reason = absl::StrCat("page ", first_page + i, ": large value incomplete");
-      break;
+      // The checksum matched but a record does not decode (a writer bug): the rest of the page
+      // is lost like a hole.
+      add_hole(i, std::string(it.status().message()));
+      drop_batch();
     }
     i += advance;
-    result.valid_pages = i;
   }
-  if (!batch.empty()) ++result.batches_discarded;
+  drop_batch();  // cut by the log's end
   return result;
 }
 

@@ -1,10 +1,17 @@
 // Reading a segment's log back: the rules shared by recovery, compaction and `check`.
 //
-// A segment's valid part is the run of pages from page 0 that all verify, all carry page 0's
-// generation, sit at the index they claim, and are data pages or the continuation pages of a
-// large record that starts before them. The first page that breaks the run ends the segment:
-// later pages are either older generations or writes that never became durable. Records of an
-// atomic batch are reported only once the batch's last record has been seen.
+// A segment holds the log of one generation: the pages that verify, carry that generation, sit
+// at the index they claim and carry the head sequence that index implies (page i of a log has
+// head_sequence = base + i, as the writer assigns both together). The generation is page 0's
+// when page 0 is a data page; when page 0 is damaged or was never written, it is the newest
+// generation found on the other pages at their places (the log went on after its first page);
+// a segment whose page 0 is a free marker, or with no page of any log, holds nothing.
+//
+// The log ends at its last page. A page before that end that does not belong to the log is a
+// *hole* (media damage, or a crash that left a write of the log in flight while later ones
+// landed): its records are lost, the scan goes on after it, and a batch that straddles it is
+// dropped whole (kPageContinuesBatch tells a batch's tail after a hole from a batch that starts
+// there). Pages after the end are a torn tail or older data, never reported as holes.
 #ifndef NVKV_KV_SEGMENT_SCAN_H_
 #define NVKV_KV_SEGMENT_SCAN_H_
 
@@ -12,6 +19,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kv/page_format.h"
 
@@ -26,18 +34,30 @@ struct ScannedRecord {
   uint32_t pages = 1;       // pages the record occupies (large records: more than one)
 };
 
+// Pages inside a log that the scan could not use, with why ("checksum mismatch", ...).
+struct SegmentHole {
+  uint32_t first_page = 0;  // index within the segment
+  uint32_t page_count = 0;
+  std::string reason;
+};
+
 struct SegmentScanResult {
-  bool in_use = false;          // page 0 is a valid data page
-  uint32_t generation = 0;      // of the valid part
-  uint32_t valid_pages = 0;     // pages in the valid part
-  uint32_t max_generation = 0;  // highest generation of any verifying page, valid part or not
-  uint64_t records = 0;
-  uint64_t batches_discarded = 0;
-  std::string stop_reason;      // why the valid part ended before the segment did ("" if not)
+  bool in_use = false;          // the segment holds a log (see above)
+  uint32_t generation = 0;      // of the log
+  uint32_t log_pages = 0;       // pages from page 0 to the log's end, holes included
+  uint32_t max_generation = 0;  // highest generation of any verifying page, log or not
+  uint64_t max_sequence = 0;    // highest record sequence on any verifying data page
+  uint64_t records = 0;         // records read from the log, dead or not
+  uint64_t batches_discarded = 0;  // batches cut by a hole or the log's end
+  std::vector<SegmentHole> holes;  // in page order
+  uint32_t hole_pages = 0;         // pages in `holes`
+  bool torn_tail = false;          // the page right after the log's end is damaged
+  std::string stop_reason;  // why the log ends before the segment does, when a page says so
 };
 
 // `page_at(i)` returns the bytes of page i of the segment (all pages_per_segment of them).
-// `on_record` sees every record of the valid part, batches only when complete, in log order.
+// `on_record` sees every record of the log outside its holes, a batch's records only when the
+// whole batch was read, in log order.
 SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
                               const std::function<const uint8_t*(uint32_t)>& page_at,
                               bool assemble_large_values,

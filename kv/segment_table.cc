@@ -48,10 +48,38 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint32_t* genera
   return segment;
 }
 
-void SegmentTable::Seal(uint64_t segment) {
+void SegmentTable::Seal(uint64_t segment, std::optional<LastWrite> last_write) {
   absl::MutexLock lock(&mu_);
   NVKV_CHECK(info_[segment].state == SegmentState::kOpen);
   info_[segment].state = SegmentState::kSealed;
+  info_[segment].last_write = last_write;
+}
+
+std::optional<LastWrite> SegmentTable::last_write(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  return info_[segment].last_write;
+}
+
+void SegmentTable::Retain(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(info_[segment].state == SegmentState::kCompacting);
+  info_[segment].state = SegmentState::kRetained;
+}
+
+void SegmentTable::Unretain(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(info_[segment].state == SegmentState::kRetained);
+  info_[segment].state = SegmentState::kSealed;
+  info_[segment].live_bytes.store(0);
+}
+
+std::vector<uint64_t> SegmentTable::retained() {
+  absl::MutexLock lock(&mu_);
+  std::vector<uint64_t> out;
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    if (info_[s].state == SegmentState::kRetained) out.push_back(s);
+  }
+  return out;
 }
 
 std::optional<uint64_t> SegmentTable::PickVictim(VictimPolicy policy, uint64_t now_sequence,
@@ -119,6 +147,7 @@ void SegmentTable::Free(uint64_t segment) {
   Info& info = info_[segment];
   NVKV_CHECK(info.state == SegmentState::kCompacting);
   info.state = SegmentState::kFree;
+  info.last_write.reset();
   Reset(info);
   free_.push_back(segment);
 }

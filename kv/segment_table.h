@@ -36,6 +36,15 @@ enum class SegmentState : uint8_t {
   kOpen,        // a log head is filling it
   kSealed,      // full or closed; a compaction candidate once its writes are done
   kCompacting,  // being cleaned
+  kRetained,    // cleaned, but records on damaged pages are still indexed: never picked until
+                // no index entry points into it (Unretain)
+};
+
+// The head that wrote a segment and the head counter of its last page. Compaction waits until
+// that head is durable through it before it copies records out (compaction.cc).
+struct LastWrite {
+  uint32_t shard = 0;
+  uint64_t head_counter = 0;
 };
 
 // Who asks for a free segment; each may dig deeper into the reserve.
@@ -55,8 +64,10 @@ class SegmentTable {
   // Takes a free segment for a log head and gives it a fresh generation. kResourceExhausted
   // when the free list is down to what `use` must leave.
   absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint32_t* generation);
-  // A head is done with `segment` (full or closing). `max_sequence`: newest record in it.
-  void Seal(uint64_t segment);
+  // A head is done with `segment` (full or closing); `last_write` says which head wrote it up to
+  // which page (none: recovered from the device, durable already).
+  void Seal(uint64_t segment, std::optional<LastWrite> last_write = std::nullopt);
+  std::optional<LastWrite> last_write(uint64_t segment);
   // Compaction: picks a sealed segment with no writes in flight, marks it kCompacting. With
   // `only_with_garbage`, only a segment whose cleaning reclaims space (see above).
   std::optional<uint64_t> PickVictim(VictimPolicy policy, uint64_t now_sequence,
@@ -65,6 +76,13 @@ class SegmentTable {
   void Unpick(uint64_t segment);
   // Compaction cleaned `segment`; its free marker has generation `generation`.
   void Free(uint64_t segment);
+  // Compaction cleaned `segment` but could not empty it (damaged pages): kCompacting ->
+  // kRetained.
+  void Retain(uint64_t segment);
+  // No index entry points into retained `segment` any more: back to kSealed with no live bytes,
+  // so that compaction frees it.
+  void Unretain(uint64_t segment);
+  std::vector<uint64_t> retained();
 
   // Hot path: record bytes entering or leaving a segment.
   void AddLive(uint64_t segment, int64_t bytes) {
@@ -108,6 +126,7 @@ class SegmentTable {
     std::atomic<int64_t> record_bytes{0};     // every record appended (or recovered), dead or not
     std::atomic<int64_t> tombstone_bytes{0};  // the deletes among them
     SegmentState state = SegmentState::kFree;
+    std::optional<LastWrite> last_write;  // guarded by mu_
   };
 
   // Free segments a `use` must leave.

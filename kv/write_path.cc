@@ -58,7 +58,9 @@ absl::Status EnsureSegmentRoom(Engine::Impl& engine, Shard& shard, uint32_t page
   uint32_t generation = 0;
   absl::StatusOr<uint64_t> segment = engine.segments_->Allocate(use, &generation);
   if (!segment.ok()) return segment.status();
-  if (head.has_segment) engine.segments_->Seal(head.segment);
+  if (head.has_segment) {
+    engine.segments_->Seal(head.segment, LastWrite{shard.id, head.next_counter - 1});
+  }
   head.has_segment = true;
   head.segment = *segment;
   head.generation = generation;
@@ -84,7 +86,8 @@ bool TagClash(const PageSlot& slot, std::string_view key, uint32_t tag) {
 bool FitsOpenPage(const Engine::Impl& engine, const LogHead& head, uint32_t bytes,
                   std::string_view key, const KeyHash& hash) {
   if (head.open == nullptr || head.open->builder.free_bytes() < bytes) return false;
-  return engine.ordered_ || !TagClash(*head.open, key, engine.TagOf(hash));
+  // Kept in ordered mode too: the store may be reopened in hash mode, which relies on it.
+  return !TagClash(*head.open, key, engine.TagOf(hash));
 }
 
 // Opens a fresh page at the head (a free slot must be there).
@@ -146,7 +149,7 @@ uint64_t AppendToOpenPage(Engine::Impl& engine, Shard& shard, const RecordHeader
   NVKV_CHECK(open != nullptr);
   const uint32_t offset = open->builder.AddRecord(header, key, value);
   NVKV_CHECK(offset != 0);
-  if (!engine.ordered_) open->tags.emplace_back(engine.TagOf(hash), offset);
+  open->tags.emplace_back(engine.TagOf(hash), offset);
   engine.segments_->NoteRecord(open->segment, header.sequence,
                               RecordBytes(key.size(), value.size()),
                               header.type == static_cast<uint8_t>(RecordType::kDelete));
@@ -218,12 +221,10 @@ uint32_t PlanFreshPages(const Engine::Impl& engine, const LogHead& head,
   std::vector<std::pair<uint32_t, std::string_view>> placed;
   for (const PlannedRecord& r : records) {
     bool clash = false;
-    if (!engine.ordered_) {
-      const uint32_t tag = engine.TagOf(r.hash);
-      if (on_open && TagClash(*head.open, r.key, tag)) clash = true;
-      for (const auto& [other_tag, other_key] : placed) {
-        if (other_tag == tag && other_key != r.key) clash = true;
-      }
+    const uint32_t tag = engine.TagOf(r.hash);
+    if (on_open && TagClash(*head.open, r.key, tag)) clash = true;
+    for (const auto& [other_tag, other_key] : placed) {
+      if (other_tag == tag && other_key != r.key) clash = true;
     }
     if (r.bytes > free_bytes || clash) {
       ++fresh;
@@ -232,7 +233,7 @@ uint32_t PlanFreshPages(const Engine::Impl& engine, const LogHead& head,
       placed.clear();
     }
     free_bytes -= r.bytes;
-    if (!engine.ordered_) placed.emplace_back(engine.TagOf(r.hash), r.key);
+    placed.emplace_back(tag, r.key);
   }
   return fresh;
 }
@@ -496,8 +497,12 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
       if (!current.ok()) return current.status();
       p.current = std::move(*current);
     }
-    // A delete of a key that is not there writes nothing.
-    if (single && prepared[0].op->is_delete && !prepared[0].current.found) return absl::OkStatus();
+    // A delete of a key that is not there writes nothing. But the key may be absent only
+    // because of a write that is not durable yet (another thread's delete, or a batch on any
+    // head): a durable delete returns once everything its answer rests on is durable.
+    if (single && prepared[0].op->is_delete && !prepared[0].current.found) {
+      return durable ? Flush() : absl::OkStatus();
+    }
 
     const WriteOp& first = *prepared.front().op;
     if (single && !first.is_delete &&
@@ -573,6 +578,8 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
       if (!FitsOpenPage(*this, head_shard.head, bytes, p.op->key, p.hash)) {
         const absl::Status opened = OpenNewPage(*this, head_shard, SegmentUse::kCompaction);
         NVKV_CHECK(opened.ok());
+        // Recovery drops a batch's tail whose first pages were lost (segment_scan.h).
+        if (!single && i > 0) head_shard.head.open->builder.MarkContinuesBatch();
       }
       const uint64_t page = AppendToOpenPage(*this, head_shard, header, p.op->key, value, p.hash);
       PageSlot* open = head_shard.head.open;

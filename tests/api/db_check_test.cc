@@ -102,7 +102,7 @@ class DBCheckTest : public ::testing::Test {
   }
 
   static uint64_t PagesCounted(const CheckReport& report) {
-    return report.pages_valid + report.pages_unreachable + report.pages_stale +
+    return report.pages_valid + report.pages_in_holes + report.pages_stale +
            report.pages_unwritten + report.pages_unreadable;
   }
 
@@ -144,7 +144,7 @@ TEST_F(DBCheckTest, CheckOfAHealthyStoreFindsNoProblem) {
   EXPECT_EQ(report->segments_in_use, stats.segments_total - stats.segments_free);
   EXPECT_EQ(report->pages_scanned, 2 + stats.segments_total * stats.pages_per_segment);
   EXPECT_EQ(PagesCounted(*report), report->pages_scanned);
-  EXPECT_EQ(report->pages_unreachable, 0u);
+  EXPECT_EQ(report->pages_in_holes, 0u);
   EXPECT_EQ(report->torn_tails, 0u);
   EXPECT_EQ(last_done, stats.segments_total);
   EXPECT_EQ(total_seen, stats.segments_total);
@@ -157,17 +157,21 @@ TEST_F(DBCheckTest, CheckNamesADamagedPageThatTheLogGoesOnAfter) {
 
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
+  // Recovery skipped the hole and read the 10 pages after it.
+  EXPECT_EQ(db->GetStats().recovery_damaged_pages, 1u);
+  EXPECT_EQ(db->GetStats().live_keys, 15u);
   absl::StatusOr<CheckReport> report = db->Check();
   ASSERT_THAT(report, IsOk());
   ASSERT_EQ(report->problems.size(), 1u) << ::testing::PrintToString(report->problems);
   EXPECT_EQ(report->problems[0],
             absl::StrCat(Where(page, db->GetStats().device.lba_bytes),
-                         ": checksum mismatch; the log goes on after it: recovery cannot reach "
-                         "10 pages (10 records) of generation 1"));
+                         ": checksum mismatch; a hole in the log of generation 1: its records "
+                         "are lost, recovery reads the rest of the segment"));
   EXPECT_FALSE(report->ok());
-  EXPECT_EQ(report->pages_unreachable, 10u);
-  EXPECT_EQ(report->pages_unreadable, 1u);
+  EXPECT_EQ(report->pages_in_holes, 1u);
+  EXPECT_EQ(report->pages_unreadable, 0u);
   EXPECT_EQ(report->torn_tails, 0u);
+  EXPECT_EQ(report->live_keys_checked, 15u);
   EXPECT_EQ(PagesCounted(*report), report->pages_scanned);
 }
 

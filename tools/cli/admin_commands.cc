@@ -214,10 +214,14 @@ Outcome RunStats(const Context& context) {
                                           Percent(s.live_bytes, s.capacity_bytes)));
   table.Row("segments", absl::StrFormat("%d total, %d free, %d cleaned", s.segments_total,
                                         s.segments_free, s.segments_cleaned));
+  table.Row("damage", absl::StrFormat("%d segments retained, %d damaged pages met by "
+                                      "compaction (check names them)",
+                                      s.segments_retained, s.compaction_damaged_pages));
   table.Row("recovery", absl::StrFormat("%d pages scanned, %d records, %d torn batches "
-                                        "discarded, %.3f s",
+                                        "discarded, %d damaged pages skipped, %.3f s",
                                         s.recovery_pages_scanned, s.recovery_records,
-                                        s.recovery_batches_discarded, s.recovery_seconds));
+                                        s.recovery_batches_discarded, s.recovery_damaged_pages,
+                                        s.recovery_seconds));
   table.Row("operations", absl::StrFormat("%d puts, %d deletes, %d gets, %d batches", s.puts,
                                           s.deletes, s.gets, s.batches));
   table.Row("bytes written", absl::StrFormat("%s by users, %s to the device (%s by "
@@ -254,9 +258,9 @@ Outcome RunCheck(const Context& context) {
   table.Row("store", context.db_path);
   table.Row("segments", absl::StrFormat("%d scanned, %d in use", r.segments_scanned,
                                         r.segments_in_use));
-  table.Row("pages", absl::StrFormat("%d scanned: %d valid, %d unreachable, %d stale, %d never "
-                                     "written, %d unreadable",
-                                     r.pages_scanned, r.pages_valid, r.pages_unreachable,
+  table.Row("pages", absl::StrFormat("%d scanned: %d valid, %d damaged inside a log, %d stale, "
+                                     "%d never written, %d unreadable",
+                                     r.pages_scanned, r.pages_valid, r.pages_in_holes,
                                      r.pages_stale, r.pages_unwritten, r.pages_unreadable));
   table.Row("torn tails", absl::StrFormat("%d (logs ending at a write cut short by a crash)",
                                           r.torn_tails));

@@ -53,21 +53,22 @@ namespace nvkv {
 // What DB::Check found: counts of what it read, and one line per problem that says where
 // ("segment 3 page 17 (page 787, LBA 0x313): checksum mismatch; ..."). Every page read (the two
 // superblocks and every page of every segment) is counted in exactly one of pages_valid,
-// pages_unreachable, pages_stale, pages_unwritten and pages_unreadable.
+// pages_in_holes, pages_stale, pages_unwritten and pages_unreadable.
 //
 // A segment's log may legitimately end at a damaged page: a crash that cut the last write short
 // (a torn tail). Such a page is counted in torn_tails and pages_unreadable, and is no problem.
 // A damaged, missing or foreign page is a problem when the log goes on after it (later pages of
-// the segment carry the log's generation at their own places): the store's recovery stops at
-// the damaged page, so the records after it are unreachable (pages_unreachable) and their keys
-// read as older values or not at all. A crash with several pages of one log in flight can leave
-// the same picture; none of those pages' writes had been acknowledged as durable.
+// the segment carry the log's generation at their own places): it is a hole, counted in
+// pages_in_holes. Recovery skips a hole and recovers the rest of the segment; the records on
+// the damaged page are lost (their keys read as older values or not at all) and a batch that
+// straddles it is dropped whole. A crash with several pages of one log in flight can leave the
+// same picture; none of those pages' writes had been acknowledged as durable.
 struct CheckReport {
   uint64_t segments_scanned = 0;   // every segment of the store
   uint64_t segments_in_use = 0;    // segments holding a log; the others are free
   uint64_t pages_scanned = 0;      // superblocks and every page of every segment
   uint64_t pages_valid = 0;        // sound superblocks and the pages of every log's valid part
-  uint64_t pages_unreachable = 0;  // pages of a log after a damaged page (see above)
+  uint64_t pages_in_holes = 0;     // damaged pages inside a log (see above); each is a problem
   uint64_t pages_stale = 0;        // sound pages of no log: older generations, free-segment marks
   uint64_t pages_unwritten = 0;    // never written (all zero bytes)
   uint64_t pages_unreadable = 0;   // damaged pages outside every log, torn tails included

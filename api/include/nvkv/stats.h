@@ -85,11 +85,19 @@ struct Stats {
   uint64_t segments_total = 0;
   uint64_t segments_free = 0;
   uint64_t segments_cleaned = 0;
+  // Damage. A segment compaction cleaned but could not free, because records on its damaged
+  // pages are still indexed (they read as kDataLoss until written again), is retained; it is
+  // freed once no index entry points into it. Check() names each damaged page.
+  uint64_t segments_retained = 0;
+  uint64_t compaction_damaged_pages = 0;  // damaged pages met in compaction's victims
 
   // The last Open's recovery.
   uint64_t recovery_pages_scanned = 0;
   uint64_t recovery_records = 0;
   uint64_t recovery_batches_discarded = 0;  // torn batches dropped whole
+  // Damaged pages inside a segment's log that recovery skipped (holes): their records are lost,
+  // the records after them are recovered. Check() names them.
+  uint64_t recovery_damaged_pages = 0;
   double recovery_seconds = 0;
 
   // Layout and configuration in force.
