@@ -2,7 +2,10 @@
 // deletes, batches, flushes and compaction (unflushed writes kept, dropped or torn at 512-byte
 // sectors). After each cut the store is reopened on the same bytes and must hold every write
 // acknowledged as durable, never a value that was not written, and each batch whole or not at
-// all. Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds with NVKV_CRASH_SEEDS=<n>.
+// all. In one run of four the media also damages data pages while the workload and background
+// compaction run (the keys on them may then read back any value they held, or kDataLoss; every
+// other key is held to the same rule), and every other run reopens the store in the other index
+// mode. Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds with NVKV_CRASH_SEEDS=<n>.
 // The test also tallies what the cuts did (CutReport) and requires most of them to fall in the
 // middle of the workload and some to drop and tear unflushed writes: a crash test whose cuts all
 // came after everything was flushed would pass without testing anything.
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "kv/engine.h"
+#include "kv/page_format.h"
 #include "storage/base/split_mix64.h"
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
@@ -60,11 +64,20 @@ struct Model {
     bool durable_ack = false;
   };
   std::vector<Batch> batches;
+  // Every value each key was ever given (and kDeleted): what a key whose page was damaged may
+  // read back, recovery finding an older record of it or none.
+  std::map<std::string, std::set<std::string>> history;
+  // Keys with a record on a damaged page, until a durable write of them: they may also read
+  // as kDataLoss.
+  std::set<std::string> damaged;
 
   void Acked(const std::string& key, const std::string& value, bool durable) {
     auto& set = possible[key];
     if (set.empty()) set.insert(kDeleted);
-    if (durable) set.clear();
+    if (durable) {
+      set.clear();
+      damaged.erase(key);
+    }
     set.insert(value);
     latest[key] = value;
   }
@@ -72,8 +85,49 @@ struct Model {
     auto& set = possible[key];
     if (set.empty()) set.insert(kDeleted);
     set.insert(value);
+    history[key].insert(kDeleted);
+    history[key].insert(value);
+  }
+  // The media damaged a page holding records of `keys`.
+  void Damaged(const std::vector<std::string>& keys) {
+    for (const std::string& key : keys) {
+      damaged.insert(key);
+      if (history.count(key) == 0) continue;  // a batch's key: its batch is not checked
+      possible[key].insert(history[key].begin(), history[key].end());
+      possible[key].insert(kDeleted);
+    }
+  }
+  bool BatchDamaged(const Batch& batch) const {
+    for (const std::string& key : batch.keys) {
+      if (damaged.count(key) != 0) return true;
+    }
+    return false;
   }
 };
+
+// Damages one data page of the store chosen by `rng` (a bit flip, as the media might), and
+// tells the model which keys had records on it. Pages that do not verify as data pages (free,
+// continuation, torn or unwritten) are left alone.
+void DamageDataPage(storage::MemStorage& storage, nvkv::SplitMix64& rng, Model* model) {
+  const uint32_t page_bytes = 4096;
+  const uint32_t blocks = page_bytes / storage.lba_bytes();
+  const std::vector<uint8_t> first = storage.CopyOut(0, blocks);
+  absl::StatusOr<Superblock> superblock = DecodeSuperblock(first.data(), page_bytes);
+  if (!superblock.ok()) return;
+  const Geometry geometry = GeometryOf(*superblock);
+  const uint64_t page_number = kSuperblockPages + rng.Next() % (geometry.total_pages() -
+                                                                kSuperblockPages);
+  const std::vector<uint8_t> page = storage.CopyOut(page_number * blocks, blocks);
+  absl::StatusOr<PageHeader> header = VerifyPage(
+      page.data(), geometry, StoreSeed(superblock->store_id), page_number);
+  if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) return;
+  std::vector<std::string> keys;
+  RecordIterator it(page.data(), *header);
+  RecordView record;
+  while (it.Next(&record)) keys.emplace_back(record.key);
+  model->Damaged(keys);
+  storage.Corrupt(page_number * page_bytes + sizeof(PageHeader) + 8, 4);
+}
 
 struct CrashRun {
   uint64_t seed;
@@ -88,6 +142,8 @@ struct CutTally {
   uint64_t cut_mid_run = 0;  // power failed while the workload ran (else: cut after its end)
   uint64_t writes_kept = 0, writes_dropped = 0, writes_torn = 0;
   uint64_t runs_with_loss = 0;  // runs where at least one write was dropped or torn
+  uint64_t pages_damaged = 0;   // data pages the media damaged during the workloads
+  uint64_t reopened_in_other_mode = 0;
 };
 
 // A value for `key` at `version`: mostly small, one in 20 a large value over several pages, up
@@ -119,7 +175,13 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
   // power mid-workload (the tally in the test checks that).
   ASSERT_THAT(device->SetCutAfterOperations(1 + rng.Next() % 1000), IsOk());
   uint64_t version = 0;
+  // One run in four has the media damage pages while the workload (and compaction) runs.
+  const bool damaging = rng.Next() % 4 == 0;
   for (int step = 0; step < 600; ++step) {
+    if (damaging && rng.Next() % 100 == 0 && device->fault_stats().powered) {
+      DamageDataPage(*storage, rng, model);
+      ++tally->pages_damaged;
+    }
     const std::string key = "k" + std::to_string(rng.Next() % 64);
     const uint64_t action = rng.Next() % 100;
     absl::Status status;
@@ -151,7 +213,9 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
       model->batches.push_back(batch);
     } else if (action < 92) {
       auto got = (*engine)->Get(key);
-      if (got.ok() || absl::IsNotFound(got.status())) {
+      if (model->damaged.count(key) != 0) {
+        got = absl::NotFoundError("not checked");  // may read anything it ever held, or fail
+      } else if (got.ok() || absl::IsNotFound(got.status())) {
         auto it = model->latest.find(key);
         const std::string want = it == model->latest.end() ? kDeleted : it->second;
         ASSERT_EQ(got.ok() ? *got : std::string(kDeleted), want) << "read before the cut, " << key;
@@ -161,7 +225,10 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
       status = (*engine)->Flush();
       if (status.ok()) {
         // Everything acknowledged so far is durable now.
-        for (auto& [k, v] : model->latest) model->possible[k] = {v};
+        // (A damaged key may still read back anything it held, whatever was flushed.)
+        for (auto& [k, v] : model->latest) {
+          if (model->damaged.count(k) == 0) model->possible[k] = {v};
+        }
       }
     } else {
       status = (*engine)->CompactAll();
@@ -189,13 +256,21 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
 }
 
 void CheckRecovered(const CrashRun& run, std::shared_ptr<storage::MemStorage> storage,
-                    const Model& model) {
+                    const Model& model, CutTally* tally) {
   auto mem = MemDevice::Open(storage, MemOptions());
   ASSERT_THAT(mem, IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*mem), StoreOptions(run.mode));
+  // Every other run reopens the store in the other index mode: either may read what either
+  // wrote.
+  IndexMode mode = run.mode;
+  if (run.seed % 2 == 1) {
+    mode = mode == IndexMode::kHash ? IndexMode::kOrdered : IndexMode::kHash;
+    ++tally->reopened_in_other_mode;
+  }
+  auto engine = Engine::OpenOnDevice(std::move(*mem), StoreOptions(mode));
   ASSERT_THAT(engine, IsOk()) << "open after the crash";
   for (const auto& [key, values] : model.possible) {
     auto got = (*engine)->Get(key);
+    if (model.damaged.count(key) != 0 && absl::IsDataLoss(got.status())) continue;
     ASSERT_TRUE(got.ok() || absl::IsNotFound(got.status())) << key << ": " << got.status();
     const std::string seen = got.ok() ? *got : std::string(kDeleted);
     ASSERT_TRUE(values.count(seen) == 1)
@@ -204,6 +279,7 @@ void CheckRecovered(const CrashRun& run, std::shared_ptr<storage::MemStorage> st
   }
   for (size_t b = 0; b < model.batches.size(); ++b) {
     const Model::Batch& batch = model.batches[b];
+    if (model.BatchDamaged(batch)) continue;  // a lost record's copies elsewhere may remain
     size_t present = 0;
     for (size_t i = 0; i < batch.keys.size(); ++i) {
       auto got = (*engine)->Get(batch.keys[i]);
@@ -237,7 +313,7 @@ void RunSeed(const CrashRun& run, CutTally* tally) {
   Model model;
   RunUntilCut(run, storage, &model, tally);
   if (::testing::Test::HasFatalFailure()) return;
-  CheckRecovered(run, storage, model);
+  CheckRecovered(run, storage, model, tally);
 }
 
 uint64_t SeedCount(uint64_t fallback) {
@@ -260,18 +336,23 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
     if (HasFatalFailure()) return;
   }
   std::printf("%llu runs: %llu cut mid-run, %llu with writes lost; unflushed writes at the cuts: "
-              "%llu kept, %llu dropped, %llu torn\n",
+              "%llu kept, %llu dropped, %llu torn; %llu data pages damaged; %llu reopened in "
+              "the other index mode\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
               static_cast<unsigned long long>(tally.writes_kept),
               static_cast<unsigned long long>(tally.writes_dropped),
-              static_cast<unsigned long long>(tally.writes_torn));
+              static_cast<unsigned long long>(tally.writes_torn),
+              static_cast<unsigned long long>(tally.pages_damaged),
+              static_cast<unsigned long long>(tally.reopened_in_other_mode));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
   EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
   EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
   EXPECT_GT(tally.writes_dropped, 0u);
   EXPECT_GT(tally.writes_torn, 0u);
+  EXPECT_GT(tally.pages_damaged, 0u);
+  EXPECT_GT(tally.reopened_in_other_mode, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CrashTest, ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
