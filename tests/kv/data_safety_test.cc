@@ -6,6 +6,7 @@
 // segment holds the i-th write.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <string>
 #include <thread>
@@ -358,6 +359,52 @@ TEST_F(DataSafetyTest, KeyOnADamagedPageCanBeOverwrittenAndDeleted) {
   EXPECT_THAT(engine->Get(Key(2)).status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(engine->Get(Key(3)).status(), StatusIs(absl::StatusCode::kNotFound));
   for (int i : {0, 1}) EXPECT_EQ(engine->Get(Key(i)).value_or("?"), BigValue(i));
+}
+
+}  // namespace
+}  // namespace nvkv::kv
+
+namespace nvkv::kv {
+namespace {
+
+// Two keys with one tag in one shard are both candidates of every lookup of either. While
+// compaction moves them around (and frees and reuses the segments they were in), a read must
+// never answer NotFound for a key that is there: a miss is only final when the index did not
+// change under the read.
+TEST_F(DataSafetyTest, KeysSharingATagNeverReadAsNotFoundWhileCompactionMovesThem) {
+  const auto [a, b] = KeysWithOneTag(1);
+  EngineOptions options = StoreOptions();
+  options.page_buffers_per_shard = 16;
+  auto engine = Open(options);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_THAT(Put(*engine, a, "value-a"), IsOk());
+  ASSERT_THAT(Put(*engine, b, "value-b"), IsOk());
+  std::atomic<bool> stop{false};
+  std::atomic<int> compactions{0};
+  std::thread mover([&] {
+    int i = 0;
+    while (!stop.load()) {
+      // Garbage around the two keys, then clean: they move to new pages, and the segments they
+      // left are freed and reused.
+      for (int j = 0; j < 8; ++j) {
+        if (!Put(*engine, Key(i++ % 40), BigValue(j)).ok()) return;
+      }
+      if (!engine->CompactAll().ok()) return;
+      compactions.fetch_add(1);
+    }
+  });
+  int reads = 0;
+  while (compactions.load() < 100 && reads < 1000000) {
+    for (const auto& [key, want] : {std::pair{a, "value-a"}, std::pair{b, "value-b"}}) {
+      auto got = engine->Get(key);
+      ASSERT_THAT(got, IsOk()) << key << " after " << reads << " reads";
+      ASSERT_EQ(*got, want);
+      ++reads;
+    }
+  }
+  stop.store(true);
+  mover.join();
+  EXPECT_GE(compactions.load(), 1);
 }
 
 }  // namespace
