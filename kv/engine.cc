@@ -24,8 +24,6 @@ KeyHash HashKey(std::string_view key) {
 
 namespace {
 
-std::atomic<uint64_t> next_engine_id{1};
-
 absl::Status ValidateOptions(const EngineOptions& o) {
   if (!IsPowerOfTwo(o.page_bytes) || o.page_bytes < kMinPageBytes || o.page_bytes > kMaxPageBytes) {
     return absl::InvalidArgumentError(absl::StrCat("page_bytes ", o.page_bytes,
@@ -72,7 +70,7 @@ Engine::Impl::Impl(const EngineOptions& options, std::unique_ptr<storage::Device
       ordered_(options.index_mode == IndexMode::kOrdered),
       base_device_(std::move(device)),
       device_info_(base_device_->info()),
-      engine_id_(next_engine_id.fetch_add(1)) {}
+      read_queues_(std::make_shared<ReadQueueSet>()) {}
 
 Engine::Impl::~Impl() {
   (void)Close();
@@ -334,10 +332,8 @@ absl::Status Engine::Impl::Close() {
     writer_thread_.join();
   }
   if (status.ok() && broken_.load()) status = broken_status();
-  {
-    absl::MutexLock lock(&read_queues_mu_);
-    read_queues_.clear();
-  }
+  // Threads that read keep nothing of this engine but the (closed) set.
+  read_queues_->Close();
   compaction_queue_.reset();
   writer_queue_.reset();
   device_.reset();
@@ -381,6 +377,7 @@ EngineStats Engine::Impl::Stats() {
   s.segments_retained = segments_->retained().size();
   s.compaction_damaged_pages = compaction_damaged_pages_.load();
   s.recovery_seconds = recovery_seconds_;
+  s.read_queues = read_queues_->size();
   s.device = device_info_;
   // The first queue only holds the device; the writer's queue shows the ring features in use.
   if (writer_queue_ != nullptr) s.device.ring = writer_queue_->info().ring;

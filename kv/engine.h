@@ -6,8 +6,9 @@
 // Thread contract: every method may be called from any number of threads at once. There is no
 // engine-wide lock on the read or write path: keys are spread over shards by hash and each shard
 // has its own mutex, index and log head. Each thread that reads gets its own io_uring queue the
-// first time it reads. Page writes go through one writer thread that batches them across shards
-// (group commit); compaction runs on its own thread.
+// first time it reads, and releases it when it exits (kv/read_queue.h). Page writes go through
+// one writer thread that batches them across shards (group commit); compaction runs on its own
+// thread.
 //
 // Durability: a write made with durable=true has reached stable media when Write returns OK
 // (its page and every earlier page of its log head were written with FUA, or written and then
@@ -85,6 +86,7 @@ struct EngineStats {
   uint64_t segments_retained = 0;   // cleaned but kept: records on damaged pages still indexed
   uint64_t compaction_damaged_pages = 0;  // damaged pages compaction met in its victims
   double recovery_seconds = 0;
+  uint64_t read_queues = 0;    // per-thread read queues open (one per reading thread alive)
   storage::DeviceInfo device;  // backend, LBA size, ring features in force, notes
   uint32_t page_bytes = 0, pages_per_segment = 0, shard_count = 0;
   IndexMode index_mode = IndexMode::kHash;

@@ -5,7 +5,8 @@
 //
 // Locks, in the order they may be taken (never the reverse):
 //   Shard::mu (several only in ascending shard id, by batches)
-//   -> SegmentTable's mutex -> writer_mu_ / read_queues_mu_ / error_mu_.
+//   -> SegmentTable's mutex -> writer_mu_ / error_mu_.
+// ReadQueueSet's mutex (read_queue.h) is a leaf too, taken with no other engine lock held.
 // No lock is held across device I/O, except that a shard's pages are sealed under its lock.
 #ifndef NVKV_KV_ENGINE_IMPL_H_
 #define NVKV_KV_ENGINE_IMPL_H_
@@ -30,6 +31,7 @@ namespace nvkv::kv {
 
 class Shard;
 class ReadQueue;
+class ReadQueueSet;
 
 // The identity of a key: XXH3-128 of its bytes. `lo` feeds the index, `hi` picks the shard, and
 // recovery uses both to tell keys apart without holding their bytes.
@@ -250,10 +252,9 @@ class Engine::Impl {
   // hold it to read a log that compaction is not rearranging. Taken before any shard lock.
   absl::Mutex compact_all_mu_;
 
-  // Per-thread read queues, owned here, found through a thread_local cache.
-  const uint64_t engine_id_;
-  absl::Mutex read_queues_mu_;
-  std::vector<std::unique_ptr<ReadQueue>> read_queues_ ABSL_GUARDED_BY(read_queues_mu_);
+  // Per-thread read queues, found through a thread_local cache (read_path.cc) that shares the
+  // set, so a thread outliving the engine never touches the engine itself.
+  const std::shared_ptr<ReadQueueSet> read_queues_;
 
   // Sticky failure: once a write's durability is unknown, writes are refused.
   std::atomic<bool> broken_{false};

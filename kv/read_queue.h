@@ -1,7 +1,10 @@
 // ReadQueue: one reading thread's io_uring queue and the state of its reads in flight.
+// ReadQueueSet: an engine's read queues, one per thread that reads from it.
 //
-// Thread contract: used only by the thread it belongs to (found through a thread_local cache);
-// owned by the engine, which destroys it at close.
+// Thread contract: a ReadQueue is used only by the thread it belongs to, which finds it through
+// a thread_local cache (read_path.cc ThisThreadQueue). Its engine's ReadQueueSet owns it and
+// destroys it when the thread exits (the cache's destructor hands it back) or when the engine
+// closes, whichever comes first.
 #ifndef NVKV_KV_READ_QUEUE_H_
 #define NVKV_KV_READ_QUEUE_H_
 
@@ -9,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
 #include "kv/engine_impl.h"
 #include "storage/device.h"
 
@@ -54,6 +60,8 @@ struct ReadOp {
 class ReadQueue {
  public:
   ReadQueue(Engine::Impl* engine, std::unique_ptr<storage::Device> device, uint32_t depth);
+  // The device goes first: it waits out reads still in flight, whose requests live in `ops`.
+  ~ReadQueue() { device.reset(); }
 
   std::unique_ptr<storage::Device> device;
   std::vector<std::unique_ptr<ReadOp>> ops;
@@ -64,6 +72,33 @@ class ReadQueue {
   // Set while Get or a write's key check reaps this queue: other reads that finish meanwhile
   // keep their callbacks for the caller's next Poll, as the API promises.
   bool reaping_internally = false;
+};
+
+// The read queues of one engine. Shared (std::shared_ptr) by the engine and the thread_local
+// caches of the threads that read from it, so that a thread exiting after the engine is gone
+// finds the set closed instead of a dangling engine, and an engine closing while one of its
+// readers exits waits until that reader's queue is gone: no queue outlives the device it was
+// opened on.
+//
+// Thread contract: every method may be called from any thread. mu_ is a leaf lock (no engine
+// lock is taken under it); it is held while a queue's device is opened or destroyed.
+class ReadQueueSet {
+ public:
+  // Adds a queue made by `make` (called under the lock, only while the set is open) for the
+  // calling thread. kFailedPrecondition once the set is closed.
+  absl::StatusOr<ReadQueue*> Open(
+      absl::FunctionRef<absl::StatusOr<std::unique_ptr<ReadQueue>>()> make);
+  // Destroys `queue`, whose thread is exiting; nothing when Close destroyed it already.
+  void Release(ReadQueue* queue);
+  // Destroys every queue; later Opens fail and later Releases do nothing.
+  void Close();
+  bool closed();
+  size_t size();
+
+ private:
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<ReadQueue*, std::unique_ptr<ReadQueue>> queues_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace nvkv::kv

@@ -22,13 +22,66 @@
 namespace nvkv::kv {
 namespace {
 
+// What recovery keeps per key while it scans: the newest record seen so far. The table holds
+// every key of the store at once, beside the index being built, so an entry is kept small: the
+// key is known by the 128-bit hash the table is keyed by, and the record by 16 bytes (a slot of
+// 32 bytes in hash mode, where a std::string key would double it). Ordered mode keeps the key
+// bytes too (LatestWithKey): its index holds them anyway.
 struct Latest {
   uint64_t sequence = 0;
-  uint64_t page = 0;
+  uint32_t page : 31 = 0;  // OpenStore refuses stores of 2^31 pages or more
+  uint32_t is_delete : 1 = 0;
   uint32_t record_bytes = 0;
-  bool is_delete = false;
-  std::string key;  // ordered mode only
+
+  std::string_view key() const { return {}; }
+  void set_key(std::string_view) {}
 };
+static_assert(sizeof(Latest) == 16);
+
+struct LatestWithKey : Latest {
+  std::string key_bytes;
+
+  std::string_view key() const { return key_bytes; }
+  void set_key(std::string_view key) { key_bytes.assign(key); }
+};
+
+// One table per shard: the index of a shard is built from its table alone, which is then freed
+// before the next shard's index is built, and a table that grows copies a shard's entries, not
+// all of them.
+template <typename Entry>
+using LatestTables = std::vector<absl::flat_hash_map<KeyHash, Entry>>;
+
+// Keeps `record` for its key when it is newer than what the table holds.
+template <typename Entry>
+void KeepIfNewer(absl::flat_hash_map<KeyHash, Entry>& table, const KeyHash& hash,
+                 const ScannedRecord& record) {
+  Entry& entry = table[hash];
+  // Equal sequences are the same record copied by compaction: either copy will do.
+  if (entry.sequence != 0 && entry.sequence >= record.header.sequence) return;
+  NVKV_DCHECK(record.page_number < (uint64_t{1} << 31));
+  entry.sequence = record.header.sequence;
+  entry.page = static_cast<uint32_t>(record.page_number);
+  entry.record_bytes = RecordBytes(record.key.size(), record.header.value_bytes);
+  entry.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
+  entry.set_key(record.key);
+}
+
+// Hands every live key of `table` to `insert(hash, key, page, record_bytes)`, after reserving
+// `reserve(live)` room, then frees the table. Stops at the first error.
+template <typename Entry, typename Reserve, typename Insert>
+absl::Status DrainTable(absl::flat_hash_map<KeyHash, Entry>& table, Reserve reserve,
+                        Insert insert) {
+  uint64_t live = 0;
+  for (const auto& [hash, entry] : table) live += entry.is_delete ? 0 : 1;
+  reserve(live);
+  for (const auto& [hash, entry] : table) {
+    if (entry.is_delete) continue;
+    absl::Status inserted = insert(hash, entry.key(), uint64_t{entry.page}, entry.record_bytes);
+    if (!inserted.ok()) return inserted;
+  }
+  absl::flat_hash_map<KeyHash, Entry>().swap(table);
+  return absl::OkStatus();
+}
 
 // One segment being read: its chunk buffers and how many reads are still out.
 struct SegmentRead {
@@ -60,7 +113,9 @@ absl::Status Engine::Impl::Recover() {
                                                    " bytes are too large to recover"));
   }
 
-  absl::flat_hash_map<KeyHash, Latest> latest;
+  // Hash mode fills `latest`, ordered mode `latest_keyed`.
+  LatestTables<Latest> latest(ordered_ ? 0 : shards_.size());
+  LatestTables<LatestWithKey> latest_keyed(ordered_ ? shards_.size() : 0);
   uint64_t max_sequence = 0;
   uint32_t max_generation = 0;
   std::vector<SegmentScanResult> scans(g.segment_count);
@@ -110,7 +165,12 @@ absl::Status Engine::Impl::Recover() {
     scans[segment] = ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/false,
                                  [&](const ScannedRecord& record) {
       const KeyHash hash = HashKey(record.key);
-      Latest& entry = latest[hash];
+      const uint32_t shard = ShardFor(hash).id;
+      if (ordered_) {
+        KeepIfNewer(latest_keyed[shard], hash, record);
+      } else {
+        KeepIfNewer(latest[shard], hash, record);
+      }
       min_seq[segment] = std::min(min_seq[segment], record.header.sequence);
       max_seq[segment] = std::max(max_seq[segment], record.header.sequence);
       max_sequence = std::max(max_sequence, record.header.sequence);
@@ -118,13 +178,6 @@ absl::Status Engine::Impl::Recover() {
                             RecordBytes(record.key.size(), record.header.value_bytes),
                             record.header.type == static_cast<uint8_t>(RecordType::kDelete));
       ++recovery_records_;
-      // Equal sequences are the same record copied by compaction: either copy will do.
-      if (entry.sequence != 0 && entry.sequence >= record.header.sequence) return;
-      entry.sequence = record.header.sequence;
-      entry.page = record.page_number;
-      entry.record_bytes = RecordBytes(record.key.size(), record.header.value_bytes);
-      entry.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
-      if (ordered_) entry.key.assign(record.key);
     });
     max_generation = std::max(max_generation, scans[segment].max_generation);
     // Sequences of pages outside every log count too: a new record must never lose to an old one
@@ -142,16 +195,17 @@ absl::Status Engine::Impl::Recover() {
   }
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
-    shard->index->Reserve(latest.size() / shards_.size() + 16);
-  }
-  for (auto& [hash, entry] : latest) {
-    if (entry.is_delete) continue;
-    Shard& shard = ShardFor(hash);
-    absl::MutexLock lock(&shard.mu);
-    absl::Status inserted =
-        shard.index->Insert(hash.lo, entry.key, EncodeLocation(entry.page, entry.record_bytes));
-    if (!inserted.ok()) return inserted;
-    segments_->AddLive(g.SegmentOf(entry.page), entry.record_bytes);
+    auto reserve = [&](uint64_t live) { shard->index->Reserve(live); };
+    auto insert = [&](const KeyHash& hash, std::string_view key, uint64_t page,
+                      uint32_t record_bytes) -> absl::Status {
+      absl::Status inserted =
+          shard->index->Insert(hash.lo, key, EncodeLocation(page, record_bytes));
+      if (inserted.ok()) segments_->AddLive(g.SegmentOf(page), record_bytes);
+      return inserted;
+    };
+    absl::Status drained = ordered_ ? DrainTable(latest_keyed[shard->id], reserve, insert)
+                                    : DrainTable(latest[shard->id], reserve, insert);
+    if (!drained.ok()) return drained;
   }
   segments_->SetNextGeneration(uint64_t{max_generation} + 1);
   segments_->FinishRecovery();

@@ -16,7 +16,9 @@ RingDevice::RingDevice(DeviceInfo info, int fd, std::unique_ptr<Ring> ring,
 
 RingDevice::~RingDevice() {
   // Requests still in flight point into caller memory and our buffers: wait them out before the
-  // ring and pool go away, so the kernel never writes into freed memory.
+  // ring and pool go away, so the kernel never writes into freed memory. Their callbacks never
+  // run, so their completions are only counted (no backend's CompletionStatus: this runs after
+  // the backend's part of the object is gone).
   if (broken_.ok()) {
     while (sqes_in_flight_ > 0) {
       if (sqes_unsubmitted_ > 0 || ring_->needs_get_events()) {
@@ -26,7 +28,7 @@ RingDevice::~RingDevice() {
         io_uring_cqe* cqe = nullptr;
         if (io_uring_wait_cqe(ring_->raw(), &cqe) != 0) break;
       }
-      HarvestCompletions();
+      DiscardCompletions();
     }
   }
   ring_.reset();
@@ -140,6 +142,12 @@ uint32_t RingDevice::HarvestCompletions() {
     stats_.max_completions_per_reap = std::max<uint64_t>(stats_.max_completions_per_reap, seen);
   }
   return seen;
+}
+
+void RingDevice::DiscardCompletions() {
+  const unsigned ready = io_uring_cq_ready(ring_->raw());
+  io_uring_cq_advance(ring_->raw(), ready);
+  sqes_in_flight_ -= std::min<uint32_t>(ready, sqes_in_flight_);
 }
 
 uint32_t RingDevice::RunCallbacks() {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "storage/device.h"
 #include "tests/testutil/status_matchers.h"
@@ -81,6 +82,37 @@ TEST(RingDeviceReapTest, ReapSubmitsQueuedRequestsWhenCompletionsAreAlreadyVisib
                                 write.buffer.data, page_bytes));
   while (device.in_flight() > 0) ASSERT_THAT(device.Reap(device.in_flight()), IsOk());
   EXPECT_THAT(write.status, IsOk());
+}
+
+// A queue destroyed with requests still in flight waits for them (the kernel must not write
+// into its buffers once they are freed) and runs none of their callbacks.
+TEST(RingDeviceReapTest, DestroyingAQueueWithReadsInFlightWaitsForThemWithoutCallbacks) {
+  nvkv::testing::TempDir dir;
+  DeviceOptions options;
+  options.backend = Backend::kDirectFile;
+  options.create_bytes = 1 << 20;
+  options.ring.queue_depth = 8;
+  options.buffers.buffer_count = 8;
+  options.buffers.chunk_count = 0;
+  auto opened = OpenDevice(dir.File("store"), options);
+  ASSERT_THAT(opened, IsOk());
+  auto queue = (*opened)->OpenSimilarQueue();
+  ASSERT_THAT(queue, IsOk());
+  const uint32_t lba_count = (*queue)->buffers().page_bytes() / (*queue)->info().lba_bytes;
+  int callbacks = 0;
+  std::vector<IoRequest> reads(8);
+  for (uint32_t i = 0; i < reads.size(); ++i) {
+    reads[i].op = IoOp::kRead;
+    reads[i].lba = i * lba_count;
+    reads[i].lba_count = lba_count;
+    reads[i].buffer = (*queue)->buffers().GetPage();
+    reads[i].context = &callbacks;
+    reads[i].on_done = [](IoRequest* request) { ++*static_cast<int*>(request->context); };
+    ASSERT_THAT((*queue)->Enqueue(&reads[i]), IsOk());
+  }
+  ASSERT_THAT((*queue)->Submit(), IsOk());
+  queue->reset();
+  EXPECT_EQ(callbacks, 0);
 }
 
 }  // namespace

@@ -18,7 +18,9 @@
 //     on a thread completes only in a Poll on that same thread.
 //   - Close() and the destructor must not run concurrently with any other call on the DB, and
 //     every Iterator of the DB must be destroyed before the DB is.
-// Each thread that reads gets its own io_uring queue the first time it reads.
+// Each thread that reads gets its own io_uring queue (a ring, a file descriptor and registered
+// buffers) the first time it reads from a DB, one per DB, and gives it back when it exits, so
+// threads may come and go; a DB closed first has released it already.
 //
 // One opener at a time: Open takes an exclusive lock on the path, so a second Open of the same
 // store (from this or another process) fails with kFailedPrecondition until the first DB is
@@ -157,7 +159,9 @@ class DB {
   // never runs. Errors: kInvalidArgument (bad key),
   // kUnavailable (this thread already has Options::read_queue_depth reads in flight: Poll, then
   // retry), kFailedPrecondition after Close().
-  // REQUIRES: the thread polls until PendingReads() is 0 before Close().
+  // REQUIRES: the thread polls until PendingReads() is 0 before Close(). A thread that exits
+  // with reads pending abandons them: their `done` callbacks are destroyed without running, and
+  // the thread's queue is released once the device has finished them.
   absl::Status GetAsync(std::string_view key,
                         std::function<void(absl::StatusOr<std::string>)> done);
 

@@ -1,0 +1,208 @@
+// Per-thread read queues: each reading thread gets one queue (a ring, a file descriptor,
+// registered buffers) per store, and gives it back when it exits, whether the store is still
+// open or closed before the thread ends.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv/engine.h"
+#include "tests/testutil/status_matchers.h"
+#include "tests/testutil/temp_dir.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+
+// The smallest store Open accepts with one shard: 8 segments of 256 KiB.
+EngineOptions TinyStore() {
+  EngineOptions options;
+  options.capacity_bytes = 4 << 20;
+  options.segment_bytes = 256 << 10;
+  options.shard_count = 1;
+  options.page_buffers_per_shard = 8;
+  options.read_queue_depth = 4;
+  options.background_compaction = false;
+  options.device.ring.queue_depth = 8;
+  return options;
+}
+
+absl::Status Put(Engine& engine, std::string_view key, std::string_view value) {
+  WriteOp op{false, key, value};
+  return engine.Write(std::span<const WriteOp>(&op, 1), /*durable=*/true);
+}
+
+// Open file descriptors of this process (each read queue holds two: its ring and its own
+// descriptor of the store file).
+size_t OpenFds() {
+  size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++count;
+  }
+  return count;
+}
+
+// Runs `body` on a new thread and waits for it to end (thread_local destructors included).
+template <typename F>
+void OnOwnThread(F body) {
+  std::thread thread(body);
+  thread.join();
+}
+
+TEST(ReadQueueTest, ThreadsThatExitReleaseTheirReadQueues) {
+  nvkv::testing::TempDir dir;
+  auto engine = Engine::Open(dir.File("store"), TinyStore());
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_THAT(Put(**engine, "key", "value"), IsOk());
+  OnOwnThread([&] { EXPECT_EQ(*(*engine)->Get("key"), "value"); });
+  const size_t fds_before = OpenFds();
+  constexpr int kThreads = 2000;
+  constexpr int kAtOnce = 8;
+  std::atomic<int> found{0};
+  for (int i = 0; i < kThreads; i += kAtOnce) {
+    std::vector<std::thread> wave;
+    for (int j = 0; j < kAtOnce; ++j) {
+      wave.emplace_back([&] {
+        absl::StatusOr<std::string> value = (*engine)->Get("key");
+        if (value.ok() && *value == "value") found.fetch_add(1);
+      });
+    }
+    for (std::thread& thread : wave) thread.join();
+  }
+  EXPECT_EQ(found.load(), kThreads);
+  EXPECT_EQ(OpenFds(), fds_before);
+  EXPECT_EQ((*engine)->Stats().read_queues, 0u);
+  EXPECT_THAT((*engine)->Close(), IsOk());
+}
+
+TEST(ReadQueueTest, ThreadReadingManyStoresKeepsOneQueuePerStore) {
+  nvkv::testing::TempDir dir;
+  constexpr int kStores = 11;  // more than any fixed-size per-thread cache would hold
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int i = 0; i < kStores; ++i) {
+    auto engine = Engine::Open(dir.File("store" + std::to_string(i)), TinyStore());
+    ASSERT_THAT(engine, IsOk());
+    ASSERT_THAT(Put(**engine, "key", std::to_string(i)), IsOk());
+    engines.push_back(std::move(*engine));
+  }
+  OnOwnThread([&] {
+    auto read_all = [&] {
+      for (int i = 0; i < kStores; ++i) EXPECT_EQ(*engines[i]->Get("key"), std::to_string(i));
+    };
+    read_all();
+    const size_t fds_after_first_round = OpenFds();
+    for (int round = 0; round < 20; ++round) read_all();
+    EXPECT_EQ(OpenFds(), fds_after_first_round);
+    for (const auto& engine : engines) EXPECT_EQ(engine->Stats().read_queues, 1u);
+  });
+  for (const auto& engine : engines) EXPECT_EQ(engine->Stats().read_queues, 0u);
+  for (const auto& engine : engines) EXPECT_THAT(engine->Close(), IsOk());
+}
+
+TEST(ReadQueueTest, WritingThreadsThatExitReleaseTheirQueues) {
+  // In hash mode an overwrite reads the key's page to confirm it, on the writing thread's queue.
+  nvkv::testing::TempDir dir;
+  auto engine = Engine::Open(dir.File("store"), TinyStore());
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_THAT(Put(**engine, "key", "0"), IsOk());
+  OnOwnThread([&] { EXPECT_THAT(Put(**engine, "key", "1"), IsOk()); });
+  const size_t fds_before = OpenFds();
+  const uint64_t verify_reads_before = (*engine)->Stats().verify_reads;
+  constexpr int kThreads = 200;
+  for (int i = 0; i < kThreads; ++i) {
+    OnOwnThread([&] { EXPECT_THAT(Put(**engine, "key", std::to_string(i)), IsOk()); });
+  }
+  EXPECT_EQ((*engine)->Stats().verify_reads - verify_reads_before, uint64_t{kThreads});
+  EXPECT_EQ(OpenFds(), fds_before);
+  EXPECT_EQ((*engine)->Stats().read_queues, 0u);
+  EXPECT_EQ(*(*engine)->Get("key"), std::to_string(kThreads - 1));
+  EXPECT_THAT((*engine)->Close(), IsOk());
+}
+
+TEST(ReadQueueTest, ThreadOutlivingItsStoreExitsCleanly) {
+  nvkv::testing::TempDir dir;
+  const std::string path = dir.File("store");
+  const size_t fds_before = OpenFds();
+  auto engine = Engine::Open(path, TinyStore());
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_THAT(Put(**engine, "key", "value"), IsOk());
+  std::atomic<int> step{0};
+  std::thread reader([&] {
+    EXPECT_EQ(*(*engine)->Get("key"), "value");
+    step.store(1);
+    while (step.load() != 2) std::this_thread::yield();
+    // The store is closed and destroyed now; this thread's queue went with it.
+    auto reopened = Engine::Open(path, TinyStore());
+    ASSERT_THAT(reopened, IsOk());
+    EXPECT_EQ(*(*reopened)->Get("key"), "value");
+    EXPECT_EQ((*reopened)->Stats().read_queues, 1u);
+    EXPECT_THAT((*reopened)->Close(), IsOk());
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  EXPECT_EQ((*engine)->Stats().read_queues, 1u);
+  EXPECT_THAT((*engine)->Close(), IsOk());
+  engine->reset();
+  step.store(2);
+  reader.join();
+  EXPECT_EQ(OpenFds(), fds_before);
+}
+
+TEST(ReadQueueTest, StoreClosingWhileItsReadersExit) {
+  nvkv::testing::TempDir dir;
+  auto engine = Engine::Open(dir.File("store"), TinyStore());
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_THAT(Put(**engine, "key", "value"), IsOk());
+  constexpr int kReaders = 8;
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    readers.emplace_back([&] {
+      EXPECT_EQ(*(*engine)->Get("key"), "value");
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      // Exits (and gives its queue back) while the store closes.
+    });
+  }
+  while (ready.load() != kReaders) std::this_thread::yield();
+  go.store(true);
+  EXPECT_THAT((*engine)->Close(), IsOk());
+  for (std::thread& reader : readers) reader.join();
+  engine->reset();
+}
+
+TEST(ReadQueueTest, ThreadExitingWithReadsInFlightAbandonsThem) {
+  nvkv::testing::TempDir dir;
+  const std::string path = dir.File("store");
+  {
+    auto engine = Engine::Open(path, TinyStore());
+    ASSERT_THAT(engine, IsOk());
+    for (int i = 0; i < 4; ++i) ASSERT_THAT(Put(**engine, "k" + std::to_string(i), "v"), IsOk());
+  }
+  // Reopened: every record is on the device, so each GetAsync reads a page.
+  auto engine = Engine::Open(path, TinyStore());
+  ASSERT_THAT(engine, IsOk());
+  const size_t fds_before = OpenFds();
+  std::atomic<int> callbacks{0};
+  OnOwnThread([&] {
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_THAT((*engine)->GetAsync("k" + std::to_string(i),
+                                      [&](absl::StatusOr<std::string>) { callbacks.fetch_add(1); }),
+                  IsOk());
+    }
+    EXPECT_EQ((*engine)->pending_reads(), 4u);
+  });
+  EXPECT_EQ(callbacks.load(), 0);  // only a Poll on that thread could have run them
+  EXPECT_EQ(OpenFds(), fds_before);
+  EXPECT_EQ((*engine)->Stats().read_queues, 0u);
+  EXPECT_EQ(*(*engine)->Get("k3"), "v");
+  EXPECT_THAT((*engine)->Close(), IsOk());
+}
+
+}  // namespace
+}  // namespace nvkv::kv
