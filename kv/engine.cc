@@ -95,6 +95,15 @@ absl::Status Engine::Impl::broken_status() {
   return error_;
 }
 
+absl::Status Engine::Impl::WriterStatus() {
+  if (broken_.load()) return broken_status();
+  if (writer_exited_.load()) {
+    return absl::FailedPreconditionError(
+        "the store is closing: its writer thread has stopped, so nothing more becomes durable");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::Impl::CheckOpen() const {
   if (closed_.load()) return absl::FailedPreconditionError("the store is closed");
   return absl::OkStatus();
@@ -315,13 +324,16 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
 
 absl::Status Engine::Impl::Close() {
   if (closed_.exchange(true)) return absl::OkStatus();
-  absl::Status status;
-  if (writer_thread_.joinable() && !broken_.load()) status = Flush();
+  // Compaction stops first: until it has, it may copy records and wait for the copies to be
+  // durable, so the writer must still be there (engine_impl.h, stopping_).
   stopping_.store(true);
   if (compaction_thread_.joinable()) {
     WakeCompaction();
     compaction_thread_.join();
   }
+  absl::Status status;
+  if (writer_thread_.joinable() && !broken_.load()) status = Flush();
+  writer_stopping_.store(true);
   if (writer_thread_.joinable()) {
     WakeWriter();
     writer_thread_.join();

@@ -132,7 +132,7 @@ absl::Status EnsureOpenRoom(Engine::Impl& engine, Shard& shard, uint32_t bytes,
     if (!head.free_slots.empty()) return OpenNewPage(engine, shard, use);
     // Back-pressure: every page buffer is sealed or in flight. The writer frees one soon.
     engine.WakeWriter();
-    if (engine.broken_.load()) return engine.broken_status();
+    if (absl::Status writer = engine.WriterStatus(); !writer.ok()) return writer;
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
   }
   return absl::OkStatus();
@@ -253,7 +253,7 @@ absl::Status ReserveForBatch(Engine::Impl& engine, Shard& shard,
     }
     if (head.free_slots.size() >= fresh) return absl::OkStatus();
     engine.WakeWriter();
-    if (engine.broken_.load()) return engine.broken_status();
+    if (absl::Status writer = engine.WriterStatus(); !writer.ok()) return writer;
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
   }
 }
@@ -614,7 +614,8 @@ absl::Status Engine::Impl::WaitDurable(Shard& shard, uint64_t counter) {
   shard.wants_writer.store(true, std::memory_order_release);
   WakeWriter();
   while (head.durable_through < counter) {
-    if (broken_.load()) return broken_status();
+    // Only the writer thread makes pages durable: never wait for one that has exited.
+    if (absl::Status writer = WriterStatus(); !writer.ok()) return writer;
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
   }
   return absl::OkStatus();
