@@ -190,11 +190,14 @@ class Engine::Impl {
   // Marks ranges covered by the last completed flush durable and moves durable_through.
   void RefreshDurable(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   void SetBroken(const absl::Status& status);
-  // Largest batch: half a segment, and no more pages than a shard can hold unwritten.
+  // Largest batch, in record bytes. A batch's records all go to one head, after what its open
+  // page holds, into fresh pages that must all be reserved at once (ReserveForBatch): so few
+  // bytes that, however they pack (Geometry::BatchBytesWithinPages), the fresh pages fit both
+  // one segment and the page buffers the shard owns. With the defaults (1 MiB segments, 32
+  // buffers) that is 16 pages' payload, 64,896 bytes.
   uint64_t max_batch_bytes() const {
     return std::min<uint64_t>(geometry_.max_batch_bytes(),
-                              uint64_t{options_.page_buffers_per_shard - 6} *
-                                  geometry_.payload_bytes());
+                              geometry_.BatchBytesWithinPages(options_.page_buffers_per_shard));
   }
   absl::Status broken_status();
   // Why waiting for the writer thread (durability, a free page buffer) is pointless: the sticky

@@ -54,6 +54,12 @@ absl::Status EnsureSegmentRoom(Engine::Impl& engine, Shard& shard, uint32_t page
   if (head.has_segment && head.next_page + pages <= engine.geometry_.pages_per_segment) {
     return absl::OkStatus();
   }
+  if (pages > engine.geometry_.pages_per_segment) {
+    // No segment is large enough: taking another would not help (and callers that loop until
+    // the room is there would take every free segment).
+    return absl::InvalidArgumentError(absl::StrCat(
+        pages, " pages do not fit one segment of ", engine.geometry_.pages_per_segment));
+  }
   SealOpenPage(engine, shard);
   uint32_t generation = 0;
   absl::StatusOr<uint64_t> segment = engine.segments_->Allocate(use, &generation);
@@ -245,6 +251,17 @@ absl::Status ReserveForBatch(Engine::Impl& engine, Shard& shard,
   LogHead& head = shard.head;
   while (true) {
     const uint32_t fresh = PlanFreshPages(engine, head, records);
+    // Waiting for more page buffers than the shard owns, or for more pages than a segment has,
+    // would never end. max_batch_bytes() keeps every batch below both, except in hash mode when
+    // keys of the batch collide on their index tags and must go to different pages.
+    const uint64_t owned = std::min<uint64_t>(shard.slots.size(),
+                                              engine.geometry_.pages_per_segment);
+    if (fresh > owned) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch of ", records.size(), " records needs ", fresh, " pages; a shard has ",
+          shard.slots.size(), " page buffers and a segment ",
+          engine.geometry_.pages_per_segment, " pages"));
+    }
     if (!head.has_segment ||
         head.next_page + fresh > engine.geometry_.pages_per_segment) {
       absl::Status room = EnsureSegmentRoom(engine, shard, fresh, use);
