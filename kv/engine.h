@@ -79,6 +79,7 @@ struct EngineStats {
   uint64_t verify_reads = 0;           // reads a hash-mode overwrite needed to confirm its key
   uint64_t segments_total = 0, segments_free = 0, segments_cleaned = 0;
   uint64_t capacity_bytes = 0, live_bytes = 0;
+  uint64_t usable_bytes = 0;            // what user puts may fill (SegmentTable::usable_bytes)
   uint64_t recovery_pages_scanned = 0, recovery_records = 0;
   uint64_t recovery_batches_discarded = 0;
   double recovery_seconds = 0;

@@ -500,9 +500,11 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   const SegmentUse use = all_deletes ? SegmentUse::kUserDelete : SegmentUse::kUserPut;
 
   // Store full: gives compaction a chance to free a segment, once per attempt. True when it did
-  // (the caller tries again); false when the caller should return `status`.
+  // (the caller tries again); false when the caller should return `status`: at once when
+  // nothing cleans in the background, or when nothing is worth cleaning (WaitForFree).
   auto compaction_freed_room = [this, use](const absl::Status& status, int attempt) {
     if (!absl::IsResourceExhausted(status) || attempt + 1 >= kMaxResolveRetries) return false;
+    if (!options_.background_compaction) return false;
     WakeCompaction();
     return segments_->WaitForFree(use, absl::Seconds(2));
   };

@@ -138,5 +138,52 @@ TEST(CapacityTest, BatchNeedingMorePagesThanAShardOwnsIsRefusedNotLeftWaiting) {
   EXPECT_EQ(engine->Stats().live_keys, 0u);
 }
 
+
+// Distinct puts fill a 16 MiB store (15 segments of 1 MiB, 4 shards) up to what Stats says is
+// usable, and the put that finds it full is refused at once. It used to wait 2 s for
+// compaction, which had nothing to clean (every record is live).
+//
+// The bound: values of 4,000 bytes make records of 4,034 bytes, one a page (4,056 bytes of
+// payload). Puts may fill usable_bytes, every segment but the reserve; the put that fails is
+// the one whose shard's head segment is full, while the head of each other shard may still
+// have up to a segment unused. So the live bytes reach at least
+// (usable_bytes - (shard_count - 1) segments) / page_bytes records of 4,034 bytes.
+TEST(CapacityTest, DistinctPutsFillTheUsableCapacityThenFailAtOnce) {
+  std::shared_ptr<Engine> engine = OpenMemStore(16 << 20);
+  ASSERT_NE(engine, nullptr);
+  const std::string value(4000, 'v');
+  uint64_t written = 0;
+  absl::Status status;
+  absl::Duration failing_put;
+  while (status.ok()) {
+    const std::string key = absl::StrCat("key", 1000000 + written);  // 10 bytes
+    WriteOp op{false, key, value};
+    const absl::Time start = absl::Now();
+    status = engine->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false);
+    failing_put = absl::Now() - start;
+    if (status.ok()) ++written;
+    ASSERT_LT(written, 4000u) << "16 MiB cannot hold 4,000 pages of records";
+  }
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_LT(failing_put, absl::Seconds(1));
+  const EngineStats stats = engine->Stats();
+  const uint64_t segment_bytes = uint64_t{stats.page_bytes} * stats.pages_per_segment;
+  ASSERT_EQ(stats.segments_total, 15u);
+  EXPECT_EQ(stats.capacity_bytes, 15 * segment_bytes);
+  // Every segment but one per shard and two more: 9 of 15.
+  EXPECT_EQ(stats.usable_bytes, (15 - stats.shard_count - 2) * segment_bytes);
+  const uint32_t record_bytes = kRecordHeaderBytes + 10 + 4000;
+  const uint64_t pages_sure =
+      (stats.usable_bytes - (stats.shard_count - 1) * segment_bytes) / stats.page_bytes;
+  EXPECT_EQ(stats.live_bytes, written * record_bytes);
+  EXPECT_GE(stats.live_bytes, pages_sure * record_bytes);
+  // Everything acknowledged reads back.
+  for (uint64_t i = 0; i < written; i += 97) {
+    auto got = engine->Get(absl::StrCat("key", 1000000 + i));
+    ASSERT_THAT(got, IsOk()) << i;
+    EXPECT_EQ(*got, value);
+  }
+}
+
 }  // namespace
 }  // namespace nvkv::kv
