@@ -203,6 +203,7 @@ Stats FromEngine(const kv::EngineStats& in) {
   out.verify_reads = in.verify_reads;
   out.capacity_bytes = in.capacity_bytes;
   out.live_bytes = in.live_bytes;
+  out.usable_bytes = in.usable_bytes;
   out.segments_total = in.segments_total;
   out.segments_free = in.segments_free;
   out.segments_cleaned = in.segments_cleaned;

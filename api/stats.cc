@@ -170,9 +170,9 @@ std::string Stats::ToString() const {
   absl::StrAppendFormat(&out, "device operations: %u page writes, %u page reads, %u flushes, "
                               "%u FUA writes, %u verify reads\n",
                         pages_written, page_reads, flushes, fua_writes, verify_reads);
-  absl::StrAppendFormat(&out, "space: %u of %u bytes live; segments %u total, %u free, "
-                              "%u cleaned\n",
-                        live_bytes, capacity_bytes, segments_total, segments_free,
+  absl::StrAppendFormat(&out, "space: %u of %u bytes live, %u usable; segments %u total, "
+                              "%u free, %u cleaned\n",
+                        live_bytes, capacity_bytes, usable_bytes, segments_total, segments_free,
                         segments_cleaned);
   absl::StrAppendFormat(&out, "damage: %u segments retained, %u damaged pages met by "
                               "compaction\n",
@@ -203,6 +203,7 @@ std::string Stats::ToJson() const {
   json.Add("fua_writes", fua_writes);
   json.Add("verify_reads", verify_reads);
   json.Add("capacity_bytes", capacity_bytes);
+  json.Add("usable_bytes", usable_bytes);
   json.Add("live_bytes", live_bytes);
   json.Add("segments_total", segments_total);
   json.Add("segments_free", segments_free);

@@ -26,10 +26,10 @@ void Engine::Impl::WakeCompaction() {
 }
 
 void Engine::Impl::CompactionLoop() {
-  // Clean before writers hit their reserve (shard_count + 2 free segments), or puts would fail
+  // Clean before writers hit their reserve (SegmentTable::UserReserveFor), or puts would fail
   // "store full" while compaction, not yet below its mark, found nothing to do.
   const uint64_t low_water =
-      std::max<uint64_t>(shards_.size() + 2 + 3, segments_->count() / 16);
+      std::max<uint64_t>(segments_->user_reserve() + 3, segments_->count() / 16);
   absl::Time last_retained_check = absl::Now();
   while (!stopping_.load()) {
     uint64_t compact_all_through = 0;

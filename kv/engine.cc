@@ -93,6 +93,15 @@ absl::Status Engine::Impl::broken_status() {
   return error_;
 }
 
+absl::Status Engine::Impl::WriterStatus() {
+  if (broken_.load()) return broken_status();
+  if (writer_exited_.load()) {
+    return absl::FailedPreconditionError(
+        "the store is closing: its writer thread has stopped, so nothing more becomes durable");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::Impl::CheckOpen() const {
   if (closed_.load()) return absl::FailedPreconditionError("the store is closed");
   return absl::OkStatus();
@@ -210,7 +219,9 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     const uint32_t pages_per_segment = options_.segment_bytes / options_.page_bytes;
     const uint64_t segment_count =
         pages > kSuperblockPages ? (pages - kSuperblockPages) / pages_per_segment : 0;
-    const uint64_t need = 2 * uint64_t{options_.shard_count} + 6;
+    // The reserve, an open segment per shard, and four segments of data.
+    const uint64_t need =
+        uint64_t{SegmentTable::UserReserveFor(options_.shard_count)} + options_.shard_count + 4;
     if (segment_count < need) {
       return absl::FailedPreconditionError(absl::StrCat(
           path, ": too small: ", device_info_.capacity_bytes(), " bytes hold ", segment_count,
@@ -258,7 +269,8 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   store_seed_ = StoreSeed(superblock.store_id);
 
   // Shards, segments, queues.
-  segments_ = std::make_unique<SegmentTable>(geometry_, options_.shard_count + 2);
+  segments_ = std::make_unique<SegmentTable>(
+      geometry_, SegmentTable::UserReserveFor(options_.shard_count));
   for (uint32_t i = 0; i < options_.shard_count; ++i) {
     auto shard = std::make_unique<Shard>();
     shard->id = i;
@@ -320,13 +332,16 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
 
 absl::Status Engine::Impl::Close() {
   if (closed_.exchange(true)) return absl::OkStatus();
-  absl::Status status;
-  if (writer_thread_.joinable() && !broken_.load()) status = Flush();
+  // Compaction stops first: until it has, it may copy records and wait for the copies to be
+  // durable, so the writer must still be there (engine_impl.h, stopping_).
   stopping_.store(true);
   if (compaction_thread_.joinable()) {
     WakeCompaction();
     compaction_thread_.join();
   }
+  absl::Status status;
+  if (writer_thread_.joinable() && !broken_.load()) status = Flush();
+  writer_stopping_.store(true);
   if (writer_thread_.joinable()) {
     WakeWriter();
     writer_thread_.join();
@@ -370,6 +385,7 @@ EngineStats Engine::Impl::Stats() {
   s.segments_cleaned = segments_cleaned_.load();
   s.capacity_bytes = geometry_.segment_count * geometry_.segment_bytes();
   s.live_bytes = segments_->live_bytes_total();
+  s.usable_bytes = segments_->usable_bytes();
   s.recovery_pages_scanned = recovery_pages_;
   s.recovery_records = recovery_records_;
   s.recovery_batches_discarded = recovery_batches_discarded_;

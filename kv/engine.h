@@ -50,7 +50,7 @@ struct EngineOptions {
   bool force_format = false;        // format even over data that is not an nvkv store
   uint64_t capacity_bytes = 1ull << 30;  // size of a store file created by Open
   uint32_t page_bytes = 4096;       // format only: power of two, 4096..65536, multiple of LBA
-  uint32_t segment_bytes = 1u << 20;  // format only: multiple of page_bytes, >= 8 pages
+  uint32_t segment_bytes = 1u << 20;  // format only: multiple of page_bytes, >= 16 pages
   uint32_t shard_count = 4;         // 1..64
   IndexMode index_mode = IndexMode::kHash;
   uint32_t max_write_delay_us = 2000;  // non-durable writes reach the device within this
@@ -80,6 +80,7 @@ struct EngineStats {
   uint64_t verify_reads = 0;           // reads a hash-mode overwrite needed to confirm its key
   uint64_t segments_total = 0, segments_free = 0, segments_cleaned = 0;
   uint64_t capacity_bytes = 0, live_bytes = 0;
+  uint64_t usable_bytes = 0;            // what user puts may fill (SegmentTable::usable_bytes)
   uint64_t recovery_pages_scanned = 0, recovery_records = 0;
   uint64_t recovery_batches_discarded = 0;
   uint64_t recovery_damaged_pages = 0;  // pages inside logs that recovery skipped (holes)

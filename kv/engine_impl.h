@@ -203,13 +203,19 @@ class Engine::Impl {
   // Marks ranges covered by the last completed flush durable and moves durable_through.
   void RefreshDurable(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   void SetBroken(const absl::Status& status);
-  // Largest batch: half a segment, and no more pages than a shard can hold unwritten.
+  // Largest batch, in record bytes. A batch's records all go to one head, after what its open
+  // page holds, into fresh pages that must all be reserved at once (ReserveForBatch): so few
+  // bytes that, however they pack (Geometry::BatchBytesWithinPages), the fresh pages fit both
+  // one segment and the page buffers the shard owns. With the defaults (1 MiB segments, 32
+  // buffers) that is 16 pages' payload, 64,896 bytes.
   uint64_t max_batch_bytes() const {
     return std::min<uint64_t>(geometry_.max_batch_bytes(),
-                              uint64_t{options_.page_buffers_per_shard - 6} *
-                                  geometry_.payload_bytes());
+                              geometry_.BatchBytesWithinPages(options_.page_buffers_per_shard));
   }
   absl::Status broken_status();
+  // Why waiting for the writer thread (durability, a free page buffer) is pointless: the sticky
+  // failure, or kFailedPrecondition once the writer has exited; OK while it serves.
+  absl::Status WriterStatus();
 
   const EngineOptions options_;
   const bool ordered_;
@@ -229,7 +235,16 @@ class Engine::Impl {
   absl::Mutex writer_mu_;
   absl::CondVar writer_cv_;
   bool writer_wake_ ABSL_GUARDED_BY(writer_mu_) = false;
+  // Close stops the threads in this order: `stopping_` first (compaction finishes the segment it
+  // is cleaning and exits; CompactAll refuses), then, once the compaction thread has been
+  // joined, `writer_stopping_` (the writer writes what is left and exits). Compaction copies
+  // records and waits for them to be durable, which only the writer can do, so the writer serves
+  // until compaction has stopped.
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> writer_stopping_{false};
+  // Set by the writer thread as it exits (closing, or its queue broke): from then on no page
+  // becomes durable and no page buffer comes back, so nobody may wait for either.
+  std::atomic<bool> writer_exited_{false};
   std::atomic<uint64_t> flush_epoch_{1};  // bumped at each flush submission
   storage::IoRequest flush_request_;
   bool flush_in_flight_ = false;  // writer thread only

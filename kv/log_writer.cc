@@ -120,7 +120,7 @@ void Engine::Impl::WriterLoop() {
     bool want_flush = false;
     bool open_pages = false;
     const uint64_t now = NowMicros();
-    const bool stopping = stopping_.load();
+    const bool stopping = writer_stopping_.load();
     for (auto& shard_ptr : shards_) {
       Shard& shard = *shard_ptr;
       absl::MutexLock lock(&shard.mu);
@@ -186,15 +186,11 @@ void Engine::Impl::WriterLoop() {
       if (!reaped.ok()) SetBroken(reaped.status());
       if (!reaped.ok() && queue.in_flight() > 0) {
         // The queue is broken: nothing more will complete. Fail the waiters and stop writing.
-        for (auto& shard : shards_) {
-          absl::MutexLock lock(&shard->mu);
-          shard->changed.SignalAll();
-        }
-        return;
+        break;
       }
       continue;
     }
-    if (stopping && batch.empty() && !want_flush && !open_pages) return;
+    if (stopping && batch.empty() && !want_flush && !open_pages) break;
     absl::MutexLock lock(&writer_mu_);
     if (!writer_wake_) {
       const uint32_t delay_us = open_pages ? std::max<uint32_t>(options_.max_write_delay_us, 50)
@@ -202,6 +198,13 @@ void Engine::Impl::WriterLoop() {
       writer_cv_.WaitWithTimeout(&writer_mu_, absl::Microseconds(delay_us));
     }
     writer_wake_ = false;
+  }
+  // Whoever still waits for a page to become durable or for a page buffer would wait forever:
+  // wake them all, to find writer_exited_ (WriterStatus) under their shard's lock.
+  writer_exited_.store(true);
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->changed.SignalAll();
   }
 }
 

@@ -118,7 +118,15 @@ struct Geometry {
   uint64_t total_pages() const { return kSuperblockPages + segment_count * pages_per_segment; }
   // Largest value a record may carry: 1 MiB, or a quarter of a segment's payload if smaller.
   uint32_t max_value_bytes() const;
-  // Largest total of record bytes one WriteBatch may append (half a segment's payload).
+  // Largest total of record bytes whose records, packed whole and in order, never need more
+  // than `pages` fresh pages, however their sizes fall: ceil(pages / 2) pages' payload. A page
+  // is closed only when the next record does not fit it, so any two consecutive pages of a
+  // batch hold more than one payload: F pages hold more than floor(F / 2) payloads, and a batch
+  // of at most k payloads takes at most 2k - 1 pages. (Records of just over half a payload take
+  // a page each: 16 payloads' worth are 31 such records, on 31 pages.)
+  uint64_t BatchBytesWithinPages(uint32_t pages) const;
+  // Largest total of record bytes one WriteBatch may append as far as a segment goes: what is
+  // sure to fit one segment's pages (BatchBytesWithinPages(pages_per_segment), half a segment).
   uint64_t max_batch_bytes() const;
 };
 

@@ -85,6 +85,15 @@ std::vector<uint64_t> SegmentTable::retained() {
 std::optional<uint64_t> SegmentTable::PickVictim(VictimPolicy policy, uint64_t now_sequence,
                                                  bool only_with_garbage) {
   absl::MutexLock lock(&mu_);
+  std::optional<uint64_t> best = BestVictim(policy, now_sequence, only_with_garbage,
+                                            /*with_writes_in_flight=*/false);
+  if (best) info_[*best].state = SegmentState::kCompacting;
+  return best;
+}
+
+std::optional<uint64_t> SegmentTable::BestVictim(VictimPolicy policy, uint64_t now_sequence,
+                                                 bool only_with_garbage,
+                                                 bool with_writes_in_flight) {
   // The tombstone floor of each segment (MinSequenceExcept) from the two smallest minimums.
   uint64_t lowest = UINT64_MAX, second = UINT64_MAX, lowest_segment = segment_count_;
   for (uint64_t s = 0; s < segment_count_; ++s) {
@@ -103,7 +112,9 @@ std::optional<uint64_t> SegmentTable::PickVictim(VictimPolicy policy, uint64_t n
   for (uint64_t s = 0; s < segment_count_; ++s) {
     Info& info = info_[s];
     if (info.state != SegmentState::kSealed) continue;
-    if (info.pages_pending.load(std::memory_order_acquire) != 0) continue;
+    if (!with_writes_in_flight && info.pages_pending.load(std::memory_order_acquire) != 0) {
+      continue;
+    }
     // Bytes cleaning must copy: live puts, and tombstones unless all of them may be dropped.
     const uint64_t floor = s == lowest_segment ? second : lowest;
     const bool tombstones_dead = info.max_sequence.load() < floor;
@@ -133,7 +144,6 @@ std::optional<uint64_t> SegmentTable::PickVictim(VictimPolicy policy, uint64_t n
       best = s;
     }
   }
-  if (best) info_[*best].state = SegmentState::kCompacting;
   return best;
 }
 
@@ -212,9 +222,25 @@ SegmentState SegmentTable::state(uint64_t segment) {
 
 bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
   const uint64_t keep = KeepFor(use);
-  auto enough = [this, keep]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return free_.size() > keep; };
+  // Compaction can still free a segment while it is cleaning one, or while some segment is
+  // worth cleaning (counting segments whose writes are still in flight: they become victims
+  // once written). When neither holds, the store is full and waiting would only delay saying so.
+  auto settled = [this, keep]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (free_.size() > keep) return true;
+    for (uint64_t s = 0; s < segment_count_; ++s) {
+      if (info_[s].state == SegmentState::kCompacting) return false;
+    }
+    return !BestVictim(VictimPolicy::kGreedy, 0, /*only_with_garbage=*/true,
+                       /*with_writes_in_flight=*/true)
+                .has_value();
+  };
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+  mu_.AwaitWithTimeout(absl::Condition(&settled), timeout);
+  return free_.size() > keep;
+}
+
+uint64_t SegmentTable::usable_bytes() const {
+  return segment_count_ > reserve_user_ ? (segment_count_ - reserve_user_) * capacity_bytes_ : 0;
 }
 
 }  // namespace nvkv::kv

@@ -59,6 +59,14 @@ class SegmentTable {
   // `geometry` gives the segment count and shape; `reserve_user` is what kUserPut must leave.
   SegmentTable(const Geometry& geometry, uint32_t reserve_user);
 
+  // The free segments user puts must leave for a store of `shard_count` shards. Compaction
+  // copies a victim's live records to the log head of each record's shard, so one victim may
+  // need a fresh segment for every head (each head's segment may be nearly full): one per
+  // shard. Two more let deletes (which leave only one) write tombstones on a store that refuses
+  // puts, and keep a segment spare for compaction's next victim.
+  static uint32_t UserReserveFor(uint32_t shard_count) { return shard_count + 2; }
+  uint32_t user_reserve() const { return reserve_user_; }
+
   uint64_t count() const { return segment_count_; }
 
   // Takes a free segment for a log head and gives it a fresh generation. kResourceExhausted
@@ -112,10 +120,18 @@ class SegmentTable {
   }
   SegmentState state(uint64_t segment);
 
-  // Blocks until Allocate(use) would find a free segment (more than `use` must leave) or
-  // `timeout` passes; returns whether one is there. Waits on the free count itself, not for a
-  // Free call, so a segment freed before the wait begins is not missed.
+  // Blocks until Allocate(use) would find a free segment (more than `use` must leave), or until
+  // compaction cannot free one anymore (no segment is being cleaned and none is worth
+  // cleaning), or `timeout` passes; returns whether a free segment is there. A store full of
+  // live data answers at once. Waits on the table's state itself, not for a Free call, so a
+  // segment freed before the wait begins is not missed.
   bool WaitForFree(SegmentUse use, absl::Duration timeout);
+
+  // Log space user puts may fill: every segment but the `reserve_user` ones kept for
+  // compaction (and deletes), in segment bytes. Live bytes stay below it: records are packed
+  // whole into pages, and when the store fills up, the open segment of each log head but the
+  // one that ran out may be partly unused.
+  uint64_t usable_bytes() const;
 
  private:
   struct Info {
@@ -131,6 +147,11 @@ class SegmentTable {
 
   // Free segments a `use` must leave.
   uint64_t KeepFor(SegmentUse use) const;
+  // The best victim PickVictim would take (without marking it); with `with_writes_in_flight`,
+  // also among sealed segments whose writes have not completed yet.
+  std::optional<uint64_t> BestVictim(VictimPolicy policy, uint64_t now_sequence,
+                                     bool only_with_garbage, bool with_writes_in_flight)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets what `info` counted for a previous use.
   static void Reset(Info& info);
 

@@ -54,6 +54,12 @@ absl::Status EnsureSegmentRoom(Engine::Impl& engine, Shard& shard, uint32_t page
   if (head.has_segment && head.next_page + pages <= engine.geometry_.pages_per_segment) {
     return absl::OkStatus();
   }
+  if (pages > engine.geometry_.pages_per_segment) {
+    // No segment is large enough: taking another would not help (and callers that loop until
+    // the room is there would take every free segment).
+    return absl::InvalidArgumentError(absl::StrCat(
+        pages, " pages do not fit one segment of ", engine.geometry_.pages_per_segment));
+  }
   SealOpenPage(engine, shard);
   uint32_t generation = 0;
   absl::StatusOr<uint64_t> segment = engine.segments_->Allocate(use, &generation);
@@ -135,7 +141,7 @@ absl::Status EnsureOpenRoom(Engine::Impl& engine, Shard& shard, uint32_t bytes,
     if (!head.free_slots.empty()) return OpenNewPage(engine, shard, use);
     // Back-pressure: every page buffer is sealed or in flight. The writer frees one soon.
     engine.WakeWriter();
-    if (engine.broken_.load()) return engine.broken_status();
+    if (absl::Status writer = engine.WriterStatus(); !writer.ok()) return writer;
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
   }
   return absl::OkStatus();
@@ -246,6 +252,17 @@ absl::Status ReserveForBatch(Engine::Impl& engine, Shard& shard,
   LogHead& head = shard.head;
   while (true) {
     const uint32_t fresh = PlanFreshPages(engine, head, records);
+    // Waiting for more page buffers than the shard owns, or for more pages than a segment has,
+    // would never end. max_batch_bytes() keeps every batch below both, except in hash mode when
+    // keys of the batch collide on their index tags and must go to different pages.
+    const uint64_t owned = std::min<uint64_t>(shard.slots.size(),
+                                              engine.geometry_.pages_per_segment);
+    if (fresh > owned) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch of ", records.size(), " records needs ", fresh, " pages; a shard has ",
+          shard.slots.size(), " page buffers and a segment ",
+          engine.geometry_.pages_per_segment, " pages"));
+    }
     if (!head.has_segment ||
         head.next_page + fresh > engine.geometry_.pages_per_segment) {
       absl::Status room = EnsureSegmentRoom(engine, shard, fresh, use);
@@ -254,7 +271,7 @@ absl::Status ReserveForBatch(Engine::Impl& engine, Shard& shard,
     }
     if (head.free_slots.size() >= fresh) return absl::OkStatus();
     engine.WakeWriter();
-    if (engine.broken_.load()) return engine.broken_status();
+    if (absl::Status writer = engine.WriterStatus(); !writer.ok()) return writer;
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
   }
 }
@@ -484,9 +501,11 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   const SegmentUse use = all_deletes ? SegmentUse::kUserDelete : SegmentUse::kUserPut;
 
   // Store full: gives compaction a chance to free a segment, once per attempt. True when it did
-  // (the caller tries again); false when the caller should return `status`.
+  // (the caller tries again); false when the caller should return `status`: at once when
+  // nothing cleans in the background, or when nothing is worth cleaning (WaitForFree).
   auto compaction_freed_room = [this, use](const absl::Status& status, int attempt) {
     if (!absl::IsResourceExhausted(status) || attempt + 1 >= kMaxResolveRetries) return false;
+    if (!options_.background_compaction) return false;
     WakeCompaction();
     return segments_->WaitForFree(use, absl::Seconds(2));
   };
@@ -621,7 +640,8 @@ absl::Status Engine::Impl::WaitDurable(Shard& shard, uint64_t counter) {
   shard.wants_writer.store(true, std::memory_order_release);
   WakeWriter();
   while (head.durable_through < counter) {
-    if (broken_.load()) return broken_status();
+    // Only the writer thread makes pages durable: never wait for one that has exited.
+    if (absl::Status writer = WriterStatus(); !writer.ok()) return writer;
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
   }
   return absl::OkStatus();

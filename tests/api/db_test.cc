@@ -165,8 +165,9 @@ TEST_F(DBTest, LimitsFollowTheSegmentSize) {
   // Defaults: 4 KiB pages, 1 MiB segments: a quarter of a segment's payload is under 1 MiB.
   EXPECT_GT(db->max_value_bytes(), 0u);
   EXPECT_LT(db->max_value_bytes(), options_.segment_bytes / 4);
-  // A batch is bounded by half a segment and by the page buffers a shard holds unwritten.
-  EXPECT_GT(db->max_batch_bytes(), 64u * 1024);
+  // A batch is bounded by half a segment and by half the page buffers a shard owns, in pages'
+  // payload (records of just over half a page take a page each): 32 buffers by default.
+  EXPECT_EQ(db->max_batch_bytes(), uint64_t{options_.page_buffers_per_shard} / 2 * (4096 - 40));
   EXPECT_LT(db->max_batch_bytes(), uint64_t{options_.segment_bytes} / 2);
 }
 

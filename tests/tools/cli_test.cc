@@ -1,6 +1,7 @@
 // nvkv-cli, run as a subprocess exactly as a user runs it: each test has a fresh directory, the
 // tool's working directory, with small stores in it (format --capacity 64m).
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -20,6 +21,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "tests/testutil/temp_dir.h"
 
 #ifndef NVKV_CLI_PATH
@@ -96,6 +99,9 @@ std::map<std::string, std::string> ParseDump(const std::string& text) {
 
 class CliTest : public ::testing::Test {
  protected:
+  // How long one run of the tool may take (the slowest here take a few seconds under ASan).
+  static constexpr absl::Duration kRunLimit = absl::Seconds(60);
+
   // Runs nvkv-cli with `args` in the test's directory, `input` on stdin, and the environment
   // without NVKV_DB and NVKV_ORDERED plus `env`. Output goes through files, so nothing blocks.
   CliResult Cli(const std::vector<std::string>& args, const std::string& input = "",
@@ -139,8 +145,19 @@ class CliTest : public ::testing::Test {
       ADD_FAILURE() << "posix_spawn: " << strerror(spawned);
       return run;
     }
+    // A run that hangs is killed, and fails the test, instead of stopping the suite.
     int status = 0;
-    waitpid(pid, &status, 0);
+    const absl::Time deadline = absl::Now() + kRunLimit;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (absl::Now() > deadline) {
+        ADD_FAILURE() << absl::StrJoin(args, " ") << ": still running after "
+                      << absl::FormatDuration(kRunLimit) << "; killed";
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
     EXPECT_TRUE(WIFEXITED(status)) << "killed by a signal: " << status;
     run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     run.out = ReadFile(out_path);
@@ -391,6 +408,20 @@ TEST_F(CliTest, LoadStopsAtTheFirstBadLineAndKeepsTheLinesBefore) {
   ExpectError(Db({"load", "-"}, "k\\q\tv\n"), 3, "line 1: key: unknown escape \\q");
   ExpectError(Db({"load", "-"}, "\tv\n"), 3, "line 1: empty key");
   ExpectError(Db({"load", "missing-file"}), 3, "missing-file: No such file or directory");
+}
+
+// load packs small pairs into batches of up to max_batch_bytes(). Three 1,000-byte values fill
+// a page, so a batch at the old limit (~105 KB, ~101 pairs) needed 34 pages, more than a shard
+// owns (32), and the load waited for them forever.
+TEST_F(CliTest, LoadOfManyThousandByteValuesFinishes) {
+  Format();
+  std::string input;
+  for (int i = 0; i < 20000; ++i) {
+    absl::StrAppendFormat(&input, "key%06d\t%s\n", i, std::string(1000, 'a' + i % 26));
+  }
+  Ok({"load", "-"}, input);
+  EXPECT_THAT(Ok({"stats"}).out, ContainsRegex("live keys +20000\n"));
+  EXPECT_EQ(Ok({"get", "key019999"}).out, std::string(1000, 'a' + 19999 % 26));
 }
 
 TEST_F(CliTest, DumpOfAnEmptyStoreIsItsHeader) {

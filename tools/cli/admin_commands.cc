@@ -209,9 +209,10 @@ Outcome RunStats(const Context& context) {
   table.Row("index memory", absl::StrFormat("%s (%.1f bytes per key, %s index)",
                                             FormatBytes(s.index_bytes), s.index_bytes_per_key,
                                             IndexModeName(s.index_mode)));
-  table.Row("live bytes", absl::StrFormat("%s of %s (%s)", FormatBytes(s.live_bytes),
+  table.Row("live bytes", absl::StrFormat("%s of %s (%s); %s usable", FormatBytes(s.live_bytes),
                                           FormatBytes(s.capacity_bytes),
-                                          Percent(s.live_bytes, s.capacity_bytes)));
+                                          Percent(s.live_bytes, s.capacity_bytes),
+                                          FormatBytes(s.usable_bytes)));
   table.Row("segments", absl::StrFormat("%d total, %d free, %d cleaned", s.segments_total,
                                         s.segments_free, s.segments_cleaned));
   table.Row("damage", absl::StrFormat("%d segments retained, %d damaged pages met by "
@@ -344,7 +345,10 @@ Outcome RunInfo(const Context& context) {
   table.Row("layout", absl::StrFormat("%d-byte pages, %d pages (%s) per segment, %d segments",
                                       s.page_bytes, s.pages_per_segment,
                                       FormatBytes(segment_bytes), s.segments_total));
-  table.Row("capacity", absl::StrFormat("%s for the log", FormatBytes(s.capacity_bytes)));
+  table.Row("capacity", absl::StrFormat("%s for the log, %s of it usable by puts (the rest "
+                                        "is kept free for compaction)",
+                                        FormatBytes(s.capacity_bytes),
+                                        FormatBytes(s.usable_bytes)));
   table.Row("use", absl::StrFormat("%s live (%s) in %d keys; %d of %d segments free",
                                    FormatBytes(s.live_bytes),
                                    Percent(s.live_bytes, s.capacity_bytes),

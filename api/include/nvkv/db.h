@@ -124,7 +124,11 @@ class DB {
   // and durable as options.durable says (see WriteOptions). Errors:
   //   kInvalidArgument     empty key, key over kMaxKeyBytes, value over max_value_bytes(),
   //                        batch over max_batch_bytes(); nothing is written
-  //   kResourceExhausted   the store is full (compaction cannot free enough space)
+  //   kResourceExhausted   the store is full (compaction cannot free enough space); returned
+  //                        at once when compaction has nothing to reclaim. Puts may fill
+  //                        Stats::usable_bytes: every segment but one per shard and two more,
+  //                        kept free so that compaction and deletes can always run (on a
+  //                        16 MiB store of 4 shards, 9 of its 15 segments)
   //   kFailedPrecondition  the DB is closed, or an earlier write failed (see above)
   //   kDataLoss, kInternal, other codes: the device failed; the write may or may not be durable,
   //                        and the DB refuses further writes
@@ -237,8 +241,16 @@ class DB {
 
   // Largest value, in bytes: 1 MiB, or a quarter of a segment's payload if smaller.
   uint32_t max_value_bytes() const;
-  // Largest WriteBatch, in log bytes (compare WriteBatch::ApproximateSize()): half a segment's
-  // payload.
+  // Largest WriteBatch, in log bytes (compare WriteBatch::ApproximateSize()). Every batch up to
+  // it is written, whatever the sizes of its entries: a batch's entries go to consecutive pages
+  // of one log, packed whole (an entry never straddles two pages), and all those pages are
+  // taken at once, from one segment and from the page buffers of one shard
+  // (Options::page_buffers_per_shard). Entries of just over half a page take a page each, so
+  // the limit is half of the smaller of the two, in pages' payload (4,056 bytes per 4 KiB
+  // page): 16 pages' payload, 64,896 bytes, with the default options. One exception, with
+  // IndexMode::kHash: two keys whose 32-bit index tags collide cannot share a page; if that
+  // takes a batch near the limit past what a shard holds, Write fails with kInvalidArgument
+  // (nothing is written).
   uint64_t max_batch_bytes() const;
 
  private:

@@ -99,8 +99,9 @@ struct Options {
   uint32_t page_bytes = 4096;
 
   // Size of a segment, the unit compaction cleans. Also bounds record sizes: a value may take
-  // at most a quarter of a segment (and 1 MiB), a WriteBatch half of one (see
-  // DB::max_value_bytes(), DB::max_batch_bytes()). A multiple of page_bytes, at least 8 pages.
+  // at most a quarter of a segment (and 1 MiB), a WriteBatch at most half of one, in pages'
+  // payload (see DB::max_value_bytes(), DB::max_batch_bytes()). A multiple of page_bytes, at
+  // least 16 pages.
   // Default: 1 MiB. Unit: bytes. Scope: at format.
   uint32_t segment_bytes = uint32_t{1} << 20;
 
@@ -111,6 +112,8 @@ struct Options {
 
   // Pages each shard may have unwritten or in flight; the memory they take is allocated at
   // Open (page_bytes * page_buffers_per_shard * shard_count). Writers wait when it runs out.
+  // A WriteBatch takes its pages at once from one shard's buffers, so this also bounds
+  // DB::max_batch_bytes() (to half this many pages' payload). 8..1024.
   // Default: 32. Unit: pages. Scope: per Open.
   uint32_t page_buffers_per_shard = 32;
 

@@ -80,8 +80,14 @@ struct Stats {
   uint64_t verify_reads = 0;  // reads a hash-mode overwrite needed to confirm which key it had
 
   // Space.
-  uint64_t capacity_bytes = 0;  // usable by the log
-  uint64_t live_bytes = 0;      // held by live records
+  uint64_t capacity_bytes = 0;  // the log's segments, all of them
+  // What puts may fill: capacity_bytes minus the segments kept free so that compaction (and
+  // deletes) can always run (one per shard and two more). Puts fail with kResourceExhausted
+  // once the live and dead records compaction cannot reclaim reach it; live_bytes stays below
+  // it, as records are packed whole into pages and, on a full store, the open segment of each
+  // shard but the one that ran out may be partly unused.
+  uint64_t usable_bytes = 0;
+  uint64_t live_bytes = 0;      // held by live records (headers, keys and values)
   uint64_t segments_total = 0;
   uint64_t segments_free = 0;
   uint64_t segments_cleaned = 0;

@@ -42,7 +42,8 @@ class WriteBatch {
   // Number of Put and Delete entries.
   size_t Count() const;
   // Bytes the batch occupies in the log, approximately: its keys and values plus a fixed
-  // per-entry overhead. Split batches whose size nears DB::max_batch_bytes().
+  // per-entry overhead. DB::Write takes every batch of up to DB::max_batch_bytes() and refuses
+  // a larger one: split batches before they pass it.
   size_t ApproximateSize() const;
 
   // The per-entry overhead ApproximateSize() counts (a record header in the log).

@@ -1,0 +1,189 @@
+// What a store accepts, through the engine's interface on a MemDevice with the default layout
+// (4 KiB pages, 1 MiB segments, 4 shards of 32 page buffers): every batch up to
+// max_batch_bytes(), whatever its records' sizes; live data up to the usable capacity Stats
+// reports; and a write that cannot be taken is refused at once, never left waiting.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "kv/engine.h"
+#include "storage/mem_device.h"
+#include "tests/testutil/status_matchers.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
+using storage::MemDevice;
+using storage::MemDeviceOptions;
+
+constexpr uint32_t kPageBytes = 4096;
+constexpr uint32_t kPayloadBytes = kPageBytes - 40;  // after the page header
+constexpr uint32_t kRecordHeaderBytes = 24;
+
+// A store of `capacity_bytes` in memory, default options otherwise.
+std::shared_ptr<Engine> OpenMemStore(uint64_t capacity_bytes,
+                                     const EngineOptions& options = EngineOptions()) {
+  MemDeviceOptions mem;
+  mem.lba_bytes = kPageBytes;
+  mem.lba_count = capacity_bytes / kPageBytes;
+  auto device = MemDevice::Create(mem);
+  EXPECT_THAT(device, IsOk());
+  if (!device.ok()) return nullptr;
+  auto engine = Engine::OpenOnDevice(std::move(*device), options);
+  EXPECT_THAT(engine, IsOk());
+  if (!engine.ok()) return nullptr;
+  return std::shared_ptr<Engine>(std::move(*engine));
+}
+
+// Runs `call` on a thread of its own and waits for it at most `limit`. nullopt when it did not
+// return: the thread is abandoned, with what `call` holds (so hold everything by shared_ptr),
+// and the rest of the suite runs on.
+std::optional<absl::Status> WithinLimit(std::function<absl::Status()> call,
+                                        absl::Duration limit) {
+  struct State {
+    std::function<absl::Status()> call;
+    absl::Status status;
+    absl::Notification done;
+  };
+  auto state = std::make_shared<State>();
+  state->call = std::move(call);
+  std::thread thread([state] {
+    state->status = state->call();
+    state->done.Notify();
+  });
+  if (!state->done.WaitForNotificationWithTimeout(limit)) {
+    thread.detach();
+    return std::nullopt;
+  }
+  thread.join();
+  return state->status;
+}
+
+// A batch of puts whose records are `record_bytes` each (header, key and value), as many as
+// `max_bytes` allows. The ops view the strings the batch owns.
+struct Batch {
+  std::vector<std::string> keys, values;
+  std::vector<WriteOp> ops;
+};
+std::shared_ptr<Batch> MakeBatch(const std::string& prefix, uint32_t record_bytes,
+                                 uint64_t max_bytes) {
+  auto batch = std::make_shared<Batch>();
+  const size_t count = max_bytes / record_bytes;
+  for (size_t i = 0; i < count; ++i) {
+    batch->keys.push_back(absl::StrCat(prefix, "-", 100000 + i));  // all of one length
+    batch->values.push_back(
+        std::string(record_bytes - kRecordHeaderBytes - batch->keys.back().size(), 'a' + i % 26));
+  }
+  for (size_t i = 0; i < count; ++i) {
+    batch->ops.push_back(WriteOp{false, batch->keys[i], batch->values[i]});
+  }
+  return batch;
+}
+
+// max_batch_bytes() is a promise: a batch of up to that many record bytes is written, however
+// badly its records pack. Records are packed whole, so records of just over half a page's
+// payload take a page each; the old limit (~105 KB, 26 pages' payload) let such a batch ask for
+// 51 pages of the 32 its shard owns, and Write waited for them forever.
+TEST(CapacityTest, BatchOfMaxBatchBytesIsWrittenHoweverItsRecordsPack) {
+  std::shared_ptr<Engine> engine = OpenMemStore(64 << 20);
+  ASSERT_NE(engine, nullptr);
+  const uint64_t limit = engine->max_batch_bytes();
+  // One record per page (the worst), three per page, and two per page.
+  for (uint32_t record_bytes : {kPayloadBytes / 2 + 1, 1034u, 2000u}) {
+    std::shared_ptr<Batch> batch = MakeBatch(absl::StrCat("r", record_bytes), record_bytes, limit);
+    ASSERT_GT(batch->ops.size(), 1u);
+    ASSERT_GT((batch->ops.size() + 1) * record_bytes, limit);  // as large as the limit allows
+    std::optional<absl::Status> written = WithinLimit(
+        [engine, batch] { return engine->Write(batch->ops, /*durable=*/true); },
+        absl::Seconds(20));
+    ASSERT_TRUE(written.has_value())
+        << "a batch of " << batch->ops.size() << " records of " << record_bytes
+        << " bytes (limit " << limit << ") did not return within 20 s";
+    ASSERT_THAT(*written, IsOk()) << record_bytes;
+    for (size_t i = 0; i < batch->ops.size(); ++i) {
+      auto got = engine->Get(batch->keys[i]);
+      ASSERT_THAT(got, IsOk()) << batch->keys[i];
+      EXPECT_EQ(*got, batch->values[i]) << batch->keys[i];
+    }
+  }
+}
+
+// 50 puts of 2,060-byte values (about 104 KB) need 50 pages: more than a shard owns. Write used
+// to wait for them forever; it is over the limit now, and refused before anything is written.
+TEST(CapacityTest, BatchNeedingMorePagesThanAShardOwnsIsRefusedNotLeftWaiting) {
+  std::shared_ptr<Engine> engine = OpenMemStore(64 << 20);
+  ASSERT_NE(engine, nullptr);
+  auto batch = std::make_shared<Batch>();
+  for (int i = 0; i < 50; ++i) {
+    batch->keys.push_back(absl::StrCat("key", 10 + i));
+    batch->values.push_back(std::string(2060, 'v'));
+  }
+  for (int i = 0; i < 50; ++i) batch->ops.push_back(WriteOp{false, batch->keys[i], batch->values[i]});
+  std::optional<absl::Status> written = WithinLimit(
+      [engine, batch] { return engine->Write(batch->ops, /*durable=*/true); }, absl::Seconds(20));
+  ASSERT_TRUE(written.has_value()) << "Write did not return within 20 s";
+  EXPECT_THAT(*written, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(engine->Get("key10"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(engine->Stats().live_keys, 0u);
+}
+
+
+// Distinct puts fill a 16 MiB store (15 segments of 1 MiB, 4 shards) up to what Stats says is
+// usable, and the put that finds it full is refused at once. It used to wait 2 s for
+// compaction, which had nothing to clean (every record is live).
+//
+// The bound: values of 4,000 bytes make records of 4,034 bytes, one a page (4,056 bytes of
+// payload). Puts may fill usable_bytes, every segment but the reserve; the put that fails is
+// the one whose shard's head segment is full, while the head of each other shard may still
+// have up to a segment unused. So the live bytes reach at least
+// (usable_bytes - (shard_count - 1) segments) / page_bytes records of 4,034 bytes.
+TEST(CapacityTest, DistinctPutsFillTheUsableCapacityThenFailAtOnce) {
+  std::shared_ptr<Engine> engine = OpenMemStore(16 << 20);
+  ASSERT_NE(engine, nullptr);
+  const std::string value(4000, 'v');
+  uint64_t written = 0;
+  absl::Status status;
+  absl::Duration failing_put;
+  while (status.ok()) {
+    const std::string key = absl::StrCat("key", 1000000 + written);  // 10 bytes
+    WriteOp op{false, key, value};
+    const absl::Time start = absl::Now();
+    status = engine->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false);
+    failing_put = absl::Now() - start;
+    if (status.ok()) ++written;
+    ASSERT_LT(written, 4000u) << "16 MiB cannot hold 4,000 pages of records";
+  }
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_LT(failing_put, absl::Seconds(1));
+  const EngineStats stats = engine->Stats();
+  const uint64_t segment_bytes = uint64_t{stats.page_bytes} * stats.pages_per_segment;
+  ASSERT_EQ(stats.segments_total, 15u);
+  EXPECT_EQ(stats.capacity_bytes, 15 * segment_bytes);
+  // Every segment but one per shard and two more: 9 of 15.
+  EXPECT_EQ(stats.usable_bytes, (15 - stats.shard_count - 2) * segment_bytes);
+  const uint32_t record_bytes = kRecordHeaderBytes + 10 + 4000;
+  const uint64_t pages_sure =
+      (stats.usable_bytes - (stats.shard_count - 1) * segment_bytes) / stats.page_bytes;
+  EXPECT_EQ(stats.live_bytes, written * record_bytes);
+  EXPECT_GE(stats.live_bytes, pages_sure * record_bytes);
+  // Everything acknowledged reads back.
+  for (uint64_t i = 0; i < written; i += 97) {
+    auto got = engine->Get(absl::StrCat("key", 1000000 + i));
+    ASSERT_THAT(got, IsOk()) << i;
+    EXPECT_EQ(*got, value);
+  }
+}
+
+}  // namespace
+}  // namespace nvkv::kv
