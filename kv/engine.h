@@ -32,6 +32,8 @@
 
 namespace nvkv::kv {
 
+// Memory per key: the index's (below), plus 2.5-8 bytes per put record on the device, live or
+// not yet cleaned, for compaction's key filters (kv/segment_table.h).
 enum class IndexMode : uint8_t {
   kHash,     // ~8-10 bytes of memory per key, no key bytes held; no ordered scans
   kOrdered,  // a B-tree holding every key; ordered iteration and range scans
