@@ -183,9 +183,9 @@ struct WriteOptions {
   //   reaches the device within Options::max_write_delay_us or at the next DB::Flush(), and is
   //   durable once a later durable write or DB::Flush() has returned OK, and at the latest
   //   within 2 x Options::max_write_delay_us plus the device's write and flush time (see
-  //   there). A crash or power loss before then may lose it; each lost Write loses all of its batch, never part of it. Which
-  //   of several non-durable writes survive is not specified: do not assume that a write
-  //   surviving implies every earlier non-durable write survived.
+  //   there). A crash or power loss before then may lose it; each lost Write loses all of its
+  //   batch, never part of it. Which of several non-durable writes survive is not specified: do
+  //   not assume that a write surviving implies every earlier non-durable write survived.
   // Default: true.
   bool durable = true;
 };
