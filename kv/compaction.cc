@@ -5,9 +5,10 @@
 // index entry points into it) and reported in Stats.
 //
 // A put is live when the index still points at its page. A delete (tombstone) is kept while an
-// older record of its key may still be on the device: conservatively, while any other segment in
-// use holds a record older than the tombstone. Live bytes move from the victim to the heads as
-// records are copied; write amplification counts the copies.
+// older put of its key may still be on the device outside the victim: while some other segment
+// in use holds records older than the tombstone and its key filter may hold the key
+// (SegmentTable::MayHoldOlder). Live bytes move from the victim to the heads as records are
+// copied; write amplification counts the copies.
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
@@ -216,6 +217,7 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
     const bool is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
     if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
     const KeyHash hash = HashKey(record.key);
+    if (is_delete && !segments_->MayHoldOlder(hash, record.header.sequence, segment)) continue;
     uint64_t counter = 0;
     Shard* shard = nullptr;
     absl::StatusOr<bool> moved =

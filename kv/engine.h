@@ -14,7 +14,8 @@
 // (its page and every earlier page of its log head were written with FUA, or written and then
 // flushed). A write made with durable=false is in memory when Write returns; it reaches the
 // device within `max_write_delay_us` or at the next Flush(), and is durable once a later durable
-// write or Flush() returns.
+// write or Flush() returns, and at the latest within 2 x `max_write_delay_us` plus the device's
+// write and flush time (the writer sends a timed flush; kv/log_writer.cc).
 #ifndef NVKV_KV_ENGINE_H_
 #define NVKV_KV_ENGINE_H_
 
@@ -33,6 +34,8 @@
 
 namespace nvkv::kv {
 
+// Memory per key: the index's (below), plus 2.5-8 bytes per put record on the device, live or
+// not yet cleaned, for compaction's key filters (kv/segment_table.h).
 enum class IndexMode : uint8_t {
   kHash,     // ~8-10 bytes of memory per key, no key bytes held; no ordered scans
   kOrdered,  // a B-tree holding every key; ordered iteration and range scans
@@ -53,7 +56,8 @@ struct EngineOptions {
   uint32_t segment_bytes = 1u << 20;  // format only: multiple of page_bytes, >= 16 pages
   uint32_t shard_count = 4;         // 1..64
   IndexMode index_mode = IndexMode::kHash;
-  uint32_t max_write_delay_us = 2000;  // non-durable writes reach the device within this
+  uint32_t max_write_delay_us = 2000;  // non-durable writes reach the device within this (and
+                                       // are durable within twice it plus device time)
   uint32_t page_buffers_per_shard = 32;  // pages a shard may have unwritten or in flight
   bool background_compaction = true;
   VictimPolicy victim_policy = VictimPolicy::kCostBenefit;

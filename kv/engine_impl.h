@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kv/engine.h"
 #include "kv/index.h"
+#include "kv/key_hash.h"
 #include "kv/page_format.h"
 #include "kv/segment_table.h"
 #include "storage/device.h"
@@ -32,19 +33,6 @@ namespace nvkv::kv {
 class Shard;
 class ReadQueue;
 class ReadQueueSet;
-
-// The identity of a key: XXH3-128 of its bytes. `lo` feeds the index, `hi` picks the shard, and
-// recovery uses both to tell keys apart without holding their bytes.
-struct KeyHash {
-  uint64_t lo = 0;
-  uint64_t hi = 0;
-  bool operator==(const KeyHash&) const = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const KeyHash& k) {
-    return H::combine(std::move(h), k.lo, k.hi);
-  }
-};
-KeyHash HashKey(std::string_view key);
 
 // One page buffer of a shard's log head: filled under the shard lock, then written by the
 // writer thread. Lives for the whole engine; cycles between the shard's free list, the open

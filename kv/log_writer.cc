@@ -6,6 +6,17 @@
 // before a Flush that then completed (or the device has no volatile cache). A head's
 // durable_through moves only over a prefix of its pages that are all durable, so recovery, which
 // stops at the first bad page of a segment, never stops before an acknowledged write.
+//
+// When the writer flushes (device with a volatile write cache). For a durable writer whose pages
+// completed without FUA (NeedsFlush), at once. And on a timer, so that non-durable writes become
+// durable within a bound even when no one waits (Options::max_write_delay_us): once some page
+// has completed without being durable, and no flush in flight covers it, for
+// max_write_delay_us. At most one flush is in flight; one covers every page completed before it
+// was sent, so a steady non-durable load costs one flush per max_write_delay_us or per flush
+// time, whichever is longer, not one per page. A write thus waits up to max_write_delay_us in an
+// open page, its page's write time, up to max_write_delay_us (or the rest of a flush in flight,
+// if longer), and a flush: durable within 2 x max_write_delay_us plus the device's write and
+// flush time (plus one more flush time when flushes take longer than max_write_delay_us).
 #include <algorithm>
 
 #include "absl/time/clock.h"
@@ -35,6 +46,24 @@ bool NeedsFlush(const LogHead& head) {
     if (!range.durable) gap = true;
   }
   return gap;
+}
+
+// True when the head has a page whose write completed but which is not durable and which the
+// flush in flight (if any) does not cover: a timed flush is to be sent for it. Sets *unfinished
+// when some range is still being written (a large value's run, written by its writer's thread,
+// which does not wake this one).
+bool HasUnflushed(const LogHead& head, bool flush_in_flight, uint64_t flush_request_epoch,
+                  bool* unfinished) {
+  for (const PageRange& range : head.ranges) {
+    if (!range.completed) {
+      *unfinished = true;
+      continue;
+    }
+    if (range.durable || range.failed) continue;
+    if (flush_in_flight && range.completed_epoch <= flush_request_epoch) continue;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -115,10 +144,15 @@ void Engine::Impl::WriterLoop() {
   storage::Device& queue = *writer_queue_;
   const bool volatile_cache = device_info_.volatile_write_cache;
   std::vector<PageSlot*> batch;
+  // Since when (writer's clock, microseconds) some completed page has been neither durable nor
+  // covered by a flush in flight; 0 while there is none.
+  uint64_t unflushed_since_us = 0;
   while (true) {
     batch.clear();
     bool want_flush = false;
     bool open_pages = false;
+    bool unflushed = false;
+    bool unfinished = false;
     const uint64_t now = NowMicros();
     const bool stopping = writer_stopping_.load();
     for (auto& shard_ptr : shards_) {
@@ -152,6 +186,19 @@ void Engine::Impl::WriterLoop() {
       if (volatile_cache && !flush_in_flight_ && !broken_.load() && NeedsFlush(head)) {
         want_flush = true;  // a failed flush breaks the store: never retried
       }
+      if (volatile_cache && !unflushed &&
+          HasUnflushed(head, flush_in_flight_, flush_request_epoch_, &unfinished)) {
+        unflushed = true;
+      }
+    }
+    if (!unflushed) {
+      unflushed_since_us = 0;
+    } else if (unflushed_since_us == 0) {
+      unflushed_since_us = now;
+    }
+    const uint64_t flush_due_us = unflushed_since_us + options_.max_write_delay_us;
+    if (unflushed && now >= flush_due_us && !flush_in_flight_ && !broken_.load()) {
+      want_flush = true;
     }
     for (PageSlot* slot : batch) {
       slot->request.op = storage::IoOp::kWrite;
@@ -168,6 +215,7 @@ void Engine::Impl::WriterLoop() {
       }
     }
     if (want_flush) {
+      unflushed_since_us = 0;  // it covers every page completed so far
       flush_request_epoch_ = flush_epoch_.fetch_add(1);
       flush_request_ = storage::IoRequest{};
       flush_request_.op = storage::IoOp::kFlush;
@@ -193,8 +241,15 @@ void Engine::Impl::WriterLoop() {
     if (stopping && batch.empty() && !want_flush && !open_pages) break;
     absl::MutexLock lock(&writer_mu_);
     if (!writer_wake_) {
-      const uint32_t delay_us = open_pages ? std::max<uint32_t>(options_.max_write_delay_us, 50)
-                                           : 100000;
+      // Wake for the oldest open page to age out, a large run to be flushed once written, and a
+      // timed flush to fall due.
+      uint64_t delay_us = open_pages || unfinished
+                              ? std::max<uint32_t>(options_.max_write_delay_us, 50)
+                              : 100000;
+      if (unflushed && !flush_in_flight_) {
+        delay_us = std::min(delay_us, std::max<uint64_t>(flush_due_us - std::min(now, flush_due_us),
+                                                         50));
+      }
       writer_cv_.WaitWithTimeout(&writer_mu_, absl::Microseconds(delay_us));
     }
     writer_wake_ = false;

@@ -174,7 +174,7 @@ absl::Status Engine::Impl::Recover() {
       min_seq[segment] = std::min(min_seq[segment], record.header.sequence);
       max_seq[segment] = std::max(max_seq[segment], record.header.sequence);
       max_sequence = std::max(max_sequence, record.header.sequence);
-      segments_->NoteRecord(segment, record.header.sequence,
+      segments_->NoteRecord(segment, hash, record.header.sequence,
                             RecordBytes(record.key.size(), record.header.value_bytes),
                             record.header.type == static_cast<uint8_t>(RecordType::kDelete));
       ++recovery_records_;

@@ -1,11 +1,78 @@
 #include "kv/segment_table.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
 
 namespace nvkv::kv {
+namespace {
+
+// The most records a segment can hold: every page full of the smallest records (a delete of a
+// one-byte key).
+uint64_t MaxRecordsPerSegment(const Geometry& geometry) {
+  return uint64_t{geometry.pages_per_segment} * (geometry.payload_bytes() / RecordBytes(1, 0));
+}
+
+// See bits_per_put_.
+uint32_t BitsPerPut(uint64_t segments) {
+  return static_cast<uint32_t>(
+      std::clamp(std::ceil(std::log2(100.0 * static_cast<double>(segments)) * 1.44), 10.0, 32.0));
+}
+
+// The step between a key's bits: odd, so that the probes hit distinct bits, and mixing both
+// halves of the hash (the index draws on lo, the shard on hi's top bits).
+uint64_t FilterStep(const KeyHash& hash) {
+  return ((hash.hi ^ (hash.lo >> 32 | hash.lo << 32)) * 0x9e3779b97f4a7c15ull) | 1;
+}
+
+}  // namespace
+
+SegmentTable::KeyFilter::KeyFilter(uint64_t words, uint32_t probes)
+    : words_(words), probes_(probes), bits_(new std::atomic<uint64_t>[words]) {
+  NVKV_CHECK((words & (words - 1)) == 0);
+  for (uint64_t i = 0; i < words; ++i) bits_[i].store(0, std::memory_order_relaxed);
+}
+
+void SegmentTable::KeyFilter::Add(const KeyHash& hash) {
+  const uint64_t mask = words_ * 64 - 1, step = FilterStep(hash);
+  uint64_t bit = hash.lo;
+  for (uint32_t i = 0; i < probes_; ++i, bit += step) {
+    bits_[(bit & mask) / 64].fetch_or(uint64_t{1} << (bit % 64), std::memory_order_relaxed);
+  }
+}
+
+bool SegmentTable::KeyFilter::MayContain(const KeyHash& hash) const {
+  const uint64_t mask = words_ * 64 - 1, step = FilterStep(hash);
+  uint64_t bit = hash.lo;
+  for (uint32_t i = 0; i < probes_; ++i, bit += step) {
+    const uint64_t word = bits_[(bit & mask) / 64].load(std::memory_order_relaxed);
+    if ((word & (uint64_t{1} << (bit % 64))) == 0) return false;
+  }
+  return true;
+}
+
+void SegmentTable::KeyFilter::FoldTo(uint64_t words) {
+  NVKV_CHECK((words & (words - 1)) == 0);
+  if (words >= words_) return;
+  // Bit b of the smaller filter holds every bit b (mod its size) of this one: word i holds
+  // words i, i + words, i + 2 * words... (bit positions within a word are kept).
+  std::unique_ptr<std::atomic<uint64_t>[]> folded(new std::atomic<uint64_t>[words]);
+  for (uint64_t i = 0; i < words; ++i) {
+    uint64_t bits = 0;
+    for (uint64_t j = i; j < words_; j += words) bits |= bits_[j].load(std::memory_order_relaxed);
+    folded[i].store(bits, std::memory_order_relaxed);
+  }
+  bits_ = std::move(folded);
+  words_ = words;
+}
+
+uint64_t SegmentTable::FilterWordsFor(uint64_t puts) const {
+  uint64_t words = 1;
+  while (words * 64 < puts * bits_per_put_) words *= 2;
+  return words;
+}
 
 SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user)
     : segment_count_(geometry.segment_count),
@@ -14,6 +81,9 @@ SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user)
       sparse_bytes_(uint64_t{geometry.pages_per_segment > 2 ? geometry.pages_per_segment - 2 : 0} *
                     geometry.payload_bytes() / 2),
       reserve_user_(reserve_user),
+      bits_per_put_(BitsPerPut(geometry.segment_count)),
+      probes_(std::max<uint32_t>(1, static_cast<uint32_t>(bits_per_put_ * 0.69))),
+      open_filter_words_(FilterWordsFor(MaxRecordsPerSegment(geometry))),
       info_(new Info[geometry.segment_count]) {}
 
 void SegmentTable::Reset(Info& info) {
@@ -22,6 +92,9 @@ void SegmentTable::Reset(Info& info) {
   info.max_sequence.store(0);
   info.record_bytes.store(0);
   info.tombstone_bytes.store(0);
+  info.puts.store(0);
+  info.filter.reset();
+  info.sample_count = 0;
 }
 
 uint64_t SegmentTable::KeepFor(SegmentUse use) const {
@@ -44,15 +117,27 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint32_t* genera
   NVKV_CHECK(info.state == SegmentState::kFree);
   info.state = SegmentState::kOpen;
   Reset(info);
+  info.filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
   *generation = static_cast<uint32_t>(next_generation_.fetch_add(1));
   return segment;
 }
 
+absl::Status SegmentTable::CheckReserve(SegmentUse use) {
+  if (use == SegmentUse::kCompaction) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (free_.size() > KeepFor(use)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("store full: ", free_.size(), " free segments of ", segment_count_,
+                   " and compaction finds nothing to reclaim"));
+}
+
 void SegmentTable::Seal(uint64_t segment, std::optional<LastWrite> last_write) {
   absl::MutexLock lock(&mu_);
-  NVKV_CHECK(info_[segment].state == SegmentState::kOpen);
-  info_[segment].state = SegmentState::kSealed;
-  info_[segment].last_write = last_write;
+  Info& info = info_[segment];
+  NVKV_CHECK(info.state == SegmentState::kOpen);
+  info.state = SegmentState::kSealed;
+  info.last_write = last_write;
+  if (info.filter != nullptr) info.filter->FoldTo(FilterWordsFor(info.puts.load()));
 }
 
 std::optional<LastWrite> SegmentTable::last_write(uint64_t segment) {
@@ -115,11 +200,15 @@ std::optional<uint64_t> SegmentTable::BestVictim(VictimPolicy policy, uint64_t n
     if (!with_writes_in_flight && info.pages_pending.load(std::memory_order_acquire) != 0) {
       continue;
     }
-    // Bytes cleaning must copy: live puts, and tombstones unless all of them may be dropped.
+    // Bytes cleaning must copy: live puts, and the share of tombstones it would keep, unless
+    // the global test drops all of them.
     const uint64_t floor = s == lowest_segment ? second : lowest;
     const bool tombstones_dead = info.max_sequence.load() < floor;
-    const int64_t kept = std::max<int64_t>(0, info.live_bytes.load()) +
-                         (tombstones_dead ? 0 : info.tombstone_bytes.load());
+    int64_t tombstones_kept = 0;
+    if (!tombstones_dead && info.sample_count > 0) {
+      tombstones_kept = info.tombstone_bytes.load() * KeptSamples(s) / info.sample_count;
+    }
+    const int64_t kept = std::max<int64_t>(0, info.live_bytes.load()) + tombstones_kept;
     if (only_with_garbage) {
       const int64_t dead = info.record_bytes.load() - kept;
       if (dead < static_cast<int64_t>(page_payload_bytes_) &&
@@ -159,14 +248,36 @@ void SegmentTable::Free(uint64_t segment) {
   info.state = SegmentState::kFree;
   info.last_write.reset();
   Reset(info);
+  ++info.incarnation;
   free_.push_back(segment);
 }
 
-void SegmentTable::NoteRecord(uint64_t segment, uint64_t sequence, uint32_t record_bytes,
-                              bool is_delete) {
+void SegmentTable::NoteRecord(uint64_t segment, const KeyHash& hash, uint64_t sequence,
+                              uint32_t record_bytes, bool is_delete) {
   Info& info = info_[segment];
   info.record_bytes.fetch_add(record_bytes, std::memory_order_relaxed);
-  if (is_delete) info.tombstone_bytes.fetch_add(record_bytes, std::memory_order_relaxed);
+  if (!is_delete) {
+    // Only puts: a tombstone hides nothing older that another tombstone would not hide too
+    // (recovery lets the newest record of a key win; older deletes leave it absent all the same).
+    if (info.filter == nullptr) StartRecoveredFilter(segment);  // heads' segments have theirs
+    info.filter->Add(hash);
+    info.puts.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    info.tombstone_bytes.fetch_add(record_bytes, std::memory_order_relaxed);
+    // Keep the tombstones with the smallest hash.lo: replace the largest when full.
+    TombstoneSample sample;
+    sample.hash = hash;
+    sample.sequence = sequence;
+    if (info.sample_count < kTombstoneSamples) {
+      info.samples[info.sample_count++] = sample;
+    } else {
+      TombstoneSample* largest = &info.samples[0];
+      for (TombstoneSample& s : info.samples) {
+        if (s.hash.lo > largest->hash.lo) largest = &s;
+      }
+      if (hash.lo < largest->hash.lo) *largest = sample;
+    }
+  }
   uint64_t seen = info.min_sequence.load(std::memory_order_relaxed);
   while (sequence < seen &&
          !info.min_sequence.compare_exchange_weak(seen, sequence, std::memory_order_relaxed)) {
@@ -187,9 +298,71 @@ uint64_t SegmentTable::MinSequenceExcept(uint64_t except) {
   return min;
 }
 
+bool SegmentTable::MayHoldOlder(const KeyHash& hash, uint64_t sequence, uint64_t except) {
+  absl::MutexLock lock(&mu_);
+  return FindOlder(hash, sequence, except) != UINT64_MAX;
+}
+
+uint64_t SegmentTable::FindOlder(const KeyHash& hash, uint64_t sequence, uint64_t except) {
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    const Info& info = info_[s];
+    if (s == except || info.state == SegmentState::kFree) continue;
+    if (info.min_sequence.load() >= sequence) continue;
+    if (info.filter != nullptr && info.filter->MayContain(hash)) return s;
+  }
+  return UINT64_MAX;
+}
+
+uint32_t SegmentTable::KeptSamples(uint64_t segment) {
+  Info& info = info_[segment];
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < info.sample_count; ++i) {
+    TombstoneSample& sample = info.samples[i];
+    // A tombstone found needed stays so while its blocker is there. One found droppable stays
+    // so: every older record of its key was noted before the tombstone was written, and
+    // compaction copies such a record only from a segment that held it (false positives of
+    // later filters aside, which only make the estimate less exact).
+    if (sample.checked) {
+      if (sample.blocker == UINT64_MAX) continue;
+      const Info& blocker = info_[sample.blocker];
+      if (blocker.incarnation == sample.blocker_incarnation &&
+          blocker.state != SegmentState::kFree) {
+        ++kept;
+        continue;
+      }
+    }
+    sample.checked = true;
+    sample.blocker = FindOlder(sample.hash, sample.sequence, segment);
+    if (sample.blocker == UINT64_MAX) continue;
+    sample.blocker_incarnation = info_[sample.blocker].incarnation;
+    ++kept;
+  }
+  return kept;
+}
+
+void SegmentTable::StartRecoveredFilter(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  if (recovering_ != UINT64_MAX) {
+    Info& previous = info_[recovering_];
+    previous.filter->FoldTo(FilterWordsFor(previous.puts.load()));
+  }
+  info_[segment].filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
+  recovering_ = segment;
+}
+
 void SegmentTable::RecoverSegment(uint64_t segment, bool in_use, uint64_t min_sequence,
                                   uint64_t max_sequence) {
   Info& info = info_[segment];
+  {
+    absl::MutexLock lock(&mu_);
+    if (!in_use) {
+      info.filter.reset();
+      info.sample_count = 0;
+    } else if (info.filter != nullptr) {
+      info.filter->FoldTo(FilterWordsFor(info.puts.load()));
+    }
+    if (recovering_ == segment) recovering_ = UINT64_MAX;
+  }
   info.state = in_use ? SegmentState::kSealed : SegmentState::kFree;
   info.min_sequence.store(min_sequence);
   info.max_sequence.store(max_sequence);

@@ -3,21 +3,47 @@
 // segments), compaction (chooses victims, frees them) and recovery (fills it in).
 //
 // Thread contract: thread-safe. State changes take `mu_` (rare: once per segment fill or
-// clean); live-byte accounting is an atomic add on the hot path.
+// clean); live-byte accounting is an atomic add on the hot path. Key filters: NoteRecord sets
+// their bits (relaxed atomic ORs) from the thread filling the segment, without `mu_`;
+// MayHoldOlder and PickVictim read them under `mu_`; a filter is created, folded or dropped only
+// under `mu_`, and never while its segment is being appended to.
+//
+// Which tombstones cleaning must keep. A delete's tombstone hides the older puts of its key; it
+// may be dropped once none of them can remain outside the segment being cleaned (older deletes
+// need no hiding: recovery lets the newest record of a key win, and a delete leaves it absent).
+// The table keeps, for each segment in use, a filter of the keys of its puts (a Bloom filter over
+// their KeyHash: every put appended, copied there by compaction or found there by recovery is
+// noted), and MayHoldOlder answers "may a segment other than the victim, holding records older
+// than the tombstone, hold a put of this key?". Before that, the cheap global test: no other
+// segment in use holds any record older than the tombstone (MinSequenceExcept).
+//
+// A false positive keeps a tombstone until the segment that gave it is cleaned, and a tombstone
+// is checked against every older segment, so the filters are sized for the store: about 1 in 100
+// tombstones checked against all of its segments is kept by mistake. That takes
+// 1.44 * log2(100 * segments) bits per put (clamped to 10..32: 20 for 128 segments, 24 for 1024,
+// 30 for 16384), rounded up to a power of two.
+//
+// Memory. A segment a head is filling has a filter sized for the most puts a segment can hold
+// (every page full of the smallest records: 41472 for 1 MiB segments of 4 KiB pages, 128 KiB of
+// filter at 24 bits each); when it is sealed, or recovered, the filter is folded (its halves ORed
+// together) down to 1-2 times the bits its puts need. So a store costs 2.5-8 bytes of memory per
+// put record on the device (dead ones too, until their segment is cleaned), plus ~400 bytes per
+// segment (counters and the tombstone sample below) and one full-size filter per log head.
 //
 // What cleaning a segment gains. Its live puts and the tombstones compaction must keep are
 // copied; everything else it holds is reclaimed. Tombstones are never "live" in live_bytes (a
-// delete removes the key from the index), so the table counts them apart: while any other
-// segment in use holds a record older than the segment's newest one, compaction may have to
-// keep them (compaction.cc keeps a tombstone while an older record of any key may remain), and
-// they count as kept. A segment is worth cleaning (PickVictim's only_with_garbage) when at least
-// a page of its records is dead, or when what it keeps is so little that it repacks into fewer
-// pages: pages are at least half full once packed, so that holds below
-// (pages_per_segment - 2) / 2 pages of payload. Cleaning a segment that gains nothing would only
-// rewrite it, over and over when the store is full of live data.
+// delete removes the key from the index), so the table counts them apart and estimates how many
+// of them cleaning would keep: none when the global test drops them all, else the share of a
+// small sample of the segment's tombstones (the ones with the smallest hashes, so a fair sample
+// of its keys) that MayHoldOlder would keep. A segment is worth cleaning (PickVictim's
+// only_with_garbage) when at least a page of its records is dead, or when what it keeps is so
+// little that it repacks into fewer pages: pages are at least half full once packed, so that
+// holds below (pages_per_segment - 2) / 2 pages of payload. Cleaning a segment that gains nothing
+// would only rewrite it, over and over when the store is full of live data.
 #ifndef NVKV_KV_SEGMENT_TABLE_H_
 #define NVKV_KV_SEGMENT_TABLE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -25,8 +51,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/engine.h"
+#include "kv/key_hash.h"
 #include "kv/page_format.h"
 
 namespace nvkv::kv {
@@ -72,8 +100,12 @@ class SegmentTable {
   // Takes a free segment for a log head and gives it a fresh generation. kResourceExhausted
   // when the free list is down to what `use` must leave.
   absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint32_t* generation);
-  // A head is done with `segment` (full or closing); `last_write` says which head wrote it up to
-  // which page (none: recovered from the device, durable already).
+  // kResourceExhausted when the free list is down to what `use` must leave (as Allocate would
+  // fail): a head's segment taken by compaction from the reserve is for compaction's copies.
+  absl::Status CheckReserve(SegmentUse use);
+  // A head is done with `segment` (full or closing); its key filter shrinks to fit its records.
+  // `last_write` says which head wrote it up to which page (none: recovered from the device,
+  // durable already).
   void Seal(uint64_t segment, std::optional<LastWrite> last_write = std::nullopt);
   std::optional<LastWrite> last_write(uint64_t segment);
   // Compaction: picks a sealed segment with no writes in flight, marks it kCompacting. With
@@ -96,19 +128,27 @@ class SegmentTable {
   void AddLive(uint64_t segment, int64_t bytes) {
     info_[segment].live_bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
-  // A record of `record_bytes` (a delete when `is_delete`) was appended to `segment`, or found
-  // there by recovery: its sequence range and byte counts.
-  void NoteRecord(uint64_t segment, uint64_t sequence, uint32_t record_bytes, bool is_delete);
+  // A record of key `hash` and `record_bytes` (a delete when `is_delete`) was appended to
+  // `segment` (by a user write or a compaction copy), or found there by recovery: its key, its
+  // sequence range and byte counts. Called by the one thread filling the segment (under the lock
+  // of the shard whose head owns it), or by recovery before the engine starts.
+  void NoteRecord(uint64_t segment, const KeyHash& hash, uint64_t sequence, uint32_t record_bytes,
+                  bool is_delete);
   void AddPending(uint64_t segment, int32_t pages) {
     info_[segment].pages_pending.fetch_add(pages, std::memory_order_acq_rel);
   }
 
   // The smallest record sequence in any non-free segment other than `except`, or UINT64_MAX.
   uint64_t MinSequenceExcept(uint64_t except);
+  // Whether a non-free segment other than `except`, holding a record older than `sequence`, may
+  // hold a record of key `hash`. False only when none does: a tombstone of that key and
+  // sequence in `except` hides nothing elsewhere. O(segments).
+  bool MayHoldOlder(const KeyHash& hash, uint64_t sequence, uint64_t except);
 
   uint64_t NextGeneration() { return next_generation_.fetch_add(1) ; }
 
-  // Recovery fills these before the engine starts.
+  // Recovery fills these before the engine starts (NoteRecord first, for every record it
+  // finds; RecoverSegment then shrinks the segment's key filter, or drops it when not in use).
   void RecoverSegment(uint64_t segment, bool in_use, uint64_t min_sequence, uint64_t max_sequence);
   void SetNextGeneration(uint64_t generation) { next_generation_.store(generation); }
   void FinishRecovery();
@@ -134,6 +174,36 @@ class SegmentTable {
   uint64_t usable_bytes() const;
 
  private:
+  // A Bloom filter of keys, of a power of two bits: `probes` bits per key, at (lo + i * step)
+  // modulo the size, so that folding (ORing the upper half into the lower) keeps every key's
+  // bits. A query stops at the first clear bit: mostly one memory access for a key not there.
+  class KeyFilter {
+   public:
+    KeyFilter(uint64_t words, uint32_t probes);
+    // Add may run beside MayContain (relaxed atomic words); FoldTo may not run beside either.
+    void Add(const KeyHash& hash);
+    bool MayContain(const KeyHash& hash) const;
+    void FoldTo(uint64_t words);  // a power of two; no-op unless smaller
+
+   private:
+    uint64_t words_;
+    const uint32_t probes_;
+    std::unique_ptr<std::atomic<uint64_t>[]> bits_;
+  };
+  // The filter size (64-bit words, a power of two) giving `puts` keys bits_per_put_ bits each.
+  uint64_t FilterWordsFor(uint64_t puts) const;
+
+  // One tombstone of the segment's sample, and what PickVictim last found about it: the
+  // segment (`blocker`, in its `blocker_incarnation`) that made MayHoldOlder keep it, if any.
+  struct TombstoneSample {
+    KeyHash hash;
+    uint64_t sequence = 0;
+    bool checked = false;
+    uint64_t blocker = UINT64_MAX;  // UINT64_MAX: nothing older may hold the key
+    uint64_t blocker_incarnation = 0;
+  };
+  static constexpr uint32_t kTombstoneSamples = 8;
+
   struct Info {
     std::atomic<int64_t> live_bytes{0};
     std::atomic<int32_t> pages_pending{0};  // pages assigned whose writes have not completed
@@ -141,10 +211,28 @@ class SegmentTable {
     std::atomic<uint64_t> max_sequence{0};
     std::atomic<int64_t> record_bytes{0};     // every record appended (or recovered), dead or not
     std::atomic<int64_t> tombstone_bytes{0};  // the deletes among them
+    std::atomic<uint64_t> puts{0};  // records of puts: the keys in `filter`
+    // Written by NoteRecord while the segment is open or recovered (one thread); replaced (Seal,
+    // Free, Allocate, recovery) and read by MayHoldOlder under mu_. Null: no records.
+    std::unique_ptr<KeyFilter> filter;
+    // The kTombstoneSamples tombstones with the smallest hash.lo: written by NoteRecord while
+    // the segment is open, read (and `checked`/`blocker` written) by PickVictim once it is
+    // sealed, under mu_.
+    std::array<TombstoneSample, kTombstoneSamples> samples;
+    uint32_t sample_count = 0;
+    uint64_t incarnation = 0;  // how often the segment was freed; guarded by mu_
     SegmentState state = SegmentState::kFree;
     std::optional<LastWrite> last_write;  // guarded by mu_
   };
 
+  // The segment other than `except` that MayHoldOlder finds, or UINT64_MAX.
+  uint64_t FindOlder(const KeyHash& hash, uint64_t sequence, uint64_t except)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many of `segment`'s sampled tombstones cleaning would keep, of sample_count.
+  uint32_t KeptSamples(uint64_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recovery notes records of segments that have no filter yet: one full-size filter at a time
+  // (the previous recovered segment's is folded first, recovery reads segments in turn).
+  void StartRecoveredFilter(uint64_t segment);
   // Free segments a `use` must leave.
   uint64_t KeepFor(SegmentUse use) const;
   // The best victim PickVictim would take (without marking it); with `with_writes_in_flight`,
@@ -160,10 +248,18 @@ class SegmentTable {
   const uint64_t page_payload_bytes_;  // record bytes one page holds
   const uint64_t sparse_bytes_;        // kept bytes below which a segment repacks smaller
   const uint32_t reserve_user_;
+  // Bits per key of a sealed segment's filter (at least; up to twice as many after rounding) and
+  // bits set per key: chosen so that a tombstone checked against every segment of the store
+  // is kept by a false positive about 1 time in 100 (each false positive keeps it until that
+  // segment is cleaned): log2(100 * segments) * 1.44 bits, ln 2 of them set per key.
+  const uint32_t bits_per_put_;
+  const uint32_t probes_;
+  const uint64_t open_filter_words_;  // for the most puts a segment can hold
   std::unique_ptr<Info[]> info_;
   std::atomic<uint64_t> next_generation_{1};
   absl::Mutex mu_;
   std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
+  uint64_t recovering_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;  // the one full-size recovered filter
 };
 
 }  // namespace nvkv::kv

@@ -52,7 +52,9 @@ absl::Status EnsureSegmentRoom(Engine::Impl& engine, Shard& shard, uint32_t page
                                SegmentUse use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   LogHead& head = shard.head;
   if (head.has_segment && head.next_page + pages <= engine.geometry_.pages_per_segment) {
-    return absl::OkStatus();
+    // The head's segment may be one compaction took from the reserve: user writes must not
+    // fill it while the store is down to what they must leave.
+    return engine.segments_->CheckReserve(use);
   }
   if (pages > engine.geometry_.pages_per_segment) {
     // No segment is large enough: taking another would not help (and callers that loop until
@@ -156,7 +158,7 @@ uint64_t AppendToOpenPage(Engine::Impl& engine, Shard& shard, const RecordHeader
   const uint32_t offset = open->builder.AddRecord(header, key, value);
   NVKV_CHECK(offset != 0);
   open->tags.emplace_back(engine.TagOf(hash), offset);
-  engine.segments_->NoteRecord(open->segment, header.sequence,
+  engine.segments_->NoteRecord(open->segment, hash, header.sequence,
                               RecordBytes(key.size(), value.size()),
                               header.type == static_cast<uint8_t>(RecordType::kDelete));
   return open->page_number;
@@ -437,7 +439,8 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     range.segment = head.segment;
     head.ranges.push_back(range);
     engine.segments_->AddPending(head.segment, static_cast<int32_t>(count));
-    engine.segments_->NoteRecord(head.segment, h.sequence, record_bytes, /*is_delete=*/false);
+    engine.segments_->NoteRecord(head.segment, hash, h.sequence, record_bytes,
+                                 /*is_delete=*/false);
     for (uint32_t i = 0; i < count; ++i) shard.unwritten[first_page + i] = nullptr;
     ApplyToIndex(engine, shard, key, hash, current, /*is_delete=*/false, first_page,
                  record_bytes);

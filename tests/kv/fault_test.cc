@@ -155,14 +155,15 @@ TEST_P(FaultTest, FailedFlushStopsWritesButNotReads) {
       ASSERT_THAT(Put(*engine, absl::StrCat("d", i), Value(i), true), IsOk());
       durable[absl::StrCat("d", i)] = Value(i);
     }
-    // Non-durable writes: written without FUA once their pages age out, so that Flush has to
-    // send a flush command.
+    // Non-durable writes: written without FUA once their pages age out, so that a flush
+    // command makes them durable (the writer's own, once they have waited max_write_delay_us,
+    // or Flush's): that one fails.
+    const uint64_t flushes_before = fault_->fault_stats().flushes;
+    ASSERT_THAT(fault_->FailOperation({.nth = 1, .filter = OpFilter::kFlush}), IsOk());
     for (int i = 0; i < 200; ++i) {
       ASSERT_THAT(Put(*engine, absl::StrCat("n", i), Value(i), false), IsOk());
     }
     absl::SleepFor(absl::Milliseconds(100));
-    const uint64_t flushes_before = fault_->fault_stats().flushes;
-    ASSERT_THAT(fault_->FailOperation({.nth = 1, .filter = OpFilter::kFlush}), IsOk());
     EXPECT_THAT(engine->Flush(), StatusIs(absl::StatusCode::kFailedPrecondition));
     EXPECT_EQ(fault_->fault_stats().flushes, flushes_before + 1);
     EXPECT_EQ(fault_->fault_stats().faults_injected, 1u);
@@ -247,6 +248,59 @@ TEST_P(FaultTest, SilentlyTornWriteIsDataLossNeverAWrongValue) {
   } else {
     EXPECT_THAT(got, StatusIs(absl::StatusCode::kNotFound));
   }
+}
+
+// A write made with durable=false is durable within 2 x max_write_delay_us plus the device's
+// write and flush time, also when no one waits for a durable write: well after that, power fails
+// dropping every write the device was not told to flush, and every one of them is there.
+// (The writer once sent a flush only for a waiting durable writer: non-durable writes stayed in
+// the drive's volatile cache for as long as no durable write or Flush came.)
+TEST_P(FaultTest, NonDurableWritesAreDurableAfterTheWriteDelay) {
+  std::map<std::string, std::string> written;
+  {
+    storage::FaultDeviceOptions fault_options;
+    fault_options.keep_weight = 0;  // at the cut, every write not flushed is lost
+    fault_options.tear_weight = 0;
+    auto engine = OpenFaulty(fault_options);
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_THAT(Put(*engine, absl::StrCat("n", i), Value(i), false), IsOk());
+      written[absl::StrCat("n", i)] = Value(i);
+    }
+    // 100 x max_write_delay_us (1 ms): far beyond the bound, and nothing else happens. Then, so
+    // that a loaded machine (a writer thread not scheduled) does not fail the test, up to 2 s
+    // more while the device still holds unflushed writes: without a timed flush they stay.
+    absl::SleepFor(absl::Milliseconds(100));
+    const absl::Time deadline = absl::Now() + absl::Seconds(2);
+    while (fault_->fault_stats().unflushed_writes > 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    auto cut = fault_->CutPower();
+    ASSERT_THAT(cut, IsOk());
+    EXPECT_EQ(cut->writes_dropped, 0u) << "writes were still in the volatile cache";
+    (void)engine->Close();
+  }
+  auto engine = OpenClean();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->Stats().live_keys, written.size());
+  ExpectAll(*engine, written);
+}
+
+// The timed flush is rate-limited: a steady non-durable load sends at most one flush per
+// max_write_delay_us (1 ms here), however many pages complete meanwhile.
+TEST_P(FaultTest, SteadyNonDurableLoadFlushesAtMostOncePerWriteDelay) {
+  auto engine = OpenFaulty();
+  ASSERT_NE(engine, nullptr);
+  const uint64_t flushes_before = fault_->fault_stats().flushes;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 20000; ++i) {
+    ASSERT_THAT(Put(*engine, absl::StrCat("n", i % 2000), Value(i), false), IsOk());
+  }
+  absl::SleepFor(absl::Milliseconds(20));
+  const uint64_t flushes = fault_->fault_stats().flushes - flushes_before;
+  const int64_t elapsed_us = absl::ToInt64Microseconds(absl::Now() - start);
+  EXPECT_GT(flushes, 0u);
+  EXPECT_LE(flushes, static_cast<uint64_t>(elapsed_us / 1000 + 1)) << elapsed_us << " us";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, FaultTest, ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),

@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "kv/key_hash.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -43,6 +45,8 @@ struct Contents {
   int64_t tombstone_bytes = 0;  // of deletes (never live)
   uint64_t min_sequence = 1;
   uint64_t max_sequence = 1;
+  std::string put_key = "put";              // the key of the puts
+  std::string tombstone_key = "tombstone";  // the key of the deletes
 };
 
 // Allocates a segment for a head, appends records as `contents` says and seals it.
@@ -54,8 +58,9 @@ uint64_t FilledSegment(SegmentTable& table, const Contents& contents) {
                               ? contents.record_bytes
                               : contents.live_bytes + contents.tombstone_bytes;
   const int64_t puts = records - contents.tombstone_bytes;
-  table.NoteRecord(*segment, contents.min_sequence, static_cast<uint32_t>(puts), false);
-  table.NoteRecord(*segment, contents.max_sequence,
+  table.NoteRecord(*segment, HashKey(contents.put_key), contents.min_sequence,
+                   static_cast<uint32_t>(puts), false);
+  table.NoteRecord(*segment, HashKey(contents.tombstone_key), contents.max_sequence,
                    static_cast<uint32_t>(contents.tombstone_bytes), true);
   table.AddLive(*segment, contents.live_bytes);
   table.Seal(*segment);
@@ -265,10 +270,10 @@ TEST(SegmentTableTest, TombstonesCountAsKeptWhileOlderRecordsRemain) {
   // Old puts, half dead; then deletes (newer) filling a segment.
   const uint64_t old_puts =
       FilledSegment(*table, {.live_bytes = kDenseBytes / 2, .record_bytes = kDenseBytes,
-                             .min_sequence = 1, .max_sequence = 1000});
+                             .min_sequence = 1, .max_sequence = 1000, .put_key = "k"});
   const uint64_t tombstones =
       FilledSegment(*table, {.tombstone_bytes = kDenseBytes, .min_sequence = 1001,
-                             .max_sequence = 2000});
+                             .max_sequence = 2000, .tombstone_key = "k"});
   auto victim = table->PickVictim(VictimPolicy::kGreedy, 3000, true);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, old_puts);
@@ -282,6 +287,61 @@ TEST(SegmentTableTest, TombstonesCountAsKeptWhileOlderRecordsRemain) {
   EXPECT_EQ(*victim, tombstones);
 }
 
+// Only the keys of older records matter: a cold segment of other keys (older than everything,
+// fully live, never cleaned) does not make tombstones count as kept.
+TEST(SegmentTableTest, TombstonesOfKeysNoOlderSegmentHoldsAreGarbage) {
+  auto table = FreshTable(5, 0);
+  FilledSegment(*table, {.live_bytes = kDenseBytes, .min_sequence = 1, .max_sequence = 1000,
+                         .put_key = "cold"});
+  const uint64_t tombstones =
+      FilledSegment(*table, {.tombstone_bytes = kDenseBytes, .min_sequence = 1001,
+                             .max_sequence = 2000, .tombstone_key = "deleted"});
+  auto victim = table->PickVictim(VictimPolicy::kGreedy, 3000, true);
+  ASSERT_TRUE(victim.has_value()) << "a segment of droppable tombstones looks full";
+  EXPECT_EQ(*victim, tombstones);
+}
+
+// MayHoldOlder: a segment may hide a key when it is in use, is not the one asked about, holds
+// records older than the tombstone and noted the key; its filter, folded when the segment is
+// sealed, still knows every key noted.
+TEST(SegmentTableTest, MayHoldOlderFindsEveryKeyOfOlderSegmentsInUse) {
+  auto table = FreshTable(5, 0);
+  uint32_t generation = 0;
+  absl::StatusOr<uint64_t> old_segment = table->Allocate(SegmentUse::kUserPut, &generation);
+  ASSERT_THAT(old_segment, IsOk());
+  constexpr uint64_t kKeys = 2000;
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    table->NoteRecord(*old_segment, HashKey(absl::StrCat("key", i)), 100 + i, 30, false);
+  }
+  absl::StatusOr<uint64_t> victim = table->Allocate(SegmentUse::kUserPut, &generation);
+  ASSERT_THAT(victim, IsOk());
+  table->NoteRecord(*victim, HashKey("key0"), 5000, 30, true);
+  // Open, then sealed (its filter folded): every key is found.
+  for (int sealed = 0; sealed < 2; ++sealed) {
+    for (uint64_t i = 0; i < kKeys; ++i) {
+      ASSERT_TRUE(table->MayHoldOlder(HashKey(absl::StrCat("key", i)), 5000, *victim))
+          << "key" << i << (sealed ? " (sealed)" : " (open)");
+    }
+    if (!sealed) table->Seal(*old_segment);
+  }
+  // A few false positives at most among keys it never held.
+  uint64_t false_positives = 0;
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    false_positives += table->MayHoldOlder(HashKey(absl::StrCat("other", i)), 5000, *victim);
+  }
+  EXPECT_LT(false_positives, kKeys / 20);
+  // Not when its records are all newer than the tombstone, nor for the segment asked about.
+  EXPECT_FALSE(table->MayHoldOlder(HashKey("key0"), 100, *victim));
+  EXPECT_FALSE(table->MayHoldOlder(HashKey("key0"), 5000, *old_segment));
+  // Not once it is freed.
+  table->Seal(*victim);
+  auto picked = table->PickVictim(VictimPolicy::kGreedy, 6000, false);
+  ASSERT_TRUE(picked.has_value());
+  ASSERT_EQ(*picked, *old_segment);
+  table->Free(*old_segment);
+  EXPECT_FALSE(table->MayHoldOlder(HashKey("key0"), 5000, *victim));
+}
+
 TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
   auto table = FreshTable(5, 0);
   EXPECT_EQ(table->MinSequenceExcept(0), UINT64_MAX);
@@ -290,13 +350,13 @@ TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
   uint32_t generation = 0;
   absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation);
   ASSERT_THAT(open, IsOk());
-  table->NoteRecord(*open, 70, 100, false);
+  table->NoteRecord(*open, HashKey("a"), 70, 100, false);
   // Out of order: compaction copies keep their old sequence.
-  table->NoteRecord(*open, 60, 100, false);
+  table->NoteRecord(*open, HashKey("b"), 60, 100, false);
   EXPECT_EQ(table->MinSequenceExcept(b), 5u);
   EXPECT_EQ(table->MinSequenceExcept(a), 30u);
   // The open segment counts too: a tombstone must not be dropped while a head holds older data.
-  table->NoteRecord(*open, 2, 100, false);
+  table->NoteRecord(*open, HashKey("c"), 2, 100, false);
   EXPECT_EQ(table->MinSequenceExcept(a), 2u);
   // A freed segment no longer holds anything.
   auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, false);

@@ -76,7 +76,12 @@ struct Options {
   IndexMode index_mode = IndexMode::kHash;
 
   // A write made with WriteOptions::durable == false reaches the device at the latest this long
-  // after it returned (or at the next Flush()). Bounds what such writes can lose in a crash.
+  // after it returned (or at the next Flush()), and is durable (flushed from a volatile write
+  // cache too) within 2 x max_write_delay_us plus the device's write and flush time, whether or
+  // not anyone waits for a durable write (when a flush takes longer than max_write_delay_us, add
+  // one more flush time). Bounds what such writes can lose in a crash. The flushes this takes are
+  // rate-limited: at most one in flight, each covering every page written before it, so a steady
+  // non-durable load costs about one flush per max_write_delay_us, not one per page.
   // Default: 2000. Unit: microseconds. Scope: per Open.
   uint32_t max_write_delay_us = 2000;
 
@@ -179,10 +184,11 @@ struct WriteOptions {
   //   loss after that loses nothing of it.
   // false: the write is in memory when the call returns OK, and visible to readers at once. It
   //   reaches the device within Options::max_write_delay_us or at the next DB::Flush(), and is
-  //   durable once a later durable write or DB::Flush() has returned OK. A crash or power loss
-  //   before then may lose it; each lost Write loses all of its batch, never part of it. Which
-  //   of several non-durable writes survive is not specified: do not assume that a write
-  //   surviving implies every earlier non-durable write survived.
+  //   durable once a later durable write or DB::Flush() has returned OK, and at the latest
+  //   within 2 x Options::max_write_delay_us plus the device's write and flush time (see
+  //   there). A crash or power loss before then may lose it; each lost Write loses all of its
+  //   batch, never part of it. Which of several non-durable writes survive is not specified: do
+  //   not assume that a write surviving implies every earlier non-durable write survived.
   // Default: true.
   bool durable = true;
 };
