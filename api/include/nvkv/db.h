@@ -137,7 +137,9 @@ class DB {
   absl::Status Put(std::string_view key, std::string_view value,
                    const WriteOptions& options = {});
 
-  // Removes `key`. Deleting a key that is absent is OK.
+  // Removes `key`. Deleting a key that is absent is OK; with options.durable it still returns
+  // only once the key's absence is durable (it flushes: an earlier delete of the key by any
+  // thread may not be durable yet).
   absl::Status Delete(std::string_view key, const WriteOptions& options = {});
 
   // Applies every entry of `batch` atomically, in order: after any crash all of them are
@@ -145,6 +147,13 @@ class DB {
   absl::Status Write(const WriteBatch& batch, const WriteOptions& options = {});
 
   // ----- Reads. -----
+  // Damage. A page the media damaged loses only its own records: recovery skips it and recovers
+  // everything else (Stats recovery_damaged_pages, and Check() names the page), drops a batch
+  // with a record on it whole, and never frees a segment whose damaged pages hold records the
+  // index still points at (Stats segments_retained). A key whose record is on a damaged page
+  // reads as kDataLoss (or, after a reopen, as its older value or kNotFound), and writing or
+  // deleting the key repairs it. A store may be reopened in either index mode whichever wrote it.
+  //
   // A read sees every write that returned before it started, durable or not; a value is read
   // atomically (never part of one write and part of another).
 
