@@ -148,10 +148,23 @@ uint64_t Engine::Impl::IndexEntriesIn(uint64_t segment) {
 }
 
 void Engine::Impl::RecheckRetained() {
-  for (uint64_t segment : segments_->retained()) {
-    // Entries only leave a retained segment (writes go to the heads), so none now means none
-    // ever again.
-    if (IndexEntriesIn(segment) == 0) segments_->Unretain(segment);
+  const std::vector<uint64_t> retained = segments_->retained();
+  if (retained.empty()) return;
+  // One walk of the index for all of them. Entries only leave a retained segment (writes go to
+  // the heads), so none now means none ever again.
+  absl::flat_hash_map<uint64_t, uint64_t> entries;
+  for (uint64_t segment : retained) entries[segment] = 0;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->index->ForEachValue([&](uint64_t location) {
+      const uint64_t page = PageOf(location);
+      if (page < kSuperblockPages) return;
+      auto it = entries.find(geometry_.SegmentOf(page));
+      if (it != entries.end()) ++it->second;
+    });
+  }
+  for (const auto& [segment, count] : entries) {
+    if (count == 0) segments_->Unretain(segment);
   }
 }
 
@@ -195,7 +208,11 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   std::vector<ScannedRecord> records;
   absl::flat_hash_map<std::pair<uint64_t, std::string_view>, size_t> newest;
   std::deque<std::string> values;  // large values outlive the scan callback
+  // Every readable record, also of a batch a hole cut: the victim is durable, so its batches
+  // stay whole on the device until every copy is (see above), and a record of a cut batch that
+  // the index points at is live like any other.
   const SegmentScanResult scan = ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/true,
+              /*whole_batches_only=*/false,
               [&](const ScannedRecord& record) {
     ScannedRecord copy = record;
     if ((record.header.flags & kRecordLarge) != 0) {
@@ -247,19 +264,26 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
     segments_->Retain(segment);
     return absl::OkStatus();
   }
-  // Mark the victim empty, durably, before anyone reuses it.
+  // Mark the victim empty, durably, before anyone reuses it: on its first page, and on its last,
+  // which its next log overwrites last. If page 0 is later lost (a torn first write of the next
+  // log, or media damage), the last page's marker tells the segment's stale log, whose records
+  // were copied or dead (and whose tombstones may be gone), from a log written after the marker.
   storage::Buffer page = pool.GetPage();
   NVKV_CHECK(page.valid());
   const uint64_t first_page = g.FirstPageOf(segment);
-  EncodeFreePage(page.data, g, static_cast<uint32_t>(segments_->NextGeneration()), store_seed_,
-                 first_page);
-  status = storage::WriteBlocks(queue, LbaOf(first_page), blocks_per_page_, page, /*fua=*/true);
+  const uint32_t generation = static_cast<uint32_t>(segments_->NextGeneration());
+  for (const uint32_t index : {g.pages_per_segment - 1, 0u}) {
+    EncodeFreePage(page.data, g, generation, store_seed_, first_page + index, index);
+    status = storage::WriteBlocks(queue, LbaOf(first_page + index), blocks_per_page_, page,
+                                  /*fua=*/true);
+    if (!status.ok()) break;
+    device_bytes_.fetch_add(g.page_bytes);
+  }
   pool.PutPage(page);
   if (!status.ok()) {
     SetBroken(status);
     return status;
   }
-  device_bytes_.fetch_add(g.page_bytes);
   segments_->Free(segment);
   segments_cleaned_.fetch_add(1);
   return absl::OkStatus();

@@ -151,6 +151,7 @@ void CollectRecords(const Engine::Impl& engine, const SegmentReader& reader, uin
   out->scan = ScanSegment(
       engine.geometry_, engine.store_seed_, segment,
       [&reader](uint32_t i) { return reader.page(i); }, /*assemble_large_values=*/true,
+      /*whole_batches_only=*/false,  // a cut batch's records the index points at are live
       [&](const ScannedRecord& record) {
         ScannedRecord copy = record;
         if ((record.header.flags & kRecordLarge) != 0) {

@@ -4,8 +4,8 @@
 // Durability rule. NVMe orders nothing between commands in flight, and a completed write may sit
 // in a volatile cache. A page counts as durable when its write completed with FUA, or completed
 // before a Flush that then completed (or the device has no volatile cache). A head's
-// durable_through moves only over a prefix of its pages that are all durable, so recovery, which
-// stops at the first bad page of a segment, never stops before an acknowledged write.
+// durable_through moves only over a prefix of its pages that are all durable, so without media
+// damage no acknowledged write lies beyond the end of a segment's log that recovery finds.
 //
 // When the writer flushes (device with a volatile write cache). For a durable writer whose pages
 // completed without FUA (NeedsFlush), at once. And on a timer, so that non-durable writes become

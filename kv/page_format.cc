@@ -166,9 +166,9 @@ void PageBuilder::Finish(uint64_t store_seed, uint64_t page_number) {
 }
 
 void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint32_t generation,
-                    uint64_t store_seed, uint64_t page_number) {
+                    uint64_t store_seed, uint64_t page_number, uint32_t page_in_segment) {
   PageBuilder builder;
-  builder.Start(page, geometry, PageType::kFree, generation, 0, 0);
+  builder.Start(page, geometry, PageType::kFree, generation, page_in_segment, 0);
   builder.Finish(store_seed, page_number);
 }
 

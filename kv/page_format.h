@@ -187,9 +187,12 @@ class PageBuilder {
   uint8_t flags_ = 0;
 };
 
-// Writes a free-marker page: a segment whose first page is this holds nothing.
+// Writes a free-marker page for page `page_in_segment` of a segment (its first or its last): a
+// segment whose first page is this holds nothing; the copy on the last page tells logs older
+// than the marker (stale, from before the segment was freed) from the segment's next log when
+// page 0 is lost (segment_scan.h).
 void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint32_t generation,
-                    uint64_t store_seed, uint64_t page_number);
+                    uint64_t store_seed, uint64_t page_number, uint32_t page_in_segment = 0);
 
 // Checks a page read from `page_number`: magic, checksum (with the store and page seed), type,
 // and that used_bytes fits. kDataLoss with the page number and what failed. A page of all zero

@@ -200,7 +200,8 @@ void IssueCandidate(ReadOp* op) {
 // again, a bounded number of times.
 void Restart(ReadOp* op, const absl::Status& why) {
   if (++op->restarts > kMaxRestarts) {
-    FinishOp(op, why);
+    // A damaged candidate seen on the last try is the better answer than a bare miss.
+    FinishOp(op, op->unreadable.empty() ? why : op->unreadable_status);
     return;
   }
   StartLookup(op);

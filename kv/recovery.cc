@@ -163,6 +163,7 @@ absl::Status Engine::Impl::Recover() {
       return read.chunks[i / pages_per_chunk].data + size_t{i % pages_per_chunk} * g.page_bytes;
     };
     scans[segment] = ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/false,
+                                 /*whole_batches_only=*/true,
                                  [&](const ScannedRecord& record) {
       const KeyHash hash = HashKey(record.key);
       const uint32_t shard = ShardFor(hash).id;

@@ -49,18 +49,23 @@ std::string WhyNotInLog(const absl::StatusOr<PageHeader>& header, uint32_t i,
 bool IdentifyLog(const std::vector<absl::StatusOr<PageHeader>>& headers, LogIdentity* log) {
   const absl::StatusOr<PageHeader>& first = headers[0];
   if (first.ok() && first->type == static_cast<uint8_t>(PageType::kFree)) return false;
+  // Logs of generations up to the last page's free marker are from before the segment was freed.
+  const absl::StatusOr<PageHeader>& last = headers.back();
+  const uint32_t freed_at =
+      last.ok() && last->type == static_cast<uint8_t>(PageType::kFree) ? last->generation : 0;
   if (first.ok() && first->type == static_cast<uint8_t>(PageType::kData) &&
       first->page_in_segment == 0) {
+    if (first->generation <= freed_at) return false;  // the marker on page 0 was lost
     *log = LogIdentity{first->generation, first->head_sequence};
     return true;
   }
-  // Page 0 is lost: the newest log found at its own places on the other pages. (A segment is
-  // freed by a free marker on page 0, so older logs after a lost page 0 are the same segment's
-  // earlier uses, and a newer generation always wins.)
+  // Page 0 is lost: the newest log found at its own places on the other pages, if it is newer
+  // than the segment's last free marker.
   bool found = false;
   for (uint32_t i = 1; i < headers.size(); ++i) {
     const absl::StatusOr<PageHeader>& h = headers[i];
-    if (!h.ok() || h->page_in_segment != i || !IsLogPageType(h->type) || h->head_sequence < i) {
+    if (!h.ok() || h->page_in_segment != i || !IsLogPageType(h->type) || h->head_sequence < i ||
+        h->generation <= freed_at) {
       continue;
     }
     if (!found || h->generation > log->generation) {
@@ -75,7 +80,7 @@ bool IdentifyLog(const std::vector<absl::StatusOr<PageHeader>>& headers, LogIden
 
 SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
                               const std::function<const uint8_t*(uint32_t)>& page_at,
-                              bool assemble_large_values,
+                              bool assemble_large_values, bool whole_batches_only,
                               const std::function<void(const ScannedRecord&)>& on_record) {
   SegmentScanResult result;
   const uint64_t first_page = geometry.FirstPageOf(segment);
@@ -140,11 +145,25 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
       continue;
     }
     const uint8_t* page = page_at(i);
-    const bool continues_batch = (header->flags & kPageContinuesBatch) != 0;
-    if (!continues_batch) drop_batch();  // a batch that does not go on here was cut short
-    // The page goes on with a batch whose start was lost in a hole: drop the batch's tail.
-    bool dropping_tail = continues_batch && batch.empty();
-    if (dropping_tail && !counted_at_hole) ++result.batches_discarded;
+    // Does the page go on with the pending batch? Its first record says so (pages written before
+    // kPageContinuesBatch existed carry no flag).
+    bool follows_pending = false;
+    if (!batch.empty()) {
+      RecordIterator peek(page, *header);
+      RecordView first;
+      const RecordHeader& prev = batch.back().header;
+      follows_pending = peek.Next(&first) && (first.header.flags & kRecordInBatch) != 0 &&
+                        first.header.sequence == prev.sequence + 1 &&
+                        first.header.batch_remaining + 1 == prev.batch_remaining;
+    }
+    bool dropping_tail = false;
+    if (!follows_pending) {
+      // A pending batch that does not go on here was cut short; a flagged page whose batch was
+      // not seen starting holds the tail of a batch whose start was lost in a hole.
+      counted_at_hole = drop_batch() || counted_at_hole;
+      dropping_tail = whole_batches_only && (header->flags & kPageContinuesBatch) != 0;
+      if (dropping_tail && !counted_at_hole) ++result.batches_discarded;
+    }
     counted_at_hole = false;
     RecordIterator it(page, *header);
     RecordView view;
@@ -204,7 +223,7 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
           record.value = large_values.back();
         }
       }
-      if (in_batch) {
+      if (in_batch && whole_batches_only) {
         batch.push_back(record);
         if (record.header.batch_remaining == 0) {
           for (const ScannedRecord& r : batch) on_record(r);

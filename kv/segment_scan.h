@@ -5,13 +5,18 @@
 // head_sequence = base + i, as the writer assigns both together). The generation is page 0's
 // when page 0 is a data page; when page 0 is damaged or was never written, it is the newest
 // generation found on the other pages at their places (the log went on after its first page);
-// a segment whose page 0 is a free marker, or with no page of any log, holds nothing.
+// a segment whose page 0 is a free marker, or with no page of any log, holds nothing. Compaction
+// writes its free marker on the last page too, which the segment's next log overwrites last: a
+// log older than that marker is the segment's stale one (its records were copied or dead) and
+// never counts.
 //
 // The log ends at its last page. A page before that end that does not belong to the log is a
 // *hole* (media damage, or a crash that left a write of the log in flight while later ones
 // landed): its records are lost, the scan goes on after it, and a batch that straddles it is
 // dropped whole (kPageContinuesBatch tells a batch's tail after a hole from a batch that starts
-// there). Pages after the end are a torn tail or older data, never reported as holes.
+// there; a page without the flag continues a batch when its first record is the batch's next, as
+// stores written before the flag existed have it). Pages after the end are a torn tail or older
+// data, never reported as holes.
 #ifndef NVKV_KV_SEGMENT_SCAN_H_
 #define NVKV_KV_SEGMENT_SCAN_H_
 
@@ -56,11 +61,12 @@ struct SegmentScanResult {
 };
 
 // `page_at(i)` returns the bytes of page i of the segment (all pages_per_segment of them).
-// `on_record` sees every record of the log outside its holes, a batch's records only when the
-// whole batch was read, in log order.
+// `on_record` sees every record of the log outside its holes, in log order; with
+// `whole_batches_only` (recovery) a batch's records only when the whole batch was read, else
+// (compaction, check: the index decides what is live) every readable record.
 SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
                               const std::function<const uint8_t*(uint32_t)>& page_at,
-                              bool assemble_large_values,
+                              bool assemble_large_values, bool whole_batches_only,
                               const std::function<void(const ScannedRecord&)>& on_record);
 
 }  // namespace nvkv::kv

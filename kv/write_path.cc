@@ -179,10 +179,15 @@ void ApplyToIndex(Engine::Impl& engine, Shard& shard, std::string_view key, cons
     return;
   }
   const uint64_t location = engine.EncodeLocation(new_page, record_bytes);
+  bool placed = false;
   if (current.found) {
-    const bool replaced = shard.index->Replace(hash.lo, key, current.location, location);
-    NVKV_CHECK(replaced);
-  } else {
+    placed = shard.index->Replace(hash.lo, key, current.location, location);
+    // A current entry was re-checked under this lock, so it is there; unless it is a damaged
+    // one, which is only possibly the key's: another op of the same batch (a key with the same
+    // tag) may have replaced it already, and then this key gets an entry of its own.
+    NVKV_CHECK(placed || current.damaged);
+  }
+  if (!placed) {
     // Only fails for page numbers beyond the index's range, which Open rules out.
     const absl::Status inserted = shard.index->Insert(hash.lo, key, location);
     NVKV_CHECK(inserted.ok());

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -476,6 +477,90 @@ TEST_F(DataSafetyTest, BackgroundCompactionNeverTearsANonDurableBatch) {
     }
   }
   EXPECT_TRUE(present == 0 || present == keys.size()) << present << " of " << keys.size();
+}
+
+}  // namespace
+}  // namespace nvkv::kv
+
+namespace nvkv::kv {
+namespace {
+
+// A segment freed by compaction keeps its old log on pages 1.. behind the free marker on page 0.
+// When it is reused and the first page of its next log is lost (torn by a crash, or damaged),
+// that stale log must not come back: its dead records would outlive the tombstones that hid
+// them, which compaction has dropped meanwhile.
+TEST_F(DataSafetyTest, LostFirstPageOfAReusedSegmentDoesNotBringBackItsStaleLog) {
+  {
+    auto engine = Open();
+    ASSERT_NE(engine, nullptr);
+    PutPages(*engine, 0, 1);                                    // segment 0, page 0
+    ASSERT_THAT(Put(*engine, "doomed", BigValue(99)), IsOk());  // page 1
+    PutPages(*engine, 1, 14);                                   // fills segment 0
+    ASSERT_THAT(Delete(*engine, "doomed"), IsOk());             // segment 1
+    // Overwrite everything twice: segments 0 and 1 hold only dead records and the tombstone.
+    PutPages(*engine, 0, 15);
+    PutPages(*engine, 0, 15);
+    ASSERT_THAT(engine->CompactAll(), IsOk());
+    ASSERT_THAT(engine->CompactAll(), IsOk());  // the tombstone has nothing left to hide
+    EXPECT_THAT(engine->Get("doomed").status(), StatusIs(absl::StatusCode::kNotFound));
+    ASSERT_THAT(engine->Close(), IsOk());
+  }
+  // Segment 0 was freed; its stale log still lies on pages 1..15 behind the free marker. Lose
+  // page 0, as a torn first write of the segment's next log or media damage would.
+  {
+    auto engine = Open();
+    ASSERT_NE(engine, nullptr);
+    EXPECT_EQ(engine->Stats().segments_free, kSegments - 1);  // the copies' segment only
+    ASSERT_THAT(engine->Close(), IsOk());
+  }
+  DamagePage(PageNumber(0, 0));
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_THAT(engine->Get("doomed").status(), StatusIs(absl::StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace nvkv::kv
+
+namespace nvkv::kv {
+namespace {
+
+// Stores written before kPageContinuesBatch existed have no flag on a batch's later pages:
+// recovery must still read such a batch whole (its records say that they go on).
+TEST_F(DataSafetyTest, BatchOnPagesWithoutTheContinuationFlagIsRecoveredWhole) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 6; ++i) keys.push_back(absl::StrCat("batch-", i));
+  {
+    auto engine = Open();
+    ASSERT_NE(engine, nullptr);
+    PutPages(*engine, 0, 2);  // pages 0, 1
+    const std::string value(1800, 'b');
+    std::vector<WriteOp> ops;
+    for (const std::string& key : keys) ops.push_back(WriteOp{false, key, value});
+    ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());  // pages 2..4
+    ASSERT_THAT(engine->Close(), IsOk());
+  }
+  const std::vector<uint8_t> first = storage_->CopyOut(0, 1);
+  absl::StatusOr<Superblock> superblock = DecodeSuperblock(first.data(), kPageBytes);
+  ASSERT_THAT(superblock, IsOk());
+  const uint64_t store_seed = StoreSeed(superblock->store_id);
+  for (uint32_t index : {3u, 4u}) {
+    const uint64_t page_number = PageNumber(0, index);
+    std::vector<uint8_t> page = storage_->CopyOut(page_number, 1);
+    PageHeader header;
+    std::memcpy(&header, page.data(), sizeof(header));
+    ASSERT_EQ(header.flags, kPageContinuesBatch) << index;
+    header.flags = 0;  // as an older writer left it
+    std::memcpy(page.data(), &header, sizeof(header));
+    const uint64_t checksum =
+        XXH3_64bits_withSeed(page.data() + 8, kPageBytes - 8, PageSeed(store_seed, page_number));
+    std::memcpy(page.data(), &checksum, sizeof(checksum));
+    storage_->Write(page_number, 1, page.data());
+  }
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  for (const std::string& key : keys) EXPECT_THAT(engine->Get(key), IsOk()) << key;
+  EXPECT_EQ(engine->Stats().recovery_batches_discarded, 0u);
 }
 
 }  // namespace

@@ -256,8 +256,8 @@ class DB {
   // taken at once, from one segment and from the page buffers of one shard
   // (Options::page_buffers_per_shard). Entries of just over half a page take a page each, so
   // the limit is half of the smaller of the two, in pages' payload (4,056 bytes per 4 KiB
-  // page): 16 pages' payload, 64,896 bytes, with the default options. One exception, with
-  // IndexMode::kHash: two keys whose 32-bit index tags collide cannot share a page; if that
+  // page): 16 pages' payload, 64,896 bytes, with the default options. One exception, in
+  // either index mode: two keys whose 32-bit index tags collide cannot share a page; if that
   // takes a batch near the limit past what a shard holds, Write fails with kInvalidArgument
   // (nothing is written).
   uint64_t max_batch_bytes() const;
