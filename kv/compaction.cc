@@ -133,27 +133,11 @@ absl::Status Engine::Impl::CompactAllNow() {
   return absl::OkStatus();
 }
 
-uint64_t Engine::Impl::IndexEntriesIn(uint64_t segment) {
-  const uint64_t first = geometry_.FirstPageOf(segment);
-  const uint64_t end = first + geometry_.pages_per_segment;
-  uint64_t entries = 0;
-  for (auto& shard : shards_) {
-    absl::MutexLock lock(&shard->mu);
-    shard->index->ForEachValue([&](uint64_t location) {
-      const uint64_t page = PageOf(location);
-      if (page >= first && page < end) ++entries;
-    });
-  }
-  return entries;
-}
-
-void Engine::Impl::RecheckRetained() {
-  const std::vector<uint64_t> retained = segments_->retained();
-  if (retained.empty()) return;
-  // One walk of the index for all of them. Entries only leave a retained segment (writes go to
-  // the heads), so none now means none ever again.
+absl::flat_hash_map<uint64_t, uint64_t> Engine::Impl::IndexEntriesIn(
+    const std::vector<uint64_t>& segments) {
   absl::flat_hash_map<uint64_t, uint64_t> entries;
-  for (uint64_t segment : retained) entries[segment] = 0;
+  for (uint64_t segment : segments) entries[segment] = 0;
+  if (entries.empty()) return entries;
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     shard->index->ForEachValue([&](uint64_t location) {
@@ -163,7 +147,13 @@ void Engine::Impl::RecheckRetained() {
       if (it != entries.end()) ++it->second;
     });
   }
-  for (const auto& [segment, count] : entries) {
+  return entries;
+}
+
+void Engine::Impl::RecheckRetained() {
+  // One walk of the index for all of them. Entries only leave a retained segment (writes go to
+  // the heads), so none now means none ever again.
+  for (const auto& [segment, count] : IndexEntriesIn(segments_->retained())) {
     if (count == 0) segments_->Unretain(segment);
   }
 }
@@ -260,7 +250,7 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   // Records that could not be read (damaged pages) are still live where they are: never free a
   // segment that live records point into. Live bytes say so cheaply; the index has the last
   // word (a repaired key's old entry had no known size).
-  if (segments_->live_bytes(segment) != 0 && IndexEntriesIn(segment) != 0) {
+  if (segments_->live_bytes(segment) != 0 && IndexEntriesIn({segment})[segment] != 0) {
     segments_->Retain(segment);
     return absl::OkStatus();
   }

@@ -167,8 +167,9 @@ class Engine::Impl {
   // Cleans one victim (kCompacting): copies its live records to the heads, then frees it, or
   // retains it when records it could not read (damaged pages) are still indexed.
   absl::Status CleanSegment(uint64_t segment);
-  // Index entries pointing into `segment` (O(index): for damaged segments only).
-  uint64_t IndexEntriesIn(uint64_t segment);
+  // How many index entries point into each of `segments`, in one walk of the index (O(index):
+  // for segments compaction could not empty only).
+  absl::flat_hash_map<uint64_t, uint64_t> IndexEntriesIn(const std::vector<uint64_t>& segments);
   // Returns retained segments that no index entry points into any more to compaction.
   void RecheckRetained();
 

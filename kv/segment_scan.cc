@@ -87,26 +87,32 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
   const uint32_t pages = geometry.pages_per_segment;
   std::vector<absl::StatusOr<PageHeader>> headers;
   headers.reserve(pages);
-  // Every verifying page counts for the generations and sequences recovery hands out next,
-  // whether it is part of the log or not.
   for (uint32_t i = 0; i < pages; ++i) {
     headers.push_back(VerifyPage(page_at(i), geometry, store_seed, first_page + i));
     const absl::StatusOr<PageHeader>& h = headers.back();
-    if (!h.ok()) continue;
-    result.max_generation = std::max(result.max_generation, h->generation);
-    if (h->type != static_cast<uint8_t>(PageType::kData)) continue;
-    RecordIterator it(page_at(i), *h);
-    RecordView view;
-    while (it.Next(&view)) result.max_sequence = std::max(result.max_sequence, view.header.sequence);
+    if (h.ok()) result.max_generation = std::max(result.max_generation, h->generation);
   }
   LogIdentity log;
-  if (!IdentifyLog(headers, &log)) return result;  // free, or never written
-  result.in_use = true;
-  result.generation = log.generation;
+  const bool in_use = IdentifyLog(headers, &log);
   uint32_t end = 0;
-  for (uint32_t i = 0; i < pages; ++i) {
+  for (uint32_t i = 0; in_use && i < pages; ++i) {
     if (Belongs(headers[i], i, log)) end = i + 1;
   }
+  // Every verifying data page counts for the sequences recovery hands out next, whether it is
+  // part of the log or not: those of the log's pages are taken as the walk below reads them.
+  for (uint32_t i = 0; i < pages; ++i) {
+    const absl::StatusOr<PageHeader>& h = headers[i];
+    if (!h.ok() || h->type != static_cast<uint8_t>(PageType::kData)) continue;
+    if (i < end && Belongs(h, i, log)) continue;
+    RecordIterator it(page_at(i), *h);
+    RecordView view;
+    while (it.Next(&view)) {
+      result.max_sequence = std::max(result.max_sequence, view.header.sequence);
+    }
+  }
+  if (!in_use) return result;  // free, or never written
+  result.in_use = true;
+  result.generation = log.generation;
   result.log_pages = end;
   result.torn_tail = end < pages && absl::IsDataLoss(headers[end].status());
 
@@ -176,6 +182,7 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
       record.page_number = first_page + i;
       record.page_index = i;
       ++result.records;
+      result.max_sequence = std::max(result.max_sequence, view.header.sequence);
       const bool in_batch = (view.header.flags & kRecordInBatch) != 0;
       if (dropping_tail) {
         if (in_batch) {

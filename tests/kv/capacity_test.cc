@@ -129,7 +129,9 @@ TEST(CapacityTest, BatchNeedingMorePagesThanAShardOwnsIsRefusedNotLeftWaiting) {
     batch->keys.push_back(absl::StrCat("key", 10 + i));
     batch->values.push_back(std::string(2060, 'v'));
   }
-  for (int i = 0; i < 50; ++i) batch->ops.push_back(WriteOp{false, batch->keys[i], batch->values[i]});
+  for (int i = 0; i < 50; ++i) {
+    batch->ops.push_back(WriteOp{false, batch->keys[i], batch->values[i]});
+  }
   std::optional<absl::Status> written = WithinLimit(
       [engine, batch] { return engine->Write(batch->ops, /*durable=*/true); }, absl::Seconds(20));
   ASSERT_TRUE(written.has_value()) << "Write did not return within 20 s";

@@ -102,6 +102,39 @@ class DataSafetyTest : public ::testing::Test {
     }
   }
 
+  // The keys of the batch WriteBatchOfThreePages writes.
+  static std::vector<std::string> BatchKeys() {
+    std::vector<std::string> keys;
+    for (int i = 0; i < 6; ++i) keys.push_back(absl::StrCat("batch-", i));
+    return keys;
+  }
+
+  // A durable batch of six records of ~1,830 bytes: two per page, three pages.
+  static void WriteBatchOfThreePages(Engine& engine) {
+    const std::vector<std::string> keys = BatchKeys();
+    const std::string value(1800, 'b');
+    std::vector<WriteOp> ops;
+    for (const std::string& key : keys) ops.push_back(WriteOp{false, key, value});
+    ASSERT_THAT(engine.Write(ops, /*durable=*/true), IsOk());
+  }
+
+  // The store over a FaultDevice that loses every unflushed write at a power cut; *device
+  // points at it.
+  std::unique_ptr<Engine> OpenLosingUnflushedWrites(const EngineOptions& options,
+                                                    FaultDevice** device) {
+    auto mem = MemDevice::Open(storage_, MemOptions());
+    EXPECT_THAT(mem, IsOk());
+    storage::FaultDeviceOptions fault_options;
+    fault_options.keep_weight = 0;
+    fault_options.tear_weight = 0;
+    auto fault = FaultDevice::Create(std::move(*mem), fault_options);
+    EXPECT_THAT(fault, IsOk());
+    *device = fault->get();
+    auto engine = Engine::OpenOnDevice(std::move(*fault), options);
+    EXPECT_THAT(engine, IsOk());
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+
   std::shared_ptr<storage::MemStorage> storage_;
 };
 
@@ -184,17 +217,9 @@ TEST_F(DataSafetyTest, BatchStraddlingAHoleIsDroppedWholeAndLaterRecordsSurvive)
   {
     auto engine = Open();
     ASSERT_NE(engine, nullptr);
-    PutPages(*engine, 0, 2);  // pages 0, 1
-    // Six records of ~1,830 bytes: two per page, pages 2..4.
-    std::vector<std::string> keys, values;
-    std::vector<WriteOp> ops;
-    for (int i = 0; i < 6; ++i) {
-      keys.push_back(absl::StrCat("batch-", i));
-      values.push_back(std::string(1800, 'b'));
-    }
-    for (int i = 0; i < 6; ++i) ops.push_back(WriteOp{false, keys[i], values[i]});
-    ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());
-    PutPages(*engine, 2, 3);  // pages 5..7
+    PutPages(*engine, 0, 2);          // pages 0, 1
+    WriteBatchOfThreePages(*engine);  // pages 2..4
+    PutPages(*engine, 2, 3);          // pages 5..7
     ASSERT_THAT(engine->Close(), IsOk());
   }
   DamagePage(PageNumber(0, 3));  // the batch's middle page
@@ -217,14 +242,9 @@ TEST_F(DataSafetyTest, BatchWhoseFirstPageIsDamagedIsDroppedWhole) {
   {
     auto engine = Open();
     ASSERT_NE(engine, nullptr);
-    PutPages(*engine, 0, 2);  // pages 0, 1
-    std::vector<std::string> keys;
-    const std::string value(1800, 'b');
-    std::vector<WriteOp> ops;
-    for (int i = 0; i < 6; ++i) keys.push_back(absl::StrCat("batch-", i));
-    for (int i = 0; i < 6; ++i) ops.push_back(WriteOp{false, keys[i], value});
-    ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());  // pages 2..4
-    PutPages(*engine, 2, 3);                                    // pages 5..7
+    PutPages(*engine, 0, 2);          // pages 0, 1
+    WriteBatchOfThreePages(*engine);  // pages 2..4
+    PutPages(*engine, 2, 3);          // pages 5..7
     ASSERT_THAT(engine->Close(), IsOk());
   }
   DamagePage(PageNumber(0, 2));  // the batch's first page: its tail must not apply alone
@@ -316,23 +336,16 @@ TEST_F(DataSafetyTest, OrderedStoreReopenedInHashModeReturnsLatestValues) {
 // --- Durable writes that write nothing ---
 
 TEST_F(DataSafetyTest, DurableDeleteOfAnAbsentKeyWaitsForTheDeleteThatRemovedIt) {
-  auto mem = MemDevice::Open(storage_, MemOptions());
-  ASSERT_THAT(mem, IsOk());
-  storage::FaultDeviceOptions fault_options;
-  fault_options.keep_weight = 0;
-  fault_options.tear_weight = 0;  // every unflushed write is lost at the cut
-  auto fault = FaultDevice::Create(std::move(*mem), fault_options);
-  ASSERT_THAT(fault, IsOk());
-  FaultDevice* device = fault->get();
   EngineOptions options = StoreOptions();
   options.max_write_delay_us = 10'000'000;  // the non-durable delete stays in memory
+  FaultDevice* device = nullptr;
   {
-    auto engine = Engine::OpenOnDevice(std::move(*fault), options);
-    ASSERT_THAT(engine, IsOk());
-    ASSERT_THAT(Put(**engine, "k", "v"), IsOk());
-    ASSERT_THAT(Delete(**engine, "k", /*durable=*/false), IsOk());
+    auto engine = OpenLosingUnflushedWrites(options, &device);
+    ASSERT_NE(engine, nullptr);
+    ASSERT_THAT(Put(*engine, "k", "v"), IsOk());
+    ASSERT_THAT(Delete(*engine, "k", /*durable=*/false), IsOk());
     // The key is absent now, but only because of a delete that is not durable yet.
-    ASSERT_THAT(Delete(**engine, "k", /*durable=*/true), IsOk());
+    ASSERT_THAT(Delete(*engine, "k", /*durable=*/true), IsOk());
     ASSERT_THAT(device->CutPower(), IsOk());
   }
   auto engine = Open();
@@ -425,14 +438,6 @@ uint32_t ShardOf(std::string_view key, uint32_t shard_count) {
 // and lose the original: part of a batch. Here every unflushed write is lost at the cut, and
 // power fails at the first flush after the batch, which compaction issues while it cleans.
 TEST_F(DataSafetyTest, BackgroundCompactionNeverTearsANonDurableBatch) {
-  auto mem = MemDevice::Open(storage_, MemOptions());
-  ASSERT_THAT(mem, IsOk());
-  storage::FaultDeviceOptions fault_options;
-  fault_options.keep_weight = 0;
-  fault_options.tear_weight = 0;
-  auto fault = FaultDevice::Create(std::move(*mem), fault_options);
-  ASSERT_THAT(fault, IsOk());
-  FaultDevice* device = fault->get();
   EngineOptions options = StoreOptions();
   options.shard_count = 2;
   options.background_compaction = true;
@@ -443,12 +448,13 @@ TEST_F(DataSafetyTest, BackgroundCompactionNeverTearsANonDurableBatch) {
   for (const std::string& key : keys) on_shard_one += ShardOf(key, 2);
   ASSERT_GT(on_shard_one, 0u);
   ASSERT_LT(on_shard_one, keys.size());  // the copies go to both heads
+  FaultDevice* device = nullptr;
   {
-    auto engine = Engine::OpenOnDevice(std::move(*fault), options);
-    ASSERT_THAT(engine, IsOk());
+    auto engine = OpenLosingUnflushedWrites(options, &device);
+    ASSERT_NE(engine, nullptr);
     std::vector<WriteOp> ops;
     for (const std::string& key : keys) ops.push_back(WriteOp{false, key, "in-the-batch"});
-    ASSERT_THAT((*engine)->Write(ops, /*durable=*/false), IsOk());
+    ASSERT_THAT(engine->Write(ops, /*durable=*/false), IsOk());
     ASSERT_THAT(device->SetCutAfterOperations(1, storage::OpFilter::kFlush), IsOk());
     // Overwrites of a few keys of the batch's head's shard: every segment after the batch's is
     // mostly garbage, and as free segments run low compaction cleans the oldest first, the
@@ -458,7 +464,7 @@ TEST_F(DataSafetyTest, BackgroundCompactionNeverTearsANonDurableBatch) {
       if (ShardOf(Key(i), 2) == 0) fill.push_back(Key(i));
     }
     for (int i = 0; i < 4000 && device->fault_stats().powered; ++i) {
-      if (!Put(**engine, fill[i % fill.size()], BigValue(i), /*durable=*/false).ok()) break;
+      if (!Put(*engine, fill[i % fill.size()], BigValue(i), /*durable=*/false).ok()) break;
     }
     for (int wait = 0; wait < 1000 && device->fault_stats().powered; ++wait) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -528,16 +534,11 @@ namespace {
 // Stores written before kPageContinuesBatch existed have no flag on a batch's later pages:
 // recovery must still read such a batch whole (its records say that they go on).
 TEST_F(DataSafetyTest, BatchOnPagesWithoutTheContinuationFlagIsRecoveredWhole) {
-  std::vector<std::string> keys;
-  for (int i = 0; i < 6; ++i) keys.push_back(absl::StrCat("batch-", i));
   {
     auto engine = Open();
     ASSERT_NE(engine, nullptr);
-    PutPages(*engine, 0, 2);  // pages 0, 1
-    const std::string value(1800, 'b');
-    std::vector<WriteOp> ops;
-    for (const std::string& key : keys) ops.push_back(WriteOp{false, key, value});
-    ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());  // pages 2..4
+    PutPages(*engine, 0, 2);          // pages 0, 1
+    WriteBatchOfThreePages(*engine);  // pages 2..4
     ASSERT_THAT(engine->Close(), IsOk());
   }
   const std::vector<uint8_t> first = storage_->CopyOut(0, 1);
@@ -559,7 +560,7 @@ TEST_F(DataSafetyTest, BatchOnPagesWithoutTheContinuationFlagIsRecoveredWhole) {
   }
   auto engine = Open();
   ASSERT_NE(engine, nullptr);
-  for (const std::string& key : keys) EXPECT_THAT(engine->Get(key), IsOk()) << key;
+  for (const std::string& key : BatchKeys()) EXPECT_THAT(engine->Get(key), IsOk()) << key;
   EXPECT_EQ(engine->Stats().recovery_batches_discarded, 0u);
 }
 
