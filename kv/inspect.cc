@@ -199,17 +199,6 @@ std::string Where(const Engine::Impl& engine, uint64_t page_number) {
                          g.PageInSegment(page_number), page_number, engine.LbaOf(page_number));
 }
 
-// VerifyPage's message without its "page N: " prefix (Where() says which page).
-std::string PageFault(const absl::Status& status) {
-  if (absl::IsNotFound(status)) return "never written (all zero bytes)";
-  std::string message(status.message());
-  if (message.starts_with("page ")) {
-    const size_t colon = message.find(": ");
-    if (colon != std::string::npos) message.erase(0, colon + 2);
-  }
-  return message;
-}
-
 // Printable ASCII as is, anything else as \xHH; cut after kShownKeyBytes.
 std::string ShowKey(std::string_view key) {
   std::string out = "\"";

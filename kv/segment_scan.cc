@@ -27,12 +27,7 @@ bool Belongs(const absl::StatusOr<PageHeader>& header, uint32_t i, const LogIden
 // Why page i is not part of the log, for a hole's report.
 std::string WhyNotInLog(const absl::StatusOr<PageHeader>& header, uint32_t i,
                         const LogIdentity& log) {
-  if (!header.ok()) {
-    if (absl::IsNotFound(header.status())) return "never written";
-    std::string message(header.status().message());
-    const size_t colon = message.find(": ");
-    return colon == std::string::npos ? message : message.substr(colon + 2);
-  }
+  if (!header.ok()) return PageFault(header.status());
   if (header->generation != log.generation) {
     return absl::StrCat("holds generation ", header->generation, " where the log's is ",
                         log.generation);
@@ -77,6 +72,16 @@ bool IdentifyLog(const std::vector<absl::StatusOr<PageHeader>>& headers, LogIden
 }
 
 }  // namespace
+
+std::string PageFault(const absl::Status& status) {
+  if (absl::IsNotFound(status)) return "never written (all zero bytes)";
+  std::string message(status.message());
+  if (message.starts_with("page ")) {
+    const size_t colon = message.find(": ");
+    if (colon != std::string::npos) message.erase(0, colon + 2);
+  }
+  return message;
+}
 
 SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
                               const std::function<const uint8_t*(uint32_t)>& page_at,

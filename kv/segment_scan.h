@@ -60,6 +60,10 @@ struct SegmentScanResult {
   std::string stop_reason;  // why the log ends before the segment does, when a page says so
 };
 
+// Why VerifyPage refused a page, without its "page N: " prefix: "never written (all zero
+// bytes)", "checksum mismatch", ... (the caller says which page).
+std::string PageFault(const absl::Status& status);
+
 // `page_at(i)` returns the bytes of page i of the segment (all pages_per_segment of them).
 // `on_record` sees every record of the log outside its holes, in log order; with
 // `whole_batches_only` (recovery) a batch's records only when the whole batch was read, else

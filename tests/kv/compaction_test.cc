@@ -495,6 +495,31 @@ TEST_P(CompactionTest, TombstonesDoNotResurrectAfterCompactionAndReopen) {
   }
 }
 
+// 400 fresh keys written twice: a segment's worth of garbage beside whatever the head holds.
+void WriteAndOverwriteFreshKeys(Engine& engine, size_t value_bytes) {
+  for (int round = 0; round < 2; ++round) {
+    for (uint64_t i = 0; i < 400; ++i) {
+      const std::string key = Key(100000 + i);
+      ASSERT_THAT(Put(engine, key, VersionedValue(key, round, value_bytes)), IsOk());
+    }
+  }
+}
+
+void ExpectAbsent(Engine& engine, const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    EXPECT_THAT(engine.Get(key), StatusIs(absl::StatusCode::kNotFound)) << key << " came back";
+  }
+}
+
+void ExpectAtVersion(Engine& engine, const std::vector<std::string>& keys, int version,
+                     size_t value_bytes) {
+  for (const std::string& key : keys) {
+    auto got = engine.Get(key);
+    ASSERT_THAT(got, IsOk()) << key;
+    EXPECT_EQ(ParseVersion(key, *got, value_bytes), version) << key;
+  }
+}
+
 // The case the tombstone rule exists for: the old puts of deleted keys sit in segments that stay
 // (too little of them is dead to be worth cleaning), while the segment of their tombstones is
 // cleaned. Dropping the tombstones there would bring the keys back at the next reopen.
@@ -519,12 +544,7 @@ TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHide) {
     ASSERT_THAT((*engine)->Flush(), IsOk());
     for (const std::string& key : hidden) ASSERT_THAT(Delete(**engine, key), IsOk());
     // The tombstones share their segment with garbage: keys written and overwritten at once.
-    for (int round = 0; round < 2; ++round) {
-      for (uint64_t i = 0; i < 400; ++i) {
-        const std::string key = Key(100000 + i);
-        ASSERT_THAT(Put(**engine, key, VersionedValue(key, round, kValueBytes)), IsOk());
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(WriteAndOverwriteFreshKeys(**engine, kValueBytes));
     const uint64_t cleaned_before = (*engine)->Stats().segments_cleaned;
     ASSERT_THAT((*engine)->CompactAll(), IsOk());
     EXPECT_GT((*engine)->Stats().segments_cleaned, cleaned_before);
@@ -534,14 +554,8 @@ TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHide) {
   }
   auto engine = store.Open(options);
   ASSERT_THAT(engine, IsOk());
-  for (const std::string& key : hidden) {
-    EXPECT_THAT((*engine)->Get(key), StatusIs(absl::StatusCode::kNotFound)) << key << " came back";
-  }
-  for (const std::string& key : cold) {
-    auto got = (*engine)->Get(key);
-    ASSERT_THAT(got, IsOk()) << key;
-    EXPECT_EQ(ParseVersion(key, *got, kValueBytes), 1) << key;
-  }
+  ExpectAbsent(**engine, hidden);
+  ASSERT_NO_FATAL_FAILURE(ExpectAtVersion(**engine, cold, 1, kValueBytes));
   EXPECT_EQ((*engine)->Stats().live_keys, cold.size() + 400);
 }
 
@@ -566,12 +580,7 @@ TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHideAcrossReopen) {
     }
     ASSERT_THAT((*engine)->Flush(), IsOk());
     for (const std::string& key : hidden) ASSERT_THAT(Delete(**engine, key), IsOk());
-    for (int round = 0; round < 2; ++round) {
-      for (uint64_t i = 0; i < 400; ++i) {
-        const std::string key = Key(100000 + i);
-        ASSERT_THAT(Put(**engine, key, VersionedValue(key, round, kValueBytes)), IsOk());
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(WriteAndOverwriteFreshKeys(**engine, kValueBytes));
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
   {
@@ -584,14 +593,8 @@ TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHideAcrossReopen) {
   }
   auto engine = store.Open(options);
   ASSERT_THAT(engine, IsOk());
-  for (const std::string& key : hidden) {
-    EXPECT_THAT((*engine)->Get(key), StatusIs(absl::StatusCode::kNotFound)) << key << " came back";
-  }
-  for (const std::string& key : cold) {
-    auto got = (*engine)->Get(key);
-    ASSERT_THAT(got, IsOk()) << key;
-    EXPECT_EQ(ParseVersion(key, *got, kValueBytes), 1) << key;
-  }
+  ExpectAbsent(**engine, hidden);
+  ASSERT_NO_FATAL_FAILURE(ExpectAtVersion(**engine, cold, 1, kValueBytes));
   EXPECT_EQ((*engine)->Stats().live_keys, cold.size() + 400);
 }
 
@@ -628,12 +631,7 @@ TEST_P(CompactionTest, TombstonesOutliveRelocatedPuts) {
                   IsOk());
     }
     for (const std::string& key : hidden) ASSERT_THAT(Delete(**engine, key), IsOk());
-    for (int round = 0; round < 2; ++round) {
-      for (uint64_t i = 0; i < 400; ++i) {
-        const std::string key = Key(100000 + i);
-        ASSERT_THAT(Put(**engine, key, VersionedValue(key, round, kValueBytes)), IsOk());
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(WriteAndOverwriteFreshKeys(**engine, kValueBytes));
     ASSERT_THAT((*engine)->CompactAll(), IsOk());
     for (const std::string& key : hidden) {
       EXPECT_THAT((*engine)->Get(key), StatusIs(absl::StatusCode::kNotFound)) << key;
@@ -641,19 +639,9 @@ TEST_P(CompactionTest, TombstonesOutliveRelocatedPuts) {
   }
   auto engine = store.Open(options);
   ASSERT_THAT(engine, IsOk());
-  for (const std::string& key : hidden) {
-    EXPECT_THAT((*engine)->Get(key), StatusIs(absl::StatusCode::kNotFound)) << key << " came back";
-  }
-  for (const std::string& key : cold) {
-    auto got = (*engine)->Get(key);
-    ASSERT_THAT(got, IsOk()) << key;
-    EXPECT_EQ(ParseVersion(key, *got, kValueBytes), 1) << key;
-  }
-  for (const std::string& key : overwritten) {
-    auto got = (*engine)->Get(key);
-    ASSERT_THAT(got, IsOk()) << key;
-    EXPECT_EQ(ParseVersion(key, *got, kValueBytes), 2) << key;
-  }
+  ExpectAbsent(**engine, hidden);
+  ASSERT_NO_FATAL_FAILURE(ExpectAtVersion(**engine, cold, 1, kValueBytes));
+  ASSERT_NO_FATAL_FAILURE(ExpectAtVersion(**engine, overwritten, 2, kValueBytes));
   EXPECT_EQ((*engine)->Stats().live_keys, cold.size() + overwritten.size() + 400);
 }
 
