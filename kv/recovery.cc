@@ -6,9 +6,9 @@
 //
 // Every segment is read whole with large reads kept in flight together (device bandwidth, not
 // latency, bounds it), then scanned by ScanSegment. For each key the record with the highest
-// sequence wins; a winning delete means the key is absent. Keys are told apart by their 128-bit
-// hash while recovering, so the key bytes need not be kept (ordered mode keeps them anyway, for
-// its index).
+// sequence wins; a winning delete means the key is absent. Hash mode tells keys apart by their
+// hash while recovering (87 of its bits, kv/newest_records.h), so the key bytes need not be kept;
+// ordered mode keeps them, for its index.
 #include <algorithm>
 #include <deque>
 
@@ -16,70 +16,87 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kv/engine_impl.h"
+#include "kv/newest_records.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
 
-// What recovery keeps per key while it scans: the newest record seen so far. The table holds
-// every key of the store at once, beside the index being built, so an entry is kept small: the
-// key is known by the 128-bit hash the table is keyed by, and the record by 16 bytes (a slot of
-// 32 bytes in hash mode, where a std::string key would double it). Ordered mode keeps the key
-// bytes too (LatestWithKey): its index holds them anyway.
-struct Latest {
+// What recovery keeps per key while it scans: the newest record seen so far. Hash mode keeps
+// it in a NewestRecords per shard (24 bytes per entry, no key bytes). Ordered mode keeps the
+// key bytes too, which its index holds anyway.
+struct NewestWithKey {
   uint64_t sequence = 0;
-  uint32_t page : 31 = 0;  // OpenStore refuses stores of 2^31 pages or more
-  uint32_t is_delete : 1 = 0;
+  uint64_t page = 0;
   uint32_t record_bytes = 0;
-
-  std::string_view key() const { return {}; }
-  void set_key(std::string_view) {}
-};
-static_assert(sizeof(Latest) == 16);
-
-struct LatestWithKey : Latest {
-  std::string key_bytes;
-
-  std::string_view key() const { return key_bytes; }
-  void set_key(std::string_view key) { key_bytes.assign(key); }
+  bool is_delete = false;
+  std::string key;
 };
 
-// One table per shard: the index of a shard is built from its table alone, which is then freed
-// before the next shard's index is built, and a table that grows copies a shard's entries, not
-// all of them.
-template <typename Entry>
-using LatestTables = std::vector<absl::flat_hash_map<KeyHash, Entry>>;
-
-// Keeps `record` for its key when it is newer than what the table holds.
-template <typename Entry>
-void KeepIfNewer(absl::flat_hash_map<KeyHash, Entry>& table, const KeyHash& hash,
-                 const ScannedRecord& record) {
-  Entry& entry = table[hash];
-  // Equal sequences are the same record copied by compaction: either copy will do.
-  if (entry.sequence != 0 && entry.sequence >= record.header.sequence) return;
-  NVKV_DCHECK(record.page_number < (uint64_t{1} << 31));
-  entry.sequence = record.header.sequence;
-  entry.page = static_cast<uint32_t>(record.page_number);
-  entry.record_bytes = RecordBytes(record.key.size(), record.header.value_bytes);
-  entry.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
-  entry.set_key(record.key);
+NewestRecords::Record NewestOf(const ScannedRecord& record) {
+  NewestRecords::Record newest;
+  newest.sequence = record.header.sequence;
+  newest.page = record.page_number;
+  newest.record_bytes = RecordBytes(record.key.size(), record.header.value_bytes);
+  newest.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
+  return newest;
 }
 
-// Hands every live key of `table` to `insert(hash, key, page, record_bytes)`, after reserving
-// `reserve(live)` room, then frees the table. Stops at the first error.
-template <typename Entry, typename Reserve, typename Insert>
-absl::Status DrainTable(absl::flat_hash_map<KeyHash, Entry>& table, Reserve reserve,
-                        Insert insert) {
+void KeepIfNewer(absl::flat_hash_map<KeyHash, NewestWithKey>& table, const KeyHash& hash,
+                 const ScannedRecord& record) {
+  NewestWithKey& entry = table[hash];
+  // Equal sequences are the same record copied by compaction: either copy will do.
+  if (entry.sequence != 0 && entry.sequence >= record.header.sequence) return;
+  const NewestRecords::Record newest = NewestOf(record);
+  entry.sequence = newest.sequence;
+  entry.page = newest.page;
+  entry.record_bytes = newest.record_bytes;
+  entry.is_delete = newest.is_delete;
+  entry.key.assign(record.key);
+}
+
+// Adds one live key to `shard`'s index and its bytes to its segment's live bytes.
+absl::Status InsertLive(Engine::Impl& engine, Shard& shard, uint64_t hash_lo, std::string_view key,
+                        uint64_t page, uint32_t record_bytes)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  NVKV_RETURN_IF_ERROR(
+      shard.index->Insert(hash_lo, key, engine.EncodeLocation(page, record_bytes)));
+  engine.segments_->AddLive(engine.geometry_.SegmentOf(page), record_bytes);
+  return absl::OkStatus();
+}
+
+// Builds `shard`'s index from the newest record of each of its keys, then frees the table.
+absl::Status DrainHashed(Engine::Impl& engine, Shard& shard, NewestRecords& table)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   uint64_t live = 0;
-  for (const auto& [hash, entry] : table) live += entry.is_delete ? 0 : 1;
-  reserve(live);
-  for (const auto& [hash, entry] : table) {
-    if (entry.is_delete) continue;
-    absl::Status inserted = insert(hash, entry.key(), uint64_t{entry.page}, entry.record_bytes);
-    if (!inserted.ok()) return inserted;
+  table.ForEach([&](uint64_t, const NewestRecords::Record& newest) {
+    live += newest.is_delete ? 0 : 1;
+  });
+  shard.index->Reserve(live);
+  absl::Status status;
+  table.ForEach([&](uint64_t hash_lo, const NewestRecords::Record& newest)
+                    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!status.ok() || newest.is_delete) return;
+    status = InsertLive(engine, shard, hash_lo, {}, newest.page, newest.record_bytes);
+  });
+  table.Clear();
+  return status;
+}
+
+absl::Status DrainOrdered(Engine::Impl& engine, Shard& shard,
+                          absl::flat_hash_map<KeyHash, NewestWithKey>& table)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  uint64_t live = 0;
+  for (const auto& [hash, newest] : table) live += newest.is_delete ? 0 : 1;
+  shard.index->Reserve(live);
+  for (const auto& [hash, newest] : table) {
+    if (newest.is_delete) continue;
+    NVKV_RETURN_IF_ERROR(
+        InsertLive(engine, shard, hash.lo, newest.key, newest.page, newest.record_bytes));
   }
-  absl::flat_hash_map<KeyHash, Entry>().swap(table);
+  absl::flat_hash_map<KeyHash, NewestWithKey>().swap(table);
   return absl::OkStatus();
 }
 
@@ -113,14 +130,18 @@ absl::Status Engine::Impl::Recover() {
                                                    " bytes are too large to recover"));
   }
 
-  // Hash mode fills `latest`, ordered mode `latest_keyed`.
-  LatestTables<Latest> latest(ordered_ ? 0 : shards_.size());
-  LatestTables<LatestWithKey> latest_keyed(ordered_ ? shards_.size() : 0);
+  // One table per shard: the index of a shard is built from its table alone, which is then freed
+  // before the next shard's index is built. Hash mode fills `newest`, ordered mode
+  // `newest_keyed`.
+  std::vector<NewestRecords> newest(ordered_ ? 0 : shards_.size());
+  std::vector<absl::flat_hash_map<KeyHash, NewestWithKey>> newest_keyed(
+      ordered_ ? shards_.size() : 0);
   uint64_t max_sequence = 0;
   uint32_t max_generation = 0;
   std::vector<SegmentScanResult> scans(g.segment_count);
   std::vector<uint64_t> min_seq(g.segment_count, UINT64_MAX), max_seq(g.segment_count, 0);
 
+  absl::Status refused;  // a record recovery cannot keep
   std::deque<SegmentRead> reads;
   uint64_t next_segment = 0;
   auto issue = [&](uint64_t segment) -> absl::Status {
@@ -168,9 +189,13 @@ absl::Status Engine::Impl::Recover() {
       const KeyHash hash = HashKey(record.key);
       const uint32_t shard = ShardFor(hash).id;
       if (ordered_) {
-        KeepIfNewer(latest_keyed[shard], hash, record);
+        KeepIfNewer(newest_keyed[shard], hash, record);
       } else {
-        KeepIfNewer(latest[shard], hash, record);
+        if (!newest[shard].KeepIfNewer(hash, NewestOf(record)) && refused.ok()) {
+          refused = absl::DataLossError(absl::StrCat(
+              "page ", record.page_number, ": record sequence ", record.header.sequence,
+              " is not below 2^56, which no nvkv store reaches"));
+        }
       }
       min_seq[segment] = std::min(min_seq[segment], record.header.sequence);
       max_seq[segment] = std::max(max_seq[segment], record.header.sequence);
@@ -191,21 +216,14 @@ absl::Status Engine::Impl::Recover() {
     reads.pop_front();
   }
 
+  if (!refused.ok()) return refused;
   for (uint64_t s = 0; s < g.segment_count; ++s) {
     segments_->RecoverSegment(s, scans[s].in_use, min_seq[s], max_seq[s]);
   }
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
-    auto reserve = [&](uint64_t live) { shard->index->Reserve(live); };
-    auto insert = [&](const KeyHash& hash, std::string_view key, uint64_t page,
-                      uint32_t record_bytes) -> absl::Status {
-      absl::Status inserted =
-          shard->index->Insert(hash.lo, key, EncodeLocation(page, record_bytes));
-      if (inserted.ok()) segments_->AddLive(g.SegmentOf(page), record_bytes);
-      return inserted;
-    };
-    absl::Status drained = ordered_ ? DrainTable(latest_keyed[shard->id], reserve, insert)
-                                    : DrainTable(latest[shard->id], reserve, insert);
+    absl::Status drained = ordered_ ? DrainOrdered(*this, *shard, newest_keyed[shard->id])
+                                    : DrainHashed(*this, *shard, newest[shard->id]);
     if (!drained.ok()) return drained;
   }
   segments_->SetNextGeneration(uint64_t{max_generation} + 1);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -28,7 +29,10 @@ namespace {
 
 using ::nvkv::testing::IsOk;
 
-constexpr uint64_t kKeys = 200'000;
+// 60,000 keys per shard: just past a point where a table that doubles has doubled (a hash map
+// with a maximum load of 7/8 holds 57,344 keys in 2^16 slots), where a table growing all at once
+// costs the most per key.
+constexpr uint64_t kKeys = 240'000;
 constexpr size_t kValueBytes = 16;
 
 // YCSB-like 23-byte keys in scrambled order (as bench/micro/engine_bench.cc).
@@ -141,19 +145,25 @@ TEST(RecoveryMemoryTest, RecoveryNeedsLittleMoreMemoryPerKeyThanTheIndex) {
   PeakOfOpen(full, &stats);
   // The same geometry without keys: what Open costs whatever the store holds (queues, buffers,
   // threads; recovery reads every segment either way).
-  const uint64_t fixed = PeakOfOpen(empty, &stats);
-  ASSERT_EQ(stats.live_keys, 0u);
-  const uint64_t peak = PeakOfOpen(full, &stats);
+  // Each is the least of three Opens: what else the process does meanwhile (threads starting,
+  // their heap arenas) only ever adds to a peak, by up to a megabyte on a loaded machine.
+  uint64_t fixed = UINT64_MAX, peak = UINT64_MAX;
+  for (int run = 0; run < 3; ++run) {
+    fixed = std::min(fixed, PeakOfOpen(empty, &stats));
+    ASSERT_EQ(stats.live_keys, 0u);
+    peak = std::min(peak, PeakOfOpen(full, &stats));
+  }
   ASSERT_EQ(stats.live_keys, kKeys);
   const double per_key = static_cast<double>(peak > fixed ? peak - fixed : 0) / kKeys;
   std::printf("open: %.1f MiB fixed, %.1f bytes per key of peak memory (index %.1f per key)\n",
               fixed / 1048576.0, per_key, stats.index_bytes_per_key);
-  // The hash index takes about 9 bytes per key. Recovery keeps a 32-byte slot per key in a
-  // table that is 76% full at this size (42 bytes per key), and builds the index one shard at a
-  // time, freeing that shard's table after it: about 45 bytes per key at the peak. With a 72-byte
-  // slot holding a std::string per key, one table for all shards and the index built beside it,
-  // this was 191 bytes per key.
-  EXPECT_LE(per_key, 64.0);
+  // The hash index takes about 9 bytes per key. Recovery keeps a 24-byte entry per key in
+  // sub-tables that grow one at a time (kv/newest_records.h), 74% full at this size (34 bytes per
+  // key), and builds the index one shard at a time, freeing that shard's table after it: about
+  // 38 bytes per key at the peak. With a flat_hash_map per shard of the 128-bit hash to a
+  // 16-byte record (32-byte slots, a table just doubled), this was 89 bytes per key; with a std::string per key in one
+  // table for all shards and the index built beside it, 191 bytes per key at 200,000 keys.
+  EXPECT_LE(per_key, 4.5 * stats.index_bytes_per_key);
 }
 
 }  // namespace

@@ -1,0 +1,156 @@
+#include "kv/newest_records.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include "kv/page_format.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+namespace {
+
+// Entry::sequence: the sequence in bits 0..55, check bits 0..7 above.
+constexpr int kSequenceCheckShift = 56;
+// Entry::packed: page in bits 0..30, is_delete in bit 31, record bytes in bits 32..52, check bits
+// 8..18 in 53..63.
+constexpr int kDeleteShift = 31;
+constexpr int kBytesShift = 32;
+constexpr int kPackedCheckShift = 53;
+constexpr int kCheckBits = 19;
+constexpr int kCheckFirstBit = 4;  // hash.hi bits 0..3 choose the partition
+
+constexpr uint64_t kMinCapacity = 8;
+// Slot arrays of at least this many bytes are mapped, not allocated from the heap.
+constexpr uint64_t kMapBytes = 16 << 10;
+
+static_assert(NewestRecords::kPartitions == uint32_t{1} << kCheckFirstBit,
+              "the partition bits sit below the check bits");
+static_assert(kSequenceCheckShift + 8 == 64 && kPackedCheckShift + (kCheckBits - 8) == 64,
+              "the check bits fill both words");
+static_assert(sizeof(RecordHeader) + kMaxKeyBytes + kMaxValueBytesCap <
+                  NewestRecords::kRecordBytesLimit,
+              "every record's size fits the entry's 21 bits");
+
+// Entries a sub-table of `capacity` slots may hold: 7/8 of it.
+uint64_t MaxEntries(uint64_t capacity) { return capacity - capacity / 8; }
+
+uint64_t CheckOf(const KeyHash& hash) {
+  return (hash.hi >> kCheckFirstBit) & ((uint64_t{1} << kCheckBits) - 1);
+}
+
+}  // namespace
+
+NewestRecords::SlotArray::SlotArray(uint64_t slot_count) : capacity(slot_count) {
+  const uint64_t bytes = slot_count * sizeof(Entry);
+  if (bytes >= kMapBytes) {
+    void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Out of memory while recovering: nothing to hand back to a caller that could go on.
+    NVKV_CHECK(mapped != MAP_FAILED);
+    data = static_cast<Entry*>(mapped);
+    mapped_ = true;
+  } else {
+    data = static_cast<Entry*>(std::calloc(slot_count, sizeof(Entry)));
+    NVKV_CHECK(data != nullptr);
+  }
+}
+
+NewestRecords::SlotArray& NewestRecords::SlotArray::operator=(SlotArray&& other) noexcept {
+  std::swap(data, other.data);
+  std::swap(capacity, other.capacity);
+  std::swap(mapped_, other.mapped_);
+  return *this;
+}
+
+NewestRecords::SlotArray::~SlotArray() {
+  if (data == nullptr) return;
+  if (mapped_) {
+    munmap(data, capacity * sizeof(Entry));
+  } else {
+    std::free(data);
+  }
+}
+
+NewestRecords::Entry NewestRecords::Pack(const KeyHash& hash, const Record& record) {
+  NVKV_CHECK(record.page < kPageLimit);
+  NVKV_CHECK(record.record_bytes < kRecordBytesLimit);
+  const uint64_t check = CheckOf(hash);
+  Entry entry;
+  entry.lo = hash.lo;
+  entry.sequence = record.sequence | ((check & 0xff) << kSequenceCheckShift);
+  entry.packed = record.page | (uint64_t{record.is_delete} << kDeleteShift) |
+                 (uint64_t{record.record_bytes} << kBytesShift) | ((check >> 8) << kPackedCheckShift);
+  return entry;
+}
+
+NewestRecords::Record NewestRecords::Unpack(const Entry& entry) {
+  Record record;
+  record.sequence = entry.sequence & (kSequenceLimit - 1);
+  record.page = entry.packed & (kPageLimit - 1);
+  record.is_delete = (entry.packed >> kDeleteShift) & 1;
+  record.record_bytes =
+      static_cast<uint32_t>((entry.packed >> kBytesShift) & (kRecordBytesLimit - 1));
+  return record;
+}
+
+bool NewestRecords::SameKey(const Entry& entry, const Entry& probe) {
+  return entry.lo == probe.lo &&
+         entry.sequence >> kSequenceCheckShift == probe.sequence >> kSequenceCheckShift &&
+         entry.packed >> kPackedCheckShift == probe.packed >> kPackedCheckShift;
+}
+
+bool NewestRecords::KeepIfNewer(const KeyHash& hash, const Record& record) {
+  if (record.sequence == 0 || record.sequence >= kSequenceLimit) return false;
+  const Entry probe = Pack(hash, record);
+  Partition& partition = partitions_[hash.hi & (kPartitions - 1)];
+  uint64_t capacity = partition.slots.capacity;
+  if (capacity > 0) {
+    for (uint64_t pos = Home(hash.lo, capacity);; pos = pos + 1 == capacity ? 0 : pos + 1) {
+      Entry& entry = partition.slots.data[pos];
+      if (entry.sequence == 0) break;  // a key not held yet
+      if (SameKey(entry, probe)) {
+        if (Unpack(entry).sequence < record.sequence) entry = probe;
+        return true;
+      }
+    }
+  }
+  if (partition.size + 1 > MaxEntries(capacity)) {
+    Grow(partition);
+    capacity = partition.slots.capacity;
+  }
+  uint64_t pos = Home(hash.lo, capacity);
+  while (partition.slots.data[pos].sequence != 0) pos = pos + 1 == capacity ? 0 : pos + 1;
+  partition.slots.data[pos] = probe;
+  ++partition.size;
+  ++size_;
+  return true;
+}
+
+void NewestRecords::Grow(Partition& partition) {
+  const uint64_t old_capacity = partition.slots.capacity;
+  const uint64_t capacity = std::max(kMinCapacity, old_capacity + old_capacity / 4);
+  SlotArray slots(capacity);
+  for (uint64_t i = 0; i < old_capacity; ++i) {
+    const Entry& entry = partition.slots.data[i];
+    if (entry.sequence == 0) continue;
+    uint64_t pos = Home(entry.lo, capacity);
+    while (slots.data[pos].sequence != 0) pos = pos + 1 == capacity ? 0 : pos + 1;
+    slots.data[pos] = entry;
+  }
+  partition.slots = std::move(slots);
+}
+
+uint64_t NewestRecords::allocated_bytes() const {
+  uint64_t bytes = 0;
+  for (const Partition& partition : partitions_) bytes += partition.slots.capacity * sizeof(Entry);
+  return bytes;
+}
+
+void NewestRecords::Clear() {
+  std::vector<Partition>(kPartitions).swap(partitions_);
+  size_ = 0;
+}
+
+}  // namespace nvkv::kv

@@ -1,0 +1,123 @@
+// NewestRecords: what recovery keeps of each key while it scans the log.
+#include "kv/newest_records.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace nvkv::kv {
+namespace {
+
+using Record = NewestRecords::Record;
+
+Record At(uint64_t sequence, uint64_t page, uint32_t bytes = 40, bool is_delete = false) {
+  return Record{sequence, page, bytes, is_delete};
+}
+
+// Every key held, by hash.lo (the tests give each key its own lo unless they say otherwise).
+std::map<uint64_t, Record> Held(const NewestRecords& table) {
+  std::map<uint64_t, Record> held;
+  table.ForEach([&](uint64_t lo, const Record& record) {
+    EXPECT_TRUE(held.emplace(lo, record).second) << "lo " << lo << " visited twice";
+  });
+  return held;
+}
+
+TEST(NewestRecordsTest, KeepsTheHighestSequenceWhateverTheOrder) {
+  NewestRecords table;
+  const KeyHash key{7, 9};
+  EXPECT_TRUE(table.KeepIfNewer(key, At(5, 100)));
+  EXPECT_TRUE(table.KeepIfNewer(key, At(3, 200)));        // older: ignored
+  EXPECT_TRUE(table.KeepIfNewer(key, At(8, 300, 77, true)));  // newer delete wins
+  EXPECT_TRUE(table.KeepIfNewer(key, At(8, 400)));        // same sequence: a copy, first kept
+  EXPECT_EQ(table.size(), 1u);
+  const std::map<uint64_t, Record> held = Held(table);
+  ASSERT_EQ(held.size(), 1u);
+  const Record& newest = held.at(7);
+  EXPECT_EQ(newest.sequence, 8u);
+  EXPECT_EQ(newest.page, 300u);
+  EXPECT_EQ(newest.record_bytes, 77u);
+  EXPECT_TRUE(newest.is_delete);
+}
+
+TEST(NewestRecordsTest, FieldsRoundTripAtTheirLimits) {
+  NewestRecords table;
+  const KeyHash key{~uint64_t{0}, ~uint64_t{0}};
+  const Record record{NewestRecords::kSequenceLimit - 1, NewestRecords::kPageLimit - 1,
+                      NewestRecords::kRecordBytesLimit - 1, true};
+  EXPECT_TRUE(table.KeepIfNewer(key, record));
+  const Record held = Held(table).at(key.lo);
+  EXPECT_EQ(held.sequence, record.sequence);
+  EXPECT_EQ(held.page, record.page);
+  EXPECT_EQ(held.record_bytes, record.record_bytes);
+  EXPECT_TRUE(held.is_delete);
+}
+
+TEST(NewestRecordsTest, RefusesSequencesItCannotHold) {
+  NewestRecords table;
+  EXPECT_FALSE(table.KeepIfNewer({1, 1}, At(0, 1)));
+  EXPECT_FALSE(table.KeepIfNewer({1, 1}, At(NewestRecords::kSequenceLimit, 1)));
+  EXPECT_EQ(table.size(), 0u);
+}
+
+// Keys with one hash.lo are told apart by the bits of hash.hi the table compares: those that
+// choose the sub-table (0..3) and the check bits (4..22).
+TEST(NewestRecordsTest, KeysDifferingOnlyInComparedHighBitsStayApart) {
+  NewestRecords table;
+  const uint64_t lo = 0x1234'5678'9abc'def0;
+  for (int bit = 0; bit < 23; ++bit) {
+    ASSERT_TRUE(table.KeepIfNewer({lo, uint64_t{1} << bit}, At(100 + bit, bit)));
+  }
+  ASSERT_TRUE(table.KeepIfNewer({lo, 0}, At(1, 99)));
+  EXPECT_EQ(table.size(), 24u);
+  std::set<uint64_t> pages;
+  table.ForEach([&](uint64_t held_lo, const Record& record) {
+    EXPECT_EQ(held_lo, lo);
+    pages.insert(record.page);
+  });
+  std::set<uint64_t> expected = {99};
+  for (uint64_t bit = 0; bit < 23; ++bit) expected.insert(bit);
+  EXPECT_EQ(pages, expected);
+}
+
+// Many keys with random hashes and several versions each, in random order, against a map.
+TEST(NewestRecordsTest, MatchesAMapOverManyKeysAndVersions) {
+  std::mt19937_64 random(42);
+  constexpr int kKeys = 50'000;
+  std::vector<KeyHash> keys(kKeys);
+  for (KeyHash& key : keys) key = {random(), random()};
+  std::map<uint64_t, Record> expected;
+  NewestRecords table;
+  for (int round = 0; round < 4 * kKeys; ++round) {
+    const KeyHash& key = keys[random() % kKeys];
+    const Record record = At(1 + random() % 1'000'000, random() % (uint64_t{1} << 31),
+                             static_cast<uint32_t>(random() % (1 << 21)), random() % 3 == 0);
+    ASSERT_TRUE(table.KeepIfNewer(key, record));
+    auto [it, inserted] = expected.emplace(key.lo, record);
+    if (!inserted && it->second.sequence < record.sequence) it->second = record;
+  }
+  EXPECT_EQ(table.size(), expected.size());
+  const std::map<uint64_t, Record> held = Held(table);
+  ASSERT_EQ(held.size(), expected.size());
+  for (const auto& [lo, record] : expected) {
+    const Record& got = held.at(lo);
+    EXPECT_EQ(got.sequence, record.sequence);
+    EXPECT_EQ(got.page, record.page);
+    EXPECT_EQ(got.record_bytes, record.record_bytes);
+    EXPECT_EQ(got.is_delete, record.is_delete);
+  }
+  // 24-byte entries at a load of at least 0.7 (7/8 before a growth by 1.25x), in 16 sub-tables.
+  EXPECT_LE(table.allocated_bytes(), held.size() * 24 / 0.7 + 16 * 24 * 8);
+  table.Clear();
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(table.allocated_bytes(), 0u);
+  EXPECT_TRUE(Held(table).empty());
+}
+
+}  // namespace
+}  // namespace nvkv::kv
