@@ -29,11 +29,13 @@ absl::Status ValidateOptions(const EngineOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("page_bytes ", o.page_bytes,
                                                    " must be a power of two from 4096 to 65536"));
   }
-  if (o.segment_bytes % o.page_bytes != 0 || o.segment_bytes / o.page_bytes < 16 ||
-      o.segment_bytes > (8u << 20)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("segment_bytes ", o.segment_bytes,
-                     " must be a multiple of page_bytes, at least 16 pages and at most 8 MiB"));
+  if (o.segment_bytes != EngineOptions::kAutoSegmentBytes &&
+      (o.segment_bytes % o.page_bytes != 0 || o.segment_bytes / o.page_bytes < 16 ||
+       o.segment_bytes > (8u << 20))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment_bytes ", o.segment_bytes,
+        " must be 0 (sized to the store) or a multiple of page_bytes, at least 16 pages and at "
+        "most 8 MiB"));
   }
   if (o.shard_count == 0 || o.shard_count > 64) {
     return absl::InvalidArgumentError("shard_count must be between 1 and 64");
@@ -54,6 +56,19 @@ bool IsNewerFormat(const absl::StatusOr<Superblock>& decoded, const uint8_t* pag
   uint64_t magic = 0;
   std::memcpy(&magic, page + offsetof(Superblock, magic), sizeof(magic));
   return magic == kSuperblockMagic;
+}
+
+// The segment size a format picks for segment_bytes 0: 1 MiB, halved while the store would hold
+// fewer than kAutoMinSegments, down to 16 pages. The segments kept free for compaction (one per
+// shard and two, SegmentTable::UserReserveFor) are then a small part of a small store too.
+constexpr uint64_t kAutoMinSegments = 64;
+constexpr uint32_t kAutoMaxSegmentBytes = 1u << 20;
+uint32_t AutoSegmentBytes(uint64_t capacity_bytes, uint32_t page_bytes) {
+  uint32_t segment_bytes = kAutoMaxSegmentBytes;
+  while (segment_bytes / 2 >= 16 * page_bytes && capacity_bytes / segment_bytes < kAutoMinSegments) {
+    segment_bytes /= 2;
+  }
+  return std::max(segment_bytes, 16 * page_bytes);
 }
 
 bool AllZero(const uint8_t* data, size_t bytes) {
@@ -216,7 +231,11 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     }
     // Format.
     const uint64_t pages = device_info_.capacity_bytes() / options_.page_bytes;
-    const uint32_t pages_per_segment = options_.segment_bytes / options_.page_bytes;
+    const uint32_t segment_bytes =
+        options_.segment_bytes != EngineOptions::kAutoSegmentBytes
+            ? options_.segment_bytes
+            : AutoSegmentBytes(device_info_.capacity_bytes(), options_.page_bytes);
+    const uint32_t pages_per_segment = segment_bytes / options_.page_bytes;
     const uint64_t segment_count =
         pages > kSuperblockPages ? (pages - kSuperblockPages) / pages_per_segment : 0;
     // The reserve, an open segment per shard, and four segments of data.
@@ -225,7 +244,7 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     if (segment_count < need) {
       return absl::FailedPreconditionError(absl::StrCat(
           path, ": too small: ", device_info_.capacity_bytes(), " bytes hold ", segment_count,
-          " segments of ", options_.segment_bytes, " bytes; need at least ", need,
+          " segments of ", segment_bytes, " bytes; need at least ", need,
           " (fewer shards or smaller segments need less)"));
     }
     superblock.format_version = kFormatVersion;

@@ -53,7 +53,10 @@ struct EngineOptions {
   bool force_format = false;        // format even over data that is not an nvkv store
   uint64_t capacity_bytes = 1ull << 30;  // size of a store file created by Open
   uint32_t page_bytes = 4096;       // format only: power of two, 4096..65536, multiple of LBA
-  uint32_t segment_bytes = 1u << 20;  // format only: multiple of page_bytes, >= 16 pages
+  // Format only: a multiple of page_bytes, 16 pages to 8 MiB, or kAutoSegmentBytes: 1 MiB, or
+  // less for a store under 64 MiB, so that it has at least 64 segments (down to 16 pages).
+  static constexpr uint32_t kAutoSegmentBytes = 0;
+  uint32_t segment_bytes = kAutoSegmentBytes;
   uint32_t shard_count = 4;         // 1..64
   IndexMode index_mode = IndexMode::kHash;
   uint32_t max_write_delay_us = 2000;  // non-durable writes reach the device within this (and

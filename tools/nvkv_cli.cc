@@ -60,7 +60,7 @@ const std::vector<CommandSpec>& Commands() {
        {{"--capacity", "SIZE", "size of a new store file (default 1g)"},
         {"--page-bytes", "SIZE", "page size: a power of two from 4k to 64k (default 4k)"},
         {"--segment-bytes", "SIZE",
-         "segment size: a multiple of the page size, 16 pages to 8m (default 1m)"},
+         "segment size: a page multiple, 16 pages to 8m (default 1m; below 64m, 1/64th)"},
         {"--force", nullptr, "destroy what the path holds"}},
        RunFormat},
       {"put", "KEY VALUE", 2, 2, "set KEY to VALUE ('-': read VALUE from stdin)",

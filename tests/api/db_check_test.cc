@@ -36,6 +36,8 @@ class DBCheckTest : public ::testing::Test {
  protected:
   DBCheckTest() {
     options_.capacity_bytes = 32 << 20;
+    options_.segment_bytes = 1 << 20;  // values of 150 KB: more than a quarter of the 512 KiB
+                                       // segments a 32 MiB store gets by default
     // One shard: one log head, so keys land in one segment in the order they are written.
     options_.shard_count = 1;
     options_.background_compaction = false;

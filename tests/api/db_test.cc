@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
@@ -162,13 +163,45 @@ TEST_F(DBTest, ValueOverMaxValueBytesIsInvalidArgumentAndWritesNothing) {
 TEST_F(DBTest, LimitsFollowTheSegmentSize) {
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  // Defaults: 4 KiB pages, 1 MiB segments: a quarter of a segment's payload is under 1 MiB.
+  // 4 KiB pages; a 32 MiB store gets 512 KiB segments (64 of them): a quarter of a segment's
+  // payload is under 128 KiB.
+  const uint64_t segment_bytes = uint64_t{db->GetStats().pages_per_segment} * options_.page_bytes;
+  ASSERT_EQ(segment_bytes, 512u << 10);
   EXPECT_GT(db->max_value_bytes(), 0u);
-  EXPECT_LT(db->max_value_bytes(), options_.segment_bytes / 4);
+  EXPECT_LT(db->max_value_bytes(), segment_bytes / 4);
   // A batch is bounded by half a segment and by half the page buffers a shard owns, in pages'
   // payload (records of just over half a page take a page each): 32 buffers by default.
   EXPECT_EQ(db->max_batch_bytes(), uint64_t{options_.page_buffers_per_shard} / 2 * (4096 - 40));
-  EXPECT_LT(db->max_batch_bytes(), uint64_t{options_.segment_bytes} / 2);
+  EXPECT_LT(db->max_batch_bytes(), segment_bytes / 2);
+}
+
+// segment_bytes 0 (the default) sizes segments to the store: 1 MiB from 64 MiB up, else a 64th of
+// it, at least 16 pages; a size that is set is kept.
+TEST_F(DBTest, SegmentsAreSizedToTheStoreUnlessSet) {
+  struct Case {
+    uint64_t capacity_bytes;
+    uint32_t segment_bytes;  // as set
+    uint64_t expected_bytes;
+  };
+  for (const Case& c : {Case{128u << 20, 0, 1u << 20}, Case{64u << 20, 0, 1u << 20},
+                        Case{16u << 20, 0, 256u << 10}, Case{2u << 20, 0, 64u << 10},
+                        Case{16u << 20, 1u << 20, 1u << 20}}) {
+    SCOPED_TRACE(absl::StrCat(c.capacity_bytes, " bytes, segment_bytes ", c.segment_bytes));
+    std::filesystem::remove(path_);
+    options_.capacity_bytes = c.capacity_bytes;
+    options_.segment_bytes = c.segment_bytes;
+    options_.shard_count = 1;  // 16 segments of 1 MiB are enough for one shard
+    std::unique_ptr<DB> db = OpenOrDie();
+    ASSERT_NE(db, nullptr);
+    const Stats stats = db->GetStats();
+    EXPECT_EQ(uint64_t{stats.pages_per_segment} * stats.page_bytes, c.expected_bytes);
+    ASSERT_THAT(db->Close(), IsOk());
+    // Reopened with other options, the store keeps what it was formatted with.
+    options_.segment_bytes = 8u << 20;
+    db = OpenOrDie();
+    ASSERT_NE(db, nullptr);
+    EXPECT_EQ(uint64_t{db->GetStats().pages_per_segment} * stats.page_bytes, c.expected_bytes);
+  }
 }
 
 // ----- WriteBatch -----
@@ -481,7 +514,7 @@ TEST_F(DBTest, StatsCountOperationsAndDescribeTheStore) {
   EXPECT_GT(stats.device_bytes_written, 0u);
   EXPECT_GT(stats.write_amplification, 0.0);
   EXPECT_EQ(stats.page_bytes, options_.page_bytes);
-  EXPECT_EQ(stats.pages_per_segment, options_.segment_bytes / options_.page_bytes);
+  EXPECT_EQ(stats.pages_per_segment, (32u << 20) / 64 / options_.page_bytes);  // sized to it
   EXPECT_EQ(stats.shard_count, options_.shard_count);
   EXPECT_EQ(stats.index_mode, IndexMode::kHash);
   EXPECT_TRUE(stats.device.kind == DeviceKind::kDirectFile ||

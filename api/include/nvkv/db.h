@@ -128,7 +128,8 @@ class DB {
   //                        at once when compaction has nothing to reclaim. Puts may fill
   //                        Stats::usable_bytes: every segment but one per shard and two more,
   //                        kept free so that compaction and deletes can always run (on a
-  //                        16 MiB store of 4 shards, 9 of its 15 segments)
+  //                        16 MiB store of 4 shards, with the segments Options sizes to it,
+  //                        57 of its 63 segments: 89%)
   //   kFailedPrecondition  the DB is closed, or an earlier write failed (see above)
   //   kDataLoss, kInternal, other codes: the device failed; the write may or may not be durable,
   //                        and the DB refuses further writes

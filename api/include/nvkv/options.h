@@ -105,10 +105,13 @@ struct Options {
 
   // Size of a segment, the unit compaction cleans. Also bounds record sizes: a value may take
   // at most a quarter of a segment (and 1 MiB), a WriteBatch at most half of one, in pages'
-  // payload (see DB::max_value_bytes(), DB::max_batch_bytes()). A multiple of page_bytes, at
-  // least 16 pages.
-  // Default: 1 MiB. Unit: bytes. Scope: at format.
-  uint32_t segment_bytes = uint32_t{1} << 20;
+  // payload (see DB::max_value_bytes(), DB::max_batch_bytes()). Compaction keeps shard_count + 2
+  // segments free (Stats::usable_bytes), so on a small store smaller segments leave more of it
+  // usable. 0: sized to the store: 1 MiB, halved while the store would have fewer than 64
+  // segments, down to 16 pages (a 16 MiB store gets 256 KiB segments: values up to ~64 KiB).
+  // Otherwise a multiple of page_bytes, 16 pages to 8 MiB.
+  // Default: 0 (1 MiB on stores of 64 MiB or more). Unit: bytes. Scope: at format.
+  uint32_t segment_bytes = 0;
 
   // Keys are spread over this many shards by hash; each has its own lock, index and log head,
   // so more shards let more threads write at once. 1..64.
