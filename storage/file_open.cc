@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -88,6 +89,16 @@ absl::Status ZeroFill(int fd, uint64_t bytes, uint32_t alignment) {
   return status;
 }
 
+// True when `path`'s directory, with symbolic links and dot-dots resolved, is /dev or below.
+bool UnderDev(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::path directory =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path, error).parent_path(), error);
+  if (error) return false;  // a missing directory: the create fails with ENOENT by itself
+  const std::string resolved = directory.string();
+  return resolved == "/dev" || resolved.rfind("/dev/", 0) == 0;
+}
+
 }  // namespace
 
 absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
@@ -97,6 +108,12 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
   bool created = false;
   int fd = open(path.c_str(), flags);
   if (fd < 0 && errno == ENOENT && options.create_bytes > 0) {
+    if (UnderDev(path)) {
+      // /dev is devtmpfs: a "store" created there would live in memory, and a mistyped device
+      // name would be formatted as one.
+      return absl::NotFoundError(absl::StrCat(
+          path, ": no such device (nvkv creates store files, but never under /dev)"));
+    }
     fd = open(path.c_str(), flags | O_CREAT | O_EXCL, 0644);
     created = fd >= 0;
   }

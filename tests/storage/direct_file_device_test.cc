@@ -220,6 +220,23 @@ TEST(DirectFileDeviceTest, MissingPathIsNotFound) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+// A device path that does not exist must not become a store file in /dev (devtmpfs, in memory):
+// "nvkv-cli --db /dev/ng9n9 format" would format a RAM file. Also through a symbolic link.
+TEST(DirectFileDeviceTest, MissingDeviceUnderDevIsNotFoundAndNothingIsCreated) {
+  nvkv::testing::TempDir dir;
+  const std::string name = "nvkv-test-absent-" + std::to_string(getpid());
+  ASSERT_EQ(symlink("/dev", dir.File("devlink").c_str()), 0);
+  for (const std::string& path : {"/dev/" + name, "/dev/../dev/" + name,
+                                  dir.File("devlink") + "/" + name}) {
+    SCOPED_TRACE(path);
+    auto opened = OpenDevice(path, FileOptions());
+    const bool created = access(("/dev/" + name).c_str(), F_OK) == 0;
+    if (created) unlink(("/dev/" + name).c_str());
+    EXPECT_FALSE(created) << "a store file was created in /dev";
+    EXPECT_THAT(opened, StatusIs(absl::StatusCode::kNotFound, "no such device"));
+  }
+}
+
 TEST(DirectFileDeviceTest, DirectoryIsInvalidArgument) {
   nvkv::testing::TempDir dir;
   EXPECT_THAT(OpenDevice(dir.path(), FileOptions()),
