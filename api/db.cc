@@ -88,6 +88,7 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   device.backend = ToEngine(options.backend);
   device.allow_sync_fallback = options.allow_sync_fallback;
   device.exclusive_lock = true;  // two openers would interleave their logs: never allowed
+  device.lock_wait_ms = options.lock_wait_ms;
   storage::RingOptions& ring = device.ring;
   ring.queue_depth = options.queue_depth;
   ring.single_issuer = options.single_issuer;
@@ -122,6 +123,7 @@ static_assert(kOptions.read_queue_depth == kEngine.read_queue_depth);
 static_assert(kOptions.backend == Backend::kAuto &&
               kEngine.device.backend == storage::Backend::kAuto);
 static_assert(kOptions.allow_sync_fallback == kEngine.device.allow_sync_fallback);
+static_assert(kOptions.lock_wait_ms == kEngine.device.lock_wait_ms);
 static_assert(kOptions.queue_depth == kEngine.device.ring.queue_depth);
 static_assert(kOptions.single_issuer == kEngine.device.ring.single_issuer);
 static_assert(kOptions.register_ring_fd == kEngine.device.ring.register_ring_fd);

@@ -195,8 +195,9 @@ struct DeviceOptions {
   // The device must hold at least this many bytes, else kFailedPrecondition ("too small").
   uint64_t min_bytes = 0;
   // Take an exclusive advisory lock (flock) on the device; a second opener gets
-  // kFailedPrecondition.
+  // kFailedPrecondition, after waiting up to lock_wait_ms for the lock (device_lock.h).
   bool exclusive_lock = true;
+  uint32_t lock_wait_ms = 1000;
   // Allow falling back to pread/pwrite when io_uring is unavailable (files only).
   bool allow_sync_fallback = true;
   // Open a zoned namespace (or zoned block device) anyway, with info().zoned set: for reports

@@ -17,6 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/align.h"
+#include "storage/base/status_macros.h"
+#include "storage/device_lock.h"
 
 namespace nvkv::storage {
 namespace {
@@ -141,12 +143,8 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": neither a regular file nor a block device"));
   }
-  if (options.exclusive_lock && flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, ": in use by another opener (exclusive lock held)"));
-    }
-    return absl::ErrnoToStatus(errno, absl::StrCat("flock ", path));
+  if (options.exclusive_lock) {
+    NVKV_RETURN_IF_ERROR(LockDeviceFile(fd, path, options.lock_wait_ms));
   }
 
   uint64_t size_bytes = 0;

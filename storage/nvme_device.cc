@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
+#include "storage/device_lock.h"
 #include "storage/file_open.h"
 #include "storage/nvme_command.h"
 
@@ -240,12 +241,8 @@ absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions
   const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return OpenError(errno, path);
   FdCloser closer{fd};
-  if (options.exclusive_lock && flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, ": in use by another opener (exclusive lock held)"));
-    }
-    return absl::ErrnoToStatus(errno, absl::StrCat("flock ", path));
+  if (options.exclusive_lock) {
+    NVKV_RETURN_IF_ERROR(LockDeviceFile(fd, path, options.lock_wait_ms));
   }
   info->kind = DeviceKind::kNvmePassthrough;
   info->path = path;

@@ -66,6 +66,15 @@ struct Options {
   // Default: false. Scope: per Open.
   bool force_format = false;
 
+  // One process at a time may have a store open: Open takes an exclusive lock on the device,
+  // and waits up to this long when another holder has it. A process killed with the store open
+  // (kill -9, a crash) holds it until the kernel has torn down its I/O queues, some 100 ms after
+  // it died; the lock's release is the sign that none of its writes can still land. After the
+  // wait, Open fails with kFailedPrecondition ("in use by another opener ... waited N ms").
+  // 0: fail at once.
+  // Default: 1000. Unit: milliseconds. Scope: per Open.
+  uint32_t lock_wait_ms = 1000;
+
   // Size of the store file Open creates when the path is a missing regular file. An existing
   // file keeps its size; a block device or NVMe namespace is used whole.
   // Default: 1 GiB. Unit: bytes. Scope: at format.

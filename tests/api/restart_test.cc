@@ -1,0 +1,119 @@
+// A store is opened again at once after its writer was killed: kill -9, then Open right away,
+// finds every acknowledged durable write. The dead process's io_uring rings are torn down by the
+// kernel after the process is gone, holding the device file (and its lock) meanwhile: Open waits
+// for the lock, a bounded time (Options::lock_wait_ms).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "nvkv/db.h"
+#include "tests/testutil/status_matchers.h"
+#include "tests/testutil/temp_dir.h"
+
+namespace nvkv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
+
+std::string Key(uint32_t round, uint32_t i) { return absl::StrCat("r", round, "-k", i); }
+std::string Value(uint32_t round, uint32_t i) { return absl::StrCat("value ", round, " ", i); }
+
+Options StoreOptions() {
+  Options options;
+  options.capacity_bytes = 32 << 20;
+  return options;
+}
+
+// In a forked child: writes durably, telling the parent each acknowledged index, until killed.
+[[noreturn]] void WriteUntilKilled(const std::string& path, uint32_t round, int ack_fd) {
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
+  if (!db.ok()) std::_Exit(20);
+  WriteOptions durable;
+  durable.durable = true;
+  for (uint32_t i = 0;; ++i) {
+    if (!(*db)->Put(Key(round, i), Value(round, i), durable).ok()) std::_Exit(21);
+    if (write(ack_fd, &i, sizeof(i)) != sizeof(i)) std::_Exit(22);
+  }
+}
+
+TEST(RestartTest, OpenRightAfterKillNineFindsEveryAcknowledgedWrite) {
+  nvkv::testing::TempDir dir;
+  const std::string path = dir.File("store");
+  {
+    auto db = DB::Open(StoreOptions(), path);  // created once, outside the rounds
+    ASSERT_THAT(db, IsOk());
+  }
+  constexpr uint32_t kRounds = 20;
+  absl::Duration slowest_open;
+  for (uint32_t round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    int pipe_fds[2];
+    ASSERT_EQ(pipe(pipe_fds), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      close(pipe_fds[0]);
+      WriteUntilKilled(path, round, pipe_fds[1]);
+    }
+    close(pipe_fds[1]);
+    // Let it write a few (a varying number), then kill it mid-write.
+    const uint32_t wanted = 5 + round * 7 % 40;
+    int64_t acknowledged = -1;
+    uint32_t index = 0;
+    while (acknowledged + 1 < wanted && read(pipe_fds[0], &index, sizeof(index)) == sizeof(index)) {
+      acknowledged = index;
+    }
+    ASSERT_EQ(kill(child, SIGKILL), 0);
+    int wait_status = 0;
+    ASSERT_EQ(waitpid(child, &wait_status, 0), child);
+    // Acknowledgements already in the pipe count too: the kill may have come after them.
+    while (read(pipe_fds[0], &index, sizeof(index)) == sizeof(index)) acknowledged = index;
+    close(pipe_fds[0]);
+    ASSERT_TRUE(WIFSIGNALED(wait_status)) << "the writer exited by itself: status "
+                                          << wait_status;
+    ASSERT_GE(acknowledged + 1, wanted);
+
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
+    slowest_open = std::max(slowest_open, absl::Now() - start);
+    ASSERT_THAT(db, IsOk());
+    for (uint32_t i = 0; i <= acknowledged; ++i) {
+      auto got = (*db)->Get(Key(round, i));
+      ASSERT_THAT(got, IsOk()) << "acknowledged write " << i << " of " << acknowledged;
+      EXPECT_EQ(*got, Value(round, i));
+    }
+    ASSERT_THAT((*db)->Close(), IsOk());
+  }
+  std::printf("slowest open after a kill: %s\n", absl::FormatDuration(slowest_open).c_str());
+}
+
+// While another opener holds the store, Open waits lock_wait_ms, then says so.
+TEST(RestartTest, OpenOfAStoreInUseWaitsThenSaysHowLong) {
+  nvkv::testing::TempDir dir;
+  const std::string path = dir.File("store");
+  auto first = DB::Open(StoreOptions(), path);
+  ASSERT_THAT(first, IsOk());
+  Options options = StoreOptions();
+  options.lock_wait_ms = 300;
+  const absl::Time start = absl::Now();
+  auto second = DB::Open(options, path);
+  const absl::Duration waited = absl::Now() - start;
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kFailedPrecondition, "waited 300 ms"));
+  EXPECT_GE(waited, absl::Milliseconds(300));
+  EXPECT_LT(waited, absl::Seconds(5));
+  options.lock_wait_ms = 0;  // no wait at all
+  EXPECT_THAT(DB::Open(options, path), StatusIs(absl::StatusCode::kFailedPrecondition, "in use"));
+}
+
+}  // namespace
+}  // namespace nvkv
