@@ -215,6 +215,7 @@ Stats FromEngine(const kv::EngineStats& in) {
   out.recovery_damaged_pages = in.recovery_damaged_pages;
   out.segments_retained = in.segments_retained;
   out.compaction_damaged_pages = in.compaction_damaged_pages;
+  out.unreadable_pages = in.unreadable_pages;
   out.recovery_seconds = in.recovery_seconds;
   out.page_bytes = in.page_bytes;
   out.pages_per_segment = in.pages_per_segment;

@@ -175,8 +175,8 @@ std::string Stats::ToString() const {
                         live_bytes, capacity_bytes, usable_bytes, segments_total, segments_free,
                         segments_cleaned);
   absl::StrAppendFormat(&out, "damage: %u segments retained, %u damaged pages met by "
-                              "compaction\n",
-                        segments_retained, compaction_damaged_pages);
+                              "compaction, %u pages unreadable\n",
+                        segments_retained, compaction_damaged_pages, unreadable_pages);
   absl::StrAppendFormat(&out, "recovery: %u pages scanned, %u records, %u batches discarded, "
                               "%u damaged pages skipped, %.3f s\n",
                         recovery_pages_scanned, recovery_records, recovery_batches_discarded,
@@ -210,6 +210,7 @@ std::string Stats::ToJson() const {
   json.Add("segments_cleaned", segments_cleaned);
   json.Add("segments_retained", segments_retained);
   json.Add("compaction_damaged_pages", compaction_damaged_pages);
+  json.Add("unreadable_pages", unreadable_pages);
   json.Add("recovery_pages_scanned", recovery_pages_scanned);
   json.Add("recovery_records", recovery_records);
   json.Add("recovery_batches_discarded", recovery_batches_discarded);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kv/engine_impl.h"
+#include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
 
@@ -181,17 +182,30 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   auto release = [&] {
     for (const storage::Buffer& chunk : chunks) pool.PutChunk(chunk);
   };
+  // Pages the device cannot read are damaged ones (segment_read.h): their records stay where
+  // they are, and so does the segment while any of them is indexed (below).
+  std::vector<bool> unreadable(g.pages_per_segment, false);
+  uint32_t failed = 0;
   for (uint32_t c = 0; c < chunk_count; ++c) {
     const uint32_t first = c * pages_per_chunk;
     const uint32_t count = std::min(pages_per_chunk, g.pages_per_segment - first);
-    absl::Status status = storage::ReadBlocks(queue, LbaOf(g.FirstPageOf(segment) + first),
-                                              count * blocks_per_page_, chunks[c]);
+    const uint64_t lba = LbaOf(g.FirstPageOf(segment) + first);
+    absl::Status status = storage::ReadBlocks(queue, lba, count * blocks_per_page_, chunks[c]);
     if (!status.ok()) {
-      release();
-      return status;
+      failed += RereadPageByPage(queue, lba, count, blocks_per_page_, g.page_bytes, chunks[c],
+                                 first, &unreadable);
     }
   }
+  unreadable_pages_.fetch_add(failed);
+  if (failed == g.pages_per_segment) {
+    // Nothing of it can be read: leave it as it is, out of compaction's way.
+    release();
+    compaction_damaged_pages_.fetch_add(failed);
+    segments_->Retain(segment);
+    return absl::OkStatus();
+  }
   auto page_at = [&](uint32_t i) -> const uint8_t* {
+    if (unreadable[i]) return nullptr;
     return chunks[i / pages_per_chunk].data + size_t{i % pages_per_chunk} * g.page_bytes;
   };
   // Newest record of each key on each page: older ones on the same page are dead already.

@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstring>
 #include <ctime>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kv/engine_impl.h"
 #include "kv/read_queue.h"
+#include "kv/segment_read.h"
 #include "storage/base/align.h"
 #include "storage/base/check.h"
 
@@ -158,8 +160,21 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   const uint64_t probe_bytes = std::min<uint64_t>(128 * 1024, device_info_.capacity_bytes());
   absl::Status read = storage::ReadBlocks(device, 0, probe_bytes / lba_bytes, chunk);
   if (!read.ok()) {
-    device.buffers().PutChunk(chunk);
-    return read;
+    // Which 4 KiB can the device not read (segment_read.h)? Those hold 0xff: a superblock copy
+    // there is damaged (the other one serves), and the start never looks empty (formattable).
+    const uint32_t unit_blocks = std::max<uint32_t>(1, kMinPageBytes / lba_bytes);
+    const uint32_t unit_bytes = unit_blocks * lba_bytes;
+    const uint32_t units = static_cast<uint32_t>(probe_bytes / unit_bytes);
+    std::vector<bool> unreadable(units, false);
+    const uint32_t failed = RereadPageByPage(device, 0, units, unit_blocks, unit_bytes, chunk, 0,
+                                             &unreadable);
+    if (failed == units) {
+      device.buffers().PutChunk(chunk);
+      return read;
+    }
+    for (uint32_t u = 0; u < units; ++u) {
+      if (unreadable[u]) std::memset(chunk.data + size_t{u} * unit_bytes, 0xff, unit_bytes);
+    }
   }
   absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
   // A store of a newer format is refused as such, whatever the options: never formatted over
@@ -411,6 +426,7 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_damaged_pages = recovery_damaged_pages_;
   s.segments_retained = segments_->retained().size();
   s.compaction_damaged_pages = compaction_damaged_pages_.load();
+  s.unreadable_pages = unreadable_pages_.load();
   s.recovery_seconds = recovery_seconds_;
   s.read_queues = read_queues_->size();
   s.device = device_info_;

@@ -93,6 +93,9 @@ struct EngineStats {
   uint64_t recovery_damaged_pages = 0;  // pages inside logs that recovery skipped (holes)
   uint64_t segments_retained = 0;   // cleaned but kept: records on damaged pages still indexed
   uint64_t compaction_damaged_pages = 0;  // damaged pages compaction met in its victims
+  // Pages the device failed to read (EIO, media error) in recovery and compaction since Open;
+  // each is also a damaged page (a hole) there.
+  uint64_t unreadable_pages = 0;
   double recovery_seconds = 0;
   uint64_t read_queues = 0;    // per-thread read queues open (one per reading thread alive)
   storage::DeviceInfo device;  // backend, LBA size, ring features in force, notes

@@ -271,6 +271,7 @@ class Engine::Impl {
   std::atomic<uint64_t> user_bytes_{0}, device_bytes_{0}, compaction_bytes_{0};
   std::atomic<uint64_t> pages_written_{0}, page_reads_{0}, flushes_{0}, fua_writes_{0};
   std::atomic<uint64_t> verify_reads_{0}, segments_cleaned_{0}, compaction_damaged_pages_{0};
+  std::atomic<uint64_t> unreadable_pages_{0};
   uint64_t recovery_pages_ = 0, recovery_records_ = 0, recovery_batches_discarded_ = 0;
   uint64_t recovery_damaged_pages_ = 0;
   double recovery_seconds_ = 0;

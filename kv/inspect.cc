@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kv/engine_impl.h"
+#include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
 
@@ -75,6 +76,9 @@ class SegmentReader {
     requests_.assign(chunks_.size(), storage::IoRequest{});
     pending_ = 0;
     status_ = absl::OkStatus();
+    unreadable_.assign(g.pages_per_segment, false);
+    unreadable_count_ = 0;
+    bool all_enqueued = true;
     for (uint32_t c = 0; c < chunks_.size(); ++c) {
       const uint32_t first = c * pages_per_chunk_;
       const uint32_t count = std::min(pages_per_chunk_, g.pages_per_segment - first);
@@ -88,6 +92,7 @@ class SegmentReader {
       absl::Status status = queue_->Enqueue(&request);
       if (!status.ok()) {
         if (status_.ok()) status_ = status;
+        all_enqueued = false;
         break;
       }
       ++pending_;
@@ -96,11 +101,21 @@ class SegmentReader {
       absl::StatusOr<uint32_t> reaped = queue_->Reap(1);
       if (!reaped.ok()) return reaped.status();  // the queue is broken: nothing more completes
     }
-    return status_;
+    if (status_.ok() || !all_enqueued) return status_;
+    // Some pages could not be read (segment_read.h): which ones? None at all: the device fails.
+    for (uint32_t c = 0; c < chunks_.size(); ++c) {
+      const storage::IoRequest& request = requests_[c];
+      if (request.status.ok()) continue;
+      unreadable_count_ += RereadPageByPage(
+          *queue_, request.lba, request.lba_count / engine_.blocks_per_page_,
+          engine_.blocks_per_page_, g.page_bytes, chunks_[c], c * pages_per_chunk_, &unreadable_);
+    }
+    return unreadable_count_ == g.pages_per_segment ? status_ : absl::OkStatus();
   }
 
-  // Page i of the segment last read.
+  // Page i of the segment last read, or null when the device could not read it.
   const uint8_t* page(uint32_t i) const {
+    if (unreadable_[i]) return nullptr;
     return chunks_[i / pages_per_chunk_].data +
            size_t{i % pages_per_chunk_} * engine_.geometry_.page_bytes;
   }
@@ -131,6 +146,8 @@ class SegmentReader {
   std::vector<storage::IoRequest> requests_;
   uint32_t pending_ = 0;
   absl::Status status_;
+  std::vector<bool> unreadable_;  // of the segment last read
+  uint32_t unreadable_count_ = 0;
 };
 
 // ----- Live records -----
@@ -326,6 +343,12 @@ void Checker::ClassifyPages(uint64_t segment, const SegmentScanResult& scan) {
     }
     if (i < scan.log_pages) {
       ++report_.pages_valid;
+      continue;
+    }
+    if (reader_.page(i) == nullptr) {
+      ++report_.pages_unreadable;
+      Problem(absl::StrCat(Where(engine_, first_page + i),
+                           ": unreadable (the device failed to read it), after the log's end"));
       continue;
     }
     absl::StatusOr<PageHeader> h =

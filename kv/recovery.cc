@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "kv/engine_impl.h"
 #include "kv/newest_records.h"
+#include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
@@ -115,6 +116,7 @@ void OnChunkRead(storage::IoRequest* request) {
   --read->pending;
 }
 
+
 }  // namespace
 
 absl::Status Engine::Impl::Recover() {
@@ -178,9 +180,30 @@ absl::Status Engine::Impl::Recover() {
       absl::StatusOr<uint32_t> reaped = device.Reap(1);
       if (!reaped.ok()) return reaped.status();
     }
-    if (!read.status.ok()) return read.status;
     const uint64_t segment = read.segment;
+    // Pages the device cannot read are damaged ones (segment_read.h), unless none of the
+    // segment can be read: then the device, not a block, is failing, and a store opened without
+    // it would look empty there.
+    std::vector<bool> unreadable;
+    if (!read.status.ok()) {
+      unreadable.assign(g.pages_per_segment, false);
+      uint32_t failed = 0;
+      for (uint32_t c = 0; c < chunks_per_segment; ++c) {
+        const storage::IoRequest& request = read.requests[c];
+        if (request.status.ok()) continue;
+        failed += RereadPageByPage(device, request.lba, request.lba_count / blocks_per_page_,
+                                   blocks_per_page_, g.page_bytes, read.chunks[c],
+                                   c * pages_per_chunk, &unreadable);
+      }
+      if (failed == g.pages_per_segment) {
+        return absl::Status(read.status.code(),
+                            absl::StrCat("segment ", segment, ": no page of it can be read: ",
+                                         read.status.message()));
+      }
+      unreadable_pages_.fetch_add(failed);
+    }
     auto page_at = [&](uint32_t i) -> const uint8_t* {
+      if (!unreadable.empty() && unreadable[i]) return nullptr;
       return read.chunks[i / pages_per_chunk].data + size_t{i % pages_per_chunk} * g.page_bytes;
     };
     scans[segment] = ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/false,

@@ -93,7 +93,13 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
   std::vector<absl::StatusOr<PageHeader>> headers;
   headers.reserve(pages);
   for (uint32_t i = 0; i < pages; ++i) {
-    headers.push_back(VerifyPage(page_at(i), geometry, store_seed, first_page + i));
+    const uint8_t* bytes = page_at(i);
+    if (bytes == nullptr) {
+      headers.push_back(absl::DataLossError(absl::StrCat(
+          "page ", first_page + i, ": unreadable (the device failed to read it)")));
+      continue;
+    }
+    headers.push_back(VerifyPage(bytes, geometry, store_seed, first_page + i));
     const absl::StatusOr<PageHeader>& h = headers.back();
     if (h.ok()) result.max_generation = std::max(result.max_generation, h->generation);
   }

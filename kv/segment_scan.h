@@ -64,7 +64,8 @@ struct SegmentScanResult {
 // bytes)", "checksum mismatch", ... (the caller says which page).
 std::string PageFault(const absl::Status& status);
 
-// `page_at(i)` returns the bytes of page i of the segment (all pages_per_segment of them).
+// `page_at(i)` returns the bytes of page i of the segment (all pages_per_segment of them), or
+// null for a page the device could not read (segment_read.h), which counts as damaged.
 // `on_record` sees every record of the log outside its holes, in log order; with
 // `whole_batches_only` (recovery) a batch's records only when the whole batch was read, else
 // (compaction, check: the index decides what is live) every readable record.

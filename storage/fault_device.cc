@@ -139,6 +139,7 @@ class FaultState {
     return powered_;
   }
   absl::Status Arm(const OperationFault& fault);
+  absl::Status AddBadBlocks(uint64_t lba, uint32_t lba_count, FaultError error);
   void SetCut(uint64_t count, OpFilter filter);
   // Carries `pending->request` out on `inner` (sets its status; fills write_id and
   // flush_horizon). Not OK only when power is off (then nothing was accepted).
@@ -161,6 +162,11 @@ class FaultState {
   struct ArmedFault {
     OperationFault fault;
     uint64_t seen = 0;  // matching operations since arming
+  };
+  struct BadBlocks {
+    uint64_t lba = 0;
+    uint32_t lba_count = 0;
+    FaultError error = FaultError::kIoError;
   };
   struct CutPlan {
     uint64_t count = 0;
@@ -192,6 +198,7 @@ class FaultState {
   bool powered_ ABSL_GUARDED_BY(mu_) = true;
   SplitMix64 rng_ ABSL_GUARDED_BY(mu_);
   std::vector<ArmedFault> armed_ ABSL_GUARDED_BY(mu_);
+  std::vector<BadBlocks> bad_blocks_ ABSL_GUARDED_BY(mu_);
   std::optional<CutPlan> cut_plan_ ABSL_GUARDED_BY(mu_);
   std::deque<LoggedWrite> log_ ABSL_GUARDED_BY(mu_);
   uint64_t next_write_id_ ABSL_GUARDED_BY(mu_) = 1;
@@ -202,6 +209,16 @@ class FaultState {
   std::unique_ptr<uint8_t, FreeDeleter> scratch_ ABSL_GUARDED_BY(mu_);
   uint32_t scratch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+absl::Status FaultState::AddBadBlocks(uint64_t lba, uint32_t lba_count, FaultError error) {
+  if (lba_count == 0) return absl::InvalidArgumentError("bad blocks: count from 1");
+  if (error == FaultError::kSilent) {
+    return absl::InvalidArgumentError("bad blocks: reads fail with an I/O or a media error");
+  }
+  absl::MutexLock lock(&mu_);
+  bad_blocks_.push_back(BadBlocks{lba, lba_count, error});
+  return absl::OkStatus();
+}
 
 absl::Status FaultState::Arm(const OperationFault& fault) {
   if (fault.nth == 0) return absl::InvalidArgumentError("operation fault: nth counts from 1");
@@ -311,7 +328,18 @@ absl::Status FaultState::CarryOut(Device& inner, FaultDevice::Pending* pending) 
   stats_.reads += request.op == IoOp::kRead ? 1 : 0;
   stats_.writes += request.op == IoOp::kWrite ? 1 : 0;
   stats_.flushes += request.op == IoOp::kFlush ? 1 : 0;
-  const std::optional<OperationFault> fault = FiringFault(request.op);
+  std::optional<OperationFault> fault = FiringFault(request.op);
+  if (request.op == IoOp::kRead && !fault.has_value()) {
+    for (const BadBlocks& bad : bad_blocks_) {
+      if (request.lba < bad.lba + bad.lba_count && bad.lba < request.lba + request.lba_count) {
+        OperationFault bad_read;
+        bad_read.filter = OpFilter::kRead;
+        bad_read.error = bad.error;
+        fault = bad_read;
+        break;
+      }
+    }
+  }
   absl::Status status;
   std::vector<bool> sectors;
   switch (request.op) {
@@ -592,6 +620,10 @@ absl::StatusOr<uint32_t> FaultDevice::Reap(uint32_t) {
 
 absl::Status FaultDevice::FailOperation(const OperationFault& fault) {
   return state_->Arm(fault);
+}
+
+absl::Status FaultDevice::FailReadsOf(uint64_t lba, uint32_t lba_count, FaultError error) {
+  return state_->AddBadBlocks(lba, lba_count, error);
 }
 
 absl::Status FaultDevice::SetCutAfterOperations(uint64_t count, OpFilter filter) {

@@ -66,6 +66,8 @@
 //      seeded subset of its sectors reaches the device (an unflushed write like any other). With
 //      FaultError::kSilent the write reports success instead: a lost or torn write the drive
 //      does not notice.
+//      FailReadsOf makes blocks unreadable instead: every later read touching them fails the same
+//      way (a bad sector), whichever operation it is.
 //   7. Determinism. Every random choice comes from one SplitMix64 (base/split_mix64.h) seeded
 //      with options.seed and drawn in operation order, so the same seed and the same sequence of
 //      operations give the same faults, fates and bytes. With queues on several threads the
@@ -214,6 +216,11 @@ class FaultDevice final : public Device {
   // Arms `fault`; several may be armed at once, each fires once. kInvalidArgument when nth is 0
   // or a write-only setting (kSilent, a partial write) has a filter other than kWrite.
   absl::Status FailOperation(const OperationFault& fault);
+  // Makes blocks [lba, lba + lba_count) unreadable, as a bad sector is: every read that touches
+  // them fails with `error` (kIoError or kMediaError), from now on, on every queue of the
+  // family; writes to them still succeed. kInvalidArgument for kSilent or a count of 0.
+  absl::Status FailReadsOf(uint64_t lba, uint32_t lba_count,
+                           FaultError error = FaultError::kIoError);
   // Cuts power right after the `count`-th matching operation Enqueue accepts from now on is
   // carried out: that request is in flight at the cut (a write may be kept, torn or dropped)
   // and its Enqueue still returns OK. Replaces an earlier setting. kInvalidArgument for 0.

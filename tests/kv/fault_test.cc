@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,13 +76,17 @@ class FaultTest : public ::testing::TestWithParam<IndexMode> {
     ASSERT_THAT(formatted, IsOk());
   }
 
-  // The engine over a FaultDevice; fault_ points at the device it owns.
-  std::unique_ptr<Engine> OpenFaulty(const storage::FaultDeviceOptions& fault_options = {}) {
+  // The engine over a FaultDevice; fault_ points at the device it owns. `before_open` sets
+  // faults up before Open reads anything.
+  std::unique_ptr<Engine> OpenFaulty(
+      const storage::FaultDeviceOptions& fault_options = {},
+      const std::function<void(FaultDevice&)>& before_open = nullptr) {
     auto mem = MemDevice::Open(storage_, MemOptions());
     EXPECT_THAT(mem, IsOk());
     auto fault = FaultDevice::Create(std::move(*mem), fault_options);
     EXPECT_THAT(fault, IsOk());
     fault_ = fault->get();
+    if (before_open) before_open(*fault_);
     auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(GetParam()));
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
@@ -312,6 +318,132 @@ TEST_P(FaultTest, SteadyNonDurableLoadFlushesAtMostOncePerWriteDelay) {
   const int64_t elapsed_us = absl::ToInt64Microseconds(absl::Now() - start);
   EXPECT_GT(flushes, 0u);
   EXPECT_LE(flushes, static_cast<uint64_t>(elapsed_us / 1000 + 1)) << elapsed_us << " us";
+}
+
+// Keys the test can find in raw bytes: "<key-NNNNN>".
+std::string Key(int i) { return absl::StrCat("<key-", 10000 + i, ">"); }
+
+// For every key of the form Key(i), the pages (4 KiB blocks: a page's number is its LBA) whose
+// bytes hold it: its records.
+std::map<std::string, std::set<uint64_t>> PagesOfKeys(const storage::MemStorage& storage) {
+  std::vector<uint8_t> block(storage.lba_bytes());
+  std::map<std::string, std::set<uint64_t>> pages;
+  for (uint64_t lba = 0; lba < storage.lba_count(); ++lba) {
+    storage.Read(lba, 1, block.data());
+    const std::string_view bytes(reinterpret_cast<const char*>(block.data()), block.size());
+    for (size_t at = bytes.find("<key-"); at != std::string_view::npos;
+         at = bytes.find("<key-", at + 1)) {
+      const size_t end = bytes.find('>', at);
+      if (end != std::string_view::npos) pages[std::string(bytes.substr(at, end + 1 - at))].insert(lba);
+    }
+  }
+  return pages;
+}
+
+// One unreadable page (a bad sector: every read of it fails) in the middle of a segment's log.
+// Recovery takes it for a hole: Open succeeds, every key elsewhere reads back, the loss is
+// counted, and `check` says where. It used to fail Open with the read error.
+TEST_P(FaultTest, UnreadablePageIsAHoleForRecoveryNotAFailedOpen) {
+  std::map<std::string, std::string> written;
+  {
+    auto engine = OpenClean();
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 600; ++i) {
+      written[Key(i)] = Value(i);
+      ASSERT_THAT(Put(*engine, Key(i), Value(i), false), IsOk());
+    }
+    ASSERT_THAT(engine->Close(), IsOk());
+  }
+  // A page in the middle of the log that holds key 0, with other keys on it.
+  std::map<std::string, std::set<uint64_t>> pages = PagesOfKeys(*storage_);
+  ASSERT_EQ(pages[Key(0)].size(), 1u);
+  const uint64_t bad_page = *pages[Key(0)].begin() + 2;
+  std::set<std::string> lost;
+  for (const auto& [key, value] : written) {
+    if (pages[key].contains(bad_page)) lost.insert(key);
+  }
+  ASSERT_FALSE(lost.empty());
+  for (const FaultError error : {FaultError::kIoError, FaultError::kMediaError}) {
+    SCOPED_TRACE(error == FaultError::kIoError ? "EIO" : "media error");
+    auto engine = OpenFaulty({}, [&](FaultDevice& device) {
+      ASSERT_THAT(device.FailReadsOf(bad_page, 1, error), IsOk());  // 4 KiB blocks: LBA = page
+    });
+    ASSERT_NE(engine, nullptr);
+    const EngineStats stats = engine->Stats();
+    EXPECT_GE(stats.recovery_damaged_pages, 1u);
+    EXPECT_EQ(stats.unreadable_pages, 1u);
+    for (const auto& [key, value] : written) {
+      auto got = engine->Get(key);
+      if (lost.contains(key)) {
+        EXPECT_FALSE(got.ok()) << key << " was on the unreadable page";
+        continue;
+      }
+      ASSERT_THAT(got, IsOk()) << key;
+      EXPECT_EQ(*got, value);
+    }
+    absl::StatusOr<CheckReport> report = engine->Check();
+    ASSERT_THAT(report, IsOk());
+    bool named = false;
+    for (const std::string& problem : report->problems) {
+      named = named || (problem.find(absl::StrCat("page ", bad_page)) != std::string::npos &&
+                        problem.find("unreadable") != std::string::npos);
+    }
+    EXPECT_TRUE(named) << "check does not name page " << bad_page;
+  }
+}
+
+// Compaction meets an unreadable page in a victim: it copies what it can read, leaves the
+// segment in place (its unreadable records may still be indexed), reports it, and the store
+// goes on taking writes. It used to mark the store broken.
+TEST_P(FaultTest, UnreadablePageInAVictimLeavesItInPlaceAndTheStoreWorking) {
+  std::map<std::string, std::string> written;
+  {
+    auto engine = OpenClean();
+    ASSERT_NE(engine, nullptr);
+    for (int round = 0; round < 2; ++round) {  // the second round makes half the first one's dead
+      for (int i = 0; i < 600; ++i) {
+        if (round == 1 && i % 2 == 0) continue;  // these stay live in the old segments
+        written[Key(i)] = Value(i + round);
+        ASSERT_THAT(Put(*engine, Key(i), written[Key(i)], false), IsOk());
+      }
+    }
+    ASSERT_THAT(engine->Close(), IsOk());
+  }
+  // Key 0 was written once, in the first round: the page after it is in an old segment, among
+  // live keys and dead ones.
+  std::map<std::string, std::set<uint64_t>> pages = PagesOfKeys(*storage_);
+  ASSERT_EQ(pages[Key(0)].size(), 1u);
+  const uint64_t bad_page = *pages[Key(0)].begin() + 1;
+  std::set<std::string> lost;
+  for (int i = 0; i < 600; i += 2) {
+    if (pages[Key(i)].contains(bad_page)) lost.insert(Key(i));
+  }
+  ASSERT_FALSE(lost.empty());
+  // The block goes bad after Open: recovery read it, compaction cannot.
+  auto engine = OpenFaulty();
+  ASSERT_NE(engine, nullptr);
+  ASSERT_THAT(fault_->FailReadsOf(bad_page, 1, FaultError::kMediaError), IsOk());
+  EXPECT_THAT(engine->CompactAll(), IsOk());
+  const EngineStats stats = engine->Stats();
+  EXPECT_GT(stats.segments_cleaned, 0u);
+  EXPECT_EQ(stats.unreadable_pages, 1u) << "compaction met the bad page once";
+  EXPECT_GE(stats.compaction_damaged_pages, 1u);
+  EXPECT_GE(stats.segments_retained, 1u) << "the victim with the bad page stays";
+  // Keys on the bad page are still indexed there: reading them fails, never a wrong value.
+  for (const std::string& key : lost) EXPECT_FALSE(engine->Get(key).ok()) << key;
+  // Writes go on, and every key not on the bad page reads back.
+  EXPECT_THAT(Put(*engine, "after", "compaction", true), IsOk());
+  for (const auto& [key, value] : written) {
+    if (lost.contains(key)) continue;
+    auto got = engine->Get(key);
+    ASSERT_THAT(got, IsOk()) << key;
+    EXPECT_EQ(*got, value);
+  }
+  EXPECT_THAT(engine->Close(), IsOk());
+  // And the next Open works too.
+  auto reopened = OpenClean();
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_THAT(reopened->Get("after"), IsOk());
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, FaultTest, ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),

@@ -151,6 +151,33 @@ TEST(FaultDeviceTest, FailedReadWithMediaErrorIsUnrecoveredReadError) {
   EXPECT_THAT(read, StatusIs(absl::StatusCode::kDataLoss, "Unrecovered Read Error"));
 }
 
+// A bad sector: every read touching it fails, on every queue, until the device is gone; reads
+// beside it and writes to it succeed.
+TEST(FaultDeviceTest, UnreadableBlocksFailEveryReadThatTouchesThem) {
+  Rig rig = MakeRig();
+  ASSERT_THAT(WritePattern(*rig.device, 0, 16, 7), IsOk());
+  ASSERT_THAT(rig.device->FailReadsOf(5, 2, FaultError::kMediaError), IsOk());
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    EXPECT_THAT(ReadBack(*rig.device, 5, 1), StatusIs(absl::StatusCode::kDataLoss,
+                                                     "Unrecovered Read Error"));
+    EXPECT_THAT(ReadBack(*rig.device, 0, 16), StatusIs(absl::StatusCode::kDataLoss));
+    EXPECT_THAT(ReadBack(*rig.device, 6, 4), StatusIs(absl::StatusCode::kDataLoss));
+  }
+  EXPECT_THAT(ReadBack(*rig.device, 4, 1), IsOk());
+  EXPECT_THAT(ReadBack(*rig.device, 7, 9), IsOk());
+  ASSERT_THAT(WritePattern(*rig.device, 5, 1, 9), IsOk());
+  QueueOptions queue_options;
+  queue_options.queue_depth = 2;
+  queue_options.buffers.buffer_count = 2;
+  queue_options.buffers.chunk_count = 0;
+  auto other = rig.device->OpenQueue(queue_options);
+  ASSERT_THAT(other, IsOk());
+  EXPECT_THAT(ReadBack(**other, 6, 1), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(rig.device->FailReadsOf(0, 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(rig.device->FailReadsOf(0, 1, FaultError::kSilent),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(FaultDeviceTest, FailedWriteWritesNothing) {
   Rig rig = MakeRig();
   ASSERT_THAT(WritePattern(*rig.device, 8, 2, 1), IsOk());

@@ -216,8 +216,9 @@ Outcome RunStats(const Context& context) {
   table.Row("segments", absl::StrFormat("%d total, %d free, %d cleaned", s.segments_total,
                                         s.segments_free, s.segments_cleaned));
   table.Row("damage", absl::StrFormat("%d segments retained, %d damaged pages met by "
-                                      "compaction (check names them)",
-                                      s.segments_retained, s.compaction_damaged_pages));
+                                      "compaction, %d pages unreadable (check names them)",
+                                      s.segments_retained, s.compaction_damaged_pages,
+                                      s.unreadable_pages));
   table.Row("recovery", absl::StrFormat("%d pages scanned, %d records, %d torn batches "
                                         "discarded, %d damaged pages skipped, %.3f s",
                                         s.recovery_pages_scanned, s.recovery_records,

@@ -96,6 +96,9 @@ struct Stats {
   // freed once no index entry points into it. Check() names each damaged page.
   uint64_t segments_retained = 0;
   uint64_t compaction_damaged_pages = 0;  // damaged pages met in compaction's victims
+  // Pages the device could not read (an I/O or media error) while recovery or compaction read
+  // whole segments, since Open: each counts as a damaged page too, and Check() names it.
+  uint64_t unreadable_pages = 0;
 
   // The last Open's recovery.
   uint64_t recovery_pages_scanned = 0;
