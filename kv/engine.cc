@@ -137,13 +137,28 @@ void Engine::Impl::RefreshDurable(Shard& shard) {
 }
 
 // Reads the superblocks; formats when there is no store and that is allowed.
+absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
+    const storage::QueueOptions& options) {
+  absl::StatusOr<std::unique_ptr<storage::Device>> queue = base_device_->OpenQueue(options);
+  if (!queue.ok()) return queue;
+  absl::MutexLock lock(&queue_notes_mu_);
+  for (const std::string& note : (*queue)->info().notes) {
+    if (std::find(queue_notes_.begin(), queue_notes_.end(), note) == queue_notes_.end() &&
+        std::find(device_info_.notes.begin(), device_info_.notes.end(), note) ==
+            device_info_.notes.end()) {
+      queue_notes_.push_back(note);
+    }
+  }
+  return queue;
+}
+
 absl::Status Engine::Impl::OpenStore(const std::string& path) {
   storage::QueueOptions open_options;
   open_options.queue_depth = 64;
   open_options.buffers.buffer_bytes = kMaxPageBytes;
   open_options.buffers.buffer_count = 2;
   open_options.buffers.chunk_count = 32;  // recovery keeps up to 16 MiB of reads in flight
-  absl::StatusOr<std::unique_ptr<storage::Device>> opening = base_device_->OpenQueue(open_options);
+  absl::StatusOr<std::unique_ptr<storage::Device>> opening = OpenQueue(open_options);
   if (!opening.ok()) return opening.status();
   device_ = std::move(*opening);
   storage::Device& device = *device_;
@@ -332,7 +347,7 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   writer_options.buffers.buffer_bytes = geometry_.page_bytes;
   writer_options.buffers.buffer_count = slots;
   writer_options.buffers.chunk_count = 0;
-  auto writer_queue = base_device_->OpenQueue(writer_options);
+  auto writer_queue = OpenQueue(writer_options);
   if (!writer_queue.ok()) return writer_queue.status();
   writer_queue_ = std::move(*writer_queue);
   for (auto& shard : shards_) {
@@ -355,7 +370,7 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
       static_cast<uint32_t>(geometry_.segment_bytes() / (storage::kMaxRegisteredBytes /
                                                          geometry_.page_bytes *
                                                          geometry_.page_bytes)) + 2;
-  auto compaction_queue = base_device_->OpenQueue(compaction_options);
+  auto compaction_queue = OpenQueue(compaction_options);
   if (!compaction_queue.ok()) return compaction_queue.status();
   compaction_queue_ = std::move(*compaction_queue);
 
@@ -430,6 +445,10 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_seconds = recovery_seconds_;
   s.read_queues = read_queues_->size();
   s.device = device_info_;
+  {
+    absl::MutexLock lock(&queue_notes_mu_);
+    s.device.notes.insert(s.device.notes.end(), queue_notes_.begin(), queue_notes_.end());
+  }
   // The first queue only holds the device; the writer's queue shows the ring features in use.
   if (writer_queue_ != nullptr) s.device.ring = writer_queue_->info().ring;
   s.page_bytes = geometry_.page_bytes;

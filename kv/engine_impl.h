@@ -202,6 +202,11 @@ class Engine::Impl {
                               geometry_.BatchBytesWithinPages(options_.page_buffers_per_shard));
   }
   absl::Status broken_status();
+  // A queue on the device for one thread's I/O (recovery, writer, compaction, readers, check).
+  // What its backend gave up (no registered buffers, no io_uring: a low RLIMIT_MEMLOCK) joins
+  // queue_notes_, which Stats shows with the device's notes.
+  absl::StatusOr<std::unique_ptr<storage::Device>> OpenQueue(
+      const storage::QueueOptions& options);
   // Why waiting for the writer thread (durability, a free page buffer) is pointless: the sticky
   // failure, or kFailedPrecondition once the writer has exited; OK while it serves.
   absl::Status WriterStatus();
@@ -259,6 +264,9 @@ class Engine::Impl {
   // Per-thread read queues, found through a thread_local cache (read_path.cc) that shares the
   // set, so a thread outliving the engine never touches the engine itself.
   const std::shared_ptr<ReadQueueSet> read_queues_;
+
+  absl::Mutex queue_notes_mu_;
+  std::vector<std::string> queue_notes_ ABSL_GUARDED_BY(queue_notes_mu_);  // each once
 
   // Sticky failure: once a write's durability is unknown, writes are refused.
   std::atomic<bool> broken_{false};

@@ -49,7 +49,7 @@ class SegmentReader {
     options.buffers.buffer_count = 2;  // single pages: superblocks, pages the index points at
     options.buffers.chunk_count = chunk_count;
     absl::StatusOr<std::unique_ptr<storage::Device>> queue =
-        engine.base_device_->OpenQueue(options);
+        engine.OpenQueue(options);
     if (!queue.ok()) return queue.status();
     auto reader = std::unique_ptr<SegmentReader>(new SegmentReader(engine, std::move(*queue)));
     storage::BufferPool& pool = reader->queue_->buffers();

@@ -44,9 +44,11 @@ absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& path,
   auto device = DirectFileDevice::Open(path, options);
   if (device.ok()) return std::unique_ptr<Device>(std::move(*device));
   const bool no_io_uring = absl::IsUnimplemented(device.status()) ||
-                           absl::IsPermissionDenied(device.status());
-  // Only io_uring_setup itself says Unimplemented/PermissionDenied after the file opened fine;
-  // a permission problem on the path is reported before any ring exists.
+                           absl::IsPermissionDenied(device.status()) ||
+                           absl::IsResourceExhausted(device.status());
+  // Only io_uring_setup itself says Unimplemented/PermissionDenied/ResourceExhausted (ENOMEM:
+  // the locked-memory limit) after the file opened fine; a permission problem on the path is
+  // reported before any ring exists.
   if (!no_io_uring || !options.allow_sync_fallback ||
       device.status().message().find("io_uring_setup") == absl::string_view::npos) {
     return device.status();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/file_open.h"
+#include "storage/sync_file_device.h"
 
 namespace nvkv::storage {
 
@@ -54,9 +55,20 @@ absl::StatusOr<std::unique_ptr<Device>> DirectFileDevice::OpenQueue(
   DeviceOptions options = options_;
   options.ring.queue_depth = queue_options.queue_depth;
   options.buffers = queue_options.buffers;
-  auto queue = Create(*fd, std::move(info), options);
-  if (!queue.ok()) return queue.status();
-  return std::unique_ptr<Device>(std::move(*queue));
+  auto queue = Create(*fd, info, options);
+  if (queue.ok()) return std::unique_ptr<Device>(std::move(*queue));
+  // A ring refused for the locked-memory limit (ring.cc): this queue does without io_uring.
+  // Create closed the duplicate on error.
+  if (!absl::IsResourceExhausted(queue.status()) || !options.allow_sync_fallback ||
+      queue.status().message().find("io_uring_setup") == absl::string_view::npos) {
+    return queue.status();
+  }
+  auto again = DuplicateFd(this->fd());
+  if (!again.ok()) return again.status();
+  info.notes.clear();
+  info.notes.push_back(absl::StrCat("a queue of ", queue_options.queue_depth,
+                                    " uses synchronous pread/pwrite: ", queue.status().message()));
+  return SyncFileDevice::QueueOnFd(*again, std::move(info), options, queue_options);
 }
 
 uint32_t DirectFileDevice::SqeCount(const IoRequest&) const { return 1; }

@@ -1,5 +1,6 @@
 #include "storage/ring.h"
 
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,6 +20,18 @@ absl::Status SetupError(int err) {
       return absl::PermissionDeniedError(
           "io_uring_setup: EPERM (io_uring disabled by kernel.io_uring_disabled or a seccomp "
           "profile such as Docker's default)");
+    case ENOMEM: {
+      // The kernel charges a ring to the locked-memory limit of an unprivileged process.
+      rlimit limit{};
+      getrlimit(RLIMIT_MEMLOCK, &limit);
+      const std::string now = limit.rlim_cur == RLIM_INFINITY
+                                  ? std::string("unlimited")
+                                  : absl::StrCat(limit.rlim_cur / 1024, " KiB");
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "io_uring_setup: ENOMEM: the locked-memory limit (RLIMIT_MEMLOCK, now ", now,
+          ") leaves no room for another ring; raise it with `ulimit -l unlimited` (LimitMEMLOCK= "
+          "for a systemd service, --ulimit memlock=-1 for docker run)"));
+    }
     default:
       return absl::ErrnoToStatus(err, "io_uring_setup");
   }

@@ -51,18 +51,26 @@ absl::StatusOr<std::unique_ptr<Device>> SyncFileDevice::OpenQueue(
     const QueueOptions& queue_options) {
   auto fd = DuplicateFd(fd_);
   if (!fd.ok()) return fd.status();
-  auto pool = BufferPool::Create(queue_options.buffers);
-  if (!pool.ok()) {
-    close(*fd);
-    return pool.status();
-  }
   DeviceInfo info = info_;
   info.notes.clear();
+  return QueueOnFd(*fd, std::move(info), options_, queue_options);
+}
+
+absl::StatusOr<std::unique_ptr<Device>> SyncFileDevice::QueueOnFd(
+    int fd, DeviceInfo info, const DeviceOptions& family_options,
+    const QueueOptions& queue_options) {
+  auto pool = BufferPool::Create(queue_options.buffers);
+  if (!pool.ok()) {
+    close(fd);
+    return pool.status();
+  }
+  info.kind = DeviceKind::kSyncFile;
+  info.ring = RingFeatures{};
   info.ring.queue_depth = queue_options.queue_depth;
-  DeviceOptions options = options_;
+  DeviceOptions options = family_options;
   options.ring.queue_depth = queue_options.queue_depth;
   options.buffers = queue_options.buffers;
-  return std::unique_ptr<Device>(new SyncFileDevice(std::move(info), *fd, std::move(*pool),
+  return std::unique_ptr<Device>(new SyncFileDevice(std::move(info), fd, std::move(*pool),
                                                     options));
 }
 

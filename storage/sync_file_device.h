@@ -33,6 +33,13 @@ class SyncFileDevice final : public Device {
   // Records why this backend was chosen (shown by info().notes).
   void AddNote(std::string note) { info_.notes.push_back(std::move(note)); }
 
+  // A queue of this backend on `fd` (owned from now on; closed on error too), a file opened for
+  // direct I/O by another queue of the family, for when that backend cannot make one (a ring
+  // refused for the locked-memory limit). `info` is the family's, kind kSyncFile from now on.
+  static absl::StatusOr<std::unique_ptr<Device>> QueueOnFd(int fd, DeviceInfo info,
+                                                           const DeviceOptions& options,
+                                                           const QueueOptions& queue_options);
+
  private:
   SyncFileDevice(DeviceInfo info, int fd, std::unique_ptr<BufferPool> pool,
                  const DeviceOptions& options);
