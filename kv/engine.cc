@@ -33,7 +33,7 @@ absl::Status ValidateOptions(const EngineOptions& o) {
   }
   if (o.segment_bytes != EngineOptions::kAutoSegmentBytes &&
       (o.segment_bytes % o.page_bytes != 0 || o.segment_bytes / o.page_bytes < 16 ||
-       o.segment_bytes > (8u << 20))) {
+       o.segment_bytes > kMaxSegmentBytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "segment_bytes ", o.segment_bytes,
         " must be 0 (sized to the store) or a multiple of page_bytes, at least 16 pages and at "

@@ -75,9 +75,19 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
         absl::StrCat("store has format version ", superblock.format_version,
                      "; this nvkv reads up to version ", kFormatVersion));
   }
-  if (superblock.page_bytes < kMinPageBytes || superblock.page_bytes > kMaxPageBytes ||
-      (superblock.page_bytes & (superblock.page_bytes - 1)) != 0 ||
-      superblock.pages_per_segment < 8 || superblock.segment_count == 0) {
+  // Every field within the bounds a format sets, before any of them is multiplied: 8 MiB
+  // segments at most, and at most 2^60 bytes of segments, so that no product of page size, pages
+  // per segment and segment count wraps around 64 bits.
+  const bool page_ok = superblock.page_bytes >= kMinPageBytes &&
+                       superblock.page_bytes <= kMaxPageBytes &&
+                       (superblock.page_bytes & (superblock.page_bytes - 1)) == 0;
+  const bool segment_ok = page_ok && superblock.pages_per_segment >= 8 &&
+                          superblock.pages_per_segment <= kMaxSegmentBytes / superblock.page_bytes;
+  const bool count_ok =
+      segment_ok && superblock.segment_count > 0 &&
+      superblock.segment_count <=
+          kMaxStoreBytes / (uint64_t{superblock.page_bytes} * superblock.pages_per_segment);
+  if (!count_ok) {
     return absl::DataLossError(absl::StrCat("superblock geometry is impossible: page ",
                                             superblock.page_bytes, " bytes, ",
                                             superblock.pages_per_segment, " pages/segment, ",

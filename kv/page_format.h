@@ -31,6 +31,10 @@ inline constexpr uint64_t kSuperblockPages = 2;
 
 inline constexpr uint32_t kMinPageBytes = 4096;
 inline constexpr uint32_t kMaxPageBytes = 65536;  // used_bytes and offsets fit 32 bits anyway
+inline constexpr uint32_t kMaxSegmentBytes = 8u << 20;
+// The log's segments together, at most: no product of page size, pages per segment and segment
+// count of a valid superblock wraps around 64 bits.
+inline constexpr uint64_t kMaxStoreBytes = uint64_t{1} << 60;
 inline constexpr uint32_t kMaxKeyBytes = 1024;
 inline constexpr uint32_t kMaxValueBytesCap = 1u << 20;  // 1 MiB, further limited by geometry
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -221,6 +222,43 @@ TEST(SuperblockTest, NewerFormatIsRefused) {
   EncodeSuperblock(sb, page.data(), 4096);
   EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
               StatusIs(absl::StatusCode::kFailedPrecondition, "format version"));
+}
+
+// A superblock whose checksum is right (crafted, or written by a bug) but whose geometry is out
+// of every bound a format sets is refused before anything multiplies its fields: a segment
+// count times a segment size that wraps around 64 bits would pass a "fits the device" check.
+TEST(SuperblockTest, GeometryBeyondTheFormatsBoundsIsRefused) {
+  struct Case {
+    uint32_t pages_per_segment;
+    uint64_t segment_count;
+  };
+  for (const Case& c : {Case{uint32_t{1} << 31, uint64_t{1} << 33},  // 2^64 pages: wraps to 2
+                        Case{4096, 4},                               // 16 MiB segments
+                        Case{256, ~uint64_t{0}},
+                        Case{2048, (uint64_t{1} << 60) / (8 << 20) + 1}}) {
+    SCOPED_TRACE(absl::StrCat(c.pages_per_segment, " pages per segment, ", c.segment_count,
+                              " segments"));
+    Superblock sb{};
+    sb.format_version = kFormatVersion;
+    sb.page_bytes = 4096;
+    sb.pages_per_segment = c.pages_per_segment;
+    sb.lba_bytes = 512;
+    sb.segment_count = c.segment_count;
+    std::vector<uint8_t> page(4096);
+    EncodeSuperblock(sb, page.data(), 4096);
+    EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
+                StatusIs(absl::StatusCode::kDataLoss, "geometry is impossible"));
+  }
+  // The largest the bounds allow still decodes.
+  Superblock sb{};
+  sb.format_version = kFormatVersion;
+  sb.page_bytes = 4096;
+  sb.pages_per_segment = 2048;  // 8 MiB
+  sb.lba_bytes = 512;
+  sb.segment_count = (uint64_t{1} << 60) / (8 << 20);
+  std::vector<uint8_t> page(4096);
+  EncodeSuperblock(sb, page.data(), 4096);
+  EXPECT_THAT(DecodeSuperblock(page.data(), 4096), IsOk());
 }
 
 }  // namespace
