@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,9 +30,13 @@ struct nvkv_writeoptions_t {
 };
 struct nvkv_writebatch_t {
   nvkv::WriteBatch batch;
+  // An op nvkv_writebatch_put/delete could not add (no memory): nvkv_write refuses the batch
+  // until nvkv_writebatch_clear, so that a partial batch is never written.
+  bool incomplete = false;
 };
 struct nvkv_iterator_t {
   std::unique_ptr<nvkv::Iterator> iterator;
+  absl::Status failure;  // an exception caught in a move of the iterator (then it is invalid)
 };
 
 namespace {
@@ -74,6 +79,57 @@ bool SaveError(const absl::Status& status, char** errptr) {
   return false;
 }
 
+// Convention (9): no exception leaves the library. The library throws none of its own, but the
+// standard library's allocations may (std::bad_alloc). Guard runs an entry point's body and turns
+// an exception into kResourceExhausted (bad_alloc) or kInternal, saved through errptr when there
+// is one, and returns `on_exception`.
+absl::Status StatusOfCurrentException() noexcept {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory");
+  } catch (...) {
+    return absl::InternalError("unexpected C++ exception");
+  }
+}
+
+// Saves `status` without allocating more than the message itself (no std::string): memory may
+// be what ran out.
+void SaveErrorNoThrow(const absl::Status& status, char** errptr) noexcept {
+  if (errptr == nullptr) return;
+  const std::string_view code = status.code() == absl::StatusCode::kResourceExhausted
+                                    ? std::string_view("RESOURCE_EXHAUSTED")
+                                    : std::string_view("INTERNAL");
+  const absl::string_view message = status.message();
+  char* text = static_cast<char*>(std::malloc(code.size() + 2 + message.size() + 1));
+  if (text == nullptr) return;  // *errptr keeps what it had
+  std::memcpy(text, code.data(), code.size());
+  std::memcpy(text + code.size(), ": ", 2);
+  std::memcpy(text + code.size() + 2, message.data(), message.size());
+  text[code.size() + 2 + message.size()] = '\0';
+  std::free(*errptr);
+  *errptr = text;
+}
+
+template <typename Result, typename Body>
+Result Guard(char** errptr, Result on_exception, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    SaveErrorNoThrow(StatusOfCurrentException(), errptr);
+    return on_exception;
+  }
+}
+
+template <typename Body>
+void Guard(char** errptr, Body&& body) noexcept {
+  try {
+    body();
+  } catch (...) {
+    SaveErrorNoThrow(StatusOfCurrentException(), errptr);
+  }
+}
+
 std::string_view View(const char* data, size_t length) {
   return length == 0 ? std::string_view() : std::string_view(data, length);
 }
@@ -89,19 +145,31 @@ nvkv::WriteOptions WriteOptionsOf(const nvkv_writeoptions_t* options) {
   return options == nullptr ? nvkv::WriteOptions{} : options->options;
 }
 
+// A move that throws leaves the iterator invalid, with the error for nvkv_iter_get_error.
+template <typename Move>
+void MoveIterator(nvkv_iterator_t* iter, Move move) noexcept {
+  try {
+    move();
+  } catch (...) {
+    iter->failure = StatusOfCurrentException();
+  }
+}
+
 }  // namespace
 
 extern "C" {
 
 int nvkv_errcode(const char* err) {
   if (err == nullptr) return NVKV_OK;
+  return Guard(nullptr, int{NVKV_UNKNOWN}, [&] {
   const std::string_view text(err);
   for (int code = NVKV_CANCELLED; code <= NVKV_UNAUTHENTICATED; ++code) {
     const std::string prefix =
         absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(code)), ":");
     if (text.substr(0, prefix.size()) == prefix) return code;
   }
-  return NVKV_UNKNOWN;
+  return int{NVKV_UNKNOWN};
+  });
 }
 
 void nvkv_free(void* ptr) { std::free(ptr); }
@@ -110,7 +178,7 @@ const char* nvkv_version(void) { return NVKV_VERSION_STRING; }
 
 // ----- Options -----
 
-nvkv_options_t* nvkv_options_create(void) { return new nvkv_options_t; }
+nvkv_options_t* nvkv_options_create(void) { return new (std::nothrow) nvkv_options_t; }
 void nvkv_options_destroy(nvkv_options_t* options) { delete options; }
 
 void nvkv_options_set_create_if_missing(nvkv_options_t* o, uint8_t v) {
@@ -174,7 +242,9 @@ void nvkv_options_set_sqpoll_idle_ms(nvkv_options_t* o, uint32_t v) {
 }
 void nvkv_options_set_iopoll(nvkv_options_t* o, uint8_t v) { o->options.iopoll = v != 0; }
 
-nvkv_writeoptions_t* nvkv_writeoptions_create(void) { return new nvkv_writeoptions_t; }
+nvkv_writeoptions_t* nvkv_writeoptions_create(void) {
+  return new (std::nothrow) nvkv_writeoptions_t;
+}
 void nvkv_writeoptions_destroy(nvkv_writeoptions_t* options) { delete options; }
 void nvkv_writeoptions_set_durable(nvkv_writeoptions_t* o, uint8_t v) {
   o->options.durable = v != 0;
@@ -183,13 +253,15 @@ void nvkv_writeoptions_set_durable(nvkv_writeoptions_t* o, uint8_t v) {
 // ----- Open and close -----
 
 nvkv_t* nvkv_open(const nvkv_options_t* options, const char* path, char** errptr) {
-  absl::StatusOr<std::unique_ptr<nvkv::DB>> db = nvkv::DB::Open(options->options, path);
-  if (!SaveError(db.status(), errptr)) return nullptr;
-  return new nvkv_t{std::move(*db)};
+  return Guard(errptr, static_cast<nvkv_t*>(nullptr), [&]() -> nvkv_t* {
+    absl::StatusOr<std::unique_ptr<nvkv::DB>> db = nvkv::DB::Open(options->options, path);
+    if (!SaveError(db.status(), errptr)) return nullptr;
+    return new nvkv_t{std::move(*db)};
+  });
 }
 
 void nvkv_close(nvkv_t* db, char** errptr) {
-  SaveError(db->db->Close(), errptr);
+  Guard(errptr, [&] { SaveError(db->db->Close(), errptr); });
   delete db;
 }
 
@@ -197,39 +269,70 @@ void nvkv_close(nvkv_t* db, char** errptr) {
 
 void nvkv_put(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key, size_t keylen,
               const char* val, size_t vallen, char** errptr) {
-  SaveError(db->db->Put(View(key, keylen), View(val, vallen), WriteOptionsOf(options)), errptr);
+  Guard(errptr, [&] {
+    SaveError(db->db->Put(View(key, keylen), View(val, vallen), WriteOptionsOf(options)), errptr);
+  });
 }
 
 void nvkv_delete(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key, size_t keylen,
                  char** errptr) {
-  SaveError(db->db->Delete(View(key, keylen), WriteOptionsOf(options)), errptr);
+  Guard(errptr, [&] { SaveError(db->db->Delete(View(key, keylen), WriteOptionsOf(options)), errptr); });
 }
 
-nvkv_writebatch_t* nvkv_writebatch_create(void) { return new nvkv_writebatch_t; }
+nvkv_writebatch_t* nvkv_writebatch_create(void) { return new (std::nothrow) nvkv_writebatch_t; }
 void nvkv_writebatch_destroy(nvkv_writebatch_t* batch) { delete batch; }
-void nvkv_writebatch_clear(nvkv_writebatch_t* batch) { batch->batch.Clear(); }
+void nvkv_writebatch_clear(nvkv_writebatch_t* batch) {
+  batch->batch.Clear();
+  batch->incomplete = false;
+}
 size_t nvkv_writebatch_count(const nvkv_writebatch_t* batch) { return batch->batch.Count(); }
 void nvkv_writebatch_put(nvkv_writebatch_t* batch, const char* key, size_t keylen,
                          const char* val, size_t vallen) {
-  batch->batch.Put(View(key, keylen), View(val, vallen));
+  Guard(nullptr, [&] {
+    try {
+      batch->batch.Put(View(key, keylen), View(val, vallen));
+    } catch (...) {
+      batch->incomplete = true;
+      throw;
+    }
+  });
 }
 void nvkv_writebatch_delete(nvkv_writebatch_t* batch, const char* key, size_t keylen) {
-  batch->batch.Delete(View(key, keylen));
+  Guard(nullptr, [&] {
+    try {
+      batch->batch.Delete(View(key, keylen));
+    } catch (...) {
+      batch->incomplete = true;
+      throw;
+    }
+  });
 }
 
 void nvkv_write(nvkv_t* db, const nvkv_writeoptions_t* options, const nvkv_writebatch_t* batch,
                 char** errptr) {
-  SaveError(db->db->Write(batch->batch, WriteOptionsOf(options)), errptr);
+  if (batch->incomplete) {
+    SaveErrorNoThrow(absl::ResourceExhaustedError(
+                         "out of memory: an op could not be added to this batch, so none of it "
+                         "is written (nvkv_writebatch_clear to start again)"),
+                     errptr);
+    return;
+  }
+  Guard(errptr, [&] { SaveError(db->db->Write(batch->batch, WriteOptionsOf(options)), errptr); });
 }
 
-void nvkv_flush(nvkv_t* db, char** errptr) { SaveError(db->db->Flush(), errptr); }
+void nvkv_flush(nvkv_t* db, char** errptr) {
+  Guard(errptr, [&] { SaveError(db->db->Flush(), errptr); });
+}
 
-void nvkv_compact_all(nvkv_t* db, char** errptr) { SaveError(db->db->CompactAll(), errptr); }
+void nvkv_compact_all(nvkv_t* db, char** errptr) {
+  Guard(errptr, [&] { SaveError(db->db->CompactAll(), errptr); });
+}
 
 // ----- Reads -----
 
 char* nvkv_get(nvkv_t* db, const char* key, size_t keylen, size_t* vallen, char** errptr) {
   *vallen = 0;
+  return Guard(errptr, static_cast<char*>(nullptr), [&]() -> char* {
   absl::StatusOr<std::string> value = db->db->Get(View(key, keylen));
   if (absl::IsNotFound(value.status())) return nullptr;
   if (!SaveError(value.status(), errptr)) return nullptr;
@@ -240,10 +343,17 @@ char* nvkv_get(nvkv_t* db, const char* key, size_t keylen, size_t* vallen, char*
   }
   *vallen = value->size();
   return copy;
+  });
 }
 
 void nvkv_multiget(nvkv_t* db, size_t num_keys, const char* const* keys, const size_t* keylens,
                    char** values, size_t* vallens, char** errs) {
+  for (size_t i = 0; i < num_keys; ++i) {
+    values[i] = nullptr;
+    vallens[i] = 0;
+    errs[i] = nullptr;
+  }
+  try {
   std::vector<std::string_view> views(num_keys);
   for (size_t i = 0; i < num_keys; ++i) views[i] = View(keys[i], keylens[i]);
   std::vector<absl::StatusOr<std::string>> results = db->db->MultiGet(views);
@@ -260,6 +370,16 @@ void nvkv_multiget(nvkv_t* db, size_t num_keys, const char* const* keys, const s
     }
     vallens[i] = results[i]->size();
   }
+  } catch (...) {
+    // Every key gets the error; values already copied are freed.
+    const absl::Status status = StatusOfCurrentException();
+    for (size_t i = 0; i < num_keys; ++i) {
+      std::free(values[i]);
+      values[i] = nullptr;
+      vallens[i] = 0;
+      SaveErrorNoThrow(status, &errs[i]);
+    }
+  }
 }
 
 void nvkv_get_async(nvkv_t* db, const char* key, size_t keylen, nvkv_get_callback done,
@@ -270,17 +390,27 @@ void nvkv_get_async(nvkv_t* db, const char* key, size_t keylen, nvkv_get_callbac
     } else if (absl::IsNotFound(value.status())) {
       done(arg, 0, nullptr, 0, nullptr);
     } else {
-      const std::string err = ErrorText(value.status());
+      std::string err;
+      try {
+        err = ErrorText(value.status());
+      } catch (...) {
+        done(arg, 0, nullptr, 0, "RESOURCE_EXHAUSTED: out of memory");
+        return;
+      }
       done(arg, 0, nullptr, 0, err.c_str());
     }
   };
-  SaveError(db->db->GetAsync(View(key, keylen), std::move(on_done)), errptr);
+  Guard(errptr, [&] {
+    SaveError(db->db->GetAsync(View(key, keylen), std::move(on_done)), errptr);
+  });
 }
 
 uint32_t nvkv_poll(nvkv_t* db, uint32_t min_complete, char** errptr) {
-  absl::StatusOr<uint32_t> completed = db->db->Poll(min_complete);
-  if (!SaveError(completed.status(), errptr)) return 0;
-  return *completed;
+  return Guard(errptr, uint32_t{0}, [&]() -> uint32_t {
+    absl::StatusOr<uint32_t> completed = db->db->Poll(min_complete);
+    if (!SaveError(completed.status(), errptr)) return 0;
+    return *completed;
+  });
 }
 
 uint32_t nvkv_pending_reads(nvkv_t* db) { return db->db->PendingReads(); }
@@ -288,15 +418,22 @@ uint32_t nvkv_pending_reads(nvkv_t* db) { return db->db->PendingReads(); }
 // ----- Iteration -----
 
 nvkv_iterator_t* nvkv_create_iterator(nvkv_t* db) {
-  return new nvkv_iterator_t{db->db->NewIterator()};
+  return Guard(nullptr, static_cast<nvkv_iterator_t*>(nullptr),
+               [&] { return new nvkv_iterator_t{db->db->NewIterator(), absl::OkStatus()}; });
 }
 void nvkv_iter_destroy(nvkv_iterator_t* iter) { delete iter; }
-uint8_t nvkv_iter_valid(const nvkv_iterator_t* iter) { return iter->iterator->Valid() ? 1 : 0; }
-void nvkv_iter_seek_to_first(nvkv_iterator_t* iter) { iter->iterator->SeekToFirst(); }
-void nvkv_iter_seek(nvkv_iterator_t* iter, const char* key, size_t keylen) {
-  iter->iterator->Seek(View(key, keylen));
+uint8_t nvkv_iter_valid(const nvkv_iterator_t* iter) {
+  return iter->failure.ok() && iter->iterator->Valid() ? 1 : 0;
 }
-void nvkv_iter_next(nvkv_iterator_t* iter) { iter->iterator->Next(); }
+void nvkv_iter_seek_to_first(nvkv_iterator_t* iter) {
+  MoveIterator(iter, [&] { iter->iterator->SeekToFirst(); });
+}
+void nvkv_iter_seek(nvkv_iterator_t* iter, const char* key, size_t keylen) {
+  MoveIterator(iter, [&] { iter->iterator->Seek(View(key, keylen)); });
+}
+void nvkv_iter_next(nvkv_iterator_t* iter) {
+  MoveIterator(iter, [&] { iter->iterator->Next(); });
+}
 const char* nvkv_iter_key(const nvkv_iterator_t* iter, size_t* keylen) {
   const std::string_view key = iter->iterator->key();
   *keylen = key.size();
@@ -308,7 +445,11 @@ const char* nvkv_iter_value(const nvkv_iterator_t* iter, size_t* vallen) {
   return value.data();
 }
 void nvkv_iter_get_error(const nvkv_iterator_t* iter, char** errptr) {
-  SaveError(iter->iterator->status(), errptr);
+  if (!iter->failure.ok()) {
+    SaveErrorNoThrow(iter->failure, errptr);
+    return;
+  }
+  Guard(errptr, [&] { SaveError(iter->iterator->status(), errptr); });
 }
 
 // ----- Limits and statistics -----
@@ -316,8 +457,10 @@ void nvkv_iter_get_error(const nvkv_iterator_t* iter, char** errptr) {
 uint32_t nvkv_max_value_bytes(nvkv_t* db) { return db->db->max_value_bytes(); }
 
 char* nvkv_stats(nvkv_t* db, uint8_t json) {
-  const nvkv::Stats stats = db->db->GetStats();
-  return CopyBytes(json != 0 ? stats.ToJson() : stats.ToString());
+  return Guard(nullptr, static_cast<char*>(nullptr), [&] {
+    const nvkv::Stats stats = db->db->GetStats();
+    return CopyBytes(json != 0 ? stats.ToJson() : stats.ToString());
+  });
 }
 
 }  // extern "C"

@@ -26,6 +26,10 @@
    (8) Threads: an nvkv_t may be used from many threads at once (as nvkv::DB), except that
        nvkv_close must run alone. Options, write options, batches and iterators are used by one
        thread at a time. Asynchronous reads belong to the thread that started them.
+   (9) No C++ exception leaves the library. Running out of memory is an error with code
+       NVKV_RESOURCE_EXHAUSTED: through errptr; for calls without one, a NULL (or 0) result,
+       the iterator becoming invalid (nvkv_iter_get_error says why), or, for
+       nvkv_writebatch_put and _delete, the batch refusing to be written until cleared.
 */
 #ifndef NVKV_NVKV_C_H_
 #define NVKV_NVKV_C_H_
