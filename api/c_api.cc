@@ -276,7 +276,9 @@ void nvkv_put(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key, s
 
 void nvkv_delete(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key, size_t keylen,
                  char** errptr) {
-  Guard(errptr, [&] { SaveError(db->db->Delete(View(key, keylen), WriteOptionsOf(options)), errptr); });
+  Guard(errptr, [&] {
+    SaveError(db->db->Delete(View(key, keylen), WriteOptionsOf(options)), errptr);
+  });
 }
 
 nvkv_writebatch_t* nvkv_writebatch_create(void) { return new (std::nothrow) nvkv_writebatch_t; }
@@ -333,16 +335,16 @@ void nvkv_compact_all(nvkv_t* db, char** errptr) {
 char* nvkv_get(nvkv_t* db, const char* key, size_t keylen, size_t* vallen, char** errptr) {
   *vallen = 0;
   return Guard(errptr, static_cast<char*>(nullptr), [&]() -> char* {
-  absl::StatusOr<std::string> value = db->db->Get(View(key, keylen));
-  if (absl::IsNotFound(value.status())) return nullptr;
-  if (!SaveError(value.status(), errptr)) return nullptr;
-  char* copy = CopyBytes(*value);
-  if (copy == nullptr) {
-    SaveError(absl::ResourceExhaustedError("out of memory copying the value"), errptr);
-    return nullptr;
-  }
-  *vallen = value->size();
-  return copy;
+    absl::StatusOr<std::string> value = db->db->Get(View(key, keylen));
+    if (absl::IsNotFound(value.status())) return nullptr;
+    if (!SaveError(value.status(), errptr)) return nullptr;
+    char* copy = CopyBytes(*value);
+    if (copy == nullptr) {
+      SaveError(absl::ResourceExhaustedError("out of memory copying the value"), errptr);
+      return nullptr;
+    }
+    *vallen = value->size();
+    return copy;
   });
 }
 
@@ -354,22 +356,19 @@ void nvkv_multiget(nvkv_t* db, size_t num_keys, const char* const* keys, const s
     errs[i] = nullptr;
   }
   try {
-  std::vector<std::string_view> views(num_keys);
-  for (size_t i = 0; i < num_keys; ++i) views[i] = View(keys[i], keylens[i]);
-  std::vector<absl::StatusOr<std::string>> results = db->db->MultiGet(views);
-  for (size_t i = 0; i < num_keys; ++i) {
-    values[i] = nullptr;
-    vallens[i] = 0;
-    errs[i] = nullptr;
-    if (absl::IsNotFound(results[i].status())) continue;
-    if (!SaveError(results[i].status(), &errs[i])) continue;
-    values[i] = CopyBytes(*results[i]);
-    if (values[i] == nullptr) {
-      SaveError(absl::ResourceExhaustedError("out of memory copying the value"), &errs[i]);
-      continue;
+    std::vector<std::string_view> views(num_keys);
+    for (size_t i = 0; i < num_keys; ++i) views[i] = View(keys[i], keylens[i]);
+    std::vector<absl::StatusOr<std::string>> results = db->db->MultiGet(views);
+    for (size_t i = 0; i < num_keys; ++i) {
+      if (absl::IsNotFound(results[i].status())) continue;
+      if (!SaveError(results[i].status(), &errs[i])) continue;
+      values[i] = CopyBytes(*results[i]);
+      if (values[i] == nullptr) {
+        SaveError(absl::ResourceExhaustedError("out of memory copying the value"), &errs[i]);
+        continue;
+      }
+      vallens[i] = results[i]->size();
     }
-    vallens[i] = results[i]->size();
-  }
   } catch (...) {
     // Every key gets the error; values already copied are freed.
     const absl::Status status = StatusOfCurrentException();

@@ -67,7 +67,8 @@ constexpr uint64_t kAutoMinSegments = 64;
 constexpr uint32_t kAutoMaxSegmentBytes = 1u << 20;
 uint32_t AutoSegmentBytes(uint64_t capacity_bytes, uint32_t page_bytes) {
   uint32_t segment_bytes = kAutoMaxSegmentBytes;
-  while (segment_bytes / 2 >= 16 * page_bytes && capacity_bytes / segment_bytes < kAutoMinSegments) {
+  while (segment_bytes / 2 >= 16 * page_bytes &&
+         capacity_bytes / segment_bytes < kAutoMinSegments) {
     segment_bytes /= 2;
   }
   return std::max(segment_bytes, 16 * page_bytes);

@@ -81,7 +81,8 @@ NewestRecords::Entry NewestRecords::Pack(const KeyHash& hash, const Record& reco
   entry.lo = hash.lo;
   entry.sequence = record.sequence | ((check & 0xff) << kSequenceCheckShift);
   entry.packed = record.page | (uint64_t{record.is_delete} << kDeleteShift) |
-                 (uint64_t{record.record_bytes} << kBytesShift) | ((check >> 8) << kPackedCheckShift);
+                 (uint64_t{record.record_bytes} << kBytesShift) |
+                 ((check >> 8) << kPackedCheckShift);
   return entry;
 }
 

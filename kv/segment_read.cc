@@ -16,8 +16,8 @@ uint32_t RereadPageByPage(storage::Device& queue, uint64_t first_lba, uint32_t p
     storage::Buffer page = chunk;
     page.data = chunk.data + size_t{i} * page_bytes;
     page.bytes = page_bytes;
-    const absl::Status read =
-        storage::ReadBlocks(queue, first_lba + uint64_t{i} * blocks_per_page, blocks_per_page, page);
+    const uint64_t lba = first_lba + uint64_t{i} * blocks_per_page;
+    const absl::Status read = storage::ReadBlocks(queue, lba, blocks_per_page, page);
     if (!read.ok()) {
       (*unreadable)[first_index + i] = true;
       ++failed;

@@ -94,8 +94,9 @@ absl::Status ZeroFill(int fd, uint64_t bytes, uint32_t alignment) {
 // True when `path`'s directory, with symbolic links and dot-dots resolved, is /dev or below.
 bool UnderDev(const std::string& path) {
   std::error_code error;
-  const std::filesystem::path directory =
-      std::filesystem::weakly_canonical(std::filesystem::absolute(path, error).parent_path(), error);
+  const std::filesystem::path parent = std::filesystem::absolute(path, error).parent_path();
+  if (error) return false;
+  const std::filesystem::path directory = std::filesystem::weakly_canonical(parent, error);
   if (error) return false;  // a missing directory: the create fails with ENOENT by itself
   const std::string resolved = directory.string();
   return resolved == "/dev" || resolved.rfind("/dev/", 0) == 0;

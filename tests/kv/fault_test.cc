@@ -334,7 +334,8 @@ std::map<std::string, std::set<uint64_t>> PagesOfKeys(const storage::MemStorage&
     for (size_t at = bytes.find("<key-"); at != std::string_view::npos;
          at = bytes.find("<key-", at + 1)) {
       const size_t end = bytes.find('>', at);
-      if (end != std::string_view::npos) pages[std::string(bytes.substr(at, end + 1 - at))].insert(lba);
+      if (end == std::string_view::npos) continue;
+      pages[std::string(bytes.substr(at, end + 1 - at))].insert(lba);
     }
   }
   return pages;

@@ -104,13 +104,19 @@ class DB {
   // Errors:
   //   kNotFound            path missing and !create_if_missing
   //   kAlreadyExists       a store is there and error_if_exists
-  //   kFailedPrecondition  the store is open elsewhere (by this or another process); the path
-  //                        holds data that is not an nvkv store (see force_format); the store
-  //                        was written by a newer nvkv
-  //   kDataLoss            both superblocks are damaged
+  //   kFailedPrecondition  the store is open elsewhere (by this or another process), still so
+  //                        after waiting options.lock_wait_ms; the path holds data that is not
+  //                        an nvkv store (see force_format); the store was written by a newer
+  //                        nvkv
+  //   kNotFound            also: a path under /dev that does not exist (no store file is ever
+  //                        created there)
+  //   kDataLoss            both superblocks are damaged or unreadable
   //   kInvalidArgument     an option is out of range
-  //   kPermissionDenied, kResourceExhausted (no space to create the file), kUnimplemented
-  //                        (the kernel lacks a required io_uring feature), other device errors
+  //   kPermissionDenied, kResourceExhausted (no space to create the file; for NVMe
+  //                        passthrough, a locked-memory limit too low for its rings: the message
+  //                        says how to raise it), kUnimplemented (the kernel lacks a required
+  //                        io_uring feature), other device errors (a segment none of whose
+  //                        pages the device can read)
   static absl::StatusOr<std::unique_ptr<DB>> Open(const Options& options,
                                                   const std::string& path);
 
@@ -148,8 +154,9 @@ class DB {
   absl::Status Write(const WriteBatch& batch, const WriteOptions& options = {});
 
   // ----- Reads. -----
-  // Damage. A page the media damaged loses only its own records: recovery skips it and recovers
-  // everything else (Stats recovery_damaged_pages, and Check() names the page), drops a batch
+  // Damage. A page the media damaged, or one the device fails to read (an I/O or media error,
+  // Stats unreadable_pages), loses only its own records: recovery and compaction skip it and
+  // keep everything else (Stats recovery_damaged_pages, and Check() names the page), drops a batch
   // with a record on it whole, and never frees a segment whose damaged pages hold records the
   // index still points at (Stats segments_retained). A key whose record is on a damaged page
   // reads as kDataLoss (or, after a reopen, as its older value or kNotFound), and writing or
