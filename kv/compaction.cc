@@ -275,7 +275,7 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   storage::Buffer page = pool.GetPage();
   NVKV_CHECK(page.valid());
   const uint64_t first_page = g.FirstPageOf(segment);
-  const uint32_t generation = static_cast<uint32_t>(segments_->NextGeneration());
+  const uint64_t generation = segments_->NextGeneration();
   for (const uint32_t index : {g.pages_per_segment - 1, 0u}) {
     EncodeFreePage(page.data, g, generation, store_seed_, first_page + index, index);
     status = storage::WriteBlocks(queue, LbaOf(first_page + index), blocks_per_page_, page,

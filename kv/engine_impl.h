@@ -71,7 +71,7 @@ struct PageRange {
 struct LogHead {
   bool has_segment = false;
   uint64_t segment = 0;
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   uint32_t next_page = 0;     // next page index within the segment
   uint64_t next_counter = 1;  // head counter of the next page assigned
   PageSlot* open = nullptr;   // the page being filled, or none

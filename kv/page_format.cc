@@ -105,7 +105,7 @@ Geometry GeometryOf(const Superblock& superblock) {
 }
 
 void PageBuilder::Start(uint8_t* page, const Geometry& geometry, PageType type,
-                        uint32_t generation, uint32_t page_in_segment, uint64_t head_sequence) {
+                        uint64_t generation, uint32_t page_in_segment, uint64_t head_sequence) {
   page_ = page;
   page_bytes_ = geometry.page_bytes;
   payload_bytes_ = geometry.payload_bytes();
@@ -116,7 +116,7 @@ void PageBuilder::Start(uint8_t* page, const Geometry& geometry, PageType type,
   PageHeader header{};
   header.magic = kPageMagic;
   header.type = static_cast<uint8_t>(type);
-  header.generation = generation;
+  SetGeneration(header, generation);
   header.page_in_segment = page_in_segment;
   header.head_sequence = head_sequence;
   std::memcpy(page_, &header, sizeof(header));
@@ -175,7 +175,7 @@ void PageBuilder::Finish(uint64_t store_seed, uint64_t page_number) {
   std::memcpy(page_, &header.checksum, 8);
 }
 
-void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint32_t generation,
+void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint64_t generation,
                     uint64_t store_seed, uint64_t page_number, uint32_t page_in_segment) {
   PageBuilder builder;
   builder.Start(page, geometry, PageType::kFree, generation, page_in_segment, 0);

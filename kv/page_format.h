@@ -69,11 +69,21 @@ struct PageHeader {
   uint8_t flags;           // kPageContinuesBatch
   uint16_t record_count;   // records starting in this page
   uint32_t used_bytes;     // bytes after the header in use (records, or continuation payload)
-  uint32_t generation;     // generation of the segment this page was written in
+  // The generation of the segment this page was written in, 64 bits in two halves (GenerationOf):
+  // stores written before the high half existed have 0 there.
+  uint32_t generation_low;
   uint32_t page_in_segment;
-  uint32_t reserved;
+  uint32_t generation_high;
   uint64_t head_sequence;  // the log head's page counter, for diagnostics
 };
+
+inline uint64_t GenerationOf(const PageHeader& header) {
+  return (uint64_t{header.generation_high} << 32) | header.generation_low;
+}
+inline void SetGeneration(PageHeader& header, uint64_t generation) {
+  header.generation_low = static_cast<uint32_t>(generation);
+  header.generation_high = static_cast<uint32_t>(generation >> 32);
+}
 
 struct RecordHeader {
   uint8_t type;             // RecordType
@@ -162,7 +172,7 @@ Geometry GeometryOf(const Superblock& superblock);
 class PageBuilder {
  public:
   // Starts an empty page of `type` (kData or kContinuation) in `page` (zeroed here).
-  void Start(uint8_t* page, const Geometry& geometry, PageType type, uint32_t generation,
+  void Start(uint8_t* page, const Geometry& geometry, PageType type, uint64_t generation,
              uint32_t page_in_segment, uint64_t head_sequence);
   // Bytes still free for records (kData) or payload (kContinuation).
   uint32_t free_bytes() const { return payload_bytes_ - used_bytes_; }
@@ -195,7 +205,7 @@ class PageBuilder {
 // segment whose first page is this holds nothing; the copy on the last page tells logs older
 // than the marker (stale, from before the segment was freed) from the segment's next log when
 // page 0 is lost (segment_scan.h).
-void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint32_t generation,
+void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint64_t generation,
                     uint64_t store_seed, uint64_t page_number, uint32_t page_in_segment = 0);
 
 // Checks a page read from `page_number`: magic, checksum (with the store and page seed), type,

@@ -313,7 +313,7 @@ void OnPageRead(storage::IoRequest* request) {
   // A large value: the rest is on the following pages of the same segment.
   op->value.assign(record->value);
   op->large_value_bytes = record->header.value_bytes;
-  op->large_generation = header->generation;
+  op->large_generation = GenerationOf(*header);
   op->large_next_page = page_number + 1;
   op->large_pages_left =
       LargeRecordPages(engine.geometry_, record->key.size(), record->header.value_bytes) - 1;
@@ -344,7 +344,7 @@ void OnContinuationRead(storage::IoRequest* request) {
     const uint64_t page_number = op->large_next_page + i;
     absl::StatusOr<PageHeader> header = VerifyPage(page, g, engine.store_seed_, page_number);
     if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kContinuation) ||
-        header->generation != op->large_generation) {
+        GenerationOf(*header) != op->large_generation) {
       Restart(op, header.ok() ? absl::DataLossError(absl::StrCat(
                                     "page ", page_number, ": large value continuation missing"))
                               : header.status());

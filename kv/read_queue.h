@@ -45,7 +45,7 @@ struct ReadOp {
   std::string value;
   uint64_t large_next_page = 0;
   uint32_t large_pages_left = 0;
-  uint32_t large_generation = 0;
+  uint64_t large_generation = 0;
   uint32_t large_value_bytes = 0;
   uint32_t large_batch_pages = 0;
   // Resolve mode: the write path wants the record's location, not just its value.

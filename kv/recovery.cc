@@ -139,7 +139,7 @@ absl::Status Engine::Impl::Recover() {
   std::vector<absl::flat_hash_map<KeyHash, NewestWithKey>> newest_keyed(
       ordered_ ? shards_.size() : 0);
   uint64_t max_sequence = 0;
-  uint32_t max_generation = 0;
+  uint64_t max_generation = 0;
   std::vector<SegmentScanResult> scans(g.segment_count);
   std::vector<uint64_t> min_seq(g.segment_count, UINT64_MAX), max_seq(g.segment_count, 0);
 
@@ -249,7 +249,7 @@ absl::Status Engine::Impl::Recover() {
                                     : DrainHashed(*this, *shard, newest[shard->id]);
     if (!drained.ok()) return drained;
   }
-  segments_->SetNextGeneration(uint64_t{max_generation} + 1);
+  segments_->SetNextGeneration(max_generation + 1);
   segments_->FinishRecovery();
   next_sequence_.store(max_sequence + 1);
   recovery_seconds_ = absl::ToDoubleSeconds(absl::Now() - start);

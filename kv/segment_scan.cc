@@ -15,12 +15,12 @@ bool IsLogPageType(uint8_t type) {
 
 // The log a segment holds: its generation and the head sequence of its page 0.
 struct LogIdentity {
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   uint64_t base = 0;  // page i of the log carries head_sequence base + i
 };
 
 bool Belongs(const absl::StatusOr<PageHeader>& header, uint32_t i, const LogIdentity& log) {
-  return header.ok() && header->generation == log.generation && header->page_in_segment == i &&
+  return header.ok() && GenerationOf(*header) == log.generation && header->page_in_segment == i &&
          header->head_sequence == log.base + i && IsLogPageType(header->type);
 }
 
@@ -28,8 +28,8 @@ bool Belongs(const absl::StatusOr<PageHeader>& header, uint32_t i, const LogIden
 std::string WhyNotInLog(const absl::StatusOr<PageHeader>& header, uint32_t i,
                         const LogIdentity& log) {
   if (!header.ok()) return PageFault(header.status());
-  if (header->generation != log.generation) {
-    return absl::StrCat("holds generation ", header->generation, " where the log's is ",
+  if (GenerationOf(*header) != log.generation) {
+    return absl::StrCat("holds generation ", GenerationOf(*header), " where the log's is ",
                         log.generation);
   }
   if (header->page_in_segment != i) {
@@ -46,12 +46,12 @@ bool IdentifyLog(const std::vector<absl::StatusOr<PageHeader>>& headers, LogIden
   if (first.ok() && first->type == static_cast<uint8_t>(PageType::kFree)) return false;
   // Logs of generations up to the last page's free marker are from before the segment was freed.
   const absl::StatusOr<PageHeader>& last = headers.back();
-  const uint32_t freed_at =
-      last.ok() && last->type == static_cast<uint8_t>(PageType::kFree) ? last->generation : 0;
+  const uint64_t freed_at =
+      last.ok() && last->type == static_cast<uint8_t>(PageType::kFree) ? GenerationOf(*last) : 0;
   if (first.ok() && first->type == static_cast<uint8_t>(PageType::kData) &&
       first->page_in_segment == 0) {
-    if (first->generation <= freed_at) return false;  // the marker on page 0 was lost
-    *log = LogIdentity{first->generation, first->head_sequence};
+    if (GenerationOf(*first) <= freed_at) return false;  // the marker on page 0 was lost
+    *log = LogIdentity{GenerationOf(*first), first->head_sequence};
     return true;
   }
   // Page 0 is lost: the newest log found at its own places on the other pages, if it is newer
@@ -60,11 +60,11 @@ bool IdentifyLog(const std::vector<absl::StatusOr<PageHeader>>& headers, LogIden
   for (uint32_t i = 1; i < headers.size(); ++i) {
     const absl::StatusOr<PageHeader>& h = headers[i];
     if (!h.ok() || h->page_in_segment != i || !IsLogPageType(h->type) || h->head_sequence < i ||
-        h->generation <= freed_at) {
+        GenerationOf(*h) <= freed_at) {
       continue;
     }
-    if (!found || h->generation > log->generation) {
-      *log = LogIdentity{h->generation, h->head_sequence - i};
+    if (!found || GenerationOf(*h) > log->generation) {
+      *log = LogIdentity{GenerationOf(*h), h->head_sequence - i};
       found = true;
     }
   }
@@ -101,7 +101,7 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
     }
     headers.push_back(VerifyPage(bytes, geometry, store_seed, first_page + i));
     const absl::StatusOr<PageHeader>& h = headers.back();
-    if (h.ok()) result.max_generation = std::max(result.max_generation, h->generation);
+    if (h.ok()) result.max_generation = std::max(result.max_generation, GenerationOf(*h));
   }
   LogIdentity log;
   const bool in_use = IdentifyLog(headers, &log);

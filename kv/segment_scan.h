@@ -48,9 +48,9 @@ struct SegmentHole {
 
 struct SegmentScanResult {
   bool in_use = false;          // the segment holds a log (see above)
-  uint32_t generation = 0;      // of the log
+  uint64_t generation = 0;      // of the log
   uint32_t log_pages = 0;       // pages from page 0 to the log's end, holes included
-  uint32_t max_generation = 0;  // highest generation of any verifying page, log or not
+  uint64_t max_generation = 0;  // highest generation of any verifying page, log or not
   uint64_t max_sequence = 0;    // highest record sequence on any verifying data page
   uint64_t records = 0;         // records read from the log, dead or not
   uint64_t batches_discarded = 0;  // batches cut by a hole or the log's end

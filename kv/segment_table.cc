@@ -103,7 +103,7 @@ uint64_t SegmentTable::KeepFor(SegmentUse use) const {
                                           : 0;
 }
 
-absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint32_t* generation) {
+absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* generation) {
   absl::MutexLock lock(&mu_);
   const uint64_t keep = KeepFor(use);
   if (free_.size() <= keep) {
@@ -118,7 +118,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint32_t* genera
   info.state = SegmentState::kOpen;
   Reset(info);
   info.filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
-  *generation = static_cast<uint32_t>(next_generation_.fetch_add(1));
+  *generation = next_generation_.fetch_add(1);
   return segment;
 }
 

@@ -99,7 +99,7 @@ class SegmentTable {
 
   // Takes a free segment for a log head and gives it a fresh generation. kResourceExhausted
   // when the free list is down to what `use` must leave.
-  absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint32_t* generation);
+  absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint64_t* generation);
   // kResourceExhausted when the free list is down to what `use` must leave (as Allocate would
   // fail): a head's segment taken by compaction from the reserve is for compaction's copies.
   absl::Status CheckReserve(SegmentUse use);

@@ -63,7 +63,7 @@ absl::Status EnsureSegmentRoom(Engine::Impl& engine, Shard& shard, uint32_t page
         pages, " pages do not fit one segment of ", engine.geometry_.pages_per_segment));
   }
   SealOpenPage(engine, shard);
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   absl::StatusOr<uint64_t> segment = engine.segments_->Allocate(use, &generation);
   if (!segment.ok()) return segment.status();
   if (head.has_segment) {
@@ -325,7 +325,7 @@ namespace {
 
 // Writes a large record into `count` pages starting at `first_page` with `queue`.
 absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_t first_page,
-                           uint32_t first_in_segment, uint32_t generation,
+                           uint32_t first_in_segment, uint64_t generation,
                            uint64_t first_counter, uint32_t count, const RecordHeader& header,
                            std::string_view key, std::string_view value, bool fua) {
   const Geometry& g = engine.geometry_;
@@ -405,7 +405,8 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
   const uint32_t count = LargeRecordPages(g, key.size(), value.size());
   const uint32_t record_bytes = RecordBytes(key.size(), value.size());
   uint64_t first_page = 0, first_counter = 0;
-  uint32_t first_in_segment = 0, generation = 0;
+  uint32_t first_in_segment = 0;
+  uint64_t generation = 0;
   RecordHeader h = header;
   h.flags |= kRecordLarge;
   {

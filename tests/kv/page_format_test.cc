@@ -61,7 +61,7 @@ TEST_F(PageFormatTest, RecordsRoundTrip) {
   auto header = VerifyPage(page_.data(), geometry_, seed_, 5);
   ASSERT_THAT(header, IsOk());
   EXPECT_EQ(header->record_count, 3);
-  EXPECT_EQ(header->generation, 7u);
+  EXPECT_EQ(GenerationOf(*header), 7u);
   RecordIterator it(page_.data(), *header);
   RecordView record;
   for (int i = 0; i < 3; ++i) {

@@ -51,7 +51,7 @@ struct Contents {
 
 // Allocates a segment for a head, appends records as `contents` says and seals it.
 uint64_t FilledSegment(SegmentTable& table, const Contents& contents) {
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   absl::StatusOr<uint64_t> segment = table.Allocate(SegmentUse::kCompaction, &generation);
   EXPECT_THAT(segment, IsOk());
   const int64_t records = contents.record_bytes >= 0
@@ -79,7 +79,7 @@ uint64_t FilledSegment(SegmentTable& table, int64_t live_bytes, uint64_t min_seq
 TEST(SegmentTableTest, AllocateLeavesTheReserveOfEachUse) {
   // 8 segments; user puts leave 3 free, deletes leave 1, compaction may take the last one.
   auto table = FreshTable(8, 3);
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   std::set<uint64_t> taken;
   for (int i = 0; i < 5; ++i) {
     absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserPut, &generation);
@@ -111,7 +111,7 @@ TEST(SegmentTableTest, AllocateLeavesTheReserveOfEachUse) {
 TEST(SegmentTableTest, AllocateFillsFromTheFrontWithFreshGenerations) {
   auto table = FreshTable(4, 0);
   table->SetNextGeneration(41);
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   for (uint64_t want = 0; want < 4; ++want) {
     absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserPut, &generation);
     ASSERT_THAT(segment, IsOk());
@@ -141,7 +141,7 @@ TEST(SegmentTableTest, LiveBytesAreCountedAndResetWhenASegmentIsReused) {
   EXPECT_EQ(table->state(a), SegmentState::kFree);
   // Reused: it starts empty, whatever was counted against it before.
   table->AddLive(a, 77);
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   absl::StatusOr<uint64_t> again = table->Allocate(SegmentUse::kUserPut, &generation);
   ASSERT_THAT(again, IsOk());
   EXPECT_EQ(table->live_bytes(*again), 0);
@@ -163,7 +163,7 @@ TEST(SegmentTableTest, SegmentsWithPagesInFlightAreNotVictims) {
 
 TEST(SegmentTableTest, OnlySealedSegmentsAreVictimsAndUnpickReturnsThem) {
   auto table = FreshTable(4, 0);
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation);
   ASSERT_THAT(open, IsOk());
   EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, false).has_value())
@@ -306,7 +306,7 @@ TEST(SegmentTableTest, TombstonesOfKeysNoOlderSegmentHoldsAreGarbage) {
 // sealed, still knows every key noted.
 TEST(SegmentTableTest, MayHoldOlderFindsEveryKeyOfOlderSegmentsInUse) {
   auto table = FreshTable(5, 0);
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   absl::StatusOr<uint64_t> old_segment = table->Allocate(SegmentUse::kUserPut, &generation);
   ASSERT_THAT(old_segment, IsOk());
   constexpr uint64_t kKeys = 2000;
@@ -347,7 +347,7 @@ TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
   EXPECT_EQ(table->MinSequenceExcept(0), UINT64_MAX);
   const uint64_t a = FilledSegment(*table, 10, 5, 50);
   const uint64_t b = FilledSegment(*table, 10, 30, 40);
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation);
   ASSERT_THAT(open, IsOk());
   table->NoteRecord(*open, HashKey("a"), 70, 100, false);
@@ -381,7 +381,7 @@ TEST(SegmentTableTest, RecoveredSegmentsKeepStateAndSequences) {
   EXPECT_EQ(table.state(0), SegmentState::kSealed);
   EXPECT_EQ(table.state(1), SegmentState::kFree);
   EXPECT_EQ(table.MinSequenceExcept(2), 7u);
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   absl::StatusOr<uint64_t> first = table.Allocate(SegmentUse::kUserPut, &generation);
   ASSERT_THAT(first, IsOk());
   EXPECT_EQ(*first, 1u);  // the lowest free segment first
@@ -410,7 +410,7 @@ TEST(SegmentTableTest, WaitForFreeSeesSegmentsFreedBeforeItStarted) {
   auto table = FreshTable(3, 1);
   FilledSegment(*table, 10, 1, 1);
   FilledSegment(*table, 10, 2, 2);
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation),
               StatusIs(absl::StatusCode::kResourceExhausted));
   auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
