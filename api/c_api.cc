@@ -145,6 +145,16 @@ nvkv::WriteOptions WriteOptionsOf(const nvkv_writeoptions_t* options) {
   return options == nullptr ? nvkv::WriteOptions{} : options->options;
 }
 
+// An op that cannot be added (no memory) marks the batch incomplete: nvkv_write refuses it.
+template <typename Add>
+void AddToBatch(nvkv_writebatch_t* batch, Add add) noexcept {
+  try {
+    add();
+  } catch (...) {
+    batch->incomplete = true;
+  }
+}
+
 // A move that throws leaves the iterator invalid, with the error for nvkv_iter_get_error.
 template <typename Move>
 void MoveIterator(nvkv_iterator_t* iter, Move move) noexcept {
@@ -290,24 +300,10 @@ void nvkv_writebatch_clear(nvkv_writebatch_t* batch) {
 size_t nvkv_writebatch_count(const nvkv_writebatch_t* batch) { return batch->batch.Count(); }
 void nvkv_writebatch_put(nvkv_writebatch_t* batch, const char* key, size_t keylen,
                          const char* val, size_t vallen) {
-  Guard(nullptr, [&] {
-    try {
-      batch->batch.Put(View(key, keylen), View(val, vallen));
-    } catch (...) {
-      batch->incomplete = true;
-      throw;
-    }
-  });
+  AddToBatch(batch, [&] { batch->batch.Put(View(key, keylen), View(val, vallen)); });
 }
 void nvkv_writebatch_delete(nvkv_writebatch_t* batch, const char* key, size_t keylen) {
-  Guard(nullptr, [&] {
-    try {
-      batch->batch.Delete(View(key, keylen));
-    } catch (...) {
-      batch->incomplete = true;
-      throw;
-    }
-  });
+  AddToBatch(batch, [&] { batch->batch.Delete(View(key, keylen)); });
 }
 
 void nvkv_write(nvkv_t* db, const nvkv_writeoptions_t* options, const nvkv_writebatch_t* batch,

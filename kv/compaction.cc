@@ -204,9 +204,8 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
     segments_->Retain(segment);
     return absl::OkStatus();
   }
-  auto page_at = [&](uint32_t i) -> const uint8_t* {
-    if (unreadable[i]) return nullptr;
-    return chunks[i / pages_per_chunk].data + size_t{i % pages_per_chunk} * g.page_bytes;
+  auto page_at = [&](uint32_t i) {
+    return PageInChunks(chunks, pages_per_chunk, g.page_bytes, unreadable, i);
   };
   // Newest record of each key on each page: older ones on the same page are dead already.
   std::vector<ScannedRecord> records;

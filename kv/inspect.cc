@@ -77,7 +77,6 @@ class SegmentReader {
     pending_ = 0;
     status_ = absl::OkStatus();
     unreadable_.assign(g.pages_per_segment, false);
-    unreadable_count_ = 0;
     bool all_enqueued = true;
     for (uint32_t c = 0; c < chunks_.size(); ++c) {
       const uint32_t first = c * pages_per_chunk_;
@@ -103,21 +102,20 @@ class SegmentReader {
     }
     if (status_.ok() || !all_enqueued) return status_;
     // Some pages could not be read (segment_read.h): which ones? None at all: the device fails.
+    uint32_t failed = 0;
     for (uint32_t c = 0; c < chunks_.size(); ++c) {
       const storage::IoRequest& request = requests_[c];
       if (request.status.ok()) continue;
-      unreadable_count_ += RereadPageByPage(
+      failed += RereadPageByPage(
           *queue_, request.lba, request.lba_count / engine_.blocks_per_page_,
           engine_.blocks_per_page_, g.page_bytes, chunks_[c], c * pages_per_chunk_, &unreadable_);
     }
-    return unreadable_count_ == g.pages_per_segment ? status_ : absl::OkStatus();
+    return failed == g.pages_per_segment ? status_ : absl::OkStatus();
   }
 
   // Page i of the segment last read, or null when the device could not read it.
   const uint8_t* page(uint32_t i) const {
-    if (unreadable_[i]) return nullptr;
-    return chunks_[i / pages_per_chunk_].data +
-           size_t{i % pages_per_chunk_} * engine_.geometry_.page_bytes;
+    return PageInChunks(chunks_, pages_per_chunk_, engine_.geometry_.page_bytes, unreadable_, i);
   }
 
   // Reads one page of the store; the bytes stay valid until the next ReadPage.
@@ -147,7 +145,6 @@ class SegmentReader {
   uint32_t pending_ = 0;
   absl::Status status_;
   std::vector<bool> unreadable_;  // of the segment last read
-  uint32_t unreadable_count_ = 0;
 };
 
 // ----- Live records -----

@@ -116,7 +116,6 @@ void OnChunkRead(storage::IoRequest* request) {
   --read->pending;
 }
 
-
 }  // namespace
 
 absl::Status Engine::Impl::Recover() {
@@ -202,9 +201,8 @@ absl::Status Engine::Impl::Recover() {
       }
       unreadable_pages_.fetch_add(failed);
     }
-    auto page_at = [&](uint32_t i) -> const uint8_t* {
-      if (!unreadable.empty() && unreadable[i]) return nullptr;
-      return read.chunks[i / pages_per_chunk].data + size_t{i % pages_per_chunk} * g.page_bytes;
+    auto page_at = [&](uint32_t i) {
+      return PageInChunks(read.chunks, pages_per_chunk, g.page_bytes, unreadable, i);
     };
     scans[segment] = ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/false,
                                  /*whole_batches_only=*/true,

@@ -15,6 +15,15 @@
 
 namespace nvkv::kv {
 
+// Page i of a segment read into `chunks` of `pages_per_chunk` pages each, or null when
+// unreadable[i] (an empty `unreadable`: every page was read).
+inline const uint8_t* PageInChunks(const std::vector<storage::Buffer>& chunks,
+                                   uint32_t pages_per_chunk, uint32_t page_bytes,
+                                   const std::vector<bool>& unreadable, uint32_t i) {
+  if (!unreadable.empty() && unreadable[i]) return nullptr;
+  return chunks[i / pages_per_chunk].data + size_t{i % pages_per_chunk} * page_bytes;
+}
+
 // Reads `page_count` pages from `first_lba` into `chunk` again, one page at a time, after a read
 // of them all failed; sets unreadable[first_index + i] for each page i that fails again.
 // Returns how many did. Other requests in flight on `queue` complete meanwhile.

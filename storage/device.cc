@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "storage/direct_file_device.h"
 #include "storage/nvme_device.h"
+#include "storage/ring.h"
 #include "storage/sync_file_device.h"
 
 namespace nvkv::storage {
@@ -43,16 +44,8 @@ absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& path,
   }
   auto device = DirectFileDevice::Open(path, options);
   if (device.ok()) return std::unique_ptr<Device>(std::move(*device));
-  const bool no_io_uring = absl::IsUnimplemented(device.status()) ||
-                           absl::IsPermissionDenied(device.status()) ||
-                           absl::IsResourceExhausted(device.status());
-  // Only io_uring_setup itself says Unimplemented/PermissionDenied/ResourceExhausted (ENOMEM:
-  // the locked-memory limit) after the file opened fine; a permission problem on the path is
-  // reported before any ring exists.
-  if (!no_io_uring || !options.allow_sync_fallback ||
-      device.status().message().find("io_uring_setup") == absl::string_view::npos) {
-    return device.status();
-  }
+  // A permission problem on the path is reported before any ring exists.
+  if (!IsRingRefused(device.status()) || !options.allow_sync_fallback) return device.status();
   auto fallback = SyncFileDevice::Open(path, options);
   if (!fallback.ok()) return fallback.status();
   const std::string note = absl::StrCat("io_uring unavailable (", device.status().message(),

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/file_open.h"
+#include "storage/ring.h"
 #include "storage/sync_file_device.h"
 
 namespace nvkv::storage {
@@ -57,12 +58,9 @@ absl::StatusOr<std::unique_ptr<Device>> DirectFileDevice::OpenQueue(
   options.buffers = queue_options.buffers;
   auto queue = Create(*fd, info, options);
   if (queue.ok()) return std::unique_ptr<Device>(std::move(*queue));
-  // A ring refused for the locked-memory limit (ring.cc): this queue does without io_uring.
+  // A ring refused (the locked-memory limit, ring.cc): this queue does without io_uring.
   // Create closed the duplicate on error.
-  if (!absl::IsResourceExhausted(queue.status()) || !options.allow_sync_fallback ||
-      queue.status().message().find("io_uring_setup") == absl::string_view::npos) {
-    return queue.status();
-  }
+  if (!IsRingRefused(queue.status()) || !options.allow_sync_fallback) return queue.status();
   auto again = DuplicateFd(this->fd());
   if (!again.ok()) return again.status();
   info.notes.clear();

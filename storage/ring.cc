@@ -39,6 +39,12 @@ absl::Status SetupError(int err) {
 
 }  // namespace
 
+bool IsRingRefused(const absl::Status& status) {
+  return (absl::IsUnimplemented(status) || absl::IsPermissionDenied(status) ||
+          absl::IsResourceExhausted(status)) &&
+         status.message().find("io_uring_setup") != absl::string_view::npos;
+}
+
 absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(uint32_t sq_entries, uint32_t required_flags,
                                                    const RingOptions& options,
                                                    RingFeatures* features,

@@ -20,12 +20,18 @@
 
 namespace nvkv::storage {
 
+// True when `status` is io_uring_setup refusing a ring (no io_uring in the kernel, refused by a
+// seccomp profile or sysctl, or no room under the locked-memory limit) rather than a problem of
+// the file: then a file's queue may do without io_uring (SyncFileDevice).
+bool IsRingRefused(const absl::Status& status);
+
 class Ring {
  public:
   // Creates a ring with `sq_entries` submission slots. `required_flags` (e.g. SQE128|CQE32 for
   // passthrough) must be granted or creation fails; the optional features in `options` are
   // tried and dropped one at a time when the kernel refuses them, each drop noted in `notes`.
-  // ENOSYS/EPERM from io_uring_setup come back as kUnimplemented / kPermissionDenied.
+  // ENOSYS/EPERM/ENOMEM from io_uring_setup come back as kUnimplemented / kPermissionDenied /
+  // kResourceExhausted (IsRingRefused).
   static absl::StatusOr<std::unique_ptr<Ring>> Create(uint32_t sq_entries, uint32_t required_flags,
                                                       const RingOptions& options,
                                                       RingFeatures* features,
