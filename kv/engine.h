@@ -146,8 +146,9 @@ class Engine {
 
   // Applies `ops` atomically: after any crash all of them are visible or none. With one op this
   // is a plain Put or Delete. Errors: kInvalidArgument (key empty or over 1024 bytes, value over
-  // max_value_bytes(), batch over max_batch_bytes()), kResourceExhausted (store full),
-  // kFailedPrecondition (an earlier write failed; reopen), kDataLoss/kInternal (device).
+  // max_value_bytes(), batch over max_batch_bytes()), kResourceExhausted (store full, or the
+  // index cannot grow for a new key; nothing is written), kFailedPrecondition (an earlier write
+  // failed; reopen), kDataLoss/kInternal (device).
   absl::Status Write(std::span<const WriteOp> ops, bool durable);
 
   // The value of `key`, kNotFound when absent, kDataLoss when its page is damaged.

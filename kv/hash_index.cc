@@ -108,18 +108,22 @@ absl::Status HashIndex::Insert(uint64_t hash, std::string_view /*key*/, uint64_t
         "index for a device of more pages",
         page, kHashIndexPageLimit));
   }
-  if (size_ + 1 > MaxEntries(capacity_)) {
-    if (capacity_ == kMaxCapacity) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "hash index is full: %d entries in %d slots, the most one shard's table can hold",
-          size_, capacity_));
-    }
-    const uint64_t grown = capacity_ / kGrowthDenominator * kGrowthNumerator +
-                           capacity_ % kGrowthDenominator * kGrowthNumerator / kGrowthDenominator;
-    NVKV_RETURN_IF_ERROR(Rehash(std::min(std::max(grown, CapacityFor(size_ + 1)), kMaxCapacity)));
-  }
+  NVKV_RETURN_IF_ERROR(MakeRoomFor(1));
   Place(MakeEntry(TagOf(hash), page));
   return absl::OkStatus();
+}
+
+absl::Status HashIndex::MakeRoomFor(uint64_t inserts) {
+  if (inserts <= MaxEntries(capacity_) - size_) return absl::OkStatus();
+  if (inserts > MaxEntries(kMaxCapacity) - size_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "hash index is full: %d entries, and %d more would pass the %d that one shard's table "
+        "of %d slots can hold",
+        size_, inserts, MaxEntries(kMaxCapacity), kMaxCapacity));
+  }
+  const uint64_t grown = capacity_ / kGrowthDenominator * kGrowthNumerator +
+                         capacity_ % kGrowthDenominator * kGrowthNumerator / kGrowthDenominator;
+  return Rehash(std::min(std::max(grown, CapacityFor(size_ + inserts)), kMaxCapacity));
 }
 
 void HashIndex::Place(uint64_t entry) {

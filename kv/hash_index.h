@@ -79,6 +79,7 @@ class HashIndex final : public Index {
   void Find(uint64_t hash, std::string_view key, std::vector<uint64_t>* pages) const override;
   bool exact() const override { return false; }
   absl::Status Insert(uint64_t hash, std::string_view key, uint64_t page) override;
+  absl::Status MakeRoomFor(uint64_t inserts) override;
   bool Replace(uint64_t hash, std::string_view key, uint64_t old_page,
                uint64_t new_page) override;
   bool Erase(uint64_t hash, std::string_view key, uint64_t page) override;

@@ -69,6 +69,15 @@ class Index {
   // kAlreadyExists when the ordered index already holds `key`. The index is unchanged on error.
   virtual absl::Status Insert(uint64_t hash, std::string_view key, uint64_t page) = 0;
 
+  // Grows the index now, if it must, so that the next `inserts` Insert calls cannot fail for
+  // want of room: the engine calls it before it appends a record whose entry is new, so that a
+  // table that cannot grow refuses the write instead of leaving a record without an entry.
+  // Errors: kResourceExhausted as Insert; the index is unchanged on error.
+  //   hash index: the guarantee holds until the table changes size (nothing shrinks it).
+  //   ordered index: no-op. A B-tree allocates a node as an insert splits one, which cannot be
+  //     done ahead; its allocation failure is std::bad_alloc, as for any other small allocation.
+  virtual absl::Status MakeRoomFor(uint64_t inserts) = 0;
+
   // Changes key's entry at `old_page` to `new_page`; returns whether it did. Changes exactly one
   // entry: for the hash index, one entry with key's tag and page `old_page` (any one of them if
   // several keys on that page share the tag; they are indistinguishable). Returns false without

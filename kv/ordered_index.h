@@ -84,6 +84,7 @@ class OrderedIndex final : public Index {
   void Find(uint64_t hash, std::string_view key, std::vector<uint64_t>* pages) const override;
   bool exact() const override { return true; }
   absl::Status Insert(uint64_t hash, std::string_view key, uint64_t page) override;
+  absl::Status MakeRoomFor(uint64_t /*inserts*/) override { return absl::OkStatus(); }
   bool Replace(uint64_t hash, std::string_view key, uint64_t old_page,
                uint64_t new_page) override;
   bool Erase(uint64_t hash, std::string_view key, uint64_t page) override;

@@ -17,6 +17,7 @@
 #include "kv/engine_impl.h"
 #include "kv/read_queue.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
@@ -188,7 +189,8 @@ void ApplyToIndex(Engine::Impl& engine, Shard& shard, std::string_view key, cons
     NVKV_CHECK(placed || current.damaged);
   }
   if (!placed) {
-    // Only fails for page numbers beyond the index's range, which Open rules out.
+    // Cannot fail: Open rules out page numbers beyond the index's range, and the caller made
+    // room for the entry (MakeRoomFor) before it appended the record.
     const absl::Status inserted = shard.index->Insert(hash.lo, key, location);
     NVKV_CHECK(inserted.ok());
   }
@@ -204,6 +206,28 @@ bool SameCandidates(Shard& shard, const KeyHash& hash, std::string_view key,
   std::sort(now.begin(), now.end());
   std::sort(then.begin(), then.end());
   return now == then;
+}
+
+// True when writing `current`'s key adds an index entry rather than changing one (see
+// ApplyToIndex): the key has no record, or only a damaged candidate that may not be its own.
+bool AddsIndexEntry(const CurrentRecord& current, bool is_delete) {
+  return !is_delete && (!current.found || current.damaged);
+}
+
+// Grows the index of each shard the ops go to, if it must, for the entries they add, so that
+// ApplyToIndex cannot fail once their records are appended. REQUIRES: `prepared` sorted by
+// shard, every shard's lock held.
+absl::Status MakeIndexRoom(const std::vector<PreparedOp>& prepared) {
+  for (size_t begin = 0, end = 0; begin < prepared.size(); begin = end) {
+    Shard& shard = *prepared[begin].shard;
+    uint64_t inserts = 0;
+    for (end = begin; end < prepared.size() && prepared[end].shard == &shard; ++end) {
+      if (AddsIndexEntry(prepared[end].current, prepared[end].op->is_delete)) ++inserts;
+    }
+    shard.mu.AssertHeld();
+    if (inserts > 0) NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(inserts));
+  }
+  return absl::OkStatus();
 }
 
 RecordHeader MakeHeader(const WriteOp& op, uint64_t sequence) {
@@ -424,6 +448,9 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
         return absl::OkStatus();
       }
     }
+    if (AddsIndexEntry(current, /*is_delete=*/false)) {
+      NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(1));
+    }
     absl::Status room = EnsureSegmentRoom(engine, shard, count, use);
     if (!room.ok()) return room;
     SealOpenPage(engine, shard);  // the run must come after every page already assigned
@@ -588,6 +615,10 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
     if (stale) {
       for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
       continue;
+    }
+    if (absl::Status index_room = MakeIndexRoom(prepared); !index_room.ok()) {
+      for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
+      return index_room;
     }
     // 3. Append, in the batch's order, with consecutive sequence numbers. Room and page buffers
     //    were reserved above, so nothing here waits.

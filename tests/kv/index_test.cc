@@ -177,6 +177,36 @@ TEST(HashIndexTest, CandidatesAreNotExact) {
   EXPECT_FALSE(NewHashIndex()->ordered());
 }
 
+TEST(HashIndexTest, MakeRoomForGrowsOnceAheadOfTheInserts) {
+  auto index = NewHashIndex();
+  for (uint64_t i = 0; i < 1000; ++i) NVKV_ASSERT_OK(index->Insert(SyntheticHash(i), Key(i), i));
+  NVKV_ASSERT_OK(index->MakeRoomFor(50'000));
+  const uint64_t grown = index->stats().memory_bytes;
+  EXPECT_GE(grown, 51'000 * sizeof(uint64_t));  // at most 0.9 full after the inserts
+  for (uint64_t i = 1000; i < 51'000; ++i) {
+    ASSERT_THAT(index->Insert(SyntheticHash(i), Key(i), i), IsOk()) << "entry " << i;
+    ASSERT_EQ(index->stats().memory_bytes, grown) << "the table grew again at entry " << i;
+  }
+  NVKV_ASSERT_OK(index->MakeRoomFor(0));
+  EXPECT_EQ(index->stats().memory_bytes, grown);
+  for (uint64_t i = 0; i < 51'000; i += 999) {
+    EXPECT_THAT(FindPages(*index, SyntheticHash(i), Key(i)), ElementsAre(i)) << "entry " << i;
+  }
+}
+
+TEST(HashIndexTest, MakeRoomForMoreThanATableCanHoldChangesNothing) {
+  auto index = NewHashIndex();
+  for (uint64_t i = 0; i < 100; ++i) NVKV_ASSERT_OK(index->Insert(SyntheticHash(i), Key(i), i));
+  const IndexStats before = index->stats();
+  EXPECT_THAT(index->MakeRoomFor(uint64_t{1} << 32),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(index->stats().memory_bytes, before.memory_bytes);
+  EXPECT_EQ(index->stats().entries, 100u);
+  for (uint64_t i = 0; i < 100; ++i) {
+    EXPECT_THAT(FindPages(*index, SyntheticHash(i), Key(i)), ElementsAre(i)) << "entry " << i;
+  }
+}
+
 TEST(HashIndexTest, ScanIsUnimplemented) {
   auto index = NewHashIndex();
   std::vector<std::pair<std::string, uint64_t>> out = {{"x", 1}};

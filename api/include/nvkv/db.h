@@ -135,7 +135,10 @@ class DB {
   //                        Stats::usable_bytes: every segment but one per shard and two more,
   //                        kept free so that compaction and deletes can always run (on a
   //                        16 MiB store of 4 shards, with the segments Options sizes to it,
-  //                        57 of its 63 segments: 89%)
+  //                        57 of its 63 segments: 89%). Also when the in-memory index
+  //                        cannot grow for a new key (memory refused, or a shard's table of
+  //                        2^32 slots full): nothing of the write is applied, and writes that
+  //                        add no key (overwrites, deletes) still work
   //   kFailedPrecondition  the DB is closed, or an earlier write failed (see above)
   //   kDataLoss, kInternal, other codes: the device failed; the write may or may not be durable,
   //                        and the DB refuses further writes
