@@ -194,8 +194,9 @@ struct DeviceOptions {
   bool zero_fill_on_create = true;
   // The device must hold at least this many bytes, else kFailedPrecondition ("too small").
   uint64_t min_bytes = 0;
-  // Take an exclusive advisory lock (flock) on the device; a second opener gets
-  // kFailedPrecondition, after waiting up to lock_wait_ms for the lock (device_lock.h).
+  // Claim the device exclusively (device_lock.h: flock, on both nodes of an NVMe namespace, and
+  // O_EXCL on a block device); a second opener gets kFailedPrecondition, after waiting up to
+  // lock_wait_ms.
   bool exclusive_lock = true;
   uint32_t lock_wait_ms = 1000;
   // Allow falling back to pread/pwrite when io_uring is unavailable (files only).

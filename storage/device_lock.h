@@ -1,21 +1,84 @@
-// The exclusive lock that keeps a second opener off a device: two writers would interleave
+// The exclusive claim that keeps a second opener off a device: two writers would interleave
 // their logs on the same segments.
+//
+// Linux gives an NVMe namespace two nodes, the generic character device /dev/ngXnY (passthrough)
+// and the block device /dev/nvmeXnY, and a lock on one inode does not cover the other. So the
+// claim is on the namespace: whichever node the I/O goes through, both nodes are locked, always
+// in the same order (generic first, then block), and the block node is also opened with O_EXCL,
+// the kernel's own claim, which keeps off mkfs, mounts and device-mapper too (and which they
+// hold against us). Every lock is waited for up to a bound: a process killed while it had the
+// device open keeps the lock on its I/O file until the kernel has torn down its io_uring rings,
+// some 100 ms after it is gone, and that release is the sign that none of its writes can still
+// land.
 #ifndef NVKV_STORAGE_DEVICE_LOCK_H_
 #define NVKV_STORAGE_DEVICE_LOCK_H_
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace nvkv::storage {
 
-// Takes an exclusive advisory lock (flock) on `fd`, the I/O file of `path`. Held by another
-// open file, it is retried for up to `wait_ms`: a process killed while it had the device open
-// keeps the lock until the kernel has torn down its io_uring rings, which it does after the
-// process is gone (some 100 ms later), and the lock's release is the sign that none of the dead
-// process's writes can still land. Then kFailedPrecondition, saying how long it waited.
+// Takes an exclusive advisory lock (flock) on `fd`, the I/O file of `path`, retried for up to
+// `wait_ms` while another open file holds it; then kFailedPrecondition, saying how long it
+// waited.
 absl::Status LockDeviceFile(int fd, const std::string& path, uint32_t wait_ms);
+
+// The two nodes of the NVMe namespace a device node belongs to, as /dev paths; each empty when
+// there is none (a regular file has neither; a block device that is not a whole NVMe namespace,
+// a partition say, has only itself as `block`).
+struct NamespaceNodes {
+  std::string generic;  // /dev/ngXnY
+  std::string block;    // /dev/nvmeXnY
+};
+
+// The nodes of the namespace behind `path`, whose fstat is `st`, found through sysfs (the
+// kernel's names, whatever /dev path or symlink the caller used): `path` itself for its own
+// kind, and the paired node when sysfs lists it and `dev_root`/<name> is that very device.
+// What could not be found is said in `notes`. `sys_root` and `dev_root` are for tests.
+NamespaceNodes FindNamespaceNodes(const std::string& path, const struct stat& st,
+                                  std::vector<std::string>* notes,
+                                  const std::string& sys_root = "/sys",
+                                  const std::string& dev_root = "/dev");
+
+// Holds the part of a device's claim that is not on its I/O file: the files opened to lock the
+// paired node and to claim the block node, closed (their locks and claim released) when it is
+// destroyed. They are never registered in a ring, so that release is immediate. The lock on the
+// I/O file itself is the device's to drop (it may outlive a close in the kernel's rings).
+// Move-only.
+class DeviceClaim {
+ public:
+  DeviceClaim() = default;
+  DeviceClaim(DeviceClaim&& other) noexcept;
+  DeviceClaim& operator=(DeviceClaim&& other) noexcept;
+  DeviceClaim(const DeviceClaim&) = delete;
+  DeviceClaim& operator=(const DeviceClaim&) = delete;
+  ~DeviceClaim() { Close(); }
+
+ private:
+  friend absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path,
+                                                 uint32_t wait_ms, std::vector<std::string>* notes);
+  void Close();
+  std::vector<int> held_fds_;
+};
+
+// Claims the device that `io_fd` (opened from `path`) is the I/O file of, waiting up to
+// `wait_ms` in all, in this order:
+//   1. the namespace's generic node is locked (flock): `io_fd` itself when it is that node;
+//   2. the block node is opened read-only with O_EXCL and that file locked (flock); when `io_fd`
+//      is the block node, it is locked too, since it is the file a dead opener's rings hold;
+//   3. a regular file: `io_fd` is locked.
+// A paired node that cannot be opened (missing, or no permission: udev makes /dev/ngXnY
+// root-only) is skipped with a note in `notes`: an opener of that node is then not kept off.
+// Errors: kFailedPrecondition "in use" when a lock or the O_EXCL claim is still held by someone
+// else after the wait; errno statuses for other failures.
+absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path, uint32_t wait_ms,
+                                        std::vector<std::string>* notes);
 
 }  // namespace nvkv::storage
 

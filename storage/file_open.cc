@@ -145,7 +145,8 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
         absl::StrCat(path, ": neither a regular file nor a block device"));
   }
   if (options.exclusive_lock) {
-    NVKV_RETURN_IF_ERROR(LockDeviceFile(fd, path, options.lock_wait_ms));
+    NVKV_ASSIGN_OR_RETURN(opened.claim,
+                          ClaimDevice(fd, path, options.lock_wait_ms, &opened.info.notes));
   }
 
   uint64_t size_bytes = 0;

@@ -234,7 +234,8 @@ absl::Status ReadGeometry(int fd, bool allow_zoned, DeviceInfo* info,
 // Opens, locks and identifies `path`; returns the fd (owned by the caller) with `info` and
 // `queue_limits` filled.
 absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions& options,
-                                    DeviceInfo* info, NvmeQueueLimits* queue_limits) {
+                                    DeviceInfo* info, NvmeQueueLimits* queue_limits,
+                                    DeviceClaim* claim) {
   if (path.empty()) return absl::InvalidArgumentError("empty device path");
   NVKV_RETURN_IF_ERROR(CheckNvmeGeneric(path));
   // No O_DIRECT: a character device has no page cache to bypass.
@@ -242,7 +243,7 @@ absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions
   if (fd < 0) return OpenError(errno, path);
   FdCloser closer{fd};
   if (options.exclusive_lock) {
-    NVKV_RETURN_IF_ERROR(LockDeviceFile(fd, path, options.lock_wait_ms));
+    NVKV_ASSIGN_OR_RETURN(*claim, ClaimDevice(fd, path, options.lock_wait_ms, &info->notes));
   }
   info->kind = DeviceKind::kNvmePassthrough;
   info->path = path;
@@ -271,9 +272,10 @@ absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Open(const std::string& 
                                                              const DeviceOptions& options) {
   DeviceInfo info;
   NvmeQueueLimits limits;
-  NVKV_ASSIGN_OR_RETURN(const int fd, OpenAndIdentify(path, options, &info, &limits));
+  DeviceClaim claim;
+  NVKV_ASSIGN_OR_RETURN(const int fd, OpenAndIdentify(path, options, &info, &limits, &claim));
   auto device = Create(fd, std::move(info), limits, options);
-  if (device.ok()) (*device)->set_unlock_on_close(options.exclusive_lock);
+  if (device.ok()) (*device)->HoldClaim(std::move(claim), options.exclusive_lock);
   return device;
 }
 

@@ -14,6 +14,7 @@
 
 #include "storage/buffer_pool.h"
 #include "storage/device.h"
+#include "storage/device_lock.h"
 #include "storage/ring.h"
 
 namespace nvkv::storage {
@@ -50,10 +51,14 @@ class RingDevice : public Device {
   uint8_t sqe_flags() const { return info_.ring.registered_file ? IOSQE_FIXED_FILE : 0; }
   int fd() const { return fd_; }
   Ring& ring() { return *ring_; }
-  // The first queue of a device holds its exclusive lock and drops it explicitly on close: the
-  // kernel tears rings down asynchronously, and a ring that still references the file would
-  // otherwise keep the lock for a moment after the device is gone.
-  void set_unlock_on_close(bool unlock) { unlock_on_close_ = unlock; }
+  // The first queue of a device holds its claim (device_lock.h), and, when `unlock_on_close`,
+  // drops the lock on its I/O file explicitly on close: the kernel tears rings down
+  // asynchronously, and a ring that still references the file would otherwise keep the lock
+  // for a moment after the device is gone.
+  void HoldClaim(DeviceClaim claim, bool unlock_on_close) {
+    claim_ = std::move(claim);
+    unlock_on_close_ = unlock_on_close;
+  }
 
   DeviceInfo info_;
 
@@ -67,6 +72,7 @@ class RingDevice : public Device {
 
   int fd_;
   bool unlock_on_close_ = false;
+  DeviceClaim claim_;
   std::unique_ptr<Ring> ring_;
   std::unique_ptr<BufferPool> pool_;
   uint32_t sqes_in_flight_ = 0;   // taken from the ring, CQE not yet harvested

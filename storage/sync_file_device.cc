@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<SyncFileDevice>> SyncFileDevice::Open(
   auto device = std::unique_ptr<SyncFileDevice>(
       new SyncFileDevice(std::move(opened->info), opened->fd, std::move(*pool), options));
   device->unlock_on_close_ = options.exclusive_lock;
+  device->claim_ = std::move(opened->claim);
   return device;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "storage/device.h"
+#include "storage/device_lock.h"
 
 namespace nvkv::storage {
 
@@ -48,6 +49,7 @@ class SyncFileDevice final : public Device {
   DeviceInfo info_;
   int fd_;
   bool unlock_on_close_ = false;  // the first queue drops the device lock explicitly
+  DeviceClaim claim_;             // the first queue's: locks on the paired node (device_lock.h)
   std::unique_ptr<BufferPool> pool_;
   DeviceOptions options_;
   std::vector<IoRequest*> queued_;  // enqueued, not yet carried out

@@ -2,8 +2,8 @@
 //   Passthrough  NVKV_TEST_NVME=/dev/ngXnY   generic char device, NVMe commands on io_uring
 //   Block        NVKV_TEST_BLOCK=/dev/nvmeXnY the same namespace's block device, O_DIRECT
 // Each test skips unless the variable of its path is set; the cross-backend tests need both and
-// open the two nodes one after the other, never together (the exclusive lock is per inode, so
-// it does not keep the two nodes of one namespace apart). With NVKV_TEST_ZONED=1 the namespace
+// open the two nodes one after the other; NamespaceTest checks that they cannot be open together
+// (the claim is on the namespace, storage/device_lock.h). With NVKV_TEST_ZONED=1 the namespace
 // is zoned: only EngineZonedTest runs, and checks that Open refuses it.
 // tests/nvme-vm runs this binary in QEMU. It formats over whatever the namespace holds.
 // Random tests print their seed; NVKV_TEST_SEED=<seed> replays one.
@@ -508,6 +508,48 @@ void WriteThroughOneReadThroughOther(NodeKind first, NodeKind second) {
   auto engine = Engine::Open(first_path, ExistingStore());
   ASSERT_THAT(engine, IsOk());
   ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(**engine, model, absent));
+}
+
+// --- The two nodes of one namespace are one device ---
+
+// While the namespace is open through `first`, Open through `second` is refused as in use (both
+// would write the same segments); once `first` is closed, `second` opens and finds the store.
+void OtherNodeIsRefusedWhileOneIsOpen(NodeKind first, NodeKind second) {
+  const std::string first_path = PathOf(first), second_path = PathOf(second);
+  if (first_path.empty() || second_path.empty()) {
+    GTEST_SKIP() << "set NVKV_TEST_NVME and NVKV_TEST_BLOCK to two nodes of one namespace";
+  }
+  if (NamespaceIsZoned()) GTEST_SKIP() << "NVKV_TEST_ZONED=1: EngineZonedTest covers it";
+  ASSERT_THAT(ScribbleOverSuperblocks(first_path), IsOk());
+  {
+    auto engine = Engine::Open(first_path, DeviceStore());
+    ASSERT_THAT(engine, IsOk());
+    for (const std::string& note : (*engine)->Stats().device.notes) {
+      EXPECT_EQ(note.find("not kept off"), std::string::npos) << note;
+    }
+    ASSERT_THAT(Put(**engine, "held", "by the first node"), IsOk());
+    EngineOptions other = ExistingStore();
+    other.device.lock_wait_ms = 200;
+    auto refused = Engine::Open(second_path, other);
+    ASSERT_THAT(refused, StatusIs(absl::StatusCode::kFailedPrecondition))
+        << second_path << " opened while " << first_path << " had the namespace";
+    EXPECT_NE(refused.status().message().find("in use"), std::string_view::npos)
+        << refused.status();
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  auto engine = Engine::Open(second_path, ExistingStore());
+  ASSERT_THAT(engine, IsOk());
+  auto value = (*engine)->Get("held");
+  ASSERT_THAT(value, IsOk());
+  EXPECT_EQ(*value, "by the first node");
+}
+
+TEST(NamespaceTest, BlockNodeIsRefusedWhilePassthroughHasTheNamespace) {
+  OtherNodeIsRefusedWhileOneIsOpen(NodeKind::kPassthrough, NodeKind::kBlock);
+}
+
+TEST(NamespaceTest, PassthroughIsRefusedWhileBlockNodeHasTheNamespace) {
+  OtherNodeIsRefusedWhileOneIsOpen(NodeKind::kBlock, NodeKind::kPassthrough);
 }
 
 TEST(CrossBackendTest, WrittenThroughPassthroughReadsThroughBlockDevice) {

@@ -24,7 +24,9 @@
 //
 // One opener at a time: Open takes an exclusive lock on the path, so a second Open of the same
 // store (from this or another process) fails with kFailedPrecondition until the first DB is
-// closed.
+// closed. On an NVMe namespace the lock covers both its nodes (/dev/ngXnY and /dev/nvmeXnY),
+// and a block device is also claimed with O_EXCL, which keeps mkfs and mounts off it (and
+// keeps nvkv off a device that is mounted).
 //
 // Errors are returned, never thrown, and nothing aborts on bad input or device errors. Every
 // method may also return kFailedPrecondition after Close(). When a write's durability becomes

@@ -66,8 +66,9 @@ struct Options {
   // Default: false. Scope: per Open.
   bool force_format = false;
 
-  // One process at a time may have a store open: Open takes an exclusive lock on the device,
-  // and waits up to this long when another holder has it. A process killed with the store open
+  // One process at a time may have a store open: Open takes an exclusive lock on the device
+  // (on an NVMe namespace, on both its nodes, and on a block device an O_EXCL claim too), and
+  // waits up to this long when another holder has it. A process killed with the store open
   // (kill -9, a crash) holds it until the kernel has torn down its I/O queues, some 100 ms after
   // it died; the lock's release is the sign that none of its writes can still land. After the
   // wait, Open fails with kFailedPrecondition ("in use by another opener ... waited N ms").
