@@ -108,6 +108,7 @@ constexpr kv::EngineOptions kEngine{};
 static_assert(kOptions.create_if_missing == kEngine.create_if_missing);
 static_assert(kOptions.error_if_exists == kEngine.error_if_exists);
 static_assert(kOptions.force_format == kEngine.force_format);
+static_assert(std::string_view(DB::kFormatRefusedPayload) == kv::kFormatRefusedPayload);
 static_assert(kOptions.capacity_bytes == kEngine.capacity_bytes);
 static_assert(kOptions.page_bytes == kEngine.page_bytes);
 static_assert(kOptions.segment_bytes == kEngine.segment_bytes);

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "kv/engine_impl.h"
 #include "kv/read_queue.h"
@@ -248,14 +249,18 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     const bool damaged = absl::IsDataLoss(copies[0].status()) ||
                          absl::IsDataLoss(copies[1].status());
     if (damaged && !options_.force_format) {
-      return absl::DataLossError(absl::StrCat(
+      absl::Status refused = absl::DataLossError(absl::StrCat(
           path, ": both nvkv superblocks are damaged (",
           copies[0].status().message(), "); refusing to open or format it"));
+      refused.SetPayload(kFormatRefusedPayload, absl::Cord());
+      return refused;
     }
     if (!empty && !options_.force_format) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
           path, ": holds data that is not an nvkv store; refusing to format it without "
                 "force_format"));
+      refused.SetPayload(kFormatRefusedPayload, absl::Cord());
+      return refused;
     }
     if (!options_.create_if_missing) {
       return absl::NotFoundError(absl::StrCat(path, ": no nvkv store (create_if_missing is off)"));

@@ -46,6 +46,11 @@ enum class VictimPolicy : uint8_t {
   kGreedy,       // fewest live bytes
 };
 
+// The payload (absl::Status::GetPayload) of Open's refusals that force_format overrides: the
+// device holds data that is not a store, or a store whose superblocks are both damaged. Other
+// errors of the same codes (a device in use, a media error) do not carry it.
+inline constexpr char kFormatRefusedPayload[] = "nvkv/format-refused";
+
 struct EngineOptions {
   storage::DeviceOptions device;    // backend, ring flags, lock; create_bytes is set from capacity
   bool create_if_missing = true;    // format an empty device or create a missing file

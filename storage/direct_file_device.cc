@@ -108,14 +108,7 @@ absl::Status DirectFileDevice::CompletionStatus(const IoRequest& request,
   const char* op = request.op == IoOp::kRead    ? "read"
                    : request.op == IoOp::kWrite ? "write"
                                                 : "flush";
-  if (cqe.res < 0) {
-    if (cqe.res == -ENOSPC) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(op, " at LBA ", request.lba, " of ", info_.path, ": no space left"));
-    }
-    return absl::ErrnoToStatus(-cqe.res, absl::StrCat(op, " ", request.lba_count, " blocks at LBA ",
-                                                      request.lba, " of ", info_.path));
-  }
+  if (cqe.res < 0) return FileIoError(-cqe.res, op, request, info_);
   if (request.op != IoOp::kFlush) {
     const int64_t want = int64_t{request.lba_count} * info_.lba_bytes;
     if (cqe.res != want) {

@@ -15,6 +15,7 @@
 #include "storage/base/align.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
+#include "storage/nvme_command.h"
 
 namespace nvkv::storage {
 
@@ -58,18 +59,30 @@ std::string Where(const IoRequest& request, const DeviceInfo& info) {
                       " of ", info.path);
 }
 
-absl::Status InjectedStatus(FaultError error, const IoRequest& request, const DeviceInfo& info) {
-  switch (error) {
+// What the NVMe backend reports for a completion with Status Field `nvme_status`.
+absl::Status NvmeCompletionStatus(uint16_t nvme_status, const IoRequest& request,
+                                  const DeviceInfo& info) {
+  CommandContext context;
+  context.op = request.op == IoOp::kRead    ? NvmeOp::kRead
+               : request.op == IoOp::kWrite ? NvmeOp::kWrite
+                                            : NvmeOp::kFlush;
+  context.lba = request.lba;
+  context.lba_count = request.lba_count;
+  context.path = info.path;
+  const absl::Status status = MapCompletion(nvme_status, context);
+  return absl::Status(status.code(), absl::StrCat(status.message(), " (injected fault)"));
+}
+
+absl::Status InjectedStatus(const OperationFault& fault, const IoRequest& request,
+                            const DeviceInfo& info) {
+  switch (fault.error) {
     case FaultError::kIoError:
       return absl::ErrnoToStatus(EIO, absl::StrCat(Where(request, info), " (injected fault)"));
     case FaultError::kMediaError:
-      // NVMe Media and Data Integrity Errors (status code type 2): 0x81 Unrecovered Read Error,
-      // 0x80 Write Fault.
-      return absl::DataLossError(absl::StrCat(
-          Where(request, info),
-          request.op == IoOp::kRead ? ": Unrecovered Read Error (NVMe SCT 0x2, SC 0x81)"
-                                    : ": Write Fault (NVMe SCT 0x2, SC 0x80)",
-          " (injected fault)"));
+      return NvmeCompletionStatus(
+          request.op == IoOp::kRead ? kNvmeUnrecoveredReadError : kNvmeWriteFault, request, info);
+    case FaultError::kNvmeStatus:
+      return NvmeCompletionStatus(fault.nvme_status, request, info);
     case FaultError::kSilent:
       break;
   }
@@ -212,7 +225,7 @@ class FaultState {
 
 absl::Status FaultState::AddBadBlocks(uint64_t lba, uint32_t lba_count, FaultError error) {
   if (lba_count == 0) return absl::InvalidArgumentError("bad blocks: count from 1");
-  if (error == FaultError::kSilent) {
+  if (error != FaultError::kIoError && error != FaultError::kMediaError) {
     return absl::InvalidArgumentError("bad blocks: reads fail with an I/O or a media error");
   }
   absl::MutexLock lock(&mu_);
@@ -227,6 +240,10 @@ absl::Status FaultState::Arm(const OperationFault& fault) {
   if (write_only && fault.filter != OpFilter::kWrite) {
     return absl::InvalidArgumentError(
         "operation fault: a silent or partial failure applies to writes; use OpFilter::kWrite");
+  }
+  if ((fault.error == FaultError::kNvmeStatus) != (fault.nvme_status != 0)) {
+    return absl::InvalidArgumentError(
+        "operation fault: kNvmeStatus takes a non-zero nvme_status, and only it does");
   }
   absl::MutexLock lock(&mu_);
   armed_.push_back(ArmedFault{fault, 0});
@@ -360,7 +377,7 @@ absl::Status FaultState::CarryOut(Device& inner, FaultDevice::Pending* pending) 
   }
   if (fault.has_value()) {
     // A silent fault reports whatever the inner device said about the part that was written.
-    absl::Status injected = InjectedStatus(fault->error, request, info_);
+    absl::Status injected = InjectedStatus(*fault, request, info_);
     if (!injected.ok()) status = std::move(injected);
     ++stats_.faults_injected;
     injected_.push_back(InjectedFault{stats_.operations, request.op, request.lba,

@@ -61,8 +61,9 @@
 //   6. Operation faults. FailOperation arms a fault on the Nth operation, counted among those
 //      Enqueue accepts after arming (optionally only reads, writes or flushes). The request is
 //      accepted and not carried out; its callback gets EIO (absl::ErrnoToStatus(EIO, ...), as
-//      the io_uring backends report -EIO) or an NVMe media error (kDataLoss, "Unrecovered Read
-//      Error" for reads, "Write Fault" otherwise). A failing write may be torn: a prefix or a
+//      the io_uring backends report -EIO), an NVMe media error (kDataLoss, "Unrecovered Read
+//      Error" for reads, "Write Fault" otherwise) or any NVMe status (kNvmeStatus), each worded
+//      and coded as the passthrough backend reports it (nvme_command.h MapCompletion). A failing write may be torn: a prefix or a
 //      seeded subset of its sectors reaches the device (an unflushed write like any other). With
 //      FaultError::kSilent the write reports success instead: a lost or torn write the drive
 //      does not notice.
@@ -110,6 +111,8 @@ enum class OpFilter : uint8_t {
 enum class FaultError : uint8_t {
   kIoError,     // absl::ErrnoToStatus(EIO, ...) (code kUnknown), as a backend's -EIO
   kMediaError,  // kDataLoss: NVMe "Unrecovered Read Error" (reads) / "Write Fault" (others)
+  kNvmeStatus,  // the NVMe status OperationFault::nvme_status, as the passthrough backend
+                // reports it (storage/nvme_command.h MapCompletion)
   kSilent,      // writes only: reported as success (a lost or torn write)
 };
 
@@ -127,7 +130,17 @@ struct OperationFault {
   // Writes only (the filter must be kWrite unless this is kNothing).
   PartialWrite partial = PartialWrite::kNothing;
   uint32_t prefix_sectors = 0;  // for kPrefix, in sectors of FaultDeviceOptions::sector_bytes
+  // For kNvmeStatus: the completion's Status Field, Status Code Type in bits 8-10 and Status
+  // Code in bits 0-7 (kNvmeWriteFault and the others below, or any other).
+  uint16_t nvme_status = 0;
 };
+
+// NVMe statuses a write or flush may end with (NVMe Base Specification, Status Field).
+inline constexpr uint16_t kNvmeWriteFault = 0x280;             // media: Write Fault
+inline constexpr uint16_t kNvmeUnrecoveredReadError = 0x281;   // media
+inline constexpr uint16_t kNvmeNamespaceWriteProtected = 0x020;  // generic
+inline constexpr uint16_t kNvmeCapacityExceeded = 0x081;       // generic (NVM command set)
+inline constexpr uint16_t kNvmeInternalError = 0x006;          // generic
 
 // An operation fault that fired.
 struct InjectedFault {

@@ -216,6 +216,59 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
   return opened;
 }
 
+namespace {
+
+// What the block layer's errno for a failed bio says the device reported (Linux maps a
+// driver's blk_status_t to these in blk_status_to_errno; the NVMe driver maps its statuses to
+// blk_status_t in nvme_error_status). Empty for an errno with no such meaning.
+const char* BlockStatusMeaning(int err) {
+  switch (err) {
+    case ENODATA:
+      return "medium error: the device could not read or write these blocks, as on an NVMe "
+             "Write Fault, Unrecovered Read Error or write to a read-only range";
+    case ENOSPC:
+      return "the device is out of capacity, as on an NVMe Capacity Exceeded";
+    case EREMOTEIO:
+      return "the device refused the command, as on an NVMe LBA Out of Range or Namespace Not "
+             "Ready";
+    case EILSEQ:
+      return "protection information check failed";
+    case EBADE:
+      return "reservation conflict: another host holds a reservation on the namespace";
+    case ENOLINK:
+      return "path or transport error";
+    case EOPNOTSUPP:
+      return "the device does not support the command";
+    case EIO:
+      return "the device reported an error; the kernel log may say which";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+absl::Status FileIoError(int err, const char* call, const IoRequest& request,
+                         const DeviceInfo& info) {
+  std::string where = absl::StrCat(call, " of ", info.path);
+  if (request.op != IoOp::kFlush) {
+    where = absl::StrCat(call, " ", request.lba_count, " blocks at LBA ", request.lba, " of ",
+                         info.path);
+  }
+  const char* meaning = info.block_device ? BlockStatusMeaning(err) : nullptr;
+  if (err == ENOSPC) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        where, ": no space left", meaning != nullptr ? absl::StrCat(" (", meaning, ")") : ""));
+  }
+  const absl::Status status = absl::ErrnoToStatus(err, where);
+  if (meaning == nullptr) return status;
+  // The bytes of a medium error or a failed integrity check cannot be trusted (ErrnoToStatus
+  // would call ENODATA kNotFound, as if the key were absent).
+  const absl::StatusCode code = err == ENODATA || err == EILSEQ ? absl::StatusCode::kDataLoss
+                                                                : status.code();
+  return absl::Status(code, absl::StrCat(status.message(), " (", meaning, ")"));
+}
+
 absl::StatusOr<int> DuplicateFd(int fd) {
   const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (copy < 0) return absl::ErrnoToStatus(errno, "dup");

@@ -99,11 +99,8 @@ absl::Status SyncFileDevice::Execute(const IoRequest& request) {
                     : pwrite(fd_, request.buffer.data + done, bytes - done, offset + done);
     ++stats_.enter_syscalls;
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      if (errno == ENOSPC) return absl::ResourceExhaustedError(info_.path + ": no space left");
-      return absl::ErrnoToStatus(errno, absl::StrCat(request.op == IoOp::kRead ? "pread" : "pwrite",
-                                                     " at LBA ", request.lba, " of ", info_.path));
-    }
+    if (n < 0) return FileIoError(errno, request.op == IoOp::kRead ? "pread" : "pwrite", request,
+                                  info_);
     if (n == 0) {
       return absl::DataLossError(absl::StrCat("short transfer at LBA ", request.lba, " of ",
                                               info_.path, ": file ended"));
@@ -112,7 +109,11 @@ absl::Status SyncFileDevice::Execute(const IoRequest& request) {
   }
   if (request.op == IoOp::kFlush || (request.op == IoOp::kWrite && request.fua)) {
     ++stats_.enter_syscalls;
-    if (fdatasync(fd_) != 0) return absl::ErrnoToStatus(errno, "fdatasync " + info_.path);
+    if (fdatasync(fd_) != 0) {
+      IoRequest flush = request;
+      flush.op = IoOp::kFlush;  // a FUA write's flush: named as one
+      return FileIoError(errno, "fdatasync", flush, info_);
+    }
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -508,6 +509,29 @@ void WriteThroughOneReadThroughOther(NodeKind first, NodeKind second) {
   auto engine = Engine::Open(first_path, ExistingStore());
   ASSERT_THAT(engine, IsOk());
   ASSERT_NO_FATAL_FAILURE(ExpectStoreHolds(**engine, model, absent));
+}
+
+// --- A namespace whose writes all fail (tests/nvme-vm: a read-only image behind it) ---
+
+// Formatting it fails with the device's own error, named in one line: the NVMe status through
+// passthrough, the block layer's errno and what it means through the block node.
+void FormatOfUnwritableNamespaceNamesTheError(const char* env, const char* named) {
+  const char* path = std::getenv(env);
+  if (path == nullptr || *path == '\0') {
+    GTEST_SKIP() << "set " << env << " to a namespace that fails writes (tests/nvme-vm's 4k)";
+  }
+  auto engine = Engine::Open(path, DeviceStore());
+  ASSERT_THAT(engine, StatusIs(absl::StatusCode::kDataLoss, named)) << path;
+  EXPECT_EQ(engine.status().ToString().find('\n'), std::string::npos) << engine.status();
+  std::printf("%s: %s\n", path, engine.status().ToString().c_str());
+}
+
+TEST(UnwritableNamespaceTest, PassthroughFormatNamesTheNvmeStatus) {
+  FormatOfUnwritableNamespaceNamesTheError("NVKV_TEST_NVME_READONLY", "Write Fault");
+}
+
+TEST(UnwritableNamespaceTest, BlockNodeFormatNamesTheMediumError) {
+  FormatOfUnwritableNamespaceNamesTheError("NVKV_TEST_BLOCK_READONLY", "medium error");
 }
 
 // --- The two nodes of one namespace are one device ---

@@ -279,6 +279,8 @@ make_disks() {
   truncate -s "${scratch_mb}M" "$work/scratch.img"
   mkfs.ext4 -q -F -b 4096 -O ^has_journal -E nodiscard,lazy_itable_init=0 "$work/scratch.img"
   [[ "$config" == tcp ]] || truncate -s "${NVKV_VM_IMAGE_SIZE:-256M}" "$work/nvme.img"
+  [[ "$config" == 4k ]] && truncate -s 16M "$work/readonly.img"
+  return 0
 }
 
 # Prints the QEMU arguments for the disks: scratch as virtio-blk /dev/vda,
@@ -297,6 +299,12 @@ disk_args() {
     -drive "file=$work/nvme.img,if=none,id=nvm,format=raw,cache=unsafe" \
     -device "nvme,id=nvme0,serial=nvkv0001" \
     -device "nvme-ns,drive=nvm,bus=nvme0,nsid=1,logical_block_size=$lba,physical_block_size=$lba$zoned"
+  # 4k also has a second namespace on a read-only image: QEMU fails every write to it with an
+  # NVMe status, as a write-protected or failing drive would (NVKV_TEST_NVME_READONLY).
+  [[ "$config" == 4k ]] || return 0
+  printf '%s\n' \
+    -drive "file=$work/readonly.img,if=none,id=ro,format=raw,readonly=on" \
+    -device "nvme-ns,drive=ro,bus=nvme0,nsid=2,logical_block_size=4096,physical_block_size=4096"
 }
 
 run_vm() {

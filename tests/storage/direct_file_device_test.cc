@@ -3,6 +3,7 @@
 #include "storage/direct_file_device.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "storage/device.h"
+#include "storage/file_open.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -311,4 +313,41 @@ TEST(DirectFileDeviceTest, SecondQueueSharesTheFile) {
 }
 
 }  // namespace
+// The errno of a failed bio says what the drive reported: named in the message, with a code
+// that does not make a medium error look like a missing key.
+TEST(FileIoErrorTest, BlockDeviceErrnoNamesWhatTheDriveReported) {
+  DeviceInfo info;
+  info.path = "/dev/nvme0n1";
+  info.block_device = true;
+  IoRequest write;
+  write.op = IoOp::kWrite;
+  write.lba = 16;
+  write.lba_count = 8;
+  EXPECT_THAT(FileIoError(ENODATA, "write", write, info),
+              StatusIs(absl::StatusCode::kDataLoss, "write 8 blocks at LBA 16 of /dev/nvme0n1"));
+  EXPECT_THAT(FileIoError(ENODATA, "write", write, info),
+              StatusIs(absl::StatusCode::kDataLoss, "Write Fault"));
+  EXPECT_THAT(FileIoError(ENOSPC, "write", write, info),
+              StatusIs(absl::StatusCode::kResourceExhausted, "Capacity Exceeded"));
+  EXPECT_THAT(FileIoError(EREMOTEIO, "write", write, info),
+              StatusIs(absl::StatusCode::kUnknown, "LBA Out of Range"));
+  IoRequest flush;
+  flush.op = IoOp::kFlush;
+  EXPECT_EQ(FileIoError(EIO, "flush", flush, info).message().find("flush of /dev/nvme0n1"), 0u);
+}
+
+TEST(FileIoErrorTest, RegularFileErrnoIsPlain) {
+  DeviceInfo info;
+  info.path = "/data/store";
+  IoRequest write;
+  write.op = IoOp::kWrite;
+  write.lba = 1;
+  write.lba_count = 2;
+  EXPECT_THAT(FileIoError(ENOSPC, "write", write, info),
+              StatusIs(absl::StatusCode::kResourceExhausted, "no space left"));
+  EXPECT_EQ(FileIoError(ENOSPC, "write", write, info).message().find("Capacity"),
+            std::string_view::npos);
+  EXPECT_EQ(FileIoError(EIO, "write", write, info).message().find("("), std::string_view::npos);
+}
+
 }  // namespace nvkv::storage

@@ -499,10 +499,10 @@ TEST_F(NvmeDeviceTest, ReadBeyondCapacityIsRefusedBeforeSubmit) {
   EXPECT_EQ(device().stats().enter_syscalls, 0u);  // nothing reached the device
 }
 
-// Bypasses our validation: a raw read past the namespace end on a bare ring, so the controller
-// itself fails it, and checks the mapping of its real completion.
-TEST_F(NvmeDeviceTest, DeviceReportsLbaOutOfRange) {
-  const DeviceInfo& info = device().info();
+// Bypasses our validation: a raw read or write past the namespace end on a bare ring, so the
+// controller itself fails it, and checks the mapping of its real completion.
+void ExpectDeviceReportsLbaOutOfRange(const std::string& path_, const DeviceInfo& info,
+                                      NvmeOp op) {
   const int fd = open(path_.c_str(), O_RDWR | O_CLOEXEC);  // the device's flock is advisory
   ASSERT_GE(fd, 0) << strerror(errno);
   io_uring ring;
@@ -517,7 +517,9 @@ TEST_F(NvmeDeviceTest, DeviceReportsLbaOutOfRange) {
   UringCmdTarget target;
   target.fd = fd;
   target.user_data = 7;
-  PrepareNvmeUringCmd(io_uring_get_sqe(&ring), EncodeRead(transfer), target);
+  PrepareNvmeUringCmd(io_uring_get_sqe(&ring),
+                      op == NvmeOp::kRead ? EncodeRead(transfer) : EncodeWrite(transfer, false),
+                      target);
   ASSERT_EQ(io_uring_submit_and_wait(&ring, 1), 1);
   io_uring_cqe* cqe = nullptr;
   ASSERT_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
@@ -528,7 +530,7 @@ TEST_F(NvmeDeviceTest, DeviceReportsLbaOutOfRange) {
   close(fd);
   EXPECT_GT(res, 0) << "expected an NVMe status, got errno " << -res;
   CommandContext context;
-  context.op = NvmeOp::kRead;
+  context.op = op;
   context.lba = transfer.lba;
   context.lba_count = 1;
   context.path = path_;
@@ -540,6 +542,14 @@ TEST_F(NvmeDeviceTest, DeviceReportsLbaOutOfRange) {
     EXPECT_THAT(MapCompletion(res, context),
                 StatusIs(absl::StatusCode::kOutOfRange, "LBA Out of Range"));
   }
+}
+
+TEST_F(NvmeDeviceTest, DeviceReportsLbaOutOfRange) {
+  ExpectDeviceReportsLbaOutOfRange(path_, device().info(), NvmeOp::kRead);
+}
+
+TEST_F(NvmeDeviceTest, DeviceReportsLbaOutOfRangeOnAWrite) {
+  ExpectDeviceReportsLbaOutOfRange(path_, device().info(), NvmeOp::kWrite);
 }
 
 TEST_F(NvmeDeviceTest, SecondOpenIsRefusedWhileFirstIsOpen) {

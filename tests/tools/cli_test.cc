@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@ using ::testing::ContainsRegex;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 struct CliResult {
@@ -269,6 +271,19 @@ TEST_F(CliTest, FormatRefusesDataThatIsNotAStoreWithoutForce) {
   EXPECT_EQ(ReadFile(db_).substr(0, 4), "xxxx");
   Ok({"format", "--force", "--capacity", "32m"});
   EXPECT_THAT(Ok({"info"}).out, HasSubstr("32.0 MiB"));
+}
+
+// --force overrides only what stands in a format's way on the device (a store, foreign data):
+// a store in use is not suggested it.
+TEST_F(CliTest, FormatOfAStoreInUseSaysSoAndDoesNotSuggestForce) {
+  Format();
+  const int holder = open(db_.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(holder, 0);
+  ASSERT_EQ(flock(holder, LOCK_EX), 0);  // another opener, as far as nvkv can tell
+  const CliResult refused = Db({"format"});
+  close(holder);
+  ExpectError(refused, 3, "in use by another opener");
+  EXPECT_THAT(refused.err, Not(HasSubstr("--force")));
 }
 
 TEST_F(CliTest, CommandsOtherThanPutAndLoadNeedAStore) {

@@ -171,8 +171,10 @@ Outcome RunFormat(const Context& context) {
     if (unlink(path.c_str()) != 0) return Failure(absl::StrCat(path, ": ", std::strerror(errno)));
   }
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, path);
+  // Only what --force overrides: a store there, or data that is not one (not a store in use, or
+  // a device that fails the format's writes).
   const bool refused = absl::IsAlreadyExists(db.status()) ||
-                       absl::IsFailedPrecondition(db.status()) || absl::IsDataLoss(db.status());
+                       db.status().GetPayload(DB::kFormatRefusedPayload).has_value();
   if (refused && !context.Has("--force")) {
     if (absl::IsAlreadyExists(db.status())) {
       return Failure(absl::StrCat(path, " already holds an nvkv store; add --force to destroy "

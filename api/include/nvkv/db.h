@@ -122,6 +122,12 @@ class DB {
   static absl::StatusOr<std::unique_ptr<DB>> Open(const Options& options,
                                                   const std::string& path);
 
+  // The payload (absl::Status::GetPayload, empty value) of exactly those Open errors that
+  // options.force_format would override: data that is not an nvkv store (kFailedPrecondition)
+  // and both superblocks damaged (kDataLoss). Other errors with those codes, a store in use or
+  // a device error, do not carry it.
+  static constexpr char kFormatRefusedPayload[] = "nvkv/format-refused";
+
   // Closes the DB if Close() was not called; errors are dropped (call Close() to see them).
   ~DB();
   DB(const DB&) = delete;
