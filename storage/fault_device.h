@@ -63,8 +63,9 @@
 //      accepted and not carried out; its callback gets EIO (absl::ErrnoToStatus(EIO, ...), as
 //      the io_uring backends report -EIO), an NVMe media error (kDataLoss, "Unrecovered Read
 //      Error" for reads, "Write Fault" otherwise) or any NVMe status (kNvmeStatus), each worded
-//      and coded as the passthrough backend reports it (nvme_command.h MapCompletion). A failing write may be torn: a prefix or a
-//      seeded subset of its sectors reaches the device (an unflushed write like any other). With
+//      and coded as the passthrough backend reports it (nvme_command.h MapCompletion). A failing
+//      write may be torn: a prefix or a seeded subset of its sectors reaches the device (an
+//      unflushed write like any other). With
 //      FaultError::kSilent the write reports success instead: a lost or torn write the drive
 //      does not notice.
 //      FailReadsOf makes blocks unreadable instead: every later read touching them fails the same

@@ -213,7 +213,8 @@ TEST_P(FaultTest, NvmeStatusOnWriteOrFlushIsNamedAndLosesNothing) {
   int next_key = 0;
   for (const Case& c : cases) {
     for (const OpFilter filter : {OpFilter::kWrite, OpFilter::kFlush}) {
-      SCOPED_TRACE(absl::StrCat(c.name, filter == OpFilter::kWrite ? " on a write" : " on a flush"));
+      SCOPED_TRACE(
+          absl::StrCat(c.name, filter == OpFilter::kWrite ? " on a write" : " on a flush"));
       {
         auto engine = OpenFaulty();
         ASSERT_NE(engine, nullptr);
