@@ -96,6 +96,11 @@ class Shard {
   absl::CondVar changed;  // durable_through moved, a slot was freed, or a large write finished
   std::vector<std::unique_ptr<PageSlot>> slots;  // ownership
   std::atomic<bool> wants_writer{false};
+  // The head counter of the last page in this shard's log that holds a non-durable user write
+  // (0: none since it was last found durable). Raised under mu as such a write is appended,
+  // before it is acknowledged; read without the lock by durable writes, which must make it
+  // durable too (WaitEarlierNonDurable).
+  std::atomic<uint64_t> nondurable_through{0};
 };
 
 // Where a key's current record is, as the write path needs it.
@@ -131,6 +136,10 @@ class Engine::Impl {
                                 std::string_view value, const KeyHash& hash, uint64_t old_page,
                                 uint64_t* counter_out, Shard** shard_out);
   absl::Status WaitDurable(Shard& shard, uint64_t counter);
+  // Makes durable every non-durable write that any shard acknowledged before now: a durable
+  // write calls it once its own pages are durable, since options.h promises that a later
+  // durable write makes earlier non-durable ones durable, whatever their shards.
+  absl::Status WaitEarlierNonDurable();
 
   // --- log_writer.cc ---
   void WriterLoop();

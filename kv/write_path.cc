@@ -78,6 +78,14 @@ absl::Status EnsureSegmentRoom(Engine::Impl& engine, Shard& shard, uint32_t page
 }
 
 // True when `key` may not join `slot`'s page: another key with the same index tag is on it.
+// Records that the page of head counter `counter` holds a non-durable write about to be
+// acknowledged (Shard::nondurable_through).
+void NoteNonDurable(Shard& shard, uint64_t counter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  if (counter > shard.nondurable_through.load(std::memory_order_relaxed)) {
+    shard.nondurable_through.store(counter, std::memory_order_release);
+  }
+}
+
 bool TagClash(const PageSlot& slot, std::string_view key, uint32_t tag) {
   for (const auto& [other_tag, offset] : slot.tags) {
     if (other_tag != tag) continue;
@@ -488,6 +496,7 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     engine.segments_->AddPending(g.SegmentOf(first_page), -static_cast<int32_t>(count));
     CompleteRange(engine, shard, first_counter,
                   written.ok() && (device_fua || !engine.device_info_.volatile_write_cache));
+    if (!fua && use != SegmentUse::kCompaction) NoteNonDurable(shard, first_counter + count - 1);
   }
   if (!written.ok()) {
     engine.SetBroken(written);
@@ -575,7 +584,9 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
       if (lost_race) continue;
       puts_.fetch_add(1);
       user_bytes_.fetch_add(first.key.size() + first.value.size());
-      return durable ? WaitDurable(head_shard, last_counter) : absl::OkStatus();
+      if (!durable) return absl::OkStatus();
+      NVKV_RETURN_IF_ERROR(WaitDurable(head_shard, last_counter));
+      return WaitEarlierNonDurable();
     }
 
     // 2. Make room on the head shard first (may wait, holding only its lock), then lock the
@@ -663,13 +674,28 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
     if (!durable) {
       // Make sure the writer knows there is an open page to age out.
       head_shard.wants_writer.store(true, std::memory_order_release);
+      head_shard.mu.AssertHeld();
+      NoteNonDurable(head_shard, last_counter);
     }
     for (auto it = locked.rbegin(); it != locked.rend(); ++it) (*it)->mu.Unlock();
     if (sealed_foreign) WakeWriter();
     if (!durable) return absl::OkStatus();
-    return WaitDurable(head_shard, last_counter);
+    NVKV_RETURN_IF_ERROR(WaitDurable(head_shard, last_counter));
+    return WaitEarlierNonDurable();
   }
   return absl::AbortedError("write kept racing with concurrent writers of the same keys");
+}
+
+absl::Status Engine::Impl::WaitEarlierNonDurable() {
+  for (auto& shard : shards_) {
+    const uint64_t through = shard->nondurable_through.load(std::memory_order_acquire);
+    if (through == 0) continue;
+    NVKV_RETURN_IF_ERROR(WaitDurable(*shard, through));
+    // Durable now: later durable writes need not look again, unless a newer one came meanwhile.
+    uint64_t expected = through;
+    shard->nondurable_through.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Engine::Impl::WaitDurable(Shard& shard, uint64_t counter) {

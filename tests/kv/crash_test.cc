@@ -61,7 +61,8 @@ struct Model {
   std::map<std::string, std::string> latest;              // before the cut: what reads return
   struct Batch {
     std::vector<std::string> keys, values;
-    bool durable_ack = false;
+    bool acked = false;
+    bool durable_ack = false;  // acknowledged as durable, or made so by a later durable write
   };
   std::vector<Batch> batches;
   // Every value each key was ever given (and kDeleted): what a key whose page was damaged may
@@ -80,6 +81,16 @@ struct Model {
     }
     set.insert(value);
     latest[key] = value;
+    if (durable) AllAckedDurable();
+  }
+  // Everything acknowledged so far is durable now: after a Flush, or a durable write of any key
+  // (options.h: a later durable write makes earlier non-durable ones durable, on any shard).
+  // A damaged key may still read back anything it held.
+  void AllAckedDurable() {
+    for (auto& [k, v] : latest) {
+      if (damaged.count(k) == 0) possible[k] = {v};
+    }
+    for (Batch& batch : batches) batch.durable_ack = batch.durable_ack || batch.acked;
   }
   void Attempted(const std::string& key, const std::string& value) {
     auto& set = possible[key];
@@ -209,8 +220,9 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
       for (int i = 0; i < size; ++i) ops.push_back(WriteOp{false, batch.keys[i], batch.values[i]});
       const bool durable = rng.Next() % 2 == 0;
       status = (*engine)->Write(ops, durable);
-      batch.durable_ack = status.ok() && durable;
+      batch.acked = status.ok();
       model->batches.push_back(batch);
+      if (batch.acked && durable) model->AllAckedDurable();
     } else if (action < 92) {
       auto got = (*engine)->Get(key);
       if (model->damaged.count(key) != 0) {
@@ -223,13 +235,7 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
       status = got.status();
     } else if (action < 96) {
       status = (*engine)->Flush();
-      if (status.ok()) {
-        // Everything acknowledged so far is durable now.
-        // (A damaged key may still read back anything it held, whatever was flushed.)
-        for (auto& [k, v] : model->latest) {
-          if (model->damaged.count(k) == 0) model->possible[k] = {v};
-        }
-      }
+      if (status.ok()) model->AllAckedDurable();
     } else {
       status = (*engine)->CompactAll();
     }

@@ -87,7 +87,7 @@ class FaultTest : public ::testing::TestWithParam<IndexMode> {
     EXPECT_THAT(fault, IsOk());
     fault_ = fault->get();
     if (before_open) before_open(*fault_);
-    auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(GetParam()));
+    auto engine = Engine::OpenOnDevice(std::move(*fault), options_);
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
@@ -112,6 +112,7 @@ class FaultTest : public ::testing::TestWithParam<IndexMode> {
 
   std::shared_ptr<storage::MemStorage> storage_;
   FaultDevice* fault_ = nullptr;
+  EngineOptions options_ = StoreOptions(GetParam());  // OpenFaulty's; a test may change them
 };
 
 TEST_P(FaultTest, FailedPageWriteStopsWritesButNotReads) {
@@ -362,6 +363,34 @@ TEST_P(FaultTest, NonDurableWritesAreDurableAfterTheWriteDelay) {
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(engine->Stats().live_keys, written.size());
   ExpectAll(*engine, written);
+}
+
+// options.h: a non-durable write is durable once a later durable write has returned OK, whatever
+// shards the two went to. Power fails right after the durable write, dropping every write the
+// device was not told to flush, and every earlier non-durable write is there. (A durable write
+// used to wait for its own shard's log only: the others' writes were lost.)
+TEST_P(FaultTest, DurableWriteMakesEveryEarlierNonDurableWriteDurable) {
+  options_.max_write_delay_us = 60'000'000;  // nothing ages out by itself meanwhile
+  std::map<std::string, std::string> written;
+  {
+    storage::FaultDeviceOptions fault_options;
+    fault_options.keep_weight = 0;  // at the cut, every write not flushed is lost
+    fault_options.tear_weight = 0;
+    auto engine = OpenFaulty(fault_options);
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 40; ++i) {  // on both shards
+      ASSERT_THAT(Put(*engine, absl::StrCat("n", i), Value(i), false), IsOk());
+      written[absl::StrCat("n", i)] = Value(i);
+    }
+    ASSERT_THAT(Put(*engine, "durable", "last", true), IsOk());
+    written["durable"] = "last";
+    ASSERT_THAT(fault_->CutPower(), IsOk());
+    (void)engine->Close();
+  }
+  auto engine = OpenClean();
+  ASSERT_NE(engine, nullptr);
+  ExpectAll(*engine, written);
+  EXPECT_EQ(engine->Stats().live_keys, written.size());
 }
 
 // The timed flush is rate-limited: a steady non-durable load sends at most one flush per
