@@ -739,6 +739,7 @@ class Supervisor {
     }
     rng_.seed(config_.seed);
     if (const char* trace = std::getenv("NVKV_SOAK_TRACE"); trace != nullptr && *trace != 0) {
+      trace_path_ = trace;
       trace_ = std::fopen(trace, "w");
       if (trace_ == nullptr) {
         std::fprintf(stderr, "nvkv-soak: cannot write %s: %s\n", trace, std::strerror(errno));
@@ -1132,6 +1133,10 @@ class Supervisor {
       ++c_.other_failures;
     }
     generation_first_seq_.push_back(next_seq_);
+    if (trace_ != nullptr && c_.Violations() == 0) {
+      trace_ = std::freopen(trace_path_.c_str(), "w", trace_);
+      if (trace_ != nullptr) std::fprintf(trace_, "after reopen %" PRIu64 "\n", c_.reopens);
+    }
     for (size_t k = 0; k < models_.size(); ++k) {
       models_[k].base_why = absl::StrCat("found after reopen ", c_.reopens);
       models_[k].base = found[k];
@@ -1220,7 +1225,10 @@ class Supervisor {
   std::string writer_failure_;
   StatsMsg last_stats_{};
   Counters c_;
-  FILE* trace_ = nullptr;  // $NVKV_SOAK_TRACE: every intent and ack, for post-mortems
+  // $NVKV_SOAK_TRACE: every intent and ack since the last clean verification (it starts afresh
+  // after each), for post-mortems.
+  FILE* trace_ = nullptr;
+  std::string trace_path_;
   uint64_t violation_lines_ = 0;
   double start_ = 0;
   double next_report_ = 0;
