@@ -92,6 +92,10 @@ constexpr const char* kUsage =
     "  --check-every N       run DB::Check after every Nth reopen (default 10; 0: never);\n"
     "                        problems it reports are printed as notes, not failures\n"
     "  --report-seconds N    seconds between progress lines (default 60)\n"
+    "  --promise P           what makes an acknowledged non-durable write one that must\n"
+    "                        survive a kill: later-durable (default; what options.h promises:\n"
+    "                        a later durable write, Flush or Close returned OK) or flush\n"
+    "                        (only a later Flush or Close: looks past that promise)\n"
     "  --help                this text\n"
     "\n"
     "Exit status: 0 no violation; 1 a violation (lost or torn write, corrupt value, wrong read,\n"
@@ -115,6 +119,9 @@ struct Config {
   uint32_t durable_percent = 50;
   uint32_t check_every = 10;
   uint32_t report_seconds = 60;
+  // What makes an acknowledged non-durable write must-survive: true, as options.h promises, any
+  // later durable write, Flush or Close returning OK; false, only a later Flush or Close.
+  bool later_durable_covers = true;
 };
 
 // Parses argv into *config; returns an error message, or "" on success ("help" for --help).
@@ -165,6 +172,14 @@ std::string ParseArgs(int argc, char** argv, Config* config) {
       error = u32(&config->durable_percent, 0, 100);
     } else if (arg == "--check-every") {
       error = u32(&config->check_every, 0, UINT32_MAX);
+    } else if (arg == "--promise") {
+      if (value == "later-durable") {
+        config->later_durable_covers = true;
+      } else if (value == "flush") {
+        config->later_durable_covers = false;
+      } else {
+        error = "--promise wants later-durable or flush";
+      }
     } else if (arg == "--report-seconds") {
       error = u32(&config->report_seconds, 1, UINT32_MAX);
     } else {
@@ -750,14 +765,16 @@ class Supervisor {
     if (setup != 0) return setup;
     std::printf(
         "nvkv-soak: %s, %.0f s, seed %" PRIu64 ", %u keys, values up to %u bytes, batches up "
-        "to %" PRIu64 " bytes, kill every %u..%u ms, fill target %u%%\n",
+        "to %" PRIu64 " bytes, kill every %u..%u ms, fill target %u%%%s\n",
         config_.db.c_str(), config_.seconds, config_.seed, setup_.keys, setup_.value_max,
-        setup_.batch_max, config_.kill_min_ms, config_.kill_max_ms, config_.fill_percent);
+        setup_.batch_max, config_.kill_min_ms, config_.kill_max_ms, config_.fill_percent,
+        config_.later_durable_covers ? "" : ", --promise flush");
     std::printf("nvkv-soak: reproduce the mix with: nvkv-soak --db %s --seconds %.0f --seed %" PRIu64
-                " --capacity-mib %" PRIu64 " --kill-every-ms %u..%u%s\n",
+                " --capacity-mib %" PRIu64 " --kill-every-ms %u..%u%s%s\n",
                 config_.db.c_str(), config_.seconds, config_.seed, config_.capacity_mib,
                 config_.kill_min_ms, config_.kill_max_ms,
-                config_.value_max ? absl::StrCat(" --value-max ", config_.value_max).c_str() : "");
+                config_.value_max ? absl::StrCat(" --value-max ", config_.value_max).c_str() : "",
+                config_.later_durable_covers ? "" : " --promise flush");
     std::fflush(stdout);
     start_ = Now();
     next_report_ = start_ + config_.report_seconds;
@@ -1001,10 +1018,25 @@ class Supervisor {
         if (p.seq == msg.seq) p.acked = true;
       }
     }
-    if (op.durable) {
-      ++c_.acked_durable;
-      Promote(msg.seq, absl::StrCat(KindName(op.kind), " op ", msg.seq, " acknowledged durable"));
+    if (!op.durable) return;
+    ++c_.acked_durable;
+    const std::string why =
+        absl::StrCat(KindName(op.kind), " op ", msg.seq, " acknowledged durable");
+    if (config_.later_durable_covers || op.kind == kFlush || op.kind == kClose) {
+      Promote(msg.seq, why);
+      return;
     }
+    // --promise flush: the write itself must survive, and no older write of its keys may
+    // show through it; other keys' earlier writes stay as they were.
+    for (const auto& [key, state] : op.effects) {
+      KeyModel& m = models_[key];
+      m.base = state;
+      m.base_why = why;
+      m.pending.erase(std::remove_if(m.pending.begin(), m.pending.end(),
+                                     [&](const Pending& p) { return p.seq <= msg.seq; }),
+                      m.pending.end());
+    }
+    window_.erase(it);
   }
 
   // Operation `frontier` was acknowledged durable (or was a Flush or Close): it and every write
