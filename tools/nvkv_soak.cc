@@ -11,7 +11,8 @@
 //
 //   - a write is MUST-SURVIVE once it was acknowledged durable, or, acknowledged non-durable,
 //     once a later durable write or a Flush/Close returned OK (options.h, WriteOptions::durable:
-//     "durable once a later durable write or DB::Flush() has returned OK");
+//     "durable once a later durable write or DB::Flush() has returned OK"; --promise flush
+//     counts only Flush and Close, to look past that promise where the engine breaks it);
 //   - after a kill a key may hold its last must-survive state or the state of any write issued
 //     after it (acknowledged or not: which non-durable writes survive is unspecified), nothing
 //     else; a write refused with kResourceExhausted is never applied;
@@ -826,11 +827,13 @@ class Supervisor {
     if (config_.keys != 0) {
       setup_.keys = config_.keys;
     } else {
-      // The mean length PickLength() draws (when under target), and room for 20% more keys.
+      // The mean length PickLength() draws (when under target), and three times the keys that
+      // would hold the target: deletes, batches of small values and overwrites keep many keys
+      // small or absent, and the writer steers the fill by deleting more above the target.
       const double page = setup_.page_bytes, vmax = setup_.value_max;
       const double mean = 0.6 * 144 + 0.3 * (1.5 * page) + 0.02 * vmax + 0.08 * (1.5 * page + vmax / 2);
       const double target = static_cast<double>(stats.usable_bytes) * config_.fill_percent / 100;
-      setup_.keys = static_cast<uint32_t>(std::clamp(1.2 * target / (mean + 64), 64.0, 1e7));
+      setup_.keys = static_cast<uint32_t>(std::clamp(3.0 * target / (mean + 64), 64.0, 1e7));
     }
     models_.assign(setup_.keys, KeyModel{});
     WriteOptions lazy;
@@ -1192,7 +1195,9 @@ class Supervisor {
         const State& f = found[key];
         bool consistent = state.SameContent(f) || (f.present && f.seq > seq);
         if (!consistent && !f.present) {  // deleted by a later write?
-          for (const Pending& p : models_[key].pending) {
+          const KeyModel& m = models_[key];
+          consistent = !m.base.present && m.base.seq > seq;
+          for (const Pending& p : m.pending) {
             consistent |= p.seq > seq && !p.state.present;
           }
         }
