@@ -267,8 +267,8 @@ struct State {
   uint32_t length = 0;
 
   bool SameContent(const State& o) const {
-    return present == o.present && (!present || (seq == o.seq && entry == o.entry &&
-                                                 length == o.length));
+    return present == o.present &&
+           (!present || (seq == o.seq && entry == o.entry && length == o.length));
   }
 };
 
@@ -458,8 +458,8 @@ class Writer {
 
   void RefreshFill() {
     const Stats stats = db_->GetStats();
-    fill_ = stats.usable_bytes == 0 ? 1.0
-                                    : static_cast<double>(stats.live_bytes) / stats.usable_bytes;
+    fill_ =
+        stats.usable_bytes == 0 ? 1.0 : static_cast<double>(stats.live_bytes) / stats.usable_bytes;
     StatsMsg msg{stats.live_bytes, stats.usable_bytes};
     Send(fd_, kStats, &msg, sizeof(msg));
   }
@@ -591,9 +591,8 @@ class Writer {
     if (Ack(seq, db_->Write(batch, options), bytes, "Write(batch)")) {
       for (size_t i = 0; i < entries.size(); ++i) {
         current_[entries[i].key] =
-            entries[i].is_delete
-                ? State{false, seq}
-                : State{true, seq, static_cast<uint16_t>(i), entries[i].length};
+            entries[i].is_delete ? State{false, seq}
+                                 : State{true, seq, static_cast<uint16_t>(i), entries[i].length};
       }
     }
   }
@@ -658,9 +657,10 @@ class Writer {
       results.reserve(n);
       for (size_t i = 0; i < n; ++i) {
         const uint32_t key = PickKey();
-        absl::Status started = db_->GetAsync(Key(key), [&results, key](absl::StatusOr<std::string> v) {
-          results.emplace_back(key, std::move(v));
-        });
+        absl::Status started =
+            db_->GetAsync(Key(key), [&results, key](absl::StatusOr<std::string> v) {
+              results.emplace_back(key, std::move(v));
+            });
         if (!started.ok()) Fail(absl::StrCat("writer: GetAsync failed: ", started.ToString()));
       }
       while (db_->PendingReads() > 0) {
@@ -701,11 +701,16 @@ struct KeyModel {
 
 const char* KindName(OpKind kind) {
   switch (kind) {
-    case kPut: return "Put";
-    case kDelete: return "Delete";
-    case kBatch: return "Write(batch)";
-    case kFlush: return "Flush";
-    case kClose: return "Close";
+    case kPut:
+      return "Put";
+    case kDelete:
+      return "Delete";
+    case kBatch:
+      return "Write(batch)";
+    case kFlush:
+      return "Flush";
+    case kClose:
+      return "Close";
   }
   return "?";
 }
@@ -726,15 +731,15 @@ struct Counters {
   uint64_t reads_checked = 0;
   uint64_t keys_verified = 0;
   uint64_t refusals = 0;
-  uint64_t unacked_at_kill = 0;  // writes in flight when the writer died
-  uint64_t survived_unacked = 0; // ... of which the store showed the value afterwards
+  uint64_t unacked_at_kill = 0;   // writes in flight when the writer died
+  uint64_t survived_unacked = 0;  // ... of which the store showed the value afterwards
   uint64_t checks = 0;
   uint64_t check_problems = 0;
   // Violations.
-  uint64_t lost = 0;       // an acknowledged (must-survive) write missing after a reopen
-  uint64_t corrupt = 0;    // a value that does not verify, or sits under the wrong key
-  uint64_t phantom = 0;    // a value no write issued (or a refused write) put there
-  uint64_t torn = 0;       // a batch partly applied
+  uint64_t lost = 0;     // an acknowledged (must-survive) write missing after a reopen
+  uint64_t corrupt = 0;  // a value that does not verify, or sits under the wrong key
+  uint64_t phantom = 0;  // a value no write issued (or a refused write) put there
+  uint64_t torn = 0;     // a batch partly applied
   uint64_t read_errors = 0;
   uint64_t writer_failures = 0;  // the writer saw a wrong read or an unexpected error
   uint64_t other_failures = 0;   // Open or Close failed after a kill, the writer exited
@@ -750,8 +755,9 @@ class Supervisor {
 
   int Run() {
     if (!config_.seed_given) {
-      config_.seed = Mix(static_cast<uint64_t>(
-          std::chrono::system_clock::now().time_since_epoch().count()) ^ getpid());
+      config_.seed =
+          Mix(static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+              getpid());
     }
     rng_.seed(config_.seed);
     if (const char* trace = std::getenv("NVKV_SOAK_TRACE"); trace != nullptr && *trace != 0) {
@@ -764,18 +770,19 @@ class Supervisor {
     }
     const int setup = Prepare();
     if (setup != 0) return setup;
+    std::printf("nvkv-soak: %s, %.0f s, seed %" PRIu64
+                ", %u keys, values up to %u bytes, batches up "
+                "to %" PRIu64 " bytes, kill every %u..%u ms, fill target %u%%%s\n",
+                config_.db.c_str(), config_.seconds, config_.seed, setup_.keys, setup_.value_max,
+                setup_.batch_max, config_.kill_min_ms, config_.kill_max_ms, config_.fill_percent,
+                config_.later_durable_covers ? "" : ", --promise flush");
     std::printf(
-        "nvkv-soak: %s, %.0f s, seed %" PRIu64 ", %u keys, values up to %u bytes, batches up "
-        "to %" PRIu64 " bytes, kill every %u..%u ms, fill target %u%%%s\n",
-        config_.db.c_str(), config_.seconds, config_.seed, setup_.keys, setup_.value_max,
-        setup_.batch_max, config_.kill_min_ms, config_.kill_max_ms, config_.fill_percent,
-        config_.later_durable_covers ? "" : ", --promise flush");
-    std::printf("nvkv-soak: reproduce the mix with: nvkv-soak --db %s --seconds %.0f --seed %" PRIu64
-                " --capacity-mib %" PRIu64 " --kill-every-ms %u..%u%s%s\n",
-                config_.db.c_str(), config_.seconds, config_.seed, config_.capacity_mib,
-                config_.kill_min_ms, config_.kill_max_ms,
-                config_.value_max ? absl::StrCat(" --value-max ", config_.value_max).c_str() : "",
-                config_.later_durable_covers ? "" : " --promise flush");
+        "nvkv-soak: reproduce the mix with: nvkv-soak --db %s --seconds %.0f --seed %" PRIu64
+        " --capacity-mib %" PRIu64 " --kill-every-ms %u..%u%s%s\n",
+        config_.db.c_str(), config_.seconds, config_.seed, config_.capacity_mib,
+        config_.kill_min_ms, config_.kill_max_ms,
+        config_.value_max ? absl::StrCat(" --value-max ", config_.value_max).c_str() : "",
+        config_.later_durable_covers ? "" : " --promise flush");
     std::fflush(stdout);
     start_ = Now();
     next_report_ = start_ + config_.report_seconds;
@@ -831,7 +838,8 @@ class Supervisor {
       // would hold the target: deletes, batches of small values and overwrites keep many keys
       // small or absent, and the writer steers the fill by deleting more above the target.
       const double page = setup_.page_bytes, vmax = setup_.value_max;
-      const double mean = 0.6 * 144 + 0.3 * (1.5 * page) + 0.02 * vmax + 0.08 * (1.5 * page + vmax / 2);
+      const double mean =
+          0.6 * 144 + 0.3 * (1.5 * page) + 0.02 * vmax + 0.08 * (1.5 * page + vmax / 2);
       const double target = static_cast<double>(stats.usable_bytes) * config_.fill_percent / 100;
       setup_.keys = static_cast<uint32_t>(std::clamp(3.0 * target / (mean + 64), 64.0, 1e7));
     }
@@ -878,10 +886,10 @@ class Supervisor {
     }
     close(fds[1]);
     const double now = Now();
-    const double kill_at =
-        std::min(now + std::uniform_int_distribution<uint32_t>(config_.kill_min_ms,
-                                                               config_.kill_max_ms)(rng_) / 1e3,
-                 start_ + config_.seconds);
+    const double kill_at = std::min(now + std::uniform_int_distribution<uint32_t>(
+                                              config_.kill_min_ms, config_.kill_max_ms)(rng_) /
+                                              1e3,
+                                    start_ + config_.seconds);
     bool eof = false;
     while (!eof && Now() < kill_at) {
       const double wake = std::min(kill_at, next_report_);
@@ -925,8 +933,8 @@ class Supervisor {
       MsgHeader header;
       std::memcpy(&header, inbuf_.data() + at, sizeof(header));
       if (inbuf_.size() - at < header.bytes) break;
-      Handle(header.type, std::string_view(inbuf_).substr(at + sizeof(header),
-                                                          header.bytes - sizeof(header)));
+      Handle(header.type,
+             std::string_view(inbuf_).substr(at + sizeof(header), header.bytes - sizeof(header)));
       at += header.bytes;
     }
     inbuf_.erase(0, at);
@@ -1079,9 +1087,9 @@ class Supervisor {
     std::string out = absl::StrCat("{must-survive: ", Describe(m.base), " [",
                                    m.base_why.empty() ? "start" : m.base_why, "]");
     for (const Pending& p : m.pending) {
-      absl::StrAppend(&out, "; or op ", p.seq, p.acked ? " (acked, not yet durable): "
-                                                       : " (issued, not acked): ",
-                      Describe(p.state));
+      absl::StrAppend(
+          &out, "; or op ", p.seq,
+          p.acked ? " (acked, not yet durable): " : " (issued, not acked): ", Describe(p.state));
     }
     return out + "}";
   }
@@ -1121,8 +1129,8 @@ class Supervisor {
         } else if (!v.ok()) {
           readable[k] = false;
           ++c_.read_errors;
-          Violation(absl::StrCat("key ", k, " '", Key(k), "': read failed: ",
-                                 v.status().ToString(), "; expected one of ", AllowedSet(m)));
+          Violation(absl::StrCat("key ", k, " '", Key(k), "': read failed: ", v.status().ToString(),
+                                 "; expected one of ", AllowedSet(m)));
           continue;
         } else if (!ParseValue(k, *v, &found[k], &why)) {
           readable[k] = false;
@@ -1142,10 +1150,10 @@ class Supervisor {
         // lost. Newer than it but issued by no write of this key: a phantom.
         const bool older = !found[k].present || found[k].seq < m.base.seq;
         ++(older ? c_.lost : c_.phantom);
-        Violation(absl::StrCat("key ", k, " '", Key(k), "': found ", Describe(found[k]),
-                               older ? " (an acknowledged write is lost)"
-                                     : " (written by no issued, unrefused write)",
-                               "; expected one of ", AllowedSet(m)));
+        Violation(absl::StrCat(
+            "key ", k, " '", Key(k), "': found ", Describe(found[k]),
+            older ? " (an acknowledged write is lost)" : " (written by no issued, unrefused write)",
+            "; expected one of ", AllowedSet(m)));
       }
     }
     CheckBatches(found, readable);
@@ -1204,8 +1212,8 @@ class Supervisor {
         if (consistent) continue;
         ++c_.torn;
         Violation(absl::StrCat("batch op ", seq, " is partly applied: key ", key, " '", Key(key),
-                               "' holds ", Describe(f), " instead of the batch's ",
-                               Describe(state), " or a later write"));
+                               "' holds ", Describe(f), " instead of the batch's ", Describe(state),
+                               " or a later write"));
       }
     }
   }
@@ -1220,14 +1228,13 @@ class Supervisor {
     const double fill = last_stats_.usable_bytes == 0
                             ? 0
                             : 100.0 * last_stats_.live_bytes / last_stats_.usable_bytes;
-    std::printf(
-        "[%6.0f s] kills %" PRIu64 "  reopens %" PRIu64 "  ops %" PRIu64 "  acked %" PRIu64
-        " (durable %" PRIu64 ")  bytes %.1f MiB  reads checked %" PRIu64 "  keys verified %" PRIu64
-        "  store-full refusals %" PRIu64 "  unacked survived %" PRIu64 "/%" PRIu64
-        "  fill %.0f%%\n",
-        Now() - start_, c_.kills, c_.reopens, c_.ops, c_.acked, c_.acked_durable,
-        c_.bytes / 1048576.0, c_.reads_checked, c_.keys_verified, c_.refusals,
-        c_.survived_unacked, c_.unacked_at_kill, fill);
+    std::printf("[%6.0f s] kills %" PRIu64 "  reopens %" PRIu64 "  ops %" PRIu64 "  acked %" PRIu64
+                " (durable %" PRIu64 ")  bytes %.1f MiB  reads checked %" PRIu64
+                "  keys verified %" PRIu64 "  store-full refusals %" PRIu64
+                "  unacked survived %" PRIu64 "/%" PRIu64 "  fill %.0f%%\n",
+                Now() - start_, c_.kills, c_.reopens, c_.ops, c_.acked, c_.acked_durable,
+                c_.bytes / 1048576.0, c_.reads_checked, c_.keys_verified, c_.refusals,
+                c_.survived_unacked, c_.unacked_at_kill, fill);
     std::fflush(stdout);
   }
 
@@ -1240,8 +1247,8 @@ class Supervisor {
     }
     std::printf("nvkv-soak: %s after %.0f s, seed %" PRIu64 ": corrupt values %" PRIu64
                 ", phantom values %" PRIu64 ", torn batches %" PRIu64 ", read errors %" PRIu64
-                ", writer failures %" PRIu64 ", other failures %" PRIu64
-                ", Check notes %" PRIu64 " in %" PRIu64 " checks\n",
+                ", writer failures %" PRIu64 ", other failures %" PRIu64 ", Check notes %" PRIu64
+                " in %" PRIu64 " checks\n",
                 c_.Violations() == 0 ? "PASS" : "FAIL", Now() - start_, config_.seed, c_.corrupt,
                 c_.phantom, c_.torn, c_.read_errors, c_.writer_failures, c_.other_failures,
                 c_.check_problems, c_.checks);
