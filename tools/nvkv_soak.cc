@@ -790,7 +790,7 @@ class Supervisor {
          ++generation) {
       RunGeneration(generation);
     }
-    Report();
+    if (Now() - reported_at_ > 1) Report();  // unless the last line was just printed
     return Verdict();
   }
 
@@ -1236,6 +1236,7 @@ class Supervisor {
                 c_.bytes / 1048576.0, c_.reads_checked, c_.keys_verified, c_.refusals,
                 c_.survived_unacked, c_.unacked_at_kill, fill);
     std::fflush(stdout);
+    reported_at_ = Now();
   }
 
   int Verdict() {
@@ -1276,6 +1277,7 @@ class Supervisor {
   uint64_t violation_lines_ = 0;
   double start_ = 0;
   double next_report_ = 0;
+  double reported_at_ = 0;
 };
 
 }  // namespace
