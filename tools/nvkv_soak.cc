@@ -12,7 +12,8 @@
 //   - a write is MUST-SURVIVE once it was acknowledged durable, or, acknowledged non-durable,
 //     once a later durable write or a Flush/Close returned OK (options.h, WriteOptions::durable:
 //     "durable once a later durable write or DB::Flush() has returned OK"; --promise flush
-//     counts only Flush and Close, to look past that promise where the engine breaks it);
+//     counts only Flush and Close: a weaker model, to tell a loss of that promise apart from
+//     others when one is suspected, as when this tool found it broken across shards);
 //   - after a kill a key may hold its last must-survive state or the state of any write issued
 //     after it (acknowledged or not: which non-durable writes survive is unspecified), nothing
 //     else; a write refused with kResourceExhausted is never applied;
