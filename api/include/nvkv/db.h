@@ -270,13 +270,15 @@ class DB {
   // Largest value, in bytes: 1 MiB, or a quarter of a segment's payload if smaller.
   uint32_t max_value_bytes() const;
   // Largest WriteBatch, in log bytes (compare WriteBatch::ApproximateSize()). Every batch up to
-  // it is written, whatever the sizes of its entries: a batch's entries go to consecutive pages
-  // of one log, packed whole (an entry never straddles two pages), and all those pages are
-  // taken at once, from one segment and from the page buffers of one shard
-  // (Options::page_buffers_per_shard). Entries of just over half a page take a page each, so
-  // the limit is half of the smaller of the two, in pages' payload (4,056 bytes per 4 KiB
-  // page): 16 pages' payload, 64,896 bytes, with the default options. One exception, in
-  // either index mode: two keys whose 32-bit index tags collide cannot share a page; if that
+  // it is written, whatever the sizes of its entries, as long as each fits one page: a value
+  // over a page's payload (4,056 bytes with its key per 4 KiB page) goes in a batch of its own,
+  // and in a batch of two or more entries it is kInvalidArgument (nothing written). A batch's
+  // entries go to consecutive pages of one log, packed whole (an entry never straddles two
+  // pages), and all those pages are taken at once, from one segment and from the page buffers
+  // of one shard (Options::page_buffers_per_shard). Entries of just over half a page take a
+  // page each, so the limit is half of the smaller of the two, in pages' payload (4,056 bytes
+  // per 4 KiB page): 16 pages' payload, 64,896 bytes, with the default options. One exception,
+  // in either index mode: two keys whose 32-bit index tags collide cannot share a page; if that
   // takes a batch near the limit past what a shard holds, Write fails with kInvalidArgument
   // (nothing is written).
   uint64_t max_batch_bytes() const;
