@@ -23,6 +23,10 @@ for b in $builds; do
   ninja -C "$dir" -j "$jobs"
   (cd "$dir" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -j "$jobs")
+  if [ "$b" = release ]; then
+    echo "=== kill -9 soak, ${NVKV_SOAK_SECONDS:-120} s (tools/ci/soak.sh $dir)"
+    NVKV_SOAK_SECONDS=${NVKV_SOAK_SECONDS:-120} tools/ci/soak.sh "$dir"
+  fi
   if [ "$b" = release ] && [ "${NVKV_SKIP_VM:-0}" != 1 ]; then
     echo "=== NVMe tests in QEMU (tests/nvme-vm/ci.sh $dir; NVKV_SKIP_VM=1 skips them)"
     tests/nvme-vm/ci.sh "$dir"
