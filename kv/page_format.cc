@@ -15,11 +15,11 @@ uint64_t ChecksumOf(const uint8_t* data, size_t bytes, uint64_t seed) {
   return XXH3_64bits_withSeed(data, bytes, seed);
 }
 
+// Compares the buffer with itself shifted by a byte (all bytes equal, and the first is zero):
+// memcmp runs at memory speed also where a byte loop is not vectorized (instrumented builds such
+// as the fuzz targets', in which recovery spends most of its time here on unwritten pages).
 bool AllZero(const uint8_t* data, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i) {
-    if (data[i] != 0) return false;
-  }
-  return true;
+  return bytes == 0 || (data[0] == 0 && std::memcmp(data, data + 1, bytes - 1) == 0);
 }
 
 }  // namespace
