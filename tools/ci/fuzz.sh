@@ -53,8 +53,8 @@ for target in "${targets[@]}"; do
   "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=20 -max_len="$(max_len "$target")" \
     -artifact_prefix="$dir/artifacts/" -print_final_stats=1 "$dir/corpus" >"$dir/log" 2>&1
   status=$?
-  runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$dir/log" | grep -o '[0-9]*$')
-  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$dir/log" | grep -o '[0-9]*$')
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$dir/log" | grep -o '[0-9]*$')
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$dir/log" | grep -o '[0-9]*$')
   artifacts=("$dir"/artifacts/*)
   if [[ $status -ne 0 || -e ${artifacts[0]} ]]; then
     failed+=("$target")
