@@ -6,9 +6,10 @@
 // Properties: a refused page is kDataLoss or kNotFound (all zero) with a message; an accepted
 // page has a known type and used_bytes within the payload; every record the iterator yields lies
 // inside the page's used bytes, right after the previous one, with the key and value sizes its
-// header gives (the value: all of it, or for a large record the rest of the page); the iterator
-// ends OK only after record_count records; FindRecord finds each key's first record; and a page
-// of small records that the decoder took whole is what PageBuilder writes for those records.
+// header gives (the value: all of it, or for a large record the rest of the page, as the last
+// record); the iterator ends OK only after record_count records; FindRecord finds each key's
+// first record; and a page of small records that the decoder took whole is what PageBuilder
+// writes for those records.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -79,6 +80,7 @@ void CheckPage(const uint8_t* page) {
     if ((h.flags & kRecordLarge) != 0) {
       any_large = true;
       FUZZ_REQUIRE(value + view.value.size() == used_end, "a large record fills the page");
+      FUZZ_REQUIRE(records.size() + 1 == header->record_count, "a large record is the last");
     } else {
       FUZZ_REQUIRE(view.value.size() == h.value_bytes);
     }

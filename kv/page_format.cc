@@ -225,7 +225,10 @@ bool RecordIterator::Next(RecordView* record) {
   const uint32_t after_header = offset_ + sizeof(RecordHeader);
   const bool large = (h.flags & kRecordLarge) != 0;
   const uint32_t room = used_bytes_ - after_header;
+  // A large record's value runs to the end of the page, so it is the page's last record (the
+  // writer puts it alone on a fresh page): a count that says more follow is malformed.
   if (h.key_bytes > room || (!large && h.value_bytes > room - h.key_bytes) ||
+      (large && remaining_records_ != 1) ||
       (h.type != static_cast<uint8_t>(RecordType::kPut) &&
        h.type != static_cast<uint8_t>(RecordType::kDelete))) {
     status_ = absl::DataLossError(absl::StrCat("record at offset ", offset_, " is malformed"));
