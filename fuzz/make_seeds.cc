@@ -23,7 +23,8 @@ void Write(const std::string& target, const std::string& name, std::vector<uint8
   while (!bytes.empty() && bytes.back() == 0) bytes.pop_back();
   std::filesystem::create_directories(root / target);
   std::ofstream out(root / target / name, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 RecordHeader Header(RecordType type, uint8_t flags, std::string_view key, uint32_t value_bytes,
@@ -215,7 +216,8 @@ void Recovery() {
   save("both_superblocks", mutation(0x00, {{20, 0x01}, {4096 + 20, 0x01}}));
   save("forged_geometry", mutation(0x05, {{28, 0x01}}));
   for (uint32_t page = 2; page < 130; page += 5) {
-    save("page_" + std::to_string(page), mutation(page % 2 ? 0x0c : 0x06, {{page * 4096 + 300, 0x5a}}));
+    save("page_" + std::to_string(page),
+         mutation(page % 2 ? 0x0c : 0x06, {{page * 4096 + 300, 0x5a}}));
   }
   save("forged_header", mutation(0x0d, {{2 * 4096 + 20, 0x01}}));
   save("forged_record", mutation(0x07, {{2 * 4096 + 40 + 4, 0x80}}));

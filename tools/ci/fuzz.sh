@@ -49,9 +49,12 @@ for target in "${targets[@]}"; do
   dir=$work/$target
   rm -rf "$dir"
   mkdir -p "$dir/corpus" "$dir/artifacts"
-  if [[ -d $root/fuzz/corpus/$target ]]; then cp -r "$root/fuzz/corpus/$target/." "$dir/corpus/"; fi
-  "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=20 -max_len="$(max_len "$target")" \
-    -artifact_prefix="$dir/artifacts/" -print_final_stats=1 "$dir/corpus" >"$dir/log" 2>&1
+  if [[ -d $root/fuzz/corpus/$target ]]; then
+    cp -r "$root/fuzz/corpus/$target/." "$dir/corpus/"
+  fi
+  "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=20 \
+    -max_len="$(max_len "$target")" -artifact_prefix="$dir/artifacts/" -print_final_stats=1 \
+    "$dir/corpus" >"$dir/log" 2>&1
   status=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$dir/log" | grep -o '[0-9]*$')
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$dir/log" | grep -o '[0-9]*$')
@@ -59,7 +62,8 @@ for target in "${targets[@]}"; do
   if [[ $status -ne 0 || -e ${artifacts[0]} ]]; then
     failed+=("$target")
     echo "FAIL fuzz_$target (exit $status); log: $dir/log"
-    grep -m1 -E 'ERROR: |fuzz property failed|NVKV_CHECK failed|runtime error' "$dir/log" | sed 's/^/  /'
+    grep -m1 -E 'ERROR: |fuzz property failed|NVKV_CHECK failed|runtime error' "$dir/log" |
+      sed 's/^/  /'
     for artifact in "${artifacts[@]}"; do
       [[ -e $artifact ]] || continue
       echo "  reproducer: $artifact"
