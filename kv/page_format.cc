@@ -15,11 +15,11 @@ uint64_t ChecksumOf(const uint8_t* data, size_t bytes, uint64_t seed) {
   return XXH3_64bits_withSeed(data, bytes, seed);
 }
 
+// Compares the buffer with itself shifted by a byte (all bytes equal, and the first is zero):
+// memcmp runs at memory speed also where a byte loop is not vectorized (instrumented builds such
+// as the fuzz targets', in which recovery spends most of its time here on unwritten pages).
 bool AllZero(const uint8_t* data, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i) {
-    if (data[i] != 0) return false;
-  }
-  return true;
+  return bytes == 0 || (data[0] == 0 && std::memcmp(data, data + 1, bytes - 1) == 0);
 }
 
 }  // namespace
@@ -225,7 +225,10 @@ bool RecordIterator::Next(RecordView* record) {
   const uint32_t after_header = offset_ + sizeof(RecordHeader);
   const bool large = (h.flags & kRecordLarge) != 0;
   const uint32_t room = used_bytes_ - after_header;
+  // A large record's value runs to the end of the page, so it is the page's last record (the
+  // writer puts it alone on a fresh page): a count that says more follow is malformed.
   if (h.key_bytes > room || (!large && h.value_bytes > room - h.key_bytes) ||
+      (large && remaining_records_ != 1) ||
       (h.type != static_cast<uint8_t>(RecordType::kPut) &&
        h.type != static_cast<uint8_t>(RecordType::kDelete))) {
     status_ = absl::DataLossError(absl::StrCat("record at offset ", offset_, " is malformed"));

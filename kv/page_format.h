@@ -223,7 +223,8 @@ struct RecordView {
 };
 
 // Walks the records of a verified kData page. Bounds are checked; a record that runs past
-// used_bytes is reported as kDataLoss (the checksum passed, so this means a writer bug or a
+// used_bytes, or a large record that is not the page's last (FORMAT.md: it is alone on its
+// page), is reported as kDataLoss (the checksum passed, so this means a writer bug or a
 // collision, never a silent skip).
 class RecordIterator {
  public:

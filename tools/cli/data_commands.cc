@@ -12,13 +12,11 @@
 #include "nvkv/iterator.h"
 #include "nvkv/write_batch.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/dump_format.h"
 #include "tools/cli/progress.h"
 
 namespace nvkv::cli {
 namespace {
-
-// The first line dump writes. load reads the encoding from it.
-constexpr char kDumpHeaderPrefix[] = "# nvkv-cli dump v1 encoding=";
 
 // Pairs per WriteBatch when loading.
 constexpr size_t kLoadBatchPairs = 1024;
@@ -53,15 +51,6 @@ absl::StatusOr<std::string> KeyArgument(const Context& context, std::string_view
 }
 
 Outcome CloseDb(DB& db) { return FromStatus(db.Close()); }
-
-// A pair line of scan and dump.
-std::string PairLine(std::string_view key, std::string_view value, Encoding encoding) {
-  std::string line = Encode(key, encoding, /*is_key=*/true);
-  line += '\t';
-  line += Encode(value, encoding, /*is_key=*/false);
-  line += '\n';
-  return line;
-}
 
 }  // namespace
 
@@ -151,7 +140,7 @@ Outcome RunScan(const Context& context) {
     if (!to.empty() && it->key() >= to) break;
     const std::string line =
         keys_only ? Encode(it->key(), context.encoding, /*is_key=*/true) + "\n"
-                  : PairLine(it->key(), it->value(), context.encoding);
+                  : DumpPairLine(it->key(), it->value(), context.encoding);
     if (!WriteOut(line)) return FinishStdout();
     ++count;
   }
@@ -166,9 +155,7 @@ Outcome RunScan(const Context& context) {
 Outcome RunDump(const Context& context) {
   absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
-  const std::string header =
-      absl::StrCat(kDumpHeaderPrefix, context.encoding == Encoding::kHex ? "hex" : "escaped", "\n");
-  if (!WriteOut(header)) return FinishStdout();
+  if (!WriteOut(DumpHeaderLine(context.encoding))) return FinishStdout();
   bool out_failed = false;
   if (context.ordered) {
     // Key order: the same store dumps to the same text.
@@ -177,7 +164,7 @@ Outcome RunDump(const Context& context) {
     uint64_t done = 0;
     std::unique_ptr<Iterator> it = (*db)->NewIterator();
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      if (!WriteOut(PairLine(it->key(), it->value(), context.encoding))) {
+      if (!WriteOut(DumpPairLine(it->key(), it->value(), context.encoding))) {
         out_failed = true;
         break;
       }
@@ -189,7 +176,7 @@ Outcome RunDump(const Context& context) {
     Progress progress("dump", "segments");
     absl::Status walked = (*db)->ForEachLive(
         [&](std::string_view key, std::string_view value) {
-          if (!WriteOut(PairLine(key, value, context.encoding))) {
+          if (!WriteOut(DumpPairLine(key, value, context.encoding))) {
             out_failed = true;
             return absl::CancelledError("stdout failed");
           }
@@ -223,48 +210,31 @@ class Loader {
   // Takes one line (without its line feed). Errors name the line.
   absl::Status Line(std::string_view line) {
     ++line_number_;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) return absl::OkStatus();
-    if (line.front() == '#') {
-      if (line.starts_with(kDumpHeaderPrefix)) {
-        const std::string_view name = line.substr(sizeof(kDumpHeaderPrefix) - 1);
-        if (name == "hex") {
-          encoding_ = Encoding::kHex;
-        } else if (name == "escaped") {
-          encoding_ = Encoding::kEscaped;
-        } else {
-          return Error(absl::StrCat("unknown encoding '", Escape(name, false), "'"));
-        }
-      }
-      return absl::OkStatus();
+    DumpLine parsed;
+    if (absl::Status status = ParseDumpLine(line, &encoding_, &parsed); !status.ok()) {
+      return Error(status.message());
     }
-    const size_t tab = line.find('\t');
-    if (tab == std::string_view::npos || line.find('\t', tab + 1) != std::string_view::npos) {
-      return Error("expected KEY<TAB>VALUE (one tab)");
-    }
-    absl::StatusOr<std::string> key = Decode(line.substr(0, tab), encoding_);
-    if (!key.ok()) return Error(absl::StrCat("key: ", key.status().message()));
-    absl::StatusOr<std::string> value = Decode(line.substr(tab + 1), encoding_);
-    if (!value.ok()) return Error(absl::StrCat("value: ", value.status().message()));
-    if (key->empty()) return Error("empty key");
-    if (key->size() > DB::kMaxKeyBytes) {
-      return Error(absl::StrCat("key of ", key->size(), " bytes is over the limit of ",
+    if (!parsed.is_pair) return absl::OkStatus();
+    const std::string& key = parsed.key;
+    const std::string& value = parsed.value;
+    if (key.size() > DB::kMaxKeyBytes) {
+      return Error(absl::StrCat("key of ", key.size(), " bytes is over the limit of ",
                                 DB::kMaxKeyBytes));
     }
-    if (value->size() > db_.max_value_bytes()) {
-      return Error(absl::StrCat("value of ", value->size(), " bytes is over the limit of ",
+    if (value.size() > db_.max_value_bytes()) {
+      return Error(absl::StrCat("value of ", value.size(), " bytes is over the limit of ",
                                 db_.max_value_bytes()));
     }
-    const size_t bytes = key->size() + value->size() + WriteBatch::kEntryOverheadBytes;
+    const size_t bytes = key.size() + value.size() + WriteBatch::kEntryOverheadBytes;
     if (bytes >= solo_bytes_) {
       if (absl::Status flushed = WriteBatchOut(); !flushed.ok()) return flushed;
       ++pairs_;
-      return Written(db_.Put(*key, *value, WriteOptions{.durable = false}));
+      return Written(db_.Put(key, value, WriteOptions{.durable = false}));
     }
     if (batch_.Count() >= kLoadBatchPairs || batch_.ApproximateSize() + bytes > batch_bytes_) {
       if (absl::Status flushed = WriteBatchOut(); !flushed.ok()) return flushed;
     }
-    batch_.Put(*key, *value);
+    batch_.Put(key, value);
     ++pairs_;
     return absl::OkStatus();
   }
