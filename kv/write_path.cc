@@ -38,9 +38,9 @@ constexpr int kMaxResolveRetries = 64;
 // from it, and code that touches another shard under this set says so with AssertHeld.
 //
 // Locks the shards of `prepared` (sorted by shard id: the lock order) other than `head`, each
-// once, and returns them in locking order. REQUIRES: head.mu held.
+// once, and returns them in locking order.
 std::vector<Shard*> LockOtherShards(const std::vector<PreparedOp>& prepared, Shard& head)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(head.mu) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   std::vector<Shard*> others;
   Shard* last = &head;
   for (const PreparedOp& p : prepared) {
