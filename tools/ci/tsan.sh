@@ -43,6 +43,7 @@ ninja -C "$dir" -j "$(nproc)" "${targets[@]}"
 
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
+chmod 755 "$data"  # limits_test's child process runs as nobody and opens a store in here
 export NVKV_TEST_DIR=$data
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan/suppressions.txt"
 
