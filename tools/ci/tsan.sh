@@ -7,7 +7,9 @@
 # (-Wtsan), e.g. liburing's io_uring_smp_mb, should nvkv ever call it. Needs the Debian packages
 # clang and libclang-rt-14-dev (the TSan runtime).
 # Builds only the test binaries below (RelWithDebInfo: -O2 for speed, -g for the reports), runs
-# each with halt_on_error=1 and fails on the first report.
+# each with halt_on_error=1 and fails on the first report. Measured on the project's shared
+# 2-core machine (other builds running, load 4-5): 6 min 55 s from scratch, 4.5 min of it the
+# build; 6 min 20 s of CPU.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:-build/tsan}
