@@ -196,7 +196,7 @@ class Engine::Impl {
   uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page_; }
   // The index tag of a key. Two different keys with equal tags never share a page, in either
   // index mode, so that a store may be reopened in hash mode whichever mode wrote it.
-  uint32_t TagOf(const KeyHash& hash) const { return shards_.front()->index->Tag(hash.lo); }
+  static uint32_t TagOf(const KeyHash& hash) { return Index::Tag(hash.lo); }
   void WakeCompaction();
   // Marks ranges covered by the last completed flush durable and moves durable_through.
   void RefreshDurable(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
