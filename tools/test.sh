@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then builds and runs every test twice, as a
 # release build and with AddressSanitizer + UndefinedBehaviorSanitizer. After the release build's
-# tests, the NVMe tests run in QEMU guests against Linux's NVMe drivers (tests/nvme-vm/ci.sh,
-# about 5 minutes on 2 cores; it installs QEMU and fetches a kernel the first time).
-#   tools/test.sh            both builds, and the NVMe VMs
-#   NVKV_TEST_BUILDS=release tools/test.sh    one build only (release | asan)
+# tests, a two-minute kill -9 soak (tools/ci/soak.sh) and the NVMe tests in QEMU guests against
+# Linux's NVMe drivers (tests/nvme-vm/ci.sh, about 10 minutes on 2 cores; it installs QEMU and
+# fetches a kernel the first time). Then the clang build (-Werror -Wthread-safety,
+# tools/ci/clang.sh), ThreadSanitizer over the concurrent tests (tools/ci/tsan.sh) and every
+# libFuzzer target for 40 s (tools/ci/fuzz.sh).
+#   tools/test.sh            all of it
+#   NVKV_TEST_BUILDS=release tools/test.sh    some steps only (release asan clang tsan fuzz)
 #   NVKV_SKIP_VM=1 tools/test.sh              without the NVMe VMs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
 
 jobs=$(nproc)
-builds=${NVKV_TEST_BUILDS:-"release asan"}
+builds=${NVKV_TEST_BUILDS:-"release asan clang tsan fuzz"}
 for b in $builds; do
   case "$b" in
+    clang | tsan | fuzz)
+      echo "=== $b (tools/ci/$b.sh)"
+      "tools/ci/$b.sh"
+      continue
+      ;;
     release) dir=build/release; flags=(-DCMAKE_BUILD_TYPE=Release) ;;
     asan) dir=build/asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DNVKV_SANITIZE=ON) ;;
     *) echo "test.sh: unknown build '$b'" >&2; exit 2 ;;
