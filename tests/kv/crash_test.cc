@@ -36,6 +36,7 @@ using storage::MemDevice;
 using storage::MemDeviceOptions;
 
 constexpr char kDeleted[] = "<deleted>";
+constexpr size_t kPayloadBytes = 4096 - sizeof(PageHeader);  // of a page (StoreOptions: 4 KiB)
 
 MemDeviceOptions MemOptions() {
   MemDeviceOptions options;
@@ -216,6 +217,12 @@ void RunUntilCut(const CrashRun& run, std::shared_ptr<storage::MemStorage> stora
         batch.keys.push_back("b" + std::to_string(model->batches.size()) + "-" + std::to_string(i));
         batch.values.push_back(
             ValueFor(batch.keys.back(), ++version, rng, max_value_bytes).substr(0, 300));
+      }
+      if (rng.Next() % 4 == 0) {
+        // One entry fills a page's payload exactly: the next one starts a page of its own.
+        const size_t j = rng.Next() % size;
+        batch.values[j].resize(
+            kPayloadBytes - sizeof(RecordHeader) - batch.keys[j].size(), 'p');
       }
       for (int i = 0; i < size; ++i) ops.push_back(WriteOp{false, batch.keys[i], batch.values[i]});
       const bool durable = rng.Next() % 2 == 0;
