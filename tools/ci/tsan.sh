@@ -43,7 +43,11 @@ targets=(tsan_race_reporter)
 for t in "${tests[@]}"; do targets+=("${t%% *}"); done
 ninja -C "$dir" -j "$(nproc)" "${targets[@]}"
 
-data=$(mktemp -d)
+# Test files go where the other builds' tests put them (NVKV_TEST_DIR, else the build
+# directory): they need O_DIRECT, which tmpfs refuses on older kernels (/tmp may be tmpfs).
+parent=$(realpath -m "${NVKV_TEST_DIR:-$dir}")
+mkdir -p "$parent"
+data=$(mktemp -d "$parent/tsan-data.XXXXXX")
 trap 'rm -rf "$data"' EXIT
 chmod 755 "$data"  # limits_test's child process runs as nobody and opens a store in here
 export NVKV_TEST_DIR=$data
