@@ -16,6 +16,7 @@
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 #include "storage/nvme_command.h"
+#include "storage/nvme_device.h"
 
 namespace nvkv::storage {
 
@@ -62,14 +63,7 @@ std::string Where(const IoRequest& request, const DeviceInfo& info) {
 // What the NVMe backend reports for a completion with Status Field `nvme_status`.
 absl::Status NvmeCompletionStatus(uint16_t nvme_status, const IoRequest& request,
                                   const DeviceInfo& info) {
-  CommandContext context;
-  context.op = request.op == IoOp::kRead    ? NvmeOp::kRead
-               : request.op == IoOp::kWrite ? NvmeOp::kWrite
-                                            : NvmeOp::kFlush;
-  context.lba = request.lba;
-  context.lba_count = request.lba_count;
-  context.path = info.path;
-  const absl::Status status = MapCompletion(nvme_status, context);
+  const absl::Status status = MapCompletion(nvme_status, CompletionContext(request, info));
   return absl::Status(status.code(), absl::StrCat(status.message(), " (injected fault)"));
 }
 

@@ -395,15 +395,20 @@ void NvmeDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
   }
 }
 
-absl::Status NvmeDevice::CompletionStatus(const IoRequest& request, const io_uring_cqe& cqe) {
+CommandContext CompletionContext(const IoRequest& request, const DeviceInfo& info) {
   CommandContext context;
   context.op = request.op == IoOp::kRead    ? NvmeOp::kRead
                : request.op == IoOp::kWrite ? NvmeOp::kWrite
                                             : NvmeOp::kFlush;
   context.lba = request.lba;
   context.lba_count = request.lba_count;
+  context.path = info.path;
+  return context;
+}
+
+absl::Status NvmeDevice::CompletionStatus(const IoRequest& request, const io_uring_cqe& cqe) {
+  CommandContext context = CompletionContext(request, info_);
   context.fixed_buffer = UsesFixedBuffer(request);
-  context.path = info_.path;
   return MapCompletion(cqe.res, context);
 }
 

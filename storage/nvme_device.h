@@ -30,6 +30,7 @@
 #include <string_view>
 
 #include "storage/device.h"
+#include "storage/nvme_command.h"
 #include "storage/ring_device.h"
 
 namespace nvkv::storage {
@@ -98,6 +99,10 @@ std::optional<uint32_t> FindCharDeviceMajor(std::string_view proc_devices, std::
 // The block device that shares a namespace with generic device `generic_name`: "ng0n1" ->
 // "nvme0n1". Empty when the name does not start with "ng".
 std::string BlockDeviceNameForGeneric(std::string_view generic_name);
+
+// The context MapCompletion words a completion of `request` on `info.path` with (op, LBA,
+// blocks, path); fixed_buffer is the caller's to set.
+CommandContext CompletionContext(const IoRequest& request, const DeviceInfo& info);
 
 // What the kernel's request queue of the namespace allows one passthrough request to carry
 // (sysfs queue/max_hw_sectors_kb and queue/max_segments); 0 when unknown.
