@@ -207,33 +207,18 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   auto page_at = [&](uint32_t i) {
     return PageInChunks(chunks, pages_per_chunk, g.page_bytes, unreadable, i);
   };
-  // Newest record of each key on each page: older ones on the same page are dead already.
-  std::vector<ScannedRecord> records;
-  absl::flat_hash_map<std::pair<uint64_t, std::string_view>, size_t> newest;
-  std::deque<std::string> values;  // large values outlive the scan callback
-  // Every readable record, also of a batch a hole cut: the victim is durable, so its batches
-  // stay whole on the device until every copy is (see above), and a record of a cut batch that
-  // the index points at is live like any other.
-  const SegmentScanResult scan = ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/true,
-              /*whole_batches_only=*/false,
-              [&](const ScannedRecord& record) {
-    ScannedRecord copy = record;
-    if ((record.header.flags & kRecordLarge) != 0) {
-      values.emplace_back(record.value);
-      copy.value = values.back();
-    }
-    auto [it, inserted] = newest.try_emplace({record.page_number, record.key}, records.size());
-    if (inserted) {
-      records.push_back(copy);
-    } else if (records[it->second].header.sequence < record.header.sequence) {
-      records[it->second] = copy;
-    }
-  });
+  // The victim as recovery reads it: a record recovery would not apply (a batch cut short by a
+  // crash or by damage) is never copied, or a cut batch's delete or put would come back to
+  // life alone. A live record of a batch that damage cut since Open stays indexed where it
+  // is, and keeps the segment (below).
+  SegmentRecords collected;
+  CollectNewestRecords(g, store_seed_, segment, page_at, &collected);
+  const SegmentScanResult& scan = collected.scan;
   // A damaged page's records cannot be copied: those still indexed keep the segment (below).
   compaction_damaged_pages_.fetch_add(scan.hole_pages);
   const uint64_t tombstone_floor = segments_->MinSequenceExcept(segment);
   absl::Status status;
-  for (const ScannedRecord& record : records) {
+  for (const ScannedRecord& record : collected.records) {
     const bool is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
     if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
     const KeyHash hash = HashKey(record.key);
@@ -260,8 +245,8 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   // covers them all.
   absl::Status durable = Flush();
   if (!durable.ok()) return durable;
-  // Records that could not be read (damaged pages) are still live where they are: never free a
-  // segment that live records point into. Live bytes say so cheaply; the index has the last
+  // Records that could not be copied (on damaged pages, or in a batch that damage cut) are
+  // still live where they are: never free a segment that live records point into. Live bytes say so cheaply; the index has the last
   // word (a repaired key's old entry had no known size).
   if (segments_->live_bytes(segment) != 0 && IndexEntriesIn({segment})[segment] != 0) {
     segments_->Retain(segment);

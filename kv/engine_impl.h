@@ -26,6 +26,7 @@
 #include "kv/key_hash.h"
 #include "kv/page_format.h"
 #include "kv/segment_table.h"
+#include "kv/sequence_ranges.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
@@ -290,6 +291,9 @@ class Engine::Impl {
   std::atomic<uint64_t> verify_reads_{0}, segments_cleaned_{0}, compaction_damaged_pages_{0};
   std::atomic<uint64_t> unreadable_pages_{0};
   uint64_t recovery_pages_ = 0, recovery_records_ = 0, recovery_batches_discarded_ = 0;
+  // The records of the batches recovery dropped, still on the device until compaction frees
+  // their segments (which never copies them: segment_scan.h). Written by Open only.
+  SequenceRanges dropped_batch_records_;
   uint64_t recovery_damaged_pages_ = 0;
   double recovery_seconds_ = 0;
 };

@@ -7,14 +7,13 @@
 // another, and a walk that let it run could meet a record twice (moved ahead of the walk) or not
 // at all (moved behind it).
 //
-// Liveness is compaction's rule (compaction.cc, write_path.cc Relocate): a put is live when it
-// is the newest record of its key on its page and the index still has the key at that page
+// Liveness is compaction's rule (compaction.cc, write_path.cc Relocate): a put is live when
+// recovery would apply it (segment_scan.h CollectNewestRecords: not in a batch cut short), it is
+// the newest record of its key on its page, and the index still has the key at that page
 // (ordered mode: at that page with that record size, as EncodeLocation encodes it).
 #include <algorithm>
 #include <cinttypes>
-#include <deque>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -149,37 +148,10 @@ class SegmentReader {
 
 // ----- Live records -----
 
-// The newest record of each key on each page of one segment, in log order, with large values
-// assembled (`values` owns them).
-struct SegmentRecords {
-  SegmentScanResult scan;
-  std::vector<ScannedRecord> records;
-  std::deque<std::string> values;
-};
-
 void CollectRecords(const Engine::Impl& engine, const SegmentReader& reader, uint64_t segment,
                     SegmentRecords* out) {
-  out->records.clear();
-  out->values.clear();
-  absl::flat_hash_map<std::pair<uint64_t, std::string_view>, size_t> newest;
-  out->scan = ScanSegment(
-      engine.geometry_, engine.store_seed_, segment,
-      [&reader](uint32_t i) { return reader.page(i); }, /*assemble_large_values=*/true,
-      /*whole_batches_only=*/false,  // a cut batch's records the index points at are live
-      [&](const ScannedRecord& record) {
-        ScannedRecord copy = record;
-        if ((record.header.flags & kRecordLarge) != 0) {
-          out->values.emplace_back(record.value);  // the scan's copy dies with the callback
-          copy.value = out->values.back();
-        }
-        auto [it, inserted] =
-            newest.try_emplace({record.page_number, record.key}, out->records.size());
-        if (inserted) {
-          out->records.push_back(copy);
-        } else if (out->records[it->second].header.sequence < record.header.sequence) {
-          out->records[it->second] = copy;
-        }
-      });
+  CollectNewestRecords(engine.geometry_, engine.store_seed_, segment,
+                       [&reader](uint32_t i) { return reader.page(i); }, out);
 }
 
 // The index value that points at `record` when it is its key's current one.

@@ -21,14 +21,19 @@ namespace {
 
 constexpr int kMaxRestarts = 16;
 
-// The newest record of `key` on a verified data page, if any.
+// The newest record of `key` on a verified data page, if any, leaving out the records of
+// batches that recovery dropped: the page may hold one after the key's current record.
 std::optional<RecordView> FindNewest(const uint8_t* page, const PageHeader& header,
-                                     std::string_view key, absl::Status* status) {
+                                     std::string_view key, const SequenceRanges& dropped,
+                                     absl::Status* status) {
   RecordIterator it(page, header);
   RecordView record;
   std::optional<RecordView> newest;
   while (it.Next(&record)) {
     if (record.key != key) continue;
+    if ((record.header.flags & kRecordInBatch) != 0 && dropped.Contains(record.header.sequence)) {
+      continue;
+    }
     if (!newest || record.header.sequence > newest->header.sequence) newest = record;
   }
   *status = it.status();
@@ -149,7 +154,7 @@ void StartLookup(ReadOp* op) {
         header.record_count = it->second->builder.record_count();
         header.used_bytes = it->second->builder.used_bytes();
         absl::Status status;
-        std::optional<RecordView> record = FindNewest(page, header, op->key, &status);
+        std::optional<RecordView> record = FindNewest(page, header, op->key, engine.dropped_batch_records_, &status);
         if (record && record->header.type == static_cast<uint8_t>(RecordType::kPut)) {
           if (op->resolve) {
             op->resolved->found = true;
@@ -289,7 +294,8 @@ void OnPageRead(storage::IoRequest* request) {
     return;
   }
   absl::Status status;
-  std::optional<RecordView> record = FindNewest(op->page.data, *header, op->key, &status);
+  std::optional<RecordView> record = FindNewest(op->page.data, *header, op->key, engine.dropped_batch_records_,
+                                                &status);
   if (!status.ok()) {
     FinishOp(op, status);
     return;

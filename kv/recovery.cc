@@ -205,7 +205,6 @@ absl::Status Engine::Impl::Recover() {
       return PageInChunks(read.chunks, pages_per_chunk, g.page_bytes, unreadable, i);
     };
     scans[segment] = ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/false,
-                                 /*whole_batches_only=*/true,
                                  [&](const ScannedRecord& record) {
       const KeyHash hash = HashKey(record.key);
       const uint32_t shard = ShardFor(hash).id;
@@ -232,6 +231,7 @@ absl::Status Engine::Impl::Recover() {
     max_sequence = std::max(max_sequence, scans[segment].max_sequence);
     recovery_pages_ += g.pages_per_segment;
     recovery_batches_discarded_ += scans[segment].batches_discarded;
+    dropped_batch_records_.AddAll(scans[segment].dropped);
     recovery_damaged_pages_ += scans[segment].hole_pages;
     for (const storage::Buffer& chunk : read.chunks) pool.PutChunk(chunk);
     reads.pop_front();

@@ -3,6 +3,7 @@
 #include <deque>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace nvkv::kv {
@@ -85,7 +86,7 @@ std::string PageFault(const absl::Status& status) {
 
 SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
                               const std::function<const uint8_t*(uint32_t)>& page_at,
-                              bool assemble_large_values, bool whole_batches_only,
+                              bool assemble_large_values,
                               const std::function<void(const ScannedRecord&)>& on_record) {
   SegmentScanResult result;
   const uint64_t first_page = geometry.FirstPageOf(segment);
@@ -142,6 +143,7 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
   auto drop_batch = [&] {
     if (batch.empty()) return false;
     ++result.batches_discarded;
+    result.dropped.Add(batch.front().header.sequence, batch.back().header.sequence);
     batch.clear();
     return true;
   };
@@ -178,7 +180,7 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
       // A pending batch that does not go on here was cut short; a flagged page whose batch was
       // not seen starting holds the tail of a batch whose start was lost in a hole.
       counted_at_hole = drop_batch() || counted_at_hole;
-      dropping_tail = whole_batches_only && (header->flags & kPageContinuesBatch) != 0;
+      dropping_tail = (header->flags & kPageContinuesBatch) != 0;
       if (dropping_tail && !counted_at_hole) ++result.batches_discarded;
     }
     counted_at_hole = false;
@@ -197,6 +199,7 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
       const bool in_batch = (view.header.flags & kRecordInBatch) != 0;
       if (dropping_tail) {
         if (in_batch) {
+          result.dropped.Add(view.header.sequence, view.header.sequence);
           if (view.header.batch_remaining == 0) dropping_tail = false;
           continue;
         }
@@ -241,7 +244,7 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
           record.value = large_values.back();
         }
       }
-      if (in_batch && whole_batches_only) {
+      if (in_batch) {
         batch.push_back(record);
         if (record.header.batch_remaining == 0) {
           for (const ScannedRecord& r : batch) on_record(r);
@@ -262,6 +265,31 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
   }
   drop_batch();  // cut by the log's end
   return result;
+}
+
+void CollectNewestRecords(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
+                          const std::function<const uint8_t*(uint32_t)>& page_at,
+                          SegmentRecords* out) {
+  out->records.clear();
+  out->values.clear();
+  absl::flat_hash_map<std::pair<uint64_t, std::string_view>, size_t> newest;
+  out->scan = ScanSegment(geometry, store_seed, segment, page_at, /*assemble_large_values=*/true,
+                          [&](const ScannedRecord& record) {
+                            ScannedRecord copy = record;
+                            if ((record.header.flags & kRecordLarge) != 0) {
+                              // The scan's assembled value dies with the callback.
+                              out->values.emplace_back(record.value);
+                              copy.value = out->values.back();
+                            }
+                            auto [it, inserted] = newest.try_emplace(
+                                {record.page_number, record.key}, out->records.size());
+                            if (inserted) {
+                              out->records.push_back(copy);
+                            } else if (out->records[it->second].header.sequence <
+                                       record.header.sequence) {
+                              out->records[it->second] = copy;
+                            }
+                          });
 }
 
 }  // namespace nvkv::kv

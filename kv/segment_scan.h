@@ -21,12 +21,14 @@
 #define NVKV_KV_SEGMENT_SCAN_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kv/page_format.h"
+#include "kv/sequence_ranges.h"
 
 namespace nvkv::kv {
 
@@ -54,6 +56,7 @@ struct SegmentScanResult {
   uint64_t max_sequence = 0;    // highest record sequence on any verifying data page
   uint64_t records = 0;         // records read from the log, dead or not
   uint64_t batches_discarded = 0;  // batches cut by a hole or the log's end
+  SequenceRanges dropped;          // the sequences of those batches' records that were read
   std::vector<SegmentHole> holes;  // in page order
   uint32_t hole_pages = 0;         // pages in `holes`
   bool torn_tail = false;          // the page right after the log's end is damaged
@@ -66,13 +69,27 @@ std::string PageFault(const absl::Status& status);
 
 // `page_at(i)` returns the bytes of page i of the segment (all pages_per_segment of them), or
 // null for a page the device could not read (segment_read.h), which counts as damaged.
-// `on_record` sees every record of the log outside its holes, in log order; with
-// `whole_batches_only` (recovery) a batch's records only when the whole batch was read, else
-// (compaction, check: the index decides what is live) every readable record.
+// `on_record` sees the records recovery applies, in log order: those of the log outside its
+// holes, a batch's only once its last record was read. Recovery, compaction and check all read
+// a segment through these rules: a record of a batch cut short (by a crash, which recovery
+// dropped, or by damage since, which the next recovery drops) counts nowhere, so compaction
+// never copies one back to life as a lone record.
 SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
                               const std::function<const uint8_t*(uint32_t)>& page_at,
-                              bool assemble_large_values, bool whole_batches_only,
+                              bool assemble_large_values,
                               const std::function<void(const ScannedRecord&)>& on_record);
+
+// What compaction and check take from a segment: its scan, and of the records recovery applies
+// the newest of each key on each page (an older one on the same page is dead, whatever the
+// index says), in log order, with large values assembled.
+struct SegmentRecords {
+  SegmentScanResult scan;
+  std::vector<ScannedRecord> records;
+  std::deque<std::string> values;  // the assembled large values `records` point at
+};
+void CollectNewestRecords(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
+                          const std::function<const uint8_t*(uint32_t)>& page_at,
+                          SegmentRecords* out);
 
 }  // namespace nvkv::kv
 

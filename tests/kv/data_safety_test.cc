@@ -638,3 +638,146 @@ TEST_F(DataSafetyTest, GenerationsPastTwoToThe32KeepEveryLog) {
 
 }  // namespace
 }  // namespace nvkv::kv
+
+namespace nvkv::kv {
+namespace {
+
+// --- A batch cut short by a crash stays discarded ---
+//
+// Recovery drops a batch whose end never reached the device, but its first pages stay on the
+// device until compaction cleans their segment. Compaction must read the victim as recovery
+// does: a record recovery did not apply is not live, and copying it as a lone record would
+// apply part of a batch that was never acknowledged, after the fact. Here the crash is played
+// by damaging the batch's last page, the log's last page, as a write that never landed leaves
+// it (a torn tail, not a hole).
+
+TEST_F(DataSafetyTest, DeleteInABatchCutByACrashStaysUndoneAfterCompaction) {
+  {
+    auto engine = Open();
+    ASSERT_NE(engine, nullptr);
+    PutPages(*engine, 0, kPagesPerSegment);  // segment 0, all live
+    const std::string deleted = Key(0);
+    std::vector<WriteOp> ops{WriteOp{true, deleted, {}}};
+    const std::string value(1800, 'b');
+    for (const std::string& key : BatchKeys()) ops.push_back(WriteOp{false, key, value});
+    ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());  // segment 1, pages 0..2
+    ASSERT_THAT(engine->Close(), IsOk());
+  }
+  DamagePage(PageNumber(1, 2));  // the batch's end never landed
+  {
+    auto engine = Open();
+    ASSERT_NE(engine, nullptr);
+    EXPECT_EQ(engine->Stats().recovery_batches_discarded, 1u);
+    auto got = engine->Get(Key(0));
+    ASSERT_THAT(got, IsOk()) << "the cut batch's delete was applied";
+    // Segment 1 holds only the cut batch, all dead: compaction cleans it. Its delete would be
+    // kept if it were live, as an older record of its key lies in segment 0.
+    ASSERT_THAT(engine->CompactAll(), IsOk());
+    EXPECT_GE(engine->Stats().segments_cleaned, 1u);
+    got = engine->Get(Key(0));
+    ASSERT_THAT(got, IsOk());
+    EXPECT_EQ(*got, BigValue(0));
+    ASSERT_THAT(engine->Close(), IsOk());
+  }
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  auto got = engine->Get(Key(0));
+  ASSERT_THAT(got, IsOk()) << "compaction copied the cut batch's delete";
+  EXPECT_EQ(*got, BigValue(0));
+  for (const std::string& key : BatchKeys()) {
+    EXPECT_THAT(engine->Get(key).status(), StatusIs(absl::StatusCode::kNotFound)) << key;
+  }
+}
+
+// The cut batch's first record overwrites or deletes a key whose current record sits earlier on
+// the same page (an overwrite with a value of the same size: the index entry, page and size,
+// fits both records). Only the batch's record is newer, and neither a read, compaction, a dump
+// nor check may take it.
+TEST_F(DataSafetyTest, RecordInABatchCutByACrashNeverReplacesTheOneBeforeItOnItsPage) {
+  const std::string before = "value-before-the-batch";
+  const std::string in_batch = "value-in-the-cut-batch";
+  ASSERT_EQ(before.size(), in_batch.size());
+  for (const bool batch_deletes : {false, true}) {
+    SCOPED_TRACE(batch_deletes ? "the batch deletes the key" : "the batch overwrites the key");
+    SetUp();  // a fresh store
+    {
+      auto engine = Open();
+      ASSERT_NE(engine, nullptr);
+      ASSERT_THAT(Put(*engine, "shared", before, /*durable=*/false), IsOk());  // page 0
+      std::vector<WriteOp> ops{WriteOp{batch_deletes, "shared", in_batch}};
+      const std::string value(1800, 'b');
+      for (const std::string& key : BatchKeys()) ops.push_back(WriteOp{false, key, value});
+      ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());  // pages 0..2
+      ASSERT_THAT(engine->Close(), IsOk());
+    }
+    DamagePage(PageNumber(0, 2));  // the batch's end never landed
+    auto check_shared = [&](Engine& engine, const char* when) {
+      auto got = engine.Get("shared");
+      ASSERT_THAT(got, IsOk()) << when;
+      EXPECT_EQ(*got, before) << when;
+    };
+    {
+      auto engine = Open();
+      ASSERT_NE(engine, nullptr);
+      EXPECT_EQ(engine->Stats().recovery_batches_discarded, 1u);
+      check_shared(*engine, "after recovery");
+      ASSERT_THAT(engine->CompactAll(), IsOk());  // the cut batch's records are dead
+      EXPECT_GE(engine->Stats().segments_cleaned, 1u);
+      check_shared(*engine, "after compaction");
+      std::map<std::string, std::string> dumped;
+      ASSERT_THAT(engine->ForEachLive([&](std::string_view key, std::string_view value) {
+        dumped[std::string(key)] = std::string(value);
+        return absl::OkStatus();
+      }),
+                  IsOk());
+      EXPECT_EQ(dumped, (std::map<std::string, std::string>{{"shared", before}}));
+      absl::StatusOr<CheckReport> report = engine->Check();
+      ASSERT_THAT(report, IsOk());
+      EXPECT_TRUE(report->ok()) << absl::StrJoin(report->problems, "\n");
+      ASSERT_THAT(engine->Close(), IsOk());
+    }
+    auto engine = Open();
+    ASSERT_NE(engine, nullptr);
+    check_shared(*engine, "after reopening");
+    for (const std::string& key : BatchKeys()) {
+      EXPECT_THAT(engine->Get(key).status(), StatusIs(absl::StatusCode::kNotFound)) << key;
+    }
+  }
+}
+
+// Reads before compaction: the page with the key's current record and the cut batch's record is
+// still the one the index points at.
+TEST_F(DataSafetyTest, ReadsSkipTheRecordsOfABatchCutByACrash) {
+  for (const bool batch_deletes : {false, true}) {
+    SCOPED_TRACE(batch_deletes ? "the batch deletes the key" : "the batch overwrites the key");
+    SetUp();
+    {
+      auto engine = Open();
+      ASSERT_NE(engine, nullptr);
+      ASSERT_THAT(Put(*engine, "shared", "before", /*durable=*/false), IsOk());  // page 0
+      std::vector<WriteOp> ops{WriteOp{batch_deletes, "shared", "in the batch, longer"}};
+      const std::string value(1800, 'b');
+      for (const std::string& key : BatchKeys()) ops.push_back(WriteOp{false, key, value});
+      ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());  // pages 0..2
+      ASSERT_THAT(engine->Close(), IsOk());
+    }
+    DamagePage(PageNumber(0, 2));
+    for (int reopen = 0; reopen < 2; ++reopen) {  // the record stays dropped at every Open
+      auto engine = Open();
+      ASSERT_NE(engine, nullptr);
+      auto got = engine->Get("shared");
+      ASSERT_THAT(got, IsOk()) << reopen;
+      EXPECT_EQ(*got, "before") << reopen;
+      const std::vector<std::string_view> keys{"shared"};
+      std::vector<absl::StatusOr<std::string>> many;
+      engine->MultiGet(keys, &many);
+      ASSERT_EQ(many.size(), 1u);
+      ASSERT_THAT(many[0], IsOk());
+      EXPECT_EQ(*many[0], "before");
+      ASSERT_THAT(engine->Close(), IsOk());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nvkv::kv
