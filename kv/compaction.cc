@@ -246,8 +246,8 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   absl::Status durable = Flush();
   if (!durable.ok()) return durable;
   // Records that could not be copied (on damaged pages, or in a batch that damage cut) are
-  // still live where they are: never free a segment that live records point into. Live bytes say so cheaply; the index has the last
-  // word (a repaired key's old entry had no known size).
+  // still live where they are: never free a segment that live records point into. Live bytes
+  // say so cheaply; the index has the last word (a repaired key's old entry had no known size).
   if (segments_->live_bytes(segment) != 0 && IndexEntriesIn({segment})[segment] != 0) {
     segments_->Retain(segment);
     return absl::OkStatus();

@@ -154,7 +154,8 @@ void StartLookup(ReadOp* op) {
         header.record_count = it->second->builder.record_count();
         header.used_bytes = it->second->builder.used_bytes();
         absl::Status status;
-        std::optional<RecordView> record = FindNewest(page, header, op->key, engine.dropped_batch_records_, &status);
+        std::optional<RecordView> record =
+            FindNewest(page, header, op->key, engine.dropped_batch_records_, &status);
         if (record && record->header.type == static_cast<uint8_t>(RecordType::kPut)) {
           if (op->resolve) {
             op->resolved->found = true;
@@ -294,8 +295,8 @@ void OnPageRead(storage::IoRequest* request) {
     return;
   }
   absl::Status status;
-  std::optional<RecordView> record = FindNewest(op->page.data, *header, op->key, engine.dropped_batch_records_,
-                                                &status);
+  std::optional<RecordView> record =
+      FindNewest(op->page.data, *header, op->key, engine.dropped_batch_records_, &status);
   if (!status.ok()) {
     FinishOp(op, status);
     return;
