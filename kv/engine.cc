@@ -126,18 +126,6 @@ absl::Status Engine::Impl::CheckOpen() const {
   return absl::OkStatus();
 }
 
-void Engine::Impl::RefreshDurable(Shard& shard) {
-  const uint64_t flushed = flushed_epoch_.load();
-  LogHead& head = shard.head;
-  for (PageRange& range : head.ranges) {
-    if (range.completed && !range.failed && range.completed_epoch <= flushed) range.durable = true;
-  }
-  while (!head.ranges.empty() && head.ranges.front().completed && head.ranges.front().durable) {
-    head.durable_through = head.ranges.front().counter_end - 1;
-    head.ranges.pop_front();
-  }
-}
-
 // Reads the superblocks; formats when there is no store and that is allowed.
 absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
     const storage::QueueOptions& options) {

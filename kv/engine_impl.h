@@ -199,8 +199,6 @@ class Engine::Impl {
   // index mode, so that a store may be reopened in hash mode whichever mode wrote it.
   static uint32_t TagOf(const KeyHash& hash) { return Index::Tag(hash.lo); }
   void WakeCompaction();
-  // Marks ranges covered by the last completed flush durable and moves durable_through.
-  void RefreshDurable(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   void SetBroken(const absl::Status& status);
   // Largest batch, in record bytes. A batch's records all go to one head, after what its open
   // page holds, into fresh pages that must all be reserved at once (ReserveForBatch): so few
@@ -253,7 +251,6 @@ class Engine::Impl {
   storage::IoRequest flush_request_;
   bool flush_in_flight_ = false;  // writer thread only
   uint64_t flush_request_epoch_ = 0;
-  std::atomic<uint64_t> flushed_epoch_{0};  // ranges completed at or before it are durable
 
   // Compaction. Only the compaction thread uses compaction_queue_: its ring is SINGLE_ISSUER,
   // so CompactAll calls are handed to that thread (numbered requests, answered in order).

@@ -9,15 +9,16 @@
 //   - hash index (NewHashIndex, the default): holds no key bytes, about 9-11 bytes per live key.
 //     An entry is a 32-bit tag taken from the key's hash plus a 31-bit page number, so different
 //     keys can share a tag: Find returns every page whose tag matches and the caller reads each
-//     candidate page to confirm the key (exact() is false). Page numbers must be below
+//     candidate page to confirm the key (exact() is false). The engine never lets two keys with
+//     equal tags share a page (FORMAT.md), so an entry (tag, page) belongs to one key. Page numbers must be below
 //     kHashIndexPageLimit (2^31). See kv/hash_index.h.
 //   - ordered index (NewOrderedIndex): holds full keys in a B-tree, so Find is exact (no device
 //     read to confirm identity) and Scan iterates in key order. About 90 bytes per key for
 //     23-byte keys. See kv/ordered_index.h.
 //
-// The `hash` argument is always XXH3_64bits(key), computed once per operation by the engine.
-// The top bits of the hash pick the shard, so within one shard they are nearly constant; the
-// hash index uses only bits 0..31 (see kv/hash_index.h). The ordered index ignores it.
+// The `hash` argument is always the low half of the key's XXH3-128 (KeyHash::lo, key_hash.h),
+// computed once per operation by the engine; the high half picks the shard. The hash index uses
+// only bits 0..31 (see kv/hash_index.h). The ordered index ignores it.
 //
 // Both implementations allow the engine's whole page range for a key of any length; key length
 // limits are the engine's to enforce before calling Insert.
@@ -51,9 +52,8 @@ class Index {
   virtual ~Index() = default;
 
   // Replaces the contents of `pages` with every location that MAY hold `key`.
-  //   hash index: the page of every entry whose tag matches, in no particular order. Several
-  //     keys on the same page may share a tag, so the same page can appear more than once; each
-  //     occurrence is a separate entry and the caller deduplicates before reading.
+  //   hash index: the page of every entry whose tag matches, in no particular order: pages of
+  //     other keys with the same tag too, which the caller tells apart by reading them.
   //   ordered index: at most one page, the key's exact entry.
   // Does not allocate when `pages` already has enough capacity.
   virtual void Find(uint64_t hash, std::string_view key, std::vector<uint64_t>* pages) const = 0;
@@ -79,8 +79,8 @@ class Index {
   virtual absl::Status MakeRoomFor(uint64_t inserts) = 0;
 
   // Changes key's entry at `old_page` to `new_page`; returns whether it did. Changes exactly one
-  // entry: for the hash index, one entry with key's tag and page `old_page` (any one of them if
-  // several keys on that page share the tag; they are indistinguishable). Returns false without
+  // entry: for the hash index, the entry with key's tag and page `old_page` (no other key with
+  // that tag has a record on that page, FORMAT.md). Returns false without
   // changing anything when there is no such entry, or when the hash index cannot store
   // `new_page` (>= kHashIndexPageLimit).
   virtual bool Replace(uint64_t hash, std::string_view key, uint64_t old_page,

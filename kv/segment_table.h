@@ -114,7 +114,8 @@ class SegmentTable {
                                      bool only_with_garbage);
   // Compaction gave up on `segment` (error): back to kSealed.
   void Unpick(uint64_t segment);
-  // Compaction cleaned `segment`; its free marker has generation `generation`.
+  // Compaction cleaned `segment` and wrote its free markers (their generation came from
+  // NextGeneration): kCompacting -> kFree, back on the free list.
   void Free(uint64_t segment);
   // Compaction cleaned `segment` but could not empty it (damaged pages): kCompacting ->
   // kRetained.
@@ -145,7 +146,7 @@ class SegmentTable {
   // sequence in `except` hides nothing elsewhere. O(segments).
   bool MayHoldOlder(const KeyHash& hash, uint64_t sequence, uint64_t except);
 
-  uint64_t NextGeneration() { return next_generation_.fetch_add(1) ; }
+  uint64_t NextGeneration() { return next_generation_.fetch_add(1); }
 
   // Recovery fills these before the engine starts (NoteRecord first, for every record it
   // finds; RecoverSegment then shrinks the segment's key filter, or drops it when not in use).
