@@ -33,6 +33,7 @@ namespace nvkv::kv {
 
 class Shard;
 class ReadQueue;
+enum class ReadPurpose : uint8_t;  // read_queue.h
 class ReadQueueSet;
 
 // One page buffer of a shard's log head: filled under the shard lock, then written by the
@@ -150,8 +151,9 @@ class Engine::Impl {
 
   // --- read_path.cc ---
   absl::Status GetAsync(std::string_view key, GetCallback callback);
-  // Starts a read; `internal` reads (Get, MultiGet) run their callback wherever they finish.
-  absl::Status StartRead(std::string_view key, GetCallback callback, bool internal);
+  // Starts a read for GetAsync (kAsync) or for Get and MultiGet (kSync, whose callbacks run
+  // wherever the read finishes); read_queue.h ReadPurpose.
+  absl::Status StartRead(std::string_view key, GetCallback callback, ReadPurpose purpose);
   absl::Status ReapInternally(ReadQueue& queue);
   absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
   uint32_t pending_reads();

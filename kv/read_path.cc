@@ -85,6 +85,7 @@ ThreadQueues::~ThreadQueues() {
 }
 
 void FinishOp(ReadOp* op, absl::StatusOr<std::string> result);
+void FinishKeyCheck(ReadOp* op, absl::Status status);
 void IssueCandidate(ReadOp* op);
 void StartLookup(ReadOp* op);
 void FinishMiss(ReadOp* op);
@@ -103,19 +104,29 @@ void ReleaseOp(ReadOp* op) {
   op->unreadable.clear();
   op->unreadable_status = absl::OkStatus();
   op->value.clear();
+  op->state = ReadState::kFree;
   op->queue->free_ops.push_back(op);
 }
 
+// A key check has its answer (in `resolved`, filled by the caller) or failed with `status`.
+// Its op is not the queue's: ResolveCurrent's stack frame owns it.
+void FinishKeyCheck(ReadOp* op, absl::Status status) {
+  op->key_check_status = std::move(status);
+  op->state = ReadState::kFinished;
+}
+
+// The end of a read: a value, kNotFound or an error. A key check takes kNotFound as "no record
+// of the key" (`resolved` stays as it was).
 void FinishOp(ReadOp* op, absl::StatusOr<std::string> result) {
-  if (op->resolve) {
-    if (!result.ok() && !absl::IsNotFound(result.status())) op->resolve_status = result.status();
-    op->done = true;
-    return;  // resolve ops are owned by ResolveCurrent's stack frame
+  if (op->purpose == ReadPurpose::kKeyCheck) {
+    FinishKeyCheck(op, result.ok() || absl::IsNotFound(result.status()) ? absl::OkStatus()
+                                                                        : result.status());
+    return;
   }
   GetCallback callback = std::move(op->callback);
   ReadQueue* queue = op->queue;
-  const bool to_ready =
-      !op->internal && (op->deliver_to_ready || queue->reaping_internally);
+  const bool to_ready = op->purpose == ReadPurpose::kAsync &&
+                        (op->state == ReadState::kStarting || queue->internal_reaps > 0);
   ReleaseOp(op);
   if (to_ready) {
     queue->ready.emplace_back(std::move(callback), std::move(result));
@@ -157,12 +168,12 @@ void StartLookup(ReadOp* op) {
         std::optional<RecordView> record =
             FindNewest(page, header, op->key, engine.dropped_batch_records_, &status);
         if (record && record->header.type == static_cast<uint8_t>(RecordType::kPut)) {
-          if (op->resolve) {
+          if (op->purpose == ReadPurpose::kKeyCheck) {
             op->resolved->found = true;
             op->resolved->location = location;
             op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
             op->resolved->candidates = op->candidates;
-            FinishOp(op, absl::NotFoundError(""));
+            FinishKeyCheck(op, absl::OkStatus());
           } else {
             FinishOp(op, std::string(record->value));
           }
@@ -172,7 +183,7 @@ void StartLookup(ReadOp* op) {
       if (!pending_large) break;
       shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
     }
-    if (op->resolve) op->resolved->candidates = op->candidates;
+    if (op->purpose == ReadPurpose::kKeyCheck) op->resolved->candidates = op->candidates;
     op->looked_up = op->candidates;
     std::sort(op->looked_up.begin(), op->looked_up.end());
   }
@@ -256,7 +267,7 @@ void FinishMiss(ReadOp* op) {
     FinishOp(op, absl::NotFoundError("key not found"));
     return;
   }
-  if (!op->resolve) {
+  if (op->purpose != ReadPurpose::kKeyCheck) {
     FinishOp(op, op->unreadable_status);
     return;
   }
@@ -264,7 +275,7 @@ void FinishMiss(ReadOp* op) {
   op->resolved->damaged = true;
   op->resolved->location = op->engine->EncodeLocation(op->unreadable.front(), 0);
   op->resolved->record_bytes = 0;
-  FinishOp(op, absl::NotFoundError(""));
+  FinishKeyCheck(op, absl::OkStatus());
 }
 
 void OnPageRead(storage::IoRequest* request) {
@@ -305,12 +316,12 @@ void OnPageRead(storage::IoRequest* request) {
     IssueCandidate(op);  // the next candidate, or the final miss
     return;
   }
-  if (op->resolve) {
+  if (op->purpose == ReadPurpose::kKeyCheck) {
     op->resolved->found = true;
     op->resolved->location = engine.EncodeLocation(
         page_number, RecordBytes(op->key.size(), record->header.value_bytes));
     op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
-    FinishOp(op, absl::NotFoundError(""));
+    FinishKeyCheck(op, absl::OkStatus());
     return;
   }
   if ((record->header.flags & kRecordLarge) == 0) {
@@ -401,7 +412,7 @@ absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
   absl::StatusOr<ReadQueue*> queue =
       read_queues_->Open([this]() -> absl::StatusOr<std::unique_ptr<ReadQueue>> {
         storage::QueueOptions queue_options;
-        // One extra request slot per op: a resolve read may run beside a full set of async reads.
+        // One extra request slot per op: a key check may run beside a full set of async reads.
         queue_options.queue_depth = options_.read_queue_depth + 2;
         queue_options.buffers.buffer_bytes = geometry_.page_bytes;
         queue_options.buffers.buffer_count = options_.read_queue_depth + 2;
@@ -464,10 +475,11 @@ size_t ReadQueueSet::size() {
 }
 
 absl::Status Engine::Impl::GetAsync(std::string_view key, GetCallback callback) {
-  return StartRead(key, std::move(callback), /*internal=*/false);
+  return StartRead(key, std::move(callback), ReadPurpose::kAsync);
 }
 
-absl::Status Engine::Impl::StartRead(std::string_view key, GetCallback callback, bool internal) {
+absl::Status Engine::Impl::StartRead(std::string_view key, GetCallback callback,
+                                     ReadPurpose purpose) {
   absl::Status open = CheckOpen();
   if (!open.ok()) return open;
   if (key.empty() || key.size() > kMaxKeyBytes) {
@@ -485,13 +497,13 @@ absl::Status Engine::Impl::StartRead(std::string_view key, GetCallback callback,
   op->key.assign(key);
   op->hash = HashKey(key);
   op->restarts = 0;
-  op->resolve = false;
-  op->internal = internal;
-  // Answers found during GetAsync itself wait in `ready` for Poll: one contract for callers.
+  op->purpose = purpose;
   op->callback = std::move(callback);
-  op->deliver_to_ready = true;
+  // Answers found during GetAsync itself wait in `ready` for Poll: one contract for callers.
+  op->state = ReadState::kStarting;
   StartLookup(op);
-  op->deliver_to_ready = false;  // harmless if op already finished: it is re-set on reuse
+  // Unless it finished already (then it is free, or a callback run meanwhile reused it).
+  if (op->state == ReadState::kStarting) op->state = ReadState::kRunning;
   return absl::OkStatus();
 }
 
@@ -535,11 +547,8 @@ uint32_t Engine::Impl::pending_reads() {
 // Reaps this thread's queue for a synchronous call (Get, MultiGet): only the call's own reads
 // run their callbacks here; async reads that finish meanwhile wait for the caller's Poll.
 absl::Status Engine::Impl::ReapInternally(ReadQueue& queue) {
-  const bool was = queue.reaping_internally;
-  queue.reaping_internally = true;
-  absl::StatusOr<uint32_t> reaped = queue.device->Reap(1);
-  queue.reaping_internally = was;
-  return reaped.status();
+  ReapScope scope(queue);
+  return queue.device->Reap(1).status();
 }
 
 absl::StatusOr<std::string> Engine::Impl::Get(std::string_view key) {
@@ -568,7 +577,7 @@ void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
       (*values)[i] = std::move(value);
       --remaining;
     };
-    absl::Status started = StartRead(keys[i], on_done, /*internal=*/true);
+    absl::Status started = StartRead(keys[i], on_done, ReadPurpose::kSync);
     while (absl::IsUnavailable(started)) {
       // Every slot is busy: let one finish, then go on issuing. Reads issued so far are all in
       // flight while we wait.
@@ -577,7 +586,7 @@ void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
         fail_rest(reaped);
         return;
       }
-      started = StartRead(keys[i], on_done, /*internal=*/true);
+      started = StartRead(keys[i], on_done, ReadPurpose::kSync);
     }
     if (!started.ok()) {
       (*values)[i] = started;
@@ -623,22 +632,23 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
   if (!op.page.valid()) return absl::ResourceExhaustedError("no page buffer for a key check");
   op.key.assign(key);
   op.hash = hash;
-  op.resolve = true;
+  op.purpose = ReadPurpose::kKeyCheck;
+  op.state = ReadState::kRunning;
   op.resolved = &current;
   StartLookup(&op);
-  const bool was_internal = (*queue)->reaping_internally;
-  (*queue)->reaping_internally = true;
-  while (!op.done) {
-    absl::StatusOr<uint32_t> reaped = (*queue)->device->Reap(1);
-    if (!reaped.ok()) {
-      op.resolve_status = reaped.status();
-      break;
+  {
+    ReapScope scope(**queue);
+    while (op.state != ReadState::kFinished) {
+      absl::StatusOr<uint32_t> reaped = (*queue)->device->Reap(1);
+      if (!reaped.ok()) {
+        op.key_check_status = reaped.status();
+        break;
+      }
     }
   }
-  (*queue)->reaping_internally = was_internal;
   (*queue)->device->buffers().PutPage(op.page);
   if (op.chunk.valid()) (*queue)->device->buffers().PutChunk(op.chunk);
-  if (!op.resolve_status.ok()) return op.resolve_status;
+  if (!op.key_check_status.ok()) return op.key_check_status;
   verify_reads_.fetch_add(1, std::memory_order_relaxed);
   return current;
 }

@@ -22,8 +22,23 @@ namespace nvkv::kv {
 
 class ReadQueue;
 
-// One read in flight: a lookup that may read a candidate page, then the next candidate, then a
-// large value's continuation pages.
+// Who asked for a read: that decides what it answers and where the answer goes.
+enum class ReadPurpose : uint8_t {
+  kAsync,     // GetAsync: the value; the callback runs inside the caller's Poll
+  kSync,      // Get and MultiGet: the value; the callback runs as soon as the read finishes
+  kKeyCheck,  // a hash-mode write: where the key's current record is (`resolved`), no value
+};
+
+// Where a read is.
+enum class ReadState : uint8_t {
+  kFree,      // on the queue's free list
+  kStarting,  // inside GetAsync: an answer found now waits in `ready` for Poll
+  kRunning,   // looking up, or a device read in flight
+  kFinished,  // a key check that has its answer (its op lives on ResolveCurrent's stack)
+};
+
+// One read: a lookup that may read a candidate page, then the next candidate, then a large
+// value's continuation pages.
 struct ReadOp {
   Engine::Impl* engine = nullptr;
   ReadQueue* queue = nullptr;
@@ -48,13 +63,11 @@ struct ReadOp {
   uint64_t large_generation = 0;
   uint32_t large_value_bytes = 0;
   uint32_t large_batch_pages = 0;
-  // Resolve mode: the write path wants the record's location, not just its value.
-  bool resolve = false;
+  ReadPurpose purpose = ReadPurpose::kAsync;
+  ReadState state = ReadState::kFree;
+  // kKeyCheck: where the answer goes, and the error that stopped the check, if any.
   CurrentRecord* resolved = nullptr;
-  bool done = false;
-  bool deliver_to_ready = false;  // finishing inside GetAsync: queue the callback for Poll
-  bool internal = false;          // a Get's own read: its callback may run outside Poll
-  absl::Status resolve_status;
+  absl::Status key_check_status;
 };
 
 class ReadQueue {
@@ -69,9 +82,22 @@ class ReadQueue {
   // Finished lookups whose callbacks have not run yet (answered from memory or failed early).
   std::vector<std::pair<GetCallback, absl::StatusOr<std::string>>> ready;
   uint64_t finished = 0;  // callbacks run, for Poll's count
-  // Set while Get or a write's key check reaps this queue: other reads that finish meanwhile
-  // keep their callbacks for the caller's next Poll, as the API promises.
-  bool reaping_internally = false;
+  // Above zero while Get, MultiGet or a write's key check reaps this queue (ReapScope): the
+  // async reads that finish meanwhile keep their callbacks for the caller's next Poll, as the
+  // API promises.
+  int internal_reaps = 0;
+};
+
+// Marks `queue` as reaped for a synchronous call while it lives.
+class ReapScope {
+ public:
+  explicit ReapScope(ReadQueue& queue) : queue_(queue) { ++queue_.internal_reaps; }
+  ~ReapScope() { --queue_.internal_reaps; }
+  ReapScope(const ReapScope&) = delete;
+  ReapScope& operator=(const ReapScope&) = delete;
+
+ private:
+  ReadQueue& queue_;
 };
 
 // The read queues of one engine. Shared (std::shared_ptr) by the engine and the thread_local
