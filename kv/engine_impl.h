@@ -27,6 +27,7 @@
 #include "kv/page_format.h"
 #include "kv/segment_table.h"
 #include "kv/sequence_ranges.h"
+#include "storage/base/check.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
@@ -85,16 +86,36 @@ struct LogHead {
   std::vector<PageSlot*> free_slots;
 };
 
+// An entry of Shard::unwritten: a page whose bytes are in a slot, or a page of a large record
+// that the writing thread is writing from its own buffer (readers of it wait until it is done).
+class UnwrittenPage {
+ public:
+  static UnwrittenPage InSlot(PageSlot* slot) {
+    NVKV_CHECK(slot != nullptr);
+    return UnwrittenPage(slot);
+  }
+  static UnwrittenPage LargeRunInFlight() { return UnwrittenPage(nullptr); }
+  bool large_run_in_flight() const { return slot_ == nullptr; }
+  PageSlot* slot() const {
+    NVKV_CHECK(slot_ != nullptr);
+    return slot_;
+  }
+
+ private:
+  explicit UnwrittenPage(PageSlot* slot) : slot_(slot) {}
+  PageSlot* slot_;
+};
+
 class Shard {
  public:
   uint32_t id = 0;
   absl::Mutex mu;
   std::unique_ptr<Index> index ABSL_GUARDED_BY(mu);
   LogHead head ABSL_GUARDED_BY(mu);
-  // Pages whose bytes are (still) in memory: the open page, sealed and in-flight pages, and
-  // another shard's sealed pages holding records of this shard's keys (PageSlot::foreign). A null
-  // slot marks a large record's pages being written by another thread: readers wait.
-  absl::flat_hash_map<uint64_t, PageSlot*> unwritten ABSL_GUARDED_BY(mu);
+  // Pages the device may not hold yet: in memory (the open page, sealed and in-flight pages,
+  // and another shard's sealed pages holding records of this shard's keys, PageSlot::foreign),
+  // or a large record's pages being written by another thread.
+  absl::flat_hash_map<uint64_t, UnwrittenPage> unwritten ABSL_GUARDED_BY(mu);
   absl::CondVar changed;  // durable_through moved, a slot was freed, or a large write finished
   std::vector<std::unique_ptr<PageSlot>> slots;  // ownership
   std::atomic<bool> wants_writer{false};

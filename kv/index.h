@@ -10,8 +10,8 @@
 //     An entry is a 32-bit tag taken from the key's hash plus a 31-bit page number, so different
 //     keys can share a tag: Find returns every page whose tag matches and the caller reads each
 //     candidate page to confirm the key (exact() is false). The engine never lets two keys with
-//     equal tags share a page (FORMAT.md), so an entry (tag, page) belongs to one key. Page numbers must be below
-//     kHashIndexPageLimit (2^31). See kv/hash_index.h.
+//     equal tags share a page (FORMAT.md), so an entry (tag, page) belongs to one key. Page
+//     numbers must be below kHashIndexPageLimit (2^31). See kv/hash_index.h.
 //   - ordered index (NewOrderedIndex): holds full keys in a B-tree, so Find is exact (no device
 //     read to confirm identity) and Scan iterates in key order. About 90 bytes per key for
 //     23-byte keys. See kv/ordered_index.h.

@@ -154,16 +154,17 @@ void StartLookup(ReadOp* op) {
           device_candidates.push_back(page_number);
           continue;
         }
-        if (it->second == nullptr) {
-          pending_large = true;  // a large value still being written: wait for it
+        if (it->second.large_run_in_flight()) {
+          pending_large = true;  // wait for it
           break;
         }
-        const uint8_t* page = it->second->buffer.data;
+        const PageSlot& slot = *it->second.slot();
+        const uint8_t* page = slot.buffer.data;
         PageHeader header;
         std::memcpy(&header, page, sizeof(header));
         // The open page's header is not finished yet: take counts from the builder.
-        header.record_count = it->second->builder.record_count();
-        header.used_bytes = it->second->builder.used_bytes();
+        header.record_count = slot.builder.record_count();
+        header.used_bytes = slot.builder.used_bytes();
         absl::Status status;
         std::optional<RecordView> record =
             FindNewest(page, header, op->key, engine.dropped_batch_records_, &status);

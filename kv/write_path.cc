@@ -159,7 +159,7 @@ absl::Status OpenNewPage(Engine::Impl& engine, Shard& shard, SegmentUse use)
   range.segment = head.segment;
   head.ranges.push_back(range);
   engine.segments_->AddPending(head.segment, 1);
-  shard.unwritten[slot->page_number] = slot;
+  shard.unwritten.insert_or_assign(slot->page_number, UnwrittenPage::InSlot(slot));
   return absl::OkStatus();
 }
 
@@ -508,7 +508,9 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     engine.segments_->AddPending(head.segment, static_cast<int32_t>(count));
     engine.segments_->NoteRecord(head.segment, hash, h.sequence, record_bytes,
                                  /*is_delete=*/false);
-    for (uint32_t i = 0; i < count; ++i) shard.unwritten[first_page + i] = nullptr;
+    for (uint32_t i = 0; i < count; ++i) {
+      shard.unwritten.insert_or_assign(first_page + i, UnwrittenPage::LargeRunInFlight());
+    }
     ApplyToIndex(engine, shard, key, hash, current, /*is_delete=*/false, first_page,
                  record_bytes);
     engine.WakeWriter();  // the sealed page before the run
@@ -674,7 +676,8 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
       PageSlot* open = head_shard.head.open;
       last_counter = open->head_counter;
       p.shard->mu.AssertHeld();
-      if (p.shard != &head_shard && p.shard->unwritten.emplace(page, open).second) {
+      if (p.shard != &head_shard &&
+          p.shard->unwritten.emplace(page, UnwrittenPage::InSlot(open)).second) {
         // Readers of this key look in its own shard's map for pages still in memory.
         open->foreign.push_back(p.shard);
       }
