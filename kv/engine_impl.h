@@ -21,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "kv/durable_prefix.h"
 #include "kv/engine.h"
 #include "kv/index.h"
 #include "kv/key_hash.h"
@@ -61,16 +62,6 @@ struct PageSlot {
 };
 
 // An assigned run of pages of a head, in head order, until it is durable.
-struct PageRange {
-  uint64_t counter_begin = 0;
-  uint64_t counter_end = 0;  // exclusive
-  uint64_t segment = 0;
-  bool completed = false;
-  bool durable = false;
-  bool failed = false;
-  uint64_t completed_epoch = 0;  // writer's flush epoch when the write completed
-};
-
 struct LogHead {
   bool has_segment = false;
   uint64_t segment = 0;
@@ -79,9 +70,7 @@ struct LogHead {
   uint64_t next_counter = 1;  // head counter of the next page assigned
   PageSlot* open = nullptr;   // the page being filled, or none
   uint64_t open_since_us = 0;
-  std::deque<PageRange> ranges;  // assigned, not yet durable, in counter order
-  uint64_t durable_through = 0;  // every page with counter <= this is durable
-  uint64_t durable_wanted = 0;   // some writer waits for durable_through >= this
+  DurablePrefix durable;  // the pages assigned, and how far they are durable
   std::vector<PageSlot*> sealed;  // finished pages waiting for the writer
   std::vector<PageSlot*> free_slots;
 };
@@ -116,7 +105,8 @@ class Shard {
   // and another shard's sealed pages holding records of this shard's keys, PageSlot::foreign),
   // or a large record's pages being written by another thread.
   absl::flat_hash_map<uint64_t, UnwrittenPage> unwritten ABSL_GUARDED_BY(mu);
-  absl::CondVar changed;  // durable_through moved, a slot was freed, or a large write finished
+  // durable_through() moved, a slot was freed, or a large write finished.
+  absl::CondVar changed;
   std::vector<std::unique_ptr<PageSlot>> slots;  // ownership
   std::atomic<bool> wants_writer{false};
   // The head counter of the last page in this shard's log that holds a non-durable user write

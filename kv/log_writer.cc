@@ -4,12 +4,13 @@
 // Durability rule. NVMe orders nothing between commands in flight, and a completed write may sit
 // in a volatile cache. A page counts as durable when its write completed with FUA, or completed
 // before a Flush that then completed (or the device has no volatile cache). A head's
-// durable_through moves only over a prefix of its pages that are all durable, so without media
-// damage no acknowledged write lies beyond the end of a segment's log that recovery finds.
+// durable_through() moves only over a prefix of its pages that are all durable (DurablePrefix,
+// durable_prefix.h), so without media damage no acknowledged write lies beyond the end of a
+// segment's log that recovery finds.
 //
 // When the writer flushes (device with a volatile write cache). For a durable writer whose pages
-// completed without FUA (NeedsFlush), at once. And on a timer, so that non-durable writes become
-// durable within a bound even when no one waits (Options::max_write_delay_us): once some page
+// completed without FUA (DurablePrefix::NeedsFlush), at once. And on a timer, so that
+// non-durable writes become durable within a bound even when no one waits (Options::max_write_delay_us): once some page
 // has completed without being durable, and no flush in flight covers it, for
 // max_write_delay_us. At most one flush is in flight; one covers every page completed before it
 // was sent, so a steady non-durable load costs one flush per max_write_delay_us or per flush
@@ -27,44 +28,6 @@ namespace nvkv::kv {
 namespace {
 
 uint64_t NowMicros() { return static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())); }
-
-void AdvanceDurable(LogHead& head) {
-  while (!head.ranges.empty() && head.ranges.front().completed && head.ranges.front().durable) {
-    head.durable_through = head.ranges.front().counter_end - 1;
-    head.ranges.pop_front();
-  }
-}
-
-// True when the head has a waiter whose pages have all completed but are not all durable: only
-// a Flush can finish them.
-bool NeedsFlush(const LogHead& head) {
-  if (head.durable_wanted <= head.durable_through) return false;
-  bool gap = false;
-  for (const PageRange& range : head.ranges) {
-    if (range.counter_begin > head.durable_wanted) break;
-    if (!range.completed || range.failed) return false;  // wait for it (or give up: broken)
-    if (!range.durable) gap = true;
-  }
-  return gap;
-}
-
-// True when the head has a page whose write completed but which is not durable and which the
-// flush in flight (if any) does not cover: a timed flush is to be sent for it. Sets *unfinished
-// when some range is still being written (a large value's run, written by its writer's thread,
-// which does not wake this one).
-bool HasUnflushed(const LogHead& head, bool flush_in_flight, uint64_t flush_request_epoch,
-                  bool* unfinished) {
-  for (const PageRange& range : head.ranges) {
-    if (!range.completed) {
-      *unfinished = true;
-      continue;
-    }
-    if (range.durable || range.failed) continue;
-    if (flush_in_flight && range.completed_epoch <= flush_request_epoch) continue;
-    return true;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -91,18 +54,9 @@ void Engine::Impl::OnPageWritten(storage::IoRequest* request) {
   absl::MutexLock lock(&shard.mu);
   // Ranges are in counter order and can number thousands between flushes of non-durable
   // writes: find this page's by binary search, not a walk from the front.
-  auto& ranges = shard.head.ranges;
-  auto found = std::lower_bound(
-      ranges.begin(), ranges.end(), slot->head_counter,
-      [](const PageRange& range, uint64_t counter) { return range.counter_begin < counter; });
-  for (auto it = found; it != ranges.end() && it->counter_begin == slot->head_counter; ++it) {
-    PageRange& range = *it;
-    range.completed = true;
-    range.failed = !ok;
-    range.durable = ok && (request->fua || !engine.device_info_.volatile_write_cache);
-    range.completed_epoch = engine.flush_epoch_.load();
-    break;
-  }
+  shard.head.durable.Complete(slot->head_counter, /*failed=*/!ok,
+                              request->fua || !engine.device_info_.volatile_write_cache,
+                              engine.flush_epoch_.load());
   engine.segments_->AddPending(slot->segment, -1);
   if (ok) {
     engine.pages_written_.fetch_add(1, std::memory_order_relaxed);
@@ -113,7 +67,6 @@ void Engine::Impl::OnPageWritten(storage::IoRequest* request) {
   }
   // A failed page stays in `unwritten` (reads keep seeing what was acknowledged in memory until
   // the store is reopened) and its buffer is not reused.
-  AdvanceDurable(shard.head);
   shard.changed.SignalAll();
 }
 
@@ -127,15 +80,7 @@ void Engine::Impl::OnFlushDone(storage::IoRequest* request) {
   }
   for (auto& shard : engine->shards_) {
     absl::MutexLock lock(&shard->mu);
-    if (request->status.ok()) {
-      for (PageRange& range : shard->head.ranges) {
-        if (range.completed && !range.failed &&
-            range.completed_epoch <= engine->flush_request_epoch_) {
-          range.durable = true;
-        }
-      }
-      AdvanceDurable(shard->head);
-    }
+    if (request->status.ok()) shard->head.durable.Flushed(engine->flush_request_epoch_);
     shard->changed.SignalAll();
   }
 }
@@ -162,7 +107,7 @@ void Engine::Impl::WriterLoop() {
       shard.wants_writer.store(false, std::memory_order_relaxed);
       if (head.open != nullptr) {
         const bool empty = head.open->builder.empty();
-        const bool waited_on = head.durable_wanted >= head.open->head_counter;
+        const bool waited_on = head.durable.wanted() >= head.open->head_counter;
         // `now` was read before this lock: a page opened since then has open_since_us > now,
         // and now - open_since_us would wrap around to "aged".
         const bool aged = now >= head.open_since_us + options_.max_write_delay_us;
@@ -179,15 +124,16 @@ void Engine::Impl::WriterLoop() {
       }
       for (PageSlot* slot : head.sealed) {
         // FUA only for pages someone waits on; the rest are made durable by a later Flush.
-        slot->request.fua = volatile_cache && head.durable_wanted >= slot->head_counter;
+        slot->request.fua = volatile_cache && head.durable.wanted() >= slot->head_counter;
         batch.push_back(slot);
       }
       head.sealed.clear();
-      if (volatile_cache && !flush_in_flight_ && !broken_.load() && NeedsFlush(head)) {
+      if (volatile_cache && !flush_in_flight_ && !broken_.load() &&
+          head.durable.NeedsFlush()) {
         want_flush = true;  // a failed flush breaks the store: never retried
       }
       if (volatile_cache && !unflushed &&
-          HasUnflushed(head, flush_in_flight_, flush_request_epoch_, &unfinished)) {
+          head.durable.HasUnflushed(flush_in_flight_, flush_request_epoch_, &unfinished)) {
         unflushed = true;
       }
     }

@@ -153,11 +153,7 @@ absl::Status OpenNewPage(Engine::Impl& engine, Shard& shard, SegmentUse use)
   ++head.next_page;
   head.open = slot;
   head.open_since_us = NowMicros();
-  PageRange range;
-  range.counter_begin = slot->head_counter;
-  range.counter_end = slot->head_counter + 1;
-  range.segment = head.segment;
-  head.ranges.push_back(range);
+  head.durable.Assign(slot->head_counter, 1);
   engine.segments_->AddPending(head.segment, 1);
   shard.unwritten.insert_or_assign(slot->page_number, UnwrittenPage::InSlot(slot));
   return absl::OkStatus();
@@ -430,24 +426,6 @@ absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_
   return status;
 }
 
-// Marks a head range done (its pages were written by some thread other than the writer's).
-void CompleteRange(Engine::Impl& engine, Shard& shard, uint64_t counter_begin, bool durable)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  for (PageRange& range : shard.head.ranges) {
-    if (range.counter_begin != counter_begin) continue;
-    range.completed = true;
-    range.durable = durable;
-    range.completed_epoch = engine.flush_epoch_.load();
-    break;
-  }
-  LogHead& head = shard.head;
-  while (!head.ranges.empty() && head.ranges.front().completed && head.ranges.front().durable) {
-    head.durable_through = head.ranges.front().counter_end - 1;
-    head.ranges.pop_front();
-  }
-  shard.changed.SignalAll();
-}
-
 }  // namespace
 
 namespace {
@@ -500,11 +478,7 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     first_counter = head.next_counter;
     head.next_page += count;
     head.next_counter += count;
-    PageRange range;
-    range.counter_begin = first_counter;
-    range.counter_end = first_counter + count;
-    range.segment = head.segment;
-    head.ranges.push_back(range);
+    head.durable.Assign(first_counter, count);
     engine.segments_->AddPending(head.segment, static_cast<int32_t>(count));
     engine.segments_->NoteRecord(head.segment, hash, h.sequence, record_bytes,
                                  /*is_delete=*/false);
@@ -522,8 +496,10 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     absl::MutexLock lock(&shard.mu);
     for (uint32_t i = 0; i < count; ++i) shard.unwritten.erase(first_page + i);
     engine.segments_->AddPending(g.SegmentOf(first_page), -static_cast<int32_t>(count));
-    CompleteRange(engine, shard, first_counter,
-                  written.ok() && (device_fua || !engine.device_info_.volatile_write_cache));
+    shard.head.durable.Complete(first_counter, /*failed=*/!written.ok(),
+                                device_fua || !engine.device_info_.volatile_write_cache,
+                                engine.flush_epoch_.load());
+    shard.changed.SignalAll();
     if (!fua && use != SegmentUse::kCompaction) NoteNonDurable(shard, first_counter + count - 1);
   }
   if (!written.ok()) {
@@ -723,11 +699,11 @@ absl::Status Engine::Impl::WaitEarlierNonDurable() {
 absl::Status Engine::Impl::WaitDurable(Shard& shard, uint64_t counter) {
   absl::MutexLock lock(&shard.mu);
   LogHead& head = shard.head;
-  if (head.durable_through >= counter) return absl::OkStatus();
-  head.durable_wanted = std::max(head.durable_wanted, counter);
+  if (head.durable.durable_through() >= counter) return absl::OkStatus();
+  head.durable.Want(counter);
   shard.wants_writer.store(true, std::memory_order_release);
   WakeWriter();
-  while (head.durable_through < counter) {
+  while (head.durable.durable_through() < counter) {
     // Only the writer thread makes pages durable: never wait for one that has exited.
     if (absl::Status writer = WriterStatus(); !writer.ok()) return writer;
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));

@@ -1,0 +1,122 @@
+// DurablePrefix: the pages a log head has assigned, which of them are durable, and how far the
+// head is durable without a gap.
+//
+// NVMe orders nothing among commands in flight, and a completed write may sit in a volatile
+// cache. A page counts as durable when its write completed with FUA (or the device has no
+// volatile cache), or completed before a flush that then completed. durable_through() moves
+// only over a prefix of pages that are all durable, so a write acknowledged as durable never
+// depends on a page that a power cut could still lose.
+//
+// Pages are tracked in ranges (one per page, or one per large record's run of pages), by head
+// counter. Thread contract: not thread-safe; the owning shard's mutex guards it.
+#ifndef NVKV_KV_DURABLE_PREFIX_H_
+#define NVKV_KV_DURABLE_PREFIX_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+
+namespace nvkv::kv {
+
+class DurablePrefix {
+ public:
+  // Pages [counter_begin, counter_begin + count) of the head are assigned; their writes
+  // follow. Counters grow with each call.
+  void Assign(uint64_t counter_begin, uint64_t count) {
+    Range range;
+    range.counter_begin = counter_begin;
+    range.counter_end = counter_begin + count;
+    ranges_.push_back(range);
+  }
+
+  // The write of the range that starts at `counter_begin` completed: `failed` (the page stays
+  // in memory and never becomes durable), else `durable` when written with FUA or without a
+  // volatile cache. `flush_epoch` is the writer's flush epoch at completion: a flush requested
+  // after it covers the range.
+  void Complete(uint64_t counter_begin, bool failed, bool durable, uint64_t flush_epoch) {
+    auto it = std::lower_bound(
+        ranges_.begin(), ranges_.end(), counter_begin,
+        [](const Range& range, uint64_t counter) { return range.counter_begin < counter; });
+    if (it != ranges_.end() && it->counter_begin == counter_begin) {
+      it->completed = true;
+      it->failed = failed;
+      it->durable = !failed && durable;
+      it->completed_epoch = flush_epoch;
+    }
+    Advance();
+  }
+
+  // A flush requested at `flush_epoch` completed: every range that completed at or before that
+  // epoch (and did not fail) is durable.
+  void Flushed(uint64_t flush_epoch) {
+    for (Range& range : ranges_) {
+      if (range.completed && !range.failed && range.completed_epoch <= flush_epoch) {
+        range.durable = true;
+      }
+    }
+    Advance();
+  }
+
+  // Every page with a counter up to this one is durable.
+  uint64_t durable_through() const { return durable_through_; }
+
+  // Some writer waits until durable_through() >= counter.
+  void Want(uint64_t counter) { wanted_ = std::max(wanted_, counter); }
+  uint64_t wanted() const { return wanted_; }
+
+  // True when a waiter's pages have all completed but are not all durable: only a flush can
+  // finish them (one still being written, or failed, is waited for instead).
+  bool NeedsFlush() const {
+    if (wanted_ <= durable_through_) return false;
+    bool gap = false;
+    for (const Range& range : ranges_) {
+      if (range.counter_begin > wanted_) break;
+      if (!range.completed || range.failed) return false;
+      if (!range.durable) gap = true;
+    }
+    return gap;
+  }
+
+  // True when a page completed without being durable and the flush in flight (if any, requested
+  // at `flush_request_epoch`) does not cover it: a timed flush is due for it. Sets *unfinished
+  // when some range is still being written (a large record's run, written by its writer's
+  // thread, which does not wake the writer thread).
+  bool HasUnflushed(bool flush_in_flight, uint64_t flush_request_epoch, bool* unfinished) const {
+    for (const Range& range : ranges_) {
+      if (!range.completed) {
+        *unfinished = true;
+        continue;
+      }
+      if (range.durable || range.failed) continue;
+      if (flush_in_flight && range.completed_epoch <= flush_request_epoch) continue;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  struct Range {
+    uint64_t counter_begin = 0;
+    uint64_t counter_end = 0;  // exclusive
+    bool completed = false;
+    bool durable = false;
+    bool failed = false;
+    uint64_t completed_epoch = 0;
+  };
+
+  // The one place durable_through_ moves: over the durable ranges at the front.
+  void Advance() {
+    while (!ranges_.empty() && ranges_.front().completed && ranges_.front().durable) {
+      durable_through_ = ranges_.front().counter_end - 1;
+      ranges_.pop_front();
+    }
+  }
+
+  std::deque<Range> ranges_;  // assigned and not yet in the durable prefix, in counter order
+  uint64_t durable_through_ = 0;
+  uint64_t wanted_ = 0;
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_DURABLE_PREFIX_H_

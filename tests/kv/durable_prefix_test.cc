@@ -1,0 +1,76 @@
+// DurablePrefix (kv/durable_prefix.h): durable_through() moves only over a gapless prefix of
+// durable pages, whatever order their writes complete in; a flush covers only the writes that
+// completed before it was requested; a failed write never becomes durable.
+#include "kv/durable_prefix.h"
+
+#include <gtest/gtest.h>
+
+namespace nvkv::kv {
+namespace {
+
+TEST(DurablePrefixTest, OutOfOrderCompletionWaitsForTheEarlierPage) {
+  DurablePrefix prefix;
+  prefix.Assign(1, 1);
+  prefix.Assign(2, 1);
+  prefix.Assign(3, 4);  // a large record's run: pages 3..6
+  prefix.Complete(2, /*failed=*/false, /*durable=*/true, 0);
+  prefix.Complete(3, false, true, 0);
+  EXPECT_EQ(prefix.durable_through(), 0u) << "page 1 is still in flight";
+  prefix.Complete(1, false, true, 0);
+  EXPECT_EQ(prefix.durable_through(), 6u);
+}
+
+TEST(DurablePrefixTest, AFlushCoversOnlyWritesCompletedBeforeItWasRequested) {
+  DurablePrefix prefix;
+  prefix.Assign(1, 1);
+  prefix.Assign(2, 1);
+  prefix.Complete(1, false, /*durable=*/false, /*flush_epoch=*/5);
+  prefix.Complete(2, false, false, /*flush_epoch=*/7);
+  prefix.Flushed(6);  // requested after page 1 completed, before page 2 did
+  EXPECT_EQ(prefix.durable_through(), 1u);
+  prefix.Flushed(7);
+  EXPECT_EQ(prefix.durable_through(), 2u);
+}
+
+TEST(DurablePrefixTest, AFailedWriteNeverBecomesDurableNorLetsLaterPagesThrough) {
+  DurablePrefix prefix;
+  prefix.Assign(1, 1);
+  prefix.Assign(2, 1);
+  prefix.Complete(1, /*failed=*/true, /*durable=*/true, 0);
+  prefix.Complete(2, false, true, 0);
+  prefix.Flushed(100);
+  EXPECT_EQ(prefix.durable_through(), 0u);
+}
+
+TEST(DurablePrefixTest, NeedsFlushOnlyWhenAWaitersPagesAllCompletedWithoutFua) {
+  DurablePrefix prefix;
+  prefix.Assign(1, 1);
+  prefix.Assign(2, 1);
+  EXPECT_FALSE(prefix.NeedsFlush()) << "nobody waits";
+  prefix.Want(2);
+  prefix.Complete(1, false, /*durable=*/false, 0);
+  EXPECT_FALSE(prefix.NeedsFlush()) << "page 2 is still in flight: wait for it";
+  prefix.Complete(2, false, /*durable=*/true, 0);
+  EXPECT_TRUE(prefix.NeedsFlush()) << "page 1 completed without FUA";
+  prefix.Flushed(0);
+  EXPECT_EQ(prefix.durable_through(), 2u);
+  EXPECT_FALSE(prefix.NeedsFlush());
+}
+
+TEST(DurablePrefixTest, HasUnflushedSkipsPagesTheFlushInFlightCovers) {
+  DurablePrefix prefix;
+  prefix.Assign(1, 1);
+  prefix.Assign(2, 1);
+  bool unfinished = false;
+  EXPECT_FALSE(prefix.HasUnflushed(false, 0, &unfinished));
+  EXPECT_TRUE(unfinished);
+  prefix.Complete(1, false, /*durable=*/false, /*flush_epoch=*/3);
+  unfinished = false;
+  EXPECT_TRUE(prefix.HasUnflushed(/*flush_in_flight=*/false, 0, &unfinished));
+  EXPECT_FALSE(prefix.HasUnflushed(/*flush_in_flight=*/true, /*flush_request_epoch=*/3,
+                                   &unfinished));
+  EXPECT_TRUE(unfinished) << "page 2 is still being written";
+}
+
+}  // namespace
+}  // namespace nvkv::kv
