@@ -11,11 +11,13 @@
 #ifndef NVKV_KV_ENGINE_IMPL_H_
 #define NVKV_KV_ENGINE_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -97,6 +99,16 @@ class UnwrittenPage {
 
 class Shard {
  public:
+  // Whether the index still has `key` at `location` (a page, and in ordered mode a record size:
+  // Engine::Impl::EncodeLocation): the one "is the record still live here?" check of compaction
+  // and check.
+  bool IndexPointsAt(const KeyHash& hash, std::string_view key, uint64_t location) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::vector<uint64_t> candidates;
+    index->Find(hash.lo, key, &candidates);
+    return std::find(candidates.begin(), candidates.end(), location) != candidates.end();
+  }
+
   uint32_t id = 0;
   absl::Mutex mu;
   std::unique_ptr<Index> index ABSL_GUARDED_BY(mu);

@@ -164,13 +164,8 @@ bool IsLive(Engine::Impl& engine, const ScannedRecord& record) {
   if (record.header.type != static_cast<uint8_t>(RecordType::kPut)) return false;
   const KeyHash hash = HashKey(record.key);
   Shard& shard = engine.ShardFor(hash);
-  std::vector<uint64_t> candidates;
-  {
-    absl::MutexLock lock(&shard.mu);
-    shard.index->Find(hash.lo, record.key, &candidates);
-  }
-  return std::find(candidates.begin(), candidates.end(), LocationOf(engine, record)) !=
-         candidates.end();
+  absl::MutexLock lock(&shard.mu);
+  return shard.IndexPointsAt(hash, record.key, LocationOf(engine, record));
 }
 
 // ----- Describing places and keys -----

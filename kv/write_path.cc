@@ -453,12 +453,9 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
       *lost_race = true;
       return absl::OkStatus();
     }
-    if (use == SegmentUse::kCompaction) {
-      shard.index->Find(hash.lo, key, &scratch);
-      if (std::find(scratch.begin(), scratch.end(), current.location) == scratch.end()) {
-        *lost_race = true;
-        return absl::OkStatus();
-      }
+    if (use == SegmentUse::kCompaction && !shard.IndexPointsAt(hash, key, current.location)) {
+      *lost_race = true;
+      return absl::OkStatus();
     }
     if (AddsIndexEntry(current, /*is_delete=*/false)) {
       NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(1));
@@ -749,24 +746,14 @@ absl::StatusOr<bool> Engine::Impl::Relocate(const RecordHeader& header, std::str
     return !lost_race;
   }
   absl::MutexLock lock(&shard.mu);
-  if (!is_delete) {
-    std::vector<uint64_t> candidates;
-    shard.index->Find(hash.lo, key, &candidates);
-    if (std::find(candidates.begin(), candidates.end(), current.location) == candidates.end()) {
-      return false;  // overwritten or deleted since compaction looked
-    }
+  if (!is_delete && !shard.IndexPointsAt(hash, key, current.location)) {
+    return false;  // overwritten or deleted since compaction looked
   }
   const uint32_t bytes = RecordBytes(key.size(), value.size());
   absl::Status room = EnsureOpenRoom(*this, shard, bytes, key, hash, SegmentUse::kCompaction);
   if (!room.ok()) return room;
-  if (!is_delete) {
-    // EnsureOpenRoom may have waited: check again that the key did not move meanwhile.
-    std::vector<uint64_t> candidates;
-    shard.index->Find(hash.lo, key, &candidates);
-    if (std::find(candidates.begin(), candidates.end(), current.location) == candidates.end()) {
-      return false;
-    }
-  }
+  // EnsureOpenRoom may have waited: check again that the key did not move meanwhile.
+  if (!is_delete && !shard.IndexPointsAt(hash, key, current.location)) return false;
   RecordHeader h = header;
   h.flags &= static_cast<uint8_t>(~kRecordInBatch);  // a lone copy is no longer part of a batch
   h.batch_remaining = 0;
