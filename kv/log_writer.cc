@@ -10,9 +10,9 @@
 //
 // When the writer flushes (device with a volatile write cache). For a durable writer whose pages
 // completed without FUA (DurablePrefix::NeedsFlush), at once. And on a timer, so that
-// non-durable writes become durable within a bound even when no one waits (Options::max_write_delay_us): once some page
-// has completed without being durable, and no flush in flight covers it, for
-// max_write_delay_us. At most one flush is in flight; one covers every page completed before it
+// non-durable writes become durable within a bound even when no one waits
+// (Options::max_write_delay_us): once some page has completed without being durable, and no
+// flush in flight covers it, for max_write_delay_us. At most one flush is in flight; one covers every page completed before it
 // was sent, so a steady non-durable load costs one flush per max_write_delay_us or per flush
 // time, whichever is longer, not one per page. A write thus waits up to max_write_delay_us in an
 // open page, its page's write time, up to max_write_delay_us (or the rest of a flush in flight,
