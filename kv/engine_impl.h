@@ -148,6 +148,22 @@ class Engine::Impl {
 
   // --- engine.cc ---
   absl::Status OpenStore(const std::string& path);
+  // The steps of OpenStore. What the start of the device holds: each superblock copy decoded
+  // (kNotFound when absent), a newer format's refusal, and whether it was never written.
+  struct SuperblockProbe {
+    absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
+    absl::Status newer_format;
+    bool empty = false;
+  };
+  absl::StatusOr<SuperblockProbe> ProbeSuperblocks();
+  // Rewrites copy `which` from the good one (left for the next Open without a page buffer).
+  absl::Status RepairSuperblock(const Superblock& good, uint32_t which);
+  // Formats a device holding no store, if the options and what it holds allow.
+  absl::StatusOr<Superblock> FormatStore(const std::string& path, const SuperblockProbe& probe);
+  // Takes the store's geometry, when it fits this device.
+  absl::Status AdoptGeometry(const std::string& path, const Superblock& superblock);
+  // Shards, recovery (unless just formatted), the writer's and compaction's queues and threads.
+  absl::Status StartEngine(bool formatted_now);
   absl::Status Close();
   EngineStats Stats();
   absl::Status CheckOpen() const;
