@@ -511,6 +511,82 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
 
 // --- Write ---
 
+namespace {
+
+// The ops of a write that decide it, the last of each key, in shard order (the lock order).
+std::vector<PreparedOp> PrepareOps(Engine::Impl& engine, std::span<const WriteOp> ops) {
+  std::vector<PreparedOp> prepared;
+  prepared.reserve(ops.size());
+  absl::flat_hash_map<std::string_view, size_t> last;
+  for (size_t i = 0; i < ops.size(); ++i) last[ops[i].key] = i;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (last[ops[i].key] != i) continue;
+    PreparedOp p;
+    p.op = &ops[i];
+    p.hash = HashKey(ops[i].key);
+    p.shard = &engine.ShardFor(p.hash);
+    prepared.push_back(std::move(p));
+  }
+  std::sort(prepared.begin(), prepared.end(),
+            [](const PreparedOp& a, const PreparedOp& b) { return a.shard->id < b.shard->id; });
+  return prepared;
+}
+
+// Whether every key's index entries are still those its resolve saw. REQUIRES: every shard of
+// `prepared` locked.
+bool StillAsResolved(const std::vector<PreparedOp>& prepared) {
+  std::vector<uint64_t> scratch;
+  for (const PreparedOp& p : prepared) {
+    p.shard->mu.AssertHeld();
+    if (!SameCandidates(*p.shard, p.hash, p.op->key, p.current, &scratch)) return false;
+  }
+  return true;
+}
+
+// Appends the records of `prepared`, in order, with consecutive sequence numbers, at
+// `head_shard`'s head, and points each key's index at its record. Room and page buffers were
+// reserved, so nothing here waits. Returns the head counter of the last page written to.
+// REQUIRES: every shard of `prepared` locked.
+uint64_t AppendPrepared(Engine::Impl& engine, Shard& head_shard,
+                        const std::vector<PreparedOp>& prepared)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(head_shard.mu) {
+  const bool single = prepared.size() == 1;
+  const uint64_t first_sequence = engine.next_sequence_.fetch_add(prepared.size());
+  uint64_t last_counter = 0;
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    const PreparedOp& p = prepared[i];
+    RecordHeader header = MakeHeader(*p.op, first_sequence + i);
+    if (!single) {
+      header.flags |= kRecordInBatch;
+      header.batch_remaining = static_cast<uint32_t>(prepared.size() - 1 - i);
+    }
+    const std::string_view value = p.op->is_delete ? std::string_view() : p.op->value;
+    const uint32_t bytes = RecordBytes(p.op->key.size(), value.size());
+    if (!FitsOpenPage(engine, head_shard.head, bytes, p.op->key, p.hash)) {
+      const absl::Status opened = OpenNewPage(engine, head_shard, SegmentUse::kCompaction);
+      NVKV_CHECK(opened.ok());
+      // Recovery drops a batch's tail whose first pages were lost (segment_scan.h).
+      if (!single && i > 0) head_shard.head.open->builder.MarkContinuesBatch();
+    }
+    const uint64_t page = AppendToOpenPage(engine, head_shard, header, p.op->key, value, p.hash);
+    PageSlot* open = head_shard.head.open;
+    last_counter = open->head_counter;
+    p.shard->mu.AssertHeld();
+    if (p.shard != &head_shard &&
+        p.shard->unwritten.emplace(page, UnwrittenPage::InSlot(open)).second) {
+      // Readers of this key look in its own shard's map for pages still in memory.
+      open->foreign.push_back(p.shard);
+    }
+    ApplyToIndex(engine, *p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes);
+    engine.user_bytes_.fetch_add(p.op->key.size() + value.size());
+    (p.op->is_delete ? engine.deletes_ : engine.puts_).fetch_add(1);
+  }
+  if (!single) engine.batches_.fetch_add(1);
+  return last_counter;
+}
+
+}  // namespace
+
 absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   absl::Status open = CheckOpen();
   if (!open.ok()) return open;
@@ -518,29 +594,16 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   absl::Status valid = ValidateOps(*this, ops);
   if (!valid.ok() || ops.empty()) return valid;
 
-  // Keep only the last op of each key: it decides the key's final state.
-  std::vector<PreparedOp> prepared;
-  prepared.reserve(ops.size());
-  {
-    absl::flat_hash_map<std::string_view, size_t> last;
-    for (size_t i = 0; i < ops.size(); ++i) last[ops[i].key] = i;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (last[ops[i].key] != i) continue;
-      PreparedOp p;
-      p.op = &ops[i];
-      p.hash = HashKey(ops[i].key);
-      p.shard = &ShardFor(p.hash);
-      prepared.push_back(std::move(p));
-    }
-  }
-  // Lock order: ascending shard id. The head used is the lowest shard's.
-  std::sort(prepared.begin(), prepared.end(),
-            [](const PreparedOp& a, const PreparedOp& b) { return a.shard->id < b.shard->id; });
-  Shard& head_shard = *prepared.front().shard;
+  std::vector<PreparedOp> prepared = PrepareOps(*this, ops);
+  Shard& head_shard = *prepared.front().shard;  // the lowest shard's head takes the records
   const bool single = prepared.size() == 1;
+  std::vector<PlannedRecord> planned;
   uint32_t total_bytes = 0;
   for (const PreparedOp& p : prepared) {
-    total_bytes += RecordBytes(p.op->key.size(), p.op->is_delete ? 0 : p.op->value.size());
+    const uint32_t bytes =
+        RecordBytes(p.op->key.size(), p.op->is_delete ? 0 : p.op->value.size());
+    planned.push_back({p.op->key, p.hash, bytes});
+    total_bytes += bytes;
   }
   const bool all_deletes = std::all_of(prepared.begin(), prepared.end(),
                                        [](const PreparedOp& p) { return p.op->is_delete; });
@@ -568,14 +631,13 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
     if (single && prepared[0].op->is_delete && !prepared[0].current.found) {
       return durable ? Flush() : absl::OkStatus();
     }
-
+    uint64_t last_counter = 0;
     const WriteOp& first = *prepared.front().op;
     if (single && !first.is_delete &&
         IsLargeRecord(geometry_, first.key.size(), first.value.size())) {
       absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
       if (!queue.ok()) return queue.status();
       bool lost_race = false;
-      uint64_t last_counter = 0;
       absl::Status status = AppendLarge(*this, head_shard, *(*queue)->device, MakeHeader(first, 0),
                                         first.key, first.value, prepared[0].hash,
                                         prepared[0].current, use, durable, &lost_race,
@@ -585,95 +647,46 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
       if (lost_race) continue;
       puts_.fetch_add(1);
       user_bytes_.fetch_add(first.key.size() + first.value.size());
-      if (!durable) return absl::OkStatus();
-      NVKV_RETURN_IF_ERROR(WaitDurable(head_shard, last_counter));
-      return WaitEarlierNonDurable();
-    }
-
-    // 2. Make room on the head shard first (may wait, holding only its lock), then lock the
-    //    other shards in ascending order and re-check what step 1 saw.
-    std::vector<PlannedRecord> planned;
-    for (const PreparedOp& p : prepared) {
-      planned.push_back({p.op->key, p.hash,
-                         RecordBytes(p.op->key.size(), p.op->is_delete ? 0 : p.op->value.size())});
-    }
-    head_shard.mu.Lock();
-    absl::Status room;
-    if (single) {
-      const PreparedOp& p = prepared.front();
-      room = EnsureOpenRoom(*this, head_shard, total_bytes, p.op->key, p.hash, use);
     } else {
-      room = ReserveForBatch(*this, head_shard, planned, use);
-    }
-    if (!room.ok()) {
-      head_shard.mu.Unlock();
-      if (compaction_freed_room(room, attempt)) continue;
-      return room;
-    }
-    const std::vector<Shard*> others = LockOtherShards(prepared, head_shard);
-    bool stale = false;
-    std::vector<uint64_t> scratch;
-    for (const PreparedOp& p : prepared) {
-      p.shard->mu.AssertHeld();
-      if (!SameCandidates(*p.shard, p.hash, p.op->key, p.current, &scratch)) stale = true;
-    }
-    if (stale) {
+      // 2. Make room on the head shard first (may wait, holding only its lock), then lock the
+      //    other shards in ascending order and re-check what step 1 saw.
+      head_shard.mu.Lock();
+      absl::Status room =
+          single ? EnsureOpenRoom(*this, head_shard, total_bytes, first.key,
+                                  prepared.front().hash, use)
+                 : ReserveForBatch(*this, head_shard, planned, use);
+      if (!room.ok()) {
+        head_shard.mu.Unlock();
+        if (compaction_freed_room(room, attempt)) continue;
+        return room;
+      }
+      const std::vector<Shard*> others = LockOtherShards(prepared, head_shard);
+      if (!StillAsResolved(prepared)) {
+        UnlockShards(head_shard, others);
+        continue;
+      }
+      if (absl::Status index_room = MakeIndexRoom(prepared); !index_room.ok()) {
+        UnlockShards(head_shard, others);
+        return index_room;
+      }
+      // 3. Append.
+      last_counter = AppendPrepared(*this, head_shard, prepared);
+      bool sealed_foreign = false;
+      if (head_shard.head.open != nullptr && !head_shard.head.open->foreign.empty()) {
+        // Other shards' readers read this page under their own locks: it must not change
+        // anymore (pages the batch filled before were sealed when it moved on).
+        SealOpenPage(*this, head_shard);
+        sealed_foreign = true;
+      }
+      if (!durable) {
+        // Make sure the writer knows there is an open page to age out.
+        head_shard.wants_writer.store(true, std::memory_order_release);
+        NoteNonDurable(head_shard, last_counter);
+      }
       UnlockShards(head_shard, others);
-      continue;
+      if (sealed_foreign) WakeWriter();
     }
-    if (absl::Status index_room = MakeIndexRoom(prepared); !index_room.ok()) {
-      UnlockShards(head_shard, others);
-      return index_room;
-    }
-    // 3. Append, in the batch's order, with consecutive sequence numbers. Room and page buffers
-    //    were reserved above, so nothing here waits.
-    const uint64_t first_sequence = next_sequence_.fetch_add(prepared.size());
-    uint64_t last_counter = 0;
-    for (size_t i = 0; i < prepared.size(); ++i) {
-      const PreparedOp& p = prepared[i];
-      RecordHeader header = MakeHeader(*p.op, first_sequence + i);
-      if (!single) {
-        header.flags |= kRecordInBatch;
-        header.batch_remaining = static_cast<uint32_t>(prepared.size() - 1 - i);
-      }
-      const std::string_view value = p.op->is_delete ? std::string_view() : p.op->value;
-      const uint32_t bytes = RecordBytes(p.op->key.size(), value.size());
-      head_shard.mu.AssertHeld();
-      if (!FitsOpenPage(*this, head_shard.head, bytes, p.op->key, p.hash)) {
-        const absl::Status opened = OpenNewPage(*this, head_shard, SegmentUse::kCompaction);
-        NVKV_CHECK(opened.ok());
-        // Recovery drops a batch's tail whose first pages were lost (segment_scan.h).
-        if (!single && i > 0) head_shard.head.open->builder.MarkContinuesBatch();
-      }
-      const uint64_t page = AppendToOpenPage(*this, head_shard, header, p.op->key, value, p.hash);
-      PageSlot* open = head_shard.head.open;
-      last_counter = open->head_counter;
-      p.shard->mu.AssertHeld();
-      if (p.shard != &head_shard &&
-          p.shard->unwritten.emplace(page, UnwrittenPage::InSlot(open)).second) {
-        // Readers of this key look in its own shard's map for pages still in memory.
-        open->foreign.push_back(p.shard);
-      }
-      ApplyToIndex(*this, *p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes);
-      user_bytes_.fetch_add(p.op->key.size() + value.size());
-      (p.op->is_delete ? deletes_ : puts_).fetch_add(1);
-    }
-    if (!single) batches_.fetch_add(1);
-    bool sealed_foreign = false;
-    if (head_shard.head.open != nullptr && !head_shard.head.open->foreign.empty()) {
-      // Other shards' readers read this page under their own locks: it must not change anymore
-      // (pages the batch filled before were sealed when it moved on).
-      SealOpenPage(*this, head_shard);
-      sealed_foreign = true;
-    }
-    if (!durable) {
-      // Make sure the writer knows there is an open page to age out.
-      head_shard.wants_writer.store(true, std::memory_order_release);
-      head_shard.mu.AssertHeld();
-      NoteNonDurable(head_shard, last_counter);
-    }
-    UnlockShards(head_shard, others);
-    if (sealed_foreign) WakeWriter();
+    // 4. Wait (durable writes).
     if (!durable) return absl::OkStatus();
     NVKV_RETURN_IF_ERROR(WaitDurable(head_shard, last_counter));
     return WaitEarlierNonDurable();
