@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 
+#include "tests/testutil/json_check.h"
+
 namespace nvkv {
 namespace {
 
@@ -95,6 +97,27 @@ TEST(StatsJsonTest, NumbersThatJsonCannotHoldAreNull) {
   const std::string json = s.ToJson();
   EXPECT_NE(json.find("\"write_amplification\":null,"), std::string::npos) << json;
   EXPECT_NE(json.find("\"index_bytes_per_key\":null,"), std::string::npos) << json;
+}
+
+// A store path is bytes, not text: whatever it holds, the JSON is valid UTF-8 and parses, and
+// each byte that is not UTF-8 reads back as U+FFFD (util/json_writer.h).
+TEST(StatsJsonTest, IsValidUtf8WhateverBytesThePathAndNotesHold) {
+  Stats s;
+  s.device.path = "/tmp/\xff\xfe-\xc3\xa9-\xe2\x82";
+  s.device.notes = {"fell back from \xed\xa0\x80"};
+  const std::string json = s.ToJson();
+  EXPECT_TRUE(testing::IsValidUtf8(json)) << json;
+  absl::StatusOr<testing::JsonValue> value = testing::ParseJson(json);
+  ASSERT_TRUE(value.ok()) << value.status() << " in " << json;
+  const testing::JsonValue* device = value->Find("device");
+  ASSERT_NE(device, nullptr);
+  ASSERT_NE(device->Find("path"), nullptr);
+  EXPECT_EQ(device->Find("path")->text,
+            "/tmp/\xef\xbf\xbd\xef\xbf\xbd-\xc3\xa9-\xef\xbf\xbd\xef\xbf\xbd");
+  ASSERT_NE(device->Find("notes"), nullptr);
+  ASSERT_EQ(device->Find("notes")->items.size(), 1u);
+  EXPECT_EQ(device->Find("notes")->items[0].text,
+            "fell back from \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
 }
 
 }  // namespace
