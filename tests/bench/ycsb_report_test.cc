@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bench/ycsb/report.h"
+#include "tests/testutil/json_check.h"
 
 namespace nvkv::ycsb {
 namespace {
@@ -94,6 +95,22 @@ TEST(YcsbReportTest, JsonLineWithoutOperationsOrDisk) {
             "\"verify_reads\": 0, \"flushes\": 0, \"fua_writes\": 0, \"user_bytes_written\": 0, "
             "\"device_bytes_written\": 0, \"compaction_bytes_written\": 0}, "
             "\"first_error\": \"\"}\n");
+}
+
+// --db is a path, so any bytes: the line is still valid UTF-8 and parses.
+TEST(YcsbReportTest, JsonLineIsValidUtf8WhateverBytesThePathHolds) {
+  RunDescription run = SampleRun();
+  run.db_path = "/tmp/\xff\xc0\xaf\n.db";
+  PhaseResult phase = SamplePhase();
+  phase.first_error = "put: \xe2\x82";
+  const std::string json = FormatJson(run, phase);
+  EXPECT_TRUE(testing::IsValidUtf8(json)) << json;
+  absl::StatusOr<testing::JsonValue> value = testing::ParseJson(json);
+  ASSERT_TRUE(value.ok()) << value.status() << " in " << json;
+  ASSERT_NE(value->Find("db"), nullptr);
+  EXPECT_EQ(value->Find("db")->text, "/tmp/\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\n.db");
+  ASSERT_NE(value->Find("first_error"), nullptr);
+  EXPECT_EQ(value->Find("first_error")->text, "put: \xef\xbf\xbd\xef\xbf\xbd");
 }
 
 }  // namespace
