@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "storage/base/align.h"
 #include "storage/device.h"
+#include "util/json_writer.h"
 
 namespace nvkv::bench {
 namespace {
@@ -634,75 +635,66 @@ const char* PatternName(Pattern pattern) {
   return "unknown";
 }
 
-std::string JsonString(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-const char* JsonBool(bool value) { return value ? "true" : "false"; }
-
+// One object over seven lines (bench/README.md shows it); bench/compare_fio.sh reads "iops".
 void PrintJson(const BenchOptions& options, const storage::DeviceInfo& info,
                const Summary& summary, const LatencyHistogram& latency) {
+  constexpr util::JsonObject::Style kSpaced = util::JsonObject::Style::kSpaced;
   const storage::RingFeatures& ring = info.ring;
   const double iops = summary.elapsed_s > 0 ? summary.ios / summary.elapsed_s : 0;
-  std::printf("{\"tool\": \"nvkv-iobench\", \"filename\": %s, \"backend\": \"%s\", "
-              "\"rw\": \"%s\", \"bs\": %u, \"iodepth\": %u, \"submit_batch\": %u, "
-              "\"reap_batch\": %u, \"lba_bytes\": %u,\n",
-              JsonString(info.path).c_str(), storage::DeviceKindName(info.kind),
-              PatternName(options.pattern), options.block_bytes, options.iodepth,
-              options.submit_batch, options.reap_batch, info.lba_bytes);
-  std::printf(" \"iops\": %.1f, \"bw_bytes\": %.0f, \"ios\": %llu, \"errors\": %llu, "
-              "\"runtime_s\": %.3f,\n",
-              iops, iops * options.block_bytes, static_cast<unsigned long long>(summary.ios),
-              static_cast<unsigned long long>(summary.errors), summary.elapsed_s);
-  std::printf(" \"ios_per_syscall\": %.3f, \"enter_syscalls\": %llu, \"reap_calls\": %llu,\n",
-              summary.enter_syscalls == 0
-                  ? 0.0
-                  : static_cast<double>(summary.completions) / summary.enter_syscalls,
-              static_cast<unsigned long long>(summary.enter_syscalls),
-              static_cast<unsigned long long>(summary.reap_calls));
-  std::printf(" \"lat_ns\": {\"mean\": %.0f, \"p50\": %llu, \"p90\": %llu, \"p99\": %llu, "
-              "\"p99_9\": %llu, \"max\": %llu},\n",
-              latency.mean_ns(), static_cast<unsigned long long>(latency.Percentile(0.50)),
-              static_cast<unsigned long long>(latency.Percentile(0.90)),
-              static_cast<unsigned long long>(latency.Percentile(0.99)),
-              static_cast<unsigned long long>(latency.Percentile(0.999)),
-              static_cast<unsigned long long>(latency.max_ns()));
-  std::printf(" \"cpu\": {\"user_s\": %.3f, \"sys_s\": %.3f, \"context_switches\": %llu},\n",
-              summary.cpu_user_s, summary.cpu_sys_s,
-              static_cast<unsigned long long>(summary.context_switches));
-  std::printf(" \"ring\": {\"queue_depth\": %u, \"sq_entries\": %u, \"single_issuer\": %s, "
-              "\"defer_taskrun\": %s, \"coop_taskrun\": %s, \"registered_ring_fd\": %s, "
-              "\"registered_file\": %s, \"fixed_buffers\": %s, \"sqpoll\": %s, "
-              "\"iopoll\": %s},\n",
-              ring.queue_depth, ring.sq_entries, JsonBool(ring.single_issuer),
-              JsonBool(ring.defer_taskrun), JsonBool(ring.coop_taskrun),
-              JsonBool(ring.registered_ring_fd), JsonBool(ring.registered_file),
-              JsonBool(ring.fixed_buffers), JsonBool(ring.sqpoll), JsonBool(ring.iopoll));
-  std::string notes;
-  for (const auto* list : {&info.notes, &summary.notes}) {
-    for (const std::string& note : *list) {
-      if (!notes.empty()) notes += ", ";
-      notes += JsonString(note);
-    }
-  }
-  if (!summary.first_error.empty()) {
-    if (!notes.empty()) notes += ", ";
-    notes += JsonString("first I/O error: " + summary.first_error);
-  }
-  std::printf(" \"notes\": [%s]}\n", notes.c_str());
+  util::JsonObject json(kSpaced);
+  json.Add("tool", "nvkv-iobench")
+      .Add("filename", info.path)
+      .Add("backend", storage::DeviceKindName(info.kind))
+      .Add("rw", PatternName(options.pattern))
+      .Add("bs", options.block_bytes)
+      .Add("iodepth", options.iodepth)
+      .Add("submit_batch", options.submit_batch)
+      .Add("reap_batch", options.reap_batch)
+      .Add("lba_bytes", info.lba_bytes);
+  json.BreakLine()
+      .AddFixed("iops", iops, 1)
+      .AddFixed("bw_bytes", iops * options.block_bytes, 0)
+      .Add("ios", summary.ios)
+      .Add("errors", summary.errors)
+      .AddFixed("runtime_s", summary.elapsed_s, 3);
+  json.BreakLine()
+      .AddFixed("ios_per_syscall",
+                summary.enter_syscalls == 0
+                    ? 0.0
+                    : static_cast<double>(summary.completions) / summary.enter_syscalls,
+                3)
+      .Add("enter_syscalls", summary.enter_syscalls)
+      .Add("reap_calls", summary.reap_calls);
+  util::JsonObject lat(kSpaced);
+  lat.AddFixed("mean", latency.mean_ns(), 0)
+      .Add("p50", latency.Percentile(0.50))
+      .Add("p90", latency.Percentile(0.90))
+      .Add("p99", latency.Percentile(0.99))
+      .Add("p99_9", latency.Percentile(0.999))
+      .Add("max", latency.max_ns());
+  json.BreakLine().AddRaw("lat_ns", lat.Finish());
+  util::JsonObject cpu(kSpaced);
+  cpu.AddFixed("user_s", summary.cpu_user_s, 3)
+      .AddFixed("sys_s", summary.cpu_sys_s, 3)
+      .Add("context_switches", summary.context_switches);
+  json.BreakLine().AddRaw("cpu", cpu.Finish());
+  util::JsonObject features(kSpaced);
+  features.Add("queue_depth", ring.queue_depth)
+      .Add("sq_entries", ring.sq_entries)
+      .Add("single_issuer", ring.single_issuer)
+      .Add("defer_taskrun", ring.defer_taskrun)
+      .Add("coop_taskrun", ring.coop_taskrun)
+      .Add("registered_ring_fd", ring.registered_ring_fd)
+      .Add("registered_file", ring.registered_file)
+      .Add("fixed_buffers", ring.fixed_buffers)
+      .Add("sqpoll", ring.sqpoll)
+      .Add("iopoll", ring.iopoll);
+  json.BreakLine().AddRaw("ring", features.Finish());
+  std::vector<std::string> notes = info.notes;
+  notes.insert(notes.end(), summary.notes.begin(), summary.notes.end());
+  if (!summary.first_error.empty()) notes.push_back("first I/O error: " + summary.first_error);
+  json.BreakLine().AddStrings("notes", notes);
+  std::printf("%s\n", json.Finish().c_str());
 }
 
 void PrintNormal(const BenchOptions& options, const storage::DeviceInfo& info,
