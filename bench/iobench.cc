@@ -35,6 +35,7 @@
 #include "storage/base/align.h"
 #include "storage/device.h"
 #include "util/json_writer.h"
+#include "util/size_parse.h"
 
 namespace nvkv::bench {
 namespace {
@@ -109,33 +110,6 @@ absl::Status BadOption(std::string_view name, std::string_view value, std::strin
       absl::StrCat("--", std::string(name), "=", std::string(value), ": ", std::string(why)));
 }
 
-// "4096", "4k", "4K", "4KiB", "1g" -> bytes (fio's default kb_base is 1024).
-bool ParseBytes(std::string_view text, uint64_t* bytes) {
-  uint64_t number = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-  if (ec != std::errc() || end == text.data()) return false;
-  std::string_view suffix(end, text.data() + text.size() - end);
-  int shift = 0;
-  if (!suffix.empty()) {
-    switch (suffix[0] | 0x20) {  // lower case
-      case 'k': shift = 10; break;
-      case 'm': shift = 20; break;
-      case 'g': shift = 30; break;
-      case 't': shift = 40; break;
-      case 'b': shift = 0; break;
-      default: return false;
-    }
-    suffix.remove_prefix(1);
-    if (suffix == "i" || suffix == "ib" || suffix == "iB" || suffix == "b" || suffix == "B") {
-      suffix = {};
-    }
-    if (!suffix.empty()) return false;
-  }
-  if (shift > 0 && number > (UINT64_MAX >> shift)) return false;
-  *bytes = number << shift;
-  return true;
-}
-
 // "10" or "10s" (seconds), "500ms", "2m" -> nanoseconds.
 bool ParseDuration(std::string_view text, uint64_t* ns) {
   uint64_t number = 0;
@@ -197,13 +171,13 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
     else if (value == "write") options->pattern = Pattern::kSeqWrite;
     else return BadOption(name, value, "expected randread, randwrite, read or write");
   } else if (name == "bs") {
-    uint64_t bytes = 0;
-    if (!ParseBytes(value, &bytes) || bytes < 512 || bytes > storage::kMaxRegisteredBytes ||
-        bytes % 512 != 0) {
+    absl::StatusOr<uint64_t> bytes = util::ParseSize(value);
+    if (!bytes.ok()) return BadOption(name, value, std::string(bytes.status().message()));
+    if (*bytes < 512 || *bytes > storage::kMaxRegisteredBytes || *bytes % 512 != 0) {
       return BadOption(name, value, absl::StrCat("expected a multiple of 512 bytes up to ",
                                                  storage::kMaxRegisteredBytes / 1024, "k"));
     }
-    options->block_bytes = static_cast<uint32_t>(bytes);
+    options->block_bytes = static_cast<uint32_t>(*bytes);
   } else if (name == "iodepth") {
     return ParseCount(name, value, kMaxIodepth, &options->iodepth);
   } else if (name == "runtime") {
@@ -216,9 +190,9 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
       return BadOption(name, value, "expected a positive count");
     }
   } else if (name == "size") {
-    if (!ParseBytes(value, &options->size_bytes) || options->size_bytes == 0) {
-      return BadOption(name, value, "expected a positive size such as 1g");
-    }
+    absl::StatusOr<uint64_t> bytes = util::ParsePositiveSize(value);
+    if (!bytes.ok()) return BadOption(name, value, std::string(bytes.status().message()));
+    options->size_bytes = *bytes;
   } else if (name == "submit-batch") {
     return ParseCount(name, value, kMaxIodepth, &options->submit_batch);
   } else if (name == "reap-batch") {

@@ -131,5 +131,35 @@ TEST_F(IobenchTest, JsonSummaryIsValidUtf8WithEveryField) {
   EXPECT_EQ(field("notes").items[0].text.rfind("file created", 0), 0u);
 }
 
+// Sizes follow util/size_parse.h: units in any case, "kb" and "kib" too; a bad one exits 2 with
+// one line naming the option.
+TEST_F(IobenchTest, SizesTakeBinaryUnitsAndBadOnesExitTwo) {
+  const IobenchRun good = Iobench({"--filename=io.dat", "--size=1MB", "--rw=write", "--bs=4KiB",
+                                   "--number-ios=8", "--output-format=json"});
+  ASSERT_EQ(good.exit_code, 0) << good.err;
+  absl::StatusOr<JsonValue> json = testing::ParseJson(good.out);
+  ASSERT_TRUE(json.ok()) << json.status() << " in " << good.out;
+  ASSERT_NE(json->Find("bs"), nullptr);
+  EXPECT_EQ(json->Find("bs")->text, "4096");
+  struct {
+    const char* option;
+    const char* message;
+  } const bad[] = {
+      {"--size=0", "nvkv-iobench: --size=0: '0' is not a size: it must be at least one byte\n"},
+      {"--size=1.5g",
+       "nvkv-iobench: --size=1.5g: '1.5g' is not a size (examples: 4096, 64k, 64m, 1g)\n"},
+      {"--size=16777216t", "nvkv-iobench: --size=16777216t: '16777216t' is too large: a size "
+                           "must be below 16 EiB (2^64 bytes)\n"},
+      {"--bs=4ki", "nvkv-iobench: --bs=4ki: '4ki' is not a size (examples: 4096, 64k, 64m, 1g)\n"},
+      {"--bs=1000", "nvkv-iobench: --bs=1000: expected a multiple of 512 bytes up to 508k\n"},
+  };
+  for (const auto& [option, message] : bad) {
+    const IobenchRun run = Iobench({"--filename=io.dat", option, "--number-ios=8"});
+    EXPECT_EQ(run.exit_code, 2) << option;
+    EXPECT_EQ(run.err, message) << option;
+    EXPECT_EQ(run.out, "") << option;
+  }
+}
+
 }  // namespace
 }  // namespace nvkv
