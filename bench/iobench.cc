@@ -35,6 +35,7 @@
 #include "storage/base/align.h"
 #include "storage/device.h"
 #include "util/json_writer.h"
+#include "util/latency_histogram.h"
 #include "util/size_parse.h"
 
 namespace nvkv::bench {
@@ -43,6 +44,7 @@ namespace {
 using storage::Device;
 using storage::IoOp;
 using storage::IoRequest;
+using util::LatencyHistogram;
 
 constexpr uint32_t kMaxIodepth = 4096;  // storage::RingOptions::queue_depth limit
 constexpr uint64_t kNsPerSecond = 1'000'000'000;
@@ -296,60 +298,6 @@ class Prng {
 
  private:
   uint64_t state_;
-};
-
-// Log-linear latency histogram: values below 64 ns exactly, above that 32 buckets per power of
-// two (at most 1/32 = 3.1% relative error). Worked example: 45,000 ns has its top bit at 2^15,
-// so group g = 15 - 5 = 10 and sub-bucket (45000 >> 10) & 31 = 43 & 31 = 11: index
-// (10 + 1) * 32 + 11 = 363, covering [43 << 10, 44 << 10) = [44032, 45056) ns.
-class LatencyHistogram {
- public:
-  static constexpr int kSubBits = 5;
-  static constexpr uint32_t kSub = 1u << kSubBits;
-  static constexpr uint32_t kBuckets = (64 - kSubBits + 1) * kSub;
-
-  void Record(uint64_t ns) {
-    ++buckets_[Index(ns)];
-    ++count_;
-    sum_ns_ += ns;
-    max_ns_ = std::max(max_ns_, ns);
-  }
-  uint64_t count() const { return count_; }
-  double mean_ns() const { return count_ == 0 ? 0.0 : static_cast<double>(sum_ns_) / count_; }
-  uint64_t max_ns() const { return max_ns_; }
-
-  // The value at quantile q (0 < q <= 1): the middle of the bucket holding it.
-  uint64_t Percentile(double q) const {
-    if (count_ == 0) return 0;
-    uint64_t rank = static_cast<uint64_t>(q * static_cast<double>(count_) + 0.999999);
-    rank = std::clamp<uint64_t>(rank, 1, count_);
-    uint64_t seen = 0;
-    for (uint32_t i = 0; i < kBuckets; ++i) {
-      seen += buckets_[i];
-      if (seen >= rank) return std::min(Middle(i), max_ns_);
-    }
-    return max_ns_;
-  }
-
- private:
-  static uint32_t Index(uint64_t ns) {
-    if (ns < 2 * kSub) return static_cast<uint32_t>(ns);
-    const int top = 63 - __builtin_clzll(ns);
-    const int group = top - kSubBits;
-    return static_cast<uint32_t>((group + 1) * kSub + ((ns >> group) & (kSub - 1)));
-  }
-  static uint64_t Middle(uint32_t index) {
-    if (index < 2 * kSub) return index;
-    const uint32_t group = index / kSub - 1;
-    const uint64_t low = uint64_t{kSub + index % kSub} << group;
-    return low + ((uint64_t{1} << group) >> 1);
-  }
-  static_assert(kBuckets == 1920);
-
-  uint64_t buckets_[kBuckets] = {};
-  uint64_t count_ = 0;
-  uint64_t sum_ns_ = 0;
-  uint64_t max_ns_ = 0;
 };
 
 volatile std::sig_atomic_t g_stop = 0;
