@@ -224,7 +224,8 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
   } else if (name == "seed") {
     if (!ParseUint(value, &options->seed)) return BadOption(name, value, "expected a number");
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown option --", std::string(name), " (see --help)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown option --", std::string(name), " (see --help)"));
   }
   return absl::OkStatus();
 }
@@ -238,7 +239,8 @@ absl::StatusOr<bool> ParseOptions(int argc, char** argv, BenchOptions* options) 
       return false;
     }
     if (arg.substr(0, 2) != "--" || arg.size() == 2) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", std::string(arg), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument '", std::string(arg), "'"));
     }
     arg.remove_prefix(2);
     std::string_view name = arg;
