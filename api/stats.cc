@@ -1,72 +1,15 @@
 #include "nvkv/stats.h"
 
-#include <cmath>
-#include <string_view>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/json_writer.h"
 
 namespace nvkv {
 namespace {
 
-// JSON string literal (RFC 8259): quotes, backslash and control characters escaped; other
-// bytes copied as they are (paths and notes are UTF-8 or ASCII in practice).
-std::string JsonString(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
-// JSON has no NaN or infinity.
-std::string JsonNumber(double value) {
-  if (!std::isfinite(value)) return "null";
-  return absl::StrFormat("%.6g", value);
-}
-
-const char* JsonBool(bool value) { return value ? "true" : "false"; }
-
-// Builds one JSON object: Add() calls in order, then Finish().
-class JsonObject {
- public:
-  void Add(std::string_view name, uint64_t value) { Raw(name, absl::StrCat(value)); }
-  void Add(std::string_view name, uint32_t value) { Raw(name, absl::StrCat(value)); }
-  void Add(std::string_view name, double value) { Raw(name, JsonNumber(value)); }
-  void Add(std::string_view name, bool value) { Raw(name, JsonBool(value)); }
-  void Add(std::string_view name, const char* value) { Raw(name, JsonString(value)); }
-  void Add(std::string_view name, const std::string& value) { Raw(name, JsonString(value)); }
-  void Raw(std::string_view name, std::string_view json) {
-    text_ += text_.empty() ? '{' : ',';
-    text_ += JsonString(name);
-    text_ += ':';
-    text_.append(json);
-  }
-  std::string Finish() { return text_.empty() ? "{}" : text_ + "}"; }
-
- private:
-  std::string text_;
-};
+using util::JsonObject;
 
 std::string RingJson(const RingFeatures& ring) {
   JsonObject json;
@@ -95,12 +38,8 @@ std::string DeviceJson(const DeviceStats& device) {
   json.Add("volatile_write_cache", device.volatile_write_cache);
   json.Add("block_device", device.block_device);
   json.Add("nsid", device.nsid);
-  json.Raw("ring", RingJson(device.ring));
-  std::string notes = "[";
-  for (size_t i = 0; i < device.notes.size(); ++i) {
-    absl::StrAppend(&notes, i == 0 ? "" : ",", JsonString(device.notes[i]));
-  }
-  json.Raw("notes", notes + "]");
+  json.AddRaw("ring", RingJson(device.ring));
+  json.AddStrings("notes", device.notes);
   return json.Finish();
 }
 
@@ -220,7 +159,7 @@ std::string Stats::ToJson() const {
   json.Add("pages_per_segment", pages_per_segment);
   json.Add("shard_count", shard_count);
   json.Add("index_mode", IndexModeName(index_mode));
-  json.Raw("device", DeviceJson(device));
+  json.AddRaw("device", DeviceJson(device));
   return json.Finish();
 }
 

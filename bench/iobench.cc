@@ -34,6 +34,9 @@
 #include "absl/strings/str_cat.h"
 #include "storage/base/align.h"
 #include "storage/device.h"
+#include "util/json_writer.h"
+#include "util/latency_histogram.h"
+#include "util/size_parse.h"
 
 namespace nvkv::bench {
 namespace {
@@ -41,6 +44,7 @@ namespace {
 using storage::Device;
 using storage::IoOp;
 using storage::IoRequest;
+using util::LatencyHistogram;
 
 constexpr uint32_t kMaxIodepth = 4096;  // storage::RingOptions::queue_depth limit
 constexpr uint64_t kNsPerSecond = 1'000'000'000;
@@ -108,33 +112,6 @@ absl::Status BadOption(std::string_view name, std::string_view value, std::strin
       absl::StrCat("--", std::string(name), "=", std::string(value), ": ", std::string(why)));
 }
 
-// "4096", "4k", "4K", "4KiB", "1g" -> bytes (fio's default kb_base is 1024).
-bool ParseBytes(std::string_view text, uint64_t* bytes) {
-  uint64_t number = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-  if (ec != std::errc() || end == text.data()) return false;
-  std::string_view suffix(end, text.data() + text.size() - end);
-  int shift = 0;
-  if (!suffix.empty()) {
-    switch (suffix[0] | 0x20) {  // lower case
-      case 'k': shift = 10; break;
-      case 'm': shift = 20; break;
-      case 'g': shift = 30; break;
-      case 't': shift = 40; break;
-      case 'b': shift = 0; break;
-      default: return false;
-    }
-    suffix.remove_prefix(1);
-    if (suffix == "i" || suffix == "ib" || suffix == "iB" || suffix == "b" || suffix == "B") {
-      suffix = {};
-    }
-    if (!suffix.empty()) return false;
-  }
-  if (shift > 0 && number > (UINT64_MAX >> shift)) return false;
-  *bytes = number << shift;
-  return true;
-}
-
 // "10" or "10s" (seconds), "500ms", "2m" -> nanoseconds.
 bool ParseDuration(std::string_view text, uint64_t* ns) {
   uint64_t number = 0;
@@ -196,13 +173,13 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
     else if (value == "write") options->pattern = Pattern::kSeqWrite;
     else return BadOption(name, value, "expected randread, randwrite, read or write");
   } else if (name == "bs") {
-    uint64_t bytes = 0;
-    if (!ParseBytes(value, &bytes) || bytes < 512 || bytes > storage::kMaxRegisteredBytes ||
-        bytes % 512 != 0) {
+    absl::StatusOr<uint64_t> bytes = util::ParseSize(value);
+    if (!bytes.ok()) return BadOption(name, value, std::string(bytes.status().message()));
+    if (*bytes < 512 || *bytes > storage::kMaxRegisteredBytes || *bytes % 512 != 0) {
       return BadOption(name, value, absl::StrCat("expected a multiple of 512 bytes up to ",
                                                  storage::kMaxRegisteredBytes / 1024, "k"));
     }
-    options->block_bytes = static_cast<uint32_t>(bytes);
+    options->block_bytes = static_cast<uint32_t>(*bytes);
   } else if (name == "iodepth") {
     return ParseCount(name, value, kMaxIodepth, &options->iodepth);
   } else if (name == "runtime") {
@@ -215,9 +192,9 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
       return BadOption(name, value, "expected a positive count");
     }
   } else if (name == "size") {
-    if (!ParseBytes(value, &options->size_bytes) || options->size_bytes == 0) {
-      return BadOption(name, value, "expected a positive size such as 1g");
-    }
+    absl::StatusOr<uint64_t> bytes = util::ParsePositiveSize(value);
+    if (!bytes.ok()) return BadOption(name, value, std::string(bytes.status().message()));
+    options->size_bytes = *bytes;
   } else if (name == "submit-batch") {
     return ParseCount(name, value, kMaxIodepth, &options->submit_batch);
   } else if (name == "reap-batch") {
@@ -247,7 +224,8 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
   } else if (name == "seed") {
     if (!ParseUint(value, &options->seed)) return BadOption(name, value, "expected a number");
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown option --", std::string(name), " (see --help)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown option --", std::string(name), " (see --help)"));
   }
   return absl::OkStatus();
 }
@@ -261,7 +239,8 @@ absl::StatusOr<bool> ParseOptions(int argc, char** argv, BenchOptions* options) 
       return false;
     }
     if (arg.substr(0, 2) != "--" || arg.size() == 2) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", std::string(arg), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument '", std::string(arg), "'"));
     }
     arg.remove_prefix(2);
     std::string_view name = arg;
@@ -321,60 +300,6 @@ class Prng {
 
  private:
   uint64_t state_;
-};
-
-// Log-linear latency histogram: values below 64 ns exactly, above that 32 buckets per power of
-// two (at most 1/32 = 3.1% relative error). Worked example: 45,000 ns has its top bit at 2^15,
-// so group g = 15 - 5 = 10 and sub-bucket (45000 >> 10) & 31 = 43 & 31 = 11: index
-// (10 + 1) * 32 + 11 = 363, covering [43 << 10, 44 << 10) = [44032, 45056) ns.
-class LatencyHistogram {
- public:
-  static constexpr int kSubBits = 5;
-  static constexpr uint32_t kSub = 1u << kSubBits;
-  static constexpr uint32_t kBuckets = (64 - kSubBits + 1) * kSub;
-
-  void Record(uint64_t ns) {
-    ++buckets_[Index(ns)];
-    ++count_;
-    sum_ns_ += ns;
-    max_ns_ = std::max(max_ns_, ns);
-  }
-  uint64_t count() const { return count_; }
-  double mean_ns() const { return count_ == 0 ? 0.0 : static_cast<double>(sum_ns_) / count_; }
-  uint64_t max_ns() const { return max_ns_; }
-
-  // The value at quantile q (0 < q <= 1): the middle of the bucket holding it.
-  uint64_t Percentile(double q) const {
-    if (count_ == 0) return 0;
-    uint64_t rank = static_cast<uint64_t>(q * static_cast<double>(count_) + 0.999999);
-    rank = std::clamp<uint64_t>(rank, 1, count_);
-    uint64_t seen = 0;
-    for (uint32_t i = 0; i < kBuckets; ++i) {
-      seen += buckets_[i];
-      if (seen >= rank) return std::min(Middle(i), max_ns_);
-    }
-    return max_ns_;
-  }
-
- private:
-  static uint32_t Index(uint64_t ns) {
-    if (ns < 2 * kSub) return static_cast<uint32_t>(ns);
-    const int top = 63 - __builtin_clzll(ns);
-    const int group = top - kSubBits;
-    return static_cast<uint32_t>((group + 1) * kSub + ((ns >> group) & (kSub - 1)));
-  }
-  static uint64_t Middle(uint32_t index) {
-    if (index < 2 * kSub) return index;
-    const uint32_t group = index / kSub - 1;
-    const uint64_t low = uint64_t{kSub + index % kSub} << group;
-    return low + ((uint64_t{1} << group) >> 1);
-  }
-  static_assert(kBuckets == 1920);
-
-  uint64_t buckets_[kBuckets] = {};
-  uint64_t count_ = 0;
-  uint64_t sum_ns_ = 0;
-  uint64_t max_ns_ = 0;
 };
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -634,75 +559,66 @@ const char* PatternName(Pattern pattern) {
   return "unknown";
 }
 
-std::string JsonString(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-const char* JsonBool(bool value) { return value ? "true" : "false"; }
-
+// One object over seven lines (bench/README.md shows it); bench/compare_fio.sh reads "iops".
 void PrintJson(const BenchOptions& options, const storage::DeviceInfo& info,
                const Summary& summary, const LatencyHistogram& latency) {
+  constexpr util::JsonObject::Style kSpaced = util::JsonObject::Style::kSpaced;
   const storage::RingFeatures& ring = info.ring;
   const double iops = summary.elapsed_s > 0 ? summary.ios / summary.elapsed_s : 0;
-  std::printf("{\"tool\": \"nvkv-iobench\", \"filename\": %s, \"backend\": \"%s\", "
-              "\"rw\": \"%s\", \"bs\": %u, \"iodepth\": %u, \"submit_batch\": %u, "
-              "\"reap_batch\": %u, \"lba_bytes\": %u,\n",
-              JsonString(info.path).c_str(), storage::DeviceKindName(info.kind),
-              PatternName(options.pattern), options.block_bytes, options.iodepth,
-              options.submit_batch, options.reap_batch, info.lba_bytes);
-  std::printf(" \"iops\": %.1f, \"bw_bytes\": %.0f, \"ios\": %llu, \"errors\": %llu, "
-              "\"runtime_s\": %.3f,\n",
-              iops, iops * options.block_bytes, static_cast<unsigned long long>(summary.ios),
-              static_cast<unsigned long long>(summary.errors), summary.elapsed_s);
-  std::printf(" \"ios_per_syscall\": %.3f, \"enter_syscalls\": %llu, \"reap_calls\": %llu,\n",
-              summary.enter_syscalls == 0
-                  ? 0.0
-                  : static_cast<double>(summary.completions) / summary.enter_syscalls,
-              static_cast<unsigned long long>(summary.enter_syscalls),
-              static_cast<unsigned long long>(summary.reap_calls));
-  std::printf(" \"lat_ns\": {\"mean\": %.0f, \"p50\": %llu, \"p90\": %llu, \"p99\": %llu, "
-              "\"p99_9\": %llu, \"max\": %llu},\n",
-              latency.mean_ns(), static_cast<unsigned long long>(latency.Percentile(0.50)),
-              static_cast<unsigned long long>(latency.Percentile(0.90)),
-              static_cast<unsigned long long>(latency.Percentile(0.99)),
-              static_cast<unsigned long long>(latency.Percentile(0.999)),
-              static_cast<unsigned long long>(latency.max_ns()));
-  std::printf(" \"cpu\": {\"user_s\": %.3f, \"sys_s\": %.3f, \"context_switches\": %llu},\n",
-              summary.cpu_user_s, summary.cpu_sys_s,
-              static_cast<unsigned long long>(summary.context_switches));
-  std::printf(" \"ring\": {\"queue_depth\": %u, \"sq_entries\": %u, \"single_issuer\": %s, "
-              "\"defer_taskrun\": %s, \"coop_taskrun\": %s, \"registered_ring_fd\": %s, "
-              "\"registered_file\": %s, \"fixed_buffers\": %s, \"sqpoll\": %s, "
-              "\"iopoll\": %s},\n",
-              ring.queue_depth, ring.sq_entries, JsonBool(ring.single_issuer),
-              JsonBool(ring.defer_taskrun), JsonBool(ring.coop_taskrun),
-              JsonBool(ring.registered_ring_fd), JsonBool(ring.registered_file),
-              JsonBool(ring.fixed_buffers), JsonBool(ring.sqpoll), JsonBool(ring.iopoll));
-  std::string notes;
-  for (const auto* list : {&info.notes, &summary.notes}) {
-    for (const std::string& note : *list) {
-      if (!notes.empty()) notes += ", ";
-      notes += JsonString(note);
-    }
-  }
-  if (!summary.first_error.empty()) {
-    if (!notes.empty()) notes += ", ";
-    notes += JsonString("first I/O error: " + summary.first_error);
-  }
-  std::printf(" \"notes\": [%s]}\n", notes.c_str());
+  util::JsonObject json(kSpaced);
+  json.Add("tool", "nvkv-iobench")
+      .Add("filename", info.path)
+      .Add("backend", storage::DeviceKindName(info.kind))
+      .Add("rw", PatternName(options.pattern))
+      .Add("bs", options.block_bytes)
+      .Add("iodepth", options.iodepth)
+      .Add("submit_batch", options.submit_batch)
+      .Add("reap_batch", options.reap_batch)
+      .Add("lba_bytes", info.lba_bytes);
+  json.BreakLine()
+      .AddFixed("iops", iops, 1)
+      .AddFixed("bw_bytes", iops * options.block_bytes, 0)
+      .Add("ios", summary.ios)
+      .Add("errors", summary.errors)
+      .AddFixed("runtime_s", summary.elapsed_s, 3);
+  json.BreakLine()
+      .AddFixed("ios_per_syscall",
+                summary.enter_syscalls == 0
+                    ? 0.0
+                    : static_cast<double>(summary.completions) / summary.enter_syscalls,
+                3)
+      .Add("enter_syscalls", summary.enter_syscalls)
+      .Add("reap_calls", summary.reap_calls);
+  util::JsonObject lat(kSpaced);
+  lat.AddFixed("mean", latency.mean_ns(), 0)
+      .Add("p50", latency.Percentile(0.50))
+      .Add("p90", latency.Percentile(0.90))
+      .Add("p99", latency.Percentile(0.99))
+      .Add("p99_9", latency.Percentile(0.999))
+      .Add("max", latency.max_ns());
+  json.BreakLine().AddRaw("lat_ns", lat.Finish());
+  util::JsonObject cpu(kSpaced);
+  cpu.AddFixed("user_s", summary.cpu_user_s, 3)
+      .AddFixed("sys_s", summary.cpu_sys_s, 3)
+      .Add("context_switches", summary.context_switches);
+  json.BreakLine().AddRaw("cpu", cpu.Finish());
+  util::JsonObject features(kSpaced);
+  features.Add("queue_depth", ring.queue_depth)
+      .Add("sq_entries", ring.sq_entries)
+      .Add("single_issuer", ring.single_issuer)
+      .Add("defer_taskrun", ring.defer_taskrun)
+      .Add("coop_taskrun", ring.coop_taskrun)
+      .Add("registered_ring_fd", ring.registered_ring_fd)
+      .Add("registered_file", ring.registered_file)
+      .Add("fixed_buffers", ring.fixed_buffers)
+      .Add("sqpoll", ring.sqpoll)
+      .Add("iopoll", ring.iopoll);
+  json.BreakLine().AddRaw("ring", features.Finish());
+  std::vector<std::string> notes = info.notes;
+  notes.insert(notes.end(), summary.notes.begin(), summary.notes.end());
+  if (!summary.first_error.empty()) notes.push_back("first I/O error: " + summary.first_error);
+  json.BreakLine().AddStrings("notes", notes);
+  std::printf("%s\n", json.Finish().c_str());
 }
 
 void PrintNormal(const BenchOptions& options, const storage::DeviceInfo& info,

@@ -7,8 +7,8 @@
 // the same key and value; and a header line switches to its encoding); the pairs of the whole
 // text, dumped and loaded again, are the same pairs; an escaped line never holds a tab, line
 // feed or carriage return and a key never starts with '#'; and the encoders and decoders of
-// codec.h are inverse on every line's bytes. ParseSize and ParseCount must not crash, and a
-// size they accept is not zero.
+// codec.h are inverse on every line's bytes. util::ParsePositiveSize (the CLI's sizes) and
+// ParseCount must not crash, and a size accepted is not zero.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -18,6 +18,7 @@
 #include "fuzz/fuzz_check.h"
 #include "tools/cli/codec.h"
 #include "tools/cli/dump_format.h"
+#include "util/size_parse.h"
 
 namespace nvkv::cli {
 namespace {
@@ -111,8 +112,8 @@ void Run(const uint8_t* data, size_t size) {
     if (absl::StatusOr<std::string> decoded = FromHex(line, /*skip_space=*/true); decoded.ok()) {
       FUZZ_REQUIRE(decoded->size() * 2 <= line.size());
     }
-    absl::StatusOr<uint64_t> size_value = ParseSize(line);
-    if (size_value.ok()) FUZZ_REQUIRE(*size_value != 0, "ParseSize accepted zero");
+    absl::StatusOr<uint64_t> size_value = util::ParsePositiveSize(line);
+    if (size_value.ok()) FUZZ_REQUIRE(*size_value != 0, "ParsePositiveSize accepted zero");
     (void)ParseCount(line);
   }
 }

@@ -53,10 +53,10 @@ fi
 step "install into $prefix"
 cmake --install "$build_dir" --prefix "$prefix" >/dev/null
 [ -f "$prefix/include/nvkv/db.h" ] || fail "include/nvkv/db.h not installed"
-for dir in kv storage; do
+for dir in kv storage util; do
   [ ! -e "$prefix/include/$dir" ] || fail "internal headers installed: include/$dir"
 done
-if grep -nE '#include [<"](kv/|storage/|liburing)' "$prefix"/include/nvkv/*.h; then
+if grep -nE '#include [<"](kv/|storage/|util/|liburing)' "$prefix"/include/nvkv/*.h; then
   fail "a public header includes an internal or liburing header (above)"
 fi
 

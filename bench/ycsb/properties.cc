@@ -1,12 +1,12 @@
 #include "bench/ycsb/properties.h"
 
-#include <charconv>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "util/size_parse.h"
 
 namespace nvkv::ycsb {
 namespace {
@@ -121,28 +121,12 @@ absl::StatusOr<bool> Properties::GetBool(std::string_view name, bool fallback) c
 absl::StatusOr<uint64_t> Properties::GetBytes(std::string_view name, uint64_t fallback) const {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
-  const std::string& text = it->second;
-  uint64_t number = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-  if (ec != std::errc() || end == text.data()) return BadValue(name, text, "a size such as 1g");
-  const std::string suffix =
-      absl::AsciiStrToLower(absl::string_view(end, text.data() + text.size() - end));
-  int shift = 0;
-  if (suffix == "" || suffix == "b") {
-    shift = 0;
-  } else if (suffix == "k" || suffix == "kib" || suffix == "ki") {
-    shift = 10;
-  } else if (suffix == "m" || suffix == "mib" || suffix == "mi") {
-    shift = 20;
-  } else if (suffix == "g" || suffix == "gib" || suffix == "gi") {
-    shift = 30;
-  } else if (suffix == "t" || suffix == "tib" || suffix == "ti") {
-    shift = 40;
-  } else {
-    return BadValue(name, text, "a size such as 1g");
+  absl::StatusOr<uint64_t> bytes = util::ParseSize(it->second);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("property ", Av(name), "=", it->second, ": ", bytes.status().message()));
   }
-  if (shift > 0 && number > (UINT64_MAX >> shift)) return BadValue(name, text, "a smaller size");
-  return number << shift;
+  return *bytes;
 }
 
 }  // namespace nvkv::ycsb

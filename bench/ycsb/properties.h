@@ -41,7 +41,8 @@ class Properties {
   absl::StatusOr<uint64_t> GetUint(std::string_view name, uint64_t fallback) const;
   absl::StatusOr<double> GetDouble(std::string_view name, double fallback) const;
   absl::StatusOr<bool> GetBool(std::string_view name, bool fallback) const;
-  // Sizes with an optional k/m/g/t suffix (powers of 1024): "256m", "1g", "4096".
+  // Sizes with an optional k/m/g/t suffix (powers of 1024): "256m", "1g", "4096"; the grammar
+  // is util/size_parse.h's.
   absl::StatusOr<uint64_t> GetBytes(std::string_view name, uint64_t fallback) const;
 
   const std::map<std::string, std::string, std::less<>>& all() const { return values_; }

@@ -6,28 +6,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/json_writer.h"
 
 namespace nvkv::ycsb {
 namespace {
 
+using util::JsonObject;
+
 constexpr double kQuantiles[] = {0.50, 0.90, 0.99, 0.999, 0.9999};
 
 double Us(uint64_t ns) { return static_cast<double>(ns) / 1e3; }
-
-std::string JsonString(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string XmlEscape(std::string_view text) {
   std::string out;
@@ -93,53 +81,70 @@ std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
 }
 
 std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
-  std::string out = absl::StrFormat(
-      "{\"tool\": \"nvkv-ycsb\", \"phase\": %s, \"workload\": %s, \"db\": %s, \"device\": %s, "
-      "\"index\": %s, \"recordcount\": %d, \"capacity_bytes\": %d, \"threads\": %d, "
-      "\"queue_depth\": %d, \"durable\": %s, \"operations\": %d, \"elapsed_s\": %.6f, "
-      "\"ops_per_s\": %.1f, \"user_bytes_per_s\": %.0f, \"cpu_user_s\": %.3f, "
-      "\"cpu_sys_s\": %.3f, \"ops\": {",
-      JsonString(phase.phase), JsonString(run.workload), JsonString(run.db_path),
-      JsonString(run.device), JsonString(run.index), run.record_count, run.capacity_bytes,
-      phase.threads, phase.queue_depth, phase.durable ? "true" : "false", phase.operations,
-      phase.elapsed_s, phase.ops_per_s(),
-      PerSecond(phase.store.user_bytes_written, phase.elapsed_s), phase.cpu_user_s,
-      phase.cpu_sys_s);
-  bool first = true;
+  constexpr JsonObject::Style kSpaced = JsonObject::Style::kSpaced;
+  JsonObject json(kSpaced);
+  json.Add("tool", "nvkv-ycsb")
+      .Add("phase", phase.phase)
+      .Add("workload", run.workload)
+      .Add("db", run.db_path)
+      .Add("device", run.device)
+      .Add("index", run.index)
+      .Add("recordcount", run.record_count)
+      .Add("capacity_bytes", run.capacity_bytes)
+      .Add("threads", phase.threads)
+      .Add("queue_depth", phase.queue_depth)
+      .Add("durable", phase.durable)
+      .Add("operations", phase.operations)
+      .AddFixed("elapsed_s", phase.elapsed_s, 6)
+      .AddFixed("ops_per_s", phase.ops_per_s(), 1)
+      .AddFixed("user_bytes_per_s", PerSecond(phase.store.user_bytes_written, phase.elapsed_s),
+                0)
+      .AddFixed("cpu_user_s", phase.cpu_user_s, 3)
+      .AddFixed("cpu_sys_s", phase.cpu_sys_s, 3);
+  JsonObject ops(kSpaced);
   for (int t = 0; t < kOpTypes; ++t) {
     const LatencyHistogram& h = phase.latency[t];
     if (h.count() == 0 && phase.failures[t] == 0) continue;
-    absl::StrAppendFormat(&out,
-                          "%s%s: {\"count\": %d, \"failed\": %d, \"ops_per_s\": %.1f, "
-                          "\"avg_us\": %.2f, \"p50_us\": %.2f, \"p90_us\": %.2f, "
-                          "\"p99_us\": %.2f, \"p99_9_us\": %.2f, \"p99_99_us\": %.2f, "
-                          "\"max_us\": %.2f}",
-                          first ? "" : ", ", JsonString(OpName(static_cast<OpType>(t))),
-                          h.count(), phase.failures[t], PerSecond(h.count(), phase.elapsed_s),
-                          h.mean_ns() / 1e3, Us(h.Percentile(0.5)), Us(h.Percentile(0.9)),
-                          Us(h.Percentile(0.99)), Us(h.Percentile(0.999)),
-                          Us(h.Percentile(0.9999)), Us(h.max_ns()));
-    first = false;
+    JsonObject op(kSpaced);
+    op.Add("count", h.count())
+        .Add("failed", phase.failures[t])
+        .AddFixed("ops_per_s", PerSecond(h.count(), phase.elapsed_s), 1)
+        .AddFixed("avg_us", h.mean_ns() / 1e3, 2)
+        .AddFixed("p50_us", Us(h.Percentile(0.5)), 2)
+        .AddFixed("p90_us", Us(h.Percentile(0.9)), 2)
+        .AddFixed("p99_us", Us(h.Percentile(0.99)), 2)
+        .AddFixed("p99_9_us", Us(h.Percentile(0.999)), 2)
+        .AddFixed("p99_99_us", Us(h.Percentile(0.9999)), 2)
+        .AddFixed("max_us", Us(h.max_ns()), 2);
+    ops.AddRaw(OpName(static_cast<OpType>(t)), op.Finish());
   }
+  json.AddRaw("ops", ops.Finish());
   const StoreDelta& s = phase.store;
-  absl::StrAppendFormat(
-      &out,
-      "}, \"store\": {\"gets\": %d, \"puts\": %d, \"page_reads\": %d, \"pages_written\": %d, "
-      "\"verify_reads\": %d, \"flushes\": %d, \"fua_writes\": %d, \"user_bytes_written\": %d, "
-      "\"device_bytes_written\": %d, \"compaction_bytes_written\": %d}",
-      s.gets, s.puts, s.page_reads, s.pages_written, s.verify_reads, s.flushes, s.fua_writes,
-      s.user_bytes_written, s.device_bytes_written, s.compaction_bytes_written);
+  JsonObject store(kSpaced);
+  store.Add("gets", s.gets)
+      .Add("puts", s.puts)
+      .Add("page_reads", s.page_reads)
+      .Add("pages_written", s.pages_written)
+      .Add("verify_reads", s.verify_reads)
+      .Add("flushes", s.flushes)
+      .Add("fua_writes", s.fua_writes)
+      .Add("user_bytes_written", s.user_bytes_written)
+      .Add("device_bytes_written", s.device_bytes_written)
+      .Add("compaction_bytes_written", s.compaction_bytes_written);
+  json.AddRaw("store", store.Finish());
   const DiskDelta& d = phase.disk;
   if (d.valid) {
-    absl::StrAppendFormat(&out,
-                          ", \"disk\": {\"name\": %s, \"reads\": %d, \"writes\": %d, "
-                          "\"read_bytes\": %d, \"write_bytes\": %d, "
-                          "\"avg_queue_depth\": %.3f}",
-                          JsonString(d.name), d.reads, d.writes, d.read_bytes, d.write_bytes,
-                          d.avg_queue_depth);
+    JsonObject disk(kSpaced);
+    disk.Add("name", d.name)
+        .Add("reads", d.reads)
+        .Add("writes", d.writes)
+        .Add("read_bytes", d.read_bytes)
+        .Add("write_bytes", d.write_bytes)
+        .AddFixed("avg_queue_depth", d.avg_queue_depth, 3);
+    json.AddRaw("disk", disk.Finish());
   }
-  absl::StrAppendFormat(&out, ", \"first_error\": %s}\n", JsonString(phase.first_error));
-  return out;
+  json.Add("first_error", phase.first_error);
+  return json.Finish() + "\n";
 }
 
 // --- SVG ---

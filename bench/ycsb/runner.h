@@ -31,11 +31,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "bench/ycsb/histogram.h"
 #include "bench/ycsb/workload.h"
 #include "nvkv/db.h"
+#include "util/latency_histogram.h"
 
 namespace nvkv::ycsb {
+
+using ::nvkv::util::LatencyHistogram;
 
 struct ClientOptions {
   uint32_t threads = 1;

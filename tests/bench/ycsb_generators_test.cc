@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include "bench/ycsb/generators.h"
-#include "bench/ycsb/histogram.h"
 #include "bench/ycsb/workload.h"
 
 namespace nvkv::ycsb {
@@ -181,19 +180,6 @@ TEST(KeyChooser, NeverPicksAKeyBeyondTheAcknowledgedInserts) {
   SharedCounters counters(config);
   OperationChooser chooser(config, &counters, kSeed);
   for (int i = 0; i < 100000; ++i) ASSERT_LE(chooser.NextKeyNumber(), 99u);
-}
-
-TEST(LatencyHistogram, PercentilesWithinBucketPrecisionAndMerge) {
-  LatencyHistogram a, b;
-  for (uint64_t ns = 1; ns <= 100000; ++ns) (ns % 2 ? a : b).Record(ns);
-  a.Merge(b);
-  EXPECT_EQ(a.count(), 100000u);
-  EXPECT_EQ(a.max_ns(), 100000u);
-  EXPECT_EQ(a.min_ns(), 1u);
-  EXPECT_NEAR(a.Percentile(0.5), 50000, 50000 / 64.0);
-  EXPECT_NEAR(a.Percentile(0.99), 99000, 99000 / 64.0);
-  EXPECT_NEAR(a.mean_ns(), 50000.5, 0.01);
-  EXPECT_EQ(a.Percentile(1.0), 100000u);
 }
 
 }  // namespace

@@ -66,6 +66,9 @@ TEST(Properties, TypedReadsRejectBadValues) {
   EXPECT_THAT(p.GetDouble("readproportion", 0), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(p.GetBool("readallfields", true), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(*p.GetBytes("nvkv.capacity", 0), 256u << 20);
+  p.Set("nvkv.capacity", "1.5g");
+  EXPECT_THAT(p.GetBytes("nvkv.capacity", 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, "nvkv.capacity=1.5g: '1.5g' is not"));
   EXPECT_EQ(*p.GetUint("absent", 7), 7u);
 }
 

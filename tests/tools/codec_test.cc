@@ -73,24 +73,6 @@ TEST(HexTest, SkipsWhiteSpaceOnlyWhenAsked) {
   EXPECT_TRUE(FromHex("").ok());
 }
 
-TEST(ParseSizeTest, TakesBinarySuffixes) {
-  EXPECT_EQ(*ParseSize("4096"), 4096u);
-  EXPECT_EQ(*ParseSize("4096B"), 4096u);
-  EXPECT_EQ(*ParseSize("64k"), 64u << 10);
-  EXPECT_EQ(*ParseSize("64m"), 64u << 20);
-  EXPECT_EQ(*ParseSize("64MiB"), 64u << 20);
-  EXPECT_EQ(*ParseSize("64mb"), 64u << 20);
-  EXPECT_EQ(*ParseSize("1G"), uint64_t{1} << 30);
-  EXPECT_EQ(*ParseSize("2t"), uint64_t{2} << 40);
-}
-
-TEST(ParseSizeTest, RejectsNonSizes) {
-  for (const char* bad : {"", "0", "k", "-1", "12q", "1.5g", "64 m", "99999999999999999999",
-                          "20000000t", "ib", "b"}) {
-    EXPECT_FALSE(ParseSize(bad).ok()) << bad;
-  }
-}
-
 TEST(ParseCountTest, TakesDecimalCountsIncludingZero) {
   EXPECT_EQ(*ParseCount("0"), 0u);
   EXPECT_EQ(*ParseCount("10"), 10u);

@@ -19,6 +19,7 @@
 #include "nvkv/stats.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
+#include "util/size_parse.h"
 
 namespace nvkv::cli {
 namespace {
@@ -155,13 +156,13 @@ Outcome RunFormat(const Context& context) {
                       {"--segment-bytes", &options.segment_bytes}};
   for (const auto& [name, field] : layout) {
     if (!context.Has(name)) continue;
-    absl::StatusOr<uint64_t> size = ParseSize(context.Get(name));
+    absl::StatusOr<uint64_t> size = util::ParsePositiveSize(context.Get(name));
     if (!size.ok()) return Usage(absl::StrCat(name, ": ", size.status().message()));
     if (*size > UINT32_MAX) return Usage(absl::StrCat(name, ": ", *size, " is too large"));
     *field = static_cast<uint32_t>(*size);
   }
   if (capacity_given) {
-    absl::StatusOr<uint64_t> size = ParseSize(context.Get("--capacity"));
+    absl::StatusOr<uint64_t> size = util::ParsePositiveSize(context.Get("--capacity"));
     if (!size.ok()) return Usage(absl::StrCat("--capacity: ", size.status().message()));
     options.capacity_bytes = *size;
   }

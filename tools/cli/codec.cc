@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -137,46 +136,6 @@ absl::StatusOr<std::string> FromHex(std::string_view text, bool skip_space) {
   }
   if (high >= 0) return absl::InvalidArgumentError("odd number of hex digits");
   return out;
-}
-
-absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
-  const std::string lower = absl::AsciiStrToLower(absl::string_view(text.data(), text.size()));
-  std::string_view digits = lower;
-  // "64MiB", "64mb" and "4096B" are "64m", "64m" and "4096".
-  if (digits.size() > 3 && digits.ends_with("ib") &&
-      std::isalpha(static_cast<unsigned char>(digits[digits.size() - 3]))) {
-    digits.remove_suffix(2);
-  } else if (digits.size() > 1 && digits.ends_with("b")) {
-    digits.remove_suffix(1);
-  }
-  int shift = 0;
-  if (!digits.empty()) {
-    switch (digits.back()) {
-      case 'k':
-        shift = 10;
-        break;
-      case 'm':
-        shift = 20;
-        break;
-      case 'g':
-        shift = 30;
-        break;
-      case 't':
-        shift = 40;
-        break;
-      default:
-        break;
-    }
-    if (shift != 0) digits.remove_suffix(1);
-  }
-  uint64_t value = 0;
-  if (digits.empty() || !AllDigits(digits) ||
-      !absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &value) || value == 0 ||
-      value > (std::numeric_limits<uint64_t>::max() >> shift)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", std::string(text), "' is not a size (examples: 4096, 64k, 64m, 1g)"));
-  }
-  return value << shift;
 }
 
 absl::StatusOr<uint64_t> ParseCount(std::string_view text) {

@@ -1,5 +1,5 @@
 // Text encodings of nvkv-cli: the escaped and hex forms of keys and values (command arguments,
-// scan and dump output, load input), and sizes and counts given on the command line.
+// scan and dump output, load input), and counts given on the command line.
 //
 // Escaped form (the default): printable ASCII (0x20..0x7e) stands for itself, except
 //   \\  backslash     \t  tab     \n  line feed     \r  carriage return
@@ -36,10 +36,7 @@ inline absl::StatusOr<std::string> Decode(std::string_view text, Encoding encodi
   return encoding == Encoding::kHex ? FromHex(text) : Unescape(text);
 }
 
-// "4096", "64k", "64m", "1g", "1t" (also "64M", "64MiB", "64mb"): k, m, g and t are powers of
-// 1024. kInvalidArgument on anything else, zero included.
-absl::StatusOr<uint64_t> ParseSize(std::string_view text);
-// A decimal count, 0 allowed.
+// A decimal count, 0 allowed. (Sizes such as "64m" are util/size_parse.h's.)
 absl::StatusOr<uint64_t> ParseCount(std::string_view text);
 
 // "512 B", "4.0 KiB", "1.5 GiB".

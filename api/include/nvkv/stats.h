@@ -119,6 +119,8 @@ struct Stats {
   // Several lines of "name: value", for people.
   std::string ToString() const;
   // One JSON object with every field above, under the same names ("device" and "ring" nested).
+  // Always valid UTF-8: a byte of the path or a note that is not part of well-formed UTF-8 is
+  // written \ufffd; numbers that are not finite are written null.
   std::string ToJson() const;
 };
 

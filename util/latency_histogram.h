@@ -1,5 +1,10 @@
 // LatencyHistogram: an HDR-style log-linear histogram of latencies in nanoseconds, mergeable
-// across threads.
+// across threads. The one latency histogram of the project: nvkv-ycsb (per operation type and
+// thread) and nvkv-iobench (per request) record into it.
+//
+// Why util/: both benchmarks need it and they link different layers (nvkv-iobench the storage
+// library, nvkv-ycsb the public one), so no bench/ library is under both; util/ is below every
+// layer and includes nothing of ours (tests/check_layering.sh).
 //
 // Values below 2 * kSub ns are counted exactly; above that each power of two is split into
 // kSub = 64 equal buckets, so a bucket's width is at most 1/64 (1.6%) of its values. Worked
@@ -8,14 +13,14 @@
 // [87 << 9, 88 << 9) = [44544, 45056) ns. Percentiles report the middle of their bucket.
 //
 // Thread contract: not synchronized; each thread records into its own and Merge combines them.
-#ifndef NVKV_BENCH_YCSB_HISTOGRAM_H_
-#define NVKV_BENCH_YCSB_HISTOGRAM_H_
+#ifndef NVKV_UTIL_LATENCY_HISTOGRAM_H_
+#define NVKV_UTIL_LATENCY_HISTOGRAM_H_
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 
-namespace nvkv::ycsb {
+namespace nvkv::util {
 
 class LatencyHistogram {
  public:
@@ -60,6 +65,6 @@ class LatencyHistogram {
   uint64_t min_ns_ = UINT64_MAX;
 };
 
-}  // namespace nvkv::ycsb
+}  // namespace nvkv::util
 
-#endif  // NVKV_BENCH_YCSB_HISTOGRAM_H_
+#endif  // NVKV_UTIL_LATENCY_HISTOGRAM_H_

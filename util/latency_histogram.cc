@@ -1,6 +1,6 @@
-#include "bench/ycsb/histogram.h"
+#include "util/latency_histogram.h"
 
-namespace nvkv::ycsb {
+namespace nvkv::util {
 
 void LatencyHistogram::Merge(const LatencyHistogram& other) {
   for (uint32_t i = 0; i < kBuckets; ++i) buckets_[i] += other.buckets_[i];
@@ -30,4 +30,4 @@ uint64_t LatencyHistogram::Percentile(double q) const {
   return max_ns_;
 }
 
-}  // namespace nvkv::ycsb
+}  // namespace nvkv::util

@@ -1,0 +1,124 @@
+// Stats::ToJson: the exact text it writes for known counters, and JSON that stays valid UTF-8
+// whatever bytes the device path and notes hold.
+#include "nvkv/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+#include "tests/testutil/json_check.h"
+
+namespace nvkv {
+namespace {
+
+Stats SampleStats() {
+  Stats s;
+  s.live_keys = 2;
+  s.index_bytes = 4096;
+  s.index_bytes_per_key = 2048;
+  s.puts = 3;
+  s.deletes = 1;
+  s.gets = 2;
+  s.batches = 1;
+  s.user_bytes_written = 18;
+  s.device_bytes_written = 8192;
+  s.compaction_bytes_written = 0;
+  s.write_amplification = 455.111111;
+  s.pages_written = 2;
+  s.page_reads = 1;
+  s.flushes = 1;
+  s.fua_writes = 0;
+  s.verify_reads = 0;
+  s.capacity_bytes = 33554432;
+  s.usable_bytes = 30000000;
+  s.live_bytes = 40;
+  s.segments_total = 64;
+  s.segments_free = 62;
+  s.segments_cleaned = 0;
+  s.segments_retained = 0;
+  s.compaction_damaged_pages = 0;
+  s.unreadable_pages = 0;
+  s.recovery_pages_scanned = 5;
+  s.recovery_records = 4;
+  s.recovery_batches_discarded = 0;
+  s.recovery_damaged_pages = 0;
+  s.recovery_seconds = 0.00125;
+  s.page_bytes = 4096;
+  s.pages_per_segment = 128;
+  s.shard_count = 4;
+  s.index_mode = IndexMode::kOrdered;
+  s.device.kind = DeviceKind::kDirectFile;
+  s.device.path = "/tmp/store \"a\\b\"";
+  s.device.lba_bytes = 512;
+  s.device.lba_count = 65536;
+  s.device.capacity_bytes = 33554432;
+  s.device.max_transfer_bytes = 131072;
+  s.device.volatile_write_cache = true;
+  s.device.block_device = false;
+  s.device.nsid = 0;
+  s.device.ring.queue_depth = 64;
+  s.device.ring.sq_entries = 64;
+  s.device.ring.single_issuer = true;
+  s.device.ring.defer_taskrun = true;
+  s.device.ring.fixed_buffers = true;
+  s.device.notes = {"first\tnote", "second\nnote \x01"};
+  return s;
+}
+
+TEST(StatsJsonTest, WritesEveryFieldInOrder) {
+  EXPECT_EQ(
+      SampleStats().ToJson(),
+      "{\"live_keys\":2,\"index_bytes\":4096,\"index_bytes_per_key\":2048,\"puts\":3,"
+      "\"deletes\":1,\"gets\":2,\"batches\":1,\"user_bytes_written\":18,"
+      "\"device_bytes_written\":8192,\"compaction_bytes_written\":0,"
+      "\"write_amplification\":455.111,\"pages_written\":2,\"page_reads\":1,\"flushes\":1,"
+      "\"fua_writes\":0,\"verify_reads\":0,\"capacity_bytes\":33554432,"
+      "\"usable_bytes\":30000000,\"live_bytes\":40,\"segments_total\":64,\"segments_free\":62,"
+      "\"segments_cleaned\":0,\"segments_retained\":0,\"compaction_damaged_pages\":0,"
+      "\"unreadable_pages\":0,\"recovery_pages_scanned\":5,\"recovery_records\":4,"
+      "\"recovery_batches_discarded\":0,\"recovery_damaged_pages\":0,"
+      "\"recovery_seconds\":0.00125,\"page_bytes\":4096,\"pages_per_segment\":128,"
+      "\"shard_count\":4,\"index_mode\":\"ordered\",\"device\":{\"kind\":\"direct-file\","
+      "\"path\":\"/tmp/store \\\"a\\\\b\\\"\",\"lba_bytes\":512,\"lba_count\":65536,"
+      "\"capacity_bytes\":33554432,\"max_transfer_bytes\":131072,"
+      "\"volatile_write_cache\":true,\"block_device\":false,\"nsid\":0,"
+      "\"ring\":{\"queue_depth\":64,\"sq_entries\":64,\"sqe128_cqe32\":false,"
+      "\"single_issuer\":true,\"defer_taskrun\":true,\"coop_taskrun\":false,"
+      "\"registered_ring_fd\":false,\"registered_file\":false,\"fixed_buffers\":true,"
+      "\"sqpoll\":false,\"iopoll\":false},"
+      "\"notes\":[\"first\\tnote\",\"second\\nnote \\u0001\"]}}");
+}
+
+TEST(StatsJsonTest, NumbersThatJsonCannotHoldAreNull) {
+  Stats s;
+  s.write_amplification = std::numeric_limits<double>::infinity();
+  s.index_bytes_per_key = std::numeric_limits<double>::quiet_NaN();
+  const std::string json = s.ToJson();
+  EXPECT_NE(json.find("\"write_amplification\":null,"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"index_bytes_per_key\":null,"), std::string::npos) << json;
+}
+
+// A store path is bytes, not text: whatever it holds, the JSON is valid UTF-8 and parses, and
+// each byte that is not UTF-8 reads back as U+FFFD (util/json_writer.h).
+TEST(StatsJsonTest, IsValidUtf8WhateverBytesThePathAndNotesHold) {
+  Stats s;
+  s.device.path = "/tmp/\xff\xfe-\xc3\xa9-\xe2\x82";
+  s.device.notes = {"fell back from \xed\xa0\x80"};
+  const std::string json = s.ToJson();
+  EXPECT_TRUE(testing::IsValidUtf8(json)) << json;
+  absl::StatusOr<testing::JsonValue> value = testing::ParseJson(json);
+  ASSERT_TRUE(value.ok()) << value.status() << " in " << json;
+  const testing::JsonValue* device = value->Find("device");
+  ASSERT_NE(device, nullptr);
+  ASSERT_NE(device->Find("path"), nullptr);
+  EXPECT_EQ(device->Find("path")->text,
+            "/tmp/\xef\xbf\xbd\xef\xbf\xbd-\xc3\xa9-\xef\xbf\xbd\xef\xbf\xbd");
+  ASSERT_NE(device->Find("notes"), nullptr);
+  ASSERT_EQ(device->Find("notes")->items.size(), 1u);
+  EXPECT_EQ(device->Find("notes")->items[0].text,
+            "fell back from \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+}
+
+}  // namespace
+}  // namespace nvkv
