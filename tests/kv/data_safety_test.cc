@@ -659,7 +659,8 @@ TEST_F(DataSafetyTest, DeleteInABatchCutByACrashStaysUndoneAfterCompaction) {
     const std::string deleted = Key(0);
     std::vector<WriteOp> ops{WriteOp{true, deleted, {}}};
     const std::string value(1800, 'b');
-    for (const std::string& key : BatchKeys()) ops.push_back(WriteOp{false, key, value});
+    const std::vector<std::string> keys = BatchKeys();  // the ops view these strings
+    for (const std::string& key : keys) ops.push_back(WriteOp{false, key, value});
     ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());  // segment 1, pages 0..2
     ASSERT_THAT(engine->Close(), IsOk());
   }
@@ -706,7 +707,8 @@ TEST_F(DataSafetyTest, RecordInABatchCutByACrashNeverReplacesTheOneBeforeItOnIts
       ASSERT_THAT(Put(*engine, "shared", before, /*durable=*/false), IsOk());  // page 0
       std::vector<WriteOp> ops{WriteOp{batch_deletes, "shared", in_batch}};
       const std::string value(1800, 'b');
-      for (const std::string& key : BatchKeys()) ops.push_back(WriteOp{false, key, value});
+      const std::vector<std::string> keys = BatchKeys();  // the ops view these strings
+    for (const std::string& key : keys) ops.push_back(WriteOp{false, key, value});
       ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());  // pages 0..2
       ASSERT_THAT(engine->Close(), IsOk());
     }
@@ -757,7 +759,8 @@ TEST_F(DataSafetyTest, ReadsSkipTheRecordsOfABatchCutByACrash) {
       ASSERT_THAT(Put(*engine, "shared", "before", /*durable=*/false), IsOk());  // page 0
       std::vector<WriteOp> ops{WriteOp{batch_deletes, "shared", "in the batch, longer"}};
       const std::string value(1800, 'b');
-      for (const std::string& key : BatchKeys()) ops.push_back(WriteOp{false, key, value});
+      const std::vector<std::string> keys = BatchKeys();  // the ops view these strings
+    for (const std::string& key : keys) ops.push_back(WriteOp{false, key, value});
       ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());  // pages 0..2
       ASSERT_THAT(engine->Close(), IsOk());
     }
