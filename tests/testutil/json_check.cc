@@ -103,7 +103,7 @@ class Parser {
       if (!Take(":")) return Fail("expected ':'");
       JsonValue member;
       if (!ParseValue(&member, depth + 1)) return false;
-      value->members.emplace_back(std::move(name), std::move(member));
+      value->members.push_back(JsonMember{std::move(name), std::move(member)});
       SkipSpace();
       if (Take("}")) return true;
       if (!Take(",")) return Fail("expected ',' or '}'");

@@ -18,16 +18,24 @@ namespace nvkv::testing {
 
 bool IsValidUtf8(std::string_view text);
 
+struct JsonMember;
+
 struct JsonValue {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
   Type type = Type::kNull;
   bool boolean = false;
   std::string text;  // a string's decoded UTF-8, or a number as written
   std::vector<JsonValue> items;                              // kArray
-  std::vector<std::pair<std::string, JsonValue>> members;    // kObject, in order
+  // kObject, in order. Not std::pair: a pair needs JsonValue complete here (clang refuses).
+  std::vector<JsonMember> members;
 
   // The member named `name` of an object, or nullptr.
   const JsonValue* Find(std::string_view name) const;
+};
+
+struct JsonMember {
+  std::string name;
+  JsonValue value;
 };
 
 // kInvalidArgument naming the offset of the first thing that is not JSON.
