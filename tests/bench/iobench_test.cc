@@ -1,90 +1,37 @@
 // nvkv-iobench run as a subprocess on a small file in a fresh directory: its JSON summary (read
 // by bench/compare_fio.sh) and its option checks. Short runs only (--number-ios).
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "tests/testutil/json_check.h"
+#include "tests/testutil/subprocess.h"
 #include "tests/testutil/temp_dir.h"
 
 #ifndef NVKV_IOBENCH_PATH
 #error "NVKV_IOBENCH_PATH must name the nvkv-iobench binary"
 #endif
 
-extern char** environ;
-
 namespace nvkv {
 namespace {
 
 using ::nvkv::testing::JsonValue;
 
-struct IobenchRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-}
+using IobenchRun = testing::ProcessRun;
 
 class IobenchTest : public ::testing::Test {
  protected:
   // Runs nvkv-iobench with `args` in the test's directory; output goes through files.
   IobenchRun Iobench(const std::vector<std::string>& args) {
-    const std::string out_path = dir_.File(".stdout"), err_path = dir_.File(".stderr");
-    std::vector<std::string> argv_strings = {NVKV_IOBENCH_PATH};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& arg : argv_strings) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0600);
-    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0600);
-    posix_spawn_file_actions_addchdir_np(&actions, dir_.path().c_str());
-    pid_t pid = 0;
-    const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    IobenchRun run;
-    if (spawned != 0) {
-      ADD_FAILURE() << "posix_spawn: " << strerror(spawned);
-      return run;
-    }
-    // A run that hangs is killed and fails the test instead of stopping the suite.
-    int status = 0;
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (absl::Now() > deadline) {
-        ADD_FAILURE() << absl::StrJoin(args, " ") << ": still running after 60 s; killed";
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    EXPECT_TRUE(WIFEXITED(status)) << "killed by a signal: " << status;
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    run.out = ReadFile(out_path);
-    run.err = ReadFile(err_path);
-    return run;
+    testing::ProcessOptions options;
+    options.dir = dir_.path();
+    std::vector<std::string> argv = {NVKV_IOBENCH_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunProcess(argv, options);
   }
 
   testing::TempDir dir_;

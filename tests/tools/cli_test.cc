@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tests/testutil/subprocess.h"
 #include "tests/testutil/temp_dir.h"
 
 #ifndef NVKV_CLI_PATH
@@ -43,11 +44,7 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using CliResult = testing::ProcessRun;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -108,63 +105,20 @@ class CliTest : public ::testing::Test {
   // without NVKV_DB and NVKV_ORDERED plus `env`. Output goes through files, so nothing blocks.
   CliResult Cli(const std::vector<std::string>& args, const std::string& input = "",
           const std::vector<std::string>& env = {}) {
-    const std::string in_path = dir_.File(".stdin"), out_path = dir_.File(".stdout"),
-                      err_path = dir_.File(".stderr");
-    WriteFile(in_path, input);
-    std::vector<std::string> argv_strings = {NVKV_CLI_PATH};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& arg : argv_strings) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_strings;
+    testing::ProcessOptions options;
+    options.dir = dir_.path();
+    options.input = input;
+    options.stderr_fd = stderr_fd_;
+    options.limit = kRunLimit;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string_view entry = *e;
       if (entry.starts_with("NVKV_DB=") || entry.starts_with("NVKV_ORDERED=")) continue;
-      env_strings.emplace_back(entry);
+      options.env.emplace_back(entry);
     }
-    env_strings.insert(env_strings.end(), env.begin(), env.end());
-    std::vector<char*> envp;
-    for (std::string& entry : env_strings) envp.push_back(entry.data());
-    envp.push_back(nullptr);
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, in_path.c_str(), O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0600);
-    if (stderr_fd_ >= 0) {
-      posix_spawn_file_actions_adddup2(&actions, stderr_fd_, 2);
-    } else {
-      posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(),
-                                       O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    }
-    posix_spawn_file_actions_addchdir_np(&actions, dir_.path().c_str());
-    pid_t pid = 0;
-    const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    CliResult run;
-    if (spawned != 0) {
-      ADD_FAILURE() << "posix_spawn: " << strerror(spawned);
-      return run;
-    }
-    // A run that hangs is killed, and fails the test, instead of stopping the suite.
-    int status = 0;
-    const absl::Time deadline = absl::Now() + kRunLimit;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (absl::Now() > deadline) {
-        ADD_FAILURE() << absl::StrJoin(args, " ") << ": still running after "
-                      << absl::FormatDuration(kRunLimit) << "; killed";
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    EXPECT_TRUE(WIFEXITED(status)) << "killed by a signal: " << status;
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    run.out = ReadFile(out_path);
-    run.err = stderr_fd_ >= 0 ? "" : ReadFile(err_path);
-    return run;
+    options.env.insert(options.env.end(), env.begin(), env.end());
+    std::vector<std::string> argv = {NVKV_CLI_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunProcess(argv, options);
   }
 
   // Runs with --db at the test's store; expects success.
