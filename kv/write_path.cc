@@ -597,12 +597,14 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   std::vector<PreparedOp> prepared = PrepareOps(*this, ops);
   Shard& head_shard = *prepared.front().shard;  // the lowest shard's head takes the records
   const bool single = prepared.size() == 1;
+  // A batch reserves room for all its records at once (ReserveForBatch); a single record needs
+  // only its size.
   std::vector<PlannedRecord> planned;
   uint32_t total_bytes = 0;
   for (const PreparedOp& p : prepared) {
     const uint32_t bytes =
         RecordBytes(p.op->key.size(), p.op->is_delete ? 0 : p.op->value.size());
-    planned.push_back({p.op->key, p.hash, bytes});
+    if (!single) planned.push_back({p.op->key, p.hash, bytes});
     total_bytes += bytes;
   }
   const bool all_deletes = std::all_of(prepared.begin(), prepared.end(),
