@@ -53,7 +53,7 @@ void Engine::Impl::CompactionLoop() {
       compact_all_status_ = status;
       compact_all_cv_.SignalAll();
     }
-    if (!options_.background_compaction || broken_.load()) continue;
+    if (!options_.background_compaction || error_.failed()) continue;
     if (absl::Now() - last_retained_check > absl::Seconds(1)) {
       RecheckRetained();  // O(index) per retained segment: not more often
       last_retained_check = absl::Now();
@@ -69,7 +69,7 @@ void Engine::Impl::CompactionLoop() {
       }
       if (!status.ok()) {
         segments_->Unpick(*victim);
-        if (!absl::IsResourceExhausted(status)) SetBroken(status);
+        if (!absl::IsResourceExhausted(status)) error_.Set(status);
         break;
       }
     }
@@ -109,7 +109,7 @@ absl::Status Engine::Impl::CompactAllNow() {
       head.has_segment = false;
     }
   }
-  WakeWriter();
+  writer_->Wake();
   absl::Status flushed = Flush();
   if (!flushed.ok()) return flushed;
   RecheckRetained();
@@ -167,7 +167,7 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   // original was lost. Once the victim is durable its batches are whole on the device until
   // the free marker, which comes after every copy is durable (below).
   if (std::optional<LastWrite> last = segments_->last_write(segment)) {
-    absl::Status durable = WaitDurable(*shards_[last->shard], last->head_counter);
+    absl::Status durable = writer_->WaitDurable(*shards_[last->shard], last->head_counter);
     if (!durable.ok()) return durable;
   }
   storage::Device& queue = *compaction_queue_;
@@ -265,11 +265,11 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
     status = storage::WriteBlocks(queue, LbaOf(first_page + index), blocks_per_page_, page,
                                   /*fua=*/true);
     if (!status.ok()) break;
-    device_bytes_.fetch_add(g.page_bytes);
+    write_counters_.device_bytes.fetch_add(g.page_bytes);
   }
   pool.PutPage(page);
   if (!status.ok()) {
-    SetBroken(status);
+    error_.Set(status);
     return status;
   }
   segments_->Free(segment);

@@ -95,32 +95,6 @@ Engine::Impl::~Impl() {
   (void)Close();
 }
 
-void Engine::Impl::SetBroken(const absl::Status& status) {
-  {
-    absl::MutexLock lock(&error_mu_);
-    if (error_.ok()) {
-      error_ = absl::FailedPreconditionError(absl::StrCat(
-          "the store refuses writes after a failed device write (reopen to recover): ",
-          status.ToString()));
-    }
-  }
-  broken_.store(true);
-}
-
-absl::Status Engine::Impl::broken_status() {
-  absl::MutexLock lock(&error_mu_);
-  return error_;
-}
-
-absl::Status Engine::Impl::WriterStatus() {
-  if (broken_.load()) return broken_status();
-  if (writer_exited_.load()) {
-    return absl::FailedPreconditionError(
-        "the store is closing: its writer thread has stopped, so nothing more becomes durable");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Engine::Impl::CheckOpen() const {
   if (closed_.load()) return absl::FailedPreconditionError("the store is closed");
   return absl::OkStatus();
@@ -373,15 +347,22 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   writer_options.buffers.chunk_count = 0;
   auto writer_queue = OpenQueue(writer_options);
   if (!writer_queue.ok()) return writer_queue.status();
-  writer_queue_ = std::move(*writer_queue);
+  LogWriter::Options writer_config;
+  writer_config.store_seed = store_seed_;
+  writer_config.blocks_per_page = blocks_per_page_;
+  writer_config.page_bytes = geometry_.page_bytes;
+  writer_config.max_write_delay_us = options_.max_write_delay_us;
+  writer_config.volatile_cache = device_info_.volatile_write_cache;
+  writer_ = std::make_unique<LogWriter>(writer_config, shards_, *segments_, error_,
+                                        write_counters_, std::move(*writer_queue));
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     for (uint32_t i = 0; i < options_.page_buffers_per_shard; ++i) {
       auto slot = std::make_unique<PageSlot>();
-      slot->buffer = writer_queue_->buffers().GetPage();
+      slot->buffer = writer_->queue().buffers().GetPage();
       NVKV_CHECK(slot->buffer.valid());
       slot->shard = shard.get();
-      slot->engine = this;
+      slot->writer = writer_.get();
       shard->head.free_slots.push_back(slot.get());
       shard->slots.push_back(std::move(slot));
     }
@@ -398,7 +379,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   if (!compaction_queue.ok()) return compaction_queue.status();
   compaction_queue_ = std::move(*compaction_queue);
 
-  writer_thread_ = std::thread([this] { WriterLoop(); });
+  writer_->Start();
   compaction_thread_ = std::thread([this] { CompactionLoop(); });
   return absl::OkStatus();
 }
@@ -413,17 +394,15 @@ absl::Status Engine::Impl::Close() {
     compaction_thread_.join();
   }
   absl::Status status;
-  if (writer_thread_.joinable() && !broken_.load()) status = Flush();
-  writer_stopping_.store(true);
-  if (writer_thread_.joinable()) {
-    WakeWriter();
-    writer_thread_.join();
+  if (writer_ != nullptr && writer_->started()) {
+    if (!error_.failed()) status = writer_->WaitAllDurable();
+    writer_->Stop();
   }
-  if (status.ok() && broken_.load()) status = broken_status();
+  if (status.ok() && error_.failed()) status = error_.status();
   // Threads that read keep nothing of this engine but the (closed) set.
   read_queues_->Close();
   compaction_queue_.reset();
-  writer_queue_.reset();
+  writer_.reset();
   device_.reset();
   base_device_.reset();  // releases the device lock: the store may be opened again
   return status;
@@ -443,15 +422,15 @@ EngineStats Engine::Impl::Stats() {
   s.gets = gets_.load();
   s.batches = batches_.load();
   s.user_bytes_written = user_bytes_.load();
-  s.device_bytes_written = device_bytes_.load();
+  s.device_bytes_written = write_counters_.device_bytes.load();
   s.compaction_bytes_written = compaction_bytes_.load();
   s.write_amplification = s.user_bytes_written
                               ? static_cast<double>(s.device_bytes_written) / s.user_bytes_written
                               : 0;
-  s.pages_written = pages_written_.load();
+  s.pages_written = write_counters_.pages_written.load();
   s.page_reads = page_reads_.load();
-  s.flushes = flushes_.load();
-  s.fua_writes = fua_writes_.load();
+  s.flushes = write_counters_.flushes.load();
+  s.fua_writes = write_counters_.fua_writes.load();
   s.verify_reads = verify_reads_.load();
   s.segments_total = segments_->count();
   s.segments_free = segments_->free_count();
@@ -474,7 +453,7 @@ EngineStats Engine::Impl::Stats() {
     s.device.notes.insert(s.device.notes.end(), queue_notes_.begin(), queue_notes_.end());
   }
   // The first queue only holds the device; the writer's queue shows the ring features in use.
-  if (writer_queue_ != nullptr) s.device.ring = writer_queue_->info().ring;
+  if (writer_ != nullptr) s.device.ring = writer_->queue().info().ring;
   s.page_bytes = geometry_.page_bytes;
   s.pages_per_segment = geometry_.pages_per_segment;
   s.shard_count = static_cast<uint32_t>(shards_.size());
@@ -555,7 +534,7 @@ absl::Status Engine::Flush() {
 absl::Status Engine::CompactAll() {
   absl::Status open = impl_->CheckOpen();
   if (!open.ok()) return open;
-  if (impl_->broken_.load()) return impl_->broken_status();
+  if (impl_->error_.failed()) return impl_->error_.status();
   return impl_->CompactAll();
 }
 absl::Status Engine::Scan(std::string_view start, std::string_view end, size_t limit,

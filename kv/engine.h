@@ -198,8 +198,8 @@ class Engine {
   // Calls `visit` with every live key and value, segment by segment in log order (any index
   // mode): each key no write touches during the walk exactly once; a key written meanwhile with
   // its old value, its new one, both or neither (a record is visited when the index still
-  // points at it as its segment is read, and records still in memory are not). Compaction waits until the walk is done, so `visit`
-  // must not call CompactAll, Check or ForEachLive. Stops early and returns the status when
+  // points at it as its segment is read, and records still in memory are not). Compaction
+  // waits until the walk is done, so `visit` must not call CompactAll, Check or ForEachLive. Stops early and returns the status when
   // `visit` returns one that is not OK. Errors: kFailedPrecondition after Close(); device
   // errors (a segment that cannot be read stops the walk).
   absl::Status ForEachLive(

@@ -437,9 +437,9 @@ absl::StatusOr<CheckReport> Engine::Check(const ProgressCallback& progress) {
   if (!open.ok()) return open;
   CheckReport report;
   // Put everything written so far on the device, so that the log read back is the index's.
-  if (engine.broken_.load()) {
+  if (engine.error_.failed()) {
     report.notes.push_back(absl::StrCat("writes are refused since a device write failed (",
-                                        engine.broken_status().message(),
+                                        engine.error_.status().message(),
                                         "); pages not yet written are not checked"));
   } else if (absl::Status flushed = engine.Flush(); !flushed.ok()) {
     report.notes.push_back(absl::StrCat("flush before the check failed: ", flushed.message()));
@@ -473,7 +473,7 @@ absl::Status Engine::ForEachLive(
   absl::Status open = engine.CheckOpen();
   if (!open.ok()) return open;
   // Pages still in memory are not on the device yet.
-  if (engine.broken_.load()) return engine.broken_status();
+  if (engine.error_.failed()) return engine.error_.status();
   absl::Status flushed = engine.Flush();
   if (!flushed.ok()) return flushed;
   absl::MutexLock compaction_lock(&engine.compact_all_mu_);

@@ -1,27 +1,9 @@
-// The writer thread: takes sealed pages from every shard, writes them in one submission, and
-// turns completions into durability for the writers waiting on them (group commit).
-//
-// Durability rule. NVMe orders nothing between commands in flight, and a completed write may sit
-// in a volatile cache. A page counts as durable when its write completed with FUA, or completed
-// before a Flush that then completed (or the device has no volatile cache). A head's
-// durable_through() moves only over a prefix of its pages that are all durable (DurablePrefix,
-// durable_prefix.h), so without media damage no acknowledged write lies beyond the end of a
-// segment's log that recovery finds.
-//
-// When the writer flushes (device with a volatile write cache). For a durable writer whose pages
-// completed without FUA (DurablePrefix::NeedsFlush), at once. And on a timer, so that
-// non-durable writes become durable within a bound even when no one waits
-// (Options::max_write_delay_us): once some page has completed without being durable, and no
-// flush in flight covers it, for max_write_delay_us. At most one flush is in flight; one covers every page completed before it
-// was sent, so a steady non-durable load costs one flush per max_write_delay_us or per flush
-// time, whichever is longer, not one per page. A write thus waits up to max_write_delay_us in an
-// open page, its page's write time, up to max_write_delay_us (or the rest of a flush in flight,
-// if longer), and a flush: durable within 2 x max_write_delay_us plus the device's write and
-// flush time (plus one more flush time when flushes take longer than max_write_delay_us).
+// The log writer (log_writer.h): the writer thread, its flush policy, and durability waits.
+#include "kv/log_writer.h"
+
 #include <algorithm>
 
 #include "absl/time/clock.h"
-#include "kv/engine_impl.h"
 #include "storage/base/check.h"
 
 namespace nvkv::kv {
@@ -31,18 +13,115 @@ uint64_t NowMicros() { return static_cast<uint64_t>(absl::ToUnixMicros(absl::Now
 
 }  // namespace
 
-void Engine::Impl::WakeWriter() {
-  absl::MutexLock lock(&writer_mu_);
-  writer_wake_ = true;
-  writer_cv_.Signal();
+LogWriter::LogWriter(const Options& options, const std::vector<std::unique_ptr<Shard>>& shards,
+                     SegmentTable& segments, StickyError& error, WriteCounters& counters,
+                     std::unique_ptr<storage::Device> queue)
+    : options_(options),
+      shards_(shards),
+      segments_(segments),
+      error_(error),
+      counters_(counters),
+      queue_(std::move(queue)) {}
+
+LogWriter::~LogWriter() { Stop(); }
+
+void LogWriter::Start() {
+  NVKV_CHECK(!thread_.joinable());
+  thread_ = std::thread([this] { Loop(); });
 }
 
-void Engine::Impl::OnPageWritten(storage::IoRequest* request) {
+void LogWriter::Stop() {
+  stopping_.store(true);
+  if (!thread_.joinable()) return;
+  Wake();
+  thread_.join();
+}
+
+void LogWriter::Wake() {
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
+  wake_cv_.Signal();
+}
+
+absl::Status LogWriter::Status() const {
+  if (error_.failed()) return error_.status();
+  if (exited_.load()) {
+    return absl::FailedPreconditionError(
+        "the store is closing: its writer thread has stopped, so nothing more becomes durable");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogWriter::WaitDurable(Shard& shard, uint64_t counter) {
+  absl::MutexLock lock(&shard.mu);
+  LogHead& head = shard.head;
+  if (head.durable.durable_through() >= counter) return absl::OkStatus();
+  head.durable.Want(counter);
+  shard.wants_writer.store(true, std::memory_order_release);
+  Wake();
+  while (head.durable.durable_through() < counter) {
+    // Only the writer thread makes pages durable: never wait for one that has exited.
+    if (absl::Status status = Status(); !status.ok()) return status;
+    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogWriter::WaitAllDurable() {
+  if (error_.failed()) return error_.status();
+  for (const auto& shard : shards_) {
+    uint64_t last = 0;
+    {
+      absl::MutexLock lock(&shard->mu);
+      last = shard->head.next_counter - 1;
+    }
+    if (last == 0) continue;
+    absl::Status status = WaitDurable(*shard, last);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogWriter::WaitEarlierNonDurable() {
+  for (const auto& shard : shards_) {
+    const uint64_t through = shard->nondurable_through.load(std::memory_order_acquire);
+    if (through == 0) continue;
+    absl::Status status = WaitDurable(*shard, through);
+    if (!status.ok()) return status;
+    // Durable now: later durable writes need not look again, unless a newer one came meanwhile.
+    uint64_t expected = through;
+    shard->nondurable_through.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+  }
+  return absl::OkStatus();
+}
+
+void LogWriter::CompleteLocked(Shard& shard, uint64_t first_counter, uint64_t segment,
+                               uint32_t count, const absl::Status& status, bool fua) {
+  if (!status.ok()) error_.Set(status);
+  // Ranges are in counter order and can number thousands between flushes of non-durable
+  // writes: DurablePrefix finds this one by binary search, not a walk from the front.
+  shard.head.durable.Complete(first_counter, /*failed=*/!status.ok(),
+                              fua || !options_.volatile_cache, flush_epoch_.load());
+  segments_.AddPending(segment, -static_cast<int32_t>(count));
+  if (status.ok()) {
+    counters_.pages_written.fetch_add(count, std::memory_order_relaxed);
+    counters_.device_bytes.fetch_add(uint64_t{count} * options_.page_bytes,
+                                     std::memory_order_relaxed);
+    if (fua) counters_.fua_writes.fetch_add(1, std::memory_order_relaxed);
+  }
+  shard.changed.SignalAll();
+}
+
+void LogWriter::RunWritten(Shard& shard, uint64_t first_counter, uint64_t segment, uint32_t count,
+                           const absl::Status& status, bool fua) {
+  CompleteLocked(shard, first_counter, segment, count, status, fua);
+}
+
+void LogWriter::OnPageWritten(storage::IoRequest* request) {
   auto* slot = static_cast<PageSlot*>(request->context);
-  Engine::Impl& engine = *slot->engine;
+  LogWriter& writer = *slot->writer;
   Shard& shard = *slot->shard;
   const bool ok = request->status.ok();
-  if (!ok) engine.SetBroken(request->status);
   if (ok) {
     // The page is on the device: other shards' readers may read it there. This must happen
     // before the slot is recycled below (readers of those shards hold only their own lock).
@@ -52,42 +131,33 @@ void Engine::Impl::OnPageWritten(storage::IoRequest* request) {
     }
   }
   absl::MutexLock lock(&shard.mu);
-  // Ranges are in counter order and can number thousands between flushes of non-durable
-  // writes: find this page's by binary search, not a walk from the front.
-  shard.head.durable.Complete(slot->head_counter, /*failed=*/!ok,
-                              request->fua || !engine.device_info_.volatile_write_cache,
-                              engine.flush_epoch_.load());
-  engine.segments_->AddPending(slot->segment, -1);
+  writer.CompleteLocked(shard, slot->head_counter, slot->segment, 1, request->status, request->fua);
   if (ok) {
-    engine.pages_written_.fetch_add(1, std::memory_order_relaxed);
-    engine.device_bytes_.fetch_add(engine.geometry_.page_bytes, std::memory_order_relaxed);
-    if (request->fua) engine.fua_writes_.fetch_add(1, std::memory_order_relaxed);
     shard.unwritten.erase(slot->page_number);
     shard.head.free_slots.push_back(slot);
   }
   // A failed page stays in `unwritten` (reads keep seeing what was acknowledged in memory until
   // the store is reopened) and its buffer is not reused.
-  shard.changed.SignalAll();
 }
 
-void Engine::Impl::OnFlushDone(storage::IoRequest* request) {
-  auto* engine = static_cast<Engine::Impl*>(request->context);
-  engine->flush_in_flight_ = false;
+void LogWriter::OnFlushDone(storage::IoRequest* request) {
+  auto* writer = static_cast<LogWriter*>(request->context);
+  writer->flush_in_flight_ = false;
   if (!request->status.ok()) {
-    engine->SetBroken(request->status);
+    writer->error_.Set(request->status);
   } else {
-    engine->flushes_.fetch_add(1, std::memory_order_relaxed);
+    writer->counters_.flushes.fetch_add(1, std::memory_order_relaxed);
   }
-  for (auto& shard : engine->shards_) {
+  for (const auto& shard : writer->shards_) {
     absl::MutexLock lock(&shard->mu);
-    if (request->status.ok()) shard->head.durable.Flushed(engine->flush_request_epoch_);
+    if (request->status.ok()) shard->head.durable.Flushed(writer->flush_request_epoch_);
     shard->changed.SignalAll();
   }
 }
 
-void Engine::Impl::WriterLoop() {
-  storage::Device& queue = *writer_queue_;
-  const bool volatile_cache = device_info_.volatile_write_cache;
+void LogWriter::Loop() {
+  storage::Device& queue = *queue_;
+  const bool volatile_cache = options_.volatile_cache;
   std::vector<PageSlot*> batch;
   // Since when (writer's clock, microseconds) some completed page has been neither durable nor
   // covered by a flush in flight; 0 while there is none.
@@ -99,8 +169,8 @@ void Engine::Impl::WriterLoop() {
     bool unflushed = false;
     bool unfinished = false;
     const uint64_t now = NowMicros();
-    const bool stopping = writer_stopping_.load();
-    for (auto& shard_ptr : shards_) {
+    const bool stopping = stopping_.load();
+    for (const auto& shard_ptr : shards_) {
       Shard& shard = *shard_ptr;
       absl::MutexLock lock(&shard.mu);
       LogHead& head = shard.head;
@@ -115,7 +185,7 @@ void Engine::Impl::WriterLoop() {
         // opened it and then retried may have ended up writing nothing (a delete of a key that
         // another thread deleted meanwhile), and Flush waits for every page assigned.
         if (waited_on || (!empty && (aged || stopping))) {
-          head.open->builder.Finish(store_seed_, head.open->page_number);
+          head.open->builder.Finish(options_.store_seed, head.open->page_number);
           head.sealed.push_back(head.open);
           head.open = nullptr;
         } else if (!empty) {
@@ -128,8 +198,7 @@ void Engine::Impl::WriterLoop() {
         batch.push_back(slot);
       }
       head.sealed.clear();
-      if (volatile_cache && !flush_in_flight_ && !broken_.load() &&
-          head.durable.NeedsFlush()) {
+      if (volatile_cache && !flush_in_flight_ && !error_.failed() && head.durable.NeedsFlush()) {
         want_flush = true;  // a failed flush breaks the store: never retried
       }
       if (volatile_cache && !unflushed &&
@@ -143,13 +212,13 @@ void Engine::Impl::WriterLoop() {
       unflushed_since_us = now;
     }
     const uint64_t flush_due_us = unflushed_since_us + options_.max_write_delay_us;
-    if (unflushed && now >= flush_due_us && !flush_in_flight_ && !broken_.load()) {
+    if (unflushed && now >= flush_due_us && !flush_in_flight_ && !error_.failed()) {
       want_flush = true;
     }
     for (PageSlot* slot : batch) {
       slot->request.op = storage::IoOp::kWrite;
-      slot->request.lba = LbaOf(slot->page_number);
-      slot->request.lba_count = blocks_per_page_;
+      slot->request.lba = slot->page_number * options_.blocks_per_page;
+      slot->request.lba_count = options_.blocks_per_page;
       slot->request.buffer = slot->buffer;
       slot->request.on_done = OnPageWritten;
       slot->request.context = slot;
@@ -177,7 +246,7 @@ void Engine::Impl::WriterLoop() {
     if (queue.in_flight() > 0) {
       // Submits what was queued and waits for at least one completion, in one system call.
       absl::StatusOr<uint32_t> reaped = queue.Reap(batch.empty() && !want_flush ? 1 : 0);
-      if (!reaped.ok()) SetBroken(reaped.status());
+      if (!reaped.ok()) error_.Set(reaped.status());
       if (!reaped.ok() && queue.in_flight() > 0) {
         // The queue is broken: nothing more will complete. Fail the waiters and stop writing.
         break;
@@ -185,25 +254,24 @@ void Engine::Impl::WriterLoop() {
       continue;
     }
     if (stopping && batch.empty() && !want_flush && !open_pages) break;
-    absl::MutexLock lock(&writer_mu_);
-    if (!writer_wake_) {
+    absl::MutexLock lock(&mu_);
+    if (!wake_) {
       // Wake for the oldest open page to age out, a large run to be flushed once written, and a
       // timed flush to fall due.
-      uint64_t delay_us = open_pages || unfinished
-                              ? std::max<uint32_t>(options_.max_write_delay_us, 50)
-                              : 100000;
+      uint64_t delay_us =
+          open_pages || unfinished ? std::max<uint32_t>(options_.max_write_delay_us, 50) : 100000;
       if (unflushed && !flush_in_flight_) {
-        delay_us = std::min(delay_us, std::max<uint64_t>(flush_due_us - std::min(now, flush_due_us),
-                                                         50));
+        delay_us =
+            std::min(delay_us, std::max<uint64_t>(flush_due_us - std::min(now, flush_due_us), 50));
       }
-      writer_cv_.WaitWithTimeout(&writer_mu_, absl::Microseconds(delay_us));
+      wake_cv_.WaitWithTimeout(&mu_, absl::Microseconds(delay_us));
     }
-    writer_wake_ = false;
+    wake_ = false;
   }
   // Whoever still waits for a page to become durable or for a page buffer would wait forever:
-  // wake them all, to find writer_exited_ (WriterStatus) under their shard's lock.
-  writer_exited_.store(true);
-  for (auto& shard : shards_) {
+  // wake them all, to find exited_ (Status) under their shard's lock.
+  exited_.store(true);
+  for (const auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     shard->changed.SignalAll();
   }

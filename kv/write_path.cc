@@ -169,12 +169,12 @@ absl::Status EnsureOpenRoom(Engine::Impl& engine, Shard& shard, uint32_t bytes,
   while (!FitsOpenPage(engine, head, bytes, key, hash)) {
     if (head.open != nullptr) {
       SealOpenPage(engine, shard);
-      engine.WakeWriter();
+      engine.writer_->Wake();
     }
     if (!head.free_slots.empty()) return OpenNewPage(engine, shard, use);
     // Back-pressure: every page buffer is sealed or in flight. The writer frees one soon.
-    engine.WakeWriter();
-    if (absl::Status writer = engine.WriterStatus(); !writer.ok()) return writer;
+    engine.writer_->Wake();
+    if (absl::Status writer = engine.writer_->Status(); !writer.ok()) return writer;
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
   }
   return absl::OkStatus();
@@ -331,8 +331,8 @@ absl::Status ReserveForBatch(Engine::Impl& engine, Shard& shard,
       continue;  // the open page was sealed: plan again
     }
     if (head.free_slots.size() >= fresh) return absl::OkStatus();
-    engine.WakeWriter();
-    if (absl::Status writer = engine.WriterStatus(); !writer.ok()) return writer;
+    engine.writer_->Wake();
+    if (absl::Status writer = engine.writer_->Status(); !writer.ok()) return writer;
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
   }
 }
@@ -417,12 +417,7 @@ absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_
   } else {
     queue.buffers().PutPage(chunk);
   }
-  if (status.ok()) {
-    NVKV_CHECK(value_done == value.size());
-    engine.pages_written_.fetch_add(count);
-    engine.device_bytes_.fetch_add(uint64_t{count} * g.page_bytes);
-    if (fua) engine.fua_writes_.fetch_add(1);
-  }
+  if (status.ok()) NVKV_CHECK(value_done == value.size());
   return status;
 }
 
@@ -484,7 +479,7 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     }
     ApplyToIndex(engine, shard, key, hash, current, /*is_delete=*/false, first_page,
                  record_bytes);
-    engine.WakeWriter();  // the sealed page before the run
+    engine.writer_->Wake();  // the sealed page before the run
   }
   const bool device_fua = fua && engine.device_info_.volatile_write_cache;
   absl::Status written = WriteLargeRun(engine, queue, first_page, first_in_segment, generation,
@@ -492,17 +487,11 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
   {
     absl::MutexLock lock(&shard.mu);
     for (uint32_t i = 0; i < count; ++i) shard.unwritten.erase(first_page + i);
-    engine.segments_->AddPending(g.SegmentOf(first_page), -static_cast<int32_t>(count));
-    shard.head.durable.Complete(first_counter, /*failed=*/!written.ok(),
-                                device_fua || !engine.device_info_.volatile_write_cache,
-                                engine.flush_epoch_.load());
-    shard.changed.SignalAll();
+    engine.writer_->RunWritten(shard, first_counter, g.SegmentOf(first_page), count, written,
+                               device_fua);
     if (!fua && use != SegmentUse::kCompaction) NoteNonDurable(shard, first_counter + count - 1);
   }
-  if (!written.ok()) {
-    engine.SetBroken(written);
-    return written;
-  }
+  if (!written.ok()) return written;
   *last_counter = first_counter + count - 1;
   return absl::OkStatus();
 }
@@ -590,7 +579,7 @@ uint64_t AppendPrepared(Engine::Impl& engine, Shard& head_shard,
 absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   absl::Status open = CheckOpen();
   if (!open.ok()) return open;
-  if (broken_.load()) return broken_status();
+  if (error_.failed()) return error_.status();
   absl::Status valid = ValidateOps(*this, ops);
   if (!valid.ok() || ops.empty()) return valid;
 
@@ -686,56 +675,14 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
         NoteNonDurable(head_shard, last_counter);
       }
       UnlockShards(head_shard, others);
-      if (sealed_foreign) WakeWriter();
+      if (sealed_foreign) writer_->Wake();
     }
     // 4. Wait (durable writes).
     if (!durable) return absl::OkStatus();
-    NVKV_RETURN_IF_ERROR(WaitDurable(head_shard, last_counter));
-    return WaitEarlierNonDurable();
+    NVKV_RETURN_IF_ERROR(writer_->WaitDurable(head_shard, last_counter));
+    return writer_->WaitEarlierNonDurable();
   }
   return absl::AbortedError("write kept racing with concurrent writers of the same keys");
-}
-
-absl::Status Engine::Impl::WaitEarlierNonDurable() {
-  for (auto& shard : shards_) {
-    const uint64_t through = shard->nondurable_through.load(std::memory_order_acquire);
-    if (through == 0) continue;
-    NVKV_RETURN_IF_ERROR(WaitDurable(*shard, through));
-    // Durable now: later durable writes need not look again, unless a newer one came meanwhile.
-    uint64_t expected = through;
-    shard->nondurable_through.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Engine::Impl::WaitDurable(Shard& shard, uint64_t counter) {
-  absl::MutexLock lock(&shard.mu);
-  LogHead& head = shard.head;
-  if (head.durable.durable_through() >= counter) return absl::OkStatus();
-  head.durable.Want(counter);
-  shard.wants_writer.store(true, std::memory_order_release);
-  WakeWriter();
-  while (head.durable.durable_through() < counter) {
-    // Only the writer thread makes pages durable: never wait for one that has exited.
-    if (absl::Status writer = WriterStatus(); !writer.ok()) return writer;
-    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Engine::Impl::Flush() {
-  if (broken_.load()) return broken_status();
-  for (auto& shard : shards_) {
-    uint64_t last = 0;
-    {
-      absl::MutexLock lock(&shard->mu);
-      last = shard->head.next_counter - 1;
-    }
-    if (last == 0) continue;
-    absl::Status status = WaitDurable(*shard, last);
-    if (!status.ok()) return status;
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> Engine::Impl::Relocate(const RecordHeader& header, std::string_view key,

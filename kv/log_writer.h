@@ -1,0 +1,134 @@
+// The log writer: the thread that writes every shard's sealed pages, the FUA/flush policy, and
+// the one routine that turns completed writes into durability (group commit). Writers append to
+// their shard's head under its lock and wake the writer; a durable write then waits here until
+// its pages are durable.
+//
+// Durability rule. NVMe orders nothing between commands in flight, and a completed write may sit
+// in a volatile cache. A page counts as durable when its write completed with FUA, or completed
+// before a flush that then completed (or the device has no volatile cache). A head's
+// durable_through() moves only over a prefix of its pages that are all durable (DurablePrefix,
+// durable_prefix.h), so without media damage no acknowledged write lies beyond the end of a
+// segment's log that recovery finds.
+//
+// When the writer flushes (device with a volatile write cache). For a durable writer whose pages
+// completed without FUA (DurablePrefix::NeedsFlush), at once. And on a timer, so that
+// non-durable writes become durable within a bound even when no one waits
+// (Options::max_write_delay_us): once some page has completed without being durable, and no
+// flush in flight covers it, for max_write_delay_us. At most one flush is in flight; one covers
+// every page completed before it was sent, so a steady non-durable load costs one flush per
+// max_write_delay_us or per flush time, whichever is longer, not one per page. A write thus
+// waits up to max_write_delay_us in an open page, its page's write time, up to
+// max_write_delay_us (or the rest of a flush in flight, if longer), and a flush: durable within
+// 2 x max_write_delay_us plus the device's write and flush time (plus one more flush time when
+// flushes take longer than max_write_delay_us).
+//
+// Thread contract: Start and Stop from the engine's owner thread; everything else from any
+// thread. The writer thread takes each shard's lock in turn, never two at once.
+#ifndef NVKV_KV_LOG_WRITER_H_
+#define NVKV_KV_LOG_WRITER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "kv/segment_table.h"
+#include "kv/shard.h"
+#include "kv/sticky_error.h"
+#include "storage/device.h"
+
+namespace nvkv::kv {
+
+// Counters of page writes, kept by whoever writes pages (the log writer, compaction's free
+// markers) and read by Stats.
+struct WriteCounters {
+  std::atomic<uint64_t> pages_written{0};
+  std::atomic<uint64_t> device_bytes{0};  // page bytes written
+  std::atomic<uint64_t> fua_writes{0};    // write commands sent with FUA
+  std::atomic<uint64_t> flushes{0};
+};
+
+class LogWriter {
+ public:
+  struct Options {
+    uint64_t store_seed = 0;
+    uint32_t blocks_per_page = 1;
+    uint32_t page_bytes = 4096;
+    uint32_t max_write_delay_us = 2000;
+    bool volatile_cache = true;  // the device's: without one every completed write is durable
+  };
+  // Writes the pages of `shards` through `queue` (as deep as the shards have page buffers, plus
+  // a flush). Every argument must outlive the writer.
+  LogWriter(const Options& options, const std::vector<std::unique_ptr<Shard>>& shards,
+            SegmentTable& segments, StickyError& error, WriteCounters& counters,
+            std::unique_ptr<storage::Device> queue);
+  ~LogWriter();  // Stop()
+  LogWriter(const LogWriter&) = delete;
+  LogWriter& operator=(const LogWriter&) = delete;
+
+  // The queue the pages are written with: the shards' page buffers come from its pool.
+  storage::Device& queue() { return *queue_; }
+
+  void Start();
+  bool started() const { return thread_.joinable(); }
+  // Writes every page still sealed or open, and returns once the thread has exited. Waiters
+  // then find Status() failing. Idempotent.
+  void Stop();
+  // Tells the writer that a head has pages to write or a waiter.
+  void Wake();
+
+  // OK while the writer serves: otherwise the sticky failure, or kFailedPrecondition once the
+  // writer has exited (nothing more becomes durable, no page buffer comes back).
+  absl::Status Status() const;
+
+  // Waits until `shard`'s pages through head counter `counter` are durable.
+  absl::Status WaitDurable(Shard& shard, uint64_t counter);
+  // Waits until every page assigned so far, on every shard, is durable.
+  absl::Status WaitAllDurable();
+  // Makes durable every non-durable write that any shard acknowledged before now
+  // (Shard::nondurable_through): a durable write calls it once its own pages are durable, since
+  // options.h promises that a later durable write makes earlier ones durable, whatever their
+  // shards.
+  absl::Status WaitEarlierNonDurable();
+
+  // A run of `count` pages of `shard`'s head from `first_counter`, in `segment`, that another
+  // thread wrote itself (a large record) has finished with `status`; `fua` says whether it was
+  // sent with FUA. Like the writer's own completions, it moves the head's durable prefix.
+  void RunWritten(Shard& shard, uint64_t first_counter, uint64_t segment, uint32_t count,
+                  const absl::Status& status, bool fua) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+
+ private:
+  void Loop();
+  static void OnPageWritten(storage::IoRequest* request);
+  static void OnFlushDone(storage::IoRequest* request);
+  // The one place a write's completion reaches a head's DurablePrefix (Flushed, for a flush).
+  void CompleteLocked(Shard& shard, uint64_t first_counter, uint64_t segment, uint32_t count,
+                      const absl::Status& status, bool fua) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+
+  const Options options_;
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  SegmentTable& segments_;
+  StickyError& error_;
+  WriteCounters& counters_;
+  std::unique_ptr<storage::Device> queue_;
+
+  std::thread thread_;
+  absl::Mutex mu_;  // a leaf: Wake takes it under shard locks
+  absl::CondVar wake_cv_;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> stopping_{false};
+  // Set by the thread as it exits (stopping, or its queue broke).
+  std::atomic<bool> exited_{false};
+  std::atomic<uint64_t> flush_epoch_{1};  // bumped at each flush submission
+  // The writer thread's own: the flush in flight, if any.
+  storage::IoRequest flush_request_;
+  bool flush_in_flight_ = false;
+  uint64_t flush_request_epoch_ = 0;
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_LOG_WRITER_H_

@@ -1,0 +1,123 @@
+// A shard: one slice of the keys (by KeyHash::hi, Engine::Impl::ShardFor) with its index, its
+// log head and the pages of that head still in memory, all under Shard::mu. Writers of the
+// shard's keys append to its head; the log writer (log_writer.h) writes the head's sealed pages
+// and moves its durable prefix; readers look in `unwritten` before they read the device.
+#ifndef NVKV_KV_SHARD_H_
+#define NVKV_KV_SHARD_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "kv/durable_prefix.h"
+#include "kv/index.h"
+#include "kv/key_hash.h"
+#include "kv/page_format.h"
+#include "storage/base/check.h"
+#include "storage/device.h"
+
+namespace nvkv::kv {
+
+class LogWriter;
+class Shard;
+
+// One page buffer of a shard's log head: filled under the shard lock, then written by the
+// writer thread. Lives for the whole engine; cycles between the shard's free list, the open
+// page, the sealed list and the writer.
+struct PageSlot {
+  storage::Buffer buffer;  // from the writer queue's registered pool
+  PageBuilder builder;
+  uint64_t page_number = 0;
+  uint64_t head_counter = 0;  // position in the head's page order
+  uint64_t segment = 0;
+  Shard* shard = nullptr;
+  LogWriter* writer = nullptr;  // whose thread writes it
+  storage::IoRequest request;   // the write; `context` points back here
+  // Hash mode: (index tag, record offset) of every record in the page, to keep two different
+  // keys with the same tag off one page.
+  std::vector<std::pair<uint32_t, uint32_t>> tags;
+  // Other shards with records on this page (a batch's records all go to its first shard's
+  // head): their `unwritten` maps list the page too, until it is written. Set under the locks of
+  // the batch; the page is sealed before they are released, so the other shards' readers see
+  // bytes that no longer change.
+  std::vector<Shard*> foreign;
+};
+
+// A shard's log head: the segment it appends to and the pages it has assigned. Every page it
+// assigns gets the next head counter (the head's page order, across segments), and DurablePrefix
+// follows it from assignment until it is durable. Invariants: each of the shard's PageSlots is
+// in exactly one place (free_slots, open, sealed, or in flight with the writer); the open page
+// and the sealed ones are in Shard::unwritten; next_page <= pages_per_segment.
+struct LogHead {
+  bool has_segment = false;  // false: the next page needs a segment from SegmentTable
+  uint64_t segment = 0;
+  uint64_t generation = 0;    // of the segment's log
+  uint32_t next_page = 0;     // next page index within the segment
+  uint64_t next_counter = 1;  // head counter of the next page assigned
+  PageSlot* open = nullptr;   // the page being filled, or none
+  uint64_t open_since_us = 0;
+  DurablePrefix durable;          // the pages assigned, and how far they are durable
+  std::vector<PageSlot*> sealed;  // finished pages waiting for the writer
+  std::vector<PageSlot*> free_slots;
+};
+
+// An entry of Shard::unwritten: a page whose bytes are in a slot, or a page of a large record
+// that the writing thread is writing from its own buffer (readers of it wait until it is done).
+class UnwrittenPage {
+ public:
+  static UnwrittenPage InSlot(PageSlot* slot) {
+    NVKV_CHECK(slot != nullptr);
+    return UnwrittenPage(slot);
+  }
+  static UnwrittenPage LargeRunInFlight() { return UnwrittenPage(nullptr); }
+  bool large_run_in_flight() const { return slot_ == nullptr; }
+  PageSlot* slot() const {
+    NVKV_CHECK(slot_ != nullptr);
+    return slot_;
+  }
+
+ private:
+  explicit UnwrittenPage(PageSlot* slot) : slot_(slot) {}
+  PageSlot* slot_;
+};
+
+class Shard {
+ public:
+  // Whether the index still has `key` at `location` (a page, and in ordered mode a record size:
+  // Engine::Impl::EncodeLocation): the one "is the record still live here?" check of compaction
+  // and check.
+  bool IndexPointsAt(const KeyHash& hash, std::string_view key, uint64_t location) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::vector<uint64_t> candidates;
+    index->Find(hash.lo, key, &candidates);
+    return std::find(candidates.begin(), candidates.end(), location) != candidates.end();
+  }
+
+  uint32_t id = 0;
+  absl::Mutex mu;
+  std::unique_ptr<Index> index ABSL_GUARDED_BY(mu);
+  LogHead head ABSL_GUARDED_BY(mu);
+  // Pages the device may not hold yet: in memory (the open page, sealed and in-flight pages,
+  // and another shard's sealed pages holding records of this shard's keys, PageSlot::foreign),
+  // or a large record's pages being written by another thread.
+  absl::flat_hash_map<uint64_t, UnwrittenPage> unwritten ABSL_GUARDED_BY(mu);
+  // durable_through() moved, a slot was freed, or a large write finished.
+  absl::CondVar changed;
+  std::vector<std::unique_ptr<PageSlot>> slots;  // ownership
+  std::atomic<bool> wants_writer{false};
+  // The head counter of the last page in this shard's log that holds a non-durable user write
+  // (0: none since it was last found durable). Raised under mu as such a write is appended,
+  // before it is acknowledged; read without the lock by durable writes, which must make it
+  // durable too (WaitEarlierNonDurable).
+  std::atomic<uint64_t> nondurable_through{0};
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_SHARD_H_
