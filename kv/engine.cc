@@ -377,22 +377,25 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
                                                          geometry_.page_bytes)) + 2;
   auto compaction_queue = OpenQueue(compaction_options);
   if (!compaction_queue.ok()) return compaction_queue.status();
-  compaction_queue_ = std::move(*compaction_queue);
+  Compactor::Options compactor_config;
+  compactor_config.background = options_.background_compaction;
+  compactor_config.victim_policy = options_.victim_policy;
+  compactor_config.store_seed = store_seed_;
+  compactor_config.blocks_per_page = blocks_per_page_;
+  compactor_ = std::make_unique<Compactor>(compactor_config, geometry_, shards_, *segments_,
+                                           *writer_, error_, write_counters_, *this,
+                                           next_sequence_, std::move(*compaction_queue));
 
   writer_->Start();
-  compaction_thread_ = std::thread([this] { CompactionLoop(); });
+  compactor_->Start();
   return absl::OkStatus();
 }
 
 absl::Status Engine::Impl::Close() {
   if (closed_.exchange(true)) return absl::OkStatus();
   // Compaction stops first: until it has, it may copy records and wait for the copies to be
-  // durable, so the writer must still be there (engine_impl.h, stopping_).
-  stopping_.store(true);
-  if (compaction_thread_.joinable()) {
-    WakeCompaction();
-    compaction_thread_.join();
-  }
+  // durable, so the writer must still be there.
+  if (compactor_ != nullptr) compactor_->Stop();
   absl::Status status;
   if (writer_ != nullptr && writer_->started()) {
     if (!error_.failed()) status = writer_->WaitAllDurable();
@@ -401,7 +404,7 @@ absl::Status Engine::Impl::Close() {
   if (status.ok() && error_.failed()) status = error_.status();
   // Threads that read keep nothing of this engine but the (closed) set.
   read_queues_->Close();
-  compaction_queue_.reset();
+  compactor_.reset();
   writer_.reset();
   device_.reset();
   base_device_.reset();  // releases the device lock: the store may be opened again
@@ -423,7 +426,7 @@ EngineStats Engine::Impl::Stats() {
   s.batches = batches_.load();
   s.user_bytes_written = user_bytes_.load();
   s.device_bytes_written = write_counters_.device_bytes.load();
-  s.compaction_bytes_written = compaction_bytes_.load();
+  s.compaction_bytes_written = compactor_ != nullptr ? compactor_->copied_bytes() : 0;
   s.write_amplification = s.user_bytes_written
                               ? static_cast<double>(s.device_bytes_written) / s.user_bytes_written
                               : 0;
@@ -434,7 +437,7 @@ EngineStats Engine::Impl::Stats() {
   s.verify_reads = verify_reads_.load();
   s.segments_total = segments_->count();
   s.segments_free = segments_->free_count();
-  s.segments_cleaned = segments_cleaned_.load();
+  s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
   s.capacity_bytes = geometry_.segment_count * geometry_.segment_bytes();
   s.live_bytes = segments_->live_bytes_total();
   s.usable_bytes = segments_->usable_bytes();
@@ -443,8 +446,9 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_batches_discarded = recovery_batches_discarded_;
   s.recovery_damaged_pages = recovery_damaged_pages_;
   s.segments_retained = segments_->retained().size();
-  s.compaction_damaged_pages = compaction_damaged_pages_.load();
-  s.unreadable_pages = unreadable_pages_.load();
+  s.compaction_damaged_pages = compactor_ != nullptr ? compactor_->damaged_pages() : 0;
+  s.unreadable_pages = recovery_unreadable_pages_ +
+                       (compactor_ != nullptr ? compactor_->unreadable_pages() : 0);
   s.recovery_seconds = recovery_seconds_;
   s.read_queues = read_queues_->size();
   s.device = device_info_;
@@ -535,7 +539,7 @@ absl::Status Engine::CompactAll() {
   absl::Status open = impl_->CheckOpen();
   if (!open.ok()) return open;
   if (impl_->error_.failed()) return impl_->error_.status();
-  return impl_->CompactAll();
+  return impl_->compactor_->CompactAll();
 }
 absl::Status Engine::Scan(std::string_view start, std::string_view end, size_t limit,
                           std::vector<std::pair<std::string, std::string>>* out) {

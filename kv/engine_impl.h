@@ -1,11 +1,11 @@
 // Engine::Impl: wires the engine's parts together (kv/README.md). Its functions are split over
 // several files by concern: engine.cc (open, format, close, stats), write_path.cc (appends),
-// read_path.cc (gets, scans), recovery.cc and compaction.cc. The parts with state of their own
-// are classes: Shard (shard.h), LogWriter (log_writer.h), SegmentTable, ReadQueueSet,
-// StickyError.
+// read_path.cc (gets, scans) and recovery.cc. The parts with state of their own are classes:
+// Shard (shard.h), LogWriter (log_writer.h), Compactor (compactor.h), SegmentTable,
+// ReadQueueSet, StickyError.
 //
 // Locks, in the order they may be taken (never the reverse):
-//   compact_all_mu_ -> Shard::mu (several only in ascending shard id, by batches)
+//   Compactor's cleaning mutex -> Shard::mu (several only in ascending shard id, by batches)
 //   -> SegmentTable's mutex, LogWriter's mutex, StickyError's mutex (leaves).
 // ReadQueueSet's mutex (read_queue.h) is a leaf too, taken with no other engine lock held.
 // No lock is held across device I/O, except that a shard's pages are sealed under its lock.
@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/engine.h"
+#include "kv/compactor.h"
 #include "kv/index.h"
 #include "kv/key_hash.h"
 #include "kv/log_writer.h"
@@ -55,7 +56,7 @@ struct CurrentRecord {
   bool damaged = false;
 };
 
-class Engine::Impl {
+class Engine::Impl final : public RecordMover {
  public:
   Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device);
   ~Impl();
@@ -85,11 +86,10 @@ class Engine::Impl {
   // --- write_path.cc ---
   absl::Status Write(std::span<const WriteOp> ops, bool durable);
   absl::Status Flush() { return writer_->WaitAllDurable(); }
-  // Appends a copy of a record (compaction): same sequence. `location` is the index value the
-  // key must still have; returns false if it moved on (the record died meanwhile).
-  absl::StatusOr<bool> Relocate(const RecordHeader& header, std::string_view key,
-                                std::string_view value, const KeyHash& hash, uint64_t old_page,
-                                uint64_t* counter_out, Shard** shard_out);
+  // RecordMover, for the compactor.
+  absl::StatusOr<bool> Relocate(const ScannedRecord& record, const KeyHash& hash,
+                                storage::Device& queue) override;
+  void SealHeads() override;
 
   // --- read_path.cc ---
   absl::Status GetAsync(std::string_view key, GetCallback callback);
@@ -112,21 +112,6 @@ class Engine::Impl {
   // --- recovery.cc ---
   absl::Status Recover();
 
-  // --- compaction.cc ---
-  void CompactionLoop();
-  // Asks the compaction thread to run CompactAllNow and waits for its outcome.
-  absl::Status CompactAll();
-  // REQUIRES: on the compaction thread, the only issuer of compaction_queue_.
-  absl::Status CompactAllNow();
-  // Cleans one victim (kCompacting): copies its live records to the heads, then frees it, or
-  // retains it when records it could not read (damaged pages) are still indexed.
-  absl::Status CleanSegment(uint64_t segment);
-  // How many index entries point into each of `segments`, in one walk of the index (O(index):
-  // for segments compaction could not empty only).
-  absl::flat_hash_map<uint64_t, uint64_t> IndexEntriesIn(const std::vector<uint64_t>& segments);
-  // Returns retained segments that no index entry points into any more to compaction.
-  void RecheckRetained();
-
   // --- shared helpers ---
   Shard& ShardFor(const KeyHash& hash) {
     return *shards_[((hash.hi >> 32) * shards_.size()) >> 32];
@@ -142,7 +127,6 @@ class Engine::Impl {
   // The index tag of a key. Two different keys with equal tags never share a page, in either
   // index mode, so that a store may be reopened in hash mode whichever mode wrote it.
   static uint32_t TagOf(const KeyHash& hash) { return Index::Tag(hash.lo); }
-  void WakeCompaction();
   // Largest batch, in record bytes. A batch's records all go to one head, after what its open
   // page holds, into fresh pages that must all be reserved at once (ReserveForBatch): so few
   // bytes that, however they pack (Geometry::BatchBytesWithinPages), the fresh pages fit both
@@ -174,27 +158,12 @@ class Engine::Impl {
   StickyError error_;
   WriteCounters write_counters_;
   std::unique_ptr<LogWriter> writer_;  // the log writer thread and its queue
-  // Close stops compaction first (stopping_: it finishes the segment it is cleaning and exits;
+  // Close stops the compactor first (it finishes the segment it is cleaning and exits;
   // CompactAll refuses), then the writer (which writes what is left). Compaction copies records
   // and waits for them to be durable, which only the writer can do, so the writer serves until
   // compaction has stopped.
-  std::atomic<bool> stopping_{false};
 
-  // Compaction. Only the compaction thread uses compaction_queue_: its ring is SINGLE_ISSUER,
-  // so CompactAll calls are handed to that thread (numbered requests, answered in order).
-  std::unique_ptr<storage::Device> compaction_queue_;
-  std::thread compaction_thread_;
-  absl::Mutex compaction_mu_;
-  absl::CondVar compaction_cv_;
-  bool compaction_wake_ ABSL_GUARDED_BY(compaction_mu_) = false;
-  bool compaction_idle_ ABSL_GUARDED_BY(compaction_mu_) = true;
-  uint64_t compact_all_requested_ ABSL_GUARDED_BY(compaction_mu_) = 0;
-  uint64_t compact_all_done_ ABSL_GUARDED_BY(compaction_mu_) = 0;  // requests answered
-  absl::Status compact_all_status_ ABSL_GUARDED_BY(compaction_mu_);  // the last run's outcome
-  absl::CondVar compact_all_cv_;  // compact_all_done_ moved
-  // Held by the compaction thread while it cleans segments; Check and ForEachLive (inspect.cc)
-  // hold it to read a log that compaction is not rearranging. Taken before any shard lock.
-  absl::Mutex compact_all_mu_;
+  std::unique_ptr<Compactor> compactor_;
 
   // Per-thread read queues, found through a thread_local cache (read_path.cc) that shares the
   // set, so a thread outliving the engine never touches the engine itself.
@@ -207,9 +176,8 @@ class Engine::Impl {
 
   // Counters.
   std::atomic<uint64_t> puts_{0}, deletes_{0}, gets_{0}, batches_{0};
-  std::atomic<uint64_t> user_bytes_{0}, compaction_bytes_{0}, page_reads_{0};
-  std::atomic<uint64_t> verify_reads_{0}, segments_cleaned_{0}, compaction_damaged_pages_{0};
-  std::atomic<uint64_t> unreadable_pages_{0};
+  std::atomic<uint64_t> user_bytes_{0}, page_reads_{0}, verify_reads_{0};
+  uint64_t recovery_unreadable_pages_ = 0;  // of the pages recovery read
   uint64_t recovery_pages_ = 0, recovery_records_ = 0, recovery_batches_discarded_ = 0;
   // The records of the batches recovery dropped, still on the device until compaction frees
   // their segments (which never copies them: segment_scan.h). Written by Open only.

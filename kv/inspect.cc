@@ -3,11 +3,11 @@
 //
 // Both read one segment at a time, whole, on a device queue opened for the call (the calling
 // thread is its only issuer), and decode it with ScanSegment, as recovery and compaction do.
-// Both hold compact_all_mu_ throughout: compaction moves live records from one segment to
+// Both hold a Compactor::Pause throughout: compaction moves live records from one segment to
 // another, and a walk that let it run could meet a record twice (moved ahead of the walk) or not
 // at all (moved behind it).
 //
-// Liveness is compaction's rule (compaction.cc, write_path.cc Relocate): a put is live when
+// Liveness is compaction's rule (compactor.h, write_path.cc Relocate): a put is live when
 // recovery would apply it (segment_scan.h CollectNewestRecords: not in a batch cut short), it is
 // the newest record of its key on its page, and the index still has the key at that page
 // (ordered mode: at that page with that record size, as EncodeLocation encodes it).
@@ -444,7 +444,7 @@ absl::StatusOr<CheckReport> Engine::Check(const ProgressCallback& progress) {
   } else if (absl::Status flushed = engine.Flush(); !flushed.ok()) {
     report.notes.push_back(absl::StrCat("flush before the check failed: ", flushed.message()));
   }
-  absl::MutexLock compaction_lock(&engine.compact_all_mu_);
+  Compactor::Pause no_cleaning(*engine.compactor_);
   absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(engine);
   if (!reader.ok()) return reader.status();
   Checker checker(engine, **reader, &report);
@@ -476,7 +476,7 @@ absl::Status Engine::ForEachLive(
   if (engine.error_.failed()) return engine.error_.status();
   absl::Status flushed = engine.Flush();
   if (!flushed.ok()) return flushed;
-  absl::MutexLock compaction_lock(&engine.compact_all_mu_);
+  Compactor::Pause no_cleaning(*engine.compactor_);
   absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(engine);
   if (!reader.ok()) return reader.status();
   const uint64_t segment_count = engine.geometry_.segment_count;

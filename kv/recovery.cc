@@ -199,7 +199,7 @@ absl::Status Engine::Impl::Recover() {
                             absl::StrCat("segment ", segment, ": no page of it can be read: ",
                                          read.status.message()));
       }
-      unreadable_pages_.fetch_add(failed);
+      recovery_unreadable_pages_ += failed;
     }
     auto page_at = [&](uint32_t i) {
       return PageInChunks(read.chunks, pages_per_chunk, g.page_bytes, unreadable, i);

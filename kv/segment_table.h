@@ -69,7 +69,7 @@ enum class SegmentState : uint8_t {
 };
 
 // The head that wrote a segment and the head counter of its last page. Compaction waits until
-// that head is durable through it before it copies records out (compaction.cc).
+// that head is durable through it before it copies records out (compactor.cc).
 struct LastWrite {
   uint32_t shard = 0;
   uint64_t head_counter = 0;

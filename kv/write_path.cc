@@ -606,7 +606,7 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   auto compaction_freed_room = [this, use](const absl::Status& status, int attempt) {
     if (!absl::IsResourceExhausted(status) || attempt + 1 >= kMaxResolveRetries) return false;
     if (!options_.background_compaction) return false;
-    WakeCompaction();
+    compactor_->Wake();
     return segments_->WaitForFree(use, absl::Seconds(2));
   };
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
@@ -685,25 +685,24 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   return absl::AbortedError("write kept racing with concurrent writers of the same keys");
 }
 
-absl::StatusOr<bool> Engine::Impl::Relocate(const RecordHeader& header, std::string_view key,
-                                            std::string_view value, const KeyHash& hash,
-                                            uint64_t old_page, uint64_t* counter_out,
-                                            Shard** shard_out) {
+absl::StatusOr<bool> Engine::Impl::Relocate(const ScannedRecord& record, const KeyHash& hash,
+                                            storage::Device& queue) {
   Shard& shard = ShardFor(hash);
-  *shard_out = &shard;
+  const RecordHeader& header = record.header;
+  const std::string_view key = record.key;
+  const std::string_view value = record.value;
   const bool is_delete = header.type == static_cast<uint8_t>(RecordType::kDelete);
   CurrentRecord current;
   current.found = !is_delete;
-  current.location = EncodeLocation(old_page, RecordBytes(key.size(), value.size()));
   current.record_bytes = RecordBytes(key.size(), header.value_bytes);
+  current.location = EncodeLocation(record.page_number, current.record_bytes);
   if (!is_delete && IsLargeRecord(geometry_, key.size(), header.value_bytes)) {
-    // The caller checked liveness; AppendLarge re-checks under the lock.
-    current.location = EncodeLocation(old_page, current.record_bytes);
+    // AppendLarge checks under the lock that the index still points here.
     bool lost_race = false;
-    RecordHeader h = header;
-    absl::Status status = AppendLarge(*this, shard, *compaction_queue_, h, key, value, hash,
-                                      current, SegmentUse::kCompaction, /*fua=*/false,
-                                      &lost_race, counter_out);
+    uint64_t last_counter = 0;
+    absl::Status status = AppendLarge(*this, shard, queue, header, key, value, hash, current,
+                                      SegmentUse::kCompaction, /*fua=*/false, &lost_race,
+                                      &last_counter);
     if (!status.ok()) return status;
     return !lost_race;
   }
@@ -720,10 +719,21 @@ absl::StatusOr<bool> Engine::Impl::Relocate(const RecordHeader& header, std::str
   h.flags &= static_cast<uint8_t>(~kRecordInBatch);  // a lone copy is no longer part of a batch
   h.batch_remaining = 0;
   const uint64_t page = AppendToOpenPage(*this, shard, h, key, value, hash);
-  *counter_out = shard.head.open->head_counter;
   if (!is_delete) ApplyToIndex(*this, shard, key, hash, current, false, page, bytes);
-  compaction_bytes_.fetch_add(bytes);
   return true;
+}
+
+void Engine::Impl::SealHeads() {
+  for (auto& shard : shards_) {
+    absl::MutexLock shard_lock(&shard->mu);
+    LogHead& head = shard->head;
+    SealOpenPage(*this, *shard);
+    if (head.has_segment) {
+      segments_->Seal(head.segment, LastWrite{shard->id, head.next_counter - 1});
+      head.has_segment = false;
+    }
+  }
+  writer_->Wake();
 }
 
 }  // namespace nvkv::kv

@@ -1,82 +1,102 @@
-// Compaction (segment cleaning): picks a victim segment, waits until its own pages are durable,
-// copies its live records to the log heads, waits until the copies are durable, then writes a
-// free marker on the victim's first page and returns it to the free list. A victim whose damaged
-// pages hold records the index still points at is retained instead (never freed while any
-// index entry points into it) and reported in Stats.
-//
-// A put is live when the index still points at its page. A delete (tombstone) is kept while an
-// older put of its key may still be on the device outside the victim: while some other segment
-// in use holds records older than the tombstone and its key filter may hold the key
-// (SegmentTable::MayHoldOlder). Live bytes move from the victim to the heads as records are
-// copied; write amplification counts the copies.
+// The compactor (compactor.h): its thread, CompactAll, and the cleaning of one segment.
+#include "kv/compactor.h"
+
 #include <algorithm>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "kv/engine_impl.h"
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
 
 namespace nvkv::kv {
 
-void Engine::Impl::WakeCompaction() {
-  absl::MutexLock lock(&compaction_mu_);
-  compaction_wake_ = true;
-  compaction_cv_.Signal();
+Compactor::Compactor(const Options& options, const Geometry& geometry,
+                     const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+                     LogWriter& writer, StickyError& error, WriteCounters& counters,
+                     RecordMover& mover, const std::atomic<uint64_t>& next_sequence,
+                     std::unique_ptr<storage::Device> queue)
+    : options_(options),
+      geometry_(geometry),
+      shards_(shards),
+      segments_(segments),
+      writer_(writer),
+      error_(error),
+      counters_(counters),
+      mover_(mover),
+      next_sequence_(next_sequence),
+      queue_(std::move(queue)) {}
+
+Compactor::~Compactor() { Stop(); }
+
+void Compactor::Start() {
+  NVKV_CHECK(!thread_.joinable());
+  thread_ = std::thread([this] { Loop(); });
 }
 
-void Engine::Impl::CompactionLoop() {
+void Compactor::Stop() {
+  stopping_.store(true);
+  if (!thread_.joinable()) return;
+  Wake();
+  thread_.join();
+}
+
+void Compactor::Wake() {
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
+  wake_cv_.Signal();
+}
+
+void Compactor::Loop() {
   // Clean before writers hit their reserve (SegmentTable::UserReserveFor), or puts would fail
   // "store full" while compaction, not yet below its mark, found nothing to do.
   const uint64_t low_water =
-      std::max<uint64_t>(segments_->user_reserve() + 3, segments_->count() / 16);
+      std::max<uint64_t>(segments_.user_reserve() + 3, segments_.count() / 16);
   absl::Time last_retained_check = absl::Now();
   while (!stopping_.load()) {
     uint64_t compact_all_through = 0;
     {
-      absl::MutexLock lock(&compaction_mu_);
-      if (!compaction_wake_) compaction_cv_.WaitWithTimeout(&compaction_mu_, absl::Milliseconds(50));
-      compaction_wake_ = false;
+      absl::MutexLock lock(&mu_);
+      if (!wake_) wake_cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+      wake_ = false;
       if (compact_all_requested_ > compact_all_done_) compact_all_through = compact_all_requested_;
     }
     if (compact_all_through != 0) {
       // One run answers every request made before it started.
       absl::Status status;
       {
-        absl::MutexLock cleaning(&compact_all_mu_);
+        absl::MutexLock cleaning(&cleaning_mu_);
         status = CompactAllNow();
       }
-      absl::MutexLock lock(&compaction_mu_);
+      absl::MutexLock lock(&mu_);
       compact_all_done_ = compact_all_through;
       compact_all_status_ = status;
       compact_all_cv_.SignalAll();
     }
-    if (!options_.background_compaction || error_.failed()) continue;
+    if (!options_.background || error_.failed()) continue;
     if (absl::Now() - last_retained_check > absl::Seconds(1)) {
       RecheckRetained();  // O(index) per retained segment: not more often
       last_retained_check = absl::Now();
     }
-    while (!stopping_.load() && segments_->free_count() < low_water) {
+    while (!stopping_.load() && segments_.free_count() < low_water) {
       std::optional<uint64_t> victim =
-          segments_->PickVictim(options_.victim_policy, next_sequence_.load(), true);
+          segments_.PickVictim(options_.victim_policy, next_sequence_.load(), true);
       if (!victim) break;
       absl::Status status;
       {
-        absl::MutexLock cleaning(&compact_all_mu_);
+        absl::MutexLock cleaning(&cleaning_mu_);
         status = CleanSegment(*victim);
       }
       if (!status.ok()) {
-        segments_->Unpick(*victim);
+        segments_.Unpick(*victim);
         if (!absl::IsResourceExhausted(status)) error_.Set(status);
         break;
       }
     }
   }
   // Closing: answer the requests this thread will not run. CompactAll checks stopping_ under
-  // compaction_mu_ before it asks, so none arrives after this.
-  absl::MutexLock lock(&compaction_mu_);
+  // mu_ before it asks, so none arrives after this.
+  absl::MutexLock lock(&mu_);
   if (compact_all_requested_ > compact_all_done_) {
     compact_all_done_ = compact_all_requested_;
     compact_all_status_ = absl::FailedPreconditionError("the store is closed");
@@ -84,49 +104,36 @@ void Engine::Impl::CompactionLoop() {
   }
 }
 
-absl::Status Engine::Impl::CompactAll() {
-  absl::MutexLock lock(&compaction_mu_);
+absl::Status Compactor::CompactAll() {
+  absl::MutexLock lock(&mu_);
   if (stopping_.load()) return absl::FailedPreconditionError("the store is closed");
   const uint64_t request = ++compact_all_requested_;
-  compaction_wake_ = true;
-  compaction_cv_.Signal();
-  while (compact_all_done_ < request) compact_all_cv_.Wait(&compaction_mu_);
+  wake_ = true;
+  wake_cv_.Signal();
+  while (compact_all_done_ < request) compact_all_cv_.Wait(&mu_);
   return compact_all_status_;
 }
 
-absl::Status Engine::Impl::CompactAllNow() {
+absl::Status Compactor::CompactAllNow() {
   // Close the heads' current segments so that they can be cleaned too.
-  for (auto& shard : shards_) {
-    absl::MutexLock shard_lock(&shard->mu);
-    LogHead& head = shard->head;
-    if (head.open != nullptr) {
-      head.open->builder.Finish(store_seed_, head.open->page_number);
-      head.sealed.push_back(head.open);
-      head.open = nullptr;
-    }
-    if (head.has_segment) {
-      segments_->Seal(head.segment, LastWrite{shard->id, head.next_counter - 1});
-      head.has_segment = false;
-    }
-  }
-  writer_->Wake();
-  absl::Status flushed = Flush();
+  mover_.SealHeads();
+  absl::Status flushed = writer_.WaitAllDurable();
   if (!flushed.ok()) return flushed;
   RecheckRetained();
   // Every sealed segment with garbage, once each (segments written meanwhile wait for the next
   // call).
   std::vector<uint64_t> done;
-  for (uint64_t round = 0; round < segments_->count(); ++round) {
+  for (uint64_t round = 0; round < segments_.count(); ++round) {
     std::optional<uint64_t> victim =
-        segments_->PickVictim(VictimPolicy::kGreedy, next_sequence_.load(), true);
+        segments_.PickVictim(VictimPolicy::kGreedy, next_sequence_.load(), true);
     if (!victim) break;
     if (std::find(done.begin(), done.end(), *victim) != done.end()) {
-      segments_->Unpick(*victim);
+      segments_.Unpick(*victim);
       break;
     }
     absl::Status status = CleanSegment(*victim);
     if (!status.ok()) {
-      segments_->Unpick(*victim);
+      segments_.Unpick(*victim);
       return status;
     }
     done.push_back(*victim);
@@ -134,15 +141,15 @@ absl::Status Engine::Impl::CompactAllNow() {
   return absl::OkStatus();
 }
 
-absl::flat_hash_map<uint64_t, uint64_t> Engine::Impl::IndexEntriesIn(
+absl::flat_hash_map<uint64_t, uint64_t> Compactor::IndexEntriesIn(
     const std::vector<uint64_t>& segments) {
   absl::flat_hash_map<uint64_t, uint64_t> entries;
   for (uint64_t segment : segments) entries[segment] = 0;
   if (entries.empty()) return entries;
-  for (auto& shard : shards_) {
+  for (const auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     shard->index->ForEachValue([&](uint64_t location) {
-      const uint64_t page = PageOf(location);
+      const uint64_t page = Location::FromIndexValue(location).page;
       if (page < kSuperblockPages) return;
       auto it = entries.find(geometry_.SegmentOf(page));
       if (it != entries.end()) ++it->second;
@@ -151,26 +158,26 @@ absl::flat_hash_map<uint64_t, uint64_t> Engine::Impl::IndexEntriesIn(
   return entries;
 }
 
-void Engine::Impl::RecheckRetained() {
+void Compactor::RecheckRetained() {
   // One walk of the index for all of them. Entries only leave a retained segment (writes go to
   // the heads), so none now means none ever again.
-  for (const auto& [segment, count] : IndexEntriesIn(segments_->retained())) {
-    if (count == 0) segments_->Unretain(segment);
+  for (const auto& [segment, count] : IndexEntriesIn(segments_.retained())) {
+    if (count == 0) segments_.Unretain(segment);
   }
 }
 
-absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
+absl::Status Compactor::CleanSegment(uint64_t segment) {
   const Geometry& g = geometry_;
   // The victim's own pages must be durable before any of its records is copied: a copy is a
   // lone record (no batch marker, on its key's shard's head), so if power failed while the
   // victim still sat in a volatile cache, copies that landed could show part of a batch whose
   // original was lost. Once the victim is durable its batches are whole on the device until
   // the free marker, which comes after every copy is durable (below).
-  if (std::optional<LastWrite> last = segments_->last_write(segment)) {
-    absl::Status durable = writer_->WaitDurable(*shards_[last->shard], last->head_counter);
+  if (std::optional<LastWrite> last = segments_.last_write(segment)) {
+    absl::Status durable = writer_.WaitDurable(*shards_[last->shard], last->head_counter);
     if (!durable.ok()) return durable;
   }
-  storage::Device& queue = *compaction_queue_;
+  storage::Device& queue = *queue_;
   storage::BufferPool& pool = queue.buffers();
   const uint32_t pages_per_chunk = pool.chunk_bytes() / g.page_bytes;
   const uint32_t chunk_count = (g.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
@@ -190,18 +197,19 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
     const uint32_t first = c * pages_per_chunk;
     const uint32_t count = std::min(pages_per_chunk, g.pages_per_segment - first);
     const uint64_t lba = LbaOf(g.FirstPageOf(segment) + first);
-    absl::Status status = storage::ReadBlocks(queue, lba, count * blocks_per_page_, chunks[c]);
+    absl::Status status =
+        storage::ReadBlocks(queue, lba, count * options_.blocks_per_page, chunks[c]);
     if (!status.ok()) {
-      failed += RereadPageByPage(queue, lba, count, blocks_per_page_, g.page_bytes, chunks[c],
-                                 first, &unreadable);
+      failed += RereadPageByPage(queue, lba, count, options_.blocks_per_page, g.page_bytes,
+                                 chunks[c], first, &unreadable);
     }
   }
   unreadable_pages_.fetch_add(failed);
   if (failed == g.pages_per_segment) {
     // Nothing of it can be read: leave it as it is, out of compaction's way.
     release();
-    compaction_damaged_pages_.fetch_add(failed);
-    segments_->Retain(segment);
+    damaged_pages_.fetch_add(failed);
+    segments_.Retain(segment);
     return absl::OkStatus();
   }
   auto page_at = [&](uint32_t i) {
@@ -212,26 +220,23 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   // life alone. A live record of a batch that damage cut since Open stays indexed where it
   // is, and keeps the segment (below).
   SegmentRecords collected;
-  CollectNewestRecords(g, store_seed_, segment, page_at, &collected);
+  CollectNewestRecords(g, options_.store_seed, segment, page_at, &collected);
   const SegmentScanResult& scan = collected.scan;
   // A damaged page's records cannot be copied: those still indexed keep the segment (below).
-  compaction_damaged_pages_.fetch_add(scan.hole_pages);
-  const uint64_t tombstone_floor = segments_->MinSequenceExcept(segment);
+  damaged_pages_.fetch_add(scan.hole_pages);
+  const uint64_t tombstone_floor = segments_.MinSequenceExcept(segment);
   absl::Status status;
   for (const ScannedRecord& record : collected.records) {
     const bool is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
     if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
     const KeyHash hash = HashKey(record.key);
-    if (is_delete && !segments_->MayHoldOlder(hash, record.header.sequence, segment)) continue;
-    uint64_t counter = 0;
-    Shard* shard = nullptr;
-    absl::StatusOr<bool> moved =
-        Relocate(record.header, record.key, record.value, hash, record.page_number, &counter,
-                 &shard);
+    if (is_delete && !segments_.MayHoldOlder(hash, record.header.sequence, segment)) continue;
+    absl::StatusOr<bool> moved = mover_.Relocate(record, hash, queue);
     if (!moved.ok()) {
       status = moved.status();
       break;
     }
+    if (*moved) copied_bytes_.fetch_add(RecordBytes(record.key.size(), record.value.size()));
   }
   release();
   if (!status.ok()) return status;
@@ -243,13 +248,13 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   // in another segment. Every record that replaced one of the victim's was appended before the
   // scan above looked at the index, so Flush, which waits for every page assigned by now,
   // covers them all.
-  absl::Status durable = Flush();
+  absl::Status durable = writer_.WaitAllDurable();
   if (!durable.ok()) return durable;
   // Records that could not be copied (on damaged pages, or in a batch that damage cut) are
   // still live where they are: never free a segment that live records point into. Live bytes
   // say so cheaply; the index has the last word (a repaired key's old entry had no known size).
-  if (segments_->live_bytes(segment) != 0 && IndexEntriesIn({segment})[segment] != 0) {
-    segments_->Retain(segment);
+  if (segments_.live_bytes(segment) != 0 && IndexEntriesIn({segment})[segment] != 0) {
+    segments_.Retain(segment);
     return absl::OkStatus();
   }
   // Mark the victim empty, durably, before anyone reuses it: on its first page, and on its last,
@@ -259,20 +264,20 @@ absl::Status Engine::Impl::CleanSegment(uint64_t segment) {
   storage::Buffer page = pool.GetPage();
   NVKV_CHECK(page.valid());
   const uint64_t first_page = g.FirstPageOf(segment);
-  const uint64_t generation = segments_->NextGeneration();
+  const uint64_t generation = segments_.NextGeneration();
   for (const uint32_t index : {g.pages_per_segment - 1, 0u}) {
-    EncodeFreePage(page.data, g, generation, store_seed_, first_page + index, index);
-    status = storage::WriteBlocks(queue, LbaOf(first_page + index), blocks_per_page_, page,
+    EncodeFreePage(page.data, g, generation, options_.store_seed, first_page + index, index);
+    status = storage::WriteBlocks(queue, LbaOf(first_page + index), options_.blocks_per_page, page,
                                   /*fua=*/true);
     if (!status.ok()) break;
-    write_counters_.device_bytes.fetch_add(g.page_bytes);
+    counters_.device_bytes.fetch_add(g.page_bytes);
   }
   pool.PutPage(page);
   if (!status.ok()) {
     error_.Set(status);
     return status;
   }
-  segments_->Free(segment);
+  segments_.Free(segment);
   segments_cleaned_.fetch_add(1);
   return absl::OkStatus();
 }

@@ -1,0 +1,145 @@
+// The compactor (segment cleaning): a thread that picks a victim segment, waits until its own
+// pages are durable, copies its live records to the log heads, waits until the copies are
+// durable, then writes a free marker on the victim's first and last pages and returns it to the
+// free list. A victim whose damaged pages hold records the index still points at is retained
+// instead (never freed while any index entry points into it) and reported in Stats.
+//
+// A put is live when the index still points at its page (Shard::IndexPointsAt). A delete
+// (tombstone) is kept while an older put of its key may still be on the device outside the
+// victim: while some other segment in use holds records older than the tombstone and its key
+// filter may hold the key (SegmentTable::MayHoldOlder). Live bytes move from the victim to the
+// heads as records are copied; write amplification counts the copies.
+//
+// Thread contract: Start and Stop from the engine's owner thread; Wake, CompactAll and Pause
+// from any thread. Only the compactor's thread uses its queue (a SINGLE_ISSUER ring), so
+// CompactAll hands its request to that thread and waits for the answer.
+#ifndef NVKV_KV_COMPACTOR_H_
+#define NVKV_KV_COMPACTOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kv/engine.h"
+#include "kv/key_hash.h"
+#include "kv/location.h"
+#include "kv/log_writer.h"
+#include "kv/page_format.h"
+#include "kv/segment_scan.h"
+#include "kv/segment_table.h"
+#include "kv/shard.h"
+#include "kv/sticky_error.h"
+#include "storage/device.h"
+
+namespace nvkv::kv {
+
+// What the compactor needs from the write path (Engine::Impl, write_path.cc).
+class RecordMover {
+ public:
+  // Appends a copy of `record` (a put the index may still point at, or a tombstone) to its
+  // key's shard's head, with the same sequence, as a lone record; a large value is written with
+  // `queue`. Returns false when the put died meanwhile (overwritten or deleted): then nothing
+  // is written.
+  virtual absl::StatusOr<bool> Relocate(const ScannedRecord& record, const KeyHash& hash,
+                                        storage::Device& queue) = 0;
+  // Closes every head's open page and segment, so that CompactAll can clean every segment
+  // written so far.
+  virtual void SealHeads() = 0;
+
+ protected:
+  ~RecordMover() = default;
+};
+
+class Compactor {
+ public:
+  struct Options {
+    bool background = true;  // clean when free segments run low, not only on CompactAll
+    VictimPolicy victim_policy = VictimPolicy::kCostBenefit;
+    uint64_t store_seed = 0;
+    uint32_t blocks_per_page = 1;
+  };
+  // Every argument must outlive the compactor. `next_sequence` is the engine's sequence counter
+  // (victim age for cost-benefit); `queue` is the compactor's own.
+  Compactor(const Options& options, const Geometry& geometry,
+            const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+            LogWriter& writer, StickyError& error, WriteCounters& counters, RecordMover& mover,
+            const std::atomic<uint64_t>& next_sequence, std::unique_ptr<storage::Device> queue);
+  ~Compactor();  // Stop()
+  Compactor(const Compactor&) = delete;
+  Compactor& operator=(const Compactor&) = delete;
+
+  void Start();
+  // Finishes the segment being cleaned and exits; CompactAll refuses from then on. Idempotent.
+  void Stop();
+  // Free segments may be running low: look now rather than at the next tick.
+  void Wake();
+
+  // Cleans, now, every segment whose cleaning reclaims space (Engine::CompactAll), on the
+  // compactor's thread; returns its outcome. kFailedPrecondition once stopping.
+  absl::Status CompactAll();
+
+  // While alive, no segment is being cleaned: Check and ForEachLive read logs that cleaning
+  // would rearrange. Taken before any shard lock.
+  class Pause {
+   public:
+    explicit Pause(Compactor& compactor) : lock_(&compactor.cleaning_mu_) {}
+
+   private:
+    absl::MutexLock lock_;
+  };
+
+  uint64_t segments_cleaned() const { return segments_cleaned_.load(); }
+  uint64_t copied_bytes() const { return copied_bytes_.load(); }          // record bytes copied
+  uint64_t damaged_pages() const { return damaged_pages_.load(); }        // met in victims
+  uint64_t unreadable_pages() const { return unreadable_pages_.load(); }  // of those, unreadable
+
+ private:
+  void Loop();
+  // REQUIRES: on the compactor's thread, holding cleaning_mu_.
+  absl::Status CompactAllNow();
+  // Cleans one victim (kCompacting): copies its live records to the heads, then frees it, or
+  // retains it when records it could not read (damaged pages) are still indexed.
+  absl::Status CleanSegment(uint64_t segment);
+  // How many index entries point into each of `segments`, in one walk of the index (O(index):
+  // for segments compaction could not empty only).
+  absl::flat_hash_map<uint64_t, uint64_t> IndexEntriesIn(const std::vector<uint64_t>& segments);
+  // Returns retained segments that no index entry points into any more to compaction.
+  void RecheckRetained();
+  uint64_t LbaOf(uint64_t page) const { return page * options_.blocks_per_page; }
+
+  const Options options_;
+  const Geometry geometry_;
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  SegmentTable& segments_;
+  LogWriter& writer_;
+  StickyError& error_;
+  WriteCounters& counters_;
+  RecordMover& mover_;
+  const std::atomic<uint64_t>& next_sequence_;
+  std::unique_ptr<storage::Device> queue_;
+
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  absl::Mutex mu_;  // the thread's requests; never held with a shard lock
+  absl::CondVar wake_cv_;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t compact_all_requested_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t compact_all_done_ ABSL_GUARDED_BY(mu_) = 0;    // requests answered
+  absl::Status compact_all_status_ ABSL_GUARDED_BY(mu_);  // the last run's outcome
+  absl::CondVar compact_all_cv_;                          // compact_all_done_ moved
+  // Held by the thread while it cleans segments, and by Pause.
+  absl::Mutex cleaning_mu_;
+
+  std::atomic<uint64_t> segments_cleaned_{0}, copied_bytes_{0};
+  std::atomic<uint64_t> damaged_pages_{0}, unreadable_pages_{0};
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_COMPACTOR_H_
