@@ -199,9 +199,10 @@ class Engine {
   // mode): each key no write touches during the walk exactly once; a key written meanwhile with
   // its old value, its new one, both or neither (a record is visited when the index still
   // points at it as its segment is read, and records still in memory are not). Compaction
-  // waits until the walk is done, so `visit` must not call CompactAll, Check or ForEachLive. Stops early and returns the status when
-  // `visit` returns one that is not OK. Errors: kFailedPrecondition after Close(); device
-  // errors (a segment that cannot be read stops the walk).
+  // waits until the walk is done, so `visit` must not call CompactAll, Check or ForEachLive.
+  // Stops early and returns the status when `visit` returns one that is not OK. Errors:
+  // kFailedPrecondition after Close(); device errors (a segment that cannot be read stops the
+  // walk).
   absl::Status ForEachLive(
       const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
       const ProgressCallback& progress = nullptr);

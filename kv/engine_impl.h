@@ -28,6 +28,7 @@
 #include "kv/compactor.h"
 #include "kv/index.h"
 #include "kv/key_hash.h"
+#include "kv/location.h"
 #include "kv/log_writer.h"
 #include "kv/page_format.h"
 #include "kv/segment_table.h"
@@ -46,10 +47,10 @@ class ReadQueueSet;
 // Where a key's current record is, as the write path needs it.
 struct CurrentRecord {
   bool found = false;
-  uint64_t location = 0;  // index value (page, plus record bytes in ordered mode)
+  Location location;  // what its index entry holds (Engine::Impl::IndexedAt)
   uint32_t record_bytes = 0;
   bool exact_candidates = false;
-  std::vector<uint64_t> candidates;  // what Find returned when this was resolved
+  std::vector<uint64_t> candidates;  // the index values Find returned when this was resolved
   // Hash mode: the key was not found on any readable candidate, but a candidate page is damaged
   // and may hold it: `location` is that entry, to be replaced or erased by the write so that a
   // damaged key can be repaired; record_bytes is unknown (0).
@@ -116,12 +117,10 @@ class Engine::Impl final : public RecordMover {
   Shard& ShardFor(const KeyHash& hash) {
     return *shards_[((hash.hi >> 32) * shards_.size()) >> 32];
   }
-  uint64_t EncodeLocation(uint64_t page, uint32_t record_bytes) const {
-    return ordered_ ? page | (uint64_t{record_bytes} << 40) : page;
-  }
-  static uint64_t PageOf(uint64_t location) { return location & ((uint64_t{1} << 40) - 1); }
-  uint32_t BytesOf(uint64_t location) const {
-    return ordered_ ? static_cast<uint32_t>(location >> 40) : 0;
+  // What this engine's index keeps of a record's place (location.h): the ordered index its
+  // page and size, the hash index its page only.
+  Location IndexedAt(uint64_t page, uint32_t record_bytes) const {
+    return Location{page, ordered_ ? record_bytes : 0};
   }
   uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page_; }
   // The index tag of a key. Two different keys with equal tags never share a page, in either

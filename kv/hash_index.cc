@@ -47,8 +47,9 @@ uint64_t MaxEntries(uint64_t capacity) {
 uint64_t CapacityFor(uint64_t entries) {
   if (entries >= MaxEntries(HashIndex::kMaxCapacity)) return HashIndex::kMaxCapacity;
   // entries < 3.9e9, so the product cannot overflow.
-  uint64_t capacity = (entries * HashIndex::kMaxLoadDenominator + HashIndex::kMaxLoadNumerator - 1) /
-                      HashIndex::kMaxLoadNumerator;
+  uint64_t capacity =
+      (entries * HashIndex::kMaxLoadDenominator + HashIndex::kMaxLoadNumerator - 1) /
+      HashIndex::kMaxLoadNumerator;
   return std::max(capacity, HashIndex::kMinCapacity);
 }
 

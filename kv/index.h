@@ -20,6 +20,9 @@
 // computed once per operation by the engine; the high half picks the shard. The hash index uses
 // only bits 0..31 (see kv/hash_index.h). The ordered index ignores it.
 //
+// An entry's value is a Location's index_value() (kv/location.h): the hash index keeps a page
+// number only, the ordered index the page and the record's size.
+//
 // Both implementations allow the engine's whole page range for a key of any length; key length
 // limits are the engine's to enforce before calling Insert.
 #ifndef NVKV_KV_INDEX_H_
@@ -92,7 +95,7 @@ class Index {
 
   virtual IndexStats stats() const = 0;
 
-  // Calls `visit` with the value (page, or the engine's encoded location) of every entry, in no
+  // Calls `visit` with the value (a Location's index_value()) of every entry, in no
   // particular order. O(entries); for rare whole-index questions (is any entry left in a
   // segment compaction could not empty?), never on a hot path.
   virtual void ForEachValue(const std::function<void(uint64_t value)>& visit) const = 0;

@@ -10,7 +10,7 @@
 // Liveness is compaction's rule (compactor.h, write_path.cc Relocate): a put is live when
 // recovery would apply it (segment_scan.h CollectNewestRecords: not in a batch cut short), it is
 // the newest record of its key on its page, and the index still has the key at that page
-// (ordered mode: at that page with that record size, as EncodeLocation encodes it).
+// (ordered mode: at that page with that record size, Engine::Impl::IndexedAt).
 #include <algorithm>
 #include <cinttypes>
 
@@ -154,10 +154,10 @@ void CollectRecords(const Engine::Impl& engine, const SegmentReader& reader, uin
                        [&reader](uint32_t i) { return reader.page(i); }, out);
 }
 
-// The index value that points at `record` when it is its key's current one.
-uint64_t LocationOf(const Engine::Impl& engine, const ScannedRecord& record) {
-  return engine.EncodeLocation(record.page_number,
-                               RecordBytes(record.key.size(), record.header.value_bytes));
+// The index entry that points at `record` when it is its key's current one.
+Location LocationOf(const Engine::Impl& engine, const ScannedRecord& record) {
+  return engine.IndexedAt(record.page_number,
+                          RecordBytes(record.key.size(), record.header.value_bytes));
 }
 
 bool IsLive(Engine::Impl& engine, const ScannedRecord& record) {
@@ -405,7 +405,7 @@ void Checker::CheckIndexCoverage(uint64_t entries) {
       if (batch.empty()) break;
       for (const auto& [key, location] : batch) {
         if (matched_keys_.contains(HashKey(key))) continue;
-        const uint64_t page_number = Engine::Impl::PageOf(location);
+        const uint64_t page_number = Location::FromIndexValue(location).page;
         std::string why;
         absl::StatusOr<const uint8_t*> page = reader_.ReadPage(page_number);
         absl::StatusOr<PageHeader> header = absl::UnknownError("");

@@ -104,7 +104,7 @@ void StartLookup(ReadOp* op) {
       bool pending_large = false;
       device_candidates.clear();
       for (uint64_t location : op->candidates) {
-        const uint64_t page_number = Engine::Impl::PageOf(location);
+        const uint64_t page_number = Location::FromIndexValue(location).page;
         auto it = shard.unwritten.find(page_number);
         if (it == shard.unwritten.end()) {
           device_candidates.push_back(page_number);
@@ -127,7 +127,7 @@ void StartLookup(ReadOp* op) {
         if (record && record->header.type == static_cast<uint8_t>(RecordType::kPut)) {
           if (op->purpose == ReadPurpose::kKeyCheck) {
             op->resolved->found = true;
-            op->resolved->location = location;
+            op->resolved->location = Location::FromIndexValue(location);
             op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
             op->resolved->candidates = op->candidates;
             FinishKeyCheck(op, absl::OkStatus());
@@ -187,7 +187,7 @@ bool IndexStillHas(ReadOp* op, uint64_t page_number) {
   std::vector<uint64_t> now;
   shard.index->Find(op->hash.lo, op->key, &now);
   for (uint64_t location : now) {
-    if (Engine::Impl::PageOf(location) == page_number &&
+    if (Location::FromIndexValue(location).page == page_number &&
         shard.unwritten.find(page_number) == shard.unwritten.end()) {
       return true;
     }
@@ -230,7 +230,7 @@ void FinishMiss(ReadOp* op) {
   }
   op->resolved->found = true;
   op->resolved->damaged = true;
-  op->resolved->location = op->engine->EncodeLocation(op->unreadable.front(), 0);
+  op->resolved->location = Location{op->unreadable.front(), 0};
   op->resolved->record_bytes = 0;
   FinishKeyCheck(op, absl::OkStatus());
 }
@@ -275,8 +275,8 @@ void OnPageRead(storage::IoRequest* request) {
   }
   if (op->purpose == ReadPurpose::kKeyCheck) {
     op->resolved->found = true;
-    op->resolved->location = engine.EncodeLocation(
-        page_number, RecordBytes(op->key.size(), record->header.value_bytes));
+    op->resolved->location =
+        engine.IndexedAt(page_number, RecordBytes(op->key.size(), record->header.value_bytes));
     op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
     FinishKeyCheck(op, absl::OkStatus());
     return;
@@ -485,8 +485,8 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
     current.exact_candidates = true;
     if (!current.candidates.empty()) {
       current.found = true;
-      current.location = current.candidates.front();
-      current.record_bytes = BytesOf(current.location);
+      current.location = Location::FromIndexValue(current.candidates.front());
+      current.record_bytes = current.location.record_bytes;
     }
     return current;
   }

@@ -63,7 +63,7 @@ absl::Status InsertLive(Engine::Impl& engine, Shard& shard, uint64_t hash_lo, st
                         uint64_t page, uint32_t record_bytes)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   NVKV_RETURN_IF_ERROR(
-      shard.index->Insert(hash_lo, key, engine.EncodeLocation(page, record_bytes)));
+      shard.index->Insert(hash_lo, key, engine.IndexedAt(page, record_bytes).index_value()));
   engine.segments_->AddLive(engine.geometry_.SegmentOf(page), record_bytes);
   return absl::OkStatus();
 }

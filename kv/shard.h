@@ -18,6 +18,7 @@
 #include "kv/durable_prefix.h"
 #include "kv/index.h"
 #include "kv/key_hash.h"
+#include "kv/location.h"
 #include "kv/page_format.h"
 #include "storage/base/check.h"
 #include "storage/device.h"
@@ -89,14 +90,15 @@ class UnwrittenPage {
 
 class Shard {
  public:
-  // Whether the index still has `key` at `location` (a page, and in ordered mode a record size:
-  // Engine::Impl::EncodeLocation): the one "is the record still live here?" check of compaction
-  // and check.
-  bool IndexPointsAt(const KeyHash& hash, std::string_view key, uint64_t location) const
+  // Whether the index still has `key` at `location` (as the index keeps it:
+  // Engine::Impl::IndexedAt): the one "is the record still live here?" check of compaction and
+  // check.
+  bool IndexPointsAt(const KeyHash& hash, std::string_view key, const Location& location) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::vector<uint64_t> candidates;
     index->Find(hash.lo, key, &candidates);
-    return std::find(candidates.begin(), candidates.end(), location) != candidates.end();
+    return std::find(candidates.begin(), candidates.end(), location.index_value()) !=
+           candidates.end();
   }
 
   uint32_t id = 0;

@@ -202,17 +202,17 @@ void ApplyToIndex(Engine::Impl& engine, Shard& shard, std::string_view key, cons
                   uint32_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   const Geometry& g = engine.geometry_;
   if (current.found) {
-    engine.segments_->AddLive(g.SegmentOf(Engine::Impl::PageOf(current.location)),
+    engine.segments_->AddLive(g.SegmentOf(current.location.page),
                               -static_cast<int64_t>(current.record_bytes));
   }
   if (is_delete) {
-    if (current.found) shard.index->Erase(hash.lo, key, current.location);
+    if (current.found) shard.index->Erase(hash.lo, key, current.location.index_value());
     return;
   }
-  const uint64_t location = engine.EncodeLocation(new_page, record_bytes);
+  const uint64_t location = engine.IndexedAt(new_page, record_bytes).index_value();
   bool placed = false;
   if (current.found) {
-    placed = shard.index->Replace(hash.lo, key, current.location, location);
+    placed = shard.index->Replace(hash.lo, key, current.location.index_value(), location);
     // A current entry was re-checked under this lock, so it is there; unless it is a damaged
     // one, which is only possibly the key's: another op of the same batch (a key with the same
     // tag) may have replaced it already, and then this key gets an entry of its own.
@@ -695,7 +695,7 @@ absl::StatusOr<bool> Engine::Impl::Relocate(const ScannedRecord& record, const K
   CurrentRecord current;
   current.found = !is_delete;
   current.record_bytes = RecordBytes(key.size(), header.value_bytes);
-  current.location = EncodeLocation(record.page_number, current.record_bytes);
+  current.location = IndexedAt(record.page_number, current.record_bytes);
   if (!is_delete && IsLargeRecord(geometry_, key.size(), header.value_bytes)) {
     // AppendLarge checks under the lock that the index still points here.
     bool lost_race = false;
