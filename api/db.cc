@@ -214,6 +214,7 @@ Stats FromEngine(const kv::EngineStats& in) {
   out.recovery_records = in.recovery_records;
   out.recovery_batches_discarded = in.recovery_batches_discarded;
   out.recovery_damaged_pages = in.recovery_damaged_pages;
+  out.recovery_table_bytes = in.recovery_table_bytes;
   out.segments_retained = in.segments_retained;
   out.compaction_damaged_pages = in.compaction_damaged_pages;
   out.unreadable_pages = in.unreadable_pages;

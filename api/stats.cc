@@ -117,9 +117,9 @@ std::string Stats::ToString() const {
                               "compaction, %u pages unreadable\n",
                         segments_retained, compaction_damaged_pages, unreadable_pages);
   absl::StrAppendFormat(&out, "recovery: %u pages scanned, %u records, %u batches discarded, "
-                              "%u damaged pages skipped, %.3f s\n",
+                              "%u damaged pages skipped, %u bytes of table at most, %.3f s\n",
                         recovery_pages_scanned, recovery_records, recovery_batches_discarded,
-                        recovery_damaged_pages, recovery_seconds);
+                        recovery_damaged_pages, recovery_table_bytes, recovery_seconds);
   return out;
 }
 
@@ -154,6 +154,7 @@ std::string Stats::ToJson() const {
   json.Add("recovery_records", recovery_records);
   json.Add("recovery_batches_discarded", recovery_batches_discarded);
   json.Add("recovery_damaged_pages", recovery_damaged_pages);
+  json.Add("recovery_table_bytes", recovery_table_bytes);
   json.Add("recovery_seconds", recovery_seconds);
   json.Add("page_bytes", page_bytes);
   json.Add("pages_per_segment", pages_per_segment);

@@ -328,8 +328,15 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   if (formatted_now) {
     segments_->FinishRecovery();  // every segment free
   } else {
-    absl::Status recovered = Recover();
-    if (!recovered.ok()) return recovered;
+    RecoveryOptions recovery_options;
+    recovery_options.store_seed = store_seed_;
+    recovery_options.blocks_per_page = blocks_per_page_;
+    recovery_options.ordered = ordered_;
+    absl::StatusOr<RecoveryReport> recovered =
+        RecoverStore(recovery_options, geometry_, *device_, *segments_, shards_);
+    if (!recovered.ok()) return recovered.status();
+    recovery_ = std::move(*recovered);
+    next_sequence_.store(recovery_.next_sequence);
     // After a process crash (not a power cut) recovery may have read pages that still sit in
     // the device's volatile cache. Compaction treats recovered segments as durable (it copies
     // their records as lone records), so make them so.
@@ -441,15 +448,16 @@ EngineStats Engine::Impl::Stats() {
   s.capacity_bytes = geometry_.segment_count * geometry_.segment_bytes();
   s.live_bytes = segments_->live_bytes_total();
   s.usable_bytes = segments_->usable_bytes();
-  s.recovery_pages_scanned = recovery_pages_;
-  s.recovery_records = recovery_records_;
-  s.recovery_batches_discarded = recovery_batches_discarded_;
-  s.recovery_damaged_pages = recovery_damaged_pages_;
+  s.recovery_pages_scanned = recovery_.pages;
+  s.recovery_records = recovery_.records;
+  s.recovery_batches_discarded = recovery_.batches_discarded;
+  s.recovery_damaged_pages = recovery_.damaged_pages;
+  s.recovery_table_bytes = recovery_.table_bytes_peak;
   s.segments_retained = segments_->retained().size();
   s.compaction_damaged_pages = compactor_ != nullptr ? compactor_->damaged_pages() : 0;
-  s.unreadable_pages = recovery_unreadable_pages_ +
+  s.unreadable_pages = recovery_.unreadable_pages +
                        (compactor_ != nullptr ? compactor_->unreadable_pages() : 0);
-  s.recovery_seconds = recovery_seconds_;
+  s.recovery_seconds = recovery_.seconds;
   s.read_queues = read_queues_->size();
   s.device = device_info_;
   {

@@ -96,6 +96,9 @@ struct EngineStats {
   uint64_t recovery_pages_scanned = 0, recovery_records = 0;
   uint64_t recovery_batches_discarded = 0;
   uint64_t recovery_damaged_pages = 0;  // pages inside logs that recovery skipped (holes)
+  // The largest table of newest records recovery held for one shard beside the indexes
+  // (kv/recovery.h): the part of Open's peak memory that goes away after it.
+  uint64_t recovery_table_bytes = 0;
   uint64_t segments_retained = 0;   // cleaned but kept: records on damaged pages still indexed
   uint64_t compaction_damaged_pages = 0;  // damaged pages compaction met in its victims
   // Pages the device failed to read (EIO, media error) in recovery and compaction since Open;

@@ -31,6 +31,7 @@
 #include "kv/location.h"
 #include "kv/log_writer.h"
 #include "kv/page_format.h"
+#include "kv/recovery.h"
 #include "kv/segment_table.h"
 #include "kv/shard.h"
 #include "kv/sticky_error.h"
@@ -110,13 +111,8 @@ class Engine::Impl final : public RecordMover {
   // thread's queue. Used by the write path (hash mode) to confirm identity.
   absl::StatusOr<CurrentRecord> ResolveCurrent(std::string_view key, const KeyHash& hash);
 
-  // --- recovery.cc ---
-  absl::Status Recover();
-
   // --- shared helpers ---
-  Shard& ShardFor(const KeyHash& hash) {
-    return *shards_[((hash.hi >> 32) * shards_.size()) >> 32];
-  }
+  Shard& ShardFor(const KeyHash& hash) { return *shards_[ShardIndexFor(hash, shards_.size())]; }
   // What this engine's index keeps of a record's place (location.h): the ordered index its
   // page and size, the hash index its page only.
   Location IndexedAt(uint64_t page, uint32_t record_bytes) const {
@@ -176,13 +172,9 @@ class Engine::Impl final : public RecordMover {
   // Counters.
   std::atomic<uint64_t> puts_{0}, deletes_{0}, gets_{0}, batches_{0};
   std::atomic<uint64_t> user_bytes_{0}, page_reads_{0}, verify_reads_{0};
-  uint64_t recovery_unreadable_pages_ = 0;  // of the pages recovery read
-  uint64_t recovery_pages_ = 0, recovery_records_ = 0, recovery_batches_discarded_ = 0;
-  // The records of the batches recovery dropped, still on the device until compaction frees
-  // their segments (which never copies them: segment_scan.h). Written by Open only.
-  SequenceRanges dropped_batch_records_;
-  uint64_t recovery_damaged_pages_ = 0;
-  double recovery_seconds_ = 0;
+  // What recovery found at Open (written by Open only); dropped_batch_records tells page reads
+  // which records on the device belong to no applied batch.
+  RecoveryReport recovery_;
 };
 
 }  // namespace nvkv::kv

@@ -123,7 +123,7 @@ void StartLookup(ReadOp* op) {
         header.used_bytes = slot.builder.used_bytes();
         absl::Status status;
         std::optional<RecordView> record =
-            FindNewest(page, header, op->key, engine.dropped_batch_records_, &status);
+            FindNewest(page, header, op->key, engine.recovery_.dropped_batch_records, &status);
         if (record && record->header.type == static_cast<uint8_t>(RecordType::kPut)) {
           if (op->purpose == ReadPurpose::kKeyCheck) {
             op->resolved->found = true;
@@ -264,7 +264,7 @@ void OnPageRead(storage::IoRequest* request) {
   }
   absl::Status status;
   std::optional<RecordView> record =
-      FindNewest(op->page.data, *header, op->key, engine.dropped_batch_records_, &status);
+      FindNewest(op->page.data, *header, op->key, engine.recovery_.dropped_batch_records, &status);
   if (!status.ok()) {
     FinishOp(op, status);
     return;

@@ -1,21 +1,12 @@
-// Recovery: rebuilds the index and the segment table from the log at Open.
-//
-// Damaged pages inside a segment's log are holes (segment_scan.h): their records are lost and
-// counted in recovery_damaged_pages, and recovery goes on with the rest of the segment. A
-// segment counts as free only when it holds no log at all.
-//
-// Every segment is read whole with large reads kept in flight together (device bandwidth, not
-// latency, bounds it), then scanned by ScanSegment. For each key the record with the highest
-// sequence wins; a winning delete means the key is absent. Hash mode tells keys apart by their
-// hash while recovering (87 of its bits, kv/newest_records.h), so the key bytes need not be kept;
-// ordered mode keeps them, for its index.
+// Recovery (recovery.h): reads every segment at Open and rebuilds the indexes.
+#include "kv/recovery.h"
+
 #include <algorithm>
 #include <deque>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "kv/engine_impl.h"
 #include "kv/newest_records.h"
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
@@ -58,18 +49,25 @@ void KeepIfNewer(absl::flat_hash_map<KeyHash, NewestWithKey>& table, const KeyHa
   entry.key.assign(record.key);
 }
 
-// Adds one live key to `shard`'s index and its bytes to its segment's live bytes.
-absl::Status InsertLive(Engine::Impl& engine, Shard& shard, uint64_t hash_lo, std::string_view key,
-                        uint64_t page, uint32_t record_bytes)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  NVKV_RETURN_IF_ERROR(
-      shard.index->Insert(hash_lo, key, engine.IndexedAt(page, record_bytes).index_value()));
-  engine.segments_->AddLive(engine.geometry_.SegmentOf(page), record_bytes);
-  return absl::OkStatus();
-}
+// Where recovery puts what it finds: the shards' indexes and the segment table.
+struct Sink {
+  const Geometry& geometry;
+  bool ordered;
+  SegmentTable& segments;
+
+  // Adds one live key to `shard`'s index and its bytes to its segment's live bytes.
+  absl::Status InsertLive(Shard& shard, uint64_t hash_lo, std::string_view key, uint64_t page,
+                          uint32_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    // What the index keeps of the place (Engine::Impl::IndexedAt): the hash index no size.
+    const Location location{page, ordered ? record_bytes : 0};
+    NVKV_RETURN_IF_ERROR(shard.index->Insert(hash_lo, key, location.index_value()));
+    segments.AddLive(geometry.SegmentOf(page), record_bytes);
+    return absl::OkStatus();
+  }
+};
 
 // Builds `shard`'s index from the newest record of each of its keys, then frees the table.
-absl::Status DrainHashed(Engine::Impl& engine, Shard& shard, NewestRecords& table)
+absl::Status DrainHashed(Sink& sink, Shard& shard, NewestRecords& table)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   uint64_t live = 0;
   table.ForEach([&](uint64_t, const NewestRecords::Record& newest) {
@@ -80,13 +78,13 @@ absl::Status DrainHashed(Engine::Impl& engine, Shard& shard, NewestRecords& tabl
   table.ForEach([&](uint64_t hash_lo, const NewestRecords::Record& newest)
                     ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (!status.ok() || newest.is_delete) return;
-    status = InsertLive(engine, shard, hash_lo, {}, newest.page, newest.record_bytes);
+    status = sink.InsertLive(shard, hash_lo, {}, newest.page, newest.record_bytes);
   });
   table.Clear();
   return status;
 }
 
-absl::Status DrainOrdered(Engine::Impl& engine, Shard& shard,
+absl::Status DrainOrdered(Sink& sink, Shard& shard,
                           absl::flat_hash_map<KeyHash, NewestWithKey>& table)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   uint64_t live = 0;
@@ -95,10 +93,22 @@ absl::Status DrainOrdered(Engine::Impl& engine, Shard& shard,
   for (const auto& [hash, newest] : table) {
     if (newest.is_delete) continue;
     NVKV_RETURN_IF_ERROR(
-        InsertLive(engine, shard, hash.lo, newest.key, newest.page, newest.record_bytes));
+        sink.InsertLive(shard, hash.lo, newest.key, newest.page, newest.record_bytes));
   }
   absl::flat_hash_map<KeyHash, NewestWithKey>().swap(table);
   return absl::OkStatus();
+}
+
+// What an ordered-mode table holds: its slots and the key bytes beyond each string's own.
+uint64_t KeyedTableBytes(const absl::flat_hash_map<KeyHash, NewestWithKey>& table) {
+  uint64_t bytes = table.bucket_count() * (sizeof(std::pair<KeyHash, NewestWithKey>) + 1);
+  for (const auto& [hash, newest] : table) {
+    const char* inline_bytes = reinterpret_cast<const char*>(&newest.key);
+    const bool on_heap = newest.key.data() < inline_bytes ||
+                         newest.key.data() >= inline_bytes + sizeof(newest.key);
+    if (on_heap) bytes += newest.key.capacity() + 1;
+  }
+  return bytes;
 }
 
 // One segment being read: its chunk buffers and how many reads are still out.
@@ -118,10 +128,17 @@ void OnChunkRead(storage::IoRequest* request) {
 
 }  // namespace
 
-absl::Status Engine::Impl::Recover() {
+absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
+                                            const Geometry& geometry, storage::Device& device,
+                                            SegmentTable& segments,
+                                            const std::vector<std::unique_ptr<Shard>>& shards) {
   const absl::Time start = absl::Now();
-  const Geometry& g = geometry_;
-  storage::Device& device = *device_;
+  const Geometry& g = geometry;
+  const bool ordered = options.ordered;
+  const uint32_t blocks_per_page = options.blocks_per_page;
+  auto lba_of = [blocks_per_page](uint64_t page) { return page * blocks_per_page; };
+  Sink sink{geometry, ordered, segments};
+  RecoveryReport report;
   storage::BufferPool& pool = device.buffers();
   const uint32_t pages_per_chunk = pool.chunk_bytes() / g.page_bytes;
   const uint32_t chunks_per_segment = (g.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
@@ -134,9 +151,9 @@ absl::Status Engine::Impl::Recover() {
   // One table per shard: the index of a shard is built from its table alone, which is then freed
   // before the next shard's index is built. Hash mode fills `newest`, ordered mode
   // `newest_keyed`.
-  std::vector<NewestRecords> newest(ordered_ ? 0 : shards_.size());
-  std::vector<absl::flat_hash_map<KeyHash, NewestWithKey>> newest_keyed(
-      ordered_ ? shards_.size() : 0);
+  std::vector<NewestRecords> newest(ordered ? 0 : shards.size());
+  std::vector<absl::flat_hash_map<KeyHash, NewestWithKey>> newest_keyed(ordered ? shards.size()
+                                                                                : 0);
   uint64_t max_sequence = 0;
   uint64_t max_generation = 0;
   std::vector<SegmentScanResult> scans(g.segment_count);
@@ -157,8 +174,8 @@ absl::Status Engine::Impl::Recover() {
       const uint32_t count = std::min(pages_per_chunk, g.pages_per_segment - first);
       storage::IoRequest& request = read.requests[c];
       request.op = storage::IoOp::kRead;
-      request.lba = LbaOf(g.FirstPageOf(segment) + first);
-      request.lba_count = count * blocks_per_page_;
+      request.lba = lba_of(g.FirstPageOf(segment) + first);
+      request.lba_count = count * blocks_per_page;
       request.buffer = chunk;
       request.on_done = OnChunkRead;
       request.context = &read;
@@ -190,8 +207,8 @@ absl::Status Engine::Impl::Recover() {
       for (uint32_t c = 0; c < chunks_per_segment; ++c) {
         const storage::IoRequest& request = read.requests[c];
         if (request.status.ok()) continue;
-        failed += RereadPageByPage(device, request.lba, request.lba_count / blocks_per_page_,
-                                   blocks_per_page_, g.page_bytes, read.chunks[c],
+        failed += RereadPageByPage(device, request.lba, request.lba_count / blocks_per_page,
+                                   blocks_per_page, g.page_bytes, read.chunks[c],
                                    c * pages_per_chunk, &unreadable);
       }
       if (failed == g.pages_per_segment) {
@@ -199,16 +216,16 @@ absl::Status Engine::Impl::Recover() {
                             absl::StrCat("segment ", segment, ": no page of it can be read: ",
                                          read.status.message()));
       }
-      recovery_unreadable_pages_ += failed;
+      report.unreadable_pages += failed;
     }
     auto page_at = [&](uint32_t i) {
       return PageInChunks(read.chunks, pages_per_chunk, g.page_bytes, unreadable, i);
     };
-    scans[segment] = ScanSegment(g, store_seed_, segment, page_at, /*assemble=*/false,
+    scans[segment] = ScanSegment(g, options.store_seed, segment, page_at, /*assemble=*/false,
                                  [&](const ScannedRecord& record) {
       const KeyHash hash = HashKey(record.key);
-      const uint32_t shard = ShardFor(hash).id;
-      if (ordered_) {
+      const uint32_t shard = ShardIndexFor(hash, shards.size());
+      if (ordered) {
         KeepIfNewer(newest_keyed[shard], hash, record);
       } else {
         if (!newest[shard].KeepIfNewer(hash, NewestOf(record)) && refused.ok()) {
@@ -220,38 +237,41 @@ absl::Status Engine::Impl::Recover() {
       min_seq[segment] = std::min(min_seq[segment], record.header.sequence);
       max_seq[segment] = std::max(max_seq[segment], record.header.sequence);
       max_sequence = std::max(max_sequence, record.header.sequence);
-      segments_->NoteRecord(segment, hash, record.header.sequence,
+      segments.NoteRecord(segment, hash, record.header.sequence,
                             RecordBytes(record.key.size(), record.header.value_bytes),
                             record.header.type == static_cast<uint8_t>(RecordType::kDelete));
-      ++recovery_records_;
+      ++report.records;
     });
     max_generation = std::max(max_generation, scans[segment].max_generation);
     // Sequences of pages outside every log count too: a new record must never lose to an old one
     // that a later recovery might read.
     max_sequence = std::max(max_sequence, scans[segment].max_sequence);
-    recovery_pages_ += g.pages_per_segment;
-    recovery_batches_discarded_ += scans[segment].batches_discarded;
-    dropped_batch_records_.AddAll(scans[segment].dropped);
-    recovery_damaged_pages_ += scans[segment].hole_pages;
+    report.pages += g.pages_per_segment;
+    report.batches_discarded += scans[segment].batches_discarded;
+    report.dropped_batch_records.AddAll(scans[segment].dropped);
+    report.damaged_pages += scans[segment].hole_pages;
     for (const storage::Buffer& chunk : read.chunks) pool.PutChunk(chunk);
     reads.pop_front();
   }
 
   if (!refused.ok()) return refused;
   for (uint64_t s = 0; s < g.segment_count; ++s) {
-    segments_->RecoverSegment(s, scans[s].in_use, min_seq[s], max_seq[s]);
+    segments.RecoverSegment(s, scans[s].in_use, min_seq[s], max_seq[s]);
   }
-  for (auto& shard : shards_) {
+  for (const auto& shard : shards) {
+    report.table_bytes_peak =
+        std::max(report.table_bytes_peak, ordered ? KeyedTableBytes(newest_keyed[shard->id])
+                                                  : newest[shard->id].allocated_bytes());
     absl::MutexLock lock(&shard->mu);
-    absl::Status drained = ordered_ ? DrainOrdered(*this, *shard, newest_keyed[shard->id])
-                                    : DrainHashed(*this, *shard, newest[shard->id]);
+    absl::Status drained = ordered ? DrainOrdered(sink, *shard, newest_keyed[shard->id])
+                                   : DrainHashed(sink, *shard, newest[shard->id]);
     if (!drained.ok()) return drained;
   }
-  segments_->SetNextGeneration(max_generation + 1);
-  segments_->FinishRecovery();
-  next_sequence_.store(max_sequence + 1);
-  recovery_seconds_ = absl::ToDoubleSeconds(absl::Now() - start);
-  return absl::OkStatus();
+  segments.SetNextGeneration(max_generation + 1);
+  segments.FinishRecovery();
+  report.next_sequence = max_sequence + 1;
+  report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return report;
 }
 
 }  // namespace nvkv::kv

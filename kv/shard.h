@@ -28,6 +28,11 @@ namespace nvkv::kv {
 class LogWriter;
 class Shard;
 
+// The shard of `shard_count` that owns the keys with `hash` (by the high half's top bits).
+inline uint32_t ShardIndexFor(const KeyHash& hash, size_t shard_count) {
+  return static_cast<uint32_t>(((hash.hi >> 32) * shard_count) >> 32);
+}
+
 // One page buffer of a shard's log head: filled under the shard lock, then written by the
 // writer thread. Lives for the whole engine; cycles between the shard's free list, the open
 // page, the sealed list and the writer.

@@ -118,11 +118,14 @@ std::shared_ptr<storage::MemStorage> StoreWith(uint64_t count) {
 }
 
 // Peak memory Open adds on `bytes`, and the live keys and index bytes it ended with.
-uint64_t PeakOfOpen(const std::shared_ptr<storage::MemStorage>& bytes, EngineStats* stats) {
+uint64_t PeakOfOpen(const std::shared_ptr<storage::MemStorage>& bytes, EngineStats* stats,
+                    IndexMode mode = IndexMode::kHash) {
   return PeakBytesAdded([&] {
     auto device = storage::MemDevice::Open(bytes, Device());
     ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), Options());
+    EngineOptions options = Options();
+    options.index_mode = mode;
+    auto engine = Engine::OpenOnDevice(std::move(*device), options);
     ASSERT_THAT(engine, IsOk());
     *stats = (*engine)->Stats();
     EXPECT_THAT((*engine)->Close(), IsOk());
@@ -161,9 +164,35 @@ TEST(RecoveryMemoryTest, RecoveryNeedsLittleMoreMemoryPerKeyThanTheIndex) {
   // sub-tables that grow one at a time (kv/newest_records.h), 74% full at this size (34 bytes per
   // key), and builds the index one shard at a time, freeing that shard's table after it: about
   // 38 bytes per key at the peak. With a flat_hash_map per shard of the 128-bit hash to a
-  // 16-byte record (32-byte slots, a table just doubled), this was 89 bytes per key; with a std::string per key in one
-  // table for all shards and the index built beside it, 191 bytes per key at 200,000 keys.
+  // 16-byte record (32-byte slots, a table just doubled), this was 89 bytes per key; with a
+  // std::string per key in one table for all shards and the index built beside it, 191 bytes
+  // per key at 200,000 keys.
   EXPECT_LE(per_key, 4.5 * stats.index_bytes_per_key);
+  // Recovery's own table is part of that peak, and says so.
+  EXPECT_GT(stats.recovery_table_bytes, 0u);
+  EXPECT_LE(stats.recovery_table_bytes, peak - fixed);
+}
+
+// Stats say how large recovery's table of newest records grew for one shard: in hash mode 24
+// bytes per key of the shard at 50-100% load (kv/newest_records.h), in ordered mode more, with
+// each key's bytes.
+TEST(RecoveryMemoryTest, StatsGiveRecoverysLargestTable) {
+  std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys);
+  ASSERT_NE(full, nullptr);
+  const uint64_t keys_per_shard = kKeys / Options().shard_count;
+  EngineStats stats;
+  PeakOfOpen(full, &stats, IndexMode::kHash);
+  ASSERT_EQ(stats.live_keys, kKeys);
+  EXPECT_GE(stats.recovery_table_bytes, 24 * keys_per_shard * 9 / 10);  // shards are not equal
+  EXPECT_LE(stats.recovery_table_bytes, 2 * 24 * keys_per_shard * 11 / 10);
+  const uint64_t hashed = stats.recovery_table_bytes;
+  PeakOfOpen(full, &stats, IndexMode::kOrdered);
+  ASSERT_EQ(stats.live_keys, kKeys);
+  EXPECT_GT(stats.recovery_table_bytes, hashed);
+  std::shared_ptr<storage::MemStorage> empty = StoreWith(0);
+  ASSERT_NE(empty, nullptr);
+  PeakOfOpen(empty, &stats, IndexMode::kHash);
+  EXPECT_LT(stats.recovery_table_bytes, 4096u);
 }
 
 }  // namespace

@@ -223,9 +223,11 @@ Outcome RunStats(const Context& context) {
                                       s.segments_retained, s.compaction_damaged_pages,
                                       s.unreadable_pages));
   table.Row("recovery", absl::StrFormat("%d pages scanned, %d records, %d torn batches "
-                                        "discarded, %d damaged pages skipped, %.3f s",
+                                        "discarded, %d damaged pages skipped, %s of table at "
+                                        "most, %.3f s",
                                         s.recovery_pages_scanned, s.recovery_records,
                                         s.recovery_batches_discarded, s.recovery_damaged_pages,
+                                        FormatBytes(s.recovery_table_bytes),
                                         s.recovery_seconds));
   table.Row("operations", absl::StrFormat("%d puts, %d deletes, %d gets, %d batches", s.puts,
                                           s.deletes, s.gets, s.batches));

@@ -107,6 +107,9 @@ struct Stats {
   // Damaged pages inside a segment's log that recovery skipped (holes): their records are lost,
   // the records after them are recovered. Check() names them.
   uint64_t recovery_damaged_pages = 0;
+  // The largest table of newest records recovery held for one shard beside the index it built:
+  // the part of Open's peak memory that is freed when Open returns.
+  uint64_t recovery_table_bytes = 0;
   double recovery_seconds = 0;
 
   // Layout and configuration in force.

@@ -1,0 +1,60 @@
+// Recovery: rebuilds the shards' indexes and the segment table from the log at Open.
+//
+// Every segment is read whole with large reads kept in flight together (device bandwidth, not
+// latency, bounds it), then scanned by ScanSegment (segment_scan.h): damaged pages inside a
+// segment's log are holes whose records are lost, and recovery goes on with the rest of the
+// segment; a segment counts as free only when it holds no log at all. For each key the record
+// with the highest sequence wins; a winning delete means the key is absent.
+//
+// Memory: beside the indexes being built, recovery keeps the newest record of every key of one
+// shard at a time. Hash mode keys them by hash (87 bits, kv/newest_records.h: 24 bytes per key,
+// no key bytes); ordered mode keeps the key bytes too, which its index holds anyway. The peak
+// is in RecoveryReport::table_bytes_peak.
+#ifndef NVKV_KV_RECOVERY_H_
+#define NVKV_KV_RECOVERY_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kv/page_format.h"
+#include "kv/segment_table.h"
+#include "kv/sequence_ranges.h"
+#include "kv/shard.h"
+#include "storage/device.h"
+
+namespace nvkv::kv {
+
+struct RecoveryOptions {
+  uint64_t store_seed = 0;
+  uint32_t blocks_per_page = 1;
+  bool ordered = false;  // the index mode being built
+};
+
+// What recovery found, for the engine and its Stats.
+struct RecoveryReport {
+  uint64_t next_sequence = 1;  // above every record sequence on the device, in a log or not
+  uint64_t pages = 0, records = 0;
+  uint64_t batches_discarded = 0;  // cut short by a crash or by damage: dropped whole
+  uint64_t damaged_pages = 0;      // holes inside logs
+  uint64_t unreadable_pages = 0;   // pages the device failed to read (each also a hole)
+  uint64_t table_bytes_peak = 0;   // the largest per-shard newest-record table it held
+  double seconds = 0;
+  // The records of the batches it dropped, still on the device until compaction frees their
+  // segments (which never copies them: segment_scan.h): page reads leave them out.
+  SequenceRanges dropped_batch_records;
+};
+
+// Reads every segment of `device` (the opening thread's queue, with chunk buffers for whole
+// segments) and fills the (empty) indexes of `shards` and `segments`, which it leaves ready for
+// use (SegmentTable::FinishRecovery). kDataLoss when no page of a segment can be read, or for a
+// record no nvkv store writes; device errors.
+absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
+                                            const Geometry& geometry, storage::Device& device,
+                                            SegmentTable& segments,
+                                            const std::vector<std::unique_ptr<Shard>>& shards);
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_RECOVERY_H_
