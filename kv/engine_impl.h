@@ -1,6 +1,6 @@
 // Engine::Impl: wires the engine's parts together (kv/README.md). Its functions are split over
-// several files by concern: engine.cc (open, format, close, stats), write_path.cc (appends),
-// read_path.cc (gets, scans) and recovery.cc. The parts with state of their own are classes:
+// several files by concern: engine.cc (open, format, close, stats), write_path.cc and
+// head_append.cc (writes), read_path.cc (gets, scans). The parts with state of their own are classes:
 // Shard (shard.h), LogWriter (log_writer.h), Compactor (compactor.h), SegmentTable,
 // ReadQueueSet, StickyError.
 //
