@@ -1,7 +1,7 @@
 // Engine::Impl: wires the engine's parts together (kv/README.md). Its functions are split over
 // several files by concern: engine.cc (open, format, close, stats), write_path.cc and
-// head_append.cc (writes), read_path.cc (gets, scans). The parts with state of their own are classes:
-// Shard (shard.h), LogWriter (log_writer.h), Compactor (compactor.h), SegmentTable,
+// head_append.cc (writes), read_path.cc (gets, scans). The parts with state of their own are
+// classes: Shard (shard.h), LogWriter (log_writer.h), Compactor (compactor.h), SegmentTable,
 // ReadQueueSet, StickyError.
 //
 // Locks, in the order they may be taken (never the reverse):
