@@ -1,20 +1,15 @@
-// Engine open, format, close and stats, and the public Engine methods.
+// Engine start, close and stats, and the public Engine methods. Opening and formatting a
+// store (its superblocks and geometry) is store_open.cc.
 #include "kv/engine.h"
 
-#include <sys/random.h>
 #include <xxhash.h>
 
-#include <algorithm>
 #include <cstddef>
-#include <cstring>
-#include <ctime>
 #include <vector>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "kv/engine_impl.h"
 #include "kv/read_queue.h"
-#include "kv/segment_read.h"
 #include "storage/base/align.h"
 #include "storage/base/check.h"
 
@@ -52,36 +47,6 @@ absl::Status ValidateOptions(const EngineOptions& o) {
   return absl::OkStatus();
 }
 
-// True when DecodeSuperblock refused `page` because it is an nvkv superblock of a newer format:
-// its other kFailedPrecondition is a wrong magic, and a bad checksum is kDataLoss.
-bool IsNewerFormat(const absl::StatusOr<Superblock>& decoded, const uint8_t* page) {
-  if (!absl::IsFailedPrecondition(decoded.status())) return false;
-  uint64_t magic = 0;
-  std::memcpy(&magic, page + offsetof(Superblock, magic), sizeof(magic));
-  return magic == kSuperblockMagic;
-}
-
-// The segment size a format picks for segment_bytes 0: 1 MiB, halved while the store would hold
-// fewer than kAutoMinSegments, down to 16 pages. The segments kept free for compaction (one per
-// shard and two, SegmentTable::UserReserveFor) are then a small part of a small store too.
-constexpr uint64_t kAutoMinSegments = 64;
-constexpr uint32_t kAutoMaxSegmentBytes = 1u << 20;
-uint32_t AutoSegmentBytes(uint64_t capacity_bytes, uint32_t page_bytes) {
-  uint32_t segment_bytes = kAutoMaxSegmentBytes;
-  while (segment_bytes / 2 >= 16 * page_bytes &&
-         capacity_bytes / segment_bytes < kAutoMinSegments) {
-    segment_bytes /= 2;
-  }
-  return std::max(segment_bytes, 16 * page_bytes);
-}
-
-bool AllZero(const uint8_t* data, size_t bytes) {
-  for (size_t i = 0; i < bytes; ++i) {
-    if (data[i] != 0) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 Engine::Impl::Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device)
@@ -114,205 +79,6 @@ absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
     }
   }
   return queue;
-}
-
-// Opens the store: reads the superblocks (formatting an empty device when allowed), adopts the
-// geometry, recovers, and starts the writer and compaction threads.
-absl::Status Engine::Impl::OpenStore(const std::string& path) {
-  storage::QueueOptions open_options;
-  open_options.queue_depth = 64;
-  open_options.buffers.buffer_bytes = kMaxPageBytes;
-  open_options.buffers.buffer_count = 2;
-  open_options.buffers.chunk_count = 32;  // recovery keeps up to 16 MiB of reads in flight
-  absl::StatusOr<std::unique_ptr<storage::Device>> opening = OpenQueue(open_options);
-  if (!opening.ok()) return opening.status();
-  device_ = std::move(*opening);
-  if (options_.page_bytes % device_info_.lba_bytes != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("page_bytes ", options_.page_bytes,
-                                                   " is not a multiple of the device's ",
-                                                   device_info_.lba_bytes, "-byte blocks"));
-  }
-  absl::StatusOr<SuperblockProbe> probe = ProbeSuperblocks();
-  if (!probe.ok()) return probe.status();
-  if (!probe->newer_format.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": ", probe->newer_format.message()));
-  }
-  Superblock superblock{};
-  const bool formatted_now = !probe->copies[0].ok() && !probe->copies[1].ok();
-  if (!formatted_now) {
-    if (options_.error_if_exists) {
-      return absl::AlreadyExistsError(absl::StrCat(path, ": a store already exists"));
-    }
-    const uint32_t good = probe->copies[0].ok() ? 0 : 1;
-    superblock = *probe->copies[good];
-    if (!probe->copies[1 - good].ok()) {
-      absl::Status repaired = RepairSuperblock(superblock, 1 - good);
-      if (!repaired.ok()) return repaired;
-    }
-  } else {
-    absl::StatusOr<Superblock> formatted = FormatStore(path, *probe);
-    if (!formatted.ok()) return formatted.status();
-    superblock = *formatted;
-  }
-  absl::Status adopted = AdoptGeometry(path, superblock);
-  if (!adopted.ok()) return adopted;
-  return StartEngine(formatted_now);
-}
-
-absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
-  storage::Device& device = *device_;
-  const uint32_t lba_bytes = device_info_.lba_bytes;
-  storage::Buffer chunk = device.buffers().GetChunk();
-  NVKV_CHECK(chunk.valid());
-  // Superblocks are written in the page size they were formatted with; read the first 128 KiB,
-  // which holds both copies for any page size up to 64 KiB.
-  const uint64_t probe_bytes = std::min<uint64_t>(128 * 1024, device_info_.capacity_bytes());
-  absl::Status read = storage::ReadBlocks(device, 0, probe_bytes / lba_bytes, chunk);
-  if (!read.ok()) {
-    // Which 4 KiB can the device not read (segment_read.h)? Those hold 0xff: a superblock copy
-    // there is damaged (the other one serves), and the start never looks empty (formattable).
-    const uint32_t unit_blocks = std::max<uint32_t>(1, kMinPageBytes / lba_bytes);
-    const uint32_t unit_bytes = unit_blocks * lba_bytes;
-    const uint32_t units = static_cast<uint32_t>(probe_bytes / unit_bytes);
-    std::vector<bool> unreadable(units, false);
-    const uint32_t failed = RereadPageByPage(device, 0, units, unit_blocks, unit_bytes, chunk, 0,
-                                             &unreadable);
-    if (failed == units) {
-      device.buffers().PutChunk(chunk);
-      return read;
-    }
-    for (uint32_t u = 0; u < units; ++u) {
-      if (unreadable[u]) std::memset(chunk.data + size_t{u} * unit_bytes, 0xff, unit_bytes);
-    }
-  }
-  SuperblockProbe probe;
-  // A store of a newer format is refused as such, whatever the options: never formatted over
-  // (force_format is for data that is not an nvkv store), never called foreign.
-  probe.copies[0] = DecodeSuperblock(chunk.data, kMaxPageBytes);
-  if (IsNewerFormat(probe.copies[0], chunk.data)) probe.newer_format = probe.copies[0].status();
-  if (probe.copies[0].ok() && probe.copies[0]->page_bytes * 2 <= probe_bytes) {
-    probe.copies[1] = DecodeSuperblock(chunk.data + probe.copies[0]->page_bytes, kMaxPageBytes);
-  } else {
-    // Copy 0 is damaged: look for copy 1 at every possible page size.
-    for (uint32_t page = kMinPageBytes; page <= kMaxPageBytes && page * 2 <= probe_bytes;
-         page *= 2) {
-      auto candidate = DecodeSuperblock(chunk.data + page, kMaxPageBytes);
-      if (probe.newer_format.ok() && IsNewerFormat(candidate, chunk.data + page)) {
-        probe.newer_format = candidate.status();
-      }
-      if (candidate.ok() && candidate->page_bytes == page) {
-        probe.copies[1] = candidate;
-        break;
-      }
-    }
-  }
-  probe.empty = AllZero(chunk.data, probe_bytes);
-  device.buffers().PutChunk(chunk);
-  return probe;
-}
-
-absl::Status Engine::Impl::RepairSuperblock(const Superblock& good, uint32_t which) {
-  storage::Device& device = *device_;
-  const uint32_t lba_bytes = device_info_.lba_bytes;
-  storage::Buffer page = device.buffers().GetPage();
-  if (!page.valid()) return absl::OkStatus();  // left for the next Open
-  if (page.bytes < good.page_bytes) {
-    device.buffers().PutPage(page);
-    return absl::OkStatus();
-  }
-  Superblock copy = good;
-  copy.copy = which;
-  EncodeSuperblock(copy, page.data, good.page_bytes);
-  absl::Status repaired =
-      storage::WriteBlocks(device, uint64_t{which} * good.page_bytes / lba_bytes,
-                           good.page_bytes / lba_bytes, page, /*fua=*/true);
-  device.buffers().PutPage(page);
-  return repaired;
-}
-
-absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
-                                                     const SuperblockProbe& probe) {
-  const bool damaged = absl::IsDataLoss(probe.copies[0].status()) ||
-                       absl::IsDataLoss(probe.copies[1].status());
-  if (damaged && !options_.force_format) {
-    absl::Status refused = absl::DataLossError(absl::StrCat(
-        path, ": both nvkv superblocks are damaged (", probe.copies[0].status().message(),
-        "); refusing to open or format it"));
-    refused.SetPayload(kFormatRefusedPayload, absl::Cord());
-    return refused;
-  }
-  if (!probe.empty && !options_.force_format) {
-    absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
-        path, ": holds data that is not an nvkv store; refusing to format it without "
-              "force_format"));
-    refused.SetPayload(kFormatRefusedPayload, absl::Cord());
-    return refused;
-  }
-  if (!options_.create_if_missing) {
-    return absl::NotFoundError(absl::StrCat(path, ": no nvkv store (create_if_missing is off)"));
-  }
-  const uint32_t lba_bytes = device_info_.lba_bytes;
-  const uint64_t pages = device_info_.capacity_bytes() / options_.page_bytes;
-  const uint32_t segment_bytes =
-      options_.segment_bytes != EngineOptions::kAutoSegmentBytes
-          ? options_.segment_bytes
-          : AutoSegmentBytes(device_info_.capacity_bytes(), options_.page_bytes);
-  const uint32_t pages_per_segment = segment_bytes / options_.page_bytes;
-  const uint64_t segment_count =
-      pages > kSuperblockPages ? (pages - kSuperblockPages) / pages_per_segment : 0;
-  // The reserve, an open segment per shard, and four segments of data.
-  const uint64_t need =
-      uint64_t{SegmentTable::UserReserveFor(options_.shard_count)} + options_.shard_count + 4;
-  if (segment_count < need) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, ": too small: ", device_info_.capacity_bytes(), " bytes hold ", segment_count,
-        " segments of ", segment_bytes, " bytes; need at least ", need,
-        " (fewer shards or smaller segments need less)"));
-  }
-  Superblock superblock{};
-  superblock.format_version = kFormatVersion;
-  superblock.page_bytes = options_.page_bytes;
-  superblock.pages_per_segment = pages_per_segment;
-  superblock.lba_bytes = lba_bytes;
-  superblock.segment_count = segment_count;
-  superblock.format_time_unix_s = static_cast<uint64_t>(std::time(nullptr));
-  if (getrandom(superblock.store_id, sizeof(superblock.store_id), 0) !=
-      static_cast<ssize_t>(sizeof(superblock.store_id))) {
-    return absl::InternalError("getrandom failed for the store id");
-  }
-  storage::Device& device = *device_;
-  storage::Buffer page = device.buffers().GetChunk();
-  NVKV_CHECK(page.valid() && page.bytes >= 2 * superblock.page_bytes);
-  for (uint32_t copy = 0; copy < 2; ++copy) {
-    superblock.copy = copy;
-    EncodeSuperblock(superblock, page.data + size_t{copy} * superblock.page_bytes,
-                     superblock.page_bytes);
-  }
-  // The first page of every segment must not look like data of this store: a fresh store id
-  // makes leftovers from an earlier store fail their checksums, so nothing else is written.
-  absl::Status written = storage::WriteBlocks(device, 0, 2 * superblock.page_bytes / lba_bytes,
-                                              page, /*fua=*/true);
-  device.buffers().PutChunk(page);
-  if (!written.ok()) return written;
-  return superblock;
-}
-
-absl::Status Engine::Impl::AdoptGeometry(const std::string& path, const Superblock& superblock) {
-  const uint32_t lba_bytes = device_info_.lba_bytes;
-  geometry_ = GeometryOf(superblock);
-  if (geometry_.page_bytes % lba_bytes != 0 ||
-      geometry_.total_pages() * geometry_.page_bytes > device_info_.capacity_bytes()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, ": the store (", geometry_.total_pages() * geometry_.page_bytes, " bytes in ",
-        geometry_.page_bytes, "-byte pages) does not fit this device (",
-        device_info_.capacity_bytes(), " bytes, ", lba_bytes, "-byte blocks)"));
-  }
-  if (geometry_.total_pages() >= (uint64_t{1} << 31)) {
-    return absl::UnimplementedError("stores of more than 2^31 pages are not supported yet");
-  }
-  blocks_per_page_ = geometry_.page_bytes / lba_bytes;
-  store_seed_ = StoreSeed(superblock.store_id);
-  return absl::OkStatus();
 }
 
 absl::Status Engine::Impl::StartEngine(bool formatted_now) {

@@ -1,8 +1,8 @@
 // Engine::Impl: wires the engine's parts together (kv/README.md). Its functions are split over
-// several files by concern: engine.cc (open, format, close, stats), write_path.cc and
-// head_append.cc (writes), read_path.cc (gets, scans). The parts with state of their own are
-// classes: Shard (shard.h), LogWriter (log_writer.h), Compactor (compactor.h), SegmentTable,
-// ReadQueueSet, StickyError.
+// several files by concern: store_open.cc (superblocks, format, geometry), engine.cc (start,
+// close, stats), write_path.cc and head_append.cc (writes), read_path.cc (gets, scans). The
+// parts with state of their own are classes: Shard (shard.h), LogWriter (log_writer.h),
+// Compactor (compactor.h), SegmentTable, ReadQueueSet, StickyError.
 //
 // Locks, in the order they may be taken (never the reverse):
 //   Compactor's cleaning mutex -> Shard::mu (several only in ascending shard id, by batches)
@@ -63,7 +63,7 @@ class Engine::Impl final : public RecordMover {
   Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device);
   ~Impl();
 
-  // --- engine.cc ---
+  // --- store_open.cc and engine.cc ---
   absl::Status OpenStore(const std::string& path);
   // The steps of OpenStore. What the start of the device holds: each superblock copy decoded
   // (kNotFound when absent), a newer format's refusal, and whether it was never written.
