@@ -15,26 +15,6 @@ namespace {
 
 // ----- Options and enums, public -> engine. -----
 
-kv::IndexMode ToEngine(IndexMode mode) {
-  switch (mode) {
-    case IndexMode::kHash:
-      return kv::IndexMode::kHash;
-    case IndexMode::kOrdered:
-      return kv::IndexMode::kOrdered;
-  }
-  return kv::IndexMode::kHash;
-}
-
-kv::VictimPolicy ToEngine(CompactionPolicy policy) {
-  switch (policy) {
-    case CompactionPolicy::kCostBenefit:
-      return kv::VictimPolicy::kCostBenefit;
-    case CompactionPolicy::kGreedy:
-      return kv::VictimPolicy::kGreedy;
-  }
-  return kv::VictimPolicy::kCostBenefit;
-}
-
 storage::Backend ToEngine(Backend backend) {
   switch (backend) {
     case Backend::kAuto:
@@ -77,11 +57,11 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   engine.page_bytes = options.page_bytes;
   engine.segment_bytes = options.segment_bytes;
   engine.shard_count = options.shard_count;
-  engine.index_mode = ToEngine(options.index_mode);
+  engine.index_mode = options.index_mode;
   engine.max_write_delay_us = options.max_write_delay_us;
   engine.page_buffers_per_shard = options.page_buffers_per_shard;
   engine.background_compaction = options.background_compaction;
-  engine.victim_policy = ToEngine(options.compaction_policy);
+  engine.compaction_policy = options.compaction_policy;
   engine.read_queue_depth = options.read_queue_depth;
 
   storage::DeviceOptions& device = engine.device;
@@ -113,13 +93,11 @@ static_assert(kOptions.capacity_bytes == kEngine.capacity_bytes);
 static_assert(kOptions.page_bytes == kEngine.page_bytes);
 static_assert(kOptions.segment_bytes == kEngine.segment_bytes);
 static_assert(kOptions.shard_count == kEngine.shard_count);
-static_assert(kOptions.index_mode == IndexMode::kHash &&
-              kEngine.index_mode == kv::IndexMode::kHash);
+static_assert(kOptions.index_mode == kEngine.index_mode);
 static_assert(kOptions.max_write_delay_us == kEngine.max_write_delay_us);
 static_assert(kOptions.page_buffers_per_shard == kEngine.page_buffers_per_shard);
 static_assert(kOptions.background_compaction == kEngine.background_compaction);
-static_assert(kOptions.compaction_policy == CompactionPolicy::kCostBenefit &&
-              kEngine.victim_policy == kv::VictimPolicy::kCostBenefit);
+static_assert(kOptions.compaction_policy == kEngine.compaction_policy);
 static_assert(kOptions.read_queue_depth == kEngine.read_queue_depth);
 static_assert(kOptions.backend == Backend::kAuto &&
               kEngine.device.backend == storage::Backend::kAuto);
@@ -134,117 +112,7 @@ static_assert(kOptions.sqpoll == kEngine.device.ring.sqpoll);
 static_assert(kOptions.sqpoll_idle_ms == kEngine.device.ring.sqpoll_idle_ms);
 static_assert(kOptions.iopoll == kEngine.device.ring.iopoll);
 
-// ----- Stats, engine -> public. -----
 
-IndexMode FromEngine(kv::IndexMode mode) {
-  return mode == kv::IndexMode::kOrdered ? IndexMode::kOrdered : IndexMode::kHash;
-}
-
-DeviceKind FromEngine(storage::DeviceKind kind) {
-  switch (kind) {
-    case storage::DeviceKind::kNvmePassthrough:
-      return DeviceKind::kNvmePassthrough;
-    case storage::DeviceKind::kDirectFile:
-      return DeviceKind::kDirectFile;
-    case storage::DeviceKind::kSyncFile:
-      return DeviceKind::kSyncFile;
-    case storage::DeviceKind::kMemory:
-      return DeviceKind::kMemory;
-  }
-  return DeviceKind::kMemory;
-}
-
-RingFeatures FromEngine(const storage::RingFeatures& in) {
-  RingFeatures out;
-  out.queue_depth = in.queue_depth;
-  out.sq_entries = in.sq_entries;
-  out.sqe128_cqe32 = in.sqe128_cqe32;
-  out.single_issuer = in.single_issuer;
-  out.defer_taskrun = in.defer_taskrun;
-  out.coop_taskrun = in.coop_taskrun;
-  out.registered_ring_fd = in.registered_ring_fd;
-  out.registered_file = in.registered_file;
-  out.fixed_buffers = in.fixed_buffers;
-  out.sqpoll = in.sqpoll;
-  out.iopoll = in.iopoll;
-  return out;
-}
-
-DeviceStats FromEngine(const storage::DeviceInfo& in) {
-  DeviceStats out;
-  out.kind = FromEngine(in.kind);
-  out.path = in.path;
-  out.lba_bytes = in.lba_bytes;
-  out.lba_count = in.lba_count;
-  out.capacity_bytes = in.capacity_bytes();
-  out.max_transfer_bytes = in.max_transfer_bytes;
-  out.volatile_write_cache = in.volatile_write_cache;
-  out.block_device = in.block_device;
-  out.nsid = in.nsid;
-  out.ring = FromEngine(in.ring);
-  out.notes = in.notes;
-  return out;
-}
-
-Stats FromEngine(const kv::EngineStats& in) {
-  Stats out;
-  out.live_keys = in.live_keys;
-  out.index_bytes = in.index_bytes;
-  out.index_bytes_per_key = in.index_bytes_per_key;
-  out.puts = in.puts;
-  out.deletes = in.deletes;
-  out.gets = in.gets;
-  out.batches = in.batches;
-  out.user_bytes_written = in.user_bytes_written;
-  out.device_bytes_written = in.device_bytes_written;
-  out.compaction_bytes_written = in.compaction_bytes_written;
-  out.write_amplification = in.write_amplification;
-  out.pages_written = in.pages_written;
-  out.page_reads = in.page_reads;
-  out.flushes = in.flushes;
-  out.fua_writes = in.fua_writes;
-  out.verify_reads = in.verify_reads;
-  out.capacity_bytes = in.capacity_bytes;
-  out.live_bytes = in.live_bytes;
-  out.usable_bytes = in.usable_bytes;
-  out.segments_total = in.segments_total;
-  out.segments_free = in.segments_free;
-  out.segments_cleaned = in.segments_cleaned;
-  out.recovery_pages_scanned = in.recovery_pages_scanned;
-  out.recovery_records = in.recovery_records;
-  out.recovery_batches_discarded = in.recovery_batches_discarded;
-  out.recovery_damaged_pages = in.recovery_damaged_pages;
-  out.recovery_table_bytes = in.recovery_table_bytes;
-  out.segments_retained = in.segments_retained;
-  out.compaction_damaged_pages = in.compaction_damaged_pages;
-  out.unreadable_pages = in.unreadable_pages;
-  out.recovery_seconds = in.recovery_seconds;
-  out.page_bytes = in.page_bytes;
-  out.pages_per_segment = in.pages_per_segment;
-  out.shard_count = in.shard_count;
-  out.index_mode = FromEngine(in.index_mode);
-  out.device = FromEngine(in.device);
-  return out;
-}
-
-CheckReport FromEngine(kv::CheckReport&& in) {
-  CheckReport out;
-  out.segments_scanned = in.segments_scanned;
-  out.segments_in_use = in.segments_in_use;
-  out.pages_scanned = in.pages_scanned;
-  out.pages_valid = in.pages_valid;
-  out.pages_in_holes = in.pages_in_holes;
-  out.pages_stale = in.pages_stale;
-  out.pages_unwritten = in.pages_unwritten;
-  out.pages_unreadable = in.pages_unreadable;
-  out.torn_tails = in.torn_tails;
-  out.records = in.records;
-  out.live_keys_checked = in.live_keys_checked;
-  out.problems = std::move(in.problems);
-  out.notes = std::move(in.notes);
-  return out;
-}
-static_assert(CheckReport::kMaxProblems == kv::CheckReport::kMaxProblems);
 
 // The DBs whose ForEachLive is running `visit` on this thread (innermost last; walks of
 // different DBs may nest). On such a DB, CompactAll, Check and ForEachLive would wait for the
@@ -449,9 +317,7 @@ absl::Status DB::CompactAll() {
 absl::StatusOr<CheckReport> DB::Check(const ProgressCallback& progress) {
   if (rep_->is_closed()) return ClosedError();
   if (IsVisiting(this)) return InsideVisitError("Check");
-  absl::StatusOr<kv::CheckReport> report = rep_->engine->Check(progress);
-  if (!report.ok()) return report.status();
-  return FromEngine(std::move(*report));
+  return rep_->engine->Check(progress);
 }
 
 absl::Status DB::ForEachLive(
@@ -472,12 +338,12 @@ absl::Status DB::ForEachLive(
 
 Stats DB::GetStats() {
   if (rep_->is_closed()) return rep_->stats_at_close;
-  return FromEngine(rep_->engine->Stats());
+  return rep_->engine->Stats();
 }
 
 absl::Status DB::Close() {
   if (rep_->is_closed()) return ClosedError();
-  rep_->stats_at_close = FromEngine(rep_->engine->Stats());
+  rep_->stats_at_close = rep_->engine->Stats();
   rep_->closed.store(true, std::memory_order_release);
   // The engine object stays alive (refusing calls) until the DB is destroyed.
   return rep_->engine->Close();

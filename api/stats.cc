@@ -128,6 +128,7 @@ std::string Stats::ToJson() const {
   json.Add("live_keys", live_keys);
   json.Add("index_bytes", index_bytes);
   json.Add("index_bytes_per_key", index_bytes_per_key);
+  json.Add("read_queues", read_queues);
   json.Add("puts", puts);
   json.Add("deletes", deletes);
   json.Add("gets", gets);

@@ -80,7 +80,7 @@ void Compactor::Loop() {
     }
     while (!stopping_.load() && segments_.free_count() < low_water) {
       std::optional<uint64_t> victim =
-          segments_.PickVictim(options_.victim_policy, next_sequence_.load(), true);
+          segments_.PickVictim(options_.compaction_policy, next_sequence_.load(), true);
       if (!victim) break;
       absl::Status status;
       {
@@ -125,7 +125,7 @@ absl::Status Compactor::CompactAllNow() {
   std::vector<uint64_t> done;
   for (uint64_t round = 0; round < segments_.count(); ++round) {
     std::optional<uint64_t> victim =
-        segments_.PickVictim(VictimPolicy::kGreedy, next_sequence_.load(), true);
+        segments_.PickVictim(CompactionPolicy::kGreedy, next_sequence_.load(), true);
     if (!victim) break;
     if (std::find(done.begin(), done.end(), *victim) != done.end()) {
       segments_.Unpick(*victim);

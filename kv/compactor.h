@@ -60,7 +60,7 @@ class Compactor {
  public:
   struct Options {
     bool background = true;  // clean when free segments run low, not only on CompactAll
-    VictimPolicy victim_policy = VictimPolicy::kCostBenefit;
+    CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;
     uint64_t store_seed = 0;
     uint32_t blocks_per_page = 1;
   };

@@ -14,6 +14,56 @@
 #include "storage/base/check.h"
 
 namespace nvkv::kv {
+namespace {
+
+// What Stats says of the device (nvkv/stats.h), from what the storage layer knows.
+::nvkv::DeviceKind PublicKind(storage::DeviceKind kind) {
+  switch (kind) {
+    case storage::DeviceKind::kNvmePassthrough:
+      return ::nvkv::DeviceKind::kNvmePassthrough;
+    case storage::DeviceKind::kDirectFile:
+      return ::nvkv::DeviceKind::kDirectFile;
+    case storage::DeviceKind::kSyncFile:
+      return ::nvkv::DeviceKind::kSyncFile;
+    case storage::DeviceKind::kMemory:
+      return ::nvkv::DeviceKind::kMemory;
+  }
+  return ::nvkv::DeviceKind::kMemory;
+}
+
+::nvkv::RingFeatures PublicRing(const storage::RingFeatures& in) {
+  ::nvkv::RingFeatures out;
+  out.queue_depth = in.queue_depth;
+  out.sq_entries = in.sq_entries;
+  out.sqe128_cqe32 = in.sqe128_cqe32;
+  out.single_issuer = in.single_issuer;
+  out.defer_taskrun = in.defer_taskrun;
+  out.coop_taskrun = in.coop_taskrun;
+  out.registered_ring_fd = in.registered_ring_fd;
+  out.registered_file = in.registered_file;
+  out.fixed_buffers = in.fixed_buffers;
+  out.sqpoll = in.sqpoll;
+  out.iopoll = in.iopoll;
+  return out;
+}
+
+::nvkv::DeviceStats PublicDevice(const storage::DeviceInfo& in) {
+  ::nvkv::DeviceStats out;
+  out.kind = PublicKind(in.kind);
+  out.path = in.path;
+  out.lba_bytes = in.lba_bytes;
+  out.lba_count = in.lba_count;
+  out.capacity_bytes = in.capacity_bytes();
+  out.max_transfer_bytes = in.max_transfer_bytes;
+  out.volatile_write_cache = in.volatile_write_cache;
+  out.block_device = in.block_device;
+  out.nsid = in.nsid;
+  out.ring = PublicRing(in.ring);
+  out.notes = in.notes;
+  return out;
+}
+
+}  // namespace
 
 KeyHash HashKey(std::string_view key) {
   const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
@@ -152,7 +202,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   if (!compaction_queue.ok()) return compaction_queue.status();
   Compactor::Options compactor_config;
   compactor_config.background = options_.background_compaction;
-  compactor_config.victim_policy = options_.victim_policy;
+  compactor_config.compaction_policy = options_.compaction_policy;
   compactor_config.store_seed = store_seed_;
   compactor_config.blocks_per_page = blocks_per_page_;
   compactor_ = std::make_unique<Compactor>(compactor_config, geometry_, shards_, *segments_,
@@ -225,13 +275,13 @@ EngineStats Engine::Impl::Stats() {
                        (compactor_ != nullptr ? compactor_->unreadable_pages() : 0);
   s.recovery_seconds = recovery_.seconds;
   s.read_queues = read_queues_->size();
-  s.device = device_info_;
+  s.device = PublicDevice(device_info_);
   {
     absl::MutexLock lock(&queue_notes_mu_);
     s.device.notes.insert(s.device.notes.end(), queue_notes_.begin(), queue_notes_.end());
   }
   // The first queue only holds the device; the writer's queue shows the ring features in use.
-  if (writer_ != nullptr) s.device.ring = writer_->queue().info().ring;
+  if (writer_ != nullptr) s.device.ring = PublicRing(writer_->queue().info().ring);
   s.page_bytes = geometry_.page_bytes;
   s.pages_per_segment = geometry_.pages_per_segment;
   s.shard_count = static_cast<uint32_t>(shards_.size());

@@ -30,21 +30,22 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "nvkv/check_report.h"
+#include "nvkv/options.h"
+#include "nvkv/stats.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
 
-// Memory per key: the index's (below), plus 2.5-8 bytes per put record on the device, live or
-// not yet cleaned, for compaction's key filters (kv/segment_table.h).
-enum class IndexMode : uint8_t {
-  kHash,     // ~8-10 bytes of memory per key, no key bytes held; no ordered scans
-  kOrdered,  // a B-tree holding every key; ordered iteration and range scans
-};
-
-enum class VictimPolicy : uint8_t {
-  kCostBenefit,  // (1 - u) * age / (1 + u), as in LFS
-  kGreedy,       // fewest live bytes
-};
+// The public value types (nvkv/options.h, nvkv/stats.h, nvkv/check_report.h) are the engine's
+// too: defined once, where users see them (tests/check_layering.sh allows kv/ these headers
+// only).
+// Memory per key: the index's (IndexMode), plus 2.5-8 bytes per put record on the device, live
+// or not yet cleaned, for compaction's key filters (kv/segment_table.h).
+using ::nvkv::CheckReport;
+using ::nvkv::CompactionPolicy;
+using ::nvkv::IndexMode;
+using ::nvkv::ProgressCallback;
 
 // The payload (absl::Status::GetPayload) of Open's refusals that force_format overrides: the
 // device holds data that is not a store, or a store whose superblocks are both damaged. Other
@@ -68,7 +69,7 @@ struct EngineOptions {
                                        // are durable within twice it plus device time)
   uint32_t page_buffers_per_shard = 32;  // pages a shard may have unwritten or in flight
   bool background_compaction = true;
-  VictimPolicy victim_policy = VictimPolicy::kCostBenefit;
+  CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;
   uint32_t read_queue_depth = 64;   // reads in flight per reading thread
 };
 
@@ -79,59 +80,8 @@ struct WriteOp {
   std::string_view value;  // ignored for deletes
 };
 
-struct EngineStats {
-  uint64_t live_keys = 0;
-  uint64_t index_bytes = 0;
-  double index_bytes_per_key = 0;
-  uint64_t puts = 0, deletes = 0, gets = 0, batches = 0;
-  uint64_t user_bytes_written = 0;     // key + value bytes of acknowledged writes
-  uint64_t device_bytes_written = 0;   // page bytes written, including compaction
-  uint64_t compaction_bytes_written = 0;
-  double write_amplification = 0;      // device_bytes_written / user_bytes_written
-  uint64_t pages_written = 0, page_reads = 0, flushes = 0, fua_writes = 0;
-  uint64_t verify_reads = 0;           // reads a hash-mode overwrite needed to confirm its key
-  uint64_t segments_total = 0, segments_free = 0, segments_cleaned = 0;
-  uint64_t capacity_bytes = 0, live_bytes = 0;
-  uint64_t usable_bytes = 0;            // what user puts may fill (SegmentTable::usable_bytes)
-  uint64_t recovery_pages_scanned = 0, recovery_records = 0;
-  uint64_t recovery_batches_discarded = 0;
-  uint64_t recovery_damaged_pages = 0;  // pages inside logs that recovery skipped (holes)
-  // The largest table of newest records recovery held for one shard beside the indexes
-  // (kv/recovery.h): the part of Open's peak memory that goes away after it.
-  uint64_t recovery_table_bytes = 0;
-  uint64_t segments_retained = 0;   // cleaned but kept: records on damaged pages still indexed
-  uint64_t compaction_damaged_pages = 0;  // damaged pages compaction met in its victims
-  // Pages the device failed to read (EIO, media error) in recovery and compaction since Open;
-  // each is also a damaged page (a hole) there.
-  uint64_t unreadable_pages = 0;
-  double recovery_seconds = 0;
-  uint64_t read_queues = 0;    // per-thread read queues open (one per reading thread alive)
-  storage::DeviceInfo device;  // backend, LBA size, ring features in force, notes
-  uint32_t page_bytes = 0, pages_per_segment = 0, shard_count = 0;
-  IndexMode index_mode = IndexMode::kHash;
-};
-
-// What Check() found: nvkv/db.h's CheckReport says what each field counts (api/db.cc copies
-// them one to one). `problems` lists each damaged page or inconsistent index entry in one line
-// that says where ("segment 3 page 17 (page 787, LBA 0x313): checksum mismatch ...").
-struct CheckReport {
-  uint64_t segments_scanned = 0, pages_scanned = 0, records = 0;
-  uint64_t pages_valid = 0;        // sound superblocks, and the pages of every log's valid part
-  uint64_t live_keys_checked = 0;  // live records read back through the read path
-  uint64_t segments_in_use = 0;    // segments holding a log (the rest are free)
-  uint64_t torn_tails = 0;         // logs ending at a damaged page, nothing of theirs after it
-  uint64_t pages_in_holes = 0;     // damaged pages inside a log (each one is in a problem)
-  uint64_t pages_stale = 0;        // verify but belong to no log: older generations, free marks
-  uint64_t pages_unwritten = 0;    // never written (all zero bytes)
-  uint64_t pages_unreadable = 0;   // damaged pages outside every log, torn tails included
-  std::vector<std::string> problems;  // at most kMaxProblems, then one line counting the rest
-  std::vector<std::string> notes;     // informational (e.g. writes ran during the check)
-  static constexpr size_t kMaxProblems = 1000;
-  bool ok() const { return problems.empty(); }
-};
-
-// Check and ForEachLive call it after each segment: (segments done, segments in the store).
-using ProgressCallback = std::function<void(uint64_t done, uint64_t total)>;
+// The engine's stats are the public ones (nvkv/stats.h), filled by Engine::Stats.
+using EngineStats = ::nvkv::Stats;
 
 // Outcome of one asynchronous read.
 using GetCallback = std::function<void(absl::StatusOr<std::string> value)>;

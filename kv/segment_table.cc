@@ -167,7 +167,7 @@ std::vector<uint64_t> SegmentTable::retained() {
   return out;
 }
 
-std::optional<uint64_t> SegmentTable::PickVictim(VictimPolicy policy, uint64_t now_sequence,
+std::optional<uint64_t> SegmentTable::PickVictim(CompactionPolicy policy, uint64_t now_sequence,
                                                  bool only_with_garbage) {
   absl::MutexLock lock(&mu_);
   std::optional<uint64_t> best = BestVictim(policy, now_sequence, only_with_garbage,
@@ -176,7 +176,7 @@ std::optional<uint64_t> SegmentTable::PickVictim(VictimPolicy policy, uint64_t n
   return best;
 }
 
-std::optional<uint64_t> SegmentTable::BestVictim(VictimPolicy policy, uint64_t now_sequence,
+std::optional<uint64_t> SegmentTable::BestVictim(CompactionPolicy policy, uint64_t now_sequence,
                                                  bool only_with_garbage,
                                                  bool with_writes_in_flight) {
   // The tombstone floor of each segment (MinSequenceExcept) from the two smallest minimums.
@@ -219,7 +219,7 @@ std::optional<uint64_t> SegmentTable::BestVictim(VictimPolicy policy, uint64_t n
     const double u =
         std::min(1.0, static_cast<double>(kept) / static_cast<double>(capacity_bytes_));
     double score;
-    if (policy == VictimPolicy::kGreedy) {
+    if (policy == CompactionPolicy::kGreedy) {
       score = 1.0 - u;
     } else {
       // LFS cost-benefit: free space gained times its age, over the cost of reading the segment
@@ -403,7 +403,7 @@ bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
     for (uint64_t s = 0; s < segment_count_; ++s) {
       if (info_[s].state == SegmentState::kCompacting) return false;
     }
-    return !BestVictim(VictimPolicy::kGreedy, 0, /*only_with_garbage=*/true,
+    return !BestVictim(CompactionPolicy::kGreedy, 0, /*only_with_garbage=*/true,
                        /*with_writes_in_flight=*/true)
                 .has_value();
   };

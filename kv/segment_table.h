@@ -110,7 +110,7 @@ class SegmentTable {
   std::optional<LastWrite> last_write(uint64_t segment);
   // Compaction: picks a sealed segment with no writes in flight, marks it kCompacting. With
   // `only_with_garbage`, only a segment whose cleaning reclaims space (see above).
-  std::optional<uint64_t> PickVictim(VictimPolicy policy, uint64_t now_sequence,
+  std::optional<uint64_t> PickVictim(CompactionPolicy policy, uint64_t now_sequence,
                                      bool only_with_garbage);
   // Compaction gave up on `segment` (error): back to kSealed.
   void Unpick(uint64_t segment);
@@ -238,7 +238,7 @@ class SegmentTable {
   uint64_t KeepFor(SegmentUse use) const;
   // The best victim PickVictim would take (without marking it); with `with_writes_in_flight`,
   // also among sealed segments whose writes have not completed yet.
-  std::optional<uint64_t> BestVictim(VictimPolicy policy, uint64_t now_sequence,
+  std::optional<uint64_t> BestVictim(CompactionPolicy policy, uint64_t now_sequence,
                                      bool only_with_garbage, bool with_writes_in_flight)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets what `info` counted for a previous use.

@@ -17,6 +17,7 @@ Stats SampleStats() {
   s.live_keys = 2;
   s.index_bytes = 4096;
   s.index_bytes_per_key = 2048;
+  s.read_queues = 1;
   s.puts = 3;
   s.deletes = 1;
   s.gets = 2;
@@ -70,7 +71,8 @@ Stats SampleStats() {
 TEST(StatsJsonTest, WritesEveryFieldInOrder) {
   EXPECT_EQ(
       SampleStats().ToJson(),
-      "{\"live_keys\":2,\"index_bytes\":4096,\"index_bytes_per_key\":2048,\"puts\":3,"
+      "{\"live_keys\":2,\"index_bytes\":4096,\"index_bytes_per_key\":2048,\"read_queues\":1,"
+      "\"puts\":3,"
       "\"deletes\":1,\"gets\":2,\"batches\":1,\"user_bytes_written\":18,"
       "\"device_bytes_written\":8192,\"compaction_bytes_written\":0,"
       "\"write_amplification\":455.111,\"pages_written\":2,\"page_reads\":1,\"flushes\":1,"

@@ -85,7 +85,7 @@ EngineOptions StoreOptions(bool background_compaction) {
   options.segment_bytes = kPageBytes * kPagesPerSegment;
   options.shard_count = 2;
   options.background_compaction = background_compaction;
-  options.victim_policy = VictimPolicy::kGreedy;
+  options.compaction_policy = CompactionPolicy::kGreedy;
   return options;
 }
 

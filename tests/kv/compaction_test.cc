@@ -50,7 +50,7 @@ EngineOptions StoreOptions(IndexMode mode) {
   options.segment_bytes = kSegmentBytes;
   options.shard_count = 2;
   options.index_mode = mode;
-  options.victim_policy = VictimPolicy::kGreedy;
+  options.compaction_policy = CompactionPolicy::kGreedy;
   // Non-durable writes fill whole pages before they are written: the space the test budgets is
   // not spent on half-empty pages when the machine (or ASan) is slow.
   options.max_write_delay_us = 100000;

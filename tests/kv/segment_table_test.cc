@@ -132,7 +132,7 @@ TEST(SegmentTableTest, LiveBytesAreCountedAndResetWhenASegmentIsReused) {
   EXPECT_EQ(table->live_bytes(b), 900);
   EXPECT_EQ(table->live_bytes_total(), 1500u);
 
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 30, false);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 30, false);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, a);
   table->AddLive(a, -600);  // compaction moved its live records out
@@ -151,12 +151,12 @@ TEST(SegmentTableTest, SegmentsWithPagesInFlightAreNotVictims) {
   auto table = FreshTable(4, 0);
   const uint64_t a = FilledSegment(*table, 0, 1, 1);
   table->AddPending(a, 3);  // three page writes not completed yet
-  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, true).has_value());
-  EXPECT_FALSE(table->PickVictim(VictimPolicy::kCostBenefit, 10, true).has_value());
+  EXPECT_FALSE(table->PickVictim(CompactionPolicy::kGreedy, 10, true).has_value());
+  EXPECT_FALSE(table->PickVictim(CompactionPolicy::kCostBenefit, 10, true).has_value());
   table->AddPending(a, -2);
-  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, true).has_value());
+  EXPECT_FALSE(table->PickVictim(CompactionPolicy::kGreedy, 10, true).has_value());
   table->AddPending(a, -1);
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, true);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 10, true);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, a);
 }
@@ -166,24 +166,24 @@ TEST(SegmentTableTest, OnlySealedSegmentsAreVictimsAndUnpickReturnsThem) {
   uint64_t generation = 0;
   absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation);
   ASSERT_THAT(open, IsOk());
-  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, false).has_value())
+  EXPECT_FALSE(table->PickVictim(CompactionPolicy::kGreedy, 10, false).has_value())
       << "an open segment (a head is filling it) was chosen";
   const uint64_t sealed = FilledSegment(*table, 100, 1, 2);
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 10, false);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, sealed);
   EXPECT_EQ(table->state(sealed), SegmentState::kCompacting);
-  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, false).has_value())
+  EXPECT_FALSE(table->PickVictim(CompactionPolicy::kGreedy, 10, false).has_value())
       << "a segment being cleaned was chosen twice";
   table->Unpick(sealed);
   EXPECT_EQ(table->state(sealed), SegmentState::kSealed);
-  victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
+  victim = table->PickVictim(CompactionPolicy::kGreedy, 10, false);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, sealed);
   const uint64_t free_before = table->free_count();
   table->Free(sealed);
   EXPECT_EQ(table->free_count(), free_before + 1);
-  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 10, false).has_value());
+  EXPECT_FALSE(table->PickVictim(CompactionPolicy::kGreedy, 10, false).has_value());
 }
 
 TEST(SegmentTableTest, GreedyPicksFewestLiveBytes) {
@@ -192,7 +192,7 @@ TEST(SegmentTableTest, GreedyPicksFewestLiveBytes) {
   FilledSegment(*table, 9000, 2, 2);
   const uint64_t emptiest = FilledSegment(*table, 3000, 3, 3);
   FilledSegment(*table, 20000, 4, 4);
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, true);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 100, true);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, emptiest);
 }
@@ -204,7 +204,7 @@ TEST(SegmentTableTest, CostBenefitPrefersOldColdSegmentsAtEqualUtilisation) {
   FilledSegment(*table, live, 900, 1000);
   const uint64_t cold = FilledSegment(*table, live, 10, 20);
   FilledSegment(*table, live, 500, 600);
-  auto victim = table->PickVictim(VictimPolicy::kCostBenefit, 1001, true);
+  auto victim = table->PickVictim(CompactionPolicy::kCostBenefit, 1001, true);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, cold);
 }
@@ -215,11 +215,11 @@ TEST(SegmentTableTest, CostBenefitTradesLiveBytesAgainstAge) {
   // space has stayed free for much longer (LFS: (1-u)*age/(1+u) = 0.25*990 vs 0.43*10).
   const uint64_t young = FilledSegment(*table, kSegmentBytes * 4 / 10, 990, 1000);
   const uint64_t old = FilledSegment(*table, kSegmentBytes * 6 / 10, 1, 10);
-  auto greedy = table->PickVictim(VictimPolicy::kGreedy, 1010, true);
+  auto greedy = table->PickVictim(CompactionPolicy::kGreedy, 1010, true);
   ASSERT_TRUE(greedy.has_value());
   EXPECT_EQ(*greedy, young);
   table->Unpick(*greedy);
-  auto cost_benefit = table->PickVictim(VictimPolicy::kCostBenefit, 1010, true);
+  auto cost_benefit = table->PickVictim(CompactionPolicy::kCostBenefit, 1010, true);
   ASSERT_TRUE(cost_benefit.has_value());
   EXPECT_EQ(*cost_benefit, old);
 }
@@ -227,10 +227,10 @@ TEST(SegmentTableTest, CostBenefitTradesLiveBytesAgainstAge) {
 TEST(SegmentTableTest, OnlyWithGarbageSkipsFullSegments) {
   auto table = FreshTable(4, 0);
   const uint64_t full = FilledSegment(*table, kSegmentBytes, 1, 5);
-  for (VictimPolicy policy : {VictimPolicy::kGreedy, VictimPolicy::kCostBenefit}) {
+  for (CompactionPolicy policy : {CompactionPolicy::kGreedy, CompactionPolicy::kCostBenefit}) {
     EXPECT_FALSE(table->PickVictim(policy, 100, /*only_with_garbage=*/true).has_value());
   }
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, /*only_with_garbage=*/false);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 100, /*only_with_garbage=*/false);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, full);
 }
@@ -242,12 +242,12 @@ TEST(SegmentTableTest, OnlyWithGarbageSkipsSegmentsThatCleaningWouldNotShrink) {
   auto table = FreshTable(4, 0);
   const uint64_t all_live = FilledSegment(*table, {.live_bytes = kDenseBytes});
   FilledSegment(*table, {.live_bytes = kDenseBytes - 1000, .record_bytes = kDenseBytes});
-  for (VictimPolicy policy : {VictimPolicy::kGreedy, VictimPolicy::kCostBenefit}) {
+  for (CompactionPolicy policy : {CompactionPolicy::kGreedy, CompactionPolicy::kCostBenefit}) {
     EXPECT_FALSE(table->PickVictim(policy, 100, /*only_with_garbage=*/true).has_value());
   }
   // Overwrites kill two pages' worth of its records: now it is worth cleaning.
   table->AddLive(all_live, -2 * kPayloadBytes);
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, true);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 100, true);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, all_live);
 }
@@ -257,7 +257,7 @@ TEST(SegmentTableTest, OnlyWithGarbageSkipsSegmentsThatCleaningWouldNotShrink) {
 TEST(SegmentTableTest, OnlyWithGarbageCleansSparseSegmentsWithoutDeadRecords) {
   auto table = FreshTable(4, 0);
   const uint64_t sparse = FilledSegment(*table, {.live_bytes = kPagesPerSegment * 150});
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, true);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 100, true);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, sparse);
 }
@@ -274,15 +274,15 @@ TEST(SegmentTableTest, TombstonesCountAsKeptWhileOlderRecordsRemain) {
   const uint64_t tombstones =
       FilledSegment(*table, {.tombstone_bytes = kDenseBytes, .min_sequence = 1001,
                              .max_sequence = 2000, .tombstone_key = "k"});
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 3000, true);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 3000, true);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, old_puts);
-  EXPECT_FALSE(table->PickVictim(VictimPolicy::kGreedy, 3000, true).has_value())
+  EXPECT_FALSE(table->PickVictim(CompactionPolicy::kGreedy, 3000, true).has_value())
       << "the tombstones must stay while older records remain";
   // Once the older records are gone, every tombstone may be dropped: all of it is garbage.
   table->AddLive(old_puts, -kDenseBytes / 2);
   table->Free(old_puts);
-  victim = table->PickVictim(VictimPolicy::kGreedy, 3000, true);
+  victim = table->PickVictim(CompactionPolicy::kGreedy, 3000, true);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, tombstones);
 }
@@ -296,7 +296,7 @@ TEST(SegmentTableTest, TombstonesOfKeysNoOlderSegmentHoldsAreGarbage) {
   const uint64_t tombstones =
       FilledSegment(*table, {.tombstone_bytes = kDenseBytes, .min_sequence = 1001,
                              .max_sequence = 2000, .tombstone_key = "deleted"});
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 3000, true);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 3000, true);
   ASSERT_TRUE(victim.has_value()) << "a segment of droppable tombstones looks full";
   EXPECT_EQ(*victim, tombstones);
 }
@@ -335,7 +335,7 @@ TEST(SegmentTableTest, MayHoldOlderFindsEveryKeyOfOlderSegmentsInUse) {
   EXPECT_FALSE(table->MayHoldOlder(HashKey("key0"), 5000, *old_segment));
   // Not once it is freed.
   table->Seal(*victim);
-  auto picked = table->PickVictim(VictimPolicy::kGreedy, 6000, false);
+  auto picked = table->PickVictim(CompactionPolicy::kGreedy, 6000, false);
   ASSERT_TRUE(picked.has_value());
   ASSERT_EQ(*picked, *old_segment);
   table->Free(*old_segment);
@@ -359,7 +359,7 @@ TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
   table->NoteRecord(*open, HashKey("c"), 2, 100, false);
   EXPECT_EQ(table->MinSequenceExcept(a), 2u);
   // A freed segment no longer holds anything.
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 100, false);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 100, false);
   ASSERT_TRUE(victim.has_value());
   table->Free(*victim);
   const uint64_t other = *victim == a ? b : a;
@@ -392,7 +392,7 @@ TEST(SegmentTableTest, WaitForFreeWakesWhenASegmentIsFreed) {
   const uint64_t a = FilledSegment(*table, 10, 1, 1);
   FilledSegment(*table, 10, 2, 2);
   EXPECT_FALSE(table->WaitForFree(SegmentUse::kCompaction, absl::Milliseconds(20)));
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 10, false);
   ASSERT_TRUE(victim.has_value());
   EXPECT_EQ(*victim, a);
   std::thread cleaner([&] {
@@ -413,7 +413,7 @@ TEST(SegmentTableTest, WaitForFreeSeesSegmentsFreedBeforeItStarted) {
   uint64_t generation = 0;
   EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation),
               StatusIs(absl::StatusCode::kResourceExhausted));
-  auto victim = table->PickVictim(VictimPolicy::kGreedy, 10, false);
+  auto victim = table->PickVictim(CompactionPolicy::kGreedy, 10, false);
   ASSERT_TRUE(victim.has_value());
   table->Free(*victim);  // compaction ran between the failed Allocate and the wait
   const absl::Time start = absl::Now();

@@ -59,6 +59,7 @@ struct Stats {
   uint64_t live_keys = 0;
   uint64_t index_bytes = 0;           // memory taken by the in-memory index
   double index_bytes_per_key = 0;
+  uint64_t read_queues = 0;  // per-thread read queues open: one per thread alive that has read
 
   // Operations.
   uint64_t puts = 0;
