@@ -116,7 +116,7 @@ class Engine::Impl final : public RecordMover {
   // What this engine's index keeps of a record's place (location.h): the ordered index its
   // page and size, the hash index its page only.
   Location IndexedAt(uint64_t page, uint32_t record_bytes) const {
-    return Location{page, ordered_ ? record_bytes : 0};
+    return Location::Indexed(page, record_bytes, /*index_keeps_size=*/ordered_);
   }
   uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page_; }
   // The index tag of a key. Two different keys with equal tags never share a page, in either

@@ -361,7 +361,7 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
   {
     absl::MutexLock lock(&shard.mu);
     for (uint32_t i = 0; i < count; ++i) shard.unwritten.erase(first_page + i);
-    engine.writer_->RunWritten(shard, first_counter, g.SegmentOf(first_page), count, written,
+    engine.writer_->PagesWritten(shard, first_counter, g.SegmentOf(first_page), count, written,
                                device_fua);
     if (!fua && use != SegmentUse::kCompaction) NoteNonDurable(shard, first_counter + count - 1);
   }

@@ -20,6 +20,11 @@ struct Location {
                     static_cast<uint32_t>(value >> kPageBits)};
   }
   uint64_t index_value() const { return page | (uint64_t{record_bytes} << kPageBits); }
+  // What an index keeps of a record's place: its size only when the index has room for it
+  // (ordered), else the page alone.
+  static Location Indexed(uint64_t page, uint32_t record_bytes, bool index_keeps_size) {
+    return Location{page, index_keeps_size ? record_bytes : 0};
+  }
   friend bool operator==(const Location&, const Location&) = default;
 };
 

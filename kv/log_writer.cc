@@ -95,7 +95,7 @@ absl::Status LogWriter::WaitEarlierNonDurable() {
   return absl::OkStatus();
 }
 
-void LogWriter::CompleteLocked(Shard& shard, uint64_t first_counter, uint64_t segment,
+void LogWriter::PagesWritten(Shard& shard, uint64_t first_counter, uint64_t segment,
                                uint32_t count, const absl::Status& status, bool fua) {
   if (!status.ok()) error_.Set(status);
   // Ranges are in counter order and can number thousands between flushes of non-durable
@@ -112,10 +112,6 @@ void LogWriter::CompleteLocked(Shard& shard, uint64_t first_counter, uint64_t se
   shard.changed.SignalAll();
 }
 
-void LogWriter::RunWritten(Shard& shard, uint64_t first_counter, uint64_t segment, uint32_t count,
-                           const absl::Status& status, bool fua) {
-  CompleteLocked(shard, first_counter, segment, count, status, fua);
-}
 
 void LogWriter::OnPageWritten(storage::IoRequest* request) {
   auto* slot = static_cast<PageSlot*>(request->context);
@@ -131,7 +127,7 @@ void LogWriter::OnPageWritten(storage::IoRequest* request) {
     }
   }
   absl::MutexLock lock(&shard.mu);
-  writer.CompleteLocked(shard, slot->head_counter, slot->segment, 1, request->status, request->fua);
+  writer.PagesWritten(shard, slot->head_counter, slot->segment, 1, request->status, request->fua);
   if (ok) {
     shard.unwritten.erase(slot->page_number);
     shard.head.free_slots.push_back(slot);

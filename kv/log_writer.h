@@ -94,19 +94,17 @@ class LogWriter {
   // shards.
   absl::Status WaitEarlierNonDurable();
 
-  // A run of `count` pages of `shard`'s head from `first_counter`, in `segment`, that another
-  // thread wrote itself (a large record) has finished with `status`; `fua` says whether it was
-  // sent with FUA. Like the writer's own completions, it moves the head's durable prefix.
-  void RunWritten(Shard& shard, uint64_t first_counter, uint64_t segment, uint32_t count,
-                  const absl::Status& status, bool fua) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // `count` pages of `shard`'s head from `first_counter`, in `segment`, finished writing with
+  // `status`; `fua` says whether they were sent with FUA. The one place a completed write
+  // reaches a head's DurablePrefix (Flushed, for a flush): the writer's own pages, and a large
+  // record's run that another thread wrote itself.
+  void PagesWritten(Shard& shard, uint64_t first_counter, uint64_t segment, uint32_t count,
+                    const absl::Status& status, bool fua) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
  private:
   void Loop();
   static void OnPageWritten(storage::IoRequest* request);
   static void OnFlushDone(storage::IoRequest* request);
-  // The one place a write's completion reaches a head's DurablePrefix (Flushed, for a flush).
-  void CompleteLocked(Shard& shard, uint64_t first_counter, uint64_t segment, uint32_t count,
-                      const absl::Status& status, bool fua) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const Options options_;
   const std::vector<std::unique_ptr<Shard>>& shards_;

@@ -58,8 +58,7 @@ struct Sink {
   // Adds one live key to `shard`'s index and its bytes to its segment's live bytes.
   absl::Status InsertLive(Shard& shard, uint64_t hash_lo, std::string_view key, uint64_t page,
                           uint32_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-    // What the index keeps of the place (Engine::Impl::IndexedAt): the hash index no size.
-    const Location location{page, ordered ? record_bytes : 0};
+    const Location location = Location::Indexed(page, record_bytes, /*index_keeps_size=*/ordered);
     NVKV_RETURN_IF_ERROR(shard.index->Insert(hash_lo, key, location.index_value()));
     segments.AddLive(geometry.SegmentOf(page), record_bytes);
     return absl::OkStatus();
