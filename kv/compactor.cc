@@ -8,6 +8,7 @@
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 
@@ -167,7 +168,6 @@ void Compactor::RecheckRetained() {
 }
 
 absl::Status Compactor::CleanSegment(uint64_t segment) {
-  const Geometry& g = geometry_;
   // The victim's own pages must be durable before any of its records is copied: a copy is a
   // lone record (no batch marker, on its key's shard's head), so if power failed while the
   // victim still sat in a volatile cache, copies that landed could show part of a batch whose
@@ -177,69 +177,29 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
     absl::Status durable = writer_.WaitDurable(*shards_[last->shard], last->head_counter);
     if (!durable.ok()) return durable;
   }
-  storage::Device& queue = *queue_;
-  storage::BufferPool& pool = queue.buffers();
-  const uint32_t pages_per_chunk = pool.chunk_bytes() / g.page_bytes;
-  const uint32_t chunk_count = (g.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
-  std::vector<storage::Buffer> chunks;
-  for (uint32_t c = 0; c < chunk_count; ++c) {
-    chunks.push_back(pool.GetChunk());
-    NVKV_CHECK(chunks.back().valid());
-  }
-  auto release = [&] {
-    for (const storage::Buffer& chunk : chunks) pool.PutChunk(chunk);
-  };
   // Pages the device cannot read are damaged ones (segment_read.h): their records stay where
   // they are, and so does the segment while any of them is indexed (below).
-  std::vector<bool> unreadable(g.pages_per_segment, false);
-  uint32_t failed = 0;
-  for (uint32_t c = 0; c < chunk_count; ++c) {
-    const uint32_t first = c * pages_per_chunk;
-    const uint32_t count = std::min(pages_per_chunk, g.pages_per_segment - first);
-    const uint64_t lba = LbaOf(g.FirstPageOf(segment) + first);
-    absl::Status status =
-        storage::ReadBlocks(queue, lba, count * options_.blocks_per_page, chunks[c]);
-    if (!status.ok()) {
-      failed += RereadPageByPage(queue, lba, count, options_.blocks_per_page, g.page_bytes,
-                                 chunks[c], first, &unreadable);
-    }
-  }
+  NVKV_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuffer> victim,
+                        SegmentBuffer::Make(*queue_, geometry_, options_.blocks_per_page));
+  NVKV_ASSIGN_OR_RETURN(const uint32_t failed, victim->Read(segment));
   unreadable_pages_.fetch_add(failed);
-  if (failed == g.pages_per_segment) {
+  if (failed == geometry_.pages_per_segment) {
     // Nothing of it can be read: leave it as it is, out of compaction's way.
-    release();
     damaged_pages_.fetch_add(failed);
     segments_.Retain(segment);
     return absl::OkStatus();
   }
-  auto page_at = [&](uint32_t i) {
-    return PageInChunks(chunks, pages_per_chunk, g.page_bytes, unreadable, i);
-  };
   // The victim as recovery reads it: a record recovery would not apply (a batch cut short by a
   // crash or by damage) is never copied, or a cut batch's delete or put would come back to
   // life alone. A live record of a batch that damage cut since Open stays indexed where it
   // is, and keeps the segment (below).
   SegmentRecords collected;
-  CollectNewestRecords(g, options_.store_seed, segment, page_at, &collected);
-  const SegmentScanResult& scan = collected.scan;
+  CollectNewestRecords(geometry_, options_.store_seed, segment,
+                       [&](uint32_t i) { return victim->page(i); }, &collected);
   // A damaged page's records cannot be copied: those still indexed keep the segment (below).
-  damaged_pages_.fetch_add(scan.hole_pages);
-  const uint64_t tombstone_floor = segments_.MinSequenceExcept(segment);
-  absl::Status status;
-  for (const ScannedRecord& record : collected.records) {
-    const bool is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
-    if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
-    const KeyHash hash = HashKey(record.key);
-    if (is_delete && !segments_.MayHoldOlder(hash, record.header.sequence, segment)) continue;
-    absl::StatusOr<bool> moved = mover_.Relocate(record, hash, queue);
-    if (!moved.ok()) {
-      status = moved.status();
-      break;
-    }
-    if (*moved) copied_bytes_.fetch_add(RecordBytes(record.key.size(), record.value.size()));
-  }
-  release();
-  if (!status.ok()) return status;
+  damaged_pages_.fetch_add(collected.scan.hole_pages);
+  NVKV_RETURN_IF_ERROR(CopyLiveRecords(segment, collected.records));
+  victim.reset();
   // Before the victim's records disappear, whatever replaced them must be durable: the copies
   // made above, and also the newer records that made the others dead. Those may still be in an
   // open page or waiting for a flush (non-durable writes, or durable ones not yet acknowledged);
@@ -257,29 +217,50 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
     segments_.Retain(segment);
     return absl::OkStatus();
   }
-  // Mark the victim empty, durably, before anyone reuses it: on its first page, and on its last,
-  // which its next log overwrites last. If page 0 is later lost (a torn first write of the next
-  // log, or media damage), the last page's marker tells the segment's stale log, whose records
-  // were copied or dead (and whose tombstones may be gone), from a log written after the marker.
-  storage::Buffer page = pool.GetPage();
-  NVKV_CHECK(page.valid());
-  const uint64_t first_page = g.FirstPageOf(segment);
-  const uint64_t generation = segments_.NextGeneration();
-  for (const uint32_t index : {g.pages_per_segment - 1, 0u}) {
-    EncodeFreePage(page.data, g, generation, options_.store_seed, first_page + index, index);
-    status = storage::WriteBlocks(queue, LbaOf(first_page + index), options_.blocks_per_page, page,
-                                  /*fua=*/true);
-    if (!status.ok()) break;
-    counters_.device_bytes.fetch_add(g.page_bytes);
-  }
-  pool.PutPage(page);
-  if (!status.ok()) {
-    error_.Set(status);
-    return status;
+  if (absl::Status marked = WriteFreeMarkers(segment); !marked.ok()) {
+    error_.Set(marked);
+    return marked;
   }
   segments_.Free(segment);
   segments_cleaned_.fetch_add(1);
   return absl::OkStatus();
+}
+
+absl::Status Compactor::CopyLiveRecords(uint64_t segment,
+                                        const std::vector<ScannedRecord>& records) {
+  const uint64_t tombstone_floor = segments_.MinSequenceExcept(segment);
+  for (const ScannedRecord& record : records) {
+    const bool is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
+    if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
+    const KeyHash hash = HashKey(record.key);
+    if (is_delete && !segments_.MayHoldOlder(hash, record.header.sequence, segment)) continue;
+    NVKV_ASSIGN_OR_RETURN(const bool moved, mover_.Relocate(record, hash, *queue_));
+    if (moved) copied_bytes_.fetch_add(RecordBytes(record.key.size(), record.value.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Compactor::WriteFreeMarkers(uint64_t segment) {
+  // On its first page, and on its last, which its next log overwrites last. If page 0 is later
+  // lost (a torn first write of the next log, or media damage), the last page's marker tells the
+  // segment's stale log, whose records were copied or dead (and whose tombstones may be gone),
+  // from a log written after the marker.
+  const Geometry& g = geometry_;
+  storage::BufferPool& pool = queue_->buffers();
+  storage::Buffer page = pool.GetPage();
+  NVKV_CHECK(page.valid());
+  const uint64_t first_page = g.FirstPageOf(segment);
+  const uint64_t generation = segments_.NextGeneration();
+  absl::Status status;
+  for (const uint32_t index : {g.pages_per_segment - 1, 0u}) {
+    EncodeFreePage(page.data, g, generation, options_.store_seed, first_page + index, index);
+    status = storage::WriteBlocks(*queue_, LbaOf(first_page + index), options_.blocks_per_page,
+                                  page, /*fua=*/true);
+    if (!status.ok()) break;
+    counters_.device_bytes.fetch_add(g.page_bytes);
+  }
+  pool.PutPage(page);
+  return status;
 }
 
 }  // namespace nvkv::kv

@@ -106,6 +106,11 @@ class Compactor {
   // Cleans one victim (kCompacting): copies its live records to the heads, then frees it, or
   // retains it when records it could not read (damaged pages) are still indexed.
   absl::Status CleanSegment(uint64_t segment);
+  // Copies the records of `segment` that are still live (puts the index points at, tombstones
+  // that may still hide an older record elsewhere) to the heads.
+  absl::Status CopyLiveRecords(uint64_t segment, const std::vector<ScannedRecord>& records);
+  // Marks `segment` empty, durably, before anyone reuses it.
+  absl::Status WriteFreeMarkers(uint64_t segment);
   // How many index entries point into each of `segments`, in one walk of the index (O(index):
   // for segments compaction could not empty only).
   absl::flat_hash_map<uint64_t, uint64_t> IndexEntriesIn(const std::vector<uint64_t>& segments);

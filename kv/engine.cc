@@ -12,6 +12,7 @@
 #include "kv/read_queue.h"
 #include "storage/base/align.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
@@ -144,24 +145,37 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   if (formatted_now) {
     segments_->FinishRecovery();  // every segment free
   } else {
-    RecoveryOptions recovery_options;
-    recovery_options.store_seed = store_seed_;
-    recovery_options.blocks_per_page = blocks_per_page_;
-    recovery_options.ordered = ordered_;
-    absl::StatusOr<RecoveryReport> recovered =
-        RecoverStore(recovery_options, geometry_, *device_, *segments_, shards_);
-    if (!recovered.ok()) return recovered.status();
-    recovery_ = std::move(*recovered);
-    next_sequence_.store(recovery_.next_sequence);
-    // After a process crash (not a power cut) recovery may have read pages that still sit in
-    // the device's volatile cache. Compaction treats recovered segments as durable (it copies
-    // their records as lone records), so make them so.
-    if (device_info_.volatile_write_cache) {
-      absl::Status flushed = storage::FlushDevice(*device_);
-      if (!flushed.ok()) return flushed;
-    }
+    NVKV_RETURN_IF_ERROR(Recover());
   }
+  PageLookup::Options lookup_config;
+  lookup_config.store_seed = store_seed_;
+  lookup_config.blocks_per_page = blocks_per_page_;
+  lookup_config.ordered = ordered_;
+  lookup_ = std::make_unique<PageLookup>(lookup_config, geometry_, shards_,
+                                         recovery_.dropped_batch_records);
+  NVKV_RETURN_IF_ERROR(StartWriter());
+  NVKV_RETURN_IF_ERROR(StartCompactor());
+  writer_->Start();
+  compactor_->Start();
+  return absl::OkStatus();
+}
 
+absl::Status Engine::Impl::Recover() {
+  RecoveryOptions recovery_options;
+  recovery_options.store_seed = store_seed_;
+  recovery_options.blocks_per_page = blocks_per_page_;
+  recovery_options.ordered = ordered_;
+  NVKV_ASSIGN_OR_RETURN(recovery_,
+                        RecoverStore(recovery_options, geometry_, *device_, *segments_, shards_));
+  next_sequence_.store(recovery_.next_sequence);
+  // After a process crash (not a power cut) recovery may have read pages that still sit in the
+  // device's volatile cache. Compaction treats recovered segments as durable (it copies their
+  // records as lone records), so make them so.
+  if (device_info_.volatile_write_cache) return storage::FlushDevice(*device_);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Impl::StartWriter() {
   storage::QueueOptions writer_options;
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
   writer_options.queue_depth = slots + 2;  // every page in flight, plus a flush
@@ -178,6 +192,13 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   writer_config.volatile_cache = device_info_.volatile_write_cache;
   writer_ = std::make_unique<LogWriter>(writer_config, shards_, *segments_, error_,
                                         write_counters_, std::move(*writer_queue));
+  HeadAppender::Options appender_config;
+  appender_config.store_seed = store_seed_;
+  appender_config.blocks_per_page = blocks_per_page_;
+  appender_config.ordered = ordered_;
+  appender_config.volatile_write_cache = device_info_.volatile_write_cache;
+  appender_ = std::make_unique<HeadAppender>(appender_config, geometry_, shards_, *segments_,
+                                             *writer_, next_sequence_);
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     for (uint32_t i = 0; i < options_.page_buffers_per_shard; ++i) {
@@ -190,14 +211,20 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
       shard->slots.push_back(std::move(slot));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Impl::StartCompactor() {
   storage::QueueOptions compaction_options;
-  compaction_options.queue_depth = 8;
   compaction_options.buffers.buffer_bytes = geometry_.page_bytes;
   compaction_options.buffers.buffer_count = 4;
+  // A victim is read whole (SegmentBuffer), every chunk in flight at once; large records copied
+  // and free markers are written one request at a time.
   compaction_options.buffers.chunk_count =
       static_cast<uint32_t>(geometry_.segment_bytes() / (storage::kMaxRegisteredBytes /
                                                          geometry_.page_bytes *
                                                          geometry_.page_bytes)) + 2;
+  compaction_options.queue_depth = std::max<uint32_t>(8, compaction_options.buffers.chunk_count);
   auto compaction_queue = OpenQueue(compaction_options);
   if (!compaction_queue.ok()) return compaction_queue.status();
   Compactor::Options compactor_config;
@@ -206,11 +233,8 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   compactor_config.store_seed = store_seed_;
   compactor_config.blocks_per_page = blocks_per_page_;
   compactor_ = std::make_unique<Compactor>(compactor_config, geometry_, shards_, *segments_,
-                                           *writer_, error_, write_counters_, *this,
+                                           *writer_, error_, write_counters_, *appender_,
                                            next_sequence_, std::move(*compaction_queue));
-
-  writer_->Start();
-  compactor_->Start();
   return absl::OkStatus();
 }
 
@@ -254,7 +278,7 @@ EngineStats Engine::Impl::Stats() {
                               ? static_cast<double>(s.device_bytes_written) / s.user_bytes_written
                               : 0;
   s.pages_written = write_counters_.pages_written.load();
-  s.page_reads = page_reads_.load();
+  s.page_reads = lookup_ != nullptr ? lookup_->page_reads() : 0;
   s.flushes = write_counters_.flushes.load();
   s.fua_writes = write_counters_.fua_writes.load();
   s.verify_reads = verify_reads_.load();

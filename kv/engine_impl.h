@@ -26,10 +26,12 @@
 #include "absl/synchronization/mutex.h"
 #include "kv/engine.h"
 #include "kv/compactor.h"
+#include "kv/head_append.h"
 #include "kv/index.h"
 #include "kv/key_hash.h"
 #include "kv/location.h"
 #include "kv/log_writer.h"
+#include "kv/page_lookup.h"
 #include "kv/page_format.h"
 #include "kv/recovery.h"
 #include "kv/segment_table.h"
@@ -45,20 +47,7 @@ class ReadQueue;
 enum class ReadPurpose : uint8_t;  // read_queue.h
 class ReadQueueSet;
 
-// Where a key's current record is, as the write path needs it.
-struct CurrentRecord {
-  bool found = false;
-  Location location;  // what its index entry holds (Engine::Impl::IndexedAt)
-  uint32_t record_bytes = 0;
-  bool exact_candidates = false;
-  std::vector<uint64_t> candidates;  // the index values Find returned when this was resolved
-  // Hash mode: the key was not found on any readable candidate, but a candidate page is damaged
-  // and may hold it: `location` is that entry, to be replaced or erased by the write so that a
-  // damaged key can be repaired; record_bytes is unknown (0).
-  bool damaged = false;
-};
-
-class Engine::Impl final : public RecordMover {
+class Engine::Impl final {
  public:
   Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device);
   ~Impl();
@@ -81,6 +70,12 @@ class Engine::Impl final : public RecordMover {
   absl::Status AdoptGeometry(const std::string& path, const Superblock& superblock);
   // Shards, recovery (unless just formatted), the writer's and compaction's queues and threads.
   absl::Status StartEngine(bool formatted_now);
+  // The steps of StartEngine: recovery of a store that holds data (recovery_), the log writer
+  // with its queue and the heads' page buffers (and the HeadAppender over them), the compactor
+  // with its queue.
+  absl::Status Recover();
+  absl::Status StartWriter();
+  absl::Status StartCompactor();
   absl::Status Close();
   EngineStats Stats();
   absl::Status CheckOpen() const;
@@ -88,10 +83,11 @@ class Engine::Impl final : public RecordMover {
   // --- write_path.cc ---
   absl::Status Write(std::span<const WriteOp> ops, bool durable);
   absl::Status Flush() { return writer_->WaitAllDurable(); }
-  // RecordMover, for the compactor.
-  absl::StatusOr<bool> Relocate(const ScannedRecord& record, const KeyHash& hash,
-                                storage::Device& queue) override;
-  void SealHeads() override;
+  // A write found the store full (`status`): gives compaction a chance to free a segment. True
+  // when it did (the caller tries again); false when the caller should return `status`: at
+  // once when nothing cleans in the background, or when nothing is worth cleaning
+  // (SegmentTable::WaitForFree), or on the last attempt.
+  bool CompactionFreedRoom(const absl::Status& status, SegmentUse use, int attempt);
 
   // --- read_path.cc ---
   absl::Status GetAsync(std::string_view key, GetCallback callback);
@@ -119,9 +115,6 @@ class Engine::Impl final : public RecordMover {
     return Location::Indexed(page, record_bytes, /*index_keeps_size=*/ordered_);
   }
   uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page_; }
-  // The index tag of a key. Two different keys with equal tags never share a page, in either
-  // index mode, so that a store may be reopened in hash mode whichever mode wrote it.
-  static uint32_t TagOf(const KeyHash& hash) { return Index::Tag(hash.lo); }
   // Largest batch, in record bytes. A batch's records all go to one head, after what its open
   // page holds, into fresh pages that must all be reserved at once (ReserveForBatch): so few
   // bytes that, however they pack (Geometry::BatchBytesWithinPages), the fresh pages fit both
@@ -153,6 +146,8 @@ class Engine::Impl final : public RecordMover {
   StickyError error_;
   WriteCounters write_counters_;
   std::unique_ptr<LogWriter> writer_;  // the log writer thread and its queue
+  std::unique_ptr<HeadAppender> appender_;  // appends to the heads, for writes and compaction
+  std::unique_ptr<PageLookup> lookup_;      // a read's way through the index and the pages
   // Close stops the compactor first (it finishes the segment it is cleaning and exits;
   // CompactAll refuses), then the writer (which writes what is left). Compaction copies records
   // and waits for them to be durable, which only the writer can do, so the writer serves until
@@ -171,7 +166,7 @@ class Engine::Impl final : public RecordMover {
 
   // Counters.
   std::atomic<uint64_t> puts_{0}, deletes_{0}, gets_{0}, batches_{0};
-  std::atomic<uint64_t> user_bytes_{0}, page_reads_{0}, verify_reads_{0};
+  std::atomic<uint64_t> user_bytes_{0}, verify_reads_{0};
   // What recovery found at Open (written by Open only); dropped_batch_records tells page reads
   // which records on the device belong to no applied batch.
   RecoveryReport recovery_;

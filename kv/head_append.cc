@@ -1,4 +1,4 @@
-// Appending to a shard's log head (head_append.h).
+// Appending to the shards' log heads (head_append.h).
 #include "kv/head_append.h"
 
 #include <algorithm>
@@ -14,6 +14,10 @@ namespace {
 
 uint64_t NowMicros() { return static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())); }
 
+// The index tag of a key. Two different keys with equal tags never share a page, in either
+// index mode, so that a store may be reopened in hash mode whichever mode wrote it.
+uint32_t TagOf(const KeyHash& hash) { return Index::Tag(hash.lo); }
+
 // True when `key` may not join `slot`'s page: another key with the same index tag is on it.
 bool TagClash(const PageSlot& slot, std::string_view key, uint32_t tag) {
   for (const auto& [other_tag, offset] : slot.tags) {
@@ -28,27 +32,39 @@ bool TagClash(const PageSlot& slot, std::string_view key, uint32_t tag) {
   return false;
 }
 
-// Makes sure the head's segment has `pages` unassigned pages, moving to a new segment if not.
-absl::Status EnsureSegmentRoom(Engine::Impl& engine, Shard& shard, uint32_t pages, SegmentUse use)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+}  // namespace
+
+HeadAppender::HeadAppender(const Options& options, const Geometry& geometry,
+                           const std::vector<std::unique_ptr<Shard>>& shards,
+                           SegmentTable& segments, LogWriter& writer,
+                           std::atomic<uint64_t>& next_sequence)
+    : options_(options),
+      geometry_(geometry),
+      shards_(shards),
+      segments_(segments),
+      writer_(writer),
+      next_sequence_(next_sequence) {}
+
+absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages,
+                                             SegmentUse use) const {
   LogHead& head = shard.head;
-  if (head.has_segment && head.next_page + pages <= engine.geometry_.pages_per_segment) {
+  if (head.has_segment && head.next_page + pages <= geometry_.pages_per_segment) {
     // The head's segment may be one compaction took from the reserve: user writes must not
     // fill it while the store is down to what they must leave.
-    return engine.segments_->CheckReserve(use);
+    return segments_.CheckReserve(use);
   }
-  if (pages > engine.geometry_.pages_per_segment) {
+  if (pages > geometry_.pages_per_segment) {
     // No segment is large enough: taking another would not help (and callers that loop until
     // the room is there would take every free segment).
     return absl::InvalidArgumentError(absl::StrCat(pages, " pages do not fit one segment of ",
-                                                   engine.geometry_.pages_per_segment));
+                                                   geometry_.pages_per_segment));
   }
-  SealOpenPage(engine, shard);
+  SealOpenPage(shard);
   uint64_t generation = 0;
-  absl::StatusOr<uint64_t> segment = engine.segments_->Allocate(use, &generation);
+  absl::StatusOr<uint64_t> segment = segments_.Allocate(use, &generation);
   if (!segment.ok()) return segment.status();
   if (head.has_segment) {
-    engine.segments_->Seal(head.segment, LastWrite{shard.id, head.next_counter - 1});
+    segments_.Seal(head.segment, LastWrite{shard.id, head.next_counter - 1});
   }
   head.has_segment = true;
   head.segment = *segment;
@@ -57,18 +73,17 @@ absl::Status EnsureSegmentRoom(Engine::Impl& engine, Shard& shard, uint32_t page
   return absl::OkStatus();
 }
 
-// Fresh pages `records` need at the head, appended in order after what the open page holds.
-// Mirrors the append loop in Write: a record goes to a new page when it does not fit or when
-// its tag clashes with another key's on the current page.
-uint32_t PlanFreshPages(const Engine::Impl& engine, const LogHead& head,
-                        const std::vector<PlannedRecord>& records) {
+// Mirrors the append loop of the write path (AppendPrepared): a record goes to a new page when
+// it does not fit or when its tag clashes with another key's on the current page.
+uint32_t HeadAppender::PlanFreshPages(const LogHead& head,
+                                      const std::vector<PlannedRecord>& records) const {
   uint32_t fresh = 0;
   bool on_open = head.open != nullptr;
   uint32_t free_bytes = on_open ? head.open->builder.free_bytes() : 0;
   std::vector<std::pair<uint32_t, std::string_view>> placed;
   for (const PlannedRecord& r : records) {
     bool clash = false;
-    const uint32_t tag = engine.TagOf(r.hash);
+    const uint32_t tag = TagOf(r.hash);
     if (on_open && TagClash(*head.open, r.key, tag)) clash = true;
     for (const auto& [other_tag, other_key] : placed) {
       if (other_tag == tag && other_key != r.key) clash = true;
@@ -76,7 +91,7 @@ uint32_t PlanFreshPages(const Engine::Impl& engine, const LogHead& head,
     if (r.bytes > free_bytes || clash) {
       ++fresh;
       on_open = false;
-      free_bytes = engine.geometry_.payload_bytes();
+      free_bytes = geometry_.payload_bytes();
       placed.clear();
     }
     free_bytes -= r.bytes;
@@ -85,12 +100,12 @@ uint32_t PlanFreshPages(const Engine::Impl& engine, const LogHead& head,
   return fresh;
 }
 
-// Writes a large record into `count` pages starting at `first_page` with `queue`.
-absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_t first_page,
-                           uint32_t first_in_segment, uint64_t generation, uint64_t first_counter,
-                           uint32_t count, const RecordHeader& header, std::string_view key,
-                           std::string_view value, bool fua) {
-  const Geometry& g = engine.geometry_;
+absl::Status HeadAppender::WriteLargeRun(storage::Device& queue, uint64_t first_page,
+                                         uint32_t first_in_segment, uint64_t generation,
+                                         uint64_t first_counter, uint32_t count,
+                                         const RecordHeader& header, std::string_view key,
+                                         std::string_view value, bool fua) const {
+  const Geometry& g = geometry_;
   // A chunk at a time; a page at a time when this thread's reads of large values hold every
   // chunk of its queue (its page buffers: one per read slot, plus spares).
   storage::Buffer chunk = queue.buffers().GetChunk();
@@ -114,10 +129,10 @@ absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_
       } else {
         value_done += builder.AddContinuation(value.substr(value_done));
       }
-      builder.Finish(engine.store_seed_, first_page + index);
+      builder.Finish(options_.store_seed, first_page + index);
     }
-    status = storage::WriteBlocks(queue, engine.LbaOf(first_page + page),
-                                  batch * engine.blocks_per_page_, chunk, fua);
+    status = storage::WriteBlocks(queue, LbaOf(first_page + page),
+                                  batch * options_.blocks_per_page, chunk, fua);
     page += batch;
   }
   if (whole_chunk) {
@@ -129,32 +144,35 @@ absl::Status WriteLargeRun(Engine::Impl& engine, storage::Device& queue, uint64_
   return status;
 }
 
-}  // namespace
+absl::Status HeadAppender::WaitForFreeSlot(Shard& shard) const {
+  // Back-pressure: every page buffer is sealed or in flight. The writer frees one soon.
+  writer_.Wake();
+  if (absl::Status writer = writer_.Status(); !writer.ok()) return writer;
+  shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
+  return absl::OkStatus();
+}
 
-// Finishes the open page, if any, and queues it for the writer.
-void SealOpenPage(Engine::Impl& engine, Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+void HeadAppender::SealOpenPage(Shard& shard) const {
   LogHead& head = shard.head;
   if (head.open == nullptr) return;
-  head.open->builder.Finish(engine.store_seed_, head.open->page_number);
+  head.open->builder.Finish(options_.store_seed, head.open->page_number);
   head.sealed.push_back(head.open);
   head.open = nullptr;
   shard.wants_writer.store(true, std::memory_order_release);
 }
 
-// Opens a fresh page at the head (a free slot must be there).
-absl::Status OpenNewPage(Engine::Impl& engine, Shard& shard, SegmentUse use)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+absl::Status HeadAppender::OpenNewPage(Shard& shard, SegmentUse use) const {
   LogHead& head = shard.head;
-  SealOpenPage(engine, shard);
-  absl::Status room = EnsureSegmentRoom(engine, shard, 1, use);
+  SealOpenPage(shard);
+  absl::Status room = EnsureSegmentRoom(shard, 1, use);
   if (!room.ok()) return room;
   NVKV_CHECK(!head.free_slots.empty());
   PageSlot* slot = head.free_slots.back();
   head.free_slots.pop_back();
   slot->segment = head.segment;
-  slot->page_number = engine.geometry_.FirstPageOf(head.segment) + head.next_page;
+  slot->page_number = geometry_.FirstPageOf(head.segment) + head.next_page;
   slot->head_counter = head.next_counter++;
-  slot->builder.Start(slot->buffer.data, engine.geometry_, PageType::kData, head.generation,
+  slot->builder.Start(slot->buffer.data, geometry_, PageType::kData, head.generation,
                       head.next_page, slot->head_counter);
   slot->tags.clear();
   slot->foreign.clear();
@@ -162,84 +180,83 @@ absl::Status OpenNewPage(Engine::Impl& engine, Shard& shard, SegmentUse use)
   head.open = slot;
   head.open_since_us = NowMicros();
   head.durable.Assign(slot->head_counter, 1);
-  engine.segments_->AddPending(head.segment, 1);
+  segments_.AddPending(head.segment, 1);
   shard.unwritten.insert_or_assign(slot->page_number, UnwrittenPage::InSlot(slot));
   return absl::OkStatus();
 }
 
-// Whether a record of `bytes` for `key` can go into the open page as it is.
-bool FitsOpenPage(const Engine::Impl& engine, const LogHead& head, uint32_t bytes,
-                  std::string_view key, const KeyHash& hash) {
+bool HeadAppender::FitsOpenPage(const LogHead& head, uint32_t bytes, std::string_view key,
+                                const KeyHash& hash) const {
   if (head.open == nullptr || head.open->builder.free_bytes() < bytes) return false;
   // Kept in ordered mode too: the store may be reopened in hash mode, which relies on it.
-  return !TagClash(*head.open, key, engine.TagOf(hash));
+  return !TagClash(*head.open, key, TagOf(hash));
 }
 
-// Makes the open page one that takes a record of `bytes` for `key`. May wait for a free page
-// buffer, releasing shard.mu meanwhile, so only callers holding no other lock may use it, and
-// they must re-check what they read before.
-absl::Status EnsureOpenRoom(Engine::Impl& engine, Shard& shard, uint32_t bytes,
-                            std::string_view key, const KeyHash& hash, SegmentUse use)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+absl::Status HeadAppender::EnsureOpenRoom(Shard& shard, uint32_t bytes, std::string_view key,
+                                          const KeyHash& hash, SegmentUse use) const {
   LogHead& head = shard.head;
-  while (!FitsOpenPage(engine, head, bytes, key, hash)) {
+  while (!FitsOpenPage(head, bytes, key, hash)) {
     if (head.open != nullptr) {
-      SealOpenPage(engine, shard);
-      engine.writer_->Wake();
+      SealOpenPage(shard);
+      writer_.Wake();
     }
-    if (!head.free_slots.empty()) return OpenNewPage(engine, shard, use);
-    // Back-pressure: every page buffer is sealed or in flight. The writer frees one soon.
-    engine.writer_->Wake();
-    if (absl::Status writer = engine.writer_->Status(); !writer.ok()) return writer;
-    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
+    if (!head.free_slots.empty()) return OpenNewPage(shard, use);
+    NVKV_RETURN_IF_ERROR(WaitForFreeSlot(shard));
   }
   return absl::OkStatus();
 }
 
-// Appends one small record to the open page (room already ensured). Returns its page number.
-uint64_t AppendToOpenPage(Engine::Impl& engine, Shard& shard, const RecordHeader& header,
-                          std::string_view key, std::string_view value, const KeyHash& hash)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+absl::Status HeadAppender::ReserveForBatch(Shard& shard,
+                                           const std::vector<PlannedRecord>& records,
+                                           SegmentUse use) const {
+  LogHead& head = shard.head;
+  while (true) {
+    const uint32_t fresh = PlanFreshPages(head, records);
+    // Waiting for more page buffers than the shard owns, or for more pages than a segment has,
+    // would never end. max_batch_bytes() keeps every batch below both, except in hash mode when
+    // keys of the batch collide on their index tags and must go to different pages.
+    const uint64_t owned = std::min<uint64_t>(shard.slots.size(), geometry_.pages_per_segment);
+    if (fresh > owned) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch of ", records.size(), " records needs ", fresh,
+                       " pages; a shard has ", shard.slots.size(), " page buffers and a segment ",
+                       geometry_.pages_per_segment, " pages"));
+    }
+    if (!head.has_segment || head.next_page + fresh > geometry_.pages_per_segment) {
+      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, fresh, use));
+      continue;  // the open page was sealed: plan again
+    }
+    if (head.free_slots.size() >= fresh) return absl::OkStatus();
+    NVKV_RETURN_IF_ERROR(WaitForFreeSlot(shard));
+  }
+}
+
+uint64_t HeadAppender::AppendToOpenPage(Shard& shard, const RecordHeader& header,
+                                        std::string_view key, std::string_view value,
+                                        const KeyHash& hash) const {
   PageSlot* open = shard.head.open;
   NVKV_CHECK(open != nullptr);
   const uint32_t offset = open->builder.AddRecord(header, key, value);
   NVKV_CHECK(offset != 0);
-  open->tags.emplace_back(engine.TagOf(hash), offset);
-  engine.segments_->NoteRecord(open->segment, hash, header.sequence,
-                               RecordBytes(key.size(), value.size()),
-                               header.type == static_cast<uint8_t>(RecordType::kDelete));
+  open->tags.emplace_back(TagOf(hash), offset);
+  segments_.NoteRecord(open->segment, hash, header.sequence,
+                       RecordBytes(key.size(), value.size()),
+                       header.type == static_cast<uint8_t>(RecordType::kDelete));
   return open->page_number;
 }
 
-// Records that the page of head counter `counter` holds a non-durable write about to be
-// acknowledged (Shard::nondurable_through).
-void NoteNonDurable(Shard& shard, uint64_t counter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  if (counter > shard.nondurable_through.load(std::memory_order_relaxed)) {
-    shard.nondurable_through.store(counter, std::memory_order_release);
-  }
-}
-
-// True when writing `current`'s key adds an index entry rather than changing one (see
-// ApplyToIndex): the key has no record, or only a damaged candidate that may not be its own.
-bool AddsIndexEntry(const CurrentRecord& current, bool is_delete) {
-  return !is_delete && (!current.found || current.damaged);
-}
-
-// Applies a record's effect on the index and live bytes. `current` is where the key's record
-// was; `new_page` where the new one is (ignored for deletes).
-void ApplyToIndex(Engine::Impl& engine, Shard& shard, std::string_view key, const KeyHash& hash,
-                  const CurrentRecord& current, bool is_delete, uint64_t new_page,
-                  uint32_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  const Geometry& g = engine.geometry_;
+void HeadAppender::ApplyToIndex(Shard& shard, std::string_view key, const KeyHash& hash,
+                                const CurrentRecord& current, bool is_delete, uint64_t new_page,
+                                uint32_t record_bytes) const {
   if (current.found) {
-    engine.segments_->AddLive(g.SegmentOf(current.location.page),
-                              -static_cast<int64_t>(current.record_bytes));
+    segments_.AddLive(geometry_.SegmentOf(current.location.page),
+                      -static_cast<int64_t>(current.record_bytes));
   }
   if (is_delete) {
     if (current.found) shard.index->Erase(hash.lo, key, current.location.index_value());
     return;
   }
-  const uint64_t location = engine.IndexedAt(new_page, record_bytes).index_value();
+  const uint64_t location = IndexedAt(new_page, record_bytes).index_value();
   bool placed = false;
   if (current.found) {
     placed = shard.index->Replace(hash.lo, key, current.location.index_value(), location);
@@ -254,60 +271,15 @@ void ApplyToIndex(Engine::Impl& engine, Shard& shard, std::string_view key, cons
     const absl::Status inserted = shard.index->Insert(hash.lo, key, location);
     NVKV_CHECK(inserted.ok());
   }
-  engine.segments_->AddLive(g.SegmentOf(new_page), record_bytes);
+  segments_.AddLive(geometry_.SegmentOf(new_page), record_bytes);
 }
 
-// Whether the index still gives the candidates `current` was resolved from (a write that
-// raced with another writer of the key, or with compaction, must resolve again).
-bool SameCandidates(Shard& shard, const KeyHash& hash, std::string_view key,
-                    const CurrentRecord& current, std::vector<uint64_t>* scratch)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  shard.index->Find(hash.lo, key, scratch);
-  std::vector<uint64_t> now = *scratch;
-  std::vector<uint64_t> then = current.candidates;
-  std::sort(now.begin(), now.end());
-  std::sort(then.begin(), then.end());
-  return now == then;
-}
-
-// Reserves segment room and page buffers for a batch at the head, so that appending it later,
-// with other shards' locks held, never waits.
-absl::Status ReserveForBatch(Engine::Impl& engine, Shard& shard,
-                             const std::vector<PlannedRecord>& records, SegmentUse use)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  LogHead& head = shard.head;
-  while (true) {
-    const uint32_t fresh = PlanFreshPages(engine, head, records);
-    // Waiting for more page buffers than the shard owns, or for more pages than a segment has,
-    // would never end. max_batch_bytes() keeps every batch below both, except in hash mode when
-    // keys of the batch collide on their index tags and must go to different pages.
-    const uint64_t owned =
-        std::min<uint64_t>(shard.slots.size(), engine.geometry_.pages_per_segment);
-    if (fresh > owned) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch of ", records.size(), " records needs ", fresh,
-                       " pages; a shard has ", shard.slots.size(), " page buffers and a segment ",
-                       engine.geometry_.pages_per_segment, " pages"));
-    }
-    if (!head.has_segment || head.next_page + fresh > engine.geometry_.pages_per_segment) {
-      absl::Status room = EnsureSegmentRoom(engine, shard, fresh, use);
-      if (!room.ok()) return room;
-      continue;  // the open page was sealed: plan again
-    }
-    if (head.free_slots.size() >= fresh) return absl::OkStatus();
-    engine.writer_->Wake();
-    if (absl::Status writer = engine.writer_->Status(); !writer.ok()) return writer;
-    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
-  }
-}
-
-// Appends one large record (a Put whose record exceeds a page) for the key in `shard`, written
-// with `queue`. On success *last_counter is the last head counter it used.
-absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& queue,
-                         const RecordHeader& header, std::string_view key, std::string_view value,
-                         const KeyHash& hash, const CurrentRecord& current, SegmentUse use,
-                         bool fua, bool* lost_race, uint64_t* last_counter) {
-  const Geometry& g = engine.geometry_;
+absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
+                                       const RecordHeader& header, std::string_view key,
+                                       std::string_view value, const KeyHash& hash,
+                                       const CurrentRecord& current, SegmentUse use, bool fua,
+                                       bool* lost_race, uint64_t* last_counter) const {
+  const Geometry& g = geometry_;
   const uint32_t count = LargeRecordPages(g, key.size(), value.size());
   const uint32_t record_bytes = RecordBytes(key.size(), value.size());
   uint64_t first_page = 0, first_counter = 0;
@@ -319,26 +291,24 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     absl::MutexLock lock(&shard.mu);
     std::vector<uint64_t> scratch;
     // Compaction passes the record's own page as `current` with candidates it checked itself.
-    if (use != SegmentUse::kCompaction && !SameCandidates(shard, hash, key, current, &scratch)) {
+    const bool still_current =
+        use == SegmentUse::kCompaction
+            ? shard.IndexPointsAt(hash, key, current.location)
+            : shard.StillHasCandidates(hash, key, current.candidates, &scratch);
+    if (!still_current) {
       *lost_race = true;
       return absl::OkStatus();
     }
-    if (use == SegmentUse::kCompaction && !shard.IndexPointsAt(hash, key, current.location)) {
-      *lost_race = true;
-      return absl::OkStatus();
-    }
-    if (AddsIndexEntry(current, /*is_delete=*/false)) {
+    if (current.AddsIndexEntry(/*is_delete=*/false)) {
       NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(1));
     }
-    absl::Status room = EnsureSegmentRoom(engine, shard, count, use);
-    if (!room.ok()) return room;
-    SealOpenPage(engine, shard);  // the run must come after every page already assigned
+    NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use));
+    SealOpenPage(shard);  // the run must come after every page already assigned
     LogHead& head = shard.head;
     if (head.next_page + count > g.pages_per_segment) {
-      absl::Status again = EnsureSegmentRoom(engine, shard, count, use);
-      if (!again.ok()) return again;
+      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use));
     }
-    if (use != SegmentUse::kCompaction) h.sequence = engine.next_sequence_.fetch_add(1);
+    if (use != SegmentUse::kCompaction) h.sequence = next_sequence_.fetch_add(1);
     first_page = g.FirstPageOf(head.segment) + head.next_page;
     first_in_segment = head.next_page;
     generation = head.generation;
@@ -346,28 +316,76 @@ absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& qu
     head.next_page += count;
     head.next_counter += count;
     head.durable.Assign(first_counter, count);
-    engine.segments_->AddPending(head.segment, static_cast<int32_t>(count));
-    engine.segments_->NoteRecord(head.segment, hash, h.sequence, record_bytes,
-                                 /*is_delete=*/false);
+    segments_.AddPending(head.segment, static_cast<int32_t>(count));
+    segments_.NoteRecord(head.segment, hash, h.sequence, record_bytes, /*is_delete=*/false);
     for (uint32_t i = 0; i < count; ++i) {
       shard.unwritten.insert_or_assign(first_page + i, UnwrittenPage::LargeRunInFlight());
     }
-    ApplyToIndex(engine, shard, key, hash, current, /*is_delete=*/false, first_page, record_bytes);
-    engine.writer_->Wake();  // the sealed page before the run
+    ApplyToIndex(shard, key, hash, current, /*is_delete=*/false, first_page, record_bytes);
+    writer_.Wake();  // the sealed page before the run
   }
-  const bool device_fua = fua && engine.device_info_.volatile_write_cache;
-  absl::Status written = WriteLargeRun(engine, queue, first_page, first_in_segment, generation,
+  const bool device_fua = fua && options_.volatile_write_cache;
+  absl::Status written = WriteLargeRun(queue, first_page, first_in_segment, generation,
                                        first_counter, count, h, key, value, device_fua);
   {
     absl::MutexLock lock(&shard.mu);
     for (uint32_t i = 0; i < count; ++i) shard.unwritten.erase(first_page + i);
-    engine.writer_->PagesWritten(shard, first_counter, g.SegmentOf(first_page), count, written,
-                               device_fua);
-    if (!fua && use != SegmentUse::kCompaction) NoteNonDurable(shard, first_counter + count - 1);
+    writer_.PagesWritten(shard, first_counter, g.SegmentOf(first_page), count, written,
+                         device_fua);
+    if (!fua && use != SegmentUse::kCompaction) shard.NoteNonDurable(first_counter + count - 1);
   }
   if (!written.ok()) return written;
   *last_counter = first_counter + count - 1;
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> HeadAppender::Relocate(const ScannedRecord& record, const KeyHash& hash,
+                                            storage::Device& queue) {
+  Shard& shard = ShardFor(hash);
+  const RecordHeader& header = record.header;
+  const std::string_view key = record.key;
+  const std::string_view value = record.value;
+  const bool is_delete = header.type == static_cast<uint8_t>(RecordType::kDelete);
+  CurrentRecord current;
+  current.found = !is_delete;
+  current.record_bytes = RecordBytes(key.size(), header.value_bytes);
+  current.location = IndexedAt(record.page_number, current.record_bytes);
+  if (!is_delete && IsLargeRecord(geometry_, key.size(), header.value_bytes)) {
+    // AppendLarge checks under the lock that the index still points here.
+    bool lost_race = false;
+    uint64_t last_counter = 0;
+    NVKV_RETURN_IF_ERROR(AppendLarge(shard, queue, header, key, value, hash, current,
+                                     SegmentUse::kCompaction, /*fua=*/false, &lost_race,
+                                     &last_counter));
+    return !lost_race;
+  }
+  absl::MutexLock lock(&shard.mu);
+  if (!is_delete && !shard.IndexPointsAt(hash, key, current.location)) {
+    return false;  // overwritten or deleted since compaction looked
+  }
+  const uint32_t bytes = RecordBytes(key.size(), value.size());
+  NVKV_RETURN_IF_ERROR(EnsureOpenRoom(shard, bytes, key, hash, SegmentUse::kCompaction));
+  // EnsureOpenRoom may have waited: check again that the key did not move meanwhile.
+  if (!is_delete && !shard.IndexPointsAt(hash, key, current.location)) return false;
+  RecordHeader h = header;
+  h.flags &= static_cast<uint8_t>(~kRecordInBatch);  // a lone copy is no longer part of a batch
+  h.batch_remaining = 0;
+  const uint64_t page = AppendToOpenPage(shard, h, key, value, hash);
+  if (!is_delete) ApplyToIndex(shard, key, hash, current, false, page, bytes);
+  return true;
+}
+
+void HeadAppender::SealHeads() {
+  for (const auto& shard : shards_) {
+    absl::MutexLock shard_lock(&shard->mu);
+    LogHead& head = shard->head;
+    SealOpenPage(*shard);
+    if (head.has_segment) {
+      segments_.Seal(head.segment, LastWrite{shard->id, head.next_counter - 1});
+      head.has_segment = false;
+    }
+  }
+  writer_.Wake();
 }
 
 }  // namespace nvkv::kv

@@ -1,17 +1,29 @@
-// Appending to a shard's log head (callers hold the shard's lock unless said otherwise): the
-// open page, new pages and segments, index and live-byte updates, batch reservations, and large
-// records written by the calling thread. The write path (write_path.cc) and compaction's
-// Relocate build on these.
+// HeadAppender: appends records to the shards' log heads. It owns the rules of a head (the open
+// page, new pages and segments, a batch's reservation of pages, large records written by the
+// calling thread) and of what an appended record does to its shard's index and to the segments'
+// live bytes. The write path (write_path.cc) appends users' records through it, and compaction
+// moves records through it (it is the compactor's RecordMover).
+//
+// State: none of its own beyond what it is given at construction; each shard's head, index and
+// unwritten pages stay the shard's, under Shard::mu, and the functions below that take a shard
+// require its lock unless they say otherwise.
+//
+// Thread contract: any thread; the caller holds the locks each function names.
 #ifndef NVKV_KV_HEAD_APPEND_H_
 #define NVKV_KV_HEAD_APPEND_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "kv/engine_impl.h"
+#include "absl/status/statusor.h"
+#include "kv/compactor.h"
 #include "kv/key_hash.h"
+#include "kv/location.h"
+#include "kv/log_writer.h"
 #include "kv/page_format.h"
 #include "kv/segment_table.h"
 #include "kv/shard.h"
@@ -19,48 +31,22 @@
 
 namespace nvkv::kv {
 
-// Finishes the open page, if any, and queues it for the writer.
-void SealOpenPage(Engine::Impl& engine, Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+// Where a key's current record is, as a write needs it (read_path.cc ResolveCurrent finds it).
+struct CurrentRecord {
+  bool found = false;
+  Location location;  // what its index entry holds (HeadAppender::IndexedAt)
+  uint32_t record_bytes = 0;
+  bool exact_candidates = false;
+  std::vector<uint64_t> candidates;  // the index values Find returned when this was resolved
+  // Hash mode: the key was not found on any readable candidate, but a candidate page is damaged
+  // and may hold it: `location` is that entry, to be replaced or erased by the write so that a
+  // damaged key can be repaired; record_bytes is unknown (0).
+  bool damaged = false;
 
-// Opens a fresh page at the head (a free slot must be there).
-absl::Status OpenNewPage(Engine::Impl& engine, Shard& shard, SegmentUse use)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-
-// Whether a record of `bytes` for `key` can go into the open page as it is.
-bool FitsOpenPage(const Engine::Impl& engine, const LogHead& head, uint32_t bytes,
-                  std::string_view key, const KeyHash& hash);
-
-// Makes the open page one that takes a record of `bytes` for `key`. May wait for a free page
-// buffer, releasing shard.mu meanwhile, so only callers holding no other lock may use it, and
-// they must re-check what they read before.
-absl::Status EnsureOpenRoom(Engine::Impl& engine, Shard& shard, uint32_t bytes,
-                            std::string_view key, const KeyHash& hash, SegmentUse use)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-
-// Appends one small record to the open page (room already ensured). Returns its page number.
-uint64_t AppendToOpenPage(Engine::Impl& engine, Shard& shard, const RecordHeader& header,
-                          std::string_view key, std::string_view value, const KeyHash& hash)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-
-// Records that the page of head counter `counter` holds a non-durable write about to be
-// acknowledged (Shard::nondurable_through).
-void NoteNonDurable(Shard& shard, uint64_t counter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-
-// True when writing `current`'s key adds an index entry rather than changing one (see
-// ApplyToIndex): the key has no record, or only a damaged candidate that may not be its own.
-bool AddsIndexEntry(const CurrentRecord& current, bool is_delete);
-
-// Applies a record's effect on the index and live bytes. `current` is where the key's record
-// was; `new_page` where the new one is (ignored for deletes).
-void ApplyToIndex(Engine::Impl& engine, Shard& shard, std::string_view key, const KeyHash& hash,
-                  const CurrentRecord& current, bool is_delete, uint64_t new_page,
-                  uint32_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-
-// Whether the index still gives the candidates `current` was resolved from (a write that
-// raced with another writer of the key, or with compaction, must resolve again).
-bool SameCandidates(Shard& shard, const KeyHash& hash, std::string_view key,
-                    const CurrentRecord& current, std::vector<uint64_t>* scratch)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // True when writing the key adds an index entry rather than changing one (ApplyToIndex): the
+  // key has no record, or only a damaged candidate that may not be its own.
+  bool AddsIndexEntry(bool is_delete) const { return !is_delete && (!found || damaged); }
+};
 
 // A record a batch is about to append, for planning its pages (ReserveForBatch).
 struct PlannedRecord {
@@ -69,18 +55,99 @@ struct PlannedRecord {
   uint32_t bytes;
 };
 
-// Reserves segment room and page buffers for a batch at the head, so that appending it later,
-// with other shards' locks held, never waits.
-absl::Status ReserveForBatch(Engine::Impl& engine, Shard& shard,
-                             const std::vector<PlannedRecord>& records, SegmentUse use)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+class HeadAppender final : public RecordMover {
+ public:
+  struct Options {
+    uint64_t store_seed = 0;
+    uint32_t blocks_per_page = 1;
+    bool ordered = false;               // the index keeps record sizes (Location::Indexed)
+    bool volatile_write_cache = true;   // the device's: FUA matters only with one
+  };
+  // Every argument must outlive the appender. `next_sequence` is the engine's sequence counter.
+  HeadAppender(const Options& options, const Geometry& geometry,
+               const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+               LogWriter& writer, std::atomic<uint64_t>& next_sequence);
 
-// Appends one large record (a Put whose record exceeds a page) for the key in `shard`, written
-// with `queue`. On success *last_counter is the last head counter it used.
-absl::Status AppendLarge(Engine::Impl& engine, Shard& shard, storage::Device& queue,
-                         const RecordHeader& header, std::string_view key, std::string_view value,
-                         const KeyHash& hash, const CurrentRecord& current, SegmentUse use,
-                         bool fua, bool* lost_race, uint64_t* last_counter);
+  // What the index keeps of a record's place (location.h): the ordered index its page and size,
+  // the hash index its page only.
+  Location IndexedAt(uint64_t page, uint32_t record_bytes) const {
+    return Location::Indexed(page, record_bytes, /*index_keeps_size=*/options_.ordered);
+  }
+  Shard& ShardFor(const KeyHash& hash) const {
+    return *shards_[ShardIndexFor(hash, shards_.size())];
+  }
+
+  // Finishes the open page, if any, and queues it for the writer.
+  void SealOpenPage(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+
+  // Opens a fresh page at the head (a free slot must be there).
+  absl::Status OpenNewPage(Shard& shard, SegmentUse use) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+
+  // Whether a record of `bytes` for `key` can go into the open page as it is.
+  bool FitsOpenPage(const LogHead& head, uint32_t bytes, std::string_view key,
+                    const KeyHash& hash) const;
+
+  // Makes the open page one that takes a record of `bytes` for `key`. May wait for a free page
+  // buffer, releasing shard.mu meanwhile, so only callers holding no other lock may use it, and
+  // they must re-check what they read before.
+  absl::Status EnsureOpenRoom(Shard& shard, uint32_t bytes, std::string_view key,
+                              const KeyHash& hash, SegmentUse use) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+
+  // Reserves segment room and page buffers for a batch at the head, so that appending it later,
+  // with other shards' locks held, never waits. May wait like EnsureOpenRoom.
+  absl::Status ReserveForBatch(Shard& shard, const std::vector<PlannedRecord>& records,
+                               SegmentUse use) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+
+  // Appends one small record to the open page (room already ensured). Returns its page number.
+  uint64_t AppendToOpenPage(Shard& shard, const RecordHeader& header, std::string_view key,
+                            std::string_view value, const KeyHash& hash) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+
+  // Applies a record's effect on `shard`'s index and on live bytes. `current` is where the
+  // key's record was; `new_page` where the new one is (ignored for deletes). The index has room
+  // for an added entry (Index::MakeRoomFor, CurrentRecord::AddsIndexEntry).
+  void ApplyToIndex(Shard& shard, std::string_view key, const KeyHash& hash,
+                    const CurrentRecord& current, bool is_delete, uint64_t new_page,
+                    uint32_t record_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+
+  // Appends one large record (a Put whose record exceeds a page) for the key in `shard`,
+  // written with `queue`; takes and releases shard.mu itself. A user write (not kCompaction)
+  // takes its sequence number here. *lost_race: the index no longer says what `current` saw,
+  // and nothing was written. On success *last_counter is the last head counter it used.
+  absl::Status AppendLarge(Shard& shard, storage::Device& queue, const RecordHeader& header,
+                           std::string_view key, std::string_view value, const KeyHash& hash,
+                           const CurrentRecord& current, SegmentUse use, bool fua,
+                           bool* lost_race, uint64_t* last_counter) const;
+
+  // RecordMover, for the compactor.
+  absl::StatusOr<bool> Relocate(const ScannedRecord& record, const KeyHash& hash,
+                                storage::Device& queue) override;
+  void SealHeads() override;
+
+ private:
+  // Makes sure the head's segment has `pages` unassigned pages, moving to a new segment if not.
+  absl::Status EnsureSegmentRoom(Shard& shard, uint32_t pages, SegmentUse use) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Fresh pages `records` need at the head, appended in order after what the open page holds.
+  uint32_t PlanFreshPages(const LogHead& head, const std::vector<PlannedRecord>& records) const;
+  // Writes a large record into `count` pages starting at `first_page` with `queue`.
+  absl::Status WriteLargeRun(storage::Device& queue, uint64_t first_page,
+                             uint32_t first_in_segment, uint64_t generation,
+                             uint64_t first_counter, uint32_t count, const RecordHeader& header,
+                             std::string_view key, std::string_view value, bool fua) const;
+  // Waits, releasing shard.mu, for the writer to give back a page buffer (or fail).
+  absl::Status WaitForFreeSlot(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  uint64_t LbaOf(uint64_t page) const { return page * options_.blocks_per_page; }
+
+  const Options options_;
+  const Geometry geometry_;
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  SegmentTable& segments_;
+  LogWriter& writer_;
+  std::atomic<uint64_t>& next_sequence_;
+};
 
 }  // namespace nvkv::kv
 

@@ -22,6 +22,7 @@
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
@@ -47,75 +48,29 @@ class SegmentReader {
     options.buffers.buffer_bytes = g.page_bytes;
     options.buffers.buffer_count = 2;  // single pages: superblocks, pages the index points at
     options.buffers.chunk_count = chunk_count;
-    absl::StatusOr<std::unique_ptr<storage::Device>> queue =
-        engine.OpenQueue(options);
-    if (!queue.ok()) return queue.status();
-    auto reader = std::unique_ptr<SegmentReader>(new SegmentReader(engine, std::move(*queue)));
-    storage::BufferPool& pool = reader->queue_->buffers();
-    NVKV_CHECK(pool.chunk_bytes() / g.page_bytes == pages_per_chunk);
-    for (uint32_t c = 0; c < chunk_count; ++c) {
-      reader->chunks_.push_back(pool.GetChunk());
-      NVKV_CHECK(reader->chunks_.back().valid());
-    }
-    reader->page_buffer_ = pool.GetPage();
+    NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue, engine.OpenQueue(options));
+    auto reader = std::unique_ptr<SegmentReader>(new SegmentReader(engine, std::move(queue)));
+    NVKV_ASSIGN_OR_RETURN(reader->segment_,
+                          SegmentBuffer::Make(*reader->queue_, g, engine.blocks_per_page_));
+    reader->page_buffer_ = reader->queue_->buffers().GetPage();
     NVKV_CHECK(reader->page_buffer_.valid());
-    reader->pages_per_chunk_ = pages_per_chunk;
     return reader;
   }
 
   ~SegmentReader() {
-    storage::BufferPool& pool = queue_->buffers();
-    for (const storage::Buffer& chunk : chunks_) pool.PutChunk(chunk);
-    pool.PutPage(page_buffer_);
+    segment_.reset();
+    queue_->buffers().PutPage(page_buffer_);
   }
 
-  // Reads every page of `segment`, all chunks in flight together.
+  // Reads every page of `segment`, all chunks in flight together. Fails only when no page of
+  // it can be read (the device fails, not a block) or the queue broke.
   absl::Status Read(uint64_t segment) {
-    const Geometry& g = engine_.geometry_;
-    requests_.assign(chunks_.size(), storage::IoRequest{});
-    pending_ = 0;
-    status_ = absl::OkStatus();
-    unreadable_.assign(g.pages_per_segment, false);
-    bool all_enqueued = true;
-    for (uint32_t c = 0; c < chunks_.size(); ++c) {
-      const uint32_t first = c * pages_per_chunk_;
-      const uint32_t count = std::min(pages_per_chunk_, g.pages_per_segment - first);
-      storage::IoRequest& request = requests_[c];
-      request.op = storage::IoOp::kRead;
-      request.lba = engine_.LbaOf(g.FirstPageOf(segment) + first);
-      request.lba_count = count * engine_.blocks_per_page_;
-      request.buffer = chunks_[c];
-      request.on_done = OnChunkRead;
-      request.context = this;
-      absl::Status status = queue_->Enqueue(&request);
-      if (!status.ok()) {
-        if (status_.ok()) status_ = status;
-        all_enqueued = false;
-        break;
-      }
-      ++pending_;
-    }
-    while (pending_ > 0) {
-      absl::StatusOr<uint32_t> reaped = queue_->Reap(1);
-      if (!reaped.ok()) return reaped.status();  // the queue is broken: nothing more completes
-    }
-    if (status_.ok() || !all_enqueued) return status_;
-    // Some pages could not be read (segment_read.h): which ones? None at all: the device fails.
-    uint32_t failed = 0;
-    for (uint32_t c = 0; c < chunks_.size(); ++c) {
-      const storage::IoRequest& request = requests_[c];
-      if (request.status.ok()) continue;
-      failed += RereadPageByPage(
-          *queue_, request.lba, request.lba_count / engine_.blocks_per_page_,
-          engine_.blocks_per_page_, g.page_bytes, chunks_[c], c * pages_per_chunk_, &unreadable_);
-    }
-    return failed == g.pages_per_segment ? status_ : absl::OkStatus();
+    NVKV_ASSIGN_OR_RETURN(const uint32_t failed, segment_->Read(segment));
+    return failed == engine_.geometry_.pages_per_segment ? segment_->status() : absl::OkStatus();
   }
 
   // Page i of the segment last read, or null when the device could not read it.
-  const uint8_t* page(uint32_t i) const {
-    return PageInChunks(chunks_, pages_per_chunk_, engine_.geometry_.page_bytes, unreadable_, i);
-  }
+  const uint8_t* page(uint32_t i) const { return segment_->page(i); }
 
   // Reads one page of the store; the bytes stay valid until the next ReadPage.
   absl::StatusOr<const uint8_t*> ReadPage(uint64_t page_number) {
@@ -129,21 +84,10 @@ class SegmentReader {
   SegmentReader(Engine::Impl& engine, std::unique_ptr<storage::Device> queue)
       : engine_(engine), queue_(std::move(queue)) {}
 
-  static void OnChunkRead(storage::IoRequest* request) {
-    auto* reader = static_cast<SegmentReader*>(request->context);
-    if (!request->status.ok() && reader->status_.ok()) reader->status_ = request->status;
-    --reader->pending_;
-  }
-
   Engine::Impl& engine_;
   std::unique_ptr<storage::Device> queue_;
-  std::vector<storage::Buffer> chunks_;
+  std::unique_ptr<SegmentBuffer> segment_;  // its chunks are queue_'s
   storage::Buffer page_buffer_;
-  uint32_t pages_per_chunk_ = 1;
-  std::vector<storage::IoRequest> requests_;
-  uint32_t pending_ = 0;
-  absl::Status status_;
-  std::vector<bool> unreadable_;  // of the segment last read
 };
 
 // ----- Live records -----

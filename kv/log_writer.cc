@@ -151,97 +151,120 @@ void LogWriter::OnFlushDone(storage::IoRequest* request) {
   }
 }
 
+void LogWriter::CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPass* pass) {
+  const bool volatile_cache = options_.volatile_cache;
+  absl::MutexLock lock(&shard.mu);
+  LogHead& head = shard.head;
+  shard.wants_writer.store(false, std::memory_order_relaxed);
+  if (head.open != nullptr) {
+    const bool empty = head.open->builder.empty();
+    const bool waited_on = head.durable.wanted() >= head.open->head_counter;
+    // `now` was read before this lock: a page opened since then has open_since_us > now, and
+    // now - open_since_us would wrap around to "aged".
+    const bool aged = now >= head.open_since_us + options_.max_write_delay_us;
+    // An empty open page is written (empty) only when a flush waits for it: a write that
+    // opened it and then retried may have ended up writing nothing (a delete of a key that
+    // another thread deleted meanwhile), and Flush waits for every page assigned.
+    if (waited_on || (!empty && (aged || stopping))) {
+      head.open->builder.Finish(options_.store_seed, head.open->page_number);
+      head.sealed.push_back(head.open);
+      head.open = nullptr;
+    } else if (!empty) {
+      pass->open_pages = true;
+    }
+  }
+  for (PageSlot* slot : head.sealed) {
+    // FUA only for pages someone waits on; the rest are made durable by a later Flush.
+    slot->request.fua = volatile_cache && head.durable.wanted() >= slot->head_counter;
+    pass->pages.push_back(slot);
+  }
+  head.sealed.clear();
+  if (volatile_cache && !flush_in_flight_ && !error_.failed() && head.durable.NeedsFlush()) {
+    pass->want_flush = true;  // a failed flush breaks the store: never retried
+  }
+  if (volatile_cache && !pass->unflushed &&
+      head.durable.HasUnflushed(flush_in_flight_, flush_request_epoch_, &pass->unfinished)) {
+    pass->unflushed = true;
+  }
+}
+
+void LogWriter::SubmitPages(const std::vector<PageSlot*>& pages) {
+  for (PageSlot* slot : pages) {
+    slot->request.op = storage::IoOp::kWrite;
+    slot->request.lba = slot->page_number * options_.blocks_per_page;
+    slot->request.lba_count = options_.blocks_per_page;
+    slot->request.buffer = slot->buffer;
+    slot->request.on_done = OnPageWritten;
+    slot->request.context = slot;
+    // The queue is as deep as there are page slots, so this cannot be refused for space.
+    absl::Status status = queue_->Enqueue(&slot->request);
+    if (!status.ok()) {
+      slot->request.status = status;
+      OnPageWritten(&slot->request);
+    }
+  }
+}
+
+void LogWriter::SubmitFlush() {
+  flush_request_epoch_ = flush_epoch_.fetch_add(1);
+  flush_request_ = storage::IoRequest{};
+  flush_request_.op = storage::IoOp::kFlush;
+  flush_request_.on_done = OnFlushDone;
+  flush_request_.context = this;
+  flush_in_flight_ = true;
+  absl::Status status = queue_->Enqueue(&flush_request_);
+  if (!status.ok()) {
+    flush_request_.status = status;
+    OnFlushDone(&flush_request_);
+  }
+}
+
+void LogWriter::Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_us) {
+  absl::MutexLock lock(&mu_);
+  if (!wake_) {
+    // Wake for the oldest open page to age out, a large run to be flushed once written, and a
+    // timed flush to fall due.
+    uint64_t delay_us = pass.open_pages || pass.unfinished
+                            ? std::max<uint32_t>(options_.max_write_delay_us, 50)
+                            : 100000;
+    if (pass.unflushed && !flush_in_flight_) {
+      delay_us =
+          std::min(delay_us, std::max<uint64_t>(flush_due_us - std::min(now, flush_due_us), 50));
+    }
+    wake_cv_.WaitWithTimeout(&mu_, absl::Microseconds(delay_us));
+  }
+  wake_ = false;
+}
+
 void LogWriter::Loop() {
   storage::Device& queue = *queue_;
-  const bool volatile_cache = options_.volatile_cache;
-  std::vector<PageSlot*> batch;
+  WriterPass pass;
   // Since when (writer's clock, microseconds) some completed page has been neither durable nor
   // covered by a flush in flight; 0 while there is none.
   uint64_t unflushed_since_us = 0;
   while (true) {
-    batch.clear();
-    bool want_flush = false;
-    bool open_pages = false;
-    bool unflushed = false;
-    bool unfinished = false;
+    pass.pages.clear();
+    pass.want_flush = pass.open_pages = pass.unflushed = pass.unfinished = false;
     const uint64_t now = NowMicros();
     const bool stopping = stopping_.load();
-    for (const auto& shard_ptr : shards_) {
-      Shard& shard = *shard_ptr;
-      absl::MutexLock lock(&shard.mu);
-      LogHead& head = shard.head;
-      shard.wants_writer.store(false, std::memory_order_relaxed);
-      if (head.open != nullptr) {
-        const bool empty = head.open->builder.empty();
-        const bool waited_on = head.durable.wanted() >= head.open->head_counter;
-        // `now` was read before this lock: a page opened since then has open_since_us > now,
-        // and now - open_since_us would wrap around to "aged".
-        const bool aged = now >= head.open_since_us + options_.max_write_delay_us;
-        // An empty open page is written (empty) only when a flush waits for it: a write that
-        // opened it and then retried may have ended up writing nothing (a delete of a key that
-        // another thread deleted meanwhile), and Flush waits for every page assigned.
-        if (waited_on || (!empty && (aged || stopping))) {
-          head.open->builder.Finish(options_.store_seed, head.open->page_number);
-          head.sealed.push_back(head.open);
-          head.open = nullptr;
-        } else if (!empty) {
-          open_pages = true;
-        }
-      }
-      for (PageSlot* slot : head.sealed) {
-        // FUA only for pages someone waits on; the rest are made durable by a later Flush.
-        slot->request.fua = volatile_cache && head.durable.wanted() >= slot->head_counter;
-        batch.push_back(slot);
-      }
-      head.sealed.clear();
-      if (volatile_cache && !flush_in_flight_ && !error_.failed() && head.durable.NeedsFlush()) {
-        want_flush = true;  // a failed flush breaks the store: never retried
-      }
-      if (volatile_cache && !unflushed &&
-          head.durable.HasUnflushed(flush_in_flight_, flush_request_epoch_, &unfinished)) {
-        unflushed = true;
-      }
-    }
-    if (!unflushed) {
+    for (const auto& shard : shards_) CollectShard(*shard, now, stopping, &pass);
+    if (!pass.unflushed) {
       unflushed_since_us = 0;
     } else if (unflushed_since_us == 0) {
       unflushed_since_us = now;
     }
     const uint64_t flush_due_us = unflushed_since_us + options_.max_write_delay_us;
-    if (unflushed && now >= flush_due_us && !flush_in_flight_ && !error_.failed()) {
-      want_flush = true;
+    if (pass.unflushed && now >= flush_due_us && !flush_in_flight_ && !error_.failed()) {
+      pass.want_flush = true;
     }
-    for (PageSlot* slot : batch) {
-      slot->request.op = storage::IoOp::kWrite;
-      slot->request.lba = slot->page_number * options_.blocks_per_page;
-      slot->request.lba_count = options_.blocks_per_page;
-      slot->request.buffer = slot->buffer;
-      slot->request.on_done = OnPageWritten;
-      slot->request.context = slot;
-      // The queue is as deep as there are page slots, so this cannot be refused for space.
-      absl::Status status = queue.Enqueue(&slot->request);
-      if (!status.ok()) {
-        slot->request.status = status;
-        OnPageWritten(&slot->request);
-      }
-    }
-    if (want_flush) {
+    SubmitPages(pass.pages);
+    if (pass.want_flush) {
       unflushed_since_us = 0;  // it covers every page completed so far
-      flush_request_epoch_ = flush_epoch_.fetch_add(1);
-      flush_request_ = storage::IoRequest{};
-      flush_request_.op = storage::IoOp::kFlush;
-      flush_request_.on_done = OnFlushDone;
-      flush_request_.context = this;
-      flush_in_flight_ = true;
-      absl::Status status = queue.Enqueue(&flush_request_);
-      if (!status.ok()) {
-        flush_request_.status = status;
-        OnFlushDone(&flush_request_);
-      }
+      SubmitFlush();
     }
     if (queue.in_flight() > 0) {
       // Submits what was queued and waits for at least one completion, in one system call.
-      absl::StatusOr<uint32_t> reaped = queue.Reap(batch.empty() && !want_flush ? 1 : 0);
+      absl::StatusOr<uint32_t> reaped = queue.Reap(pass.pages.empty() && !pass.want_flush ? 1 : 0);
       if (!reaped.ok()) error_.Set(reaped.status());
       if (!reaped.ok() && queue.in_flight() > 0) {
         // The queue is broken: nothing more will complete. Fail the waiters and stop writing.
@@ -249,20 +272,8 @@ void LogWriter::Loop() {
       }
       continue;
     }
-    if (stopping && batch.empty() && !want_flush && !open_pages) break;
-    absl::MutexLock lock(&mu_);
-    if (!wake_) {
-      // Wake for the oldest open page to age out, a large run to be flushed once written, and a
-      // timed flush to fall due.
-      uint64_t delay_us =
-          open_pages || unfinished ? std::max<uint32_t>(options_.max_write_delay_us, 50) : 100000;
-      if (unflushed && !flush_in_flight_) {
-        delay_us =
-            std::min(delay_us, std::max<uint64_t>(flush_due_us - std::min(now, flush_due_us), 50));
-      }
-      wake_cv_.WaitWithTimeout(&mu_, absl::Microseconds(delay_us));
-    }
-    wake_ = false;
+    if (stopping && pass.pages.empty() && !pass.want_flush && !pass.open_pages) break;
+    Sleep(pass, now, flush_due_us);
   }
   // Whoever still waits for a page to become durable or for a page buffer would wait forever:
   // wake them all, to find exited_ (Status) under their shard's lock.

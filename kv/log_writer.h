@@ -102,7 +102,21 @@ class LogWriter {
                     const absl::Status& status, bool fua) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
  private:
+  // What one pass of the writer over the shards found.
+  struct WriterPass {
+    std::vector<PageSlot*> pages;  // sealed pages to write now
+    bool want_flush = false;
+    bool open_pages = false;  // open pages with records, not yet aged
+    bool unflushed = false;   // some completed page is neither durable nor covered by a flush
+    bool unfinished = false;  // some assigned page has not completed (a large run)
+  };
   void Loop();
+  // Seals `shard`'s open page when due and takes its sealed pages into `pass`.
+  void CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPass* pass);
+  void SubmitPages(const std::vector<PageSlot*>& pages);
+  void SubmitFlush();
+  // Waits for a Wake, or until the first of the timers `pass` implies falls due.
+  void Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_us);
   static void OnPageWritten(storage::IoRequest* request);
   static void OnFlushDone(storage::IoRequest* request);
 

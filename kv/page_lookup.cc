@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kv/engine_impl.h"
+#include "kv/read_queue.h"
 #include "storage/base/check.h"
 
 namespace nvkv::kv {
@@ -40,13 +40,6 @@ std::optional<RecordView> FindNewest(const uint8_t* page, const PageHeader& head
   *status = it.status();
   return newest;
 }
-
-void FinishKeyCheck(ReadOp* op, absl::Status status);
-void IssueCandidate(ReadOp* op);
-void FinishMiss(ReadOp* op);
-void Restart(ReadOp* op, const absl::Status& why);
-void OnPageRead(storage::IoRequest* request);
-void OnContinuationRead(storage::IoRequest* request);
 
 void ReleaseOp(ReadOp* op) {
   if (op->chunk.valid()) {
@@ -93,10 +86,14 @@ void FinishOp(ReadOp* op, absl::StatusOr<std::string> result) {
   callback(std::move(result));
 }
 
+PageLookup::PageLookup(const Options& options, const Geometry& geometry,
+                       const std::vector<std::unique_ptr<Shard>>& shards,
+                       const SequenceRanges& dropped_batch_records)
+    : options_(options), geometry_(geometry), shards_(shards), dropped_(dropped_batch_records) {}
+
 // Looks at the index and at in-memory pages; issues the first device read or finishes.
-void StartLookup(ReadOp* op) {
-  Engine::Impl& engine = *op->engine;
-  Shard& shard = engine.ShardFor(op->hash);
+void PageLookup::Start(ReadOp* op) const {
+  Shard& shard = ShardFor(op->hash);
   std::vector<uint64_t> device_candidates;
   {
     absl::MutexLock lock(&shard.mu);
@@ -124,7 +121,7 @@ void StartLookup(ReadOp* op) {
         header.used_bytes = slot.builder.used_bytes();
         absl::Status status;
         std::optional<RecordView> record =
-            FindNewest(page, header, op->key, engine.recovery_.dropped_batch_records, &status);
+            FindNewest(page, header, op->key, dropped_, &status);
         if (record && record->header.type == static_cast<uint8_t>(RecordType::kPut)) {
           if (op->purpose == ReadPurpose::kKeyCheck) {
             op->resolved->found = true;
@@ -152,40 +149,37 @@ void StartLookup(ReadOp* op) {
   IssueCandidate(op);
 }
 
-namespace {
-
-void IssueCandidate(ReadOp* op) {
+void PageLookup::IssueCandidate(ReadOp* op) const {
   if (op->next_candidate >= op->candidates.size()) {
     FinishMiss(op);
     return;
   }
-  Engine::Impl& engine = *op->engine;
   const uint64_t page_number = op->candidates[op->next_candidate++];
   op->request.op = storage::IoOp::kRead;
   op->request.fua = false;
-  op->request.lba = engine.LbaOf(page_number);
-  op->request.lba_count = engine.blocks_per_page_;
+  op->request.lba = LbaOf(page_number);
+  op->request.lba_count = options_.blocks_per_page;
   op->request.buffer = op->page;
   op->request.on_done = OnPageRead;
   op->request.context = op;
-  engine.page_reads_.fetch_add(1, std::memory_order_relaxed);
+  page_reads_.fetch_add(1, std::memory_order_relaxed);
   absl::Status status = op->queue->device->Enqueue(&op->request);
   if (!status.ok()) FinishOp(op, status);
 }
 
 // The index changed under a read (compaction moved the record, or a writer replaced it): look
 // again, a bounded number of times.
-void Restart(ReadOp* op, const absl::Status& why) {
+void PageLookup::Restart(ReadOp* op, const absl::Status& why) const {
   if (++op->restarts > kMaxRestarts) {
     // A damaged candidate seen on the last try is the better answer than a bare miss.
     FinishOp(op, op->unreadable.empty() ? why : op->unreadable_status);
     return;
   }
-  StartLookup(op);
+  Start(op);
 }
 
-bool IndexStillHas(ReadOp* op, uint64_t page_number) {
-  Shard& shard = op->engine->ShardFor(op->hash);
+bool PageLookup::IndexStillHas(const ReadOp* op, uint64_t page_number) const {
+  Shard& shard = ShardFor(op->hash);
   absl::MutexLock lock(&shard.mu);
   std::vector<uint64_t> now;
   shard.index->Find(op->hash.lo, op->key, &now);
@@ -201,8 +195,8 @@ bool IndexStillHas(ReadOp* op, uint64_t page_number) {
 // True when the index still gives the key the candidates the lookup saw, and those read from
 // the device are still there: then what the reads found is the answer. Otherwise a candidate
 // may have moved (compaction) or been replaced since, and a miss is no proof of absence.
-bool IndexUnchanged(ReadOp* op) {
-  Shard& shard = op->engine->ShardFor(op->hash);
+bool PageLookup::IndexUnchanged(const ReadOp* op) const {
+  Shard& shard = ShardFor(op->hash);
   absl::MutexLock lock(&shard.mu);
   std::vector<uint64_t> now;
   shard.index->Find(op->hash.lo, op->key, &now);
@@ -218,7 +212,7 @@ bool IndexUnchanged(ReadOp* op) {
 // No candidate read held the key. The answer is final only if the index did not change under
 // the reads; then a damaged candidate may have held it (Get: kDataLoss; a write's key check: the
 // damaged entry is the key's, so the write replaces it), and otherwise the key is absent.
-void FinishMiss(ReadOp* op) {
+void PageLookup::FinishMiss(ReadOp* op) const {
   if (!IndexUnchanged(op)) {
     Restart(op, absl::NotFoundError("key not found"));
     return;
@@ -238,16 +232,20 @@ void FinishMiss(ReadOp* op) {
   FinishKeyCheck(op, absl::OkStatus());
 }
 
-void OnPageRead(storage::IoRequest* request) {
+void PageLookup::OnPageRead(storage::IoRequest* request) {
   auto* op = static_cast<ReadOp*>(request->context);
-  Engine::Impl& engine = *op->engine;
+  op->lookup->PageRead(op);
+}
+
+void PageLookup::PageRead(ReadOp* op) const {
+  storage::IoRequest* request = &op->request;
   const uint64_t page_number = op->candidates[op->next_candidate - 1];
   if (!request->status.ok()) {
     FinishOp(op, request->status);
     return;
   }
   absl::StatusOr<PageHeader> header =
-      VerifyPage(op->page.data, engine.geometry_, engine.store_seed_, page_number);
+      VerifyPage(op->page.data, geometry_, options_.store_seed, page_number);
   if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) {
     // A damaged page, or one reused since the lookup (then look again). A damaged candidate
     // is not the answer yet: the key may be on another one.
@@ -267,7 +265,7 @@ void OnPageRead(storage::IoRequest* request) {
   }
   absl::Status status;
   std::optional<RecordView> record =
-      FindNewest(op->page.data, *header, op->key, engine.recovery_.dropped_batch_records, &status);
+      FindNewest(op->page.data, *header, op->key, dropped_, &status);
   if (!status.ok()) {
     FinishOp(op, status);
     return;
@@ -279,7 +277,8 @@ void OnPageRead(storage::IoRequest* request) {
   if (op->purpose == ReadPurpose::kKeyCheck) {
     op->resolved->found = true;
     op->resolved->location =
-        engine.IndexedAt(page_number, RecordBytes(op->key.size(), record->header.value_bytes));
+        Location::Indexed(page_number, RecordBytes(op->key.size(), record->header.value_bytes),
+                          /*index_keeps_size=*/options_.ordered);
     op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
     FinishKeyCheck(op, absl::OkStatus());
     return;
@@ -294,33 +293,41 @@ void OnPageRead(storage::IoRequest* request) {
   op->large_generation = GenerationOf(*header);
   op->large_next_page = page_number + 1;
   op->large_pages_left =
-      LargeRecordPages(engine.geometry_, record->key.size(), record->header.value_bytes) - 1;
+      LargeRecordPages(geometry_, record->key.size(), record->header.value_bytes) - 1;
   // The rest is read a chunk at a time. The queue has only a few chunks: when other large reads
   // of this thread hold them all, read a page at a time into the op's own page buffer (the first
   // page's part of the value is copied out above) rather than fail the read.
   if (!op->chunk.valid()) op->chunk = op->queue->device->buffers().GetChunk();
   op->request.buffer = op->chunk.valid() ? op->chunk : op->page;
-  op->large_batch_pages =
-      std::min(op->large_pages_left, op->request.buffer.bytes / engine.geometry_.page_bytes);
-  op->request.lba = engine.LbaOf(op->large_next_page);
-  op->request.lba_count = op->large_batch_pages * engine.blocks_per_page_;
   op->request.on_done = OnContinuationRead;
-  status = op->queue->device->Enqueue(&op->request);
+  IssueContinuation(op);
+}
+
+void PageLookup::IssueContinuation(ReadOp* op) const {
+  op->large_batch_pages =
+      std::min(op->large_pages_left, op->request.buffer.bytes / geometry_.page_bytes);
+  op->request.lba = LbaOf(op->large_next_page);
+  op->request.lba_count = op->large_batch_pages * options_.blocks_per_page;
+  absl::Status status = op->queue->device->Enqueue(&op->request);
   if (!status.ok()) FinishOp(op, status);
 }
 
-void OnContinuationRead(storage::IoRequest* request) {
+void PageLookup::OnContinuationRead(storage::IoRequest* request) {
   auto* op = static_cast<ReadOp*>(request->context);
-  Engine::Impl& engine = *op->engine;
+  op->lookup->ContinuationRead(op);
+}
+
+void PageLookup::ContinuationRead(ReadOp* op) const {
+  storage::IoRequest* request = &op->request;
   if (!request->status.ok()) {
     FinishOp(op, request->status);
     return;
   }
-  const Geometry& g = engine.geometry_;
+  const Geometry& g = geometry_;
   for (uint32_t i = 0; i < op->large_batch_pages; ++i) {
     const uint8_t* page = op->request.buffer.data + size_t{i} * g.page_bytes;
     const uint64_t page_number = op->large_next_page + i;
-    absl::StatusOr<PageHeader> header = VerifyPage(page, g, engine.store_seed_, page_number);
+    absl::StatusOr<PageHeader> header = VerifyPage(page, g, options_.store_seed, page_number);
     if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kContinuation) ||
         GenerationOf(*header) != op->large_generation) {
       Restart(op, header.ok() ? absl::DataLossError(absl::StrCat(
@@ -340,13 +347,7 @@ void OnContinuationRead(storage::IoRequest* request) {
     }
     return;
   }
-  op->large_batch_pages =
-      std::min(op->large_pages_left, op->request.buffer.bytes / g.page_bytes);
-  op->request.lba = engine.LbaOf(op->large_next_page);
-  op->request.lba_count = op->large_batch_pages * engine.blocks_per_page_;
-  absl::Status status = op->queue->device->Enqueue(&op->request);
-  if (!status.ok()) FinishOp(op, status);
+  IssueContinuation(op);
 }
 
-}  // namespace
 }  // namespace nvkv::kv

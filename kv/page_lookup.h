@@ -1,18 +1,75 @@
-// A read's way through the index and the pages: what Get, MultiGet, GetAsync and the write
-// path's identity check (kKeyCheck) run on the calling thread's ReadQueue (read_queue.h).
+// PageLookup: a read's way through the index and the pages, what Get, MultiGet, GetAsync and the
+// write path's identity check (kKeyCheck) run on the calling thread's ReadQueue (read_queue.h):
+// candidates from the index, pages still in memory, page reads, a large value's continuation
+// pages, and a fresh look when the index changed under the reads.
+//
+// State: none of its own but a counter; a read's state is its ReadOp's, a shard's is the
+// shard's (taken under Shard::mu). Thread contract: any thread, each on its own ReadQueue.
 #ifndef NVKV_KV_PAGE_LOOKUP_H_
 #define NVKV_KV_PAGE_LOOKUP_H_
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "kv/read_queue.h"
+#include "kv/location.h"
+#include "kv/page_format.h"
+#include "kv/sequence_ranges.h"
+#include "kv/shard.h"
 
 namespace nvkv::kv {
 
-// Starts `op` (kStarting, key and hash set): answers it from memory, or issues its first page
-// read; the queue's reaping drives it on from there.
-void StartLookup(ReadOp* op);
+struct ReadOp;
+
+class PageLookup {
+ public:
+  struct Options {
+    uint64_t store_seed = 0;
+    uint32_t blocks_per_page = 1;
+    bool ordered = false;  // the index keeps record sizes (Location::Indexed)
+  };
+  // Every argument must outlive the lookup. `dropped_batch_records`: the sequences of the
+  // batches recovery dropped, whose records on the device page reads leave out.
+  PageLookup(const Options& options, const Geometry& geometry,
+             const std::vector<std::unique_ptr<Shard>>& shards,
+             const SequenceRanges& dropped_batch_records);
+
+  // Starts `op` (kStarting or kRunning, key and hash set, `op->lookup` this): answers it from
+  // memory, or issues its first page read; the queue's reaping drives it on from there.
+  void Start(ReadOp* op) const;
+
+  uint64_t page_reads() const { return page_reads_.load(std::memory_order_relaxed); }
+
+ private:
+  // The next device candidate's read, or the final miss.
+  void IssueCandidate(ReadOp* op) const;
+  // The index changed under a read: look again, a bounded number of times.
+  void Restart(ReadOp* op, const absl::Status& why) const;
+  bool IndexStillHas(const ReadOp* op, uint64_t page_number) const;
+  bool IndexUnchanged(const ReadOp* op) const;
+  void FinishMiss(ReadOp* op) const;
+  // Completions of a candidate's page read and of a large value's continuation pages.
+  static void OnPageRead(storage::IoRequest* request);
+  static void OnContinuationRead(storage::IoRequest* request);
+  void PageRead(ReadOp* op) const;
+  void ContinuationRead(ReadOp* op) const;
+  // Reads the next batch of a large value's continuation pages.
+  void IssueContinuation(ReadOp* op) const;
+
+  Shard& ShardFor(const KeyHash& hash) const {
+    return *shards_[ShardIndexFor(hash, shards_.size())];
+  }
+  uint64_t LbaOf(uint64_t page) const { return page * options_.blocks_per_page; }
+
+  const Options options_;
+  const Geometry geometry_;
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  const SequenceRanges& dropped_;
+  mutable std::atomic<uint64_t> page_reads_{0};
+};
 
 // Ends `op` with `result` (the value, or why there is none) and runs or queues its callback.
 void FinishOp(ReadOp* op, absl::StatusOr<std::string> result);

@@ -41,7 +41,7 @@ absl::Status Engine::Impl::StartRead(std::string_view key, GetCallback callback,
   op->callback = std::move(callback);
   // Answers found during GetAsync itself wait in `ready` for Poll: one contract for callers.
   op->state = ReadState::kStarting;
-  StartLookup(op);
+  lookup_->Start(op);
   // Unless it finished already (then it is free, or a callback run meanwhile reused it).
   if (op->state == ReadState::kStarting) op->state = ReadState::kRunning;
   return absl::OkStatus();
@@ -166,7 +166,7 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
   absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
   if (!queue.ok()) return queue.status();
   ReadOp op;
-  op.engine = this;
+  op.lookup = lookup_.get();
   op.queue = *queue;
   op.page = (*queue)->device->buffers().GetPage();
   if (!op.page.valid()) return absl::ResourceExhaustedError("no page buffer for a key check");
@@ -175,7 +175,7 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
   op.purpose = ReadPurpose::kKeyCheck;
   op.state = ReadState::kRunning;
   op.resolved = &current;
-  StartLookup(&op);
+  lookup_->Start(&op);
   {
     ReapScope scope(**queue);
     while (op.state != ReadState::kFinished) {

@@ -55,12 +55,12 @@ ThreadQueues::~ThreadQueues() {
 
 }  // namespace
 
-ReadQueue::ReadQueue(Engine::Impl* engine, std::unique_ptr<storage::Device> queue_device,
+ReadQueue::ReadQueue(const PageLookup* lookup, std::unique_ptr<storage::Device> queue_device,
                      uint32_t depth)
     : device(std::move(queue_device)) {
   for (uint32_t i = 0; i < depth; ++i) {
     auto op = std::make_unique<ReadOp>();
-    op->engine = engine;
+    op->lookup = lookup;
     op->queue = this;
     op->page = device->buffers().GetPage();
     NVKV_CHECK(op->page.valid());
@@ -85,7 +85,8 @@ absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
         absl::StatusOr<std::unique_ptr<storage::Device>> device =
             OpenQueue(queue_options);
         if (!device.ok()) return device.status();
-        return std::make_unique<ReadQueue>(this, std::move(*device), options_.read_queue_depth);
+        return std::make_unique<ReadQueue>(lookup_.get(), std::move(*device),
+                                           options_.read_queue_depth);
       });
   if (!queue.ok()) return queue.status();
   tls_queues.Add(read_queues_, *queue);

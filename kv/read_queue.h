@@ -16,6 +16,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/engine_impl.h"
+#include "kv/page_lookup.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
@@ -40,7 +41,7 @@ enum class ReadState : uint8_t {
 // One read: a lookup that may read a candidate page, then the next candidate, then a large
 // value's continuation pages.
 struct ReadOp {
-  Engine::Impl* engine = nullptr;
+  const PageLookup* lookup = nullptr;  // the engine's, which outlives every queue
   ReadQueue* queue = nullptr;
   storage::IoRequest request;
   storage::Buffer page;   // one page, always held
@@ -72,7 +73,7 @@ struct ReadOp {
 
 class ReadQueue {
  public:
-  ReadQueue(Engine::Impl* engine, std::unique_ptr<storage::Device> device, uint32_t depth);
+  ReadQueue(const PageLookup* lookup, std::unique_ptr<storage::Device> device, uint32_t depth);
   // The device goes first: it waits out reads still in flight, whose requests live in `ops`.
   ~ReadQueue() { device.reset(); }
 

@@ -110,20 +110,152 @@ uint64_t KeyedTableBytes(const absl::flat_hash_map<KeyHash, NewestWithKey>& tabl
   return bytes;
 }
 
-// One segment being read: its chunk buffers and how many reads are still out.
-struct SegmentRead {
-  uint64_t segment = 0;
-  std::vector<storage::Buffer> chunks;
-  std::vector<storage::IoRequest> requests;
-  uint32_t pending = 0;
-  absl::Status status;
-};
+// One recovery: what it gathers while it reads the segments, and how it builds the indexes.
+class Recovery {
+ public:
+  Recovery(const RecoveryOptions& options, const Geometry& geometry, storage::Device& device,
+           SegmentTable& segments, const std::vector<std::unique_ptr<Shard>>& shards)
+      : options_(options),
+        g_(geometry),
+        device_(device),
+        segments_(segments),
+        shards_(shards),
+        newest_(options.ordered ? 0 : shards.size()),
+        newest_keyed_(options.ordered ? shards.size() : 0),
+        scans_(geometry.segment_count),
+        min_seq_(geometry.segment_count, UINT64_MAX),
+        max_seq_(geometry.segment_count, 0) {}
 
-void OnChunkRead(storage::IoRequest* request) {
-  auto* read = static_cast<SegmentRead*>(request->context);
-  if (!request->status.ok() && read->status.ok()) read->status = request->status;
-  --read->pending;
-}
+  absl::StatusOr<RecoveryReport> Run() {
+    const absl::Time start = absl::Now();
+    NVKV_RETURN_IF_ERROR(ReadAllSegments());
+    if (!refused_.ok()) return refused_;
+    NVKV_RETURN_IF_ERROR(BuildIndexes());
+    report_.next_sequence = max_sequence_ + 1;
+    report_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    return std::move(report_);
+  }
+
+ private:
+  // Reads every segment, several in flight at once (as many as the queue's chunks allow), and
+  // scans each in segment order as its reads complete.
+  absl::Status ReadAllSegments() {
+    storage::BufferPool& pool = device_.buffers();
+    const uint32_t chunks_per_segment = SegmentBuffer::ChunksFor(g_, pool);
+    if (pool.chunk_count() < chunks_per_segment) {
+      return absl::InvalidArgumentError(absl::StrCat("segments of ", g_.segment_bytes(),
+                                                     " bytes are too large to recover"));
+    }
+    const uint32_t parallel = std::max<uint32_t>(1, pool.chunk_count() / chunks_per_segment);
+    std::vector<std::unique_ptr<SegmentBuffer>> buffers;
+    for (uint32_t b = 0; b < parallel; ++b) {
+      NVKV_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuffer> buffer,
+                            SegmentBuffer::Make(device_, g_, options_.blocks_per_page));
+      buffers.push_back(std::move(buffer));
+    }
+    std::deque<SegmentBuffer*> in_flight;
+    uint64_t next_segment = 0;
+    while (next_segment < g_.segment_count || !in_flight.empty()) {
+      while (next_segment < g_.segment_count && in_flight.size() < parallel) {
+        SegmentBuffer* buffer = buffers[next_segment % parallel].get();
+        NVKV_RETURN_IF_ERROR(buffer->Issue(next_segment++));
+        in_flight.push_back(buffer);
+      }
+      SegmentBuffer& read = *in_flight.front();
+      while (!read.done()) {
+        NVKV_RETURN_IF_ERROR(device_.Reap(1).status());
+      }
+      NVKV_RETURN_IF_ERROR(ScanRead(read));
+      in_flight.pop_front();
+    }
+    return absl::OkStatus();
+  }
+
+  // Scans one segment read whole into `read`.
+  absl::Status ScanRead(SegmentBuffer& read) {
+    const uint64_t segment = read.segment();
+    // Pages the device cannot read are damaged ones (segment_read.h), unless none of the
+    // segment can be read: then the device, not a block, is failing, and a store opened without
+    // it would look empty there.
+    const uint32_t failed = read.Settle();
+    if (failed == g_.pages_per_segment) {
+      return absl::Status(read.status().code(),
+                          absl::StrCat("segment ", segment, ": no page of it can be read: ",
+                                       read.status().message()));
+    }
+    report_.unreadable_pages += failed;
+    SegmentScanResult& scan = scans_[segment];
+    scan = ScanSegment(g_, options_.store_seed, segment,
+                       [&read](uint32_t i) { return read.page(i); }, /*assemble=*/false,
+                       [&](const ScannedRecord& record) { NoteRecord(segment, record); });
+    max_generation_ = std::max(max_generation_, scan.max_generation);
+    // Sequences of pages outside every log count too: a new record must never lose to an old one
+    // that a later recovery might read.
+    max_sequence_ = std::max(max_sequence_, scan.max_sequence);
+    report_.pages += g_.pages_per_segment;
+    report_.batches_discarded += scan.batches_discarded;
+    report_.dropped_batch_records.AddAll(scan.dropped);
+    report_.damaged_pages += scan.hole_pages;
+    return absl::OkStatus();
+  }
+
+  // One record recovery applies, found in `segment`.
+  void NoteRecord(uint64_t segment, const ScannedRecord& record) {
+    const KeyHash hash = HashKey(record.key);
+    const uint32_t shard = ShardIndexFor(hash, shards_.size());
+    if (options_.ordered) {
+      KeepIfNewer(newest_keyed_[shard], hash, record);
+    } else if (!newest_[shard].KeepIfNewer(hash, NewestOf(record)) && refused_.ok()) {
+      refused_ = absl::DataLossError(absl::StrCat(
+          "page ", record.page_number, ": record sequence ", record.header.sequence,
+          " is not below 2^56, which no nvkv store reaches"));
+    }
+    min_seq_[segment] = std::min(min_seq_[segment], record.header.sequence);
+    max_seq_[segment] = std::max(max_seq_[segment], record.header.sequence);
+    max_sequence_ = std::max(max_sequence_, record.header.sequence);
+    segments_.NoteRecord(segment, hash, record.header.sequence,
+                         RecordBytes(record.key.size(), record.header.value_bytes),
+                         record.header.type == static_cast<uint8_t>(RecordType::kDelete));
+    ++report_.records;
+  }
+
+  // The segment table, then each shard's index from its table (which is freed before the next
+  // shard's index is built).
+  absl::Status BuildIndexes() {
+    for (uint64_t s = 0; s < g_.segment_count; ++s) {
+      segments_.RecoverSegment(s, scans_[s].in_use, min_seq_[s], max_seq_[s]);
+    }
+    Sink sink{g_, options_.ordered, segments_};
+    for (const auto& shard : shards_) {
+      report_.table_bytes_peak = std::max(
+          report_.table_bytes_peak, options_.ordered ? KeyedTableBytes(newest_keyed_[shard->id])
+                                                     : newest_[shard->id].allocated_bytes());
+      absl::MutexLock lock(&shard->mu);
+      NVKV_RETURN_IF_ERROR(options_.ordered
+                               ? DrainOrdered(sink, *shard, newest_keyed_[shard->id])
+                               : DrainHashed(sink, *shard, newest_[shard->id]));
+    }
+    segments_.SetNextGeneration(max_generation_ + 1);
+    segments_.FinishRecovery();
+    return absl::OkStatus();
+  }
+
+  const RecoveryOptions options_;
+  const Geometry& g_;
+  storage::Device& device_;
+  SegmentTable& segments_;
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  RecoveryReport report_;
+  // The newest record of each key, one table per shard: hash mode fills newest_, ordered mode
+  // newest_keyed_.
+  std::vector<NewestRecords> newest_;
+  std::vector<absl::flat_hash_map<KeyHash, NewestWithKey>> newest_keyed_;
+  std::vector<SegmentScanResult> scans_;
+  std::vector<uint64_t> min_seq_, max_seq_;  // record sequences per segment
+  uint64_t max_sequence_ = 0;
+  uint64_t max_generation_ = 0;
+  absl::Status refused_;  // a record recovery cannot keep
+};
 
 }  // namespace
 
@@ -131,146 +263,7 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
                                             const Geometry& geometry, storage::Device& device,
                                             SegmentTable& segments,
                                             const std::vector<std::unique_ptr<Shard>>& shards) {
-  const absl::Time start = absl::Now();
-  const Geometry& g = geometry;
-  const bool ordered = options.ordered;
-  const uint32_t blocks_per_page = options.blocks_per_page;
-  auto lba_of = [blocks_per_page](uint64_t page) { return page * blocks_per_page; };
-  Sink sink{geometry, ordered, segments};
-  RecoveryReport report;
-  storage::BufferPool& pool = device.buffers();
-  const uint32_t pages_per_chunk = pool.chunk_bytes() / g.page_bytes;
-  const uint32_t chunks_per_segment = (g.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
-  const uint32_t parallel = std::max<uint32_t>(1, pool.chunk_count() / chunks_per_segment);
-  if (pool.chunk_count() < chunks_per_segment) {
-    return absl::InvalidArgumentError(absl::StrCat("segments of ", g.segment_bytes(),
-                                                   " bytes are too large to recover"));
-  }
-
-  // One table per shard: the index of a shard is built from its table alone, which is then freed
-  // before the next shard's index is built. Hash mode fills `newest`, ordered mode
-  // `newest_keyed`.
-  std::vector<NewestRecords> newest(ordered ? 0 : shards.size());
-  std::vector<absl::flat_hash_map<KeyHash, NewestWithKey>> newest_keyed(ordered ? shards.size()
-                                                                                : 0);
-  uint64_t max_sequence = 0;
-  uint64_t max_generation = 0;
-  std::vector<SegmentScanResult> scans(g.segment_count);
-  std::vector<uint64_t> min_seq(g.segment_count, UINT64_MAX), max_seq(g.segment_count, 0);
-
-  absl::Status refused;  // a record recovery cannot keep
-  std::deque<SegmentRead> reads;
-  uint64_t next_segment = 0;
-  auto issue = [&](uint64_t segment) -> absl::Status {
-    SegmentRead& read = reads.emplace_back();
-    read.segment = segment;
-    read.requests.resize(chunks_per_segment);
-    for (uint32_t c = 0; c < chunks_per_segment; ++c) {
-      storage::Buffer chunk = pool.GetChunk();
-      NVKV_CHECK(chunk.valid());
-      read.chunks.push_back(chunk);
-      const uint32_t first = c * pages_per_chunk;
-      const uint32_t count = std::min(pages_per_chunk, g.pages_per_segment - first);
-      storage::IoRequest& request = read.requests[c];
-      request.op = storage::IoOp::kRead;
-      request.lba = lba_of(g.FirstPageOf(segment) + first);
-      request.lba_count = count * blocks_per_page;
-      request.buffer = chunk;
-      request.on_done = OnChunkRead;
-      request.context = &read;
-      ++read.pending;
-      absl::Status status = device.Enqueue(&request);
-      if (!status.ok()) return status;
-    }
-    return absl::OkStatus();
-  };
-
-  while (next_segment < g.segment_count || !reads.empty()) {
-    while (next_segment < g.segment_count && reads.size() < parallel) {
-      absl::Status status = issue(next_segment++);
-      if (!status.ok()) return status;
-    }
-    SegmentRead& read = reads.front();
-    while (read.pending > 0) {
-      absl::StatusOr<uint32_t> reaped = device.Reap(1);
-      if (!reaped.ok()) return reaped.status();
-    }
-    const uint64_t segment = read.segment;
-    // Pages the device cannot read are damaged ones (segment_read.h), unless none of the
-    // segment can be read: then the device, not a block, is failing, and a store opened without
-    // it would look empty there.
-    std::vector<bool> unreadable;
-    if (!read.status.ok()) {
-      unreadable.assign(g.pages_per_segment, false);
-      uint32_t failed = 0;
-      for (uint32_t c = 0; c < chunks_per_segment; ++c) {
-        const storage::IoRequest& request = read.requests[c];
-        if (request.status.ok()) continue;
-        failed += RereadPageByPage(device, request.lba, request.lba_count / blocks_per_page,
-                                   blocks_per_page, g.page_bytes, read.chunks[c],
-                                   c * pages_per_chunk, &unreadable);
-      }
-      if (failed == g.pages_per_segment) {
-        return absl::Status(read.status.code(),
-                            absl::StrCat("segment ", segment, ": no page of it can be read: ",
-                                         read.status.message()));
-      }
-      report.unreadable_pages += failed;
-    }
-    auto page_at = [&](uint32_t i) {
-      return PageInChunks(read.chunks, pages_per_chunk, g.page_bytes, unreadable, i);
-    };
-    scans[segment] = ScanSegment(g, options.store_seed, segment, page_at, /*assemble=*/false,
-                                 [&](const ScannedRecord& record) {
-      const KeyHash hash = HashKey(record.key);
-      const uint32_t shard = ShardIndexFor(hash, shards.size());
-      if (ordered) {
-        KeepIfNewer(newest_keyed[shard], hash, record);
-      } else {
-        if (!newest[shard].KeepIfNewer(hash, NewestOf(record)) && refused.ok()) {
-          refused = absl::DataLossError(absl::StrCat(
-              "page ", record.page_number, ": record sequence ", record.header.sequence,
-              " is not below 2^56, which no nvkv store reaches"));
-        }
-      }
-      min_seq[segment] = std::min(min_seq[segment], record.header.sequence);
-      max_seq[segment] = std::max(max_seq[segment], record.header.sequence);
-      max_sequence = std::max(max_sequence, record.header.sequence);
-      segments.NoteRecord(segment, hash, record.header.sequence,
-                            RecordBytes(record.key.size(), record.header.value_bytes),
-                            record.header.type == static_cast<uint8_t>(RecordType::kDelete));
-      ++report.records;
-    });
-    max_generation = std::max(max_generation, scans[segment].max_generation);
-    // Sequences of pages outside every log count too: a new record must never lose to an old one
-    // that a later recovery might read.
-    max_sequence = std::max(max_sequence, scans[segment].max_sequence);
-    report.pages += g.pages_per_segment;
-    report.batches_discarded += scans[segment].batches_discarded;
-    report.dropped_batch_records.AddAll(scans[segment].dropped);
-    report.damaged_pages += scans[segment].hole_pages;
-    for (const storage::Buffer& chunk : read.chunks) pool.PutChunk(chunk);
-    reads.pop_front();
-  }
-
-  if (!refused.ok()) return refused;
-  for (uint64_t s = 0; s < g.segment_count; ++s) {
-    segments.RecoverSegment(s, scans[s].in_use, min_seq[s], max_seq[s]);
-  }
-  for (const auto& shard : shards) {
-    report.table_bytes_peak =
-        std::max(report.table_bytes_peak, ordered ? KeyedTableBytes(newest_keyed[shard->id])
-                                                  : newest[shard->id].allocated_bytes());
-    absl::MutexLock lock(&shard->mu);
-    absl::Status drained = ordered ? DrainOrdered(sink, *shard, newest_keyed[shard->id])
-                                   : DrainHashed(sink, *shard, newest[shard->id]);
-    if (!drained.ok()) return drained;
-  }
-  segments.SetNextGeneration(max_generation + 1);
-  segments.FinishRecovery();
-  report.next_sequence = max_sequence + 1;
-  report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  return report;
+  return Recovery(options, geometry, device, segments, shards).Run();
 }
 
 }  // namespace nvkv::kv

@@ -1,5 +1,6 @@
 #include "kv/segment_read.h"
 
+#include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
 
 namespace nvkv::kv {
@@ -24,6 +25,97 @@ uint32_t RereadPageByPage(storage::Device& queue, uint64_t first_lba, uint32_t p
     }
   }
   return failed;
+}
+
+uint32_t SegmentBuffer::ChunksFor(const Geometry& geometry, const storage::BufferPool& pool) {
+  const uint32_t pages_per_chunk = pool.chunk_bytes() / geometry.page_bytes;
+  return (geometry.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
+}
+
+SegmentBuffer::SegmentBuffer(storage::Device& queue, const Geometry& geometry,
+                             uint32_t blocks_per_page)
+    : queue_(queue), geometry_(geometry), blocks_per_page_(blocks_per_page) {}
+
+absl::StatusOr<std::unique_ptr<SegmentBuffer>> SegmentBuffer::Make(storage::Device& queue,
+                                                                  const Geometry& geometry,
+                                                                  uint32_t blocks_per_page) {
+  storage::BufferPool& pool = queue.buffers();
+  auto buffer = std::unique_ptr<SegmentBuffer>(new SegmentBuffer(queue, geometry,
+                                                                 blocks_per_page));
+  buffer->pages_per_chunk_ = pool.chunk_bytes() / geometry.page_bytes;
+  const uint32_t chunk_count = ChunksFor(geometry, pool);
+  for (uint32_t c = 0; c < chunk_count; ++c) {
+    storage::Buffer chunk = pool.GetChunk();
+    if (!chunk.valid()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "segments of ", geometry.segment_bytes(), " bytes need ", chunk_count,
+          " read buffers of ", pool.chunk_bytes(), " bytes; ", c, " are free"));
+    }
+    buffer->chunks_.push_back(chunk);
+  }
+  buffer->requests_.resize(chunk_count);
+  return buffer;
+}
+
+SegmentBuffer::~SegmentBuffer() {
+  // Reads still out (the queue broke): the kernel may yet write into the chunks, so they stay
+  // out of the pool.
+  if (pending_ != 0) return;
+  for (const storage::Buffer& chunk : chunks_) queue_.buffers().PutChunk(chunk);
+}
+
+void SegmentBuffer::OnChunkRead(storage::IoRequest* request) {
+  auto* buffer = static_cast<SegmentBuffer*>(request->context);
+  if (!request->status.ok() && buffer->status_.ok()) buffer->status_ = request->status;
+  --buffer->pending_;
+}
+
+absl::Status SegmentBuffer::Issue(uint64_t segment) {
+  NVKV_CHECK(pending_ == 0);
+  segment_ = segment;
+  status_ = absl::OkStatus();
+  unreadable_.clear();
+  for (uint32_t c = 0; c < chunks_.size(); ++c) {
+    const uint32_t first = c * pages_per_chunk_;
+    const uint32_t count = std::min(pages_per_chunk_, geometry_.pages_per_segment - first);
+    storage::IoRequest& request = requests_[c];
+    request = storage::IoRequest{};
+    request.op = storage::IoOp::kRead;
+    request.lba = (geometry_.FirstPageOf(segment) + first) * blocks_per_page_;
+    request.lba_count = count * blocks_per_page_;
+    request.buffer = chunks_[c];
+    request.on_done = OnChunkRead;
+    request.context = this;
+    absl::Status status = queue_.Enqueue(&request);
+    if (!status.ok()) return status;
+    ++pending_;
+  }
+  return absl::OkStatus();
+}
+
+uint32_t SegmentBuffer::Settle() {
+  NVKV_CHECK(pending_ == 0);
+  if (status_.ok()) return 0;
+  unreadable_.assign(geometry_.pages_per_segment, false);
+  uint32_t failed = 0;
+  for (uint32_t c = 0; c < chunks_.size(); ++c) {
+    const storage::IoRequest& request = requests_[c];
+    if (request.status.ok()) continue;
+    failed += RereadPageByPage(queue_, request.lba, request.lba_count / blocks_per_page_,
+                               blocks_per_page_, geometry_.page_bytes, chunks_[c],
+                               c * pages_per_chunk_, &unreadable_);
+  }
+  return failed;
+}
+
+absl::StatusOr<uint32_t> SegmentBuffer::Read(uint64_t segment) {
+  absl::Status issued = Issue(segment);
+  while (pending_ > 0) {
+    absl::StatusOr<uint32_t> reaped = queue_.Reap(1);
+    if (!reaped.ok()) return reaped.status();  // the queue is broken: nothing more completes
+  }
+  if (!issued.ok()) return issued;
+  return Settle();
 }
 
 }  // namespace nvkv::kv

@@ -1,5 +1,5 @@
-// Reading a segment whose pages the device cannot all read: what recovery, compaction and
-// `check` do when a large read of a segment's pages fails (an I/O or media error).
+// Reading a whole segment (SegmentBuffer), as recovery, compaction and `check` do, and what they
+// do when a large read of a segment's pages fails (an I/O or media error).
 //
 // A failed read of many pages says nothing about which of them is bad: they are read again one
 // at a time, and only those that still fail are unreadable. ScanSegment (segment_scan.h) is then
@@ -9,8 +9,12 @@
 #define NVKV_KV_SEGMENT_READ_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kv/page_format.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
@@ -31,6 +35,57 @@ uint32_t RereadPageByPage(storage::Device& queue, uint64_t first_lba, uint32_t p
                           uint32_t blocks_per_page, uint32_t page_bytes,
                           const storage::Buffer& chunk, uint32_t first_index,
                           std::vector<bool>* unreadable);
+
+// One segment's pages read into chunk buffers of a queue's pool, every chunk's read in flight
+// at once. Pages the device cannot read are found by reading the failed chunks again a page at a
+// time (RereadPageByPage); page(i) is null for them. The chunks go back to the pool with it.
+//
+// Use: Issue(segment), reap the queue until done(), then Settle(); or Read(segment) for all
+// three. Thread contract: the queue's thread only.
+class SegmentBuffer {
+ public:
+  // The number of chunks a segment of `geometry` needs from `pool`.
+  static uint32_t ChunksFor(const Geometry& geometry, const storage::BufferPool& pool);
+  // Takes the chunks from `queue`'s pool; kResourceExhausted when it has too few free.
+  static absl::StatusOr<std::unique_ptr<SegmentBuffer>> Make(storage::Device& queue,
+                                                            const Geometry& geometry,
+                                                            uint32_t blocks_per_page);
+  ~SegmentBuffer();
+  SegmentBuffer(const SegmentBuffer&) = delete;
+  SegmentBuffer& operator=(const SegmentBuffer&) = delete;
+
+  // Sends the reads of every page of `segment`. An error means the queue refused one: the reads
+  // already sent still complete (reap until done()).
+  absl::Status Issue(uint64_t segment);
+  bool done() const { return pending_ == 0; }
+  // After done(): reads the pages of failed chunks again one at a time. Returns how many pages
+  // of the segment cannot be read (all of them: `status()` says why the first chunk failed).
+  uint32_t Settle();
+  // Issue, reap, Settle. An error only when the queue itself fails (nothing completes).
+  absl::StatusOr<uint32_t> Read(uint64_t segment);
+
+  uint64_t segment() const { return segment_; }
+  const absl::Status& status() const { return status_; }  // the first failed chunk read's
+  // Page i of the segment, or null when the device could not read it.
+  const uint8_t* page(uint32_t i) const {
+    return PageInChunks(chunks_, pages_per_chunk_, geometry_.page_bytes, unreadable_, i);
+  }
+
+ private:
+  SegmentBuffer(storage::Device& queue, const Geometry& geometry, uint32_t blocks_per_page);
+  static void OnChunkRead(storage::IoRequest* request);
+
+  storage::Device& queue_;
+  const Geometry geometry_;
+  const uint32_t blocks_per_page_;
+  uint32_t pages_per_chunk_ = 0;
+  std::vector<storage::Buffer> chunks_;
+  std::vector<storage::IoRequest> requests_;  // one per chunk
+  uint64_t segment_ = 0;
+  uint32_t pending_ = 0;
+  absl::Status status_;
+  std::vector<bool> unreadable_;  // empty while every page read
+};
 
 }  // namespace nvkv::kv
 

@@ -84,106 +84,131 @@ std::string PageFault(const absl::Status& status) {
   return message;
 }
 
-SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
-                              const std::function<const uint8_t*(uint32_t)>& page_at,
-                              bool assemble_large_values,
-                              const std::function<void(const ScannedRecord&)>& on_record) {
-  SegmentScanResult result;
-  const uint64_t first_page = geometry.FirstPageOf(segment);
-  const uint32_t pages = geometry.pages_per_segment;
-  std::vector<absl::StatusOr<PageHeader>> headers;
-  headers.reserve(pages);
-  for (uint32_t i = 0; i < pages; ++i) {
-    const uint8_t* bytes = page_at(i);
-    if (bytes == nullptr) {
-      headers.push_back(absl::DataLossError(absl::StrCat(
-          "page ", first_page + i, ": unreadable (the device failed to read it)")));
-      continue;
-    }
-    headers.push_back(VerifyPage(bytes, geometry, store_seed, first_page + i));
-    const absl::StatusOr<PageHeader>& h = headers.back();
-    if (h.ok()) result.max_generation = std::max(result.max_generation, GenerationOf(*h));
-  }
-  LogIdentity log;
-  const bool in_use = IdentifyLog(headers, &log);
-  uint32_t end = 0;
-  for (uint32_t i = 0; in_use && i < pages; ++i) {
-    if (Belongs(headers[i], i, log)) end = i + 1;
-  }
-  // Every verifying data page counts for the sequences recovery hands out next, whether it is
-  // part of the log or not: those of the log's pages are taken as the walk below reads them.
-  for (uint32_t i = 0; i < pages; ++i) {
-    const absl::StatusOr<PageHeader>& h = headers[i];
-    if (!h.ok() || h->type != static_cast<uint8_t>(PageType::kData)) continue;
-    if (i < end && Belongs(h, i, log)) continue;
-    RecordIterator it(page_at(i), *h);
-    RecordView view;
-    while (it.Next(&view)) {
-      result.max_sequence = std::max(result.max_sequence, view.header.sequence);
-    }
-  }
-  if (!in_use) return result;  // free, or never written
-  result.in_use = true;
-  result.generation = log.generation;
-  result.log_pages = end;
-  result.torn_tail = end < pages && absl::IsDataLoss(headers[end].status());
+namespace {
 
-  auto add_hole = [&result](uint32_t i, std::string reason) {
-    if (!result.holes.empty() &&
-        result.holes.back().first_page + result.holes.back().page_count == i) {
-      ++result.holes.back().page_count;
-    } else {
-      result.holes.push_back(SegmentHole{i, 1, std::move(reason)});
+// One segment's scan: its page headers, its log, and the walk along the log that hands out
+// whole batches and lone records (segment_scan.h states the rules).
+class LogWalk {
+ public:
+  LogWalk(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
+          const std::function<const uint8_t*(uint32_t)>& page_at, bool assemble_large_values,
+          const std::function<void(const ScannedRecord&)>& on_record)
+      : g_(geometry),
+        store_seed_(store_seed),
+        first_page_(geometry.FirstPageOf(segment)),
+        pages_(geometry.pages_per_segment),
+        page_at_(page_at),
+        assemble_(assemble_large_values),
+        on_record_(on_record) {}
+
+  SegmentScanResult Run() {
+    ReadHeaders();
+    const bool in_use = IdentifyLog(headers_, &log_);
+    for (uint32_t i = 0; in_use && i < pages_; ++i) {
+      if (Belongs(headers_[i], i, log_)) end_ = i + 1;
     }
-    ++result.hole_pages;
-  };
-  std::vector<ScannedRecord> batch;      // records of an unfinished batch
-  // The batch cut by the last hole was counted already when its tail turns up after the hole.
-  bool counted_at_hole = false;
-  auto drop_batch = [&] {
-    if (batch.empty()) return false;
-    ++result.batches_discarded;
-    result.dropped.Add(batch.front().header.sequence, batch.back().header.sequence);
-    batch.clear();
+    CountSequencesOutsideLog();
+    if (!in_use) return std::move(result_);  // free, or never written
+    result_.in_use = true;
+    result_.generation = log_.generation;
+    result_.log_pages = end_;
+    result_.torn_tail = end_ < pages_ && absl::IsDataLoss(headers_[end_].status());
+    uint32_t i = 0;
+    while (i < end_) i += WalkPage(i);
+    DropBatch();  // cut by the log's end
+    return std::move(result_);
+  }
+
+ private:
+  // Verifies every page's header (an unreadable page gets a kDataLoss of its own).
+  void ReadHeaders() {
+    headers_.reserve(pages_);
+    for (uint32_t i = 0; i < pages_; ++i) {
+      const uint8_t* bytes = page_at_(i);
+      if (bytes == nullptr) {
+        headers_.push_back(absl::DataLossError(absl::StrCat(
+            "page ", first_page_ + i, ": unreadable (the device failed to read it)")));
+        continue;
+      }
+      headers_.push_back(VerifyPage(bytes, g_, store_seed_, first_page_ + i));
+      const absl::StatusOr<PageHeader>& h = headers_.back();
+      if (h.ok()) result_.max_generation = std::max(result_.max_generation, GenerationOf(*h));
+    }
+  }
+
+  // Every verifying data page counts for the sequences recovery hands out next, whether it is
+  // part of the log or not: those of the log's pages are taken as the walk reads them.
+  void CountSequencesOutsideLog() {
+    for (uint32_t i = 0; i < pages_; ++i) {
+      const absl::StatusOr<PageHeader>& h = headers_[i];
+      if (!h.ok() || h->type != static_cast<uint8_t>(PageType::kData)) continue;
+      if (i < end_ && Belongs(h, i, log_)) continue;
+      RecordIterator it(page_at_(i), *h);
+      RecordView view;
+      while (it.Next(&view)) {
+        result_.max_sequence = std::max(result_.max_sequence, view.header.sequence);
+      }
+    }
+  }
+
+  void AddHole(uint32_t i, std::string reason) {
+    std::vector<SegmentHole>& holes = result_.holes;
+    if (!holes.empty() && holes.back().first_page + holes.back().page_count == i) {
+      ++holes.back().page_count;
+    } else {
+      holes.push_back(SegmentHole{i, 1, std::move(reason)});
+    }
+    ++result_.hole_pages;
+  }
+
+  // Drops the pending batch, if any; true when there was one.
+  bool DropBatch() {
+    if (batch_.empty()) return false;
+    ++result_.batches_discarded;
+    result_.dropped.Add(batch_.front().header.sequence, batch_.back().header.sequence);
+    batch_.clear();
     return true;
-  };
-  std::deque<std::string> large_values;  // assembled values; a deque never moves them
-  uint32_t i = 0;
-  while (i < end) {
-    const absl::StatusOr<PageHeader>& header = headers[i];
-    if (!Belongs(header, i, log)) {
-      add_hole(i, WhyNotInLog(header, i, log));
-      counted_at_hole = drop_batch() || counted_at_hole;
-      ++i;
-      continue;
+  }
+
+  // Page i of the log is not one whose records can be read: a hole, which cuts a pending batch.
+  void HoleAt(uint32_t i, std::string reason) {
+    AddHole(i, std::move(reason));
+    counted_at_hole_ = DropBatch() || counted_at_hole_;
+  }
+
+  // Whether page i (a data page of the log) goes on with the pending batch. Its first record
+  // says so (pages written before kPageContinuesBatch existed carry no flag).
+  bool FollowsPendingBatch(const uint8_t* page, const PageHeader& header) const {
+    if (batch_.empty()) return false;
+    RecordIterator peek(page, header);
+    RecordView first;
+    const RecordHeader& prev = batch_.back().header;
+    return peek.Next(&first) && (first.header.flags & kRecordInBatch) != 0 &&
+           first.header.sequence == prev.sequence + 1 &&
+           first.header.batch_remaining + 1 == prev.batch_remaining;
+  }
+
+  // Walks log page i; returns how many pages it covered (a large value's run counts whole).
+  uint32_t WalkPage(uint32_t i) {
+    const absl::StatusOr<PageHeader>& header = headers_[i];
+    if (!Belongs(header, i, log_)) {
+      HoleAt(i, WhyNotInLog(header, i, log_));
+      return 1;
     }
     if (header->type != static_cast<uint8_t>(PageType::kData)) {
-      add_hole(i, "continues a large value whose first page is lost");
-      counted_at_hole = drop_batch() || counted_at_hole;
-      ++i;
-      continue;
+      HoleAt(i, "continues a large value whose first page is lost");
+      return 1;
     }
-    const uint8_t* page = page_at(i);
-    // Does the page go on with the pending batch? Its first record says so (pages written before
-    // kPageContinuesBatch existed carry no flag).
-    bool follows_pending = false;
-    if (!batch.empty()) {
-      RecordIterator peek(page, *header);
-      RecordView first;
-      const RecordHeader& prev = batch.back().header;
-      follows_pending = peek.Next(&first) && (first.header.flags & kRecordInBatch) != 0 &&
-                        first.header.sequence == prev.sequence + 1 &&
-                        first.header.batch_remaining + 1 == prev.batch_remaining;
-    }
+    const uint8_t* page = page_at_(i);
     bool dropping_tail = false;
-    if (!follows_pending) {
+    if (!FollowsPendingBatch(page, *header)) {
       // A pending batch that does not go on here was cut short; a flagged page whose batch was
       // not seen starting holds the tail of a batch whose start was lost in a hole.
-      counted_at_hole = drop_batch() || counted_at_hole;
+      counted_at_hole_ = DropBatch() || counted_at_hole_;
       dropping_tail = (header->flags & kPageContinuesBatch) != 0;
-      if (dropping_tail && !counted_at_hole) ++result.batches_discarded;
+      if (dropping_tail && !counted_at_hole_) ++result_.batches_discarded;
     }
-    counted_at_hole = false;
+    counted_at_hole_ = false;
     RecordIterator it(page, *header);
     RecordView view;
     uint32_t advance = 1;
@@ -192,79 +217,116 @@ SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uin
       record.header = view.header;
       record.key = view.key;
       record.value = view.value;
-      record.page_number = first_page + i;
+      record.page_number = first_page_ + i;
       record.page_index = i;
-      ++result.records;
-      result.max_sequence = std::max(result.max_sequence, view.header.sequence);
+      ++result_.records;
+      result_.max_sequence = std::max(result_.max_sequence, view.header.sequence);
       const bool in_batch = (view.header.flags & kRecordInBatch) != 0;
       if (dropping_tail) {
         if (in_batch) {
-          result.dropped.Add(view.header.sequence, view.header.sequence);
+          result_.dropped.Add(view.header.sequence, view.header.sequence);
           if (view.header.batch_remaining == 0) dropping_tail = false;
           continue;
         }
         dropping_tail = false;
       }
-      if ((view.header.flags & kRecordLarge) != 0) {
-        record.pages = LargeRecordPages(geometry, view.key.size(), view.header.value_bytes);
-        advance = std::min(record.pages, end - i);
-        if (i + record.pages > pages) {
-          result.stop_reason =
-              absl::StrCat("page ", first_page + i, ": large value runs past the segment");
-          continue;
-        }
-        bool complete = true;
-        std::string assembled;
-        if (assemble_large_values) assembled.assign(view.value);
-        for (uint32_t c = 1; c < record.pages; ++c) {
-          const absl::StatusOr<PageHeader>& cont = headers[i + c];
-          if (!Belongs(cont, i + c, log) ||
-              cont->type != static_cast<uint8_t>(PageType::kContinuation)) {
-            complete = false;
-            if (i + c < end) add_hole(i + c, WhyNotInLog(cont, i + c, log));
-            continue;
-          }
-          if (assemble_large_values) {
-            assembled.append(reinterpret_cast<const char*>(page_at(i + c)) + sizeof(PageHeader),
-                             cont->used_bytes);
-          }
-        }
-        if (!complete) {
-          if (i + record.pages > end) {
-            result.stop_reason = absl::StrCat("page ", first_page + i, ": large value incomplete");
-          }
-          continue;
-        }
-        if (assemble_large_values) {
-          if (assembled.size() != view.header.value_bytes) {
-            add_hole(i, "large value has the wrong length");
-            continue;
-          }
-          large_values.push_back(std::move(assembled));
-          record.value = large_values.back();
-        }
-      }
-      if (in_batch) {
-        batch.push_back(record);
-        if (record.header.batch_remaining == 0) {
-          for (const ScannedRecord& r : batch) on_record(r);
-          batch.clear();
-        }
+      if ((view.header.flags & kRecordLarge) != 0 && !TakeLargeValue(i, view, &record, &advance)) {
         continue;
       }
-      drop_batch();  // a batch cut short by a plain record: cannot happen when intact
-      on_record(record);
+      Deliver(record, in_batch);
     }
     if (!it.status().ok()) {
       // The checksum matched but a record does not decode (a writer bug): the rest of the page
       // is lost like a hole.
-      add_hole(i, std::string(it.status().message()));
-      drop_batch();
+      AddHole(i, std::string(it.status().message()));
+      DropBatch();
     }
-    i += advance;
+    return advance;
   }
-  drop_batch();  // cut by the log's end
-  return result;
+
+  // A large record on page i: checks (and assembles, if asked) its continuation pages. False
+  // when the value is incomplete: then the record is not delivered.
+  bool TakeLargeValue(uint32_t i, const RecordView& view, ScannedRecord* record,
+                      uint32_t* advance) {
+    record->pages = LargeRecordPages(g_, view.key.size(), view.header.value_bytes);
+    *advance = std::min(record->pages, end_ - i);
+    if (i + record->pages > pages_) {
+      result_.stop_reason =
+          absl::StrCat("page ", first_page_ + i, ": large value runs past the segment");
+      return false;
+    }
+    bool complete = true;
+    std::string assembled;
+    if (assemble_) assembled.assign(view.value);
+    for (uint32_t c = 1; c < record->pages; ++c) {
+      const absl::StatusOr<PageHeader>& cont = headers_[i + c];
+      if (!Belongs(cont, i + c, log_) ||
+          cont->type != static_cast<uint8_t>(PageType::kContinuation)) {
+        complete = false;
+        if (i + c < end_) AddHole(i + c, WhyNotInLog(cont, i + c, log_));
+        continue;
+      }
+      if (assemble_) {
+        assembled.append(reinterpret_cast<const char*>(page_at_(i + c)) + sizeof(PageHeader),
+                         cont->used_bytes);
+      }
+    }
+    if (!complete) {
+      if (i + record->pages > end_) {
+        result_.stop_reason = absl::StrCat("page ", first_page_ + i, ": large value incomplete");
+      }
+      return false;
+    }
+    if (assemble_) {
+      if (assembled.size() != view.header.value_bytes) {
+        AddHole(i, "large value has the wrong length");
+        return false;
+      }
+      large_values_.push_back(std::move(assembled));
+      record->value = large_values_.back();
+    }
+    return true;
+  }
+
+  // A batch's records go out together once its last one is seen; a lone record at once.
+  void Deliver(const ScannedRecord& record, bool in_batch) {
+    if (in_batch) {
+      batch_.push_back(record);
+      if (record.header.batch_remaining == 0) {
+        for (const ScannedRecord& r : batch_) on_record_(r);
+        batch_.clear();
+      }
+      return;
+    }
+    DropBatch();  // a batch cut short by a plain record: cannot happen when intact
+    on_record_(record);
+  }
+
+  const Geometry& g_;
+  const uint64_t store_seed_;
+  const uint64_t first_page_;
+  const uint32_t pages_;
+  const std::function<const uint8_t*(uint32_t)>& page_at_;
+  const bool assemble_;
+  const std::function<void(const ScannedRecord&)>& on_record_;
+
+  SegmentScanResult result_;
+  std::vector<absl::StatusOr<PageHeader>> headers_;
+  LogIdentity log_;
+  uint32_t end_ = 0;                    // the log's pages are [0, end_)
+  std::vector<ScannedRecord> batch_;    // records of an unfinished batch
+  // The batch cut by the last hole was counted already when its tail turns up after the hole.
+  bool counted_at_hole_ = false;
+  std::deque<std::string> large_values_;  // assembled values; a deque never moves them
+};
+
+}  // namespace
+
+SegmentScanResult ScanSegment(const Geometry& geometry, uint64_t store_seed, uint64_t segment,
+                              const std::function<const uint8_t*(uint32_t)>& page_at,
+                              bool assemble_large_values,
+                              const std::function<void(const ScannedRecord&)>& on_record) {
+  return LogWalk(geometry, store_seed, segment, page_at, assemble_large_values, on_record).Run();
 }
 
 void CollectNewestRecords(const Geometry& geometry, uint64_t store_seed, uint64_t segment,

@@ -96,7 +96,7 @@ class UnwrittenPage {
 class Shard {
  public:
   // Whether the index still has `key` at `location` (as the index keeps it:
-  // Engine::Impl::IndexedAt): the one "is the record still live here?" check of compaction and
+  // HeadAppender::IndexedAt): the one "is the record still live here?" check of compaction and
   // check.
   bool IndexPointsAt(const KeyHash& hash, std::string_view key, const Location& location) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -104,6 +104,28 @@ class Shard {
     index->Find(hash.lo, key, &candidates);
     return std::find(candidates.begin(), candidates.end(), location.index_value()) !=
            candidates.end();
+  }
+
+  // Whether the index still gives `key` the candidates `then` (as a write resolved them; any
+  // order): a write that raced with another writer of the key, or with compaction, must
+  // resolve again. `scratch` saves an allocation per call.
+  bool StillHasCandidates(const KeyHash& hash, std::string_view key,
+                          const std::vector<uint64_t>& then, std::vector<uint64_t>* scratch) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    index->Find(hash.lo, key, scratch);
+    if (scratch->size() != then.size()) return false;
+    std::vector<uint64_t> sorted_then = then;
+    std::sort(scratch->begin(), scratch->end());
+    std::sort(sorted_then.begin(), sorted_then.end());
+    return *scratch == sorted_then;
+  }
+
+  // Records that the page of head counter `counter` holds a non-durable write about to be
+  // acknowledged (nondurable_through).
+  void NoteNonDurable(uint64_t counter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (counter > nondurable_through.load(std::memory_order_relaxed)) {
+      nondurable_through.store(counter, std::memory_order_release);
+    }
   }
 
   uint32_t id = 0;

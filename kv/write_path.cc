@@ -1,6 +1,5 @@
 // The write path: Write (validation, resolving each key's current record, appending under the
-// shard locks, waiting for durability), and the RecordMover compaction uses. Appending to a
-// head is head_append.h.
+// shard locks, waiting for durability). Appending to a head is HeadAppender (head_append.h).
 //
 // A write goes through three steps:
 //  1. Resolve (no lock held while reading): find where each key's current record is. In hash
@@ -67,7 +66,7 @@ absl::Status MakeIndexRoom(const std::vector<PreparedOp>& prepared) {
     Shard& shard = *prepared[begin].shard;
     uint64_t inserts = 0;
     for (end = begin; end < prepared.size() && prepared[end].shard == &shard; ++end) {
-      if (AddsIndexEntry(prepared[end].current, prepared[end].op->is_delete)) ++inserts;
+      if (prepared[end].current.AddsIndexEntry(prepared[end].op->is_delete)) ++inserts;
     }
     shard.mu.AssertHeld();
     if (inserts > 0) NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(inserts));
@@ -143,7 +142,9 @@ bool StillAsResolved(const std::vector<PreparedOp>& prepared) {
   std::vector<uint64_t> scratch;
   for (const PreparedOp& p : prepared) {
     p.shard->mu.AssertHeld();
-    if (!SameCandidates(*p.shard, p.hash, p.op->key, p.current, &scratch)) return false;
+    if (!p.shard->StillHasCandidates(p.hash, p.op->key, p.current.candidates, &scratch)) {
+      return false;
+    }
   }
   return true;
 }
@@ -155,6 +156,7 @@ bool StillAsResolved(const std::vector<PreparedOp>& prepared) {
 uint64_t AppendPrepared(Engine::Impl& engine, Shard& head_shard,
                         const std::vector<PreparedOp>& prepared)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(head_shard.mu) {
+  const HeadAppender& appender = *engine.appender_;
   const bool single = prepared.size() == 1;
   const uint64_t first_sequence = engine.next_sequence_.fetch_add(prepared.size());
   uint64_t last_counter = 0;
@@ -167,13 +169,13 @@ uint64_t AppendPrepared(Engine::Impl& engine, Shard& head_shard,
     }
     const std::string_view value = p.op->is_delete ? std::string_view() : p.op->value;
     const uint32_t bytes = RecordBytes(p.op->key.size(), value.size());
-    if (!FitsOpenPage(engine, head_shard.head, bytes, p.op->key, p.hash)) {
-      const absl::Status opened = OpenNewPage(engine, head_shard, SegmentUse::kCompaction);
+    if (!appender.FitsOpenPage(head_shard.head, bytes, p.op->key, p.hash)) {
+      const absl::Status opened = appender.OpenNewPage(head_shard, SegmentUse::kCompaction);
       NVKV_CHECK(opened.ok());
       // Recovery drops a batch's tail whose first pages were lost (segment_scan.h).
       if (!single && i > 0) head_shard.head.open->builder.MarkContinuesBatch();
     }
-    const uint64_t page = AppendToOpenPage(engine, head_shard, header, p.op->key, value, p.hash);
+    const uint64_t page = appender.AppendToOpenPage(head_shard, header, p.op->key, value, p.hash);
     PageSlot* open = head_shard.head.open;
     last_counter = open->head_counter;
     p.shard->mu.AssertHeld();
@@ -182,7 +184,7 @@ uint64_t AppendPrepared(Engine::Impl& engine, Shard& head_shard,
       // Readers of this key look in its own shard's map for pages still in memory.
       open->foreign.push_back(p.shard);
     }
-    ApplyToIndex(engine, *p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes);
+    appender.ApplyToIndex(*p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes);
     engine.user_bytes_.fetch_add(p.op->key.size() + value.size());
     (p.op->is_delete ? engine.deletes_ : engine.puts_).fetch_add(1);
   }
@@ -190,166 +192,170 @@ uint64_t AppendPrepared(Engine::Impl& engine, Shard& head_shard,
   return last_counter;
 }
 
+// A write's ops as its attempts need them.
+struct WritePlan {
+  std::vector<PreparedOp> prepared;  // in shard order; the first shard's head takes the records
+  bool single = false;               // one record: no batch marker, no reservation
+  std::vector<PlannedRecord> planned;  // a batch's records, to reserve their pages at once
+  uint32_t total_bytes = 0;
+  SegmentUse use = SegmentUse::kUserPut;
+  Shard& head_shard() const { return *prepared.front().shard; }
+  bool single_large(const Geometry& geometry) const {
+    const WriteOp& op = *prepared.front().op;
+    return single && !op.is_delete && IsLargeRecord(geometry, op.key.size(), op.value.size());
+  }
+};
+
+WritePlan PlanWrite(Engine::Impl& engine, std::span<const WriteOp> ops) {
+  WritePlan plan;
+  plan.prepared = PrepareOps(engine, ops);
+  plan.single = plan.prepared.size() == 1;
+  bool all_deletes = true;
+  for (const PreparedOp& p : plan.prepared) {
+    const uint32_t bytes =
+        RecordBytes(p.op->key.size(), p.op->is_delete ? 0 : p.op->value.size());
+    if (!plan.single) plan.planned.push_back({p.op->key, p.hash, bytes});
+    plan.total_bytes += bytes;
+    all_deletes = all_deletes && p.op->is_delete;
+  }
+  plan.use = all_deletes ? SegmentUse::kUserDelete : SegmentUse::kUserPut;
+  return plan;
+}
+
+// How one attempt to append a resolved write went.
+struct AppendAttempt {
+  enum class Outcome {
+    kAppended,  // last_counter is the head counter of the last page it wrote to
+    kRaced,     // the index changed since the resolve: resolve again
+    kNoRoom,    // `status` says why; compaction may free room (kResourceExhausted)
+    kFailed,    // `status` says why; final
+  };
+  Outcome outcome = Outcome::kAppended;
+  absl::Status status;
+  uint64_t last_counter = 0;
+};
+
+// Appends a single large record, written by the calling thread through `queue`.
+AppendAttempt AppendLargeWrite(Engine::Impl& engine, const WritePlan& plan,
+                               storage::Device& queue, bool durable) {
+  const PreparedOp& p = plan.prepared.front();
+  AppendAttempt attempt;
+  bool lost_race = false;
+  attempt.status = engine.appender_->AppendLarge(
+      plan.head_shard(), queue, MakeHeader(*p.op, 0), p.op->key, p.op->value, p.hash, p.current,
+      plan.use, durable, &lost_race, &attempt.last_counter);
+  if (!attempt.status.ok()) {
+    attempt.outcome = AppendAttempt::Outcome::kNoRoom;
+  } else if (lost_race) {
+    attempt.outcome = AppendAttempt::Outcome::kRaced;
+  } else {
+    engine.puts_.fetch_add(1);
+    engine.user_bytes_.fetch_add(p.op->key.size() + p.op->value.size());
+  }
+  return attempt;
+}
+
+// Appends records that fit pages: makes room on the head shard first (may wait, holding only
+// its lock), then locks the other shards in ascending order, re-checks what the resolve saw,
+// and appends.
+AppendAttempt AppendPageWrite(Engine::Impl& engine, const WritePlan& plan, bool durable) {
+  const HeadAppender& appender = *engine.appender_;
+  Shard& head_shard = plan.head_shard();
+  AppendAttempt attempt;
+  head_shard.mu.Lock();
+  const PreparedOp& first = plan.prepared.front();
+  attempt.status =
+      plan.single ? appender.EnsureOpenRoom(head_shard, plan.total_bytes, first.op->key,
+                                            first.hash, plan.use)
+                  : appender.ReserveForBatch(head_shard, plan.planned, plan.use);
+  if (!attempt.status.ok()) {
+    head_shard.mu.Unlock();
+    attempt.outcome = AppendAttempt::Outcome::kNoRoom;
+    return attempt;
+  }
+  const std::vector<Shard*> others = LockOtherShards(plan.prepared, head_shard);
+  if (!StillAsResolved(plan.prepared)) {
+    UnlockShards(head_shard, others);
+    attempt.outcome = AppendAttempt::Outcome::kRaced;
+    return attempt;
+  }
+  attempt.status = MakeIndexRoom(plan.prepared);
+  if (!attempt.status.ok()) {
+    UnlockShards(head_shard, others);
+    attempt.outcome = AppendAttempt::Outcome::kFailed;
+    return attempt;
+  }
+  attempt.last_counter = AppendPrepared(engine, head_shard, plan.prepared);
+  bool sealed_foreign = false;
+  if (head_shard.head.open != nullptr && !head_shard.head.open->foreign.empty()) {
+    // Other shards' readers read this page under their own locks: it must not change anymore
+    // (pages the batch filled before were sealed when it moved on).
+    appender.SealOpenPage(head_shard);
+    sealed_foreign = true;
+  }
+  if (!durable) {
+    // Make sure the writer knows there is an open page to age out.
+    head_shard.wants_writer.store(true, std::memory_order_release);
+    head_shard.NoteNonDurable(attempt.last_counter);
+  }
+  UnlockShards(head_shard, others);
+  if (sealed_foreign) engine.writer_->Wake();
+  return attempt;
+}
+
 }  // namespace
 
 absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
-  absl::Status open = CheckOpen();
-  if (!open.ok()) return open;
+  NVKV_RETURN_IF_ERROR(CheckOpen());
   if (error_.failed()) return error_.status();
   absl::Status valid = ValidateOps(*this, ops);
   if (!valid.ok() || ops.empty()) return valid;
-
-  std::vector<PreparedOp> prepared = PrepareOps(*this, ops);
-  Shard& head_shard = *prepared.front().shard;  // the lowest shard's head takes the records
-  const bool single = prepared.size() == 1;
-  // A batch reserves room for all its records at once (ReserveForBatch); a single record needs
-  // only its size.
-  std::vector<PlannedRecord> planned;
-  uint32_t total_bytes = 0;
-  for (const PreparedOp& p : prepared) {
-    const uint32_t bytes =
-        RecordBytes(p.op->key.size(), p.op->is_delete ? 0 : p.op->value.size());
-    if (!single) planned.push_back({p.op->key, p.hash, bytes});
-    total_bytes += bytes;
-  }
-  const bool all_deletes = std::all_of(prepared.begin(), prepared.end(),
-                                       [](const PreparedOp& p) { return p.op->is_delete; });
-  const SegmentUse use = all_deletes ? SegmentUse::kUserDelete : SegmentUse::kUserPut;
-
-  // Store full: gives compaction a chance to free a segment, once per attempt. True when it did
-  // (the caller tries again); false when the caller should return `status`: at once when
-  // nothing cleans in the background, or when nothing is worth cleaning (WaitForFree).
-  auto compaction_freed_room = [this, use](const absl::Status& status, int attempt) {
-    if (!absl::IsResourceExhausted(status) || attempt + 1 >= kMaxResolveRetries) return false;
-    if (!options_.background_compaction) return false;
-    compactor_->Wake();
-    return segments_->WaitForFree(use, absl::Seconds(2));
-  };
+  WritePlan plan = PlanWrite(*this, ops);
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
     // 1. Resolve every key's current record without holding locks.
-    for (PreparedOp& p : prepared) {
-      absl::StatusOr<CurrentRecord> current = ResolveCurrent(p.op->key, p.hash);
-      if (!current.ok()) return current.status();
-      p.current = std::move(*current);
+    for (PreparedOp& p : plan.prepared) {
+      NVKV_ASSIGN_OR_RETURN(p.current, ResolveCurrent(p.op->key, p.hash));
     }
     // A delete of a key that is not there writes nothing. But the key may be absent only
     // because of a write that is not durable yet (another thread's delete, or a batch on any
     // head): a durable delete returns once everything its answer rests on is durable.
-    if (single && prepared[0].op->is_delete && !prepared[0].current.found) {
+    if (plan.single && plan.prepared[0].op->is_delete && !plan.prepared[0].current.found) {
       return durable ? Flush() : absl::OkStatus();
     }
-    uint64_t last_counter = 0;
-    const WriteOp& first = *prepared.front().op;
-    if (single && !first.is_delete &&
-        IsLargeRecord(geometry_, first.key.size(), first.value.size())) {
-      absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
-      if (!queue.ok()) return queue.status();
-      bool lost_race = false;
-      absl::Status status = AppendLarge(*this, head_shard, *(*queue)->device, MakeHeader(first, 0),
-                                        first.key, first.value, prepared[0].hash,
-                                        prepared[0].current, use, durable, &lost_race,
-                                        &last_counter);
-      if (compaction_freed_room(status, attempt)) continue;
-      if (!status.ok()) return status;
-      if (lost_race) continue;
-      puts_.fetch_add(1);
-      user_bytes_.fetch_add(first.key.size() + first.value.size());
+    // 2. Append (3 steps inside).
+    AppendAttempt appended;
+    if (plan.single_large(geometry_)) {
+      NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, ThisThreadQueue());
+      appended = AppendLargeWrite(*this, plan, *queue->device, durable);
     } else {
-      // 2. Make room on the head shard first (may wait, holding only its lock), then lock the
-      //    other shards in ascending order and re-check what step 1 saw.
-      head_shard.mu.Lock();
-      absl::Status room =
-          single ? EnsureOpenRoom(*this, head_shard, total_bytes, first.key,
-                                  prepared.front().hash, use)
-                 : ReserveForBatch(*this, head_shard, planned, use);
-      if (!room.ok()) {
-        head_shard.mu.Unlock();
-        if (compaction_freed_room(room, attempt)) continue;
-        return room;
-      }
-      const std::vector<Shard*> others = LockOtherShards(prepared, head_shard);
-      if (!StillAsResolved(prepared)) {
-        UnlockShards(head_shard, others);
-        continue;
-      }
-      if (absl::Status index_room = MakeIndexRoom(prepared); !index_room.ok()) {
-        UnlockShards(head_shard, others);
-        return index_room;
-      }
-      // 3. Append.
-      last_counter = AppendPrepared(*this, head_shard, prepared);
-      bool sealed_foreign = false;
-      if (head_shard.head.open != nullptr && !head_shard.head.open->foreign.empty()) {
-        // Other shards' readers read this page under their own locks: it must not change
-        // anymore (pages the batch filled before were sealed when it moved on).
-        SealOpenPage(*this, head_shard);
-        sealed_foreign = true;
-      }
-      if (!durable) {
-        // Make sure the writer knows there is an open page to age out.
-        head_shard.wants_writer.store(true, std::memory_order_release);
-        NoteNonDurable(head_shard, last_counter);
-      }
-      UnlockShards(head_shard, others);
-      if (sealed_foreign) writer_->Wake();
+      appended = AppendPageWrite(*this, plan, durable);
     }
-    // 4. Wait (durable writes).
+    switch (appended.outcome) {
+      case AppendAttempt::Outcome::kAppended:
+        break;
+      case AppendAttempt::Outcome::kRaced:
+        continue;
+      case AppendAttempt::Outcome::kNoRoom:
+        // Store full: compaction may free a segment (once per attempt).
+        if (CompactionFreedRoom(appended.status, plan.use, attempt)) continue;
+        return appended.status;
+      case AppendAttempt::Outcome::kFailed:
+        return appended.status;
+    }
+    // 3. Wait (durable writes).
     if (!durable) return absl::OkStatus();
-    NVKV_RETURN_IF_ERROR(writer_->WaitDurable(head_shard, last_counter));
+    NVKV_RETURN_IF_ERROR(writer_->WaitDurable(plan.head_shard(), appended.last_counter));
     return writer_->WaitEarlierNonDurable();
   }
   return absl::AbortedError("write kept racing with concurrent writers of the same keys");
 }
 
-absl::StatusOr<bool> Engine::Impl::Relocate(const ScannedRecord& record, const KeyHash& hash,
-                                            storage::Device& queue) {
-  Shard& shard = ShardFor(hash);
-  const RecordHeader& header = record.header;
-  const std::string_view key = record.key;
-  const std::string_view value = record.value;
-  const bool is_delete = header.type == static_cast<uint8_t>(RecordType::kDelete);
-  CurrentRecord current;
-  current.found = !is_delete;
-  current.record_bytes = RecordBytes(key.size(), header.value_bytes);
-  current.location = IndexedAt(record.page_number, current.record_bytes);
-  if (!is_delete && IsLargeRecord(geometry_, key.size(), header.value_bytes)) {
-    // AppendLarge checks under the lock that the index still points here.
-    bool lost_race = false;
-    uint64_t last_counter = 0;
-    absl::Status status = AppendLarge(*this, shard, queue, header, key, value, hash, current,
-                                      SegmentUse::kCompaction, /*fua=*/false, &lost_race,
-                                      &last_counter);
-    if (!status.ok()) return status;
-    return !lost_race;
-  }
-  absl::MutexLock lock(&shard.mu);
-  if (!is_delete && !shard.IndexPointsAt(hash, key, current.location)) {
-    return false;  // overwritten or deleted since compaction looked
-  }
-  const uint32_t bytes = RecordBytes(key.size(), value.size());
-  absl::Status room = EnsureOpenRoom(*this, shard, bytes, key, hash, SegmentUse::kCompaction);
-  if (!room.ok()) return room;
-  // EnsureOpenRoom may have waited: check again that the key did not move meanwhile.
-  if (!is_delete && !shard.IndexPointsAt(hash, key, current.location)) return false;
-  RecordHeader h = header;
-  h.flags &= static_cast<uint8_t>(~kRecordInBatch);  // a lone copy is no longer part of a batch
-  h.batch_remaining = 0;
-  const uint64_t page = AppendToOpenPage(*this, shard, h, key, value, hash);
-  if (!is_delete) ApplyToIndex(*this, shard, key, hash, current, false, page, bytes);
-  return true;
-}
-
-void Engine::Impl::SealHeads() {
-  for (auto& shard : shards_) {
-    absl::MutexLock shard_lock(&shard->mu);
-    LogHead& head = shard->head;
-    SealOpenPage(*this, *shard);
-    if (head.has_segment) {
-      segments_->Seal(head.segment, LastWrite{shard->id, head.next_counter - 1});
-      head.has_segment = false;
-    }
-  }
-  writer_->Wake();
+bool Engine::Impl::CompactionFreedRoom(const absl::Status& status, SegmentUse use,
+                                       int attempt) {
+  if (!absl::IsResourceExhausted(status) || attempt + 1 >= kMaxResolveRetries) return false;
+  if (!options_.background_compaction) return false;
+  compactor_->Wake();
+  return segments_->WaitForFree(use, absl::Seconds(2));
 }
 
 }  // namespace nvkv::kv
