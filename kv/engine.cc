@@ -238,6 +238,11 @@ absl::Status Engine::Impl::StartCompactor() {
   return absl::OkStatus();
 }
 
+absl::Status Engine::Impl::CompactAll() {
+  if (error_.failed()) return error_.status();
+  return compactor_->CompactAll();
+}
+
 absl::Status Engine::Impl::Close() {
   if (closed_.exchange(true)) return absl::OkStatus();
   // Compaction stops first: until it has, it may copy records and wait for the copies to be
@@ -267,11 +272,11 @@ EngineStats Engine::Impl::Stats() {
     s.index_bytes += index.memory_bytes;
   }
   s.index_bytes_per_key = s.live_keys ? static_cast<double>(s.index_bytes) / s.live_keys : 0;
-  s.puts = puts_.load();
-  s.deletes = deletes_.load();
-  s.gets = gets_.load();
-  s.batches = batches_.load();
-  s.user_bytes_written = user_bytes_.load();
+  s.puts = counters_.puts.load();
+  s.deletes = counters_.deletes.load();
+  s.gets = counters_.gets.load();
+  s.batches = counters_.batches.load();
+  s.user_bytes_written = counters_.user_bytes.load();
   s.device_bytes_written = write_counters_.device_bytes.load();
   s.compaction_bytes_written = compactor_ != nullptr ? compactor_->copied_bytes() : 0;
   s.write_amplification = s.user_bytes_written
@@ -281,7 +286,7 @@ EngineStats Engine::Impl::Stats() {
   s.page_reads = lookup_ != nullptr ? lookup_->page_reads() : 0;
   s.flushes = write_counters_.flushes.load();
   s.fua_writes = write_counters_.fua_writes.load();
-  s.verify_reads = verify_reads_.load();
+  s.verify_reads = counters_.verify_reads.load();
   s.segments_total = segments_->count();
   s.segments_free = segments_->free_count();
   s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
@@ -386,8 +391,7 @@ absl::Status Engine::Flush() {
 absl::Status Engine::CompactAll() {
   absl::Status open = impl_->CheckOpen();
   if (!open.ok()) return open;
-  if (impl_->error_.failed()) return impl_->error_.status();
-  return impl_->compactor_->CompactAll();
+  return impl_->CompactAll();
 }
 absl::Status Engine::Scan(std::string_view start, std::string_view end, size_t limit,
                           std::vector<std::pair<std::string, std::string>>* out) {
@@ -395,7 +399,15 @@ absl::Status Engine::Scan(std::string_view start, std::string_view end, size_t l
 }
 EngineStats Engine::Stats() { return impl_->Stats(); }
 absl::Status Engine::Close() { return impl_->Close(); }
-uint32_t Engine::max_value_bytes() const { return impl_->geometry_.max_value_bytes(); }
+absl::StatusOr<CheckReport> Engine::Check(const ProgressCallback& progress) {
+  return impl_->Check(progress);
+}
+absl::Status Engine::ForEachLive(
+    const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
+    const ProgressCallback& progress) {
+  return impl_->ForEachLive(visit, progress);
+}
+uint32_t Engine::max_value_bytes() const { return impl_->geometry().max_value_bytes(); }
 uint64_t Engine::max_batch_bytes() const { return impl_->max_batch_bytes(); }
 
 }  // namespace nvkv::kv

@@ -47,6 +47,13 @@ class ReadQueue;
 enum class ReadPurpose : uint8_t;  // read_queue.h
 class ReadQueueSet;
 
+// What the engine's users asked of it, for Stats.
+struct OperationCounters {
+  std::atomic<uint64_t> puts{0}, deletes{0}, gets{0}, batches{0};
+  std::atomic<uint64_t> user_bytes{0};    // key and value bytes written
+  std::atomic<uint64_t> verify_reads{0};  // hash-mode writes that read a page to find their key
+};
+
 class Engine::Impl final {
  public:
   Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device);
@@ -54,40 +61,22 @@ class Engine::Impl final {
 
   // --- store_open.cc and engine.cc ---
   absl::Status OpenStore(const std::string& path);
-  // The steps of OpenStore. What the start of the device holds: each superblock copy decoded
-  // (kNotFound when absent), a newer format's refusal, and whether it was never written.
-  struct SuperblockProbe {
-    absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
-    absl::Status newer_format;
-    bool empty = false;
-  };
-  absl::StatusOr<SuperblockProbe> ProbeSuperblocks();
-  // Rewrites copy `which` from the good one (left for the next Open without a page buffer).
-  absl::Status RepairSuperblock(const Superblock& good, uint32_t which);
-  // Formats a device holding no store, if the options and what it holds allow.
-  absl::StatusOr<Superblock> FormatStore(const std::string& path, const SuperblockProbe& probe);
-  // Takes the store's geometry, when it fits this device.
-  absl::Status AdoptGeometry(const std::string& path, const Superblock& superblock);
   // Shards, recovery (unless just formatted), the writer's and compaction's queues and threads.
   absl::Status StartEngine(bool formatted_now);
-  // The steps of StartEngine: recovery of a store that holds data (recovery_), the log writer
-  // with its queue and the heads' page buffers (and the HeadAppender over them), the compactor
-  // with its queue.
-  absl::Status Recover();
-  absl::Status StartWriter();
-  absl::Status StartCompactor();
   absl::Status Close();
   EngineStats Stats();
   absl::Status CheckOpen() const;
+  absl::Status CompactAll();
+
+  // --- inspect.cc ---
+  absl::StatusOr<CheckReport> Check(const ProgressCallback& progress);
+  absl::Status ForEachLive(
+      const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
+      const ProgressCallback& progress);
 
   // --- write_path.cc ---
   absl::Status Write(std::span<const WriteOp> ops, bool durable);
   absl::Status Flush() { return writer_->WaitAllDurable(); }
-  // A write found the store full (`status`): gives compaction a chance to free a segment. True
-  // when it did (the caller tries again); false when the caller should return `status`: at
-  // once when nothing cleans in the background, or when nothing is worth cleaning
-  // (SegmentTable::WaitForFree), or on the last attempt.
-  bool CompactionFreedRoom(const absl::Status& status, SegmentUse use, int attempt);
 
   // --- read_path.cc ---
   absl::Status GetAsync(std::string_view key, GetCallback callback);
@@ -129,6 +118,42 @@ class Engine::Impl final {
   // queue_notes_, which Stats shows with the device's notes.
   absl::StatusOr<std::unique_ptr<storage::Device>> OpenQueue(
       const storage::QueueOptions& options);
+  const Geometry& geometry() const { return geometry_; }
+  uint64_t store_seed() const { return store_seed_; }
+  uint32_t blocks_per_page() const { return blocks_per_page_; }
+  bool ordered() const { return ordered_; }
+  const std::vector<std::unique_ptr<Shard>>& shards() const { return shards_; }
+  // Writes that changed the index so far (Check compares them before and after).
+  uint64_t index_writes() const {
+    return counters_.puts.load() + counters_.deletes.load() + counters_.batches.load();
+  }
+
+ private:
+  // The steps of OpenStore. What the start of the device holds: each superblock copy decoded
+  // (kNotFound when absent), a newer format's refusal, and whether it was never written.
+  struct SuperblockProbe {
+    absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
+    absl::Status newer_format;
+    bool empty = false;
+  };
+  absl::StatusOr<SuperblockProbe> ProbeSuperblocks();
+  // Rewrites copy `which` from the good one (left for the next Open without a page buffer).
+  absl::Status RepairSuperblock(const Superblock& good, uint32_t which);
+  // Formats a device holding no store, if the options and what it holds allow.
+  absl::StatusOr<Superblock> FormatStore(const std::string& path, const SuperblockProbe& probe);
+  // Takes the store's geometry, when it fits this device.
+  absl::Status AdoptGeometry(const std::string& path, const Superblock& superblock);
+  // The steps of StartEngine: recovery of a store that holds data (recovery_), the log writer
+  // with its queue and the heads' page buffers (and the HeadAppender over them), the compactor
+  // with its queue.
+  absl::Status Recover();
+  absl::Status StartWriter();
+  absl::Status StartCompactor();
+  // A write found the store full (`status`): gives compaction a chance to free a segment. True
+  // when it did (the caller tries again); false when the caller should return `status`: at
+  // once when nothing cleans in the background, or when nothing is worth cleaning
+  // (SegmentTable::WaitForFree), or on the last attempt.
+  bool CompactionFreedRoom(const absl::Status& status, SegmentUse use, int attempt);
 
   const EngineOptions options_;
   const bool ordered_;
@@ -164,9 +189,7 @@ class Engine::Impl final {
 
   std::atomic<bool> closed_{false};
 
-  // Counters.
-  std::atomic<uint64_t> puts_{0}, deletes_{0}, gets_{0}, batches_{0};
-  std::atomic<uint64_t> user_bytes_{0}, verify_reads_{0};
+  OperationCounters counters_;
   // What recovery found at Open (written by Open only); dropped_batch_records tells page reads
   // which records on the device belong to no applied batch.
   RecoveryReport recovery_;

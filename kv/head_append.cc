@@ -308,7 +308,7 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
     if (head.next_page + count > g.pages_per_segment) {
       NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use));
     }
-    if (use != SegmentUse::kCompaction) h.sequence = next_sequence_.fetch_add(1);
+    if (use != SegmentUse::kCompaction) h.sequence = TakeSequences(1);
     first_page = g.FirstPageOf(head.segment) + head.next_page;
     first_in_segment = head.next_page;
     generation = head.generation;

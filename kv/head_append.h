@@ -76,6 +76,9 @@ class HeadAppender final : public RecordMover {
   Shard& ShardFor(const KeyHash& hash) const {
     return *shards_[ShardIndexFor(hash, shards_.size())];
   }
+  // Takes `count` consecutive sequence numbers for records about to be appended; returns the
+  // first.
+  uint64_t TakeSequences(uint64_t count) const { return next_sequence_.fetch_add(count); }
 
   // Finishes the open page, if any, and queues it for the writer.
   void SealOpenPage(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);

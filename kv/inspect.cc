@@ -1,5 +1,5 @@
-// Reading the whole store back: Engine::Check (every page, record and index entry) and
-// Engine::ForEachLive (every live key and value, for dumps).
+// Reading the whole store back: Engine::Impl::Check (every page, record and index entry) and
+// Engine::Impl::ForEachLive (every live key and value, for dumps).
 //
 // Both read one segment at a time, whole, on a device queue opened for the call (the calling
 // thread is its only issuer), and decode it with ScanSegment, as recovery and compaction do.
@@ -39,7 +39,7 @@ constexpr size_t kShownKeyBytes = 64;
 class SegmentReader {
  public:
   static absl::StatusOr<std::unique_ptr<SegmentReader>> Open(Engine::Impl& engine) {
-    const Geometry& g = engine.geometry_;
+    const Geometry& g = engine.geometry();
     // Chunks are kMaxRegisteredBytes rounded down to whole pages (buffer_pool.cc).
     const uint32_t pages_per_chunk = storage::kMaxRegisteredBytes / g.page_bytes;
     const uint32_t chunk_count = (g.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
@@ -51,7 +51,7 @@ class SegmentReader {
     NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue, engine.OpenQueue(options));
     auto reader = std::unique_ptr<SegmentReader>(new SegmentReader(engine, std::move(queue)));
     NVKV_ASSIGN_OR_RETURN(reader->segment_,
-                          SegmentBuffer::Make(*reader->queue_, g, engine.blocks_per_page_));
+                          SegmentBuffer::Make(*reader->queue_, g, engine.blocks_per_page()));
     reader->page_buffer_ = reader->queue_->buffers().GetPage();
     NVKV_CHECK(reader->page_buffer_.valid());
     return reader;
@@ -66,7 +66,7 @@ class SegmentReader {
   // it can be read (the device fails, not a block) or the queue broke.
   absl::Status Read(uint64_t segment) {
     NVKV_ASSIGN_OR_RETURN(const uint32_t failed, segment_->Read(segment));
-    return failed == engine_.geometry_.pages_per_segment ? segment_->status() : absl::OkStatus();
+    return failed == engine_.geometry().pages_per_segment ? segment_->status() : absl::OkStatus();
   }
 
   // Page i of the segment last read, or null when the device could not read it.
@@ -75,7 +75,7 @@ class SegmentReader {
   // Reads one page of the store; the bytes stay valid until the next ReadPage.
   absl::StatusOr<const uint8_t*> ReadPage(uint64_t page_number) {
     absl::Status status = storage::ReadBlocks(*queue_, engine_.LbaOf(page_number),
-                                              engine_.blocks_per_page_, page_buffer_);
+                                              engine_.blocks_per_page(), page_buffer_);
     if (!status.ok()) return status;
     return page_buffer_.data;
   }
@@ -94,7 +94,7 @@ class SegmentReader {
 
 void CollectRecords(const Engine::Impl& engine, const SegmentReader& reader, uint64_t segment,
                     SegmentRecords* out) {
-  CollectNewestRecords(engine.geometry_, engine.store_seed_, segment,
+  CollectNewestRecords(engine.geometry(), engine.store_seed(), segment,
                        [&reader](uint32_t i) { return reader.page(i); }, out);
 }
 
@@ -115,7 +115,7 @@ bool IsLive(Engine::Impl& engine, const ScannedRecord& record) {
 // ----- Describing places and keys -----
 
 std::string Where(const Engine::Impl& engine, uint64_t page_number) {
-  const Geometry& g = engine.geometry_;
+  const Geometry& g = engine.geometry();
   if (page_number < kSuperblockPages) {
     return absl::StrFormat("superblock copy %d (page %d, LBA 0x%x)", page_number, page_number,
                            engine.LbaOf(page_number));
@@ -143,13 +143,11 @@ std::string ShowKey(std::string_view key) {
 // ----- Check -----
 
 // Writes that change the index; Check compares them before and after.
-uint64_t WriteCount(const Engine::Impl& engine) {
-  return engine.puts_.load() + engine.deletes_.load() + engine.batches_.load();
-}
+uint64_t WriteCount(const Engine::Impl& engine) { return engine.index_writes(); }
 
 uint64_t IndexEntries(Engine::Impl& engine) {
   uint64_t entries = 0;
-  for (auto& shard : engine.shards_) {
+  for (auto& shard : engine.shards()) {
     absl::MutexLock lock(&shard->mu);
     entries += shard->index->stats().entries;
   }
@@ -159,7 +157,7 @@ uint64_t IndexEntries(Engine::Impl& engine) {
 class Checker {
  public:
   Checker(Engine::Impl& engine, SegmentReader& reader, CheckReport* report)
-      : engine_(engine), g_(engine.geometry_), reader_(reader), report_(*report) {}
+      : engine_(engine), g_(engine.geometry()), reader_(reader), report_(*report) {}
 
   void Problem(std::string line) {
     ++problem_count_;
@@ -208,7 +206,7 @@ void Checker::CheckSuperblocks() {
       if (geometry.page_bytes != g_.page_bytes ||
           geometry.pages_per_segment != g_.pages_per_segment ||
           geometry.segment_count != g_.segment_count ||
-          StoreSeed(superblock->store_id) != engine_.store_seed_ || superblock->copy != copy) {
+          StoreSeed(superblock->store_id) != engine_.store_seed() || superblock->copy != copy) {
         fault = "describes another store, or another copy, than this one";
       }
     }
@@ -260,7 +258,7 @@ void Checker::ClassifyPages(uint64_t segment, const SegmentScanResult& scan) {
       continue;
     }
     absl::StatusOr<PageHeader> h =
-        VerifyPage(reader_.page(i), g_, engine_.store_seed_, first_page + i);
+        VerifyPage(reader_.page(i), g_, engine_.store_seed(), first_page + i);
     if (h.ok()) {
       ++report_.pages_stale;
     } else if (absl::IsNotFound(h.status())) {
@@ -288,7 +286,7 @@ void Checker::CheckLiveRecords(const SegmentRecords& segment_records) {
       const ScannedRecord& record = *live[i];
       const absl::StatusOr<std::string>& value = values[i - begin];
       ++report_.live_keys_checked;
-      if (engine_.ordered_) matched_keys_.insert(HashKey(record.key));
+      if (engine_.ordered()) matched_keys_.insert(HashKey(record.key));
       if (value.ok() && *value == record.value) continue;
       // A write may have replaced the key since its segment was read: only a key whose index
       // entry still points at this record has a problem.
@@ -325,7 +323,7 @@ void Checker::CheckSegment(uint64_t segment) {
 // tag), so the counts are equal exactly when every entry resolves.
 void Checker::CheckIndexCoverage(uint64_t entries) {
   if (entries == live_found_) return;
-  if (!engine_.ordered_) {
+  if (!engine_.ordered()) {
     Problem(absl::StrCat("the index holds ", entries, " entries but the log holds ", live_found_,
                          " live records: ", entries > live_found_ ? entries - live_found_ : 0,
                          " index entries point at pages without their record (the hash index "
@@ -333,7 +331,7 @@ void Checker::CheckIndexCoverage(uint64_t entries) {
                          "which)"));
     return;
   }
-  for (auto& shard : engine_.shards_) {
+  for (auto& shard : engine_.shards()) {
     std::string cursor;
     bool exclusive = false;
     for (;;) {
@@ -355,7 +353,7 @@ void Checker::CheckIndexCoverage(uint64_t entries) {
         absl::StatusOr<PageHeader> header = absl::UnknownError("");
         if (!page.ok()) {
           why = absl::StrCat("read failed: ", page.status().message());
-        } else if (header = VerifyPage(*page, g_, engine_.store_seed_, page_number);
+        } else if (header = VerifyPage(*page, g_, engine_.store_seed(), page_number);
                    !header.ok()) {
           why = PageFault(header.status());
         } else if (header->type != static_cast<uint8_t>(PageType::kData) ||
@@ -375,8 +373,8 @@ void Checker::CheckIndexCoverage(uint64_t entries) {
 
 }  // namespace
 
-absl::StatusOr<CheckReport> Engine::Check(const ProgressCallback& progress) {
-  Impl& engine = *impl_;
+absl::StatusOr<CheckReport> Engine::Impl::Check(const ProgressCallback& progress) {
+  Impl& engine = *this;
   absl::Status open = engine.CheckOpen();
   if (!open.ok()) return open;
   CheckReport report;
@@ -394,7 +392,7 @@ absl::StatusOr<CheckReport> Engine::Check(const ProgressCallback& progress) {
   Checker checker(engine, **reader, &report);
   const uint64_t writes_before = WriteCount(engine);
   checker.CheckSuperblocks();
-  const uint64_t segment_count = engine.geometry_.segment_count;
+  const uint64_t segment_count = engine.geometry().segment_count;
   for (uint64_t segment = 0; segment < segment_count; ++segment) {
     checker.CheckSegment(segment);
     if (progress) progress(segment + 1, segment_count);
@@ -410,10 +408,10 @@ absl::StatusOr<CheckReport> Engine::Check(const ProgressCallback& progress) {
   return report;
 }
 
-absl::Status Engine::ForEachLive(
+absl::Status Engine::Impl::ForEachLive(
     const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
     const ProgressCallback& progress) {
-  Impl& engine = *impl_;
+  Impl& engine = *this;
   absl::Status open = engine.CheckOpen();
   if (!open.ok()) return open;
   // Pages still in memory are not on the device yet.
@@ -423,7 +421,7 @@ absl::Status Engine::ForEachLive(
   Compactor::Pause no_cleaning(*engine.compactor_);
   absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(engine);
   if (!reader.ok()) return reader.status();
-  const uint64_t segment_count = engine.geometry_.segment_count;
+  const uint64_t segment_count = engine.geometry().segment_count;
   SegmentRecords records;
   for (uint64_t segment = 0; segment < segment_count; ++segment) {
     absl::Status read = (*reader)->Read(segment);

@@ -33,7 +33,7 @@ absl::Status Engine::Impl::StartRead(std::string_view key, GetCallback callback,
   }
   ReadOp* op = (*queue)->free_ops.back();
   (*queue)->free_ops.pop_back();
-  gets_.fetch_add(1, std::memory_order_relaxed);
+  counters_.gets.fetch_add(1, std::memory_order_relaxed);
   op->key.assign(key);
   op->hash = HashKey(key);
   op->restarts = 0;
@@ -189,7 +189,7 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
   (*queue)->device->buffers().PutPage(op.page);
   if (op.chunk.valid()) (*queue)->device->buffers().PutChunk(op.chunk);
   if (!op.key_check_status.ok()) return op.key_check_status;
-  verify_reads_.fetch_add(1, std::memory_order_relaxed);
+  counters_.verify_reads.fetch_add(1, std::memory_order_relaxed);
   return current;
 }
 

@@ -85,7 +85,8 @@ RecordHeader MakeHeader(const WriteOp& op, uint64_t sequence) {
 
 // --- Validation ---
 
-absl::Status ValidateOps(const Engine::Impl& engine, std::span<const WriteOp> ops) {
+absl::Status ValidateOps(const Geometry& geometry, uint64_t max_batch_bytes,
+                         std::span<const WriteOp> ops) {
   if (ops.empty()) return absl::OkStatus();
   uint64_t total = 0;
   for (const WriteOp& op : ops) {
@@ -94,23 +95,23 @@ absl::Status ValidateOps(const Engine::Impl& engine, std::span<const WriteOp> op
       return absl::InvalidArgumentError(
           absl::StrCat("key of ", op.key.size(), " bytes; the limit is ", kMaxKeyBytes));
     }
-    if (!op.is_delete && op.value.size() > engine.geometry_.max_value_bytes()) {
+    if (!op.is_delete && op.value.size() > geometry.max_value_bytes()) {
       return absl::InvalidArgumentError(absl::StrCat("value of ", op.value.size(),
                                                      " bytes; the limit is ",
-                                                     engine.geometry_.max_value_bytes()));
+                                                     geometry.max_value_bytes()));
     }
     if (ops.size() > 1 && !op.is_delete &&
-        IsLargeRecord(engine.geometry_, op.key.size(), op.value.size())) {
+        IsLargeRecord(geometry, op.key.size(), op.value.size())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "a value of ", op.value.size(), " bytes does not fit one page (",
-          engine.geometry_.payload_bytes(), " bytes with its key); large values cannot be part "
+          geometry.payload_bytes(), " bytes with its key); large values cannot be part "
           "of a batch"));
     }
     total += RecordBytes(op.key.size(), op.is_delete ? 0 : op.value.size());
   }
-  if (ops.size() > 1 && total > engine.max_batch_bytes()) {
+  if (ops.size() > 1 && total > max_batch_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("batch of ", total, " bytes; the limit is ",
-                                                   engine.max_batch_bytes()));
+                                                   max_batch_bytes));
   }
   return absl::OkStatus();
 }
@@ -118,7 +119,7 @@ absl::Status ValidateOps(const Engine::Impl& engine, std::span<const WriteOp> op
 // --- Write ---
 
 // The ops of a write that decide it, the last of each key, in shard order (the lock order).
-std::vector<PreparedOp> PrepareOps(Engine::Impl& engine, std::span<const WriteOp> ops) {
+std::vector<PreparedOp> PrepareOps(const HeadAppender& appender, std::span<const WriteOp> ops) {
   std::vector<PreparedOp> prepared;
   prepared.reserve(ops.size());
   absl::flat_hash_map<std::string_view, size_t> last;
@@ -128,7 +129,7 @@ std::vector<PreparedOp> PrepareOps(Engine::Impl& engine, std::span<const WriteOp
     PreparedOp p;
     p.op = &ops[i];
     p.hash = HashKey(ops[i].key);
-    p.shard = &engine.ShardFor(p.hash);
+    p.shard = &appender.ShardFor(p.hash);
     prepared.push_back(std::move(p));
   }
   std::sort(prepared.begin(), prepared.end(),
@@ -153,12 +154,11 @@ bool StillAsResolved(const std::vector<PreparedOp>& prepared) {
 // `head_shard`'s head, and points each key's index at its record. Room and page buffers were
 // reserved, so nothing here waits. Returns the head counter of the last page written to.
 // REQUIRES: every shard of `prepared` locked.
-uint64_t AppendPrepared(Engine::Impl& engine, Shard& head_shard,
-                        const std::vector<PreparedOp>& prepared)
+uint64_t AppendPrepared(const HeadAppender& appender, OperationCounters& counters,
+                        Shard& head_shard, const std::vector<PreparedOp>& prepared)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(head_shard.mu) {
-  const HeadAppender& appender = *engine.appender_;
   const bool single = prepared.size() == 1;
-  const uint64_t first_sequence = engine.next_sequence_.fetch_add(prepared.size());
+  const uint64_t first_sequence = appender.TakeSequences(prepared.size());
   uint64_t last_counter = 0;
   for (size_t i = 0; i < prepared.size(); ++i) {
     const PreparedOp& p = prepared[i];
@@ -185,10 +185,10 @@ uint64_t AppendPrepared(Engine::Impl& engine, Shard& head_shard,
       open->foreign.push_back(p.shard);
     }
     appender.ApplyToIndex(*p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes);
-    engine.user_bytes_.fetch_add(p.op->key.size() + value.size());
-    (p.op->is_delete ? engine.deletes_ : engine.puts_).fetch_add(1);
+    counters.user_bytes.fetch_add(p.op->key.size() + value.size());
+    (p.op->is_delete ? counters.deletes : counters.puts).fetch_add(1);
   }
-  if (!single) engine.batches_.fetch_add(1);
+  if (!single) counters.batches.fetch_add(1);
   return last_counter;
 }
 
@@ -206,9 +206,9 @@ struct WritePlan {
   }
 };
 
-WritePlan PlanWrite(Engine::Impl& engine, std::span<const WriteOp> ops) {
+WritePlan PlanWrite(const HeadAppender& appender, std::span<const WriteOp> ops) {
   WritePlan plan;
-  plan.prepared = PrepareOps(engine, ops);
+  plan.prepared = PrepareOps(appender, ops);
   plan.single = plan.prepared.size() == 1;
   bool all_deletes = true;
   for (const PreparedOp& p : plan.prepared) {
@@ -236,12 +236,12 @@ struct AppendAttempt {
 };
 
 // Appends a single large record, written by the calling thread through `queue`.
-AppendAttempt AppendLargeWrite(Engine::Impl& engine, const WritePlan& plan,
-                               storage::Device& queue, bool durable) {
+AppendAttempt AppendLargeWrite(const HeadAppender& appender, OperationCounters& counters,
+                               const WritePlan& plan, storage::Device& queue, bool durable) {
   const PreparedOp& p = plan.prepared.front();
   AppendAttempt attempt;
   bool lost_race = false;
-  attempt.status = engine.appender_->AppendLarge(
+  attempt.status = appender.AppendLarge(
       plan.head_shard(), queue, MakeHeader(*p.op, 0), p.op->key, p.op->value, p.hash, p.current,
       plan.use, durable, &lost_race, &attempt.last_counter);
   if (!attempt.status.ok()) {
@@ -249,8 +249,8 @@ AppendAttempt AppendLargeWrite(Engine::Impl& engine, const WritePlan& plan,
   } else if (lost_race) {
     attempt.outcome = AppendAttempt::Outcome::kRaced;
   } else {
-    engine.puts_.fetch_add(1);
-    engine.user_bytes_.fetch_add(p.op->key.size() + p.op->value.size());
+    counters.puts.fetch_add(1);
+    counters.user_bytes.fetch_add(p.op->key.size() + p.op->value.size());
   }
   return attempt;
 }
@@ -258,8 +258,8 @@ AppendAttempt AppendLargeWrite(Engine::Impl& engine, const WritePlan& plan,
 // Appends records that fit pages: makes room on the head shard first (may wait, holding only
 // its lock), then locks the other shards in ascending order, re-checks what the resolve saw,
 // and appends.
-AppendAttempt AppendPageWrite(Engine::Impl& engine, const WritePlan& plan, bool durable) {
-  const HeadAppender& appender = *engine.appender_;
+AppendAttempt AppendPageWrite(const HeadAppender& appender, LogWriter& writer,
+                              OperationCounters& counters, const WritePlan& plan, bool durable) {
   Shard& head_shard = plan.head_shard();
   AppendAttempt attempt;
   head_shard.mu.Lock();
@@ -285,7 +285,7 @@ AppendAttempt AppendPageWrite(Engine::Impl& engine, const WritePlan& plan, bool 
     attempt.outcome = AppendAttempt::Outcome::kFailed;
     return attempt;
   }
-  attempt.last_counter = AppendPrepared(engine, head_shard, plan.prepared);
+  attempt.last_counter = AppendPrepared(appender, counters, head_shard, plan.prepared);
   bool sealed_foreign = false;
   if (head_shard.head.open != nullptr && !head_shard.head.open->foreign.empty()) {
     // Other shards' readers read this page under their own locks: it must not change anymore
@@ -299,7 +299,7 @@ AppendAttempt AppendPageWrite(Engine::Impl& engine, const WritePlan& plan, bool 
     head_shard.NoteNonDurable(attempt.last_counter);
   }
   UnlockShards(head_shard, others);
-  if (sealed_foreign) engine.writer_->Wake();
+  if (sealed_foreign) writer.Wake();
   return attempt;
 }
 
@@ -308,9 +308,9 @@ AppendAttempt AppendPageWrite(Engine::Impl& engine, const WritePlan& plan, bool 
 absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   NVKV_RETURN_IF_ERROR(CheckOpen());
   if (error_.failed()) return error_.status();
-  absl::Status valid = ValidateOps(*this, ops);
+  absl::Status valid = ValidateOps(geometry_, max_batch_bytes(), ops);
   if (!valid.ok() || ops.empty()) return valid;
-  WritePlan plan = PlanWrite(*this, ops);
+  WritePlan plan = PlanWrite(*appender_, ops);
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
     // 1. Resolve every key's current record without holding locks.
     for (PreparedOp& p : plan.prepared) {
@@ -326,9 +326,9 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
     AppendAttempt appended;
     if (plan.single_large(geometry_)) {
       NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, ThisThreadQueue());
-      appended = AppendLargeWrite(*this, plan, *queue->device, durable);
+      appended = AppendLargeWrite(*appender_, counters_, plan, *queue->device, durable);
     } else {
-      appended = AppendPageWrite(*this, plan, durable);
+      appended = AppendPageWrite(*appender_, *writer_, counters_, plan, durable);
     }
     switch (appended.outcome) {
       case AppendAttempt::Outcome::kAppended:
