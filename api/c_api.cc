@@ -226,6 +226,7 @@ void nvkv_options_set_page_buffers_per_shard(nvkv_options_t* o, uint32_t v) {
 void nvkv_options_set_read_queue_depth(nvkv_options_t* o, uint32_t v) {
   o->options.read_queue_depth = v;
 }
+void nvkv_options_set_cache_bytes(nvkv_options_t* o, uint64_t v) { o->options.cache_bytes = v; }
 void nvkv_options_set_lock_wait_ms(nvkv_options_t* o, uint32_t v) { o->options.lock_wait_ms = v; }
 void nvkv_options_set_backend(nvkv_options_t* o, int v) {
   o->options.backend = EnumFromC<nvkv::Backend>(v);

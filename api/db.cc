@@ -63,6 +63,7 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   engine.background_compaction = options.background_compaction;
   engine.compaction_policy = options.compaction_policy;
   engine.read_queue_depth = options.read_queue_depth;
+  engine.cache_bytes = options.cache_bytes;
 
   storage::DeviceOptions& device = engine.device;
   device.backend = ToEngine(options.backend);
@@ -99,6 +100,7 @@ static_assert(kOptions.page_buffers_per_shard == kEngine.page_buffers_per_shard)
 static_assert(kOptions.background_compaction == kEngine.background_compaction);
 static_assert(kOptions.compaction_policy == kEngine.compaction_policy);
 static_assert(kOptions.read_queue_depth == kEngine.read_queue_depth);
+static_assert(kOptions.cache_bytes == kEngine.cache_bytes);
 static_assert(kOptions.backend == Backend::kAuto &&
               kEngine.device.backend == storage::Backend::kAuto);
 static_assert(kOptions.allow_sync_fallback == kEngine.device.allow_sync_fallback);

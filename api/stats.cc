@@ -109,6 +109,10 @@ std::string Stats::ToString() const {
   absl::StrAppendFormat(&out, "device operations: %u page writes, %u page reads, %u flushes, "
                               "%u FUA writes, %u verify reads\n",
                         pages_written, page_reads, flushes, fua_writes, verify_reads);
+  absl::StrAppendFormat(&out, "cache: %u hits, %u misses, %u evictions; %u keys in %u of %u "
+                              "bytes\n",
+                        cache_hits, cache_misses, cache_evictions, cache_entries, cache_bytes,
+                        cache_capacity_bytes);
   absl::StrAppendFormat(&out, "space: %u of %u bytes live, %u usable; segments %u total, "
                               "%u free, %u cleaned\n",
                         live_bytes, capacity_bytes, usable_bytes, segments_total, segments_free,
@@ -142,6 +146,12 @@ std::string Stats::ToJson() const {
   json.Add("flushes", flushes);
   json.Add("fua_writes", fua_writes);
   json.Add("verify_reads", verify_reads);
+  json.Add("cache_hits", cache_hits);
+  json.Add("cache_misses", cache_misses);
+  json.Add("cache_evictions", cache_evictions);
+  json.Add("cache_bytes", cache_bytes);
+  json.Add("cache_entries", cache_entries);
+  json.Add("cache_capacity_bytes", cache_capacity_bytes);
   json.Add("capacity_bytes", capacity_bytes);
   json.Add("usable_bytes", usable_bytes);
   json.Add("live_bytes", live_bytes);

@@ -140,6 +140,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
     shard->id = i;
     absl::MutexLock lock(&shard->mu);
     shard->index = ordered_ ? NewOrderedIndex() : NewHashIndex();
+    shard->cache = std::make_unique<RecordCache>(options_.cache_bytes / options_.shard_count);
     shards_.push_back(std::move(shard));
   }
   if (formatted_now) {
@@ -270,6 +271,13 @@ EngineStats Engine::Impl::Stats() {
     const IndexStats index = shard->index->stats();
     s.live_keys += index.entries;
     s.index_bytes += index.memory_bytes;
+    const RecordCache::Counters cache = shard->cache->counters();
+    s.cache_hits += cache.hits;
+    s.cache_misses += cache.misses;
+    s.cache_evictions += cache.evictions;
+    s.cache_bytes += cache.bytes;
+    s.cache_entries += cache.entries;
+    s.cache_capacity_bytes += shard->cache->capacity_bytes();
   }
   s.index_bytes_per_key = s.live_keys ? static_cast<double>(s.index_bytes) / s.live_keys : 0;
   s.puts = counters_.puts.load();

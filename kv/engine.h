@@ -71,6 +71,7 @@ struct EngineOptions {
   bool background_compaction = true;
   CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;
   uint32_t read_queue_depth = 64;   // reads in flight per reading thread
+  uint64_t cache_bytes = uint64_t{32} << 20;  // the record cache, over all shards (0: off)
 };
 
 // One Put or Delete of a Write call. Views must stay valid for the call.

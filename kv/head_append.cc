@@ -247,16 +247,24 @@ uint64_t HeadAppender::AppendToOpenPage(Shard& shard, const RecordHeader& header
 
 void HeadAppender::ApplyToIndex(Shard& shard, std::string_view key, const KeyHash& hash,
                                 const CurrentRecord& current, bool is_delete, uint64_t new_page,
-                                uint32_t record_bytes) const {
+                                uint32_t record_bytes, std::string_view value,
+                                Change change) const {
   if (current.found) {
     segments_.AddLive(geometry_.SegmentOf(current.location.page),
                       -static_cast<int64_t>(current.record_bytes));
   }
   if (is_delete) {
     if (current.found) shard.index->Erase(hash.lo, key, current.location.index_value());
+    shard.cache->Erase(key);
     return;
   }
-  const uint64_t location = IndexedAt(new_page, record_bytes).index_value();
+  const Location new_location = IndexedAt(new_page, record_bytes);
+  if (change == Change::kRelocation) {
+    shard.cache->Move(key, current.location, new_location);
+  } else {
+    shard.cache->Put(key, hash.lo, value, new_location);
+  }
+  const uint64_t location = new_location.index_value();
   bool placed = false;
   if (current.found) {
     placed = shard.index->Replace(hash.lo, key, current.location.index_value(), location);
@@ -321,7 +329,8 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
     for (uint32_t i = 0; i < count; ++i) {
       shard.unwritten.insert_or_assign(first_page + i, UnwrittenPage::LargeRunInFlight());
     }
-    ApplyToIndex(shard, key, hash, current, /*is_delete=*/false, first_page, record_bytes);
+    ApplyToIndex(shard, key, hash, current, /*is_delete=*/false, first_page, record_bytes, value,
+                 use == SegmentUse::kCompaction ? Change::kRelocation : Change::kUserWrite);
     writer_.Wake();  // the sealed page before the run
   }
   const bool device_fua = fua && options_.volatile_write_cache;
@@ -371,7 +380,9 @@ absl::StatusOr<bool> HeadAppender::Relocate(const ScannedRecord& record, const K
   h.flags &= static_cast<uint8_t>(~kRecordInBatch);  // a lone copy is no longer part of a batch
   h.batch_remaining = 0;
   const uint64_t page = AppendToOpenPage(shard, h, key, value, hash);
-  if (!is_delete) ApplyToIndex(shard, key, hash, current, false, page, bytes);
+  if (!is_delete) {
+    ApplyToIndex(shard, key, hash, current, false, page, bytes, value, Change::kRelocation);
+  }
   return true;
 }
 

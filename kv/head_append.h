@@ -108,12 +108,18 @@ class HeadAppender final : public RecordMover {
                             std::string_view value, const KeyHash& hash) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
-  // Applies a record's effect on `shard`'s index and on live bytes. `current` is where the
-  // key's record was; `new_page` where the new one is (ignored for deletes). The index has room
-  // for an added entry (Index::MakeRoomFor, CurrentRecord::AddsIndexEntry).
+  // Who appended a record: a user's write (its value becomes the cached one) or compaction's
+  // copy of a record (a cached value stays as it is; only its place changes).
+  enum class Change : uint8_t { kUserWrite, kRelocation };
+
+  // Applies a record's effect on `shard`'s index, its record cache and live bytes: the one place
+  // the index changes after recovery. `current` is where the key's record was; `new_page` where
+  // the new one is and `value` its value (both ignored for deletes). The index has room for an
+  // added entry (Index::MakeRoomFor, CurrentRecord::AddsIndexEntry).
   void ApplyToIndex(Shard& shard, std::string_view key, const KeyHash& hash,
                     const CurrentRecord& current, bool is_delete, uint64_t new_page,
-                    uint32_t record_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+                    uint32_t record_bytes, std::string_view value, Change change) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   // Appends one large record (a Put whose record exceeds a page) for the key in `shard`,
   // written with `queue`; takes and releases shard.mu itself. A user write (not kCompaction)

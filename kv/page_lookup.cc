@@ -97,6 +97,12 @@ void PageLookup::Start(ReadOp* op) const {
   std::vector<uint64_t> device_candidates;
   {
     absl::MutexLock lock(&shard.mu);
+    if (op->purpose != ReadPurpose::kKeyCheck) {
+      if (const RecordCache::Entry* cached = shard.cache->Find(op->key)) {
+        FinishOp(op, cached->value);
+        return;
+      }
+    }
     for (;;) {
       shard.index->Find(op->hash.lo, op->key, &op->candidates);
       bool pending_large = false;
@@ -195,9 +201,23 @@ bool PageLookup::IndexStillHas(const ReadOp* op, uint64_t page_number) const {
 // True when the index still gives the key the candidates the lookup saw, and those read from
 // the device are still there: then what the reads found is the answer. Otherwise a candidate
 // may have moved (compaction) or been replaced since, and a miss is no proof of absence.
+void PageLookup::FillCache(const ReadOp* op, uint64_t page_number,
+                           std::string_view value) const {
+  Shard& shard = ShardFor(op->hash);
+  absl::MutexLock lock(&shard.mu);
+  if (!IndexUnchangedLocked(shard, op)) return;  // a write or compaction came in between
+  shard.cache->Put(op->key, op->hash.lo, value,
+                   Location::Indexed(page_number, RecordBytes(op->key.size(), value.size()),
+                                     /*index_keeps_size=*/options_.ordered));
+}
+
 bool PageLookup::IndexUnchanged(const ReadOp* op) const {
   Shard& shard = ShardFor(op->hash);
   absl::MutexLock lock(&shard.mu);
+  return IndexUnchangedLocked(shard, op);
+}
+
+bool PageLookup::IndexUnchangedLocked(Shard& shard, const ReadOp* op) const {
   std::vector<uint64_t> now;
   shard.index->Find(op->hash.lo, op->key, &now);
   std::sort(now.begin(), now.end());
@@ -284,6 +304,7 @@ void PageLookup::PageRead(ReadOp* op) const {
     return;
   }
   if ((record->header.flags & kRecordLarge) == 0) {
+    FillCache(op, page_number, record->value);
     FinishOp(op, std::string(record->value));
     return;
   }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -50,6 +51,11 @@ class PageLookup {
   void Restart(ReadOp* op, const absl::Status& why) const;
   bool IndexStillHas(const ReadOp* op, uint64_t page_number) const;
   bool IndexUnchanged(const ReadOp* op) const;
+  bool IndexUnchangedLocked(Shard& shard, const ReadOp* op) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // A read found `value` on `page_number`: it becomes the key's cached value while the index
+  // still gives the key what the read started from (else a newer write may be cached already).
+  void FillCache(const ReadOp* op, uint64_t page_number, std::string_view value) const;
   void FinishMiss(ReadOp* op) const;
   // Completions of a candidate's page read and of a large value's continuation pages.
   static void OnPageRead(storage::IoRequest* request);

@@ -158,10 +158,25 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
     return current;
   }
   {
-    // Fast path: no candidate at all means a new key, and no read is needed.
+    // Fast paths: no candidate at all means a new key, and a cached key's entry says where its
+    // current record is (record_cache.h); neither needs a read.
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, key, &current.candidates);
     if (current.candidates.empty()) return current;
+    if (const RecordCache::Entry* cached = shard.cache->Find(key)) {
+      // The entry's place is one of the key's index entries (record_cache.h); one that is not
+      // would make the write replace another key's entry, so it is never trusted blindly.
+      const bool indexed = std::find(current.candidates.begin(), current.candidates.end(),
+                                     cached->location.index_value()) != current.candidates.end();
+      NVKV_DCHECK(indexed);
+      if (indexed) {
+        current.found = true;
+        current.location = cached->location;
+        current.record_bytes = RecordBytes(key.size(), cached->value.size());
+        return current;
+      }
+      shard.cache->Erase(key);
+    }
   }
   absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
   if (!queue.ok()) return queue.status();

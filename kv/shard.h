@@ -20,6 +20,7 @@
 #include "kv/key_hash.h"
 #include "kv/location.h"
 #include "kv/page_format.h"
+#include "kv/record_cache.h"
 #include "storage/base/check.h"
 #include "storage/device.h"
 
@@ -131,6 +132,9 @@ class Shard {
   uint32_t id = 0;
   absl::Mutex mu;
   std::unique_ptr<Index> index ABSL_GUARDED_BY(mu);
+  // The values of the shard's recently used keys; every entry says what the index and the log
+  // say (record_cache.h).
+  std::unique_ptr<RecordCache> cache ABSL_GUARDED_BY(mu) ABSL_PT_GUARDED_BY(mu);
   LogHead head ABSL_GUARDED_BY(mu);
   // Pages the device may not hold yet: in memory (the open page, sealed and in-flight pages,
   // and another shard's sealed pages holding records of this shard's keys, PageSlot::foreign),

@@ -184,7 +184,8 @@ uint64_t AppendPrepared(const HeadAppender& appender, OperationCounters& counter
       // Readers of this key look in its own shard's map for pages still in memory.
       open->foreign.push_back(p.shard);
     }
-    appender.ApplyToIndex(*p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes);
+    appender.ApplyToIndex(*p.shard, p.op->key, p.hash, p.current, p.op->is_delete, page, bytes,
+                          value, HeadAppender::Change::kUserWrite);
     counters.user_bytes.fetch_add(p.op->key.size() + value.size());
     (p.op->is_delete ? counters.deletes : counters.puts).fetch_add(1);
   }

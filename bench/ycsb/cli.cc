@@ -37,7 +37,8 @@ const char kUsage[] =
     "nvkv.load.durable (false; the load ends with a Flush), nvkv.capacity (3x the data,\n"
     "min 256m), "
 "nvkv.index=auto|hash|ordered, nvkv.shards, nvkv.backend=auto|direct|sync|nvme,\n"
-    "nvkv.max_write_delay_us, nvkv.single_issuer, nvkv.seed.\n"
+    "nvkv.max_write_delay_us, nvkv.single_issuer, nvkv.cache (record cache bytes, default\n"
+    "32m; 0 off), nvkv.seed.\n"
     "Exit status: 0 ok, 1 failed, 2 bad usage, 3 some operations failed.\n";
 
 struct NvkvSettings {
@@ -95,6 +96,7 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   // GetAsync refuses reads beyond read_queue_depth; scans and hash-mode writes use the same
   // per-thread queue, so keep the engine's default as a floor.
   o.read_queue_depth = std::max<uint32_t>(s.queue_depth, o.read_queue_depth);
+  NVKV_ASSIGN(o.cache_bytes, p.GetBytes("nvkv.cache", o.cache_bytes));
   NVKV_ASSIGN(value, p.GetUint("nvkv.shards", o.shard_count));
   o.shard_count = static_cast<uint32_t>(value);
   NVKV_ASSIGN(o.single_issuer, p.GetBool("nvkv.single_issuer", o.single_issuer));

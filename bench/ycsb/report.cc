@@ -61,11 +61,12 @@ std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
   absl::StrAppendFormat(
       &out,
       "store: page_reads=%d (%.2f per get) pages_written=%d verify_reads=%d flushes=%d "
-      "fua_writes=%d user_MB=%.1f device_MB=%.1f compaction_MB=%.1f user_MB/s=%.1f\n",
+      "fua_writes=%d user_MB=%.1f device_MB=%.1f compaction_MB=%.1f user_MB/s=%.1f "
+      "cache_hits=%d cache_misses=%d\n",
       s.page_reads, s.gets == 0 ? 0.0 : static_cast<double>(s.page_reads) / s.gets,
       s.pages_written, s.verify_reads, s.flushes, s.fua_writes, s.user_bytes_written / 1e6,
       s.device_bytes_written / 1e6, s.compaction_bytes_written / 1e6,
-      PerSecond(s.user_bytes_written, phase.elapsed_s) / 1e6);
+      PerSecond(s.user_bytes_written, phase.elapsed_s) / 1e6, s.cache_hits, s.cache_misses);
   const DiskDelta& d = phase.disk;
   if (d.valid) {
     absl::StrAppendFormat(
@@ -130,7 +131,9 @@ std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
       .Add("fua_writes", s.fua_writes)
       .Add("user_bytes_written", s.user_bytes_written)
       .Add("device_bytes_written", s.device_bytes_written)
-      .Add("compaction_bytes_written", s.compaction_bytes_written);
+      .Add("compaction_bytes_written", s.compaction_bytes_written)
+      .Add("cache_hits", s.cache_hits)
+      .Add("cache_misses", s.cache_misses);
   json.AddRaw("store", store.Finish());
   const DiskDelta& d = phase.disk;
   if (d.valid) {

@@ -321,6 +321,8 @@ StoreDelta Delta(const Stats& before, const Stats& after) {
   d.user_bytes_written = after.user_bytes_written - before.user_bytes_written;
   d.device_bytes_written = after.device_bytes_written - before.device_bytes_written;
   d.compaction_bytes_written = after.compaction_bytes_written - before.compaction_bytes_written;
+  d.cache_hits = after.cache_hits - before.cache_hits;
+  d.cache_misses = after.cache_misses - before.cache_misses;
   return d;
 }
 

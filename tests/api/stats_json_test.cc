@@ -31,6 +31,12 @@ Stats SampleStats() {
   s.flushes = 1;
   s.fua_writes = 0;
   s.verify_reads = 0;
+  s.cache_hits = 7;
+  s.cache_misses = 3;
+  s.cache_evictions = 1;
+  s.cache_bytes = 2048;
+  s.cache_entries = 2;
+  s.cache_capacity_bytes = 1048576;
   s.capacity_bytes = 33554432;
   s.usable_bytes = 30000000;
   s.live_bytes = 40;
@@ -76,7 +82,9 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"deletes\":1,\"gets\":2,\"batches\":1,\"user_bytes_written\":18,"
       "\"device_bytes_written\":8192,\"compaction_bytes_written\":0,"
       "\"write_amplification\":455.111,\"pages_written\":2,\"page_reads\":1,\"flushes\":1,"
-      "\"fua_writes\":0,\"verify_reads\":0,\"capacity_bytes\":33554432,"
+      "\"fua_writes\":0,\"verify_reads\":0,\"cache_hits\":7,\"cache_misses\":3,"
+      "\"cache_evictions\":1,\"cache_bytes\":2048,\"cache_entries\":2,"
+      "\"cache_capacity_bytes\":1048576,\"capacity_bytes\":33554432,"
       "\"usable_bytes\":30000000,\"live_bytes\":40,\"segments_total\":64,\"segments_free\":62,"
       "\"segments_cleaned\":0,\"segments_retained\":0,\"compaction_damaged_pages\":0,"
       "\"unreadable_pages\":0,\"recovery_pages_scanned\":5,\"recovery_records\":4,"

@@ -47,6 +47,8 @@ PhaseResult SamplePhase() {
   phase.store.user_bytes_written = 110000;
   phase.store.device_bytes_written = 163840;
   phase.store.compaction_bytes_written = 4096;
+  phase.store.cache_hits = 150;
+  phase.store.cache_misses = 50;
   phase.disk.valid = true;
   phase.disk.name = "vda";
   phase.disk.reads = 210;
@@ -76,7 +78,8 @@ TEST(YcsbReportTest, JsonLineHasEveryFieldInOrder) {
       "\"p99_99_us\": 500.00, \"max_us\": 500.00}}, "
       "\"store\": {\"gets\": 200, \"puts\": 100, \"page_reads\": 210, \"pages_written\": 40, "
       "\"verify_reads\": 1, \"flushes\": 7, \"fua_writes\": 2, \"user_bytes_written\": 110000, "
-      "\"device_bytes_written\": 163840, \"compaction_bytes_written\": 4096}, "
+      "\"device_bytes_written\": 163840, \"compaction_bytes_written\": 4096, "
+      "\"cache_hits\": 150, \"cache_misses\": 50}, "
       "\"disk\": {\"name\": \"vda\", \"reads\": 210, \"writes\": 41, \"read_bytes\": 860160, "
       "\"write_bytes\": 167936, \"avg_queue_depth\": 1.250}, "
       "\"first_error\": \"update user1: Unavailable: busy\"}\n");
@@ -93,7 +96,8 @@ TEST(YcsbReportTest, JsonLineWithoutOperationsOrDisk) {
             "\"cpu_user_s\": 0.000, \"cpu_sys_s\": 0.000, \"ops\": {}, "
             "\"store\": {\"gets\": 0, \"puts\": 0, \"page_reads\": 0, \"pages_written\": 0, "
             "\"verify_reads\": 0, \"flushes\": 0, \"fua_writes\": 0, \"user_bytes_written\": 0, "
-            "\"device_bytes_written\": 0, \"compaction_bytes_written\": 0}, "
+            "\"device_bytes_written\": 0, \"compaction_bytes_written\": 0, "
+            "\"cache_hits\": 0, \"cache_misses\": 0}, "
             "\"first_error\": \"\"}\n");
 }
 

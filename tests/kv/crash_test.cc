@@ -9,7 +9,8 @@
 // single writes use. In one run of four the media also damages data pages while the workload
 // and background compaction run (the keys on them may then read back any value they held, or
 // kDataLoss; every other key is held to the same rule), and every other reopen uses the other
-// index mode. Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds with
+// index mode. A run's record cache is the default, a tiny one (constant eviction) or none, by
+// its seed (CacheBytesFor). Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds with
 // NVKV_CRASH_SEEDS=<n>.
 // The test also tallies what the cuts did (CutReport) and requires most of them to fall in the
 // middle of the workload and some to drop and tear unflushed writes: a crash test whose cuts all
@@ -51,8 +52,22 @@ MemDeviceOptions MemOptions() {
   return options;
 }
 
-EngineOptions StoreOptions(IndexMode mode) {
+// The record cache each run uses, by its seed: the default (hits for most reads), a tiny one
+// (constant eviction; larger values not cached at all) or none.
+uint64_t CacheBytesFor(uint64_t seed) {
+  switch (seed % 3) {
+    case 0:
+      return EngineOptions{}.cache_bytes;
+    case 1:
+      return 64 << 10;
+    default:
+      return 0;
+  }
+}
+
+EngineOptions StoreOptions(IndexMode mode, uint64_t seed) {
   EngineOptions options;
+  options.cache_bytes = CacheBytesFor(seed);
   options.segment_bytes = 64 << 10;  // 16 pages: heads change segment often
   options.shard_count = 2;
   options.page_buffers_per_shard = 16;
@@ -230,7 +245,7 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   auto fault = FaultDevice::Create(std::move(*mem), fault_options);
   ASSERT_THAT(fault, IsOk());
   FaultDevice* device = fault->get();
-  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run.mode));
+  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run.mode, run.seed));
   ASSERT_THAT(engine, IsOk());
   nvkv::SplitMix64 rng(LifeSeed(run, life));
   const size_t max_value_bytes = (*engine)->max_value_bytes();
@@ -371,7 +386,7 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
     mode = mode == IndexMode::kHash ? IndexMode::kOrdered : IndexMode::kHash;
     ++tally->reopened_in_other_mode;
   }
-  auto engine = Engine::OpenOnDevice(std::move(*mem), StoreOptions(mode));
+  auto engine = Engine::OpenOnDevice(std::move(*mem), StoreOptions(mode, run.seed));
   ASSERT_THAT(engine, IsOk()) << "open after the crash";
   std::vector<std::pair<std::string, std::string>> recovered;
   for (const auto& [key, values] : model.possible) {
@@ -434,7 +449,7 @@ void RunSeed(const CrashRun& run, CutTally* tally) {
   ASSERT_THAT(first, IsOk());
   std::shared_ptr<storage::MemStorage> storage = (*first)->storage();
   {  // Format without faults: the crash tests start from an existing store.
-    auto engine = Engine::OpenOnDevice(std::move(*first), StoreOptions(run.mode));
+    auto engine = Engine::OpenOnDevice(std::move(*first), StoreOptions(run.mode, run.seed));
     ASSERT_THAT(engine, IsOk());
   }
   Model model;

@@ -39,7 +39,21 @@ absl::Status Delete(Engine& engine, std::string_view key) {
   return engine.Write(std::span<const WriteOp>(&op, 1), true);
 }
 
-class EngineTest : public ::testing::TestWithParam<IndexMode> {
+// A mode of the engine tests: the index, and the record cache (the default, a tiny one that
+// evicts constantly and caches only small values, or none).
+struct EngineCase {
+  IndexMode mode;
+  uint64_t cache_bytes;
+  const char* name;
+};
+
+EngineOptions SmallStore(const EngineCase& engine_case) {
+  EngineOptions options = SmallStore(engine_case.mode);
+  options.cache_bytes = engine_case.cache_bytes;
+  return options;
+}
+
+class EngineTest : public ::testing::TestWithParam<EngineCase> {
  protected:
   std::unique_ptr<Engine> OpenStore() {
     auto engine = Engine::Open(dir_.File("store"), SmallStore(GetParam()));
@@ -441,11 +455,15 @@ TEST_P(EngineTest, ManyLargeValuesInFlightOnOneThread) {
   EXPECT_EQ(*engine->Get("large-during-reads"), std::string(30000, 'w'));
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, EngineTest,
-                         ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
-                         [](const auto& info) {
-                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Modes, EngineTest,
+    ::testing::Values(EngineCase{IndexMode::kHash, EngineOptions{}.cache_bytes, "Hash"},
+                      EngineCase{IndexMode::kOrdered, EngineOptions{}.cache_bytes, "Ordered"},
+                      EngineCase{IndexMode::kHash, 16 << 10, "HashTinyCache"},
+                      EngineCase{IndexMode::kOrdered, 16 << 10, "OrderedTinyCache"},
+                      EngineCase{IndexMode::kHash, 0, "HashNoCache"},
+                      EngineCase{IndexMode::kOrdered, 0, "OrderedNoCache"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace nvkv::kv

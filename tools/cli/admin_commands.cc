@@ -242,6 +242,10 @@ Outcome RunStats(const Context& context) {
                             "verify reads",
                             s.pages_written, s.page_reads, s.flushes, s.fua_writes,
                             s.verify_reads));
+  table.Row("cache", absl::StrFormat("%d hits, %d misses, %d evictions; %d keys in %s of %s",
+                                     s.cache_hits, s.cache_misses, s.cache_evictions,
+                                     s.cache_entries, FormatBytes(s.cache_bytes),
+                                     FormatBytes(s.cache_capacity_bytes)));
   return PrintAndClose(**db, absl::StrCat(table.Text(),
                                           "(operation counters count since this command "
                                           "opened the store)\n"));
@@ -366,6 +370,10 @@ Outcome RunInfo(const Context& context) {
                                       "to %d bytes",
                                       DB::kMaxKeyBytes, (*db)->max_value_bytes(),
                                       (*db)->max_batch_bytes()));
+  table.Row("cache", s.cache_capacity_bytes == 0
+                         ? std::string("off")
+                         : absl::StrFormat("%s for recently used values (S3-FIFO)",
+                                           FormatBytes(s.cache_capacity_bytes)));
   table.Row("ring", absl::StrFormat("depth %d, %d SQ entries; %s", d.ring.queue_depth,
                                     d.ring.sq_entries, RingFeatureNames(d.ring)));
   for (const std::string& note : d.notes) table.Row("note", note);

@@ -112,6 +112,8 @@ extern void nvkv_options_set_segment_bytes(nvkv_options_t* options, uint32_t val
 extern void nvkv_options_set_shard_count(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_page_buffers_per_shard(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_read_queue_depth(nvkv_options_t* options, uint32_t value);
+/* Options::cache_bytes: bytes for the record cache; 0 turns it off. */
+extern void nvkv_options_set_cache_bytes(nvkv_options_t* options, uint64_t value);
 /* NVKV_BACKEND_*; anything else makes nvkv_open fail. */
 extern void nvkv_options_set_backend(nvkv_options_t* options, int value);
 extern void nvkv_options_set_allow_sync_fallback(nvkv_options_t* options, uint8_t value);

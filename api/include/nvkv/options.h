@@ -139,6 +139,15 @@ struct Options {
   // Default: 64. Scope: per Open.
   uint32_t read_queue_depth = 64;
 
+  // Memory for the record cache: the values of recently read and written keys, so that a Get
+  // of a cached key reads no page and, in hash mode, a Put or Delete of one needs no page read
+  // to find its current record. Counts everything the cache holds (keys, values, its own
+  // bookkeeping); split evenly over the shards. Scan-resistant (S3-FIFO): a scan or a load
+  // passes through without evicting keys that are read again. A value larger than a tenth of a
+  // shard's share is not cached. 0 turns the cache off.
+  // Default: 32 MiB. Unit: bytes. Scope: per Open.
+  uint64_t cache_bytes = uint64_t{32} << 20;
+
   // -------------------------------------------------------------------------------------------
   // Performance: device and io_uring
 

@@ -80,6 +80,16 @@ struct Stats {
   uint64_t fua_writes = 0;
   uint64_t verify_reads = 0;  // reads a hash-mode overwrite needed to confirm which key it had
 
+  // The record cache (Options::cache_bytes). A hit is a Get, MultiGet or GetAsync answered
+  // from it, or a hash-mode write that found its key's current record there; a miss, a lookup
+  // that had to go to the index and the pages.
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  uint64_t cache_evictions = 0;
+  uint64_t cache_bytes = 0;     // held now, bookkeeping included
+  uint64_t cache_entries = 0;   // keys held now
+  uint64_t cache_capacity_bytes = 0;
+
   // Space.
   uint64_t capacity_bytes = 0;  // the log's segments, all of them
   // What puts may fill: capacity_bytes minus the segments kept free so that compaction (and

@@ -1,0 +1,124 @@
+// RecordCache: the values of recently used keys, with where their records are, held in memory
+// so that a Get of a hot key reads no page and a hash-mode overwrite of a cached key needs no
+// page read to find its current record.
+//
+// One RecordCache per shard, guarded by that shard's lock (Shard::mu): the index and the cache
+// change together under it, so a reader never sees one without the other. A cached entry always
+// says what the index and the log say: HeadAppender::ApplyToIndex, the one place the index
+// changes after recovery, updates it (a user's put writes its value through, a delete erases
+// it, compaction's copy moves its location); a read fills it only while the index still gives
+// the key the candidates the read started from.
+//
+// Policy: S3-FIFO (Yang et al., SOSP 2023). New keys enter a small FIFO (a tenth of the entries'
+// bytes); a key read again before it leaves the small FIFO moves to the main FIFO, the rest are
+// evicted and remembered by hash in a ghost FIFO; a key found in the ghost enters the main FIFO
+// directly. The main FIFO gives each entry as many more rounds as it was read since (at most
+// three). One pass over many keys (a scan, a load) thus goes through the small FIFO without
+// touching the main one.
+//
+// Memory: capacity_bytes bounds the entries (key and value bytes, the entry, its map slot) and
+// the ghost. A hit allocates nothing; an insert allocates its entry.
+//
+// Not thread-safe: the owning shard's lock guards every call.
+#ifndef NVKV_KV_RECORD_CACHE_H_
+#define NVKV_KV_RECORD_CACHE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "kv/location.h"
+
+namespace nvkv::kv {
+
+class RecordCache {
+ public:
+  // What a cached key holds: its current value and its record's place as the index keeps it.
+  struct Entry {
+    std::string key;
+    std::string value;
+    Location location;
+
+   private:
+    friend class RecordCache;
+    enum class Queue : uint8_t { kSmall, kMain };
+    uint64_t hash_lo = 0;  // remembered in the ghost when evicted from the small FIFO
+    Queue queue = Queue::kSmall;
+    uint8_t reads = 0;  // reads since it entered its queue or last went round, at most 3
+    Entry* newer = nullptr;
+    Entry* older = nullptr;
+  };
+
+  struct Counters {
+    uint64_t hits = 0, misses = 0, evictions = 0;
+    uint64_t bytes = 0;    // held now: entries and ghost
+    uint64_t entries = 0;  // keys held now
+  };
+
+  // Bytes an entry of these sizes is charged (key, value, the entry, its map slot).
+  static uint64_t ChargeFor(size_t key_bytes, size_t value_bytes);
+
+  // capacity_bytes 0: holds nothing.
+  explicit RecordCache(uint64_t capacity_bytes);
+  ~RecordCache();
+  RecordCache(const RecordCache&) = delete;
+  RecordCache& operator=(const RecordCache&) = delete;
+
+  // The entry of `key`, counted as a hit (and as a read for the policy), or null (a miss).
+  // Valid until the next non-const call.
+  const Entry* Find(std::string_view key);
+  // The entry of `key` without counting anything (a write finding its current record).
+  const Entry* Peek(std::string_view key) const;
+
+  // `key` now has `value` at `location`: replaces its entry, or adds one (`hash_lo`: the key's
+  // hash, for the ghost). A value too large to cache leaves no entry.
+  void Put(std::string_view key, uint64_t hash_lo, std::string_view value, Location location);
+  // `key`'s record moved from `from` to `to` (compaction): its entry, if it has one there,
+  // follows.
+  void Move(std::string_view key, Location from, Location to);
+  // `key` has no cached value any more (deleted, or written in a way not cached).
+  void Erase(std::string_view key);
+
+  Counters counters() const;
+  uint64_t capacity_bytes() const { return capacity_bytes_; }
+
+ private:
+  struct List {
+    Entry* newest = nullptr;
+    Entry* oldest = nullptr;
+    uint64_t bytes = 0;
+  };
+  static constexpr uint64_t kGhostEntryBytes = 24;  // a hash in the FIFO and in the set
+
+  List& ListOf(const Entry& entry) {
+    return entry.queue == Entry::Queue::kSmall ? small_ : main_;
+  }
+  void PushNewest(Entry* entry, Entry::Queue queue);
+  void Unlink(Entry* entry);
+  // Drops the entry (evicted or erased) and frees it.
+  void Remove(Entry* entry);
+  // Evicts until `incoming` more bytes fit.
+  void MakeRoom(uint64_t incoming);
+  // One step of eviction: from the small FIFO while it holds more than its share, else from the
+  // main FIFO.
+  void EvictOne();
+  void RememberGhost(uint64_t hash_lo);
+  uint64_t entry_bytes() const { return small_.bytes + main_.bytes; }
+
+  const uint64_t capacity_bytes_;
+  const uint64_t ghost_capacity_;       // ghost hashes kept
+  const uint64_t entries_capacity_;     // bytes for entries: capacity less the ghost's share
+  absl::flat_hash_map<std::string_view, Entry*> map_;  // keys are the entries' own
+  List small_, main_;
+  std::deque<uint64_t> ghost_fifo_;
+  absl::flat_hash_set<uint64_t> ghost_;
+  Counters counters_;  // hits, misses, evictions (bytes and entries are computed)
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_RECORD_CACHE_H_

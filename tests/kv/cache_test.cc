@@ -1,0 +1,291 @@
+// The engine's record cache (record_cache.h) through the engine: hits read no page, hash-mode
+// overwrites of cached keys read nothing, a hit is never stale (overwrites, deletes, batches,
+// compaction, reopen), the stats add up, and readers racing writers of the same hot keys never
+// see a value older than one they saw before.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kv/engine.h"
+#include "tests/testutil/status_matchers.h"
+#include "tests/testutil/temp_dir.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
+
+EngineOptions Store(IndexMode mode, uint64_t cache_bytes) {
+  EngineOptions options;
+  options.capacity_bytes = 64 << 20;
+  options.segment_bytes = 256 << 10;
+  options.shard_count = 2;
+  options.index_mode = mode;
+  options.cache_bytes = cache_bytes;
+  options.device.ring.queue_depth = 32;
+  return options;
+}
+
+absl::Status Put(Engine& engine, std::string_view key, std::string_view value) {
+  WriteOp op{false, key, value};
+  return engine.Write(std::span<const WriteOp>(&op, 1), /*durable=*/true);
+}
+
+absl::Status Delete(Engine& engine, std::string_view key) {
+  WriteOp op{true, key, {}};
+  return engine.Write(std::span<const WriteOp>(&op, 1), /*durable=*/true);
+}
+
+std::string Key(int i) { return absl::StrCat("key", i); }
+std::string Value(int i, int version) { return absl::StrCat("value-", i, "-v", version); }
+
+class CacheTest : public ::testing::TestWithParam<IndexMode> {
+ protected:
+  std::unique_ptr<Engine> Open(uint64_t cache_bytes) {
+    auto engine = Engine::Open(dir_.File("store"), Store(GetParam(), cache_bytes));
+    EXPECT_THAT(engine, IsOk());
+    return engine.ok() ? std::move(*engine) : nullptr;
+  }
+  nvkv::testing::TempDir dir_;
+};
+
+TEST_P(CacheTest, WrittenKeysAreReadFromTheCacheWithoutPageReads) {
+  auto engine = Open(EngineOptions{}.cache_bytes);
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 200; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, 0)), IsOk());
+  ASSERT_THAT(engine->Flush(), IsOk());
+  const EngineStats before = engine->Stats();
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(*engine->Get(Key(i)), Value(i, 0));
+  const EngineStats after = engine->Stats();
+  EXPECT_EQ(after.page_reads, before.page_reads);
+  EXPECT_EQ(after.cache_hits - before.cache_hits, 200u);
+  EXPECT_EQ(after.cache_entries, 200u);
+  EXPECT_GT(after.cache_bytes, 0u);
+  EXPECT_LE(after.cache_bytes, after.cache_capacity_bytes);
+}
+
+TEST_P(CacheTest, WithoutACacheEveryGetOfAWrittenPageReadsIt) {
+  auto engine = Open(0);
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 50; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, 0)), IsOk());
+  ASSERT_THAT(engine->Flush(), IsOk());
+  // Let the writer hand back every page buffer, so that no page is still in memory.
+  engine.reset();
+  engine = Open(0);
+  ASSERT_NE(engine, nullptr);
+  const EngineStats before = engine->Stats();
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(*engine->Get(Key(i)), Value(i, 0));
+  const EngineStats after = engine->Stats();
+  EXPECT_EQ(after.page_reads - before.page_reads, 50u);
+  EXPECT_EQ(after.cache_hits, 0u);
+  EXPECT_EQ(after.cache_capacity_bytes, 0u);
+}
+
+TEST_P(CacheTest, AReadAfterReopenFillsTheCache) {
+  {
+    auto engine = Open(EngineOptions{}.cache_bytes);
+    ASSERT_NE(engine, nullptr);
+    for (int i = 0; i < 20; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, 0)), IsOk());
+  }
+  auto engine = Open(EngineOptions{}.cache_bytes);
+  ASSERT_NE(engine, nullptr);
+  const uint64_t reads_at_open = engine->Stats().page_reads;
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(*engine->Get(Key(i)), Value(i, 0));
+  const uint64_t reads_first = engine->Stats().page_reads;
+  EXPECT_EQ(reads_first - reads_at_open, 20u);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(*engine->Get(Key(i)), Value(i, 0));
+  EXPECT_EQ(engine->Stats().page_reads, reads_first);
+}
+
+TEST_P(CacheTest, OverwritesAndDeletesOfCachedKeysReadNoPage) {
+  auto engine = Open(EngineOptions{}.cache_bytes);
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 100; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, 0)), IsOk());
+  ASSERT_THAT(engine->Flush(), IsOk());
+  const EngineStats before = engine->Stats();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_THAT(i % 4 == 0 ? Delete(*engine, Key(i)) : Put(*engine, Key(i), Value(i, 1)), IsOk());
+  }
+  const EngineStats after = engine->Stats();
+  EXPECT_EQ(after.verify_reads, before.verify_reads);
+  EXPECT_EQ(after.page_reads, before.page_reads);
+  for (int i = 0; i < 100; ++i) {
+    if (i % 4 == 0) {
+      EXPECT_THAT(engine->Get(Key(i)), StatusIs(absl::StatusCode::kNotFound)) << i;
+    } else {
+      EXPECT_EQ(*engine->Get(Key(i)), Value(i, 1)) << i;
+    }
+  }
+}
+
+TEST_P(CacheTest, HitsFollowBatchesAndCompaction) {
+  auto engine = Open(EngineOptions{}.cache_bytes);
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_THAT(Put(*engine, Key(i), std::string(600, static_cast<char>('a' + i % 26))), IsOk());
+  }
+  // A batch overwrites some keys and deletes others.
+  std::vector<std::string> keys, values;
+  std::vector<WriteOp> ops;
+  for (int i = 0; i < 20; ++i) {
+    keys.push_back(Key(i));
+    values.push_back(Value(i, 1));
+  }
+  for (int i = 0; i < 20; ++i) ops.push_back(WriteOp{i % 5 == 0, keys[i], values[i]});
+  ASSERT_THAT(engine->Write(ops, /*durable=*/true), IsOk());
+  // Garbage everywhere, then compaction moves every live record.
+  for (int i = 100; i < 400; i += 2) ASSERT_THAT(Delete(*engine, Key(i)), IsOk());
+  ASSERT_THAT(engine->CompactAll(), IsOk());
+  ASSERT_GT(engine->Stats().segments_cleaned, 0u);
+  // Overwrites of cached keys find their moved records through the cache.
+  const uint64_t verify_before = engine->Stats().verify_reads;
+  for (int i = 101; i < 400; i += 2) ASSERT_THAT(Put(*engine, Key(i), Value(i, 2)), IsOk());
+  EXPECT_EQ(engine->Stats().verify_reads, verify_before);
+  auto check = [&](Engine& e) {
+    for (int i = 0; i < 400; ++i) {
+      absl::StatusOr<std::string> got = e.Get(Key(i));
+      if (i < 20 && i % 5 == 0) {
+        EXPECT_THAT(got, StatusIs(absl::StatusCode::kNotFound)) << i;
+      } else if (i < 20) {
+        EXPECT_EQ(*got, Value(i, 1)) << i;
+      } else if (i >= 100 && i % 2 == 0) {
+        EXPECT_THAT(got, StatusIs(absl::StatusCode::kNotFound)) << i;
+      } else if (i >= 100) {
+        EXPECT_EQ(*got, Value(i, 2)) << i;
+      } else {
+        EXPECT_EQ(*got, std::string(600, static_cast<char>('a' + i % 26))) << i;
+      }
+    }
+  };
+  check(*engine);
+  engine.reset();
+  engine = Open(EngineOptions{}.cache_bytes);
+  ASSERT_NE(engine, nullptr);
+  check(*engine);
+}
+
+TEST_P(CacheTest, MultiGetAndGetAsyncServeHitsWithoutPageReads) {
+  auto engine = Open(EngineOptions{}.cache_bytes);
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 10; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, 0)), IsOk());
+  ASSERT_THAT(engine->Flush(), IsOk());
+  const uint64_t reads = engine->Stats().page_reads;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 10; ++i) keys.push_back(Key(i));
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  std::vector<absl::StatusOr<std::string>> values;
+  engine->MultiGet(views, &values);
+  ASSERT_EQ(values.size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(*values[i], Value(i, 0));
+  bool called = false;
+  ASSERT_THAT(engine->GetAsync(Key(3), [&](absl::StatusOr<std::string> value) {
+    called = true;
+    EXPECT_EQ(*value, Value(3, 0));
+  }), IsOk());
+  EXPECT_FALSE(called);  // only inside Poll
+  ASSERT_THAT(engine->Poll(1), IsOk());
+  EXPECT_TRUE(called);
+  EXPECT_EQ(engine->Stats().page_reads, reads);
+}
+
+TEST_P(CacheTest, ATinyCacheStaysWithinItsBytesAndStillAnswersRight) {
+  const uint64_t capacity = 16 << 10;
+  auto engine = Open(capacity);
+  ASSERT_NE(engine, nullptr);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 300; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, round)), IsOk());
+    for (int i = 0; i < 300; ++i) ASSERT_EQ(*engine->Get(Key(i)), Value(i, round)) << i;
+  }
+  const EngineStats stats = engine->Stats();
+  EXPECT_GT(stats.cache_evictions, 0u);
+  EXPECT_LE(stats.cache_bytes, capacity);
+  EXPECT_EQ(stats.cache_capacity_bytes, capacity);
+}
+
+// Each writer owns some hot keys and writes ever higher versions of them; readers of the same
+// keys must never see a key's version go back, and at the end every key reads its last version.
+TEST_P(CacheTest, ReadersRacingWritersNeverSeeAnOlderValue) {
+  // A cache far smaller than the hot keys' values: writes, reads that fill it, and evictions
+  // all race on the same keys.
+  auto engine = Open(16 << 10);
+  ASSERT_NE(engine, nullptr);
+  constexpr int kWriters = 2, kReaders = 2, kKeysPerWriter = 64, kVersions = 60;
+  // The version in "value-K-vN" followed by padding, or -1 for anything else.
+  auto version_of = [](const std::string& value) {
+    const size_t v = value.rfind("-v");
+    if (v == std::string::npos) return -1;
+    int version = 0;
+    size_t i = v + 2;
+    for (; i < value.size() && value[i] >= '0' && value[i] <= '9'; ++i) {
+      version = version * 10 + (value[i] - '0');
+    }
+    return i == v + 2 ? -1 : version;
+  };
+  std::atomic<bool> done{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      for (int version = 0; version < kVersions; ++version) {
+        for (int k = 0; k < kKeysPerWriter; ++k) {
+          const int key = w * kKeysPerWriter + k;
+          const std::string key_bytes = Key(key);
+          const std::string value = Value(key, version) + std::string(version % 7 * 50, 'p');
+          WriteOp op{false, key_bytes, value};
+          if (!engine->Write(std::span<const WriteOp>(&op, 1), version % 3 == 0).ok()) {
+            ++failures;
+          }
+        }
+      }
+    });
+  }
+  for (int r = 0; r < kReaders; ++r) {
+    threads.emplace_back([&] {
+      std::vector<int> seen(kWriters * kKeysPerWriter, -1);
+      while (!done.load()) {
+        for (int key = 0; key < kWriters * kKeysPerWriter; ++key) {
+          absl::StatusOr<std::string> got = engine->Get(Key(key));
+          if (absl::IsNotFound(got.status())) {
+            if (seen[key] >= 0) ++failures;  // a key never deleted disappeared
+            continue;
+          }
+          if (!got.ok()) {
+            ++failures;
+            continue;
+          }
+          const int version = version_of(*got);
+          if (version < 0 || got->compare(0, Value(key, version).size(), Value(key, version)) != 0) {
+            ADD_FAILURE() << "key " << key << " read " << got->substr(0, 40);
+            ++failures;
+            continue;
+          }
+          if (version < seen[key]) ++failures;
+          seen[key] = version;
+        }
+      }
+    });
+  }
+  for (int w = 0; w < kWriters; ++w) threads[w].join();
+  done.store(true);
+  for (size_t t = kWriters; t < threads.size(); ++t) threads[t].join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int key = 0; key < kWriters * kKeysPerWriter; ++key) {
+    absl::StatusOr<std::string> got = engine->Get(Key(key));
+    ASSERT_THAT(got, IsOk());
+    EXPECT_EQ(got->substr(0, Value(key, kVersions - 1).size()), Value(key, kVersions - 1));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CacheTest,
+                         ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
+                         [](const auto& info) {
+                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
+                         });
+
+}  // namespace
+}  // namespace nvkv::kv
