@@ -144,7 +144,9 @@ struct Options {
   // to find its current record. Counts everything the cache holds (keys, values, its own
   // bookkeeping); split evenly over the shards. Scan-resistant (S3-FIFO): a scan or a load
   // passes through without evicting keys that are read again. A value larger than a tenth of a
-  // shard's share is not cached. 0 turns the cache off.
+  // shard's share is not cached. A cached value is always the key's latest acknowledged one;
+  // it keeps answering even if the media damages its page meanwhile (a read of the page would
+  // fail with kDataLoss), until it is evicted or the store reopened. 0 turns the cache off.
   // Default: 32 MiB. Unit: bytes. Scope: per Open.
   uint64_t cache_bytes = uint64_t{32} << 20;
 
