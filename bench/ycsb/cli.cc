@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,10 @@ const char kUsage[] =
     "  --json         one JSON object per phase on stdout (tables go to stderr)\n"
     "  --svg FILE     write the latency percentile curves of every operation as SVG\n"
     "  --quiet        no per-second status line on stderr\n"
+    "  --engine E     nvkv (default), or a peer built in from Debian's packages for\n"
+    "                 side-by-side runs: rocksdb, lmdb (--db is then a directory; one\n"
+    "                 operation at a time per thread; nvkv.cache is the peer's cache too,\n"
+    "                 RocksDB's block cache; nvkv.capacity LMDB's map size)\n"
     "\n"
     "nvkv properties: nvkv.queuedepth (default 1), nvkv.submitbatch (1), nvkv.durable (true),\n"
     "nvkv.load.durable (false; the load ends with a Flush), nvkv.capacity (3x the data,\n"
@@ -223,6 +228,15 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       cl.db_path = value;
     } else if (arg.rfind("--db=", 0) == 0) {
       cl.db_path = arg.substr(5);
+    } else if (arg == "--engine" || arg.rfind("--engine=", 0) == 0) {
+      if (arg == "--engine") {
+        if (absl::Status s = next(&value); !s.ok()) return s;
+      } else {
+        value = arg.substr(9);
+      }
+      absl::StatusOr<Engine> engine = ParseEngine(value);
+      if (!engine.ok()) return engine.status();
+      cl.engine = *engine;
     } else if (arg == "--keep") {
       cl.keep = true;
     } else if (arg == "--json") {
@@ -258,17 +272,13 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   return cl;
 }
 
-absl::StatusOr<BenchmarkResult> RunBenchmark(const CommandLine& cl) {
-  absl::StatusOr<WorkloadConfig> config = WorkloadConfig::FromProperties(cl.properties);
-  if (!config.ok()) return config.status();
-  if (cl.run && config->operation_count == 0 && config->max_execution_s == 0) {
-    return absl::InvalidArgumentError("operationcount must be given for a run phase");
-  }
-  if (config->operation_count == 0) config->operation_count = UINT64_MAX / 2;  // time-bound
-  absl::StatusOr<NvkvSettings> settings = ReadNvkvSettings(cl.properties, *config);
-  if (!settings.ok()) return settings.status();
+namespace {
 
-  Options options = settings->options;
+// Opens nvkv at --db: a load re-creates a store file (never a device, unless --keep).
+absl::StatusOr<std::unique_ptr<Store>> OpenNvkv(const CommandLine& cl,
+                                                 const NvkvSettings& settings,
+                                                 RunDescription* run) {
+  Options options = settings.options;
   bool exists = false;
   const bool regular = IsRegularFileOrMissing(cl.db_path, &exists);
   if (cl.load && !cl.keep) {
@@ -282,21 +292,88 @@ absl::StatusOr<BenchmarkResult> RunBenchmark(const CommandLine& cl) {
     }
   }
   options.create_if_missing = cl.load;
-  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, cl.db_path);
+  absl::StatusOr<std::unique_ptr<Store>> db = OpenNvkvStore(options, cl.db_path);
   if (!db.ok()) return db.status();
+  const Stats stats = (*db)->GetStats();
+  run->device = DeviceKindName(stats.device.kind);
+  run->index = IndexModeName(stats.index_mode);
+  run->capacity_bytes = stats.device.capacity_bytes;
+  return db;
+}
+
+// Opens a peer in the directory --db: a load re-creates it (only a directory, and only one that
+// holds nothing but that peer's files, is removed).
+absl::StatusOr<std::unique_ptr<Store>> OpenPeer(const CommandLine& cl,
+                                                 const NvkvSettings& settings,
+                                                 RunDescription* run) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path dir(cl.db_path);
+  if (cl.load && !cl.keep && fs::exists(dir, error)) {
+    if (!fs::is_directory(dir, error)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          cl.db_path, " is not a directory: --engine ", EngineName(cl.engine),
+          " keeps its store in one"));
+    }
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
+      const std::string name = entry.path().filename().string();
+      const bool peer_file = cl.engine == Engine::kLmdb
+                                 ? (name == "data.mdb" || name == "lock.mdb")
+                                 : (name == "CURRENT" || name == "IDENTITY" || name == "LOCK" ||
+                                    name.starts_with("LOG") || name.starts_with("MANIFEST-") ||
+                                    name.starts_with("OPTIONS-") || name.ends_with(".sst") ||
+                                    name.ends_with(".log"));
+      if (!peer_file) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            cl.db_path, " holds ", name, ", which is not a ", EngineName(cl.engine),
+            " file: nvkv-ycsb removes only its own stores"));
+      }
+    }
+    fs::remove_all(dir, error);
+    if (error) return absl::InternalError(absl::StrCat("removing ", cl.db_path, ": ", error.message()));
+  }
+  fs::create_directories(dir, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("creating ", cl.db_path, ": ", error.message()));
+  }
+  PeerOptions peer;
+  peer.cache_bytes = settings.options.cache_bytes;
+  peer.capacity_bytes = settings.capacity_bytes;
+  run->device = EngineName(cl.engine);
+  run->index = cl.engine == Engine::kLmdb ? "b+tree" : "lsm";
+  run->capacity_bytes = settings.capacity_bytes;
+  return OpenPeerStore(cl.engine, peer, cl.db_path);
+}
+
+}  // namespace
+
+absl::StatusOr<BenchmarkResult> RunBenchmark(const CommandLine& cl) {
+  absl::StatusOr<WorkloadConfig> config = WorkloadConfig::FromProperties(cl.properties);
+  if (!config.ok()) return config.status();
+  if (cl.run && config->operation_count == 0 && config->max_execution_s == 0) {
+    return absl::InvalidArgumentError("operationcount must be given for a run phase");
+  }
+  if (config->operation_count == 0) config->operation_count = UINT64_MAX / 2;  // time-bound
+  absl::StatusOr<NvkvSettings> settings = ReadNvkvSettings(cl.properties, *config);
+  if (!settings.ok()) return settings.status();
+  if (cl.engine != Engine::kNvkv && settings->queue_depth != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--engine ", EngineName(cl.engine), " answers reads synchronously: nvkv.queuedepth must "
+        "be 1 (use more threads instead)"));
+  }
 
   BenchmarkResult result;
-  const Stats stats = (*db)->GetStats();
   std::vector<std::string> names;  // file names only: titles stay short
   for (const std::string& file : cl.workload_files) {
     names.push_back(file.substr(file.rfind('/') + 1));
   }
   result.run.workload = names.empty() ? "(no -P)" : absl::StrJoin(names, ",");
   result.run.db_path = cl.db_path;
-  result.run.device = DeviceKindName(stats.device.kind);
-  result.run.index = IndexModeName(stats.index_mode);
   result.run.record_count = config->record_count;
-  result.run.capacity_bytes = stats.device.capacity_bytes;
+  absl::StatusOr<std::unique_ptr<Store>> db =
+      cl.engine == Engine::kNvkv ? OpenNvkv(cl, *settings, &result.run)
+                                 : OpenPeer(cl, *settings, &result.run);
+  if (!db.ok()) return db.status();
 
   ClientOptions client;
   client.threads = cl.threads;

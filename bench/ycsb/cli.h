@@ -1,7 +1,8 @@
 // The nvkv-ycsb command line, invoked as YCSB's bin/ycsb is:
 //
 //   nvkv-ycsb [-load | -run | -t] -P workloads/workloada [-P more] [-p name=value]...
-//             [-threads T] [--db PATH] [--keep] [--json] [--svg FILE] [--quiet]
+//             [-threads T] [--db PATH] [--engine nvkv|rocksdb|lmdb] [--keep] [--json]
+//             [--svg FILE] [--quiet]
 //
 // -load runs the load phase only, -run (or YCSB's -t) the transaction phase only; with neither
 // both run, load first. -p settings override the -P files whatever their order. Besides the
@@ -17,10 +18,15 @@
 //   nvkv.index=auto|hash|ordered  (auto: ordered when scanproportion > 0, else hash)
 //   nvkv.shards=N, nvkv.backend=auto|direct|sync|nvme, nvkv.max_write_delay_us=N,
 //   nvkv.single_issuer=BOOL (Options::single_issuer: DEFER_TASKRUN rings, default true),
+//   nvkv.cache=SIZE        record cache (Options::cache_bytes, default 32m; 0 off); a peer's
+//                          cache too (RocksDB's block cache)
 //   nvkv.seed=N            (0: from the clock)
 //   threadcount=T          same as -threads
 // The store at --db (default ./nvkv-ycsb.db) is deleted and created afresh by a load unless
 // --keep is given; a block or NVMe device is never deleted, so loading into one needs --keep.
+// --engine rocksdb|lmdb drives a peer instead (store.h), in the directory --db, with the same
+// generator, request stream and report; a load re-creates that directory only when it holds
+// nothing but the peer's own files.
 //
 // Thread contract: Main runs on the process's main thread.
 #ifndef NVKV_BENCH_YCSB_CLI_H_
@@ -41,6 +47,7 @@ struct CommandLine {
   bool run = true;
   std::vector<std::string> workload_files;
   Properties properties;  // the -P files, then the -p settings on top
+  Engine engine = Engine::kNvkv;  // --engine
   std::string db_path = "./nvkv-ycsb.db";
   bool keep = false;
   uint32_t threads = 1;

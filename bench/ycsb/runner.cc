@@ -35,7 +35,7 @@ struct LiveStats {
 class ClientThread {
  public:
   // Everything passed is borrowed and outlives the client.
-  ClientThread(DB* db, const WorkloadConfig& config, const ClientOptions& options,
+  ClientThread(Store* db, const WorkloadConfig& config, const ClientOptions& options,
                SharedCounters* counters, uint64_t seed, uint64_t quota, uint64_t deadline_ns,
                LiveStats* live)
       : db_(db),
@@ -77,7 +77,7 @@ class ClientThread {
   void DoScan();
   void DoBlindUpdate();
 
-  DB* db_;
+  Store* db_;
   const WorkloadConfig& config_;
   const ClientOptions& options_;
   SharedCounters* counters_;
@@ -113,14 +113,13 @@ void ClientThread::Fail(OpType type, const absl::Status& status) {
 }
 
 absl::Status ClientThread::Load() {
-  const WriteOptions write{.durable = options_.load_durable};
   std::string key;
   for (uint64_t i = 0; i < quota_; ++i) {
     const uint64_t start = NowNs();
     if (Expired(start)) break;
     key = KeyName(config_, counters_->load_sequence.Next());
     chooser_.BuildRecord(key, &value_);
-    absl::Status status = db_->Put(key, value_, write);
+    absl::Status status = db_->Put(key, value_, options_.load_durable);
     if (status.ok()) {
       Record(OpType::kInsert, NowNs() - start);
     } else {
@@ -243,7 +242,7 @@ uint64_t ClientThread::FinishRead(Slot& slot, uint64_t now_ns) {
   } else {
     chooser_.UpdateField(slot.key, slot.field, &record);
   }
-  const absl::Status put = db_->Put(slot.key, record, WriteOptions{.durable = options_.durable});
+  const absl::Status put = db_->Put(slot.key, record, options_.durable);
   const uint64_t end = NowNs();
   if (!put.ok()) {
     Fail(OpType::kUpdate, put);
@@ -264,7 +263,7 @@ void ClientThread::DoInsert() {
   const uint64_t key_number = counters_->insert_sequence.Next();
   const std::string key = KeyName(config_, key_number);
   chooser_.BuildRecord(key, &value_);
-  const absl::Status status = db_->Put(key, value_, WriteOptions{.durable = options_.durable});
+  const absl::Status status = db_->Put(key, value_, options_.durable);
   // Acknowledged even when it failed, as YCSB does, so readers are not held back forever.
   counters_->insert_sequence.Acknowledge(key_number);
   if (status.ok()) {
@@ -279,7 +278,7 @@ void ClientThread::DoScan() {
   const uint64_t start = NowNs();
   const std::string key = KeyName(config_, chooser_.NextKeyNumber());
   const uint32_t length = chooser_.NextScanLength();
-  absl::Status status = db_->Scan(key, "", length, &scan_out_);
+  absl::Status status = db_->Scan(key, length, &scan_out_);
   if (status.ok()) {
     for (const auto& [k, v] : scan_out_) {
       if (!chooser_.CheckRecord(k, v)) {
@@ -300,7 +299,7 @@ void ClientThread::DoBlindUpdate() {
   const uint64_t start = NowNs();
   const std::string key = KeyName(config_, chooser_.NextKeyNumber());
   chooser_.BuildRecord(key, &value_);
-  const absl::Status status = db_->Put(key, value_, WriteOptions{.durable = options_.durable});
+  const absl::Status status = db_->Put(key, value_, options_.durable);
   if (status.ok()) {
     Record(OpType::kUpdate, NowNs() - start);
   } else {
@@ -378,7 +377,7 @@ class ProgressReporter {
   std::thread thread_;
 };
 
-absl::StatusOr<PhaseResult> RunPhase(DB* db, const WorkloadConfig& config,
+absl::StatusOr<PhaseResult> RunPhase(Store* db, const WorkloadConfig& config,
                                      const ClientOptions& options, SharedCounters* counters,
                                      bool load) {
   PhaseResult result;
@@ -444,12 +443,12 @@ absl::StatusOr<PhaseResult> RunPhase(DB* db, const WorkloadConfig& config,
 
 }  // namespace
 
-absl::StatusOr<PhaseResult> RunLoad(DB* db, const WorkloadConfig& config,
+absl::StatusOr<PhaseResult> RunLoad(Store* db, const WorkloadConfig& config,
                                     const ClientOptions& options, SharedCounters* counters) {
   return RunPhase(db, config, options, counters, /*load=*/true);
 }
 
-absl::StatusOr<PhaseResult> RunTransactions(DB* db, const WorkloadConfig& config,
+absl::StatusOr<PhaseResult> RunTransactions(Store* db, const WorkloadConfig& config,
                                             const ClientOptions& options,
                                             SharedCounters* counters) {
   return RunPhase(db, config, options, counters, /*load=*/false);

@@ -1,24 +1,24 @@
-// The YCSB client: load and run phases over an nvkv::DB, with client threads that each keep up
-// to `queue_depth` operations in flight.
+// The YCSB client: load and run phases over a Store (store.h: nvkv, or a peer), with client
+// threads that each keep up to `queue_depth` operations in flight (1 for the peers).
 //
 // How a client thread works (closed loop, like YCSB's ClientThread, but asynchronous):
 //   - it issues operations until `queue_depth` are in flight or its share of the operation
-//     count is issued. A read, an update and a read-modify-write start with DB::GetAsync and
-//     stay in flight; an insert and a scan are synchronous (DB::Put, DB::Scan) and finish
+//     count is issued. A read, an update and a read-modify-write start with Store::GetAsync and
+//     stay in flight; an insert and a scan are synchronous (Store::Put, Store::Scan) and finish
 //     before the next operation is issued;
-//   - every nvkv.submitbatch reads (default 1) DB::Poll(0) pushes them to the device; then
-//     DB::Poll(1) submits what is still queued and waits for at least one completion (one
+//   - every nvkv.submitbatch reads (default 1) Store::Poll(0) pushes them to the device; then
+//     Store::Poll(1) submits what is still queued and waits for at least one completion (one
 //     io_uring_enter for both); the GetAsync callbacks only note which slot
 //     finished, and the thread finishes those operations after Poll returns: a read checks
 //     the record; an update (writeallfields=false, YCSB's default) replaces one field of the
-//     record it read and writes it back with DB::Put, as YCSB's RocksDB binding does; a
+//     record it read and writes it back with Store::Put, as YCSB's RocksDB binding does; a
 //     read-modify-write does the same and records READ, UPDATE and READ-MODIFY-WRITE.
-//     With writeallfields=true an update is a blind DB::Put of a whole new record.
+//     With writeallfields=true an update is a blind Store::Put of a whole new record.
 // Latency is measured from the issue of an operation to its end on the client thread, so time a
 // completed read waits while the thread is busy in a synchronous Put counts (as in YCSB).
 //
 // Durability: run-phase writes use WriteOptions::durable = nvkv.durable (default true). The load
-// phase uses nvkv.load.durable (default false, like a bulk loader) and ends with DB::Flush(),
+// phase uses nvkv.load.durable (default false, like a bulk loader) and ends with Store::Flush(),
 // whose time is part of the load's elapsed time: when the load phase reports, every record is
 // durable.
 //
@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "bench/ycsb/workload.h"
+#include "bench/ycsb/store.h"
 #include "nvkv/db.h"
 #include "util/latency_histogram.h"
 
@@ -45,14 +46,14 @@ struct ClientOptions {
   bool durable = true;          // nvkv.durable: run-phase writes
   bool load_durable = false;    // nvkv.load.durable: load-phase writes
   bool progress = true;         // a status line on stderr every second
-  // nvkv.submitbatch: after this many reads started, DB::Poll(0) pushes them to the device at
+  // nvkv.submitbatch: after this many reads started, Store::Poll(0) pushes them to the device at
   // once (like fio's iodepth_batch_submit) instead of with the next waiting Poll(1); 0: never.
   // GetAsync only queues a read; without this, reads started while the thread finishes a batch
   // of completions wait for the next Poll(1) and the device queue runs low.
   uint32_t submit_batch = 1;
 };
 
-// Counters of the store over a phase (DB::GetStats after minus before).
+// Counters of the store over a phase (Store::GetStats after minus before; zero for the peers).
 struct StoreDelta {
   uint64_t gets = 0, puts = 0;
   uint64_t page_reads = 0, pages_written = 0, verify_reads = 0, flushes = 0, fua_writes = 0;
@@ -89,11 +90,11 @@ struct PhaseResult {
 };
 
 // Loads records [insertstart, insertstart + insertcount) with `threads` threads.
-absl::StatusOr<PhaseResult> RunLoad(DB* db, const WorkloadConfig& config,
+absl::StatusOr<PhaseResult> RunLoad(Store* db, const WorkloadConfig& config,
                                     const ClientOptions& options, SharedCounters* counters);
 
 // Runs `operationcount` operations of the workload's mix, split over the threads.
-absl::StatusOr<PhaseResult> RunTransactions(DB* db, const WorkloadConfig& config,
+absl::StatusOr<PhaseResult> RunTransactions(Store* db, const WorkloadConfig& config,
                                             const ClientOptions& options,
                                             SharedCounters* counters);
 
