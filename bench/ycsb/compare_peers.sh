@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# nvkv against RocksDB and LMDB (Debian's packages) on the same YCSB request stream, side by side
+# on one machine and one file system, and prints per workload and thread count the median run-
+# phase throughput of each engine and the ratio nvkv / best peer.
+#
+# usage: bench/ycsb/compare_peers.sh DIR
+#   DIR  a directory on a real file system (not tmpfs) for the three stores
+#
+# Environment (defaults in brackets):
+#   RECORDS [1000000]  OPERATIONS [200000]  WORKLOADS ["a b c d f"]  THREADS ["1 2"]
+#   ROUNDS [3]         runs of each engine per cell; the median is reported
+#   MEMORY [384m]      memory limit of each run (a memory cgroup; "none": no limit)
+#   CACHE [64m]        every engine's cache: nvkv's record cache, RocksDB's block cache (LMDB
+#                      has none; its page cache is what MEMORY leaves it)
+#   DURABLE [false]    run-phase writes durable (nvkv.durable; RocksDB sync; LMDB map sync)
+#   EVICT [1]          drop the page cache before each run (needs root), so that no engine
+#                      starts with data in memory that the others cannot use
+#   ENGINES ["nvkv rocksdb lmdb"]   NVKV_YCSB [build/release/bench/ycsb/nvkv-ycsb]
+#   EXTRA_ARGS         appended to every nvkv-ycsb run (e.g. "-p nvkv.index=ordered")
+#
+# Method: each engine loads its store once per workload (unlimited memory, writes not durable,
+# one Flush at the end). Then ROUNDS rounds: in each, every engine runs the run phase (-run
+# --keep) in turn, the order rotating from round to round, after the page cache is dropped,
+# inside a fresh memory cgroup (v1: memory.limit_in_bytes; v2: memory.max) created below this
+# shell's own cgroup. All engines use one synchronous operation at a time per client thread
+# (queue depth 1), as YCSB's bindings do. Raw JSON lines go to DIR/compare_peers.jsonl, the
+# tables nvkv-ycsb prints to DIR/compare_peers.log.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
+dir=$1
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+ycsb=${NVKV_YCSB:-$repo/build/release/bench/ycsb/nvkv-ycsb}
+records=${RECORDS:-1000000}
+operations=${OPERATIONS:-200000}
+workloads=(${WORKLOADS:-a b c d f})
+threads_list=(${THREADS:-1 2})
+rounds=${ROUNDS:-3}
+memory=${MEMORY:-384m}
+cache=${CACHE:-64m}
+durable=${DURABLE:-false}
+evict=${EVICT:-1}
+engines=(${ENGINES:-nvkv rocksdb lmdb})
+extra=(${EXTRA_ARGS:-})
+mkdir -p "$dir"
+log=$dir/compare_peers.jsonl
+tables=$dir/compare_peers.log
+: > "$log"
+: > "$tables"
+
+to_bytes() {
+  awk -v s="$1" 'BEGIN { n = s + 0; u = tolower(substr(s, length(s)));
+    if (u == "k") n *= 1024; else if (u == "m") n *= 1048576; else if (u == "g") n *= 1073741824;
+    printf "%d\n", n }'
+}
+
+# The memory cgroup runs go into: below this shell's own (v1 memory controller or v2).
+cgroup_base=""
+cgroup_limit_file=""
+if [[ $memory != none ]]; then
+  if v1=$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup) && [[ -n $v1 ]] &&
+     [[ -d /sys/fs/cgroup/memory$v1 ]]; then
+    cgroup_base=/sys/fs/cgroup/memory$v1
+    cgroup_limit_file=memory.limit_in_bytes
+  elif v2=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup) &&
+       [[ -f /sys/fs/cgroup$v2/cgroup.controllers ]]; then
+    cgroup_base=/sys/fs/cgroup$v2
+    cgroup_limit_file=memory.max
+  else
+    echo "compare_peers: no memory cgroup to limit runs with (set MEMORY=none to run without)" >&2
+    exit 1
+  fi
+fi
+
+# Runs "$@" inside a new memory cgroup of $memory (or as it is with MEMORY=none).
+limited() {
+  if [[ -z $cgroup_base ]]; then
+    "$@"
+    return
+  fi
+  local cg=$cgroup_base/nvkv-compare-$$
+  mkdir -p "$cg"
+  to_bytes "$memory" > "$cg/$cgroup_limit_file"
+  local status=0
+  sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$@" || status=$?
+  rmdir "$cg" 2>/dev/null || true
+  return $status
+}
+
+evict_page_cache() {
+  if [[ $evict == 1 ]]; then
+    sync
+    echo 1 > /proc/sys/vm/drop_caches
+  fi
+}
+
+store_of() {  # engine workload -> path
+  if [[ $1 == nvkv ]]; then echo "$dir/nvkv-$2.db"; else echo "$dir/$1-$2"; fi
+}
+
+common() {  # workload threads -> arguments
+  echo -P "$repo/bench/ycsb/workloads/workload$1" -p recordcount="$records" \
+    -p operationcount="$operations" -p nvkv.cache="$cache" -p nvkv.durable="$durable" \
+    -p threadcount="$2" --json --quiet "${extra[@]}"
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "# machine: $(nproc) cpus, kernel $(uname -r), $(df -T "$dir" | awk 'NR == 2 { print $2 " on " $1 }'); records $records x 1 KB, $operations operations, memory $memory, cache $cache, durable $durable" >&2
+printf '%-9s %-7s' workload threads
+for e in "${engines[@]}"; do printf ' %12s' "$e"; done
+printf ' %18s\n' "nvkv/best peer"
+for w in "${workloads[@]}"; do
+  for e in "${engines[@]}"; do
+    # shellcheck disable=SC2046
+    "$ycsb" --engine "$e" -load --db "$(store_of "$e" "$w")" $(common "$w" 1) >> "$log" \
+      2>> "$tables"
+  done
+  for t in "${threads_list[@]}"; do
+    declare -A results=()
+    for r in $(seq 1 "$rounds"); do
+      n=${#engines[@]}
+      for i in $(seq 0 $((n - 1))); do
+        e=${engines[$(((i + r) % n))]}
+        evict_page_cache
+        # shellcheck disable=SC2046
+        line=$(limited "$ycsb" --engine "$e" -run --keep --db "$(store_of "$e" "$w")" \
+          $(common "$w" "$t") 2>> "$tables")
+        echo "$line" >> "$log"
+        ops=$(echo "$line" | sed -n 's/.*"ops_per_s": \([0-9.]*\).*/\1/p')
+        results[$e]="${results[$e]:-} $ops"
+      done
+    done
+    printf '%-9s %-7s' "$w" "$t"
+    best_peer=0
+    nvkv_median=0
+    for e in "${engines[@]}"; do
+      m=$(echo "${results[$e]}" | tr ' ' '\n' | grep -v '^$' | median)
+      printf ' %12.0f' "$m"
+      if [[ $e == nvkv ]]; then
+        nvkv_median=$m
+      elif awk -v m="$m" -v b="$best_peer" 'BEGIN { exit !(m > b) }'; then
+        best_peer=$m
+      fi
+    done
+    awk -v n="$nvkv_median" -v b="$best_peer" 'BEGIN { if (b > 0) printf " %17.2fx\n", n / b; else print "                 -" }'
+    unset results
+  done
+done
