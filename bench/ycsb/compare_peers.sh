@@ -12,6 +12,9 @@
 #   MEMORY [384m]      memory limit of each run (a memory cgroup; "none": no limit)
 #   CACHE [64m]        every engine's cache: nvkv's record cache, RocksDB's block cache (LMDB
 #                      has none; its page cache is what MEMORY leaves it)
+#   NVKV_CACHE [CACHE] nvkv's record cache alone. nvkv reads with O_DIRECT, so the page cache
+#                      that MEMORY leaves RocksDB and LMDB beside their own caches is no use
+#                      to it: NVKV_CACHE=256m gives it that memory as cache instead
 #   DURABLE [false]    run-phase writes durable (nvkv.durable; RocksDB sync; LMDB map sync)
 #   EVICT [1]          drop the page cache before each run (needs root), so that no engine
 #                      starts with data in memory that the others cannot use
@@ -28,7 +31,7 @@
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 dir=$1
@@ -41,6 +44,7 @@ threads_list=(${THREADS:-1 2})
 rounds=${ROUNDS:-3}
 memory=${MEMORY:-384m}
 cache=${CACHE:-64m}
+nvkv_cache=${NVKV_CACHE:-$cache}
 durable=${DURABLE:-false}
 evict=${EVICT:-1}
 engines=(${ENGINES:-nvkv rocksdb lmdb})
@@ -101,22 +105,24 @@ store_of() {  # engine workload -> path
   if [[ $1 == nvkv ]]; then echo "$dir/nvkv-$2.db"; else echo "$dir/$1-$2"; fi
 }
 
-common() {  # workload threads -> arguments
-  echo -P "$repo/bench/ycsb/workloads/workload$1" -p recordcount="$records" \
-    -p operationcount="$operations" -p nvkv.cache="$cache" -p nvkv.durable="$durable" \
-    -p threadcount="$2" --json --quiet "${extra[@]}"
+common() {  # engine workload threads -> arguments
+  local c=$cache
+  [[ $1 == nvkv ]] && c=$nvkv_cache
+  echo -P "$repo/bench/ycsb/workloads/workload$2" -p recordcount="$records" \
+    -p operationcount="$operations" -p nvkv.cache="$c" -p nvkv.durable="$durable" \
+    -p threadcount="$3" --json --quiet "${extra[@]}"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "# machine: $(nproc) cpus, kernel $(uname -r), $(df -T "$dir" | awk 'NR == 2 { print $2 " on " $1 }'); records $records x 1 KB, $operations operations, memory $memory, cache $cache, durable $durable" >&2
+echo "# machine: $(nproc) cpus, kernel $(uname -r), $(df -T "$dir" | awk 'NR == 2 { print $2 " on " $1 }'); records $records x 1 KB, $operations operations, memory $memory, cache $cache (nvkv $nvkv_cache), durable $durable" >&2
 printf '%-9s %-7s' workload threads
 for e in "${engines[@]}"; do printf ' %12s' "$e"; done
 printf ' %18s\n' "nvkv/best peer"
 for w in "${workloads[@]}"; do
   for e in "${engines[@]}"; do
     # shellcheck disable=SC2046
-    "$ycsb" --engine "$e" -load --db "$(store_of "$e" "$w")" $(common "$w" 1) >> "$log" \
+    "$ycsb" --engine "$e" -load --db "$(store_of "$e" "$w")" $(common "$e" "$w" 1) >> "$log" \
       2>> "$tables"
   done
   for t in "${threads_list[@]}"; do
@@ -128,7 +134,7 @@ for w in "${workloads[@]}"; do
         evict_page_cache
         # shellcheck disable=SC2046
         line=$(limited "$ycsb" --engine "$e" -run --keep --db "$(store_of "$e" "$w")" \
-          $(common "$w" "$t") 2>> "$tables")
+          $(common "$e" "$w" "$t") 2>> "$tables")
         echo "$line" >> "$log"
         ops=$(echo "$line" | sed -n 's/.*"ops_per_s": \([0-9.]*\).*/\1/p')
         results[$e]="${results[$e]:-} $ops"
