@@ -33,8 +33,10 @@ tests=(
   "db_test -DBTest.SegmentsAreSizedToTheStoreUnlessSet"
   # The engine with its writer and compaction threads behind every call. Not
   # MatchesMapModelAcrossReopens: a long single-threaded model check, 146 s of the file's
-  # 238 under TSan on the project's shared machine.
-  "engine_test -*MatchesMapModelAcrossReopens*"
+  # 238 under TSan on the project's shared machine. Not the runs without a record cache
+  # either: the cache is where reads and writes now meet (the default and a tiny one run).
+  "engine_test -*MatchesMapModelAcrossReopens*:*NoCache*"
+  "cache_test *"                  # readers racing writers of the same keys through the cache
 )
 
 CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
