@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config
   liburing-dev libabsl-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev fio
-  clang libclang-rt-14-dev)  # clang: tools/ci/clang.sh, tsan.sh, fuzz.sh (TSan, libFuzzer)
+  clang libclang-rt-14-dev  # clang: tools/ci/clang.sh, tsan.sh, fuzz.sh (TSan, libFuzzer)
+  librocksdb-dev liblmdb-dev)  # optional peers of nvkv-ycsb (--engine), built and tested when present
 
 missing=()
 for p in "${packages[@]}"; do
