@@ -27,6 +27,7 @@ RecordCache::RecordCache(uint64_t capacity_bytes)
       entries_capacity_(capacity_bytes - ghost_capacity_ * kGhostEntryBytes) {}
 
 RecordCache::~RecordCache() {
+  delete spare_;
   for (List* list : {&small_, &main_}) {
     while (list->oldest != nullptr) {
       Entry* entry = list->oldest;
@@ -74,14 +75,17 @@ void RecordCache::Put(std::string_view key, uint64_t hash_lo, std::string_view v
     return;
   }
   MakeRoom(charge);
-  auto entry = std::make_unique<Entry>();
-  entry->key.assign(key);
-  entry->value.assign(value);
-  entry->location = location;
-  entry->hash_lo = hash_lo;
+  // The entry evicted last, if any, with its strings' memory: a cache that is full evicts one
+  // entry for each it takes in, and reusing it spares the allocations.
+  Entry* raw = spare_ != nullptr ? spare_ : new Entry;
+  spare_ = nullptr;
+  raw->key.assign(key);
+  raw->value.assign(value);
+  raw->location = location;
+  raw->hash_lo = hash_lo;
+  raw->reads = 0;
   // A key evicted from the small FIFO not long ago was wanted again: straight to the main one.
   const bool was_ghost = ghost_.erase(hash_lo) > 0;
-  Entry* raw = entry.release();
   map_.emplace(std::string_view(raw->key), raw);
   PushNewest(raw, was_ghost ? Entry::Queue::kMain : Entry::Queue::kSmall);
 }
@@ -152,10 +156,9 @@ void RecordCache::EvictOne() {
       return;
     }
     RememberGhost(entry->hash_lo);
-    map_.erase(std::string_view(entry->key));
-    delete entry;
+    Recycle(entry);
     ++counters_.evictions;
-      return;
+    return;
   }
   // The main FIFO: an entry read since it last came round goes round once more.
   Entry* entry = main_.oldest;
@@ -166,9 +169,14 @@ void RecordCache::EvictOne() {
     PushNewest(entry, Entry::Queue::kMain);
     return;
   }
-  map_.erase(std::string_view(entry->key));
-  delete entry;
+  Recycle(entry);
   ++counters_.evictions;
+}
+
+void RecordCache::Recycle(Entry* entry) {
+  map_.erase(std::string_view(entry->key));
+  delete spare_;
+  spare_ = entry;
 }
 
 void RecordCache::RememberGhost(uint64_t hash_lo) {

@@ -17,7 +17,8 @@
 // touching the main one.
 //
 // Memory: capacity_bytes bounds the entries (key and value bytes, the entry, its map slot) and
-// the ghost. A hit allocates nothing; an insert allocates its entry.
+// the ghost, plus one spare entry. A hit allocates nothing; an insert into a full cache reuses
+// the entry it evicted (no allocation when the value fits its old capacity).
 //
 // Not thread-safe: the owning shard's lock guards every call.
 #ifndef NVKV_KV_RECORD_CACHE_H_
@@ -99,8 +100,10 @@ class RecordCache {
   }
   void PushNewest(Entry* entry, Entry::Queue queue);
   void Unlink(Entry* entry);
-  // Drops the entry (evicted or erased) and frees it.
+  // Drops the entry (erased) and frees it.
   void Remove(Entry* entry);
+  // Drops an evicted entry and keeps it as spare_, unlinked and out of the map.
+  void Recycle(Entry* entry);
   // Evicts until `incoming` more bytes fit.
   void MakeRoom(uint64_t incoming);
   // One step of eviction: from the small FIFO while it holds more than its share, else from the
@@ -113,6 +116,9 @@ class RecordCache {
   const uint64_t ghost_capacity_;       // ghost hashes kept
   const uint64_t entries_capacity_;     // bytes for entries: capacity less the ghost's share
   absl::flat_hash_map<std::string_view, Entry*> map_;  // keys are the entries' own
+  // The last evicted entry, kept for the next insert (its strings' capacity is not charged: one
+  // entry's worth, whatever the capacity).
+  Entry* spare_ = nullptr;
   List small_, main_;
   std::deque<uint64_t> ghost_fifo_;
   absl::flat_hash_set<uint64_t> ghost_;
