@@ -136,7 +136,8 @@ for w in "${workloads[@]}"; do
         line=$(limited "$ycsb" --engine "$e" -run --keep --db "$(store_of "$e" "$w")" \
           $(common "$e" "$w" "$t") 2>> "$tables")
         echo "$line" >> "$log"
-        ops=$(echo "$line" | sed -n 's/.*"ops_per_s": \([0-9.]*\).*/\1/p')
+        # The phase's own ops_per_s comes first; each operation type has one too, later.
+        ops=$(echo "$line" | grep -o '"ops_per_s": [0-9.]*' | head -n 1 | awk '{ print $2 }')
         results[$e]="${results[$e]:-} $ops"
       done
     done
