@@ -18,6 +18,9 @@
 #   DURABLE [false]    run-phase writes durable (nvkv.durable; RocksDB sync; LMDB map sync)
 #   EVICT [1]          drop the page cache before each run (needs root), so that no engine
 #                      starts with data in memory that the others cannot use
+#   WARM [0]           1: each run loads and runs in one process (no limit, no eviction), so
+#                      that nvkv's write-through cache and the peers' memtables and page cache
+#                      start with the data: the everything-in-memory comparison
 #   ENGINES ["nvkv rocksdb lmdb"]   NVKV_YCSB [build/release/bench/ycsb/nvkv-ycsb]
 #   EXTRA_ARGS         appended to every nvkv-ycsb run (e.g. "-p nvkv.index=ordered")
 #
@@ -31,7 +34,7 @@
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
-  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 dir=$1
@@ -47,6 +50,11 @@ cache=${CACHE:-64m}
 nvkv_cache=${NVKV_CACHE:-$cache}
 durable=${DURABLE:-false}
 evict=${EVICT:-1}
+warm=${WARM:-0}
+if [[ $warm == 1 ]]; then
+  memory=none
+  evict=0
+fi
 engines=(${ENGINES:-nvkv rocksdb lmdb})
 extra=(${EXTRA_ARGS:-})
 mkdir -p "$dir"
@@ -121,6 +129,7 @@ for e in "${engines[@]}"; do printf ' %12s' "$e"; done
 printf ' %18s\n' "nvkv/best peer"
 for w in "${workloads[@]}"; do
   for e in "${engines[@]}"; do
+    [[ $warm == 1 ]] && break  # each warm run loads its own store
     # shellcheck disable=SC2046
     "$ycsb" --engine "$e" -load --db "$(store_of "$e" "$w")" $(common "$e" "$w" 1) >> "$log" \
       2>> "$tables"
@@ -132,9 +141,11 @@ for w in "${workloads[@]}"; do
       for i in $(seq 0 $((n - 1))); do
         e=${engines[$(((i + r) % n))]}
         evict_page_cache
+        phases=(-run --keep)
+        [[ $warm == 1 ]] && phases=()  # load and run, one process
         # shellcheck disable=SC2046
-        line=$(limited "$ycsb" --engine "$e" -run --keep --db "$(store_of "$e" "$w")" \
-          $(common "$e" "$w" "$t") 2>> "$tables")
+        line=$(limited "$ycsb" --engine "$e" "${phases[@]}" --db "$(store_of "$e" "$w")" \
+          $(common "$e" "$w" "$t") 2>> "$tables" | grep '"phase": "run"')
         echo "$line" >> "$log"
         # The phase's own ops_per_s comes first; each operation type has one too, later.
         ops=$(echo "$line" | grep -o '"ops_per_s": [0-9.]*' | head -n 1 | awk '{ print $2 }')
