@@ -10,7 +10,7 @@
 // Liveness is compaction's rule (compactor.h, write_path.cc Relocate): a put is live when
 // recovery would apply it (segment_scan.h CollectNewestRecords: not in a batch cut short), it is
 // the newest record of its key on its page, and the index still has the key at that page
-// (ordered mode: at that page with that record size, Engine::Impl::IndexedAt).
+// (ordered mode: at that page with that record size, Location::Indexed).
 #include <algorithm>
 #include <cinttypes>
 
@@ -374,31 +374,30 @@ void Checker::CheckIndexCoverage(uint64_t entries) {
 }  // namespace
 
 absl::StatusOr<CheckReport> Engine::Impl::Check(const ProgressCallback& progress) {
-  Impl& engine = *this;
-  absl::Status open = engine.CheckOpen();
+  absl::Status open = CheckOpen();
   if (!open.ok()) return open;
   CheckReport report;
   // Put everything written so far on the device, so that the log read back is the index's.
-  if (engine.error_.failed()) {
+  if (error_.failed()) {
     report.notes.push_back(absl::StrCat("writes are refused since a device write failed (",
-                                        engine.error_.status().message(),
+                                        error_.status().message(),
                                         "); pages not yet written are not checked"));
-  } else if (absl::Status flushed = engine.Flush(); !flushed.ok()) {
+  } else if (absl::Status flushed = Flush(); !flushed.ok()) {
     report.notes.push_back(absl::StrCat("flush before the check failed: ", flushed.message()));
   }
-  Compactor::Pause no_cleaning(*engine.compactor_);
-  absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(engine);
+  Compactor::Pause no_cleaning(*compactor_);
+  absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(*this);
   if (!reader.ok()) return reader.status();
-  Checker checker(engine, **reader, &report);
-  const uint64_t writes_before = WriteCount(engine);
+  Checker checker(*this, **reader, &report);
+  const uint64_t writes_before = WriteCount(*this);
   checker.CheckSuperblocks();
-  const uint64_t segment_count = engine.geometry().segment_count;
+  const uint64_t segment_count = geometry().segment_count;
   for (uint64_t segment = 0; segment < segment_count; ++segment) {
     checker.CheckSegment(segment);
     if (progress) progress(segment + 1, segment_count);
   }
-  const uint64_t entries = IndexEntries(engine);
-  if (WriteCount(engine) != writes_before) {
+  const uint64_t entries = IndexEntries(*this);
+  if (WriteCount(*this) != writes_before) {
     report.notes.push_back(
         "writes ran during the check: index entries were not compared with the log");
   } else {
@@ -411,17 +410,16 @@ absl::StatusOr<CheckReport> Engine::Impl::Check(const ProgressCallback& progress
 absl::Status Engine::Impl::ForEachLive(
     const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
     const ProgressCallback& progress) {
-  Impl& engine = *this;
-  absl::Status open = engine.CheckOpen();
+  absl::Status open = CheckOpen();
   if (!open.ok()) return open;
   // Pages still in memory are not on the device yet.
-  if (engine.error_.failed()) return engine.error_.status();
-  absl::Status flushed = engine.Flush();
+  if (error_.failed()) return error_.status();
+  absl::Status flushed = Flush();
   if (!flushed.ok()) return flushed;
-  Compactor::Pause no_cleaning(*engine.compactor_);
-  absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(engine);
+  Compactor::Pause no_cleaning(*compactor_);
+  absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(*this);
   if (!reader.ok()) return reader.status();
-  const uint64_t segment_count = engine.geometry().segment_count;
+  const uint64_t segment_count = geometry().segment_count;
   SegmentRecords records;
   for (uint64_t segment = 0; segment < segment_count; ++segment) {
     absl::Status read = (*reader)->Read(segment);
@@ -429,9 +427,9 @@ absl::Status Engine::Impl::ForEachLive(
       return absl::Status(read.code(),
                           absl::StrCat("segment ", segment, ": read failed: ", read.message()));
     }
-    CollectRecords(engine, **reader, segment, &records);
+    CollectRecords(*this, **reader, segment, &records);
     for (const ScannedRecord& record : records.records) {
-      if (!IsLive(engine, record)) continue;
+      if (!IsLive(*this, record)) continue;
       absl::Status status = visit(record.key, record.value);
       if (!status.ok()) return status;
     }

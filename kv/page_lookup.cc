@@ -207,8 +207,7 @@ void PageLookup::FillCache(const ReadOp* op, uint64_t page_number,
   absl::MutexLock lock(&shard.mu);
   if (!IndexUnchangedLocked(shard, op)) return;  // a write or compaction came in between
   shard.cache->Put(op->key, op->hash.lo, value,
-                   Location::Indexed(page_number, RecordBytes(op->key.size(), value.size()),
-                                     /*index_keeps_size=*/options_.ordered));
+                   IndexedAt(page_number, RecordBytes(op->key.size(), value.size())));
 }
 
 bool PageLookup::IndexUnchanged(const ReadOp* op) const {
@@ -297,8 +296,7 @@ void PageLookup::PageRead(ReadOp* op) const {
   if (op->purpose == ReadPurpose::kKeyCheck) {
     op->resolved->found = true;
     op->resolved->location =
-        Location::Indexed(page_number, RecordBytes(op->key.size(), record->header.value_bytes),
-                          /*index_keeps_size=*/options_.ordered);
+        IndexedAt(page_number, RecordBytes(op->key.size(), record->header.value_bytes));
     op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
     FinishKeyCheck(op, absl::OkStatus());
     return;

@@ -69,6 +69,10 @@ class PageLookup {
     return *shards_[ShardIndexFor(hash, shards_.size())];
   }
   uint64_t LbaOf(uint64_t page) const { return page * options_.blocks_per_page; }
+  // What the index keeps of a record's place (location.h).
+  Location IndexedAt(uint64_t page, uint32_t record_bytes) const {
+    return Location::Indexed(page, record_bytes, /*index_keeps_size=*/options_.ordered);
+  }
 
   const Options options_;
   const Geometry geometry_;

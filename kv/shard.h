@@ -115,6 +115,7 @@ class Shard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     index->Find(hash.lo, key, scratch);
     if (scratch->size() != then.size()) return false;
+    if (then.size() <= 1) return *scratch == then;  // the common case: no copy, no sort
     std::vector<uint64_t> sorted_then = then;
     std::sort(scratch->begin(), scratch->end());
     std::sort(sorted_then.begin(), sorted_then.end());
