@@ -109,6 +109,9 @@ std::string Stats::ToString() const {
   absl::StrAppendFormat(&out, "device operations: %u page writes, %u page reads, %u flushes, "
                               "%u FUA writes, %u verify reads\n",
                         pages_written, page_reads, flushes, fua_writes, verify_reads);
+  absl::StrAppendFormat(&out, "hash overwrites: %u blind writes; compaction settled %u stale "
+                              "entries with %u page reads\n",
+                        blind_writes, stale_entries_settled, settle_page_reads);
   absl::StrAppendFormat(&out, "cache: %u hits, %u misses, %u evictions; %u keys in %u of %u "
                               "bytes\n",
                         cache_hits, cache_misses, cache_evictions, cache_entries, cache_bytes,
@@ -146,6 +149,9 @@ std::string Stats::ToJson() const {
   json.Add("flushes", flushes);
   json.Add("fua_writes", fua_writes);
   json.Add("verify_reads", verify_reads);
+  json.Add("blind_writes", blind_writes);
+  json.Add("stale_entries_settled", stale_entries_settled);
+  json.Add("settle_page_reads", settle_page_reads);
   json.Add("cache_hits", cache_hits);
   json.Add("cache_misses", cache_misses);
   json.Add("cache_evictions", cache_evictions);

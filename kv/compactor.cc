@@ -2,9 +2,11 @@
 #include "kv/compactor.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kv/key_entries.h"
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
@@ -28,7 +30,10 @@ Compactor::Compactor(const Options& options, const Geometry& geometry,
       next_sequence_(next_sequence),
       queue_(std::move(queue)) {}
 
-Compactor::~Compactor() { Stop(); }
+Compactor::~Compactor() {
+  Stop();
+  if (read_page_.valid()) queue_->buffers().PutPage(read_page_);
+}
 
 void Compactor::Start() {
   NVKV_CHECK(!thread_.joinable());
@@ -198,7 +203,7 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
                        [&](uint32_t i) { return victim->page(i); }, &collected);
   // A damaged page's records cannot be copied: those still indexed keep the segment (below).
   damaged_pages_.fetch_add(collected.scan.hole_pages);
-  NVKV_RETURN_IF_ERROR(CopyLiveRecords(segment, collected.records));
+  NVKV_RETURN_IF_ERROR(CopyLiveRecords(segment, *victim, collected.records));
   victim.reset();
   // Before the victim's records disappear, whatever replaced them must be durable: the copies
   // made above, and also the newer records that made the others dead. Those may still be in an
@@ -226,7 +231,7 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
   return absl::OkStatus();
 }
 
-absl::Status Compactor::CopyLiveRecords(uint64_t segment,
+absl::Status Compactor::CopyLiveRecords(uint64_t segment, const SegmentBuffer& victim,
                                         const std::vector<ScannedRecord>& records) {
   const uint64_t tombstone_floor = segments_.MinSequenceExcept(segment);
   for (const ScannedRecord& record : records) {
@@ -234,10 +239,62 @@ absl::Status Compactor::CopyLiveRecords(uint64_t segment,
     if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
     const KeyHash hash = HashKey(record.key);
     if (is_delete && !segments_.MayHoldOlder(hash, record.header.sequence, segment)) continue;
+    if (!is_delete && !options_.ordered) {
+      if (!SettleEntries(segment, victim, record, hash)) continue;
+    }
     NVKV_ASSIGN_OR_RETURN(const bool moved, mover_.Relocate(record, hash, *queue_));
     if (moved) copied_bytes_.fetch_add(RecordBytes(record.key.size(), record.value.size()));
   }
   return absl::OkStatus();
+}
+
+bool Compactor::SettleEntries(uint64_t segment, const SegmentBuffer& victim,
+                              const ScannedRecord& record, const KeyHash& hash) {
+  Shard& shard = *shards_[ShardIndexFor(hash, shards_.size())];
+  const PageSource source = [&](uint64_t page) {
+    return PageForSettling(segment, victim, page);
+  };
+  // The key's entries into the victim, with its record bytes on each page.
+  const std::vector<std::pair<uint64_t, uint32_t>> in_victim =
+      EntriesInSegment(shard, hash, record.key, geometry_, segment, source);
+  if (in_victim.empty()) return false;  // overwritten or deleted since
+  const CurrentEntry current = FindCurrentEntry(shard, hash, record.key, source);
+  if (current.standing != EntryStanding::kCurrent) {
+    // A damaged page before the key's entries: nothing is proved stale; keep the record.
+    return std::any_of(in_victim.begin(), in_victim.end(),
+                       [&](const auto& entry) { return entry.first == record.page_number; });
+  }
+  // Every other entry of the key into the victim comes after its current one: stale.
+  for (const auto& [page, record_bytes] : in_victim) {
+    if (page == current.page) continue;
+    absl::MutexLock lock(&shard.mu);
+    if (shard.index->Erase(hash.lo, record.key, page)) {
+      segments_.AddLive(segment, -static_cast<int64_t>(record_bytes));
+      stale_entries_settled_.fetch_add(1);
+    }
+  }
+  return current.page == record.page_number;
+}
+
+const uint8_t* Compactor::PageForSettling(uint64_t segment, const SegmentBuffer& victim,
+                                          uint64_t page) {
+  const Geometry& g = geometry_;
+  const uint8_t* bytes = nullptr;
+  if (g.SegmentOf(page) == segment) {
+    bytes = victim.page(g.PageInSegment(page));
+  } else {
+    if (!read_page_.valid()) read_page_ = queue_->buffers().GetPage();
+    if (!read_page_.valid()) return nullptr;
+    settle_page_reads_.fetch_add(1);
+    if (!storage::ReadBlocks(*queue_, LbaOf(page), options_.blocks_per_page, read_page_).ok()) {
+      return nullptr;
+    }
+    bytes = read_page_.data;
+  }
+  if (bytes == nullptr) return nullptr;
+  absl::StatusOr<PageHeader> header = VerifyPage(bytes, g, options_.store_seed, page);
+  if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) return nullptr;
+  return bytes;
 }
 
 absl::Status Compactor::WriteFreeMarkers(uint64_t segment) {

@@ -39,6 +39,8 @@
 
 namespace nvkv::kv {
 
+class SegmentBuffer;
+
 // What the compactor needs from the write path (Engine::Impl, write_path.cc).
 class RecordMover {
  public:
@@ -63,6 +65,7 @@ class Compactor {
     CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;
     uint64_t store_seed = 0;
     uint32_t blocks_per_page = 1;
+    bool ordered = false;  // the index is exact: no stale entries to settle
   };
   // Every argument must outlive the compactor. `next_sequence` is the engine's sequence counter
   // (victim age for cost-benefit); `queue` is the compactor's own.
@@ -98,6 +101,10 @@ class Compactor {
   uint64_t copied_bytes() const { return copied_bytes_.load(); }          // record bytes copied
   uint64_t damaged_pages() const { return damaged_pages_.load(); }        // met in victims
   uint64_t unreadable_pages() const { return unreadable_pages_.load(); }  // of those, unreadable
+  // Hash mode: stale entries (key_entries.h) erased from victims, and the pages outside the
+  // victim read to prove them stale.
+  uint64_t stale_entries_settled() const { return stale_entries_settled_.load(); }
+  uint64_t settle_page_reads() const { return settle_page_reads_.load(); }
 
  private:
   void Loop();
@@ -106,9 +113,19 @@ class Compactor {
   // Cleans one victim (kCompacting): copies its live records to the heads, then frees it, or
   // retains it when records it could not read (damaged pages) are still indexed.
   absl::Status CleanSegment(uint64_t segment);
-  // Copies the records of `segment` that are still live (puts the index points at, tombstones
-  // that may still hide an older record elsewhere) to the heads.
-  absl::Status CopyLiveRecords(uint64_t segment, const std::vector<ScannedRecord>& records);
+  // Copies the records of `segment` (read into `victim`) that are still live (puts the index
+  // points at as their key's current entry, tombstones that may still hide an older record
+  // elsewhere) to the heads.
+  absl::Status CopyLiveRecords(uint64_t segment, const SegmentBuffer& victim,
+                               const std::vector<ScannedRecord>& records);
+  // Hash mode: erases `record`'s key's stale entries that point into `segment` (key_entries.h),
+  // reading pages outside the victim from the device where they must prove it. Returns whether
+  // `record` itself is still indexed and not proved stale: then it is to be copied.
+  bool SettleEntries(uint64_t segment, const SegmentBuffer& victim, const ScannedRecord& record,
+                     const KeyHash& hash);
+  // A verified data page for StandingOf: from the victim when it is one of its pages, else read
+  // into `read_page_`. Null when it cannot be read.
+  const uint8_t* PageForSettling(uint64_t segment, const SegmentBuffer& victim, uint64_t page);
   // Marks `segment` empty, durably, before anyone reuses it.
   absl::Status WriteFreeMarkers(uint64_t segment);
   // How many index entries point into each of `segments`, in one walk of the index (O(index):
@@ -143,6 +160,8 @@ class Compactor {
 
   std::atomic<uint64_t> segments_cleaned_{0}, copied_bytes_{0};
   std::atomic<uint64_t> damaged_pages_{0}, unreadable_pages_{0};
+  std::atomic<uint64_t> stale_entries_settled_{0}, settle_page_reads_{0};
+  storage::Buffer read_page_;  // queue_'s, for PageForSettling; taken on first use
 };
 
 }  // namespace nvkv::kv

@@ -218,7 +218,7 @@ absl::Status Engine::Impl::StartWriter() {
 absl::Status Engine::Impl::StartCompactor() {
   storage::QueueOptions compaction_options;
   compaction_options.buffers.buffer_bytes = geometry_.page_bytes;
-  compaction_options.buffers.buffer_count = 4;
+  compaction_options.buffers.buffer_count = 5;  // one kept for settling (Compactor)
   // A victim is read whole (SegmentBuffer), every chunk in flight at once; large records copied
   // and free markers are written one request at a time.
   compaction_options.buffers.chunk_count =
@@ -233,6 +233,7 @@ absl::Status Engine::Impl::StartCompactor() {
   compactor_config.compaction_policy = options_.compaction_policy;
   compactor_config.store_seed = store_seed_;
   compactor_config.blocks_per_page = blocks_per_page_;
+  compactor_config.ordered = ordered_;
   compactor_ = std::make_unique<Compactor>(compactor_config, geometry_, shards_, *segments_,
                                            *writer_, error_, write_counters_, *appender_,
                                            next_sequence_, std::move(*compaction_queue));
@@ -295,6 +296,9 @@ EngineStats Engine::Impl::Stats() {
   s.flushes = write_counters_.flushes.load();
   s.fua_writes = write_counters_.fua_writes.load();
   s.verify_reads = counters_.verify_reads.load();
+  s.blind_writes = counters_.blind_writes.load();
+  s.stale_entries_settled = compactor_ != nullptr ? compactor_->stale_entries_settled() : 0;
+  s.settle_page_reads = compactor_ != nullptr ? compactor_->settle_page_reads() : 0;
   s.segments_total = segments_->count();
   s.segments_free = segments_->free_count();
   s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;

@@ -51,7 +51,8 @@ class ReadQueueSet;
 struct OperationCounters {
   std::atomic<uint64_t> puts{0}, deletes{0}, gets{0}, batches{0};
   std::atomic<uint64_t> user_bytes{0};    // key and value bytes written
-  std::atomic<uint64_t> verify_reads{0};  // hash-mode writes that read a page to find their key
+  std::atomic<uint64_t> verify_reads{0};  // hash-mode deletes that read pages to find their key
+  std::atomic<uint64_t> blind_writes{0};  // hash-mode overwrites written without a read
 };
 
 class Engine::Impl final {
@@ -94,7 +95,10 @@ class Engine::Impl final {
   absl::StatusOr<ReadQueue*> ThisThreadQueue();
   // Finds `key`'s current record among the index candidates, reading pages as needed with this
   // thread's queue. Used by the write path (hash mode) to confirm identity.
-  absl::StatusOr<CurrentRecord> ResolveCurrent(std::string_view key, const KeyHash& hash);
+  // `read_all`: find every entry of the key by reading its candidate pages (a delete, or an
+  // overwrite that must not add an entry); else an overwrite may be written blind.
+  absl::StatusOr<CurrentRecord> ResolveCurrent(std::string_view key, const KeyHash& hash,
+                                               bool read_all);
 
   // --- shared helpers ---
   Shard& ShardFor(const KeyHash& hash) { return *shards_[ShardIndexFor(hash, shards_.size())]; }

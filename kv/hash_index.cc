@@ -70,19 +70,22 @@ void HashIndex::Find(uint64_t hash, std::string_view /*key*/,
   // the same home, and before every entry with a later home or a larger tag.
   for (uint64_t probe = 0;; ++probe) {
     const uint64_t entry = slots_[pos];
-    if (entry == kEmpty) return;
+    if (entry == kEmpty) break;
     const uint64_t distance = Distance(entry, pos);
-    if (distance < probe) return;  // its home is after ours
+    if (distance < probe) break;  // its home is after ours
     if (distance == probe) {       // same home as ours
       const uint32_t entry_tag = EntryTag(entry);
       if (entry_tag == tag) {
         pages->push_back(EntryPage(entry));
       } else if (entry_tag > tag) {
-        return;
+        break;
       }
     }
     pos = Next(pos);
   }
+  // Slots hold a tag's entries oldest first (Place puts a new one after its equals); callers
+  // want the newest first (index.h).
+  std::reverse(pages->begin(), pages->end());
 }
 
 uint64_t HashIndex::Locate(uint32_t tag, uint64_t page) const {

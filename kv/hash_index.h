@@ -26,7 +26,9 @@
 // ordered hash table). Invariants, cyclically (the table wraps from the last slot to slot 0):
 //   1. Every slot from an entry's home to the entry's slot is occupied.
 //   2. Along a run of occupied slots, entries are sorted by (home, tag). Entries with equal tags
-//      are adjacent, in no particular page order.
+//      are adjacent, in the order they were inserted: Place puts a new entry after its equals,
+//      Replace changes an entry in its slot, RemoveAt's shift and Rehash keep the order. Find
+//      returns them newest first, which is what a key with several entries needs (index.h).
 //   3. entries <= capacity * 9/10, so at least one slot is empty and every probe ends.
 // Find visits only the slots from the tag's home to the end of the tag's group, stopping at the
 // first entry with a later home or a larger tag: at load 0.9 that is 5.5 slots on average (one

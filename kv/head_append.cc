@@ -253,6 +253,14 @@ void HeadAppender::ApplyToIndex(Shard& shard, std::string_view key, const KeyHas
     segments_.AddLive(geometry_.SegmentOf(current.location.page),
                       -static_cast<int64_t>(current.record_bytes));
   }
+  if (current.blind) {
+    segments_.AddLikelyStale(geometry_.SegmentOf(current.likely_replaced), record_bytes);
+  }
+  for (const auto& [location, bytes] : current.stale) {
+    if (shard.index->Erase(hash.lo, key, location.index_value())) {
+      segments_.AddLive(geometry_.SegmentOf(location.page), -static_cast<int64_t>(bytes));
+    }
+  }
   if (is_delete) {
     if (current.found) shard.index->Erase(hash.lo, key, current.location.index_value());
     shard.cache->Erase(key);

@@ -42,6 +42,16 @@ struct CurrentRecord {
   // and may hold it: `location` is that entry, to be replaced or erased by the write so that a
   // damaged key can be repaired; record_bytes is unknown (0).
   bool damaged = false;
+  // Hash mode, a key check (a delete, or a write near damage, reads every candidate): the key's
+  // entries other than its current one, and their records' bytes (0 when unknown); the write
+  // erases them. Stale ones (key_entries.h), and damaged candidates besides the one in
+  // `location`: like that one, they are taken as the key's.
+  std::vector<std::pair<Location, uint32_t>> stale;
+  // Hash mode: an overwrite resolved without reading the key's page (a blind write: found is
+  // false, and the new entry goes before the key's others). `likely_replaced` is the page of the
+  // first candidate, probably the key's current record (SegmentTable::AddLikelyStale).
+  bool blind = false;
+  uint64_t likely_replaced = 0;
 
   // True when writing the key adds an index entry rather than changing one (ApplyToIndex): the
   // key has no record, or only a damaged candidate that may not be its own.

@@ -55,8 +55,11 @@ class Index {
   virtual ~Index() = default;
 
   // Replaces the contents of `pages` with every location that MAY hold `key`.
-  //   hash index: the page of every entry whose tag matches, in no particular order: pages of
-  //     other keys with the same tag too, which the caller tells apart by reading them.
+  //   hash index: the page of every entry whose tag matches, the most recently inserted first:
+  //     pages of other keys with the same tag too, which the caller tells apart by reading them.
+  //     A key may have several entries (a blind overwrite, kv/README.md "Blind overwrites",
+  //     inserts a new one without knowing which older entry is the key's): its current record is
+  //     on the first of its entries in this order, and its later entries are stale.
   //   ordered index: at most one page, the key's exact entry.
   // Does not allocate when `pages` already has enough capacity.
   virtual void Find(uint64_t hash, std::string_view key, std::vector<uint64_t>* pages) const = 0;
@@ -65,8 +68,9 @@ class Index {
   // that a candidate holds `key`.
   virtual bool exact() const = 0;
 
-  // Adds an entry mapping `key` to `page`. REQUIRES: `key` has no entry yet (the caller checked
-  // with Find and, for the hash index, by reading the candidates).
+  // Adds an entry mapping `key` to `page`, as the newest of the entries Find returns for it.
+  // REQUIRES: ordered index: `key` has no entry yet. Hash index: no entry (tag, `page`) exists
+  // yet; older entries of `key` may (a blind overwrite), and become stale.
   // Errors: kInvalidArgument when the hash index cannot store `page` (>= kHashIndexPageLimit);
   // kResourceExhausted when the table cannot grow (allocation failure, or 2^32 slots reached);
   // kAlreadyExists when the ordered index already holds `key`. The index is unchanged on error.

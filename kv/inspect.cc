@@ -7,10 +7,11 @@
 // another, and a walk that let it run could meet a record twice (moved ahead of the walk) or not
 // at all (moved behind it).
 //
-// Liveness is compaction's rule (compactor.h, write_path.cc Relocate): a put is live when
+// Liveness is compaction's rule (compactor.h, head_append.cc Relocate): a put is live when
 // recovery would apply it (segment_scan.h CollectNewestRecords: not in a batch cut short), it is
 // the newest record of its key on its page, and the index still has the key at that page
-// (ordered mode: at that page with that record size, Location::Indexed).
+// (ordered mode: at that page with that record size, Location::Indexed) as its current entry
+// (hash mode: no entry before it is the key's, key_entries.h).
 #include <algorithm>
 #include <cinttypes>
 
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kv/engine_impl.h"
+#include "kv/key_entries.h"
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
@@ -104,12 +106,38 @@ Location LocationOf(const Engine::Impl& engine, const ScannedRecord& record) {
                           RecordBytes(record.key.size(), record.header.value_bytes));
 }
 
-bool IsLive(Engine::Impl& engine, const ScannedRecord& record) {
-  if (record.header.type != static_cast<uint8_t>(RecordType::kPut)) return false;
+// Whether `record` is a put its key's index entry points at, and, in hash mode, whether that
+// entry is the key's current one (key_entries.h), reading the pages of the entries before it
+// through `reader` where nothing in memory answers. An entry after a damaged candidate counts
+// as current: nothing proves it stale.
+EntryStanding StandingOf(Engine::Impl& engine, SegmentReader& reader,
+                         const ScannedRecord& record) {
+  if (record.header.type != static_cast<uint8_t>(RecordType::kPut)) {
+    return EntryStanding::kNotIndexed;
+  }
   const KeyHash hash = HashKey(record.key);
   Shard& shard = engine.ShardFor(hash);
-  absl::MutexLock lock(&shard.mu);
-  return shard.IndexPointsAt(hash, record.key, LocationOf(engine, record));
+  if (engine.ordered()) {
+    absl::MutexLock lock(&shard.mu);
+    return shard.IndexPointsAt(hash, record.key, LocationOf(engine, record))
+               ? EntryStanding::kCurrent
+               : EntryStanding::kNotIndexed;
+  }
+  const PageSource source = [&](uint64_t page_number) -> const uint8_t* {
+    absl::StatusOr<const uint8_t*> page = reader.ReadPage(page_number);
+    if (!page.ok()) return nullptr;
+    absl::StatusOr<PageHeader> header =
+        VerifyPage(*page, engine.geometry(), engine.store_seed(), page_number);
+    if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) return nullptr;
+    return *page;
+  };
+  absl::StatusOr<EntryStanding> standing =
+      kv::StandingOf(shard, hash, record.key, record.page_number, source);
+  return standing.ok() ? *standing : EntryStanding::kUnknown;
+}
+
+bool IsLive(EntryStanding standing) {
+  return standing == EntryStanding::kCurrent || standing == EntryStanding::kUnknown;
 }
 
 // ----- Describing places and keys -----
@@ -179,7 +207,9 @@ class Checker {
 
  private:
   void ClassifyPages(uint64_t segment, const SegmentScanResult& scan);
-  void CheckLiveRecords(const SegmentRecords& segment_records);
+  void CheckLiveRecords(uint64_t segment, const SegmentRecords& segment_records);
+  // Page `page_number` of `segment` (just read) when it is a verified data page, else null.
+  const uint8_t* SegmentPage(uint64_t segment, uint64_t page_number) const;
 
   Engine::Impl& engine_;
   const Geometry& g_;
@@ -187,6 +217,9 @@ class Checker {
   CheckReport& report_;
   uint64_t problem_count_ = 0;
   uint64_t live_found_ = 0;
+  // Hash mode: index entries that point at a page holding their key, current or stale
+  // (key_entries.h).
+  uint64_t matched_entries_ = 0;
   // Ordered mode: the keys whose index entry a live record matched, for CheckIndexCoverage.
   absl::flat_hash_set<KeyHash> matched_keys_;
 };
@@ -270,10 +303,29 @@ void Checker::ClassifyPages(uint64_t segment, const SegmentScanResult& scan) {
 }
 
 // Reads every live record's key back through the read path and compares the value.
-void Checker::CheckLiveRecords(const SegmentRecords& segment_records) {
+const uint8_t* Checker::SegmentPage(uint64_t segment, uint64_t page_number) const {
+  const uint8_t* page = reader_.page(static_cast<uint32_t>(page_number - g_.FirstPageOf(segment)));
+  if (page == nullptr) return nullptr;
+  absl::StatusOr<PageHeader> header = VerifyPage(page, g_, engine_.store_seed(), page_number);
+  return header.ok() && header->type == static_cast<uint8_t>(PageType::kData) ? page : nullptr;
+}
+
+void Checker::CheckLiveRecords(uint64_t segment, const SegmentRecords& segment_records) {
   std::vector<const ScannedRecord*> live;
+  // Records are the newest of their key on each page: a key may have several in one segment.
+  absl::flat_hash_set<std::string_view> keys_matched;
   for (const ScannedRecord& record : segment_records.records) {
-    if (IsLive(engine_, record)) live.push_back(&record);
+    if (IsLive(StandingOf(engine_, reader_, record))) live.push_back(&record);
+    if (!engine_.ordered() && record.header.type == static_cast<uint8_t>(RecordType::kPut) &&
+        keys_matched.insert(record.key).second) {
+      // Every entry of the key into this segment, current or stale, matches a record.
+      matched_entries_ += EntriesInSegment(engine_.ShardFor(HashKey(record.key)),
+                                           HashKey(record.key), record.key, g_, segment,
+                                           [this, segment](uint64_t page_number) {
+                                             return SegmentPage(segment, page_number);
+                                           })
+                              .size();
+    }
   }
   live_found_ += live.size();
   for (size_t begin = 0; begin < live.size(); begin += kCheckGetBatch) {
@@ -290,7 +342,7 @@ void Checker::CheckLiveRecords(const SegmentRecords& segment_records) {
       if (value.ok() && *value == record.value) continue;
       // A write may have replaced the key since its segment was read: only a key whose index
       // entry still points at this record has a problem.
-      if (!IsLive(engine_, record)) continue;
+      if (!IsLive(StandingOf(engine_, reader_, record))) continue;
       const std::string what =
           value.ok() ? "the read path returns a different value than the log holds"
                      : absl::StrCat("cannot be read: ", value.status().message());
@@ -314,18 +366,20 @@ void Checker::CheckSegment(uint64_t segment) {
   SegmentRecords records;
   CollectRecords(engine_, reader_, segment, &records);
   ClassifyPages(segment, records.scan);
-  CheckLiveRecords(records);
+  CheckLiveRecords(segment, records);
 }
 
-// Every index entry must have been matched by a live record of some valid part. Each live
-// record matches one entry and no entry is matched twice (the ordered index holds one location
-// per key; a hash-index entry is a (tag, page) pair and a page never holds two keys with one
-// tag), so the counts are equal exactly when every entry resolves.
+// Every index entry must have been matched by a record of some valid part: a live record in
+// ordered mode; in hash mode a page holding the entry's key, current or stale. No entry is
+// matched twice (the ordered index holds one location per key; a hash-index entry is a (tag,
+// page) pair and a page never holds two keys with one tag), so the counts are equal exactly when
+// every entry resolves.
 void Checker::CheckIndexCoverage(uint64_t entries) {
-  if (entries == live_found_) return;
+  const uint64_t matched = engine_.ordered() ? live_found_ : matched_entries_;
+  if (entries == matched) return;
   if (!engine_.ordered()) {
-    Problem(absl::StrCat("the index holds ", entries, " entries but the log holds ", live_found_,
-                         " live records: ", entries > live_found_ ? entries - live_found_ : 0,
+    Problem(absl::StrCat("the index holds ", entries, " entries but the log holds ", matched,
+                         " records they point at: ", entries > matched ? entries - matched : 0,
                          " index entries point at pages without their record (the hash index "
                          "holds no keys to name them; open the store in ordered mode to see "
                          "which)"));
@@ -429,7 +483,7 @@ absl::Status Engine::Impl::ForEachLive(
     }
     CollectRecords(*this, **reader, segment, &records);
     for (const ScannedRecord& record : records.records) {
-      if (!IsLive(*this, record)) continue;
+      if (!IsLive(StandingOf(*this, **reader, record))) continue;
       absl::Status status = visit(record.key, record.value);
       if (!status.ok()) return status;
     }

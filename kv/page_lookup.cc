@@ -2,10 +2,13 @@
 // page reads, large values' continuation pages, restarts when the index changed.
 //
 // A lookup takes the key's shard lock only to ask the index for candidate pages and to look at
-// pages still in memory. Each device candidate costs one page read on the calling thread's own
-// queue; a key is found on the first candidate that holds it, because pages never hold two
-// different keys with the same index tag (head_append.cc seals a page rather than let that
-// happen), so a tag's entry on a page can only belong to the one key with that tag there.
+// pages still in memory. It walks the candidates in the index's order, newest first, and each
+// device candidate costs one page read on the calling thread's own queue. The key's current
+// record is on the first candidate that holds it: pages never hold two different keys with the
+// same index tag (head_append.cc seals a page rather than let that happen), so a tag's entry on
+// a page belongs to the one key with that tag there, and a key's later entries are stale
+// (key_entries.h). A damaged candidate before it may hold a newer record: then the read fails
+// with the damage rather than answer with what may be an older value.
 #include "kv/page_lookup.h"
 
 #include <algorithm>
@@ -49,6 +52,7 @@ void ReleaseOp(ReadOp* op) {
   op->callback = nullptr;
   op->candidates.clear();
   op->looked_up.clear();
+  op->read_pages.clear();
   op->unreadable.clear();
   op->unreadable_status = absl::OkStatus();
   op->value.clear();
@@ -91,10 +95,13 @@ PageLookup::PageLookup(const Options& options, const Geometry& geometry,
                        const SequenceRanges& dropped_batch_records)
     : options_(options), geometry_(geometry), shards_(shards), dropped_(dropped_batch_records) {}
 
-// Looks at the index and at in-memory pages; issues the first device read or finishes.
+// Takes the candidates from the index (or the answer from the cache), then walks them.
 void PageLookup::Start(ReadOp* op) const {
   Shard& shard = ShardFor(op->hash);
-  std::vector<uint64_t> device_candidates;
+  op->unreadable.clear();
+  op->unreadable_status = absl::OkStatus();
+  op->read_pages.clear();
+  op->next_candidate = 0;
   {
     absl::MutexLock lock(&shard.mu);
     if (op->purpose != ReadPurpose::kKeyCheck) {
@@ -103,64 +110,86 @@ void PageLookup::Start(ReadOp* op) const {
         return;
       }
     }
-    for (;;) {
-      shard.index->Find(op->hash.lo, op->key, &op->candidates);
-      bool pending_large = false;
-      device_candidates.clear();
-      for (uint64_t location : op->candidates) {
-        const uint64_t page_number = Location::FromIndexValue(location).page;
-        auto it = shard.unwritten.find(page_number);
-        if (it == shard.unwritten.end()) {
-          device_candidates.push_back(page_number);
-          continue;
-        }
-        if (it->second.large_run_in_flight()) {
-          pending_large = true;  // wait for it
-          break;
-        }
-        const PageSlot& slot = *it->second.slot();
-        const uint8_t* page = slot.buffer.data;
-        PageHeader header;
-        std::memcpy(&header, page, sizeof(header));
-        // The open page's header is not finished yet: take counts from the builder.
-        header.record_count = slot.builder.record_count();
-        header.used_bytes = slot.builder.used_bytes();
-        absl::Status status;
-        std::optional<RecordView> record =
-            FindNewest(page, header, op->key, dropped_, &status);
-        if (record && record->header.type == static_cast<uint8_t>(RecordType::kPut)) {
-          if (op->purpose == ReadPurpose::kKeyCheck) {
-            op->resolved->found = true;
-            op->resolved->location = Location::FromIndexValue(location);
-            op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
-            op->resolved->candidates = op->candidates;
-            FinishKeyCheck(op, absl::OkStatus());
-          } else {
-            FinishOp(op, std::string(record->value));
-          }
-          return;
-        }
-      }
-      if (!pending_large) break;
-      shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
-    }
-    if (op->purpose == ReadPurpose::kKeyCheck) op->resolved->candidates = op->candidates;
+    shard.index->Find(op->hash.lo, op->key, &op->candidates);
     op->looked_up = op->candidates;
     std::sort(op->looked_up.begin(), op->looked_up.end());
+    if (op->purpose == ReadPurpose::kKeyCheck) {
+      CurrentRecord& resolved = *op->resolved;
+      resolved.found = false;
+      resolved.damaged = false;
+      resolved.stale.clear();
+      resolved.candidates = op->candidates;
+    }
+    if (!AdvanceLocked(shard, op)) return;
   }
-  op->unreadable.clear();
-  op->unreadable_status = absl::OkStatus();
-  op->candidates = std::move(device_candidates);
-  op->next_candidate = 0;
-  IssueCandidate(op);
+  IssueRead(op);
 }
 
-void PageLookup::IssueCandidate(ReadOp* op) const {
+void PageLookup::Advance(ReadOp* op) const {
+  if (op->next_candidate < op->candidates.size()) {
+    Shard& shard = ShardFor(op->hash);
+    absl::MutexLock lock(&shard.mu);
+    if (!AdvanceLocked(shard, op)) return;
+  }
+  IssueRead(op);
+}
+
+// Looks at candidates in order while their pages are in memory. Returns true when the next
+// candidate must be read from the device, or when none is left (IssueRead finishes then);
+// false when the lookup finished.
+bool PageLookup::AdvanceLocked(Shard& shard, ReadOp* op) const {
+  while (op->next_candidate < op->candidates.size()) {
+    const uint64_t location = op->candidates[op->next_candidate];
+    const uint64_t page_number = Location::FromIndexValue(location).page;
+    auto it = shard.unwritten.find(page_number);
+    if (it == shard.unwritten.end()) return true;  // on the device
+    if (it->second.large_run_in_flight()) {
+      // A large value being written: wait for it, then look at this candidate again.
+      shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
+      continue;
+    }
+    ++op->next_candidate;
+    const PageSlot& slot = *it->second.slot();
+    absl::Status status;
+    std::optional<RecordView> record =
+        FindNewest(slot.buffer.data, slot.HeaderSoFar(), op->key, dropped_, &status);
+    if (!record || record->header.type != static_cast<uint8_t>(RecordType::kPut)) continue;
+    if (op->purpose == ReadPurpose::kKeyCheck) {
+      NoteKeyCheckHit(op, Location::FromIndexValue(location),
+                      RecordBytes(op->key.size(), record->header.value_bytes));
+      continue;
+    }
+    if (!op->unreadable.empty()) {
+      // A damaged candidate before this one may hold the key's current record.
+      FinishOp(op, op->unreadable_status);
+    } else {
+      FinishOp(op, std::string(record->value));
+    }
+    return false;
+  }
+  return true;
+}
+
+// A key check found the key on a candidate: the first is its current record, the rest stale.
+void PageLookup::NoteKeyCheckHit(ReadOp* op, const Location& location,
+                                 uint32_t record_bytes) const {
+  CurrentRecord& resolved = *op->resolved;
+  if (resolved.found) {
+    resolved.stale.emplace_back(location, record_bytes);
+    return;
+  }
+  resolved.found = true;
+  resolved.location = location;
+  resolved.record_bytes = record_bytes;
+}
+
+void PageLookup::IssueRead(ReadOp* op) const {
   if (op->next_candidate >= op->candidates.size()) {
     FinishMiss(op);
     return;
   }
-  const uint64_t page_number = op->candidates[op->next_candidate++];
+  const uint64_t page_number = Location::FromIndexValue(op->candidates[op->next_candidate++]).page;
+  op->read_pages.push_back(page_number);
   op->request.op = storage::IoOp::kRead;
   op->request.fua = false;
   op->request.lba = LbaOf(page_number);
@@ -222,7 +251,7 @@ bool PageLookup::IndexUnchangedLocked(Shard& shard, const ReadOp* op) const {
   std::sort(now.begin(), now.end());
   if (now != op->looked_up) return false;
   // A page read from the device that is in memory again was reused by a new write.
-  for (uint64_t page_number : op->candidates) {
+  for (uint64_t page_number : op->read_pages) {
     if (shard.unwritten.contains(page_number)) return false;
   }
   return true;
@@ -234,6 +263,15 @@ bool PageLookup::IndexUnchangedLocked(Shard& shard, const ReadOp* op) const {
 void PageLookup::FinishMiss(ReadOp* op) const {
   if (!IndexUnchanged(op)) {
     Restart(op, absl::NotFoundError("key not found"));
+    return;
+  }
+  if (op->purpose == ReadPurpose::kKeyCheck && op->resolved->found) {
+    // Read every candidate: the key's entries are found, and damaged candidates are taken as
+    // the key's too (see below), so that a delete leaves none that reads fail on.
+    for (uint64_t page_number : op->unreadable) {
+      op->resolved->stale.emplace_back(Location{page_number, 0}, 0);
+    }
+    FinishKeyCheck(op, absl::OkStatus());
     return;
   }
   if (op->unreadable.empty()) {
@@ -248,6 +286,9 @@ void PageLookup::FinishMiss(ReadOp* op) const {
   op->resolved->damaged = true;
   op->resolved->location = Location{op->unreadable.front(), 0};
   op->resolved->record_bytes = 0;
+  for (size_t i = 1; i < op->unreadable.size(); ++i) {
+    op->resolved->stale.emplace_back(Location{op->unreadable[i], 0}, 0);
+  }
   FinishKeyCheck(op, absl::OkStatus());
 }
 
@@ -258,7 +299,8 @@ void PageLookup::OnPageRead(storage::IoRequest* request) {
 
 void PageLookup::PageRead(ReadOp* op) const {
   storage::IoRequest* request = &op->request;
-  const uint64_t page_number = op->candidates[op->next_candidate - 1];
+  const uint64_t location = op->candidates[op->next_candidate - 1];
+  const uint64_t page_number = Location::FromIndexValue(location).page;
   if (!request->status.ok()) {
     FinishOp(op, request->status);
     return;
@@ -279,7 +321,7 @@ void PageLookup::PageRead(ReadOp* op) const {
                       : header.status();
     }
     op->unreadable.push_back(page_number);
-    IssueCandidate(op);
+    Advance(op);
     return;
   }
   absl::Status status;
@@ -290,15 +332,18 @@ void PageLookup::PageRead(ReadOp* op) const {
     return;
   }
   if (!record || record->header.type != static_cast<uint8_t>(RecordType::kPut)) {
-    IssueCandidate(op);  // the next candidate, or the final miss
+    Advance(op);  // the next candidate, or the final miss
     return;
   }
   if (op->purpose == ReadPurpose::kKeyCheck) {
-    op->resolved->found = true;
-    op->resolved->location =
-        IndexedAt(page_number, RecordBytes(op->key.size(), record->header.value_bytes));
-    op->resolved->record_bytes = RecordBytes(op->key.size(), record->header.value_bytes);
-    FinishKeyCheck(op, absl::OkStatus());
+    NoteKeyCheckHit(op, Location::FromIndexValue(location),
+                    RecordBytes(op->key.size(), record->header.value_bytes));
+    Advance(op);  // a delete erases every entry of the key
+    return;
+  }
+  if (!op->unreadable.empty()) {
+    // A damaged candidate before this one may hold the key's current record.
+    FinishOp(op, op->unreadable_status);
     return;
   }
   if ((record->header.flags & kRecordLarge) == 0) {

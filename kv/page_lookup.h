@@ -45,8 +45,12 @@ class PageLookup {
   uint64_t page_reads() const { return page_reads_.load(std::memory_order_relaxed); }
 
  private:
-  // The next device candidate's read, or the final miss.
-  void IssueCandidate(ReadOp* op) const;
+  // Walks the candidates on from `next_candidate`: pages in memory answer at once, the next one
+  // on the device is read, and none left is the final miss.
+  void Advance(ReadOp* op) const;
+  bool AdvanceLocked(Shard& shard, ReadOp* op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  void IssueRead(ReadOp* op) const;
+  void NoteKeyCheckHit(ReadOp* op, const Location& location, uint32_t record_bytes) const;
   // The index changed under a read: look again, a bounded number of times.
   void Restart(ReadOp* op, const absl::Status& why) const;
   bool IndexStillHas(const ReadOp* op, uint64_t page_number) const;

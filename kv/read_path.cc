@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kv/engine_impl.h"
+#include "kv/key_entries.h"
 #include "kv/page_lookup.h"
 #include "kv/read_queue.h"
 #include "storage/base/check.h"
@@ -143,7 +144,7 @@ void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
 }
 
 absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
-                                                           const KeyHash& hash) {
+                                                           const KeyHash& hash, bool read_all) {
   CurrentRecord current;
   Shard& shard = ShardFor(hash);
   if (ordered_) {
@@ -158,8 +159,10 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
     return current;
   }
   {
-    // Fast paths: no candidate at all means a new key, and a cached key's entry says where its
-    // current record is (record_cache.h); neither needs a read.
+    // Without a read: no candidate at all means a new key; a cached key's entry says where its
+    // current record is (record_cache.h); a candidate page still in memory can be looked at. An
+    // overwrite whose first candidate is on the device is written blind (kv/README.md). Only a
+    // delete (or an overwrite that must not add an entry) reads, to find every entry of the key.
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, key, &current.candidates);
     if (current.candidates.empty()) return current;
@@ -169,13 +172,54 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
       const bool indexed = std::find(current.candidates.begin(), current.candidates.end(),
                                      cached->location.index_value()) != current.candidates.end();
       NVKV_DCHECK(indexed);
-      if (indexed) {
+      if (indexed && (!read_all || current.candidates.size() == 1)) {
         current.found = true;
         current.location = cached->location;
         current.record_bytes = RecordBytes(key.size(), cached->value.size());
         return current;
       }
-      shard.cache->Erase(key);
+      if (!indexed) shard.cache->Erase(key);
+    }
+    // A candidate in a segment compaction retained may be on a damaged page: read them, so that
+    // the write replaces a damaged entry of the key (PageLookup) and the segment can be freed.
+    const bool near_damage = std::any_of(
+        current.candidates.begin(), current.candidates.end(), [this](uint64_t candidate) {
+          const uint64_t page = Location::FromIndexValue(candidate).page;
+          return page >= kSuperblockPages && segments_->IsRetained(geometry_.SegmentOf(page));
+        });
+    if (!read_all && !near_damage) {
+      // The first candidate that is the key's, or that is not in memory, decides.
+      std::optional<uint64_t> first_unseen;  // page of the first candidate not in memory
+      bool held_behind = false;  // a page in memory holds the key behind `first_unseen`
+      for (uint64_t candidate : current.candidates) {
+        const Location location = Location::FromIndexValue(candidate);
+        uint32_t record_bytes = 0;
+        const InMemory in_memory = LookInMemory(shard, location.page, key, &record_bytes);
+        if (in_memory == InMemory::kHoldsNot) continue;
+        if (in_memory == InMemory::kHoldsKey) {
+          if (first_unseen) {
+            held_behind = true;
+            break;
+          }
+          current.found = true;
+          current.location = location;
+          current.record_bytes = record_bytes;
+          return current;
+        }
+        if (!first_unseen) first_unseen = location.page;
+      }
+      if (!first_unseen) return current;  // every candidate is another key's, in memory
+      if (!held_behind) {
+        // On the device, or a large value being written: the key's current record is probably
+        // there (a candidate of another key is rare, Index::Find), but the write does not wait
+        // to find out. Its new entry goes first; compaction settles the rest (key_entries.h).
+        current.blind = true;
+        current.likely_replaced = *first_unseen;
+        counters_.blind_writes.fetch_add(1, std::memory_order_relaxed);
+        return current;
+      }
+      // Rare: the key's record in memory behind a candidate on the device. The new record may go
+      // to that very page, whose entry must then be replaced, not added again: read.
     }
   }
   absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();

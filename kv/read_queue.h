@@ -49,8 +49,11 @@ struct ReadOp {
   std::string key;
   KeyHash hash;
   GetCallback callback;
-  std::vector<uint64_t> candidates;  // index candidates still to read
-  std::vector<uint64_t> looked_up;   // every location the index gave at the lookup, sorted
+  // Every location the index gave at the lookup, newest first (index.h): a key's current record
+  // is on the first that holds it. `next_candidate` is the next to look at.
+  std::vector<uint64_t> candidates;
+  std::vector<uint64_t> looked_up;   // the same, sorted
+  std::vector<uint64_t> read_pages;  // the candidates' pages read from the device so far
   // Candidates whose page could not be used (damaged) while the index still pointed there: the
   // key's record may be on one of them. `unreadable_status` says why for the first.
   std::vector<uint64_t> unreadable;

@@ -88,6 +88,7 @@ SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user)
 
 void SegmentTable::Reset(Info& info) {
   info.live_bytes.store(0);
+  info.likely_stale_bytes.store(0);
   info.min_sequence.store(UINT64_MAX);
   info.max_sequence.store(0);
   info.record_bytes.store(0);
@@ -149,13 +150,21 @@ void SegmentTable::Retain(uint64_t segment) {
   absl::MutexLock lock(&mu_);
   NVKV_CHECK(info_[segment].state == SegmentState::kCompacting);
   info_[segment].state = SegmentState::kRetained;
+  retained_count_.fetch_add(1);
 }
 
 void SegmentTable::Unretain(uint64_t segment) {
   absl::MutexLock lock(&mu_);
   NVKV_CHECK(info_[segment].state == SegmentState::kRetained);
+  retained_count_.fetch_sub(1);
   info_[segment].state = SegmentState::kSealed;
   info_[segment].live_bytes.store(0);
+}
+
+bool SegmentTable::IsRetained(uint64_t segment) {
+  if (retained_count_.load() == 0) return false;
+  absl::MutexLock lock(&mu_);
+  return info_[segment].state == SegmentState::kRetained;
 }
 
 std::vector<uint64_t> SegmentTable::retained() {
@@ -208,7 +217,10 @@ std::optional<uint64_t> SegmentTable::BestVictim(CompactionPolicy policy, uint64
     if (!tombstones_dead && info.sample_count > 0) {
       tombstones_kept = info.tombstone_bytes.load() * KeptSamples(s) / info.sample_count;
     }
-    const int64_t kept = std::max<int64_t>(0, info.live_bytes.load()) + tombstones_kept;
+    // Records that blind overwrites probably made stale are counted as garbage: cleaning the
+    // segment is what finds out, and settles them (compactor.h).
+    const int64_t indexed = info.live_bytes.load() - info.likely_stale_bytes.load();
+    const int64_t kept = std::max<int64_t>(0, indexed) + tombstones_kept;
     if (only_with_garbage) {
       const int64_t dead = info.record_bytes.load() - kept;
       if (dead < static_cast<int64_t>(page_payload_bytes_) &&

@@ -124,10 +124,19 @@ class SegmentTable {
   // so that compaction frees it.
   void Unretain(uint64_t segment);
   std::vector<uint64_t> retained();
+  // Whether `segment` is retained; without a lock while none is (the common case).
+  bool IsRetained(uint64_t segment);
 
-  // Hot path: record bytes entering or leaving a segment.
+  // Hot path: record bytes entering or leaving a segment. Live bytes count the records the index
+  // points at, stale entries' too (kv/README.md "Blind overwrites").
   void AddLive(uint64_t segment, int64_t bytes) {
     info_[segment].live_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  // A blind overwrite probably made `bytes` of `segment`'s indexed records stale (its key's
+  // previous entry points there, or another key's with the same tag: it does not know which).
+  // An estimate for choosing victims only; cleaning the segment settles what is really live.
+  void AddLikelyStale(uint64_t segment, int64_t bytes) {
+    info_[segment].likely_stale_bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
   // A record of key `hash` and `record_bytes` (a delete when `is_delete`) was appended to
   // `segment` (by a user write or a compaction copy), or found there by recovery: its key, its
@@ -207,6 +216,7 @@ class SegmentTable {
 
   struct Info {
     std::atomic<int64_t> live_bytes{0};
+    std::atomic<int64_t> likely_stale_bytes{0};  // AddLikelyStale's estimate, within live_bytes
     std::atomic<int32_t> pages_pending{0};  // pages assigned whose writes have not completed
     std::atomic<uint64_t> min_sequence{UINT64_MAX};
     std::atomic<uint64_t> max_sequence{0};
@@ -258,6 +268,7 @@ class SegmentTable {
   const uint64_t open_filter_words_;  // for the most puts a segment can hold
   std::unique_ptr<Info[]> info_;
   std::atomic<uint64_t> next_generation_{1};
+  std::atomic<uint64_t> retained_count_{0};  // segments in kRetained
   absl::Mutex mu_;
   std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
   uint64_t recovering_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;  // the one full-size recovered filter

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -49,6 +50,15 @@ struct PageSlot {
   // Hash mode: (index tag, record offset) of every record in the page, to keep two different
   // keys with the same tag off one page.
   std::vector<std::pair<uint32_t, uint32_t>> tags;
+  // The page's header as far as it is written: the open page's is not finished yet, so the
+  // record count and bytes in use come from the builder.
+  PageHeader HeaderSoFar() const {
+    PageHeader header;
+    std::memcpy(&header, buffer.data, sizeof(header));
+    header.record_count = builder.record_count();
+    header.used_bytes = builder.used_bytes();
+    return header;
+  }
   // Other shards with records on this page (a batch's records all go to its first shard's
   // head): their `unwritten` maps list the page too, until it is written. Set under the locks of
   // the batch; the page is sealed before they are released, so the other shards' readers see

@@ -312,10 +312,14 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   absl::Status valid = ValidateOps(geometry_, max_batch_bytes(), ops);
   if (!valid.ok() || ops.empty()) return valid;
   WritePlan plan = PlanWrite(*appender_, ops);
+  bool may_write_blind = true;
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
     // 1. Resolve every key's current record without holding locks.
+    bool any_blind = false;
     for (PreparedOp& p : plan.prepared) {
-      NVKV_ASSIGN_OR_RETURN(p.current, ResolveCurrent(p.op->key, p.hash));
+      NVKV_ASSIGN_OR_RETURN(p.current,
+                            ResolveCurrent(p.op->key, p.hash, p.op->is_delete || !may_write_blind));
+      any_blind = any_blind || p.current.blind;
     }
     // A delete of a key that is not there writes nothing. But the key may be absent only
     // because of a write that is not durable yet (another thread's delete, or a batch on any
@@ -341,6 +345,11 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
         if (CompactionFreedRoom(appended.status, plan.use, attempt)) continue;
         return appended.status;
       case AppendAttempt::Outcome::kFailed:
+        if (any_blind && absl::IsResourceExhausted(appended.status)) {
+          // The index cannot grow: an overwrite must replace its key's entry, not add one.
+          may_write_blind = false;
+          continue;
+        }
         return appended.status;
     }
     // 3. Wait (durable writes).

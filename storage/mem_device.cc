@@ -81,6 +81,19 @@ void MemStorage::Corrupt(uint64_t offset_bytes, uint64_t length_bytes, uint8_t x
   for (uint64_t i = 0; i < length_bytes; ++i) bytes_[offset_bytes + i] ^= xor_mask;
 }
 
+bool MemStorage::CorruptIfUnchanged(uint64_t lba, const std::vector<uint8_t>& expected,
+                                    uint64_t offset_bytes, uint64_t length_bytes,
+                                    uint8_t xor_mask) {
+  NVKV_CHECK(expected.size() % lba_bytes_ == 0);
+  const uint64_t start = CheckedOffset(lba, static_cast<uint32_t>(expected.size() / lba_bytes_));
+  NVKV_CHECK(offset_bytes >= start && length_bytes <= expected.size() &&
+             offset_bytes - start <= expected.size() - length_bytes);
+  absl::MutexLock lock(&mu_);
+  if (std::memcmp(bytes_ + start, expected.data(), expected.size()) != 0) return false;
+  for (uint64_t i = 0; i < length_bytes; ++i) bytes_[offset_bytes + i] ^= xor_mask;
+  return true;
+}
+
 absl::StatusOr<std::unique_ptr<MemDevice>> MemDevice::Create(const MemDeviceOptions& options) {
   auto storage = MemStorage::Create(options.lba_bytes, options.lba_count);
   if (!storage.ok()) return storage.status();

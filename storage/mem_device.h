@@ -57,6 +57,12 @@ class MemStorage {
   // REQUIRES: the range lies inside the storage (checked).
   std::vector<uint8_t> CopyOut(uint64_t lba, uint32_t lba_count) const;
   void Corrupt(uint64_t offset_bytes, uint64_t length_bytes, uint8_t xor_mask = 0xff);
+  // Corrupt, but only while the blocks from `lba` still hold `expected` (a CopyOut the caller
+  // inspected), checked and changed in one step: a write that landed since the copy is never
+  // damaged in its place. Returns whether it corrupted. REQUIRES: the corrupted range lies
+  // inside those blocks.
+  bool CorruptIfUnchanged(uint64_t lba, const std::vector<uint8_t>& expected,
+                          uint64_t offset_bytes, uint64_t length_bytes, uint8_t xor_mask = 0xff);
 
  private:
   MemStorage(uint32_t lba_bytes, uint64_t lba_count, uint8_t* bytes);

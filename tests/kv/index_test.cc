@@ -268,6 +268,24 @@ TEST(HashIndexTest, EraseOfDuplicateEntryRemovesExactlyOne) {
   EXPECT_EQ(index->stats().entries, 1u);
 }
 
+TEST(HashIndexTest, EntriesOfOneTagComeNewestFirstThroughGrowthAndErase) {
+  auto index = NewHashIndex();
+  for (uint32_t i = 0; i < 5; ++i) {
+    NVKV_ASSERT_OK(index->Insert(HashWithTag(0x5555, i), "", 100 + i));
+  }
+  // Many other entries: the table grows several times, moving every entry.
+  for (uint32_t i = 0; i < 5000; ++i) {
+    NVKV_ASSERT_OK(index->Insert(SyntheticHash(i), Key(i), i));
+  }
+  std::vector<uint64_t> pages;
+  index->Find(HashWithTag(0x5555, 0), "", &pages);
+  EXPECT_THAT(pages, ElementsAre(104u, 103u, 102u, 101u, 100u));
+  EXPECT_TRUE(index->Replace(HashWithTag(0x5555, 0), "", 102, 7));
+  EXPECT_TRUE(index->Erase(HashWithTag(0x5555, 0), "", 103));
+  index->Find(HashWithTag(0x5555, 0), "", &pages);
+  EXPECT_THAT(pages, ElementsAre(104u, 7u, 101u, 100u));
+}
+
 TEST(HashIndexTest, ThousandKeysSharingOneTagAreAllCandidates) {
   auto index = NewHashIndex();
   std::vector<uint64_t> expected;
@@ -336,55 +354,67 @@ TEST(HashIndexTest, RandomOperationsMatchMultimapModel) {
     return uniform(2) == 0 ? hot_tags[uniform(hot_tags.size())] : static_cast<uint32_t>(rng());
   };
   auto hash_of = [&](uint32_t tag) { return HashWithTag(tag, static_cast<uint32_t>(rng())); };
-  auto check_tag = [](const Index& index, const std::multimap<uint32_t, uint64_t>& model,
-                      uint32_t tag, uint32_t high) {
+  // The model keeps each tag's entries in insertion order; Find returns them newest first.
+  using Model = std::map<uint32_t, std::vector<uint64_t>>;
+  auto check_tag = [](const Index& index, const Model& model, uint32_t tag, uint32_t high) {
     std::vector<uint64_t> expected;
-    for (auto [it, end] = model.equal_range(tag); it != end; ++it) expected.push_back(it->second);
-    std::sort(expected.begin(), expected.end());
-    return FindPages(index, HashWithTag(tag, high), "") == expected;
+    if (auto it = model.find(tag); it != model.end()) {
+      expected.assign(it->second.rbegin(), it->second.rend());
+    }
+    std::vector<uint64_t> found;
+    index.Find(HashWithTag(tag, high), "", &found);
+    return found == expected;
+  };
+  auto model_size = [](const Model& model) {
+    size_t n = 0;
+    for (const auto& [tag, pages] : model) n += pages.size();
+    return n;
   };
 
   for (int round = 0; round < 40; ++round) {
     auto index = NewHashIndex();
-    std::multimap<uint32_t, uint64_t> model;
+    Model model;
     const uint64_t target_entries = 1 + uniform(round < 20 ? 60 : 3000);
     for (int op = 0; op < 20'000; ++op) {
       const uint64_t dice = uniform(100);
-      const bool grow = model.size() < target_entries;
+      const bool grow = model_size(model) < target_entries;
       if (dice < (grow ? 60u : 35u)) {
         const uint32_t tag = random_tag();
         const uint64_t page = uniform(16);
         ASSERT_THAT(index->Insert(hash_of(tag), "", page), IsOk()) << "round " << round;
-        model.emplace(tag, page);
+        model[tag].push_back(page);
       } else if (dice < 85) {
-        // Erase or Replace an existing entry (or, one time in eight, a random one).
+        // Erase or Replace an existing entry (or, one time in eight, a random one). Of equal
+        // entries either may go: they are alike.
         uint32_t tag = random_tag();
         uint64_t page = uniform(16);
         if (!model.empty() && uniform(8) != 0) {
           auto it = std::next(model.begin(), static_cast<long>(uniform(model.size())));
           tag = it->first;
-          page = it->second;
+          page = it->second[uniform(it->second.size())];
         }
-        auto [begin, end] = model.equal_range(tag);
-        auto found = std::find_if(begin, end, [page](const auto& e) { return e.second == page; });
+        std::vector<uint64_t>& pages = model[tag];
+        auto found = std::find(pages.begin(), pages.end(), page);
         if (dice < 70) {
-          ASSERT_EQ(index->Erase(hash_of(tag), "", page), found != end) << "round " << round;
-          if (found != end) model.erase(found);
+          ASSERT_EQ(index->Erase(hash_of(tag), "", page), found != pages.end())
+              << "round " << round;
+          if (found != pages.end()) pages.erase(found);
         } else {
           const uint64_t new_page = uniform(16);
-          ASSERT_EQ(index->Replace(hash_of(tag), "", page, new_page), found != end)
+          ASSERT_EQ(index->Replace(hash_of(tag), "", page, new_page), found != pages.end())
               << "round " << round;
-          if (found != end) found->second = new_page;
+          if (found != pages.end()) *found = new_page;
         }
+        if (pages.empty()) model.erase(tag);
       } else {
         const uint32_t tag = random_tag();
         ASSERT_TRUE(check_tag(*index, model, tag, static_cast<uint32_t>(rng())))
             << "round " << round << " op " << op << " tag " << tag;
       }
-      ASSERT_EQ(index->stats().entries, model.size()) << "round " << round << " op " << op;
+      ASSERT_EQ(index->stats().entries, model_size(model)) << "round " << round << " op " << op;
     }
-    for (auto it = model.begin(); it != model.end(); it = model.upper_bound(it->first)) {
-      ASSERT_TRUE(check_tag(*index, model, it->first, 0)) << "round " << round;
+    for (const auto& [tag, pages] : model) {
+      ASSERT_TRUE(check_tag(*index, model, tag, 0)) << "round " << round;
     }
   }
 }

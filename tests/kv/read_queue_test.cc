@@ -37,6 +37,11 @@ absl::Status Put(Engine& engine, std::string_view key, std::string_view value) {
   return engine.Write(std::span<const WriteOp>(&op, 1), /*durable=*/true);
 }
 
+absl::Status Delete(Engine& engine, std::string_view key) {
+  WriteOp op{true, key, {}};
+  return engine.Write(std::span<const WriteOp>(&op, 1), /*durable=*/true);
+}
+
 // Open file descriptors of this process (each read queue holds two: its ring and its own
 // descriptor of the store file).
 size_t OpenFds() {
@@ -105,20 +110,26 @@ TEST(ReadQueueTest, ThreadReadingManyStoresKeepsOneQueuePerStore) {
 }
 
 TEST(ReadQueueTest, WritingThreadsThatExitReleaseTheirQueues) {
-  // In hash mode an overwrite of a key the record cache does not hold reads the key's page to
-  // confirm it, on the writing thread's queue: no cache here, so that every overwrite does.
+  // In hash mode a delete of a key the record cache does not hold reads the key's pages to find
+  // its entries, on the deleting thread's queue: no cache here, so that every delete does.
   nvkv::testing::TempDir dir;
   EngineOptions options = TinyStore();
   options.cache_bytes = 0;
   auto engine = Engine::Open(dir.File("store"), options);
   ASSERT_THAT(engine, IsOk());
   ASSERT_THAT(Put(**engine, "key", "0"), IsOk());
-  OnOwnThread([&] { EXPECT_THAT(Put(**engine, "key", "1"), IsOk()); });
+  OnOwnThread([&] {
+    EXPECT_THAT(Delete(**engine, "key"), IsOk());
+    EXPECT_THAT(Put(**engine, "key", "1"), IsOk());
+  });
   const size_t fds_before = OpenFds();
   const uint64_t verify_reads_before = (*engine)->Stats().verify_reads;
   constexpr int kThreads = 200;
   for (int i = 0; i < kThreads; ++i) {
-    OnOwnThread([&] { EXPECT_THAT(Put(**engine, "key", std::to_string(i)), IsOk()); });
+    OnOwnThread([&] {
+      EXPECT_THAT(Delete(**engine, "key"), IsOk());
+      EXPECT_THAT(Put(**engine, "key", std::to_string(i)), IsOk());
+    });
   }
   EXPECT_EQ((*engine)->Stats().verify_reads - verify_reads_before, uint64_t{kThreads});
   EXPECT_EQ(OpenFds(), fds_before);

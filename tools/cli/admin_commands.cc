@@ -242,6 +242,10 @@ Outcome RunStats(const Context& context) {
                             "verify reads",
                             s.pages_written, s.page_reads, s.flushes, s.fua_writes,
                             s.verify_reads));
+  table.Row("hash overwrites",
+            absl::StrFormat("%d blind writes; compaction settled %d stale entries with %d page "
+                            "reads",
+                            s.blind_writes, s.stale_entries_settled, s.settle_page_reads));
   table.Row("cache", absl::StrFormat("%d hits, %d misses, %d evictions; %d keys in %s of %s",
                                      s.cache_hits, s.cache_misses, s.cache_evictions,
                                      s.cache_entries, FormatBytes(s.cache_bytes),

@@ -55,7 +55,8 @@ struct DeviceStats {
 };
 
 struct Stats {
-  // Keys and memory.
+  // Keys and memory. live_keys counts index entries: in hash mode that includes the stale
+  // entries of blind overwrites (below) that compaction has not settled yet.
   uint64_t live_keys = 0;
   uint64_t index_bytes = 0;           // memory taken by the in-memory index
   double index_bytes_per_key = 0;
@@ -78,7 +79,13 @@ struct Stats {
   uint64_t page_reads = 0;
   uint64_t flushes = 0;
   uint64_t fua_writes = 0;
-  uint64_t verify_reads = 0;  // reads a hash-mode overwrite needed to confirm which key it had
+  uint64_t verify_reads = 0;  // page reads of hash-mode deletes, to find every entry of their key
+  // Hash mode: overwrites written without reading the key's page (its first candidate was on the
+  // device); they leave the key's older entry stale until compaction settles it, erasing
+  // `stale_entries_settled` entries with `settle_page_reads` page reads outside its victims.
+  uint64_t blind_writes = 0;
+  uint64_t stale_entries_settled = 0;
+  uint64_t settle_page_reads = 0;
 
   // The record cache (Options::cache_bytes). A hit is a Get, MultiGet or GetAsync answered
   // from it, or a hash-mode write that found its key's current record there; a miss, a lookup
