@@ -32,12 +32,23 @@ constexpr int kOwnKeys = 400;
 constexpr int kSharedKeys = 64;
 constexpr int kOpsPerThread = 6000;
 
-EngineOptions StoreOptions(IndexMode mode) {
+// The modes under stress: each index mode with the default record cache, and hash mode without
+// one, where overwrites are written blind and compaction settles their stale entries.
+struct StressMode {
+  IndexMode index = IndexMode::kHash;
+  bool cache = true;
+  std::string name() const {
+    return absl::StrCat(index == IndexMode::kHash ? "Hash" : "Ordered", cache ? "" : "NoCache");
+  }
+};
+
+EngineOptions StoreOptions(const StressMode& mode) {
   EngineOptions options;
+  if (!mode.cache) options.cache_bytes = 0;
   options.capacity_bytes = 64 << 20;
   options.segment_bytes = 256 << 10;
   options.shard_count = 4;
-  options.index_mode = mode;
+  options.index_mode = mode.index;
   options.max_write_delay_us = 1000;
   options.read_queue_depth = 16;  // so that GetAsync bursts run into kUnavailable now and then
   options.device.ring.queue_depth = 32;
@@ -71,7 +82,7 @@ struct ThreadResult {
   uint64_t ops = 0;
 };
 
-class StressTest : public ::testing::TestWithParam<IndexMode> {};
+class StressTest : public ::testing::TestWithParam<StressMode> {};
 
 // One thread's workload. Returns at the first inconsistency, described in result->failure.
 void RunThread(Engine& engine, int id, uint32_t seed, ThreadResult* result) {
@@ -201,14 +212,16 @@ TEST_P(StressTest, FourThreadsMixedOperationsThenReopen) {
     }
     for (std::thread& thread : threads) thread.join();
     const EngineStats stats = (*engine)->Stats();
-    std::printf("%s: %llu puts, %llu deletes, %llu batches, %llu gets, %llu segments cleaned "
-                "in %.2f s\n",
-                GetParam() == IndexMode::kHash ? "hash" : "ordered",
+    std::printf("%s: %llu puts, %llu deletes, %llu batches, %llu gets, %llu segments cleaned, "
+                "%llu blind writes, %llu stale entries settled in %.2f s\n",
+                GetParam().name().c_str(),
                 static_cast<unsigned long long>(stats.puts),
                 static_cast<unsigned long long>(stats.deletes),
                 static_cast<unsigned long long>(stats.batches),
                 static_cast<unsigned long long>(stats.gets),
                 static_cast<unsigned long long>(stats.segments_cleaned),
+                static_cast<unsigned long long>(stats.blind_writes),
+                static_cast<unsigned long long>(stats.stale_entries_settled),
                 absl::ToDoubleSeconds(absl::Now() - start));
     for (const ThreadResult& result : results) ASSERT_EQ(result.failure, "");
     ASSERT_THAT((*engine)->Close(), IsOk());
@@ -296,10 +309,11 @@ TEST_P(StressTest, FlushFinishesAfterDeletesRacedOnOneKey) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, StressTest, ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
-                         [](const auto& info) {
-                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
-                         });
+INSTANTIATE_TEST_SUITE_P(Modes, StressTest,
+                         ::testing::Values(StressMode{IndexMode::kHash, true},
+                                           StressMode{IndexMode::kOrdered, true},
+                                           StressMode{IndexMode::kHash, false}),
+                         [](const auto& info) { return info.param.name(); });
 
 }  // namespace
 }  // namespace nvkv::kv
