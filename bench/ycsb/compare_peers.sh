@@ -22,6 +22,9 @@
 #                      that nvkv's write-through cache and the peers' memtables and page cache
 #                      start with the data: the everything-in-memory comparison
 #   ENGINES ["nvkv rocksdb lmdb"]   NVKV_YCSB [build/release/bench/ycsb/nvkv-ycsb]
+#                      add "nvkv-async" for nvkv with ASYNC_DEPTH [32] operations in flight
+#                      per client thread (its asynchronous API, which the peers lack): a row
+#                      of its own store, shown beside the others but not counted as a peer
 #   EXTRA_ARGS         appended to every nvkv-ycsb run (e.g. "-p nvkv.index=ordered")
 #
 # Method: each engine loads its store once per workload (unlimited memory, writes not durable,
@@ -34,7 +37,7 @@
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
-  sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 dir=$1
@@ -109,16 +112,26 @@ evict_page_cache() {
   fi
 }
 
+async_depth=${ASYNC_DEPTH:-32}
+
 store_of() {  # engine workload -> path
-  if [[ $1 == nvkv ]]; then echo "$dir/nvkv-$2.db"; else echo "$dir/$1-$2"; fi
+  case $1 in
+    nvkv | nvkv-async) echo "$dir/$1-$2.db" ;;
+    *) echo "$dir/$1-$2" ;;
+  esac
 }
 
 common() {  # engine workload threads -> arguments
   local c=$cache
-  [[ $1 == nvkv ]] && c=$nvkv_cache
-  echo -P "$repo/bench/ycsb/workloads/workload$2" -p recordcount="$records" \
+  [[ $1 == nvkv* ]] && c=$nvkv_cache
+  local engine=$1 depth=()
+  if [[ $1 == nvkv-async ]]; then
+    engine=nvkv
+    depth=(-p nvkv.queuedepth="$async_depth")
+  fi
+  echo --engine "$engine" -P "$repo/bench/ycsb/workloads/workload$2" -p recordcount="$records" \
     -p operationcount="$operations" -p nvkv.cache="$c" -p nvkv.durable="$durable" \
-    -p threadcount="$3" --json --quiet "${extra[@]}"
+    -p threadcount="$3" "${depth[@]}" --json --quiet "${extra[@]}"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -131,7 +144,7 @@ for w in "${workloads[@]}"; do
   for e in "${engines[@]}"; do
     [[ $warm == 1 ]] && break  # each warm run loads its own store
     # shellcheck disable=SC2046
-    "$ycsb" --engine "$e" -load --db "$(store_of "$e" "$w")" $(common "$e" "$w" 1) >> "$log" \
+    "$ycsb" -load --db "$(store_of "$e" "$w")" $(common "$e" "$w" 1) >> "$log" \
       2>> "$tables"
   done
   for t in "${threads_list[@]}"; do
@@ -144,7 +157,7 @@ for w in "${workloads[@]}"; do
         phases=(-run --keep)
         [[ $warm == 1 ]] && phases=()  # load and run, one process
         # shellcheck disable=SC2046
-        line=$(limited "$ycsb" --engine "$e" "${phases[@]}" --db "$(store_of "$e" "$w")" \
+        line=$(limited "$ycsb" "${phases[@]}" --db "$(store_of "$e" "$w")" \
           $(common "$e" "$w" "$t") 2>> "$tables" | grep '"phase": "run"')
         echo "$line" >> "$log"
         # The phase's own ops_per_s comes first; each operation type has one too, later.
@@ -160,6 +173,8 @@ for w in "${workloads[@]}"; do
       printf ' %12.0f' "$m"
       if [[ $e == nvkv ]]; then
         nvkv_median=$m
+      elif [[ $e == nvkv-async ]]; then
+        :
       elif awk -v m="$m" -v b="$best_peer" 'BEGIN { exit !(m > b) }'; then
         best_peer=$m
       fi
