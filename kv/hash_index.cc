@@ -114,6 +114,7 @@ absl::Status HashIndex::Insert(uint64_t hash, std::string_view /*key*/, uint64_t
   }
   NVKV_RETURN_IF_ERROR(MakeRoomFor(1));
   Place(MakeEntry(TagOf(hash), page));
+  NoteChange();
   return absl::OkStatus();
 }
 
@@ -169,6 +170,7 @@ bool HashIndex::Replace(uint64_t hash, std::string_view /*key*/, uint64_t old_pa
   if (pos == kNotFound) return false;
   // The slot order depends on the tag only, so the entry stays where it is.
   slots_[pos] = MakeEntry(tag, new_page);
+  NoteChange();
   return true;
 }
 
@@ -176,6 +178,7 @@ bool HashIndex::Erase(uint64_t hash, std::string_view /*key*/, uint64_t page) {
   const uint64_t pos = Locate(TagOf(hash), page);
   if (pos == kNotFound) return false;
   RemoveAt(pos);
+  NoteChange();
   return true;
 }
 

@@ -99,6 +99,11 @@ class Index {
 
   virtual IndexStats stats() const = 0;
 
+  // How many times Insert, Replace or Erase changed an entry since the index was made: equal
+  // values mean that every Find in between returned the same. Lets a reader that remembers it
+  // skip asking again whether its key's entries moved.
+  uint64_t changes() const { return changes_; }
+
   // Calls `visit` with the value (a Location's index_value()) of every entry, in no
   // particular order. O(entries); for rare whole-index questions (is any entry left in a
   // segment compaction could not empty?), never on a hot path.
@@ -122,6 +127,13 @@ class Index {
   // index, which holds no keys.
   virtual absl::Status Scan(std::string_view start, bool exclusive, size_t limit,
                             std::vector<std::pair<std::string, uint64_t>>* out) const;
+
+ protected:
+  // Implementations call it on every change of an entry.
+  void NoteChange() { ++changes_; }
+
+ private:
+  uint64_t changes_ = 0;
 };
 
 // A new, empty hash index (kv/hash_index.h). Allocates nothing until the first Insert/Reserve.

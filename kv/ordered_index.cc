@@ -36,6 +36,7 @@ absl::Status OrderedIndex::Insert(uint64_t /*hash*/, std::string_view key, uint6
         key.size(), it->second));
   }
   key_heap_bytes_ += KeyHeapBytes(it->first);
+  NoteChange();
   return absl::OkStatus();
 }
 
@@ -44,6 +45,7 @@ bool OrderedIndex::Replace(uint64_t /*hash*/, std::string_view key, uint64_t old
   auto it = map_.find(AbslView(key));
   if (it == map_.end() || it->second != old_page) return false;
   it->second = new_page;
+  NoteChange();
   return true;
 }
 
@@ -52,6 +54,7 @@ bool OrderedIndex::Erase(uint64_t /*hash*/, std::string_view key, uint64_t page)
   if (it == map_.end() || it->second != page) return false;
   key_heap_bytes_ -= KeyHeapBytes(it->first);
   map_.erase(it);
+  NoteChange();
   return true;
 }
 

@@ -111,6 +111,7 @@ void PageLookup::Start(ReadOp* op) const {
       }
     }
     shard.index->Find(op->hash.lo, op->key, &op->candidates);
+    op->index_changes = shard.index->changes();
     op->looked_up = op->candidates;
     std::sort(op->looked_up.begin(), op->looked_up.end());
     if (op->purpose == ReadPurpose::kKeyCheck) {
@@ -246,10 +247,13 @@ bool PageLookup::IndexUnchanged(const ReadOp* op) const {
 }
 
 bool PageLookup::IndexUnchangedLocked(Shard& shard, const ReadOp* op) const {
-  std::vector<uint64_t> now;
-  shard.index->Find(op->hash.lo, op->key, &now);
-  std::sort(now.begin(), now.end());
-  if (now != op->looked_up) return false;
+  if (shard.index->changes() != op->index_changes) {
+    // Something in the shard changed: did the key's entries?
+    std::vector<uint64_t> now;
+    shard.index->Find(op->hash.lo, op->key, &now);
+    std::sort(now.begin(), now.end());
+    if (now != op->looked_up) return false;
+  }
   // A page read from the device that is in memory again was reused by a new write.
   for (uint64_t page_number : op->read_pages) {
     if (shard.unwritten.contains(page_number)) return false;

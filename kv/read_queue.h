@@ -54,6 +54,7 @@ struct ReadOp {
   std::vector<uint64_t> candidates;
   std::vector<uint64_t> looked_up;   // the same, sorted
   std::vector<uint64_t> read_pages;  // the candidates' pages read from the device so far
+  uint64_t index_changes = 0;        // the index's changes() when the candidates were taken
   // Candidates whose page could not be used (damaged) while the index still pointed there: the
   // key's record may be on one of them. `unreadable_status` says why for the first.
   std::vector<uint64_t> unreadable;

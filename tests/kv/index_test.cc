@@ -148,6 +148,23 @@ TEST_P(IndexTest, StatsCountLiveEntries) {
   EXPECT_EQ(index_->stats().entries, 2u);
 }
 
+TEST_P(IndexTest, ChangesCountEveryChangedEntryAndNothingElse) {
+  EXPECT_EQ(index_->changes(), 0u);
+  NVKV_ASSERT_OK(index_->Insert(SyntheticHash(1), Key(1), 10));
+  EXPECT_EQ(index_->changes(), 1u);
+  EXPECT_TRUE(index_->Replace(SyntheticHash(1), Key(1), 10, 11));
+  EXPECT_EQ(index_->changes(), 2u);
+  // Failed changes, lookups and growth change nothing a Find returns.
+  EXPECT_FALSE(index_->Replace(SyntheticHash(1), Key(1), 10, 12));
+  EXPECT_FALSE(index_->Erase(SyntheticHash(2), Key(2), 11));
+  std::vector<uint64_t> pages;
+  index_->Find(SyntheticHash(1), Key(1), &pages);
+  index_->Reserve(10'000);
+  EXPECT_EQ(index_->changes(), 2u);
+  EXPECT_TRUE(index_->Erase(SyntheticHash(1), Key(1), 11));
+  EXPECT_EQ(index_->changes(), 3u);
+}
+
 TEST_P(IndexTest, ResizePreservesEveryEntry) {
   constexpr uint64_t kEntries = 1'000'000;
   for (uint64_t i = 0; i < kEntries; ++i) {
