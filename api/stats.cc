@@ -97,7 +97,8 @@ std::string Stats::ToString() const {
   for (const std::string& note : device.notes) absl::StrAppend(&out, "note: ", note, "\n");
   absl::StrAppendFormat(&out, "layout: %u-byte pages, %u pages per segment, %u shards, %s index\n",
                         page_bytes, pages_per_segment, shard_count, IndexModeName(index_mode));
-  absl::StrAppendFormat(&out, "keys: %u live, index %u bytes (%.1f bytes per key)\n", live_keys,
+  absl::StrAppendFormat(&out, "keys: %u live (%u stale index entries), index %u bytes (%.1f bytes "
+                              "per key)\n", live_keys, stale_entries,
                         index_bytes, index_bytes_per_key);
   absl::StrAppendFormat(&out, "operations: %u puts, %u deletes, %u gets, %u batches\n", puts,
                         deletes, gets, batches);
@@ -133,6 +134,7 @@ std::string Stats::ToString() const {
 std::string Stats::ToJson() const {
   JsonObject json;
   json.Add("live_keys", live_keys);
+  json.Add("stale_entries", stale_entries);
   json.Add("index_bytes", index_bytes);
   json.Add("index_bytes_per_key", index_bytes_per_key);
   json.Add("read_queues", read_queues);

@@ -270,6 +270,7 @@ bool Compactor::SettleEntries(uint64_t segment, const SegmentBuffer& victim,
     absl::MutexLock lock(&shard.mu);
     if (shard.index->Erase(hash.lo, record.key, page)) {
       segments_.AddLive(segment, -static_cast<int64_t>(record_bytes));
+      shard.ErasedStale(1);
       stale_entries_settled_.fetch_add(1);
     }
   }

@@ -270,7 +270,8 @@ EngineStats Engine::Impl::Stats() {
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     const IndexStats index = shard->index->stats();
-    s.live_keys += index.entries;
+    s.live_keys += index.entries - std::min(index.entries, shard->stale_entries);
+    s.stale_entries += shard->stale_entries;
     s.index_bytes += index.memory_bytes;
     const RecordCache::Counters cache = shard->cache->counters();
     s.cache_hits += cache.hits;

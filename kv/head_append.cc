@@ -255,10 +255,12 @@ void HeadAppender::ApplyToIndex(Shard& shard, std::string_view key, const KeyHas
   }
   if (current.blind) {
     segments_.AddLikelyStale(geometry_.SegmentOf(current.likely_replaced), record_bytes);
+    ++shard.stale_entries;
   }
   for (const auto& [location, bytes] : current.stale) {
     if (shard.index->Erase(hash.lo, key, location.index_value())) {
       segments_.AddLive(geometry_.SegmentOf(location.page), -static_cast<int64_t>(bytes));
+      shard.ErasedStale(1);
     }
   }
   if (is_delete) {

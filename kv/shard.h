@@ -143,6 +143,13 @@ class Shard {
   uint32_t id = 0;
   absl::Mutex mu;
   std::unique_ptr<Index> index ABSL_GUARDED_BY(mu);
+  // Hash mode: how many of the index's entries are probably stale (key_entries.h): one per blind
+  // overwrite, less those a delete or compaction erased since. An estimate (a blind write whose
+  // candidate was another key's adds none in truth); 0 after recovery, which leaves none.
+  uint64_t stale_entries ABSL_GUARDED_BY(mu) = 0;
+  void ErasedStale(uint64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    stale_entries -= std::min(stale_entries, count);
+  }
   // The values of the shard's recently used keys; every entry says what the index and the log
   // say (record_cache.h).
   std::unique_ptr<RecordCache> cache ABSL_GUARDED_BY(mu) ABSL_PT_GUARDED_BY(mu);

@@ -77,7 +77,7 @@ Stats SampleStats() {
 TEST(StatsJsonTest, WritesEveryFieldInOrder) {
   EXPECT_EQ(
       SampleStats().ToJson(),
-      "{\"live_keys\":2,\"index_bytes\":4096,\"index_bytes_per_key\":2048,\"read_queues\":1,"
+      "{\"live_keys\":2,\"stale_entries\":0,\"index_bytes\":4096,\"index_bytes_per_key\":2048,\"read_queues\":1,"
       "\"puts\":3,"
       "\"deletes\":1,\"gets\":2,\"batches\":1,\"user_bytes_written\":18,"
       "\"device_bytes_written\":8192,\"compaction_bytes_written\":0,"

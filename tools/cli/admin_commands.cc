@@ -208,7 +208,10 @@ Outcome RunStats(const Context& context) {
   const Stats s = (*db)->GetStats();
   if (context.Has("--json")) return PrintAndClose(**db, s.ToJson() + "\n");
   Table table;
-  table.Row("live keys", absl::StrCat(s.live_keys));
+  table.Row("live keys", absl::StrCat(s.live_keys, s.stale_entries > 0
+                                                      ? absl::StrCat(" (and ", s.stale_entries,
+                                                                     " stale index entries)")
+                                                      : std::string()));
   table.Row("index memory", absl::StrFormat("%s (%.1f bytes per key, %s index)",
                                             FormatBytes(s.index_bytes), s.index_bytes_per_key,
                                             IndexModeName(s.index_mode)));

@@ -55,9 +55,12 @@ struct DeviceStats {
 };
 
 struct Stats {
-  // Keys and memory. live_keys counts index entries: in hash mode that includes the stale
-  // entries of blind overwrites (below) that compaction has not settled yet.
+  // Keys and memory. Hash mode: live_keys is the index's entries less `stale_entries`, the
+  // estimated entries that blind overwrites (below) left behind and neither a delete nor
+  // compaction has erased yet (exact unless two keys' hashes share their index tag; 0 after a
+  // reopen). Ordered mode: exact, and stale_entries is 0.
   uint64_t live_keys = 0;
+  uint64_t stale_entries = 0;
   uint64_t index_bytes = 0;           // memory taken by the in-memory index
   double index_bytes_per_key = 0;
   uint64_t read_queues = 0;  // per-thread read queues open: one per thread alive that has read
