@@ -60,11 +60,12 @@ std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
   const StoreDelta& s = phase.store;
   absl::StrAppendFormat(
       &out,
-      "store: page_reads=%d (%.2f per get) pages_written=%d verify_reads=%d flushes=%d "
-      "fua_writes=%d user_MB=%.1f device_MB=%.1f compaction_MB=%.1f user_MB/s=%.1f "
-      "cache_hits=%d cache_misses=%d\n",
+      "store: page_reads=%d (%.2f per get) pages_written=%d verify_reads=%d blind_writes=%d "
+      "settle_page_reads=%d flushes=%d fua_writes=%d user_MB=%.1f device_MB=%.1f "
+      "compaction_MB=%.1f user_MB/s=%.1f cache_hits=%d cache_misses=%d\n",
       s.page_reads, s.gets == 0 ? 0.0 : static_cast<double>(s.page_reads) / s.gets,
-      s.pages_written, s.verify_reads, s.flushes, s.fua_writes, s.user_bytes_written / 1e6,
+      s.pages_written, s.verify_reads, s.blind_writes, s.settle_page_reads, s.flushes,
+      s.fua_writes, s.user_bytes_written / 1e6,
       s.device_bytes_written / 1e6, s.compaction_bytes_written / 1e6,
       PerSecond(s.user_bytes_written, phase.elapsed_s) / 1e6, s.cache_hits, s.cache_misses);
   const DiskDelta& d = phase.disk;
@@ -127,6 +128,8 @@ std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
       .Add("page_reads", s.page_reads)
       .Add("pages_written", s.pages_written)
       .Add("verify_reads", s.verify_reads)
+      .Add("blind_writes", s.blind_writes)
+      .Add("settle_page_reads", s.settle_page_reads)
       .Add("flushes", s.flushes)
       .Add("fua_writes", s.fua_writes)
       .Add("user_bytes_written", s.user_bytes_written)

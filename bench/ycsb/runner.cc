@@ -315,6 +315,8 @@ StoreDelta Delta(const Stats& before, const Stats& after) {
   d.page_reads = after.page_reads - before.page_reads;
   d.pages_written = after.pages_written - before.pages_written;
   d.verify_reads = after.verify_reads - before.verify_reads;
+  d.blind_writes = after.blind_writes - before.blind_writes;
+  d.settle_page_reads = after.settle_page_reads - before.settle_page_reads;
   d.flushes = after.flushes - before.flushes;
   d.fua_writes = after.fua_writes - before.fua_writes;
   d.user_bytes_written = after.user_bytes_written - before.user_bytes_written;

@@ -77,7 +77,7 @@ TEST(YcsbReportTest, JsonLineHasEveryFieldInOrder) {
       "\"p50_us\": 250.88, \"p90_us\": 448.51, \"p99_us\": 493.57, \"p99_9_us\": 500.00, "
       "\"p99_99_us\": 500.00, \"max_us\": 500.00}}, "
       "\"store\": {\"gets\": 200, \"puts\": 100, \"page_reads\": 210, \"pages_written\": 40, "
-      "\"verify_reads\": 1, \"flushes\": 7, \"fua_writes\": 2, \"user_bytes_written\": 110000, "
+      "\"verify_reads\": 1, \"blind_writes\": 0, \"settle_page_reads\": 0, \"flushes\": 7, \"fua_writes\": 2, \"user_bytes_written\": 110000, "
       "\"device_bytes_written\": 163840, \"compaction_bytes_written\": 4096, "
       "\"cache_hits\": 150, \"cache_misses\": 50}, "
       "\"disk\": {\"name\": \"vda\", \"reads\": 210, \"writes\": 41, \"read_bytes\": 860160, "
@@ -95,7 +95,8 @@ TEST(YcsbReportTest, JsonLineWithoutOperationsOrDisk) {
             "\"elapsed_s\": 0.000000, \"ops_per_s\": 0.0, \"user_bytes_per_s\": 0, "
             "\"cpu_user_s\": 0.000, \"cpu_sys_s\": 0.000, \"ops\": {}, "
             "\"store\": {\"gets\": 0, \"puts\": 0, \"page_reads\": 0, \"pages_written\": 0, "
-            "\"verify_reads\": 0, \"flushes\": 0, \"fua_writes\": 0, \"user_bytes_written\": 0, "
+            "\"verify_reads\": 0, \"blind_writes\": 0, \"settle_page_reads\": 0, "
+            "\"flushes\": 0, \"fua_writes\": 0, \"user_bytes_written\": 0, "
             "\"device_bytes_written\": 0, \"compaction_bytes_written\": 0, "
             "\"cache_hits\": 0, \"cache_misses\": 0}, "
             "\"first_error\": \"\"}\n");

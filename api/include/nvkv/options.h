@@ -19,7 +19,10 @@ namespace nvkv {
 // may be reopened with the other mode.
 enum class IndexMode : uint8_t {
   // A hash table of ~8-10 bytes per key that holds no key bytes. Point reads and writes only:
-  // DB::NewIterator() and DB::Scan() fail with kFailedPrecondition.
+  // DB::NewIterator() and DB::Scan() fail with kFailedPrecondition. An overwrite of a key that
+  // is neither in the record cache nor on a page still in memory reads nothing: it leaves the
+  // key's old index entry behind, 8 more bytes until compaction erases it (Stats::stale_entries).
+  // A delete reads the key's pages to erase every entry it has.
   kHash,
   // A B-tree that holds every key: more memory (the keys themselves plus overhead), and ordered
   // iteration (DB::NewIterator) and range scans (DB::Scan).
