@@ -33,6 +33,7 @@ Compactor::Compactor(const Options& options, const Geometry& geometry,
 Compactor::~Compactor() {
   Stop();
   if (read_page_.valid()) queue_->buffers().PutPage(read_page_);
+  for (const storage::Buffer& buffer : prefetch_buffers_) queue_->buffers().PutPage(buffer);
 }
 
 void Compactor::Start() {
@@ -234,7 +235,13 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
 absl::Status Compactor::CopyLiveRecords(uint64_t segment, const SegmentBuffer& victim,
                                         const std::vector<ScannedRecord>& records) {
   const uint64_t tombstone_floor = segments_.MinSequenceExcept(segment);
-  for (const ScannedRecord& record : records) {
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!options_.ordered && i % kSettleWindow == 0) {
+      const size_t end = std::min(records.size(), i + kSettleWindow);
+      NVKV_RETURN_IF_ERROR(
+          PrefetchForSettling(segment, victim, std::span(records).subspan(i, end - i)));
+    }
+    const ScannedRecord& record = records[i];
     const bool is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
     if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
     const KeyHash hash = HashKey(record.key);
@@ -244,6 +251,69 @@ absl::Status Compactor::CopyLiveRecords(uint64_t segment, const SegmentBuffer& v
     }
     NVKV_ASSIGN_OR_RETURN(const bool moved, mover_.Relocate(record, hash, *queue_));
     if (moved) copied_bytes_.fetch_add(RecordBytes(record.key.size(), record.value.size()));
+  }
+  prefetched_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status Compactor::PrefetchForSettling(uint64_t segment, const SegmentBuffer& victim,
+                                            std::span<const ScannedRecord> records) {
+  prefetched_.clear();
+  // The page each put's settling will read first: its key's first candidate that neither the
+  // victim, memory nor the cache answers for. (Later reads, rarer, go one at a time.)
+  std::vector<uint64_t> pages;
+  std::vector<uint64_t> candidates;
+  for (const ScannedRecord& record : records) {
+    if (record.header.type != static_cast<uint8_t>(RecordType::kPut)) continue;
+    const KeyHash hash = HashKey(record.key);
+    Shard& shard = *shards_[ShardIndexFor(hash, shards_.size())];
+    absl::MutexLock lock(&shard.mu);
+    shard.index->Find(hash.lo, record.key, &candidates);
+    if (candidates.size() < 2 || shard.cache->Peek(record.key) != nullptr) continue;
+    for (uint64_t candidate : candidates) {
+      const uint64_t page = Location::FromIndexValue(candidate).page;
+      if (page >= kSuperblockPages && geometry_.SegmentOf(page) == segment) {
+        const uint8_t* bytes = PageForSettling(segment, victim, page);
+        PageHeader header;
+        if (bytes == nullptr) continue;
+        std::memcpy(&header, bytes, sizeof(header));
+        if (KeyRecordBytesOn(bytes, header, record.key)) break;
+        continue;
+      }
+      const InMemory in_memory = LookInMemory(shard, page, record.key);
+      if (in_memory == InMemory::kHoldsNot) continue;
+      if (in_memory == InMemory::kNo &&
+          std::find(pages.begin(), pages.end(), page) == pages.end()) {
+        pages.push_back(page);
+      }
+      break;
+    }
+  }
+  if (pages.empty()) return absl::OkStatus();
+  storage::BufferPool& pool = queue_->buffers();
+  while (prefetch_buffers_.size() < pages.size()) {
+    storage::Buffer buffer = pool.GetPage();
+    if (!buffer.valid()) break;  // read the rest one at a time
+    prefetch_buffers_.push_back(buffer);
+  }
+  pages.resize(std::min(pages.size(), prefetch_buffers_.size()));
+  std::vector<storage::IoRequest> reads(pages.size());
+  for (size_t i = 0; i < pages.size(); ++i) {
+    reads[i].op = storage::IoOp::kRead;
+    reads[i].lba = LbaOf(pages[i]);
+    reads[i].lba_count = options_.blocks_per_page;
+    reads[i].buffer = prefetch_buffers_[i];
+  }
+  NVKV_RETURN_IF_ERROR(storage::RunAll(*queue_, std::span(reads)));
+  settle_page_reads_.fetch_add(pages.size());
+  for (size_t i = 0; i < pages.size(); ++i) {
+    const uint8_t* bytes = reads[i].status.ok() ? prefetch_buffers_[i].data : nullptr;
+    if (bytes != nullptr) {
+      absl::StatusOr<PageHeader> header =
+          VerifyPage(bytes, geometry_, options_.store_seed, pages[i]);
+      if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) bytes = nullptr;
+    }
+    prefetched_[pages[i]] = bytes;
   }
   return absl::OkStatus();
 }
@@ -283,6 +353,8 @@ const uint8_t* Compactor::PageForSettling(uint64_t segment, const SegmentBuffer&
   const uint8_t* bytes = nullptr;
   if (g.SegmentOf(page) == segment) {
     bytes = victim.page(g.PageInSegment(page));
+  } else if (auto it = prefetched_.find(page); it != prefetched_.end()) {
+    return it->second;  // verified when it was read
   } else {
     if (!read_page_.valid()) read_page_ = queue_->buffers().GetPage();
     if (!read_page_.valid()) return nullptr;

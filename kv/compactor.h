@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -60,6 +61,10 @@ class RecordMover {
 
 class Compactor {
  public:
+  // Records settled per read-ahead (PrefetchForSettling): as many page reads in flight at most,
+  // and as many page buffers of the compactor's queue held.
+  static constexpr size_t kSettleWindow = 32;
+
   struct Options {
     bool background = true;  // clean when free segments run low, not only on CompactAll
     CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;
@@ -123,9 +128,14 @@ class Compactor {
   // `record` itself is still indexed and not proved stale: then it is to be copied.
   bool SettleEntries(uint64_t segment, const SegmentBuffer& victim, const ScannedRecord& record,
                      const KeyHash& hash);
-  // A verified data page for StandingOf: from the victim when it is one of its pages, else read
-  // into `read_page_`. Null when it cannot be read.
+  // A verified data page for settling: from the victim when it is one of its pages, or read
+  // ahead by PrefetchForSettling, else read into `read_page_`. Null when it cannot be read.
   const uint8_t* PageForSettling(uint64_t segment, const SegmentBuffer& victim, uint64_t page);
+  // Reads, all at once, the first page settling each put of `records` will need from outside
+  // the victim (one page read at a time would bound compaction by the device's latency).
+  absl::Status PrefetchForSettling(uint64_t segment, const SegmentBuffer& victim,
+                                   std::span<const ScannedRecord> records);
+
   // Marks `segment` empty, durably, before anyone reuses it.
   absl::Status WriteFreeMarkers(uint64_t segment);
   // How many index entries point into each of `segments`, in one walk of the index (O(index):
@@ -162,6 +172,9 @@ class Compactor {
   std::atomic<uint64_t> damaged_pages_{0}, unreadable_pages_{0};
   std::atomic<uint64_t> stale_entries_settled_{0}, settle_page_reads_{0};
   storage::Buffer read_page_;  // queue_'s, for PageForSettling; taken on first use
+  std::vector<storage::Buffer> prefetch_buffers_;  // queue_'s, up to kSettleWindow
+  // Pages PrefetchForSettling read for the current window: verified data, or null.
+  absl::flat_hash_map<uint64_t, const uint8_t*> prefetched_;
 };
 
 }  // namespace nvkv::kv

@@ -218,7 +218,9 @@ absl::Status Engine::Impl::StartWriter() {
 absl::Status Engine::Impl::StartCompactor() {
   storage::QueueOptions compaction_options;
   compaction_options.buffers.buffer_bytes = geometry_.page_bytes;
-  compaction_options.buffers.buffer_count = 5;  // one kept for settling (Compactor)
+  // Pages for free markers and large copies, and for settling stale entries (Compactor: one
+  // page, and a window of pages read ahead).
+  compaction_options.buffers.buffer_count = 5 + Compactor::kSettleWindow;
   // A victim is read whole (SegmentBuffer), every chunk in flight at once; large records copied
   // and free markers are written one request at a time.
   compaction_options.buffers.chunk_count =

@@ -83,7 +83,33 @@ absl::Status RunBlocking(Device& device, IoRequest& request) {
   return request.status;
 }
 
+void OnRunAllRequestDone(IoRequest* request) { --*static_cast<size_t*>(request->context); }
+
 }  // namespace
+
+absl::Status RunAll(Device& device, std::span<IoRequest> requests) {
+  size_t pending = 0;
+  for (IoRequest& request : requests) {
+    request.on_done = OnRunAllRequestDone;
+    request.context = &pending;
+    ++pending;
+    absl::Status status = device.Enqueue(&request);
+    while (absl::IsUnavailable(status)) {  // queue full: let one finish, then retry
+      auto reaped = device.Reap(1);
+      if (!reaped.ok()) return reaped.status();
+      status = device.Enqueue(&request);
+    }
+    if (!status.ok()) {
+      request.status = status;
+      --pending;
+    }
+  }
+  while (pending > 0) {
+    auto reaped = device.Reap(1);
+    if (!reaped.ok()) return reaped.status();
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ReadBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer) {
   IoRequest request;

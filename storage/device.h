@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -217,6 +218,11 @@ absl::Status ReadBlocks(Device& device, uint64_t lba, uint32_t lba_count, const 
 absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer,
                          bool fua = false);
 absl::Status FlushDevice(Device& device);
+// Runs every request of `requests` (op, lba, lba_count and buffer set; on_done and context are
+// the helper's), as many in flight at once as the queue takes, and returns when all are done.
+// Each request's own outcome is in its `status`; the returned status is the queue's (a failed
+// Reap), after which requests may not have run.
+absl::Status RunAll(Device& device, std::span<IoRequest> requests);
 
 // Checks the parts of a request every backend checks the same way (length, bounds, alignment).
 absl::Status ValidateRequest(const DeviceInfo& info, const IoRequest& request);
