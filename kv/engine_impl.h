@@ -99,6 +99,12 @@ class Engine::Impl final {
   // overwrite that must not add an entry); else an overwrite may be written blind.
   absl::StatusOr<CurrentRecord> ResolveCurrent(std::string_view key, const KeyHash& hash,
                                                bool read_all);
+  // Hash mode, `current->candidates` found: resolves the key from the cache or pages in memory,
+  // or as a blind write; false when the candidates must be read (ResolveByReading).
+  bool ResolveWithoutReading(Shard& shard, std::string_view key, bool read_all,
+                             CurrentRecord* current) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  absl::StatusOr<CurrentRecord> ResolveByReading(std::string_view key, const KeyHash& hash,
+                                                 CurrentRecord current);
 
   // --- shared helpers ---
   Shard& ShardFor(const KeyHash& hash) { return *shards_[ShardIndexFor(hash, shards_.size())]; }

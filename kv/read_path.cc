@@ -147,81 +147,80 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
                                                            const KeyHash& hash, bool read_all) {
   CurrentRecord current;
   Shard& shard = ShardFor(hash);
-  if (ordered_) {
-    absl::MutexLock lock(&shard.mu);
-    shard.index->Find(hash.lo, key, &current.candidates);
-    current.exact_candidates = true;
-    if (!current.candidates.empty()) {
-      current.found = true;
-      current.location = Location::FromIndexValue(current.candidates.front());
-      current.record_bytes = current.location.record_bytes;
-    }
-    return current;
-  }
   {
-    // Without a read: no candidate at all means a new key; a cached key's entry says where its
-    // current record is (record_cache.h); a candidate page still in memory can be looked at. An
-    // overwrite whose first candidate is on the device is written blind (kv/README.md). Only a
-    // delete (or an overwrite that must not add an entry) reads, to find every entry of the key.
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, key, &current.candidates);
-    if (current.candidates.empty()) return current;
-    if (const RecordCache::Entry* cached = shard.cache->Find(key)) {
-      // The entry's place is one of the key's index entries (record_cache.h); one that is not
-      // would make the write replace another key's entry, so it is never trusted blindly.
-      const bool indexed = std::find(current.candidates.begin(), current.candidates.end(),
-                                     cached->location.index_value()) != current.candidates.end();
-      NVKV_DCHECK(indexed);
-      if (indexed && (!read_all || current.candidates.size() == 1)) {
+    if (ordered_) {
+      current.exact_candidates = true;
+      if (!current.candidates.empty()) {
         current.found = true;
-        current.location = cached->location;
-        current.record_bytes = RecordBytes(key.size(), cached->value.size());
-        return current;
+        current.location = Location::FromIndexValue(current.candidates.front());
+        current.record_bytes = current.location.record_bytes;
       }
-      if (!indexed) shard.cache->Erase(key);
+      return current;
     }
-    // A candidate in a segment compaction retained may be on a damaged page: read them, so that
-    // the write replaces a damaged entry of the key (PageLookup) and the segment can be freed.
-    const bool near_damage = std::any_of(
-        current.candidates.begin(), current.candidates.end(), [this](uint64_t candidate) {
-          const uint64_t page = Location::FromIndexValue(candidate).page;
-          return page >= kSuperblockPages && segments_->IsRetained(geometry_.SegmentOf(page));
-        });
-    if (!read_all && !near_damage) {
-      // The first candidate that is the key's, or that is not in memory, decides.
-      std::optional<uint64_t> first_unseen;  // page of the first candidate not in memory
-      bool held_behind = false;  // a page in memory holds the key behind `first_unseen`
-      for (uint64_t candidate : current.candidates) {
-        const Location location = Location::FromIndexValue(candidate);
-        uint32_t record_bytes = 0;
-        const InMemory in_memory = LookInMemory(shard, location.page, key, &record_bytes);
-        if (in_memory == InMemory::kHoldsNot) continue;
-        if (in_memory == InMemory::kHoldsKey) {
-          if (first_unseen) {
-            held_behind = true;
-            break;
-          }
-          current.found = true;
-          current.location = location;
-          current.record_bytes = record_bytes;
-          return current;
-        }
-        if (!first_unseen) first_unseen = location.page;
-      }
-      if (!first_unseen) return current;  // every candidate is another key's, in memory
-      if (!held_behind) {
-        // On the device, or a large value being written: the key's current record is probably
-        // there (a candidate of another key is rare, Index::Find), but the write does not wait
-        // to find out. Its new entry goes first; compaction settles the rest (key_entries.h).
-        current.blind = true;
-        current.likely_replaced = *first_unseen;
-        counters_.blind_writes.fetch_add(1, std::memory_order_relaxed);
-        return current;
-      }
-      // Rare: the key's record in memory behind a candidate on the device. The new record may go
-      // to that very page, whose entry must then be replaced, not added again: read.
-    }
+    if (ResolveWithoutReading(shard, key, read_all, &current)) return current;
   }
+  return ResolveByReading(key, hash, std::move(current));
+}
+
+bool Engine::Impl::ResolveWithoutReading(Shard& shard, std::string_view key, bool read_all,
+                                         CurrentRecord* current) {
+  // No candidate at all: a new key.
+  if (current->candidates.empty()) return true;
+  // A cached key's entry says where its current record is (record_cache.h). The entry's place is
+  // one of the key's index entries; one that is not would make the write replace another key's
+  // entry, so it is never trusted blindly.
+  if (const RecordCache::Entry* cached = shard.cache->Find(key)) {
+    const bool indexed =
+        std::find(current->candidates.begin(), current->candidates.end(),
+                  cached->location.index_value()) != current->candidates.end();
+    NVKV_DCHECK(indexed);
+    if (indexed && (!read_all || current->candidates.size() == 1)) {
+      current->found = true;
+      current->location = cached->location;
+      current->record_bytes = RecordBytes(key.size(), cached->value.size());
+      return true;
+    }
+    if (!indexed) shard.cache->Erase(key);
+  }
+  if (read_all) return false;
+  // A candidate in a segment compaction retained may be on a damaged page: read them, so that
+  // the write replaces a damaged entry of the key (PageLookup) and the segment can be freed.
+  for (uint64_t candidate : current->candidates) {
+    const uint64_t page = Location::FromIndexValue(candidate).page;
+    if (page >= kSuperblockPages && segments_->IsRetained(geometry_.SegmentOf(page))) return false;
+  }
+  // The first candidate that is the key's, or that is not in memory, decides.
+  std::optional<uint64_t> first_unseen;  // page of the first candidate not in memory
+  for (uint64_t candidate : current->candidates) {
+    const Location location = Location::FromIndexValue(candidate);
+    uint32_t record_bytes = 0;
+    const InMemory in_memory = LookInMemory(shard, location.page, key, &record_bytes);
+    if (in_memory == InMemory::kHoldsNot) continue;
+    if (in_memory == InMemory::kHoldsKey) {
+      // Rare behind a candidate on the device: the new record may go to this very page, whose
+      // entry must then be replaced, not added again. Read.
+      if (first_unseen) return false;
+      current->found = true;
+      current->location = location;
+      current->record_bytes = record_bytes;
+      return true;
+    }
+    if (!first_unseen) first_unseen = location.page;
+  }
+  if (!first_unseen) return true;  // every candidate is another key's, in memory
+  // On the device, or a large value being written: the key's current record is probably there
+  // (a candidate of another key is rare, Index::Find), but the write does not wait to find out.
+  // Its new entry goes first; compaction settles the rest (key_entries.h).
+  current->blind = true;
+  current->likely_replaced = *first_unseen;
+  return true;
+}
+
+absl::StatusOr<CurrentRecord> Engine::Impl::ResolveByReading(std::string_view key,
+                                                             const KeyHash& hash,
+                                                             CurrentRecord current) {
   absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
   if (!queue.ok()) return queue.status();
   ReadOp op;

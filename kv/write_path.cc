@@ -188,6 +188,7 @@ uint64_t AppendPrepared(const HeadAppender& appender, OperationCounters& counter
                           value, HeadAppender::Change::kUserWrite);
     counters.user_bytes.fetch_add(p.op->key.size() + value.size());
     (p.op->is_delete ? counters.deletes : counters.puts).fetch_add(1);
+    if (p.current.blind) counters.blind_writes.fetch_add(1, std::memory_order_relaxed);
   }
   if (!single) counters.batches.fetch_add(1);
   return last_counter;
@@ -252,6 +253,7 @@ AppendAttempt AppendLargeWrite(const HeadAppender& appender, OperationCounters& 
   } else {
     counters.puts.fetch_add(1);
     counters.user_bytes.fetch_add(p.op->key.size() + p.op->value.size());
+    if (p.current.blind) counters.blind_writes.fetch_add(1, std::memory_order_relaxed);
   }
   return attempt;
 }
