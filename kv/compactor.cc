@@ -204,6 +204,7 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
                        [&](uint32_t i) { return victim->page(i); }, &collected);
   // A damaged page's records cannot be copied: those still indexed keep the segment (below).
   damaged_pages_.fetch_add(collected.scan.hole_pages);
+  victim_pages_.clear();  // a new victim: its pages are unchecked
   NVKV_RETURN_IF_ERROR(CopyLiveRecords(segment, *victim, collected.records));
   victim.reset();
   // Before the victim's records disappear, whatever replaced them must be durable: the copies
@@ -307,13 +308,9 @@ absl::Status Compactor::PrefetchForSettling(uint64_t segment, const SegmentBuffe
   NVKV_RETURN_IF_ERROR(storage::RunAll(*queue_, std::span(reads)));
   settle_page_reads_.fetch_add(pages.size());
   for (size_t i = 0; i < pages.size(); ++i) {
-    const uint8_t* bytes = reads[i].status.ok() ? prefetch_buffers_[i].data : nullptr;
-    if (bytes != nullptr) {
-      absl::StatusOr<PageHeader> header =
-          VerifyPage(bytes, geometry_, options_.store_seed, pages[i]);
-      if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) bytes = nullptr;
-    }
-    prefetched_[pages[i]] = bytes;
+    const uint8_t* bytes = prefetch_buffers_[i].data;
+    prefetched_[pages[i]] =
+        reads[i].status.ok() && IsDataPage(bytes, pages[i]) ? bytes : nullptr;
   }
   return absl::OkStatus();
 }
@@ -350,24 +347,32 @@ bool Compactor::SettleEntries(uint64_t segment, const SegmentBuffer& victim,
 const uint8_t* Compactor::PageForSettling(uint64_t segment, const SegmentBuffer& victim,
                                           uint64_t page) {
   const Geometry& g = geometry_;
-  const uint8_t* bytes = nullptr;
   if (g.SegmentOf(page) == segment) {
-    bytes = victim.page(g.PageInSegment(page));
-  } else if (auto it = prefetched_.find(page); it != prefetched_.end()) {
-    return it->second;  // verified when it was read
-  } else {
-    if (!read_page_.valid()) read_page_ = queue_->buffers().GetPage();
-    if (!read_page_.valid()) return nullptr;
-    settle_page_reads_.fetch_add(1);
-    if (!storage::ReadBlocks(*queue_, LbaOf(page), options_.blocks_per_page, read_page_).ok()) {
-      return nullptr;
+    // Settling asks for the victim's pages again and again: verify each once.
+    const uint32_t index = g.PageInSegment(page);
+    if (victim_pages_.empty()) victim_pages_.assign(g.pages_per_segment, PageCheck::kUnchecked);
+    if (victim_pages_[index] == PageCheck::kUnchecked) {
+      const uint8_t* data = victim.page(index);
+      victim_pages_[index] = data != nullptr && IsDataPage(data, page) ? PageCheck::kData
+                                                                       : PageCheck::kUnusable;
     }
-    bytes = read_page_.data;
+    return victim_pages_[index] == PageCheck::kData ? victim.page(index) : nullptr;
   }
-  if (bytes == nullptr) return nullptr;
-  absl::StatusOr<PageHeader> header = VerifyPage(bytes, g, options_.store_seed, page);
-  if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) return nullptr;
-  return bytes;
+  if (auto it = prefetched_.find(page); it != prefetched_.end()) {
+    return it->second;  // verified when it was read
+  }
+  if (!read_page_.valid()) read_page_ = queue_->buffers().GetPage();
+  if (!read_page_.valid()) return nullptr;
+  settle_page_reads_.fetch_add(1);
+  if (!storage::ReadBlocks(*queue_, LbaOf(page), options_.blocks_per_page, read_page_).ok()) {
+    return nullptr;
+  }
+  return IsDataPage(read_page_.data, page) ? read_page_.data : nullptr;
+}
+
+bool Compactor::IsDataPage(const uint8_t* bytes, uint64_t page) const {
+  absl::StatusOr<PageHeader> header = VerifyPage(bytes, geometry_, options_.store_seed, page);
+  return header.ok() && header->type == static_cast<uint8_t>(PageType::kData);
 }
 
 absl::Status Compactor::WriteFreeMarkers(uint64_t segment) {

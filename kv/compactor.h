@@ -135,6 +135,8 @@ class Compactor {
   // the victim (one page read at a time would bound compaction by the device's latency).
   absl::Status PrefetchForSettling(uint64_t segment, const SegmentBuffer& victim,
                                    std::span<const ScannedRecord> records);
+  // Whether `bytes`, read from `page`, verify as a data page of this store.
+  bool IsDataPage(const uint8_t* bytes, uint64_t page) const;
 
   // Marks `segment` empty, durably, before anyone reuses it.
   absl::Status WriteFreeMarkers(uint64_t segment);
@@ -173,6 +175,9 @@ class Compactor {
   std::atomic<uint64_t> stale_entries_settled_{0}, settle_page_reads_{0};
   storage::Buffer read_page_;  // queue_'s, for PageForSettling; taken on first use
   std::vector<storage::Buffer> prefetch_buffers_;  // queue_'s, up to kSettleWindow
+  // The current victim's pages as settling found them (PageForSettling), empty between victims.
+  enum class PageCheck : uint8_t { kUnchecked, kData, kUnusable };
+  std::vector<PageCheck> victim_pages_;
   // Pages PrefetchForSettling read for the current window: verified data, or null.
   absl::flat_hash_map<uint64_t, const uint8_t*> prefetched_;
 };

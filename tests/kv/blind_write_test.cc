@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kv/engine.h"
+#include "tests/kv/engine_ops.h"
 #include "kv/page_format.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
@@ -34,17 +35,6 @@ EngineOptions Store(uint64_t capacity_bytes = 64 << 20) {
   options.cache_bytes = 0;
   options.device.ring.queue_depth = 32;
   return options;
-}
-
-absl::Status Put(Engine& engine, std::string_view key, std::string_view value,
-                 bool durable = true) {
-  WriteOp op{false, key, value};
-  return engine.Write(std::span<const WriteOp>(&op, 1), durable);
-}
-
-absl::Status Delete(Engine& engine, std::string_view key) {
-  WriteOp op{true, key, {}};
-  return engine.Write(std::span<const WriteOp>(&op, 1), /*durable=*/true);
 }
 
 std::string Key(int i) { return absl::StrCat("key", i); }

@@ -1,6 +1,7 @@
 // The engine through its interface on a file store: basic operations, durability across reopen,
 // batches, large values, limits, and the std::map model over long random sequences.
 #include "kv/engine.h"
+#include "tests/kv/engine_ops.h"
 
 #include <gtest/gtest.h>
 
@@ -26,17 +27,6 @@ EngineOptions SmallStore(IndexMode mode = IndexMode::kHash) {
   options.index_mode = mode;
   options.device.ring.queue_depth = 32;
   return options;
-}
-
-absl::Status Put(Engine& engine, std::string_view key, std::string_view value,
-                 bool durable = true) {
-  WriteOp op{false, key, value};
-  return engine.Write(std::span<const WriteOp>(&op, 1), durable);
-}
-
-absl::Status Delete(Engine& engine, std::string_view key) {
-  WriteOp op{true, key, {}};
-  return engine.Write(std::span<const WriteOp>(&op, 1), true);
 }
 
 // A mode of the engine tests: the index, and the record cache (the default, a tiny one that
