@@ -21,6 +21,8 @@
 //   nvkv.cache=SIZE        record cache (Options::cache_bytes, default 32m; 0 off); a peer's
 //                          cache too (RocksDB's block cache)
 //   nvkv.seed=N            (0: from the clock)
+//   warmupoperationcount=N N operations of the mix before the run phase, unmeasured (a phase
+//                          "warmup" in the report), so that caches start the run warm
 //   threadcount=T          same as -threads
 // The store at --db (default ./nvkv-ycsb.db) is deleted and created afresh by a load unless
 // --keep is given; a block or NVMe device is never deleted, so loading into one needs --keep.
@@ -62,7 +64,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 
 struct BenchmarkResult {
   RunDescription run;
-  std::vector<PhaseResult> phases;  // load, run, or both in that order
+  std::vector<PhaseResult> phases;  // load, warmup, run: those that ran, in that order
 };
 
 // Opens (and at load, re-creates) the store and runs the phases the command line asks for.

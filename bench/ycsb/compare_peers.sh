@@ -15,6 +15,9 @@
 #   NVKV_CACHE [CACHE] nvkv's record cache alone. nvkv reads with O_DIRECT, so the page cache
 #                      that MEMORY leaves RocksDB and LMDB beside their own caches is no use
 #                      to it: NVKV_CACHE=256m gives it that memory as cache instead
+#   WARMUP [0]         operations of the workload's mix each run does before its measured
+#                      phase, in the same process and memory limit (warmupoperationcount): 0
+#                      measures from a cold start, a large count the steady state
 #   DURABLE [false]    run-phase writes durable (nvkv.durable; RocksDB sync; LMDB map sync)
 #   EVICT [1]          drop the page cache before each run (needs root), so that no engine
 #                      starts with data in memory that the others cannot use
@@ -37,7 +40,7 @@
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
-  sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 dir=$1
@@ -52,6 +55,7 @@ memory=${MEMORY:-384m}
 cache=${CACHE:-64m}
 nvkv_cache=${NVKV_CACHE:-$cache}
 durable=${DURABLE:-false}
+warmup=${WARMUP:-0}
 evict=${EVICT:-1}
 warm=${WARM:-0}
 if [[ $warm == 1 ]]; then
@@ -130,13 +134,13 @@ common() {  # engine workload threads -> arguments
     depth=(-p nvkv.queuedepth="$async_depth")
   fi
   echo --engine "$engine" -P "$repo/bench/ycsb/workloads/workload$2" -p recordcount="$records" \
-    -p operationcount="$operations" -p nvkv.cache="$c" -p nvkv.durable="$durable" \
-    -p threadcount="$3" "${depth[@]}" --json --quiet "${extra[@]}"
+    -p operationcount="$operations" -p warmupoperationcount="$warmup" -p nvkv.cache="$c" \
+    -p nvkv.durable="$durable" -p threadcount="$3" "${depth[@]}" --json --quiet "${extra[@]}"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "# machine: $(nproc) cpus, kernel $(uname -r), $(df -T "$dir" | awk 'NR == 2 { print $2 " on " $1 }'); records $records x 1 KB, $operations operations, memory $memory, cache $cache (nvkv $nvkv_cache), durable $durable" >&2
+echo "# machine: $(nproc) cpus, kernel $(uname -r), $(df -T "$dir" | awk 'NR == 2 { print $2 " on " $1 }'); records $records x 1 KB, $operations operations after $warmup unmeasured, memory $memory, cache $cache (nvkv $nvkv_cache), durable $durable" >&2
 printf '%-9s %-7s' workload threads
 for e in "${engines[@]}"; do printf ' %12s' "$e"; done
 printf ' %18s\n' "nvkv/best peer"

@@ -66,6 +66,7 @@ absl::StatusOr<WorkloadConfig> WorkloadConfig::FromProperties(const Properties& 
   NVKV_ASSIGN(c.record_count, p.GetUint("recordcount", 0));
   if (c.record_count == 0) return absl::InvalidArgumentError("recordcount must be given and > 0");
   NVKV_ASSIGN(c.operation_count, p.GetUint("operationcount", 0));
+  NVKV_ASSIGN(c.warmup_operation_count, p.GetUint("warmupoperationcount", 0));
   NVKV_ASSIGN(c.insert_start, p.GetUint("insertstart", 0));
   if (c.insert_start >= c.record_count) {
     return Bad("insertstart", p.GetString("insertstart", ""), "must be below recordcount");
@@ -205,8 +206,10 @@ OperationChooser::OperationChooser(const WorkloadConfig& config, SharedCounters*
       break;
     case KeyDistribution::kZipfian: {
       // Room for the keys the run will insert (YCSB: twice the expected count, a fudge factor).
+      // The warm-up draws from the same key space as the run it precedes.
       const uint64_t expected_new = static_cast<uint64_t>(
-          static_cast<double>(config.operation_count) * config.insert_proportion * 2.0);
+          static_cast<double>(config.operation_count + config.warmup_operation_count) *
+          config.insert_proportion * 2.0);
       zipfian_keys_.emplace(first, first + config.insert_count + expected_new,
                             config.zipfian_constant);
       break;

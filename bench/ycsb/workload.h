@@ -38,6 +38,9 @@ enum class LengthDistribution { kConstant, kUniform, kZipfian };
 struct WorkloadConfig {
   uint64_t record_count = 0;     // recordcount (required)
   uint64_t operation_count = 0;  // operationcount (required for a run phase)
+  // warmupoperationcount (nvkv-ycsb's own, default 0): operations of the same mix run before the
+  // run phase, unmeasured, so that caches reach the hit rate a long-running store has.
+  uint64_t warmup_operation_count = 0;
   uint64_t insert_start = 0;     // insertstart
   uint64_t insert_count = 0;     // insertcount (default recordcount - insertstart)
   uint32_t field_count = 10;     // fieldcount
