@@ -12,9 +12,9 @@
 //     candidate page to confirm the key (exact() is false). The engine never lets two keys with
 //     equal tags share a page (FORMAT.md), so an entry (tag, page) belongs to one key. Page
 //     numbers must be below kHashIndexPageLimit (2^31). See kv/hash_index.h.
-//   - ordered index (NewOrderedIndex): holds full keys in a B-tree, so Find is exact (no device
-//     read to confirm identity) and Scan iterates in key order. About 90 bytes per key for
-//     23-byte keys. See kv/ordered_index.h.
+//   - ordered index (NewOrderedIndex): holds full keys, in a B-tree for Scan (key order) and a
+//     hash table for Find, so Find is exact (no device read to confirm identity). About 75
+//     bytes per key for 23-byte keys. See kv/ordered_index.h.
 //
 // The `hash` argument is always the low half of the key's XXH3-128 (KeyHash::lo, key_hash.h),
 // computed once per operation by the engine; the high half picks the shard. The hash index uses
@@ -81,8 +81,9 @@ class Index {
   // table that cannot grow refuses the write instead of leaving a record without an entry.
   // Errors: kResourceExhausted as Insert; the index is unchanged on error.
   //   hash index: the guarantee holds until the table changes size (nothing shrinks it).
-  //   ordered index: no-op. A B-tree allocates a node as an insert splits one, which cannot be
-  //     done ahead; its allocation failure is std::bad_alloc, as for any other small allocation.
+  //   ordered index: grows its hash table ahead as the hash index does; its B-tree allocates a
+  //     node as an insert splits one, which cannot be done ahead, and each key's entry is an
+  //     allocation of its own: their failure is std::bad_alloc, as for any other small one.
   virtual absl::Status MakeRoomFor(uint64_t inserts) = 0;
 
   // Changes key's entry at `old_page` to `new_page`; returns whether it did. Changes exactly one

@@ -1,79 +1,125 @@
 #include "kv/ordered_index.h"
 
+#include <cstring>
+#include <new>
+
+#include "absl/hash/hash.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/string_view.h"
 
 namespace nvkv::kv {
 namespace {
 
-// Debian 12's Abseil has its own absl::string_view (not std::string_view).
-absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-// Heap bytes a stored key owns beyond its node slot: none when its characters live in the
-// string object's small-string buffer.
-uint64_t KeyHeapBytes(const std::string& key) {
-  const char* object = reinterpret_cast<const char*>(&key);
-  const bool inline_buffer = key.data() >= object && key.data() < object + sizeof(key);
-  return inline_buffer ? 0 : MallocChunkBytes(key.capacity() + 1);
+// Debian 12's Abseil hashes its own absl::string_view (not std::string_view).
+size_t HashBytes(std::string_view key) {
+  return absl::Hash<absl::string_view>()(absl::string_view(key.data(), key.size()));
 }
 
 }  // namespace
 
-OrderedIndex::OrderedIndex() : map_(Map::allocator_type(&node_bytes_)) {}
+size_t OrderedIndex::KeyHashOf::operator()(const Entry* e) const { return HashBytes(e->key()); }
+size_t OrderedIndex::KeyHashOf::operator()(std::string_view key) const { return HashBytes(key); }
+
+OrderedIndex::OrderedIndex()
+    : tree_(KeyLess(), Tree::allocator_type(&container_bytes_)),
+      table_(0, KeyHashOf(), KeyEq(), Table::allocator_type(&container_bytes_)) {}
+
+OrderedIndex::~OrderedIndex() {
+  std::vector<Entry*> entries(table_.begin(), table_.end());
+  tree_.clear();
+  table_.clear();
+  for (Entry* entry : entries) DeleteEntry(entry);
+}
+
+OrderedIndex::Entry* OrderedIndex::NewEntry(std::string_view key, uint64_t value) {
+  void* memory = ::operator new(sizeof(Entry) + key.size());
+  Entry* entry = new (memory) Entry;
+  entry->value = value;
+  entry->key_bytes = static_cast<uint32_t>(key.size());
+  std::memcpy(entry + 1, key.data(), key.size());
+  entry_bytes_ += EntryChunkBytes(key.size());
+  return entry;
+}
+
+void OrderedIndex::DeleteEntry(Entry* entry) {
+  entry_bytes_ -= EntryChunkBytes(entry->key_bytes);
+  entry->~Entry();
+  ::operator delete(entry);
+}
+
+OrderedIndex::Entry* OrderedIndex::FindEntry(std::string_view key) const {
+  auto it = table_.find(key);
+  return it == table_.end() ? nullptr : *it;
+}
 
 void OrderedIndex::Find(uint64_t /*hash*/, std::string_view key,
                         std::vector<uint64_t>* pages) const {
   pages->clear();
-  auto it = map_.find(AbslView(key));
-  if (it != map_.end()) pages->push_back(it->second);
+  if (const Entry* entry = FindEntry(key)) pages->push_back(entry->value);
 }
 
 absl::Status OrderedIndex::Insert(uint64_t /*hash*/, std::string_view key, uint64_t page) {
-  auto [it, inserted] = map_.try_emplace(std::string(key), page);
-  if (!inserted) {
+  if (const Entry* existing = FindEntry(key)) {
     return absl::AlreadyExistsError(absl::StrFormat(
         "ordered index: the %d-byte key already has an entry (page %d); Insert needs a new key",
-        key.size(), it->second));
+        key.size(), existing->value));
   }
-  key_heap_bytes_ += KeyHeapBytes(it->first);
+  Entry* entry = NewEntry(key, page);
+  table_.insert(entry);
+  tree_.insert(entry);
   NoteChange();
   return absl::OkStatus();
 }
 
 bool OrderedIndex::Replace(uint64_t /*hash*/, std::string_view key, uint64_t old_page,
                            uint64_t new_page) {
-  auto it = map_.find(AbslView(key));
-  if (it == map_.end() || it->second != old_page) return false;
-  it->second = new_page;
+  Entry* entry = FindEntry(key);
+  if (entry == nullptr || entry->value != old_page) return false;
+  entry->value = new_page;
   NoteChange();
   return true;
 }
 
 bool OrderedIndex::Erase(uint64_t /*hash*/, std::string_view key, uint64_t page) {
-  auto it = map_.find(AbslView(key));
-  if (it == map_.end() || it->second != page) return false;
-  key_heap_bytes_ -= KeyHeapBytes(it->first);
-  map_.erase(it);
+  auto it = table_.find(key);
+  if (it == table_.end() || (*it)->value != page) return false;
+  Entry* entry = *it;
+  table_.erase(it);
+  tree_.erase(entry);
+  DeleteEntry(entry);
+  if (table_.empty()) table_.clear();  // frees a large table's array: an empty index holds none
   NoteChange();
   return true;
 }
 
 IndexStats OrderedIndex::stats() const {
-  return IndexStats{.entries = map_.size(), .memory_bytes = node_bytes_ + key_heap_bytes_};
+  return IndexStats{.entries = table_.size(), .memory_bytes = container_bytes_ + entry_bytes_};
 }
 
 void OrderedIndex::ForEachValue(const std::function<void(uint64_t value)>& visit) const {
-  for (const auto& [key, value] : map_) visit(value);
+  for (const Entry* entry : table_) visit(entry->value);
 }
 
-void OrderedIndex::Reserve(uint64_t /*expected_entries*/) {}
+absl::Status OrderedIndex::MakeRoomFor(uint64_t inserts) {
+  try {
+    table_.reserve(table_.size() + inserts);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "ordered index: cannot grow its hash table past %d keys", table_.size()));
+  }
+  return absl::OkStatus();
+}
+
+void OrderedIndex::Reserve(uint64_t expected_entries) {
+  // Best effort (Index::Reserve): on failure the table keeps its size.
+  if (expected_entries > table_.size()) MakeRoomFor(expected_entries - table_.size()).IgnoreError();
+}
 
 absl::Status OrderedIndex::Scan(std::string_view start, bool exclusive, size_t limit,
                                 std::vector<std::pair<std::string, uint64_t>>* out) const {
   out->clear();
-  auto it = exclusive ? map_.upper_bound(AbslView(start)) : map_.lower_bound(AbslView(start));
-  for (; it != map_.end() && out->size() < limit; ++it) {
-    out->emplace_back(it->first, it->second);
+  auto it = exclusive ? tree_.upper_bound(start) : tree_.lower_bound(start);
+  for (; it != tree_.end() && out->size() < limit; ++it) {
+    out->emplace_back(std::string((*it)->key()), (*it)->value);
   }
   return absl::OkStatus();
 }

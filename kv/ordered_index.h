@@ -1,24 +1,26 @@
-// OrderedIndex: an Index that holds full keys in a B-tree (absl::btree_map), so Find is exact and
-// Scan walks keys in byte-wise order. Selected at open for stores that need range scans.
+// OrderedIndex: an Index that holds full keys, so Find is exact and Scan walks keys in byte-wise
+// order. Selected at open for stores that need range scans.
+//
+// Layout: each key lives in one Entry (its bytes and its value in a single allocation that stays
+// put while the key is in the index), reached two ways: a B-tree of Entry pointers in key order
+// (absl::btree_set) for Scan, and a hash table of the same pointers (absl::flat_hash_set, hashed
+// by key bytes) for Find, Insert, Replace and Erase. A point lookup thus costs a hash of the key
+// and one or two cache misses instead of a walk down the B-tree, whose every comparison reads
+// another key's bytes (about 20 cache misses at 1M keys).
 //
 // Thread contract: not thread-safe; callers serialize (the owning shard's mutex).
-// Invariant: at most one entry per key; the `hash` arguments are ignored.
+// Invariant: at most one entry per key; every entry is in both the tree and the table; the
+// `hash` arguments are ignored.
 //
-// memory_bytes is an estimate built from what is actually requested from the allocator:
-//   - B-tree nodes, counted by the map's allocator as they are allocated and freed;
-//   - key bytes on the heap: a std::string longer than the 15-byte small-string buffer of
-//     libstdc++ owns a separate capacity()+1 byte block (shorter keys live inside the node);
-// each request rounded up to glibc malloc's chunk size (8-byte header, 16-byte granules, 32-byte
-// minimum), which is what the request really costs on Debian. The object itself is not counted.
+// memory_bytes counts what is requested from the allocator: the tree's nodes and the table's
+// array (counted by their allocator as they are allocated and freed) and each Entry, every
+// request rounded up to glibc malloc's chunk size (8-byte header, 16-byte granules, 32-byte
+// minimum), which is what it really costs on Debian. The object itself is not counted.
 //
-// Cost per key: a node slot is a pair<const std::string, uint64_t> of 40 bytes; a node holds 6
-// slots (absl's 256-byte target; internal nodes add 7 child pointers), 2/3 to full, so about 60
-// bytes of node per key on random insertion; plus the key's heap block (none up to 15 bytes, 32
-// bytes for 16-23-byte keys, 48 for 24-39). Measured by bench/micro/index_bench.cc: 91 bytes per
-// 23-byte key at 1M and 10M keys.
-//
-// Find costs about log2(n) key comparisons, each reading a key's heap block when keys are longer
-// than 15 bytes: ~20 cache misses at 1M keys, 1.5-2 us (the hash index: ~50-100 ns).
+// Cost per key: the Entry, 16 bytes plus the key (48 bytes of chunk for 17-32-byte keys); an
+// 8-byte pointer in a tree node (a node holds up to 30; about 12 bytes per key on random
+// insertion, with the internal nodes); 9 bytes per table slot at a load of 7/16 to 7/8 (10-21
+// bytes per key). About 75 bytes per 23-byte key (bench/micro/index_bench.cc).
 #ifndef NVKV_KV_ORDERED_INDEX_H_
 #define NVKV_KV_ORDERED_INDEX_H_
 
@@ -31,7 +33,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "kv/index.h"
 
@@ -78,19 +81,22 @@ class CountingAllocator {
 class OrderedIndex final : public Index {
  public:
   OrderedIndex();
+  ~OrderedIndex() override;
   OrderedIndex(const OrderedIndex&) = delete;
   OrderedIndex& operator=(const OrderedIndex&) = delete;
 
   void Find(uint64_t hash, std::string_view key, std::vector<uint64_t>* pages) const override;
   bool exact() const override { return true; }
   absl::Status Insert(uint64_t hash, std::string_view key, uint64_t page) override;
-  absl::Status MakeRoomFor(uint64_t /*inserts*/) override { return absl::OkStatus(); }
+  // Grows the hash table now, if `inserts` more keys would grow it (kResourceExhausted when that
+  // allocation fails). Tree nodes and entries are small allocations made as keys arrive.
+  absl::Status MakeRoomFor(uint64_t inserts) override;
   bool Replace(uint64_t hash, std::string_view key, uint64_t old_page,
                uint64_t new_page) override;
   bool Erase(uint64_t hash, std::string_view key, uint64_t page) override;
   IndexStats stats() const override;
   void ForEachValue(const std::function<void(uint64_t value)>& visit) const override;
-  // No-op: a B-tree allocates node by node and cannot be pre-sized.
+  // Sizes the hash table for `expected_entries` (a B-tree cannot be pre-sized).
   void Reserve(uint64_t expected_entries) override;
 
   bool ordered() const override { return true; }
@@ -98,15 +104,48 @@ class OrderedIndex final : public Index {
                     std::vector<std::pair<std::string, uint64_t>>* out) const override;
 
  private:
-  // std::less<std::string> makes absl use its transparent string comparator, so lookups take an
-  // absl::string_view without building a std::string.
-  using Map = absl::btree_map<std::string, uint64_t, std::less<std::string>,
-                              CountingAllocator<std::pair<const std::string, uint64_t>>>;
+  // A key's bytes follow its Entry in the same allocation.
+  struct Entry {
+    uint64_t value = 0;
+    uint32_t key_bytes = 0;
+    std::string_view key() const {
+      return std::string_view(reinterpret_cast<const char*>(this + 1), key_bytes);
+    }
+  };
+  static uint64_t EntryChunkBytes(size_t key_bytes) {
+    return MallocChunkBytes(sizeof(Entry) + key_bytes);
+  }
+  Entry* NewEntry(std::string_view key, uint64_t value);
+  void DeleteEntry(Entry* entry);
 
-  // Declared before map_: the map's allocator points at it, and it must outlive the map.
-  uint64_t node_bytes_ = 0;
-  uint64_t key_heap_bytes_ = 0;  // chunk bytes of keys stored outside the node (see above)
-  Map map_;
+  // Byte-wise key order, between entries and plain keys (heterogeneous lookup).
+  struct KeyLess {
+    using is_transparent = void;
+    bool operator()(const Entry* a, const Entry* b) const { return a->key() < b->key(); }
+    bool operator()(const Entry* a, std::string_view b) const { return a->key() < b; }
+    bool operator()(std::string_view a, const Entry* b) const { return a < b->key(); }
+  };
+  struct KeyHashOf {
+    using is_transparent = void;
+    size_t operator()(const Entry* e) const;
+    size_t operator()(std::string_view key) const;
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    bool operator()(const Entry* a, const Entry* b) const { return a->key() == b->key(); }
+    bool operator()(const Entry* a, std::string_view b) const { return a->key() == b; }
+    bool operator()(std::string_view a, const Entry* b) const { return a == b->key(); }
+  };
+  using Tree = absl::btree_set<Entry*, KeyLess, CountingAllocator<Entry*>>;
+  using Table = absl::flat_hash_set<Entry*, KeyHashOf, KeyEq, CountingAllocator<Entry*>>;
+
+  Entry* FindEntry(std::string_view key) const;
+
+  // Declared before the containers: their allocators point at it, and it must outlive them.
+  uint64_t container_bytes_ = 0;  // tree nodes and the table's array
+  uint64_t entry_bytes_ = 0;      // chunk bytes of the entries
+  Tree tree_;
+  Table table_;
 };
 
 }  // namespace nvkv::kv

@@ -11,7 +11,7 @@
 //
 // Counters:
 //   IndexMemory: index_bytes_per_key (EngineStats::index_bytes_per_key: the hash table's slots,
-//     or the ordered index's B-tree nodes and key heap blocks, per live key), index_MiB, and
+//     or the ordered index's entries, tree nodes and hash table, per live key), index_MiB, and
 //     puts_per_s (the load, for scale).
 //   Recovery: the store holds the keys plus a quarter of them overwritten; Open rebuilds the
 //     index from the log. scanned_MB_per_s is the bytes recovery read and checked (every segment

@@ -528,17 +528,18 @@ TEST_F(OrderedIndexTest, ScanSkipsErasedKeys) {
   EXPECT_THAT(ScanOrDie("", false, 10), ElementsAre(Pair("a", 100u), Pair("c", 102u)));
 }
 
-// Same insertion order gives the same B-tree shape, so the difference is the keys' own heap
-// blocks: a 100-byte key owns a 101-byte request (112-byte malloc chunk), a 12-byte one none.
-TEST_F(OrderedIndexTest, MemoryCountsHeapBytesOfLongKeys) {
+// Same insertion order gives the same tree and table shape, so the difference is the entries:
+// a 100-byte key's entry is a 116-byte request (128-byte malloc chunk), a 12-byte key's 28 (48).
+TEST_F(OrderedIndexTest, MemoryCountsEntryBytesOfKeys) {
   auto long_keys = NewOrderedIndex();
   for (uint64_t i = 0; i < 10'000; ++i) {
     NVKV_ASSERT_OK(index_->Insert(0, absl::StrFormat("%012d", i), i));
     NVKV_ASSERT_OK(long_keys->Insert(0, absl::StrFormat("%0100d", i), i));
   }
+  EXPECT_EQ(MallocChunkBytes(16 + 100), 128u);
+  EXPECT_EQ(MallocChunkBytes(16 + 12), 48u);
   EXPECT_EQ(long_keys->stats().memory_bytes - index_->stats().memory_bytes,
-            10'000u * MallocChunkBytes(101));
-  EXPECT_EQ(MallocChunkBytes(101), 112u);
+            10'000u * (128 - 48));
 }
 
 TEST_F(OrderedIndexTest, MemoryReturnsToZeroWhenEmptied) {
@@ -547,15 +548,40 @@ TEST_F(OrderedIndexTest, MemoryReturnsToZeroWhenEmptied) {
   EXPECT_EQ(index_->stats().memory_bytes, 0u);
 }
 
-TEST_F(OrderedIndexTest, MemoryPerKeyIsNodeShareAndKeyBlock) {
+TEST_F(OrderedIndexTest, MemoryPerKeyIsEntryTreeAndTableShare) {
   for (uint64_t i = 0; i < 100'000; ++i) {  // 20-byte keys in random order
     NVKV_ASSERT_OK(index_->Insert(0, absl::StrFormat("%020d", SyntheticHash(i)), i));
   }
-  // A 40-byte slot in nodes 2/3 to full (60 down to 40 bytes) plus internal nodes, and a
-  // 21-byte key block (32-byte chunk): between 72 and 110 bytes per key.
+  // A 36-byte entry (48-byte chunk), an 8-byte tree slot in nodes 1/2 to full plus internal
+  // nodes (8-20 bytes), a 9-byte table slot at a load of 7/16 to 7/8 (10-21 bytes): between 66
+  // and 89 bytes per key.
   const double bytes_per_key = static_cast<double>(index_->stats().memory_bytes) / 100'000;
-  EXPECT_GE(bytes_per_key, 72.0);
-  EXPECT_LE(bytes_per_key, 110.0);
+  EXPECT_GE(bytes_per_key, 66.0);
+  EXPECT_LE(bytes_per_key, 89.0);
+}
+
+// Find answers from the hash table and Scan from the tree: after many inserts, replaces and
+// erases in scattered order the two agree with a plain map.
+TEST_F(OrderedIndexTest, FindAndScanAgreeWithAMap) {
+  std::map<std::string, uint64_t> model;
+  for (uint64_t i = 0; i < 20'000; ++i) {
+    const std::string key = absl::StrFormat("%d", SyntheticHash(i % 5'000) % 100'000);
+    auto it = model.find(key);
+    if (it == model.end()) {
+      NVKV_ASSERT_OK(index_->Insert(0, key, i));
+      model[key] = i;
+    } else if (i % 3 == 0) {
+      ASSERT_TRUE(index_->Erase(0, key, it->second));
+      model.erase(it);
+    } else {
+      ASSERT_TRUE(index_->Replace(0, key, it->second, i));
+      it->second = i;
+    }
+  }
+  ASSERT_EQ(index_->stats().entries, model.size());
+  for (const auto& [key, page] : model) ASSERT_THAT(FindPages(*index_, 0, key), ElementsAre(page));
+  const std::vector<std::pair<std::string, uint64_t>> expected(model.begin(), model.end());
+  EXPECT_EQ(ScanOrDie("", false, model.size() + 1), expected);
 }
 
 }  // namespace
