@@ -148,6 +148,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   } else {
     NVKV_RETURN_IF_ERROR(Recover());
   }
+  open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
   PageLookup::Options lookup_config;
   lookup_config.store_seed = store_seed_;
   lookup_config.blocks_per_page = blocks_per_page_;
@@ -167,12 +168,12 @@ absl::Status Engine::Impl::Recover() {
   recovery_options.blocks_per_page = blocks_per_page_;
   recovery_options.ordered = ordered_;
   NVKV_ASSIGN_OR_RETURN(recovery_,
-                        RecoverStore(recovery_options, geometry_, *device_, *segments_, shards_));
+                        RecoverStore(recovery_options, geometry_, *open_queue_, *segments_, shards_));
   next_sequence_.store(recovery_.next_sequence);
   // After a process crash (not a power cut) recovery may have read pages that still sit in the
   // device's volatile cache. Compaction treats recovered segments as durable (it copies their
   // records as lone records), so make them so.
-  if (device_info_.volatile_write_cache) return storage::FlushDevice(*device_);
+  if (device_info_.volatile_write_cache) return storage::FlushDevice(*open_queue_);
   return absl::OkStatus();
 }
 
@@ -262,7 +263,7 @@ absl::Status Engine::Impl::Close() {
   read_queues_->Close();
   compactor_.reset();
   writer_.reset();
-  device_.reset();
+  open_queue_.reset();
   base_device_.reset();  // releases the device lock: the store may be opened again
   return status;
 }

@@ -168,7 +168,9 @@ class Engine::Impl final {
   const EngineOptions options_;
   const bool ordered_;
   std::unique_ptr<storage::Device> base_device_;  // as opened; holds the device lock
-  std::unique_ptr<storage::Device> device_;       // the opening thread's queue: recovery
+  // The opening thread's queue, with room for recovery's reads: superblocks, format and recovery
+  // use it, and StartEngine closes it once they are done (its buffers are 4 MiB of pinned memory).
+  std::unique_ptr<storage::Device> open_queue_;
   storage::DeviceInfo device_info_;
   Geometry geometry_;
   uint64_t store_seed_ = 0;

@@ -102,8 +102,8 @@ bool NewestRecords::SameKey(const Entry& entry, const Entry& probe) {
          entry.packed >> kPackedCheckShift == probe.packed >> kPackedCheckShift;
 }
 
-bool NewestRecords::KeepIfNewer(const KeyHash& hash, const Record& record) {
-  if (record.sequence == 0 || record.sequence >= kSequenceLimit) return false;
+NewestRecords::Kept NewestRecords::KeepIfNewer(const KeyHash& hash, const Record& record) {
+  if (record.sequence == 0 || record.sequence >= kSequenceLimit) return Kept::kRefused;
   const Entry probe = Pack(hash, record);
   Partition& partition = partitions_[hash.hi & (kPartitions - 1)];
   uint64_t capacity = partition.slots.capacity;
@@ -112,8 +112,9 @@ bool NewestRecords::KeepIfNewer(const KeyHash& hash, const Record& record) {
       Entry& entry = partition.slots.data[pos];
       if (entry.sequence == 0) break;  // a key not held yet
       if (SameKey(entry, probe)) {
-        if (Unpack(entry).sequence < record.sequence) entry = probe;
-        return true;
+        if (Unpack(entry).sequence >= record.sequence) return Kept::kOlder;
+        entry = probe;
+        return Kept::kNewest;
       }
     }
   }
@@ -126,7 +127,7 @@ bool NewestRecords::KeepIfNewer(const KeyHash& hash, const Record& record) {
   partition.slots.data[pos] = probe;
   ++partition.size;
   ++size_;
-  return true;
+  return Kept::kNewest;
 }
 
 void NewestRecords::Grow(Partition& partition) {

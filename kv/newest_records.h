@@ -1,5 +1,6 @@
 // NewestRecords: while recovery scans the log, the newest record seen so far of every key, known
-// by the key's hash alone (hash mode keeps no key bytes). It holds every key of a shard at once,
+// by the key's hash alone (hash mode keeps no key bytes; ordered mode keeps the keys in its index
+// and here only each key's newest sequence, to tell whether a record replaces what it holds). It holds every key of a shard at once,
 // beside the index being built, so it is made small: 24 bytes per entry, where a hash map of
 // the 128-bit hash to the record took a 32-byte slot.
 //
@@ -54,11 +55,15 @@ class NewestRecords {
   NewestRecords(NewestRecords&&) = default;
   NewestRecords& operator=(NewestRecords&&) = default;
 
+  enum class Kept : uint8_t {
+    kNewest,   // `record` is now the key's newest
+    kOlder,    // the key's newest held has an equal or higher sequence: nothing changed
+    kRefused,  // record.sequence is not in [1, kSequenceLimit): nothing kept
+  };
   // Keeps `record` as `hash`'s newest unless one with an equal or higher sequence is held
-  // (equal sequences are one record copied by compaction: either copy will do). Returns false,
-  // keeping nothing, when record.sequence is not in [1, kSequenceLimit).
+  // (equal sequences are one record copied by compaction: either copy will do).
   // REQUIRES: record.page < kPageLimit, record.record_bytes < kRecordBytesLimit.
-  bool KeepIfNewer(const KeyHash& hash, const Record& record);
+  Kept KeepIfNewer(const KeyHash& hash, const Record& record);
 
   // Calls visit(hash_lo, record) for every key held, in no particular order.
   template <typename Visit>

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <deque>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kv/newest_records.h"
@@ -16,17 +15,11 @@
 namespace nvkv::kv {
 namespace {
 
-// What recovery keeps per key while it scans: the newest record seen so far. Hash mode keeps
-// it in a NewestRecords per shard (24 bytes per entry, no key bytes). Ordered mode keeps the
-// key bytes too, which its index holds anyway.
-struct NewestWithKey {
-  uint64_t sequence = 0;
-  uint64_t page = 0;
-  uint32_t record_bytes = 0;
-  bool is_delete = false;
-  std::string key;
-};
-
+// What recovery keeps per key while it scans: the newest record seen so far, in a NewestRecords
+// per shard (24 bytes per entry, no key bytes). Hash mode builds its index from those tables
+// once every segment is read. Ordered mode builds its index as it reads (the index holds the
+// keys, and its entries the records' places and sizes); its tables keep only each key's newest
+// sequence, to tell a record that replaces the key's entry from an older one.
 NewestRecords::Record NewestOf(const ScannedRecord& record) {
   NewestRecords::Record newest;
   newest.sequence = record.header.sequence;
@@ -34,19 +27,6 @@ NewestRecords::Record NewestOf(const ScannedRecord& record) {
   newest.record_bytes = RecordBytes(record.key.size(), record.header.value_bytes);
   newest.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
   return newest;
-}
-
-void KeepIfNewer(absl::flat_hash_map<KeyHash, NewestWithKey>& table, const KeyHash& hash,
-                 const ScannedRecord& record) {
-  NewestWithKey& entry = table[hash];
-  // Equal sequences are the same record copied by compaction: either copy will do.
-  if (entry.sequence != 0 && entry.sequence >= record.header.sequence) return;
-  const NewestRecords::Record newest = NewestOf(record);
-  entry.sequence = newest.sequence;
-  entry.page = newest.page;
-  entry.record_bytes = newest.record_bytes;
-  entry.is_delete = newest.is_delete;
-  entry.key.assign(record.key);
 }
 
 // Where recovery puts what it finds: the shards' indexes and the segment table.
@@ -83,31 +63,14 @@ absl::Status DrainHashed(Sink& sink, Shard& shard, NewestRecords& table)
   return status;
 }
 
-absl::Status DrainOrdered(Sink& sink, Shard& shard,
-                          absl::flat_hash_map<KeyHash, NewestWithKey>& table)
+// Ordered mode: `shard`'s index was built during the scan; its entries' records are live.
+void AddLiveOfIndex(Sink& sink, Shard& shard, NewestRecords& table)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-  uint64_t live = 0;
-  for (const auto& [hash, newest] : table) live += newest.is_delete ? 0 : 1;
-  shard.index->Reserve(live);
-  for (const auto& [hash, newest] : table) {
-    if (newest.is_delete) continue;
-    NVKV_RETURN_IF_ERROR(
-        sink.InsertLive(shard, hash.lo, newest.key, newest.page, newest.record_bytes));
-  }
-  absl::flat_hash_map<KeyHash, NewestWithKey>().swap(table);
-  return absl::OkStatus();
-}
-
-// What an ordered-mode table holds: its slots and the key bytes beyond each string's own.
-uint64_t KeyedTableBytes(const absl::flat_hash_map<KeyHash, NewestWithKey>& table) {
-  uint64_t bytes = table.bucket_count() * (sizeof(std::pair<KeyHash, NewestWithKey>) + 1);
-  for (const auto& [hash, newest] : table) {
-    const char* inline_bytes = reinterpret_cast<const char*>(&newest.key);
-    const bool on_heap = newest.key.data() < inline_bytes ||
-                         newest.key.data() >= inline_bytes + sizeof(newest.key);
-    if (on_heap) bytes += newest.key.capacity() + 1;
-  }
-  return bytes;
+  shard.index->ForEachValue([&](uint64_t value) {
+    const Location location = Location::FromIndexValue(value);
+    sink.segments.AddLive(sink.geometry.SegmentOf(location.page), location.record_bytes);
+  });
+  table.Clear();
 }
 
 // One recovery: what it gathers while it reads the segments, and how it builds the indexes.
@@ -120,8 +83,7 @@ class Recovery {
         device_(device),
         segments_(segments),
         shards_(shards),
-        newest_(options.ordered ? 0 : shards.size()),
-        newest_keyed_(options.ordered ? shards.size() : 0),
+        newest_(shards.size()),
         scans_(geometry.segment_count),
         min_seq_(geometry.segment_count, UINT64_MAX),
         max_seq_(geometry.segment_count, 0) {}
@@ -203,12 +165,21 @@ class Recovery {
   void NoteRecord(uint64_t segment, const ScannedRecord& record) {
     const KeyHash hash = HashKey(record.key);
     const uint32_t shard = ShardIndexFor(hash, shards_.size());
-    if (options_.ordered) {
-      KeepIfNewer(newest_keyed_[shard], hash, record);
-    } else if (!newest_[shard].KeepIfNewer(hash, NewestOf(record)) && refused_.ok()) {
-      refused_ = absl::DataLossError(absl::StrCat(
-          "page ", record.page_number, ": record sequence ", record.header.sequence,
-          " is not below 2^56, which no nvkv store reaches"));
+    NewestRecords::Record newest = NewestOf(record);
+    if (options_.ordered) newest.page = newest.record_bytes = 0;  // the index keeps them
+    switch (newest_[shard].KeepIfNewer(hash, newest)) {
+      case NewestRecords::Kept::kNewest:
+        if (options_.ordered) ApplyToOrderedIndex(*shards_[shard], hash, record);
+        break;
+      case NewestRecords::Kept::kOlder:
+        break;
+      case NewestRecords::Kept::kRefused:
+        if (refused_.ok()) {
+          refused_ = absl::DataLossError(absl::StrCat(
+              "page ", record.page_number, ": record sequence ", record.header.sequence,
+              " is not below 2^56, which no nvkv store reaches"));
+        }
+        break;
     }
     min_seq_[segment] = std::min(min_seq_[segment], record.header.sequence);
     max_seq_[segment] = std::max(max_seq_[segment], record.header.sequence);
@@ -219,21 +190,43 @@ class Recovery {
     ++report_.records;
   }
 
-  // The segment table, then each shard's index from its table (which is freed before the next
-  // shard's index is built).
+  // Ordered mode: `record` is its key's newest so far: the key's entry says so (a delete removes
+  // it).
+  void ApplyToOrderedIndex(Shard& shard, const KeyHash& hash, const ScannedRecord& record) {
+    absl::MutexLock lock(&shard.mu);
+    shard.index->Find(hash.lo, record.key, &found_);
+    if (record.header.type == static_cast<uint8_t>(RecordType::kDelete)) {
+      if (!found_.empty()) shard.index->Erase(hash.lo, record.key, found_.front());
+      return;
+    }
+    const uint64_t value =
+        Location::Indexed(record.page_number, RecordBytes(record.key.size(), record.header.value_bytes),
+                          /*index_keeps_size=*/true)
+            .index_value();
+    if (found_.empty()) {
+      const absl::Status inserted = shard.index->Insert(hash.lo, record.key, value);
+      if (!inserted.ok() && refused_.ok()) refused_ = inserted;
+    } else {
+      shard.index->Replace(hash.lo, record.key, found_.front(), value);
+    }
+  }
+
+  // The segment table, then each shard's index: hash mode builds it from the shard's table,
+  // which is freed before the next shard's index is built; ordered mode has built it already.
   absl::Status BuildIndexes() {
     for (uint64_t s = 0; s < g_.segment_count; ++s) {
       segments_.RecoverSegment(s, scans_[s].in_use, min_seq_[s], max_seq_[s]);
     }
     Sink sink{g_, options_.ordered, segments_};
     for (const auto& shard : shards_) {
-      report_.table_bytes_peak = std::max(
-          report_.table_bytes_peak, options_.ordered ? KeyedTableBytes(newest_keyed_[shard->id])
-                                                     : newest_[shard->id].allocated_bytes());
+      NewestRecords& table = newest_[shard->id];
+      report_.table_bytes_peak = std::max(report_.table_bytes_peak, table.allocated_bytes());
       absl::MutexLock lock(&shard->mu);
-      NVKV_RETURN_IF_ERROR(options_.ordered
-                               ? DrainOrdered(sink, *shard, newest_keyed_[shard->id])
-                               : DrainHashed(sink, *shard, newest_[shard->id]));
+      if (options_.ordered) {
+        AddLiveOfIndex(sink, *shard, table);
+      } else {
+        NVKV_RETURN_IF_ERROR(DrainHashed(sink, *shard, table));
+      }
     }
     segments_.SetNextGeneration(max_generation_ + 1);
     segments_.FinishRecovery();
@@ -246,10 +239,9 @@ class Recovery {
   SegmentTable& segments_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
   RecoveryReport report_;
-  // The newest record of each key, one table per shard: hash mode fills newest_, ordered mode
-  // newest_keyed_.
+  // The newest record of each key, one table per shard.
   std::vector<NewestRecords> newest_;
-  std::vector<absl::flat_hash_map<KeyHash, NewestWithKey>> newest_keyed_;
+  std::vector<uint64_t> found_;  // ApplyToOrderedIndex's, kept to save an allocation per record
   std::vector<SegmentScanResult> scans_;
   std::vector<uint64_t> min_seq_, max_seq_;  // record sequences per segment
   uint64_t max_sequence_ = 0;

@@ -6,10 +6,11 @@
 // segment; a segment counts as free only when it holds no log at all. For each key the record
 // with the highest sequence wins; a winning delete means the key is absent.
 //
-// Memory: beside the indexes being built, recovery keeps the newest record of every key of one
-// shard at a time. Hash mode keys them by hash (87 bits, kv/newest_records.h: 24 bytes per key,
-// no key bytes); ordered mode keeps the key bytes too, which its index holds anyway. The peak
-// is in RecoveryReport::table_bytes_peak.
+// Memory: while it reads, recovery keeps the newest record of every key, by hash (87 bits,
+// kv/newest_records.h: 24 bytes per entry, 27-34 per key, no key bytes), one table per shard.
+// Hash mode then builds each shard's index from its table and frees the table before the next
+// shard's; ordered mode builds its index during the reads (it holds the keys), so its tables
+// keep only each key's newest sequence. The largest table is RecoveryReport::table_bytes_peak.
 #ifndef NVKV_KV_RECOVERY_H_
 #define NVKV_KV_RECOVERY_H_
 

@@ -57,10 +57,12 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   open_options.queue_depth = 64;
   open_options.buffers.buffer_bytes = kMaxPageBytes;
   open_options.buffers.buffer_count = 2;
-  open_options.buffers.chunk_count = 32;  // recovery keeps up to 16 MiB of reads in flight
+  // Recovery keeps up to 4 MiB of reads in flight (measured on this machine's virtio disk, 16
+  // MiB read a 3.4 GiB store no faster); the queue is closed once the store is open.
+  open_options.buffers.chunk_count = 8;
   absl::StatusOr<std::unique_ptr<storage::Device>> opening = OpenQueue(open_options);
   if (!opening.ok()) return opening.status();
-  device_ = std::move(*opening);
+  open_queue_ = std::move(*opening);
   if (options_.page_bytes % device_info_.lba_bytes != 0) {
     return absl::InvalidArgumentError(absl::StrCat("page_bytes ", options_.page_bytes,
                                                    " is not a multiple of the device's ",
@@ -94,7 +96,7 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
 }
 
 absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
-  storage::Device& device = *device_;
+  storage::Device& device = *open_queue_;
   const uint32_t lba_bytes = device_info_.lba_bytes;
   storage::Buffer chunk = device.buffers().GetChunk();
   NVKV_CHECK(chunk.valid());
@@ -146,7 +148,7 @@ absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
 }
 
 absl::Status Engine::Impl::RepairSuperblock(const Superblock& good, uint32_t which) {
-  storage::Device& device = *device_;
+  storage::Device& device = *open_queue_;
   const uint32_t lba_bytes = device_info_.lba_bytes;
   storage::Buffer page = device.buffers().GetPage();
   if (!page.valid()) return absl::OkStatus();  // left for the next Open
@@ -214,7 +216,7 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
       static_cast<ssize_t>(sizeof(superblock.store_id))) {
     return absl::InternalError("getrandom failed for the store id");
   }
-  storage::Device& device = *device_;
+  storage::Device& device = *open_queue_;
   storage::Buffer page = device.buffers().GetChunk();
   NVKV_CHECK(page.valid() && page.bytes >= 2 * superblock.page_bytes);
   for (uint32_t copy = 0; copy < 2; ++copy) {

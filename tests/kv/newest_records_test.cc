@@ -14,6 +14,7 @@ namespace nvkv::kv {
 namespace {
 
 using Record = NewestRecords::Record;
+using Kept = NewestRecords::Kept;
 
 Record At(uint64_t sequence, uint64_t page, uint32_t bytes = 40, bool is_delete = false) {
   return Record{sequence, page, bytes, is_delete};
@@ -31,10 +32,10 @@ std::map<uint64_t, Record> Held(const NewestRecords& table) {
 TEST(NewestRecordsTest, KeepsTheHighestSequenceWhateverTheOrder) {
   NewestRecords table;
   const KeyHash key{7, 9};
-  EXPECT_TRUE(table.KeepIfNewer(key, At(5, 100)));
-  EXPECT_TRUE(table.KeepIfNewer(key, At(3, 200)));        // older: ignored
-  EXPECT_TRUE(table.KeepIfNewer(key, At(8, 300, 77, true)));  // newer delete wins
-  EXPECT_TRUE(table.KeepIfNewer(key, At(8, 400)));        // same sequence: a copy, first kept
+  EXPECT_EQ(table.KeepIfNewer(key, At(5, 100)), Kept::kNewest);
+  EXPECT_EQ(table.KeepIfNewer(key, At(3, 200)), Kept::kOlder);  // older: ignored
+  EXPECT_EQ(table.KeepIfNewer(key, At(8, 300, 77, true)), Kept::kNewest);  // newer delete wins
+  EXPECT_EQ(table.KeepIfNewer(key, At(8, 400)), Kept::kOlder);  // same sequence: a copy
   EXPECT_EQ(table.size(), 1u);
   const std::map<uint64_t, Record> held = Held(table);
   ASSERT_EQ(held.size(), 1u);
@@ -50,7 +51,7 @@ TEST(NewestRecordsTest, FieldsRoundTripAtTheirLimits) {
   const KeyHash key{~uint64_t{0}, ~uint64_t{0}};
   const Record record{NewestRecords::kSequenceLimit - 1, NewestRecords::kPageLimit - 1,
                       NewestRecords::kRecordBytesLimit - 1, true};
-  EXPECT_TRUE(table.KeepIfNewer(key, record));
+  EXPECT_EQ(table.KeepIfNewer(key, record), Kept::kNewest);
   const Record held = Held(table).at(key.lo);
   EXPECT_EQ(held.sequence, record.sequence);
   EXPECT_EQ(held.page, record.page);
@@ -60,8 +61,8 @@ TEST(NewestRecordsTest, FieldsRoundTripAtTheirLimits) {
 
 TEST(NewestRecordsTest, RefusesSequencesItCannotHold) {
   NewestRecords table;
-  EXPECT_FALSE(table.KeepIfNewer({1, 1}, At(0, 1)));
-  EXPECT_FALSE(table.KeepIfNewer({1, 1}, At(NewestRecords::kSequenceLimit, 1)));
+  EXPECT_EQ(table.KeepIfNewer({1, 1}, At(0, 1)), Kept::kRefused);
+  EXPECT_EQ(table.KeepIfNewer({1, 1}, At(NewestRecords::kSequenceLimit, 1)), Kept::kRefused);
   EXPECT_EQ(table.size(), 0u);
 }
 
@@ -71,9 +72,9 @@ TEST(NewestRecordsTest, KeysDifferingOnlyInComparedHighBitsStayApart) {
   NewestRecords table;
   const uint64_t lo = 0x1234'5678'9abc'def0;
   for (int bit = 0; bit < 23; ++bit) {
-    ASSERT_TRUE(table.KeepIfNewer({lo, uint64_t{1} << bit}, At(100 + bit, bit)));
+    ASSERT_EQ(table.KeepIfNewer({lo, uint64_t{1} << bit}, At(100 + bit, bit)), Kept::kNewest);
   }
-  ASSERT_TRUE(table.KeepIfNewer({lo, 0}, At(1, 99)));
+  ASSERT_EQ(table.KeepIfNewer({lo, 0}, At(1, 99)), Kept::kNewest);
   EXPECT_EQ(table.size(), 24u);
   std::set<uint64_t> pages;
   table.ForEach([&](uint64_t held_lo, const Record& record) {
@@ -97,9 +98,10 @@ TEST(NewestRecordsTest, MatchesAMapOverManyKeysAndVersions) {
     const KeyHash& key = keys[random() % kKeys];
     const Record record = At(1 + random() % 1'000'000, random() % (uint64_t{1} << 31),
                              static_cast<uint32_t>(random() % (1 << 21)), random() % 3 == 0);
-    ASSERT_TRUE(table.KeepIfNewer(key, record));
     auto [it, inserted] = expected.emplace(key.lo, record);
-    if (!inserted && it->second.sequence < record.sequence) it->second = record;
+    const bool newer = inserted || it->second.sequence < record.sequence;
+    ASSERT_EQ(table.KeepIfNewer(key, record), newer ? Kept::kNewest : Kept::kOlder);
+    if (newer) it->second = record;
   }
   EXPECT_EQ(table.size(), expected.size());
   const std::map<uint64_t, Record> held = Held(table);
