@@ -48,6 +48,9 @@ static_assert(NVKV_INDEX_ORDERED == static_cast<int>(nvkv::IndexMode::kOrdered))
 static_assert(NVKV_COMPACTION_COST_BENEFIT ==
               static_cast<int>(nvkv::CompactionPolicy::kCostBenefit));
 static_assert(NVKV_COMPACTION_GREEDY == static_cast<int>(nvkv::CompactionPolicy::kGreedy));
+static_assert(NVKV_DURABLE_WRITES_AUTO == static_cast<int>(nvkv::DurableWrites::kAuto));
+static_assert(NVKV_DURABLE_WRITES_FUA == static_cast<int>(nvkv::DurableWrites::kFua));
+static_assert(NVKV_DURABLE_WRITES_FLUSH == static_cast<int>(nvkv::DurableWrites::kFlush));
 static_assert(NVKV_BACKEND_AUTO == static_cast<int>(nvkv::Backend::kAuto));
 static_assert(NVKV_BACKEND_NVME_PASSTHROUGH ==
               static_cast<int>(nvkv::Backend::kNvmePassthrough));
@@ -214,6 +217,9 @@ void nvkv_options_set_background_compaction(nvkv_options_t* o, uint8_t v) {
 }
 void nvkv_options_set_compaction_policy(nvkv_options_t* o, int v) {
   o->options.compaction_policy = EnumFromC<nvkv::CompactionPolicy>(v);
+}
+void nvkv_options_set_durable_writes(nvkv_options_t* o, int v) {
+  o->options.durable_writes = EnumFromC<nvkv::DurableWrites>(v);
 }
 void nvkv_options_set_page_bytes(nvkv_options_t* o, uint32_t v) { o->options.page_bytes = v; }
 void nvkv_options_set_segment_bytes(nvkv_options_t* o, uint32_t v) {

@@ -41,6 +41,10 @@ absl::Status CheckEnums(const Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown compaction_policy ", static_cast<int>(options.compaction_policy)));
   }
+  if (static_cast<int>(options.durable_writes) > static_cast<int>(DurableWrites::kFlush)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown durable_writes ", static_cast<int>(options.durable_writes)));
+  }
   if (static_cast<int>(options.backend) > static_cast<int>(Backend::kSyncFile)) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown backend ", static_cast<int>(options.backend)));
@@ -59,6 +63,7 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   engine.shard_count = options.shard_count;
   engine.index_mode = options.index_mode;
   engine.max_write_delay_us = options.max_write_delay_us;
+  engine.durable_writes = options.durable_writes;
   engine.page_buffers_per_shard = options.page_buffers_per_shard;
   engine.background_compaction = options.background_compaction;
   engine.compaction_policy = options.compaction_policy;
@@ -96,6 +101,7 @@ static_assert(kOptions.segment_bytes == kEngine.segment_bytes);
 static_assert(kOptions.shard_count == kEngine.shard_count);
 static_assert(kOptions.index_mode == kEngine.index_mode);
 static_assert(kOptions.max_write_delay_us == kEngine.max_write_delay_us);
+static_assert(kOptions.durable_writes == kEngine.durable_writes);
 static_assert(kOptions.page_buffers_per_shard == kEngine.page_buffers_per_shard);
 static_assert(kOptions.background_compaction == kEngine.background_compaction);
 static_assert(kOptions.compaction_policy == kEngine.compaction_policy);

@@ -87,6 +87,18 @@ const char* IndexModeName(IndexMode mode) {
   return "unknown";
 }
 
+const char* DurableWritesName(DurableWrites method) {
+  switch (method) {
+    case DurableWrites::kAuto:
+      return "auto";
+    case DurableWrites::kFua:
+      return "fua";
+    case DurableWrites::kFlush:
+      return "flush";
+  }
+  return "unknown";
+}
+
 std::string Stats::ToString() const {
   std::string out;
   absl::StrAppendFormat(&out, "device: %s %s, %u-byte LBAs, %u LBAs (%u bytes)\n",
@@ -97,6 +109,12 @@ std::string Stats::ToString() const {
   for (const std::string& note : device.notes) absl::StrAppend(&out, "note: ", note, "\n");
   absl::StrAppendFormat(&out, "layout: %u-byte pages, %u pages per segment, %u shards, %s index\n",
                         page_bytes, pages_per_segment, shard_count, IndexModeName(index_mode));
+  absl::StrAppendFormat(&out, "durable writes: %s%s\n", DurableWritesName(durable_writes),
+                        device.volatile_write_cache
+                            ? (durable_writes == DurableWrites::kFlush
+                                   ? " (pages written plainly, one flush for all completed)"
+                                   : " (each page waited on written with FUA)")
+                            : " (moot: the device has no volatile write cache)");
   absl::StrAppendFormat(&out, "keys: %u live (%u stale index entries), index %u bytes (%.1f bytes "
                               "per key)\n", live_keys, stale_entries,
                         index_bytes, index_bytes_per_key);
@@ -179,6 +197,7 @@ std::string Stats::ToJson() const {
   json.Add("pages_per_segment", pages_per_segment);
   json.Add("shard_count", shard_count);
   json.Add("index_mode", IndexModeName(index_mode));
+  json.Add("durable_writes", DurableWritesName(durable_writes));
   json.AddRaw("device", DeviceJson(device));
   return json.Finish();
 }

@@ -14,7 +14,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
+#include <cstddef>
+#include <vector>
 
 namespace nvkv::kv {
 
@@ -35,7 +36,7 @@ class DurablePrefix {
   // after it covers the range.
   void Complete(uint64_t counter_begin, bool failed, bool durable, uint64_t flush_epoch) {
     auto it = std::lower_bound(
-        ranges_.begin(), ranges_.end(), counter_begin,
+        ranges_.begin() + static_cast<ptrdiff_t>(front_), ranges_.end(), counter_begin,
         [](const Range& range, uint64_t counter) { return range.counter_begin < counter; });
     if (it != ranges_.end() && it->counter_begin == counter_begin) {
       it->completed = true;
@@ -49,7 +50,8 @@ class DurablePrefix {
   // A flush requested at `flush_epoch` completed: every range that completed at or before that
   // epoch (and did not fail) is durable.
   void Flushed(uint64_t flush_epoch) {
-    for (Range& range : ranges_) {
+    for (size_t i = front_; i < ranges_.size(); ++i) {
+      Range& range = ranges_[i];
       if (range.completed && !range.failed && range.completed_epoch <= flush_epoch) {
         range.durable = true;
       }
@@ -69,7 +71,8 @@ class DurablePrefix {
   bool NeedsFlush() const {
     if (wanted_ <= durable_through_) return false;
     bool gap = false;
-    for (const Range& range : ranges_) {
+    for (size_t i = front_; i < ranges_.size(); ++i) {
+      const Range& range = ranges_[i];
       if (range.counter_begin > wanted_) break;
       if (!range.completed || range.failed) return false;
       if (!range.durable) gap = true;
@@ -82,7 +85,8 @@ class DurablePrefix {
   // when some range is still being written (a large record's run, written by its writer's
   // thread, which does not wake the writer thread).
   bool HasUnflushed(bool flush_in_flight, uint64_t flush_request_epoch, bool* unfinished) const {
-    for (const Range& range : ranges_) {
+    for (size_t i = front_; i < ranges_.size(); ++i) {
+      const Range& range = ranges_[i];
       if (!range.completed) {
         *unfinished = true;
         continue;
@@ -106,13 +110,25 @@ class DurablePrefix {
 
   // The one place durable_through_ moves: over the durable ranges at the front.
   void Advance() {
-    while (!ranges_.empty() && ranges_.front().completed && ranges_.front().durable) {
-      durable_through_ = ranges_.front().counter_end - 1;
-      ranges_.pop_front();
+    while (front_ < ranges_.size() && ranges_[front_].completed && ranges_[front_].durable) {
+      durable_through_ = ranges_[front_].counter_end - 1;
+      ++front_;
+    }
+    // Drop the ranges passed once they are most of the vector: it keeps its capacity, so a
+    // steady stream of pages allocates nothing.
+    if (front_ == ranges_.size()) {
+      ranges_.clear();
+      front_ = 0;
+    } else if (front_ >= 64 && front_ * 2 >= ranges_.size()) {
+      ranges_.erase(ranges_.begin(), ranges_.begin() + static_cast<ptrdiff_t>(front_));
+      front_ = 0;
     }
   }
 
-  std::deque<Range> ranges_;  // assigned and not yet in the durable prefix, in counter order
+  // Assigned and not yet in the durable prefix, in counter order: ranges_[front_..]; those
+  // before front_ are passed and wait to be dropped.
+  std::vector<Range> ranges_;
+  size_t front_ = 0;
   uint64_t durable_through_ = 0;
   uint64_t wanted_ = 0;
 };

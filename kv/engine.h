@@ -44,6 +44,7 @@ namespace nvkv::kv {
 // or not yet cleaned, for compaction's key filters (kv/segment_table.h).
 using ::nvkv::CheckReport;
 using ::nvkv::CompactionPolicy;
+using ::nvkv::DurableWrites;
 using ::nvkv::IndexMode;
 using ::nvkv::ProgressCallback;
 
@@ -67,6 +68,7 @@ struct EngineOptions {
   IndexMode index_mode = IndexMode::kHash;
   uint32_t max_write_delay_us = 2000;  // non-durable writes reach the device within this (and
                                        // are durable within twice it plus device time)
+  DurableWrites durable_writes = DurableWrites::kAuto;  // kAuto: kFua (engine.cc)
   uint32_t page_buffers_per_shard = 32;  // pages a shard may have unwritten or in flight
   bool background_compaction = true;
   CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;

@@ -97,14 +97,15 @@ class Engine::Impl final {
   // thread's queue. Used by the write path (hash mode) to confirm identity.
   // `read_all`: find every entry of the key by reading its candidate pages (a delete, or an
   // overwrite that must not add an entry); else an overwrite may be written blind.
-  absl::StatusOr<CurrentRecord> ResolveCurrent(std::string_view key, const KeyHash& hash,
-                                               bool read_all);
+  // Fills *current (reset first, its vectors' capacity reused).
+  absl::Status ResolveCurrent(std::string_view key, const KeyHash& hash, bool read_all,
+                              CurrentRecord* current);
   // Hash mode, `current->candidates` found: resolves the key from the cache or pages in memory,
   // or as a blind write; false when the candidates must be read (ResolveByReading).
   bool ResolveWithoutReading(Shard& shard, std::string_view key, bool read_all,
                              CurrentRecord* current) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-  absl::StatusOr<CurrentRecord> ResolveByReading(std::string_view key, const KeyHash& hash,
-                                                 CurrentRecord current);
+  absl::Status ResolveByReading(std::string_view key, const KeyHash& hash,
+                                CurrentRecord* current);
 
   // --- shared helpers ---
   Shard& ShardFor(const KeyHash& hash) { return *shards_[ShardIndexFor(hash, shards_.size())]; }
@@ -172,6 +173,8 @@ class Engine::Impl final {
   // use it, and StartEngine closes it once they are done (its buffers are 4 MiB of pinned memory).
   std::unique_ptr<storage::Device> open_queue_;
   storage::DeviceInfo device_info_;
+  // options_.durable_writes as chosen for this device (never kAuto).
+  const DurableWrites durable_writes_;
   Geometry geometry_;
   uint64_t store_seed_ = 0;
   uint32_t blocks_per_page_ = 1;

@@ -56,6 +56,19 @@ struct CurrentRecord {
   // True when writing the key adds an index entry rather than changing one (ApplyToIndex): the
   // key has no record, or only a damaged candidate that may not be its own.
   bool AddsIndexEntry(bool is_delete) const { return !is_delete && (!found || damaged); }
+
+  // Back to "not resolved", keeping the vectors' capacity (a thread's writes reuse one).
+  void Reset() {
+    found = false;
+    location = Location{};
+    record_bytes = 0;
+    exact_candidates = false;
+    candidates.clear();
+    damaged = false;
+    stale.clear();
+    blind = false;
+    likely_replaced = 0;
+  }
 };
 
 // A record a batch is about to append, for planning its pages (ReserveForBatch).
@@ -72,6 +85,7 @@ class HeadAppender final : public RecordMover {
     uint32_t blocks_per_page = 1;
     bool ordered = false;               // the index keeps record sizes (Location::Indexed)
     bool volatile_write_cache = true;   // the device's: FUA matters only with one
+    bool durable_by_fua = true;  // LogWriter::Options::durable_by_fua: large runs do the same
   };
   // Every argument must outlive the appender. `next_sequence` is the engine's sequence counter.
   HeadAppender(const Options& options, const Geometry& geometry,

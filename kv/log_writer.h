@@ -10,6 +10,11 @@
 // durable_prefix.h), so without media damage no acknowledged write lies beyond the end of a
 // segment's log that recovery finds.
 //
+// How a durable write's pages become durable (Options::durable_by_fua, from Options::
+// durable_writes): written with FUA, or written plainly and then covered by a flush. With
+// flushes, durable writes that arrive while one is in flight fill pages that the next one
+// covers: one flush per group, however many pages and writers it holds.
+//
 // When the writer flushes (device with a volatile write cache). For a durable writer whose pages
 // completed without FUA (DurablePrefix::NeedsFlush), at once. And on a timer, so that
 // non-durable writes become durable within a bound even when no one waits
@@ -59,6 +64,9 @@ class LogWriter {
     uint32_t page_bytes = 4096;
     uint32_t max_write_delay_us = 2000;
     bool volatile_cache = true;  // the device's: without one every completed write is durable
+    // DurableWrites::kFua: a page someone waits on is written with FUA. Otherwise (kFlush) it is
+    // written plainly and the flush that follows its completion makes it durable.
+    bool durable_by_fua = true;
   };
   // Writes the pages of `shards` through `queue` (as deep as the shards have page buffers, plus
   // a flush). Every argument must outlive the writer.

@@ -143,25 +143,25 @@ void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
   }
 }
 
-absl::StatusOr<CurrentRecord> Engine::Impl::ResolveCurrent(std::string_view key,
-                                                           const KeyHash& hash, bool read_all) {
-  CurrentRecord current;
+absl::Status Engine::Impl::ResolveCurrent(std::string_view key, const KeyHash& hash,
+                                          bool read_all, CurrentRecord* current) {
+  current->Reset();
   Shard& shard = ShardFor(hash);
   {
     absl::MutexLock lock(&shard.mu);
-    shard.index->Find(hash.lo, key, &current.candidates);
+    shard.index->Find(hash.lo, key, &current->candidates);
     if (ordered_) {
-      current.exact_candidates = true;
-      if (!current.candidates.empty()) {
-        current.found = true;
-        current.location = Location::FromIndexValue(current.candidates.front());
-        current.record_bytes = current.location.record_bytes;
+      current->exact_candidates = true;
+      if (!current->candidates.empty()) {
+        current->found = true;
+        current->location = Location::FromIndexValue(current->candidates.front());
+        current->record_bytes = current->location.record_bytes;
       }
-      return current;
+      return absl::OkStatus();
     }
-    if (ResolveWithoutReading(shard, key, read_all, &current)) return current;
+    if (ResolveWithoutReading(shard, key, read_all, current)) return absl::OkStatus();
   }
-  return ResolveByReading(key, hash, std::move(current));
+  return ResolveByReading(key, hash, current);
 }
 
 bool Engine::Impl::ResolveWithoutReading(Shard& shard, std::string_view key, bool read_all,
@@ -218,9 +218,8 @@ bool Engine::Impl::ResolveWithoutReading(Shard& shard, std::string_view key, boo
   return true;
 }
 
-absl::StatusOr<CurrentRecord> Engine::Impl::ResolveByReading(std::string_view key,
-                                                             const KeyHash& hash,
-                                                             CurrentRecord current) {
+absl::Status Engine::Impl::ResolveByReading(std::string_view key, const KeyHash& hash,
+                                            CurrentRecord* current) {
   absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
   if (!queue.ok()) return queue.status();
   ReadOp op;
@@ -232,7 +231,7 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveByReading(std::string_view ke
   op.hash = hash;
   op.purpose = ReadPurpose::kKeyCheck;
   op.state = ReadState::kRunning;
-  op.resolved = &current;
+  op.resolved = current;
   lookup_->Start(&op);
   {
     ReapScope scope(**queue);
@@ -248,7 +247,7 @@ absl::StatusOr<CurrentRecord> Engine::Impl::ResolveByReading(std::string_view ke
   if (op.chunk.valid()) (*queue)->device->buffers().PutChunk(op.chunk);
   if (!op.key_check_status.ok()) return op.key_check_status;
   counters_.verify_reads.fetch_add(1, std::memory_order_relaxed);
-  return current;
+  return absl::OkStatus();
 }
 
 absl::Status Engine::Impl::Scan(std::string_view start, std::string_view end, size_t limit,

@@ -125,11 +125,16 @@ class Shard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     index->Find(hash.lo, key, scratch);
     if (scratch->size() != then.size()) return false;
-    if (then.size() <= 1) return *scratch == then;  // the common case: no copy, no sort
-    std::vector<uint64_t> sorted_then = then;
-    std::sort(scratch->begin(), scratch->end());
-    std::sort(sorted_then.begin(), sorted_then.end());
-    return *scratch == sorted_then;
+    if (then.size() <= 1) return *scratch == then;  // the common case
+    // The same values, each as often, in any order: a key has a few entries (blind overwrites
+    // leave stale ones until compaction), so pairwise counting is cheap and allocates nothing.
+    for (uint64_t value : then) {
+      if (std::count(then.begin(), then.end(), value) !=
+          std::count(scratch->begin(), scratch->end(), value)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   // Records that the page of head counter `counter` holds a non-durable write about to be

@@ -118,32 +118,39 @@ absl::Status ValidateOps(const Geometry& geometry, uint64_t max_batch_bytes,
 
 // --- Write ---
 
-// The ops of a write that decide it, the last of each key, in shard order (the lock order).
-std::vector<PreparedOp> PrepareOps(const HeadAppender& appender, std::span<const WriteOp> ops) {
-  std::vector<PreparedOp> prepared;
-  prepared.reserve(ops.size());
+// Points `p` at `op` (its `current` is resolved later, reusing its vectors).
+void PointAt(const HeadAppender& appender, const WriteOp& op, PreparedOp* p) {
+  p->op = &op;
+  p->hash = HashKey(op.key);
+  p->shard = &appender.ShardFor(p->hash);
+}
+
+// The ops of a write that decide it, the last of each key, in shard order (the lock order), into
+// *prepared, whose elements (and their vectors) are reused: a single op allocates nothing.
+void PrepareOps(const HeadAppender& appender, std::span<const WriteOp> ops,
+                std::vector<PreparedOp>* prepared) {
+  if (ops.size() == 1) {
+    prepared->resize(1);
+    PointAt(appender, ops[0], &prepared->front());
+    return;
+  }
   absl::flat_hash_map<std::string_view, size_t> last;
   for (size_t i = 0; i < ops.size(); ++i) last[ops[i].key] = i;
+  prepared->resize(last.size());
+  size_t next = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (last[ops[i].key] != i) continue;
-    PreparedOp p;
-    p.op = &ops[i];
-    p.hash = HashKey(ops[i].key);
-    p.shard = &appender.ShardFor(p.hash);
-    prepared.push_back(std::move(p));
+    if (last[ops[i].key] == i) PointAt(appender, ops[i], &(*prepared)[next++]);
   }
-  std::sort(prepared.begin(), prepared.end(),
+  std::sort(prepared->begin(), prepared->end(),
             [](const PreparedOp& a, const PreparedOp& b) { return a.shard->id < b.shard->id; });
-  return prepared;
 }
 
 // Whether every key's index entries are still those its resolve saw. REQUIRES: every shard of
 // `prepared` locked.
-bool StillAsResolved(const std::vector<PreparedOp>& prepared) {
-  std::vector<uint64_t> scratch;
+bool StillAsResolved(const std::vector<PreparedOp>& prepared, std::vector<uint64_t>* scratch) {
   for (const PreparedOp& p : prepared) {
     p.shard->mu.AssertHeld();
-    if (!p.shard->StillHasCandidates(p.hash, p.op->key, p.current.candidates, &scratch)) {
+    if (!p.shard->StillHasCandidates(p.hash, p.op->key, p.current.candidates, scratch)) {
       return false;
     }
   }
@@ -194,13 +201,15 @@ uint64_t AppendPrepared(const HeadAppender& appender, OperationCounters& counter
   return last_counter;
 }
 
-// A write's ops as its attempts need them.
+// A write's ops as its attempts need them. Each thread reuses one (ThreadWritePlan), so that a
+// single Put allocates nothing once the thread has written before.
 struct WritePlan {
   std::vector<PreparedOp> prepared;  // in shard order; the first shard's head takes the records
   bool single = false;               // one record: no batch marker, no reservation
   std::vector<PlannedRecord> planned;  // a batch's records, to reserve their pages at once
   uint32_t total_bytes = 0;
   SegmentUse use = SegmentUse::kUserPut;
+  std::vector<uint64_t> scratch;  // StillAsResolved's
   Shard& head_shard() const { return *prepared.front().shard; }
   bool single_large(const Geometry& geometry) const {
     const WriteOp& op = *prepared.front().op;
@@ -208,20 +217,26 @@ struct WritePlan {
   }
 };
 
-WritePlan PlanWrite(const HeadAppender& appender, std::span<const WriteOp> ops) {
-  WritePlan plan;
-  plan.prepared = PrepareOps(appender, ops);
-  plan.single = plan.prepared.size() == 1;
+// This thread's plan, for one Write at a time (Write never runs inside another on one thread).
+WritePlan& ThreadWritePlan() {
+  thread_local WritePlan plan;
+  return plan;
+}
+
+void PlanWrite(const HeadAppender& appender, std::span<const WriteOp> ops, WritePlan* plan) {
+  PrepareOps(appender, ops, &plan->prepared);
+  plan->single = plan->prepared.size() == 1;
+  plan->planned.clear();
+  plan->total_bytes = 0;
   bool all_deletes = true;
-  for (const PreparedOp& p : plan.prepared) {
+  for (const PreparedOp& p : plan->prepared) {
     const uint32_t bytes =
         RecordBytes(p.op->key.size(), p.op->is_delete ? 0 : p.op->value.size());
-    if (!plan.single) plan.planned.push_back({p.op->key, p.hash, bytes});
-    plan.total_bytes += bytes;
+    if (!plan->single) plan->planned.push_back({p.op->key, p.hash, bytes});
+    plan->total_bytes += bytes;
     all_deletes = all_deletes && p.op->is_delete;
   }
-  plan.use = all_deletes ? SegmentUse::kUserDelete : SegmentUse::kUserPut;
-  return plan;
+  plan->use = all_deletes ? SegmentUse::kUserDelete : SegmentUse::kUserPut;
 }
 
 // How one attempt to append a resolved write went.
@@ -262,7 +277,7 @@ AppendAttempt AppendLargeWrite(const HeadAppender& appender, OperationCounters& 
 // its lock), then locks the other shards in ascending order, re-checks what the resolve saw,
 // and appends.
 AppendAttempt AppendPageWrite(const HeadAppender& appender, LogWriter& writer,
-                              OperationCounters& counters, const WritePlan& plan, bool durable) {
+                              OperationCounters& counters, WritePlan& plan, bool durable) {
   Shard& head_shard = plan.head_shard();
   AppendAttempt attempt;
   head_shard.mu.Lock();
@@ -277,7 +292,7 @@ AppendAttempt AppendPageWrite(const HeadAppender& appender, LogWriter& writer,
     return attempt;
   }
   const std::vector<Shard*> others = LockOtherShards(plan.prepared, head_shard);
-  if (!StillAsResolved(plan.prepared)) {
+  if (!StillAsResolved(plan.prepared, &plan.scratch)) {
     UnlockShards(head_shard, others);
     attempt.outcome = AppendAttempt::Outcome::kRaced;
     return attempt;
@@ -313,14 +328,15 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   if (error_.failed()) return error_.status();
   absl::Status valid = ValidateOps(geometry_, max_batch_bytes(), ops);
   if (!valid.ok() || ops.empty()) return valid;
-  WritePlan plan = PlanWrite(*appender_, ops);
+  WritePlan& plan = ThreadWritePlan();
+  PlanWrite(*appender_, ops, &plan);
   bool may_write_blind = true;
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
     // 1. Resolve every key's current record without holding locks.
     bool any_blind = false;
     for (PreparedOp& p : plan.prepared) {
-      NVKV_ASSIGN_OR_RETURN(p.current,
-                            ResolveCurrent(p.op->key, p.hash, p.op->is_delete || !may_write_blind));
+      NVKV_RETURN_IF_ERROR(
+          ResolveCurrent(p.op->key, p.hash, p.op->is_delete || !may_write_blind, &p.current));
       any_blind = any_blind || p.current.blind;
     }
     // A delete of a key that is not there writes nothing. But the key may be absent only

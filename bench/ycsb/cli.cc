@@ -42,7 +42,8 @@ const char kUsage[] =
     "nvkv.load.durable (false; the load ends with a Flush), nvkv.capacity (3x the data,\n"
     "min 256m), "
 "nvkv.index=auto|hash|ordered, nvkv.shards, nvkv.backend=auto|direct|sync|nvme,\n"
-    "nvkv.max_write_delay_us, nvkv.single_issuer, nvkv.cache (record cache bytes, default\n"
+    "nvkv.max_write_delay_us, nvkv.durable_writes=auto|fua|flush, nvkv.single_issuer,\n"
+    "nvkv.cache (record cache bytes, default\n"
     "32m; 0 off), nvkv.seed; warmupoperationcount=N runs N operations of the mix before the\n"
     "run phase, unmeasured (reported as phase \"warmup\").\n"
     "Exit status: 0 ok, 1 failed, 2 bad usage, 3 some operations failed.\n";
@@ -112,6 +113,16 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   NVKV_ASSIGN(o.single_issuer, p.GetBool("nvkv.single_issuer", o.single_issuer));
   NVKV_ASSIGN(value, p.GetUint("nvkv.max_write_delay_us", o.max_write_delay_us));
   o.max_write_delay_us = static_cast<uint32_t>(value);
+  const std::string durable_writes = p.GetString("nvkv.durable_writes", "auto");
+  if (durable_writes == "auto") {
+    o.durable_writes = DurableWrites::kAuto;
+  } else if (durable_writes == "fua") {
+    o.durable_writes = DurableWrites::kFua;
+  } else if (durable_writes == "flush") {
+    o.durable_writes = DurableWrites::kFlush;
+  } else {
+    return absl::InvalidArgumentError("nvkv.durable_writes: expected auto, fua or flush");
+  }
   const std::string backend = p.GetString("nvkv.backend", "auto");
   if (backend == "auto") {
     o.backend = Backend::kAuto;

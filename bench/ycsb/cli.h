@@ -17,6 +17,7 @@
 //   nvkv.capacity=SIZE     store size (default 3x the records the run can hold, min 256m)
 //   nvkv.index=auto|hash|ordered  (auto: ordered when scanproportion > 0, else hash)
 //   nvkv.shards=N, nvkv.backend=auto|direct|sync|nvme, nvkv.max_write_delay_us=N,
+//   nvkv.durable_writes=auto|fua|flush (Options::durable_writes),
 //   nvkv.single_issuer=BOOL (Options::single_issuer: DEFER_TASKRUN rings, default true),
 //   nvkv.cache=SIZE        record cache (Options::cache_bytes, default 32m; 0 off); a peer's
 //                          cache too (RocksDB's block cache)

@@ -90,6 +90,8 @@ static nvkv_t* OpenStore(const char* path, int index_mode, char** err) {
   nvkv_options_t* options = nvkv_options_create();
   nvkv_options_set_capacity_bytes(options, 32u << 20);
   nvkv_options_set_index_mode(options, index_mode);
+  /* Durable writes by flush: the puts below are durable all the same. */
+  nvkv_options_set_durable_writes(options, NVKV_DURABLE_WRITES_FLUSH);
   nvkv_t* db = nvkv_open(options, path, err);
   nvkv_options_destroy(options);
   return db;
@@ -149,6 +151,14 @@ int main(void) {
   {
     nvkv_options_t* options = nvkv_options_create();
     nvkv_options_set_index_mode(options, 42);
+    nvkv_t* db = nvkv_open(options, path, &err);
+    nvkv_options_destroy(options);
+    CHECK(db == NULL);
+    CHECK_ERROR_CODE(err, NVKV_INVALID_ARGUMENT);
+  }
+  {
+    nvkv_options_t* options = nvkv_options_create();
+    nvkv_options_set_durable_writes(options, 7);
     nvkv_t* db = nvkv_open(options, path, &err);
     nvkv_options_destroy(options);
     CHECK(db == NULL);

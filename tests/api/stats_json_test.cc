@@ -92,7 +92,7 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"recovery_batches_discarded\":0,\"recovery_damaged_pages\":0,"
       "\"recovery_table_bytes\":96,"
       "\"recovery_seconds\":0.00125,\"page_bytes\":4096,\"pages_per_segment\":128,"
-      "\"shard_count\":4,\"index_mode\":\"ordered\",\"device\":{\"kind\":\"direct-file\","
+      "\"shard_count\":4,\"index_mode\":\"ordered\",\"durable_writes\":\"fua\",\"device\":{\"kind\":\"direct-file\","
       "\"path\":\"/tmp/store \\\"a\\\\b\\\"\",\"lba_bytes\":512,\"lba_count\":65536,"
       "\"capacity_bytes\":33554432,\"max_transfer_bytes\":131072,"
       "\"volatile_write_cache\":true,\"block_device\":false,\"nsid\":0,"

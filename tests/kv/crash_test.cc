@@ -75,6 +75,9 @@ EngineOptions StoreOptions(IndexMode mode, uint64_t seed) {
   options.page_buffers_per_shard = 16;
   options.index_mode = mode;
   options.max_write_delay_us = 200;
+  // Durable writes with FUA or by flush, alternating with every third seed (so that both meet
+  // each cache size).
+  options.durable_writes = (seed / 3) % 2 == 0 ? DurableWrites::kFua : DurableWrites::kFlush;
   return options;
 }
 

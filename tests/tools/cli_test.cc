@@ -446,7 +446,8 @@ TEST_F(CliTest, StatsInfoAndCompactDescribeTheStore) {
   EXPECT_THAT(json.out, AllOf(StartsWith("{\"live_keys\":3,"), EndsWith("}\n")));
   const CliResult info = Ok({"info"});
   EXPECT_THAT(info.out, AllOf(HasSubstr("backend   direct-file"), HasSubstr("4096-byte pages"),
-                              HasSubstr("hash (chosen at each open"), HasSubstr("ring ")));
+                              HasSubstr("hash (chosen at each open"), HasSubstr("ring "),
+                              HasSubstr("durable   ")));
   EXPECT_THAT(Ok({"--ordered", "info"}).out, HasSubstr("index     ordered"));
   const CliResult compact = Ok({"compact"});
   EXPECT_THAT(compact.out, ContainsRegex("compacted .*: [1-9][0-9]* segments cleaned"));

@@ -381,6 +381,13 @@ Outcome RunInfo(const Context& context) {
                          ? std::string("off")
                          : absl::StrFormat("%s for recently used values (S3-FIFO)",
                                            FormatBytes(s.cache_capacity_bytes)));
+  table.Row("durable", !d.volatile_write_cache
+                           ? std::string("every completed write (no volatile write cache)")
+                           : s.durable_writes == DurableWrites::kFlush
+                                 ? std::string("pages written plainly, then one flush for all "
+                                               "completed (group commit)")
+                                 : std::string("each page a durable write waits on written with "
+                                               "FUA"));
   table.Row("ring", absl::StrFormat("depth %d, %d SQ entries; %s", d.ring.queue_depth,
                                     d.ring.sq_entries, RingFeatureNames(d.ring)));
   for (const std::string& note : d.notes) table.Row("note", note);

@@ -147,22 +147,25 @@ class DB {
   // exactly as Get(keys[i]) would (kNotFound, kInvalidArgument, ...).
   std::vector<absl::StatusOr<std::string>> MultiGet(std::span<const std::string_view> keys);
 
-  // Starts reading `key` on this thread's read queue and returns at once. On OK, `done` runs
-  // exactly once with what Get(key) would return, on this thread, inside a later Poll() on this
-  // thread (never inside GetAsync itself, even when the value is in memory). On error `done`
-  // never runs. Errors: kInvalidArgument (bad key),
-  // kUnavailable (this thread already has Options::read_queue_depth reads in flight: Poll, then
-  // retry), kFailedPrecondition after Close().
+  // Starts reading `key` on this thread's read queue and returns at once. A read that needs the
+  // device is queued, not yet sent: the next Poll() on this thread submits every read queued
+  // since, in one system call, before it waits (Poll(0) submits them without waiting), so that
+  // reads started together reach the device together. On OK, `done` runs exactly once with what
+  // Get(key) would return, on this thread, inside a later Poll() on this thread (never inside
+  // GetAsync itself, even when the value is in memory). On error `done` never runs. Errors:
+  // kInvalidArgument (bad key), kUnavailable (this thread already has
+  // Options::read_queue_depth reads in flight: Poll, then retry), kFailedPrecondition after
+  // Close().
   // REQUIRES: the thread polls until PendingReads() is 0 before Close(). A thread that exits
   // with reads pending abandons them: their `done` callbacks are destroyed without running, and
   // the thread's queue is released once the device has finished them.
   absl::Status GetAsync(std::string_view key,
                         std::function<void(absl::StatusOr<std::string>)> done);
 
-  // Drives this thread's reads: waits until at least `min_complete` of them have finished
-  // (0: never waits; more than PendingReads(): waits for all), runs their callbacks on this
-  // thread, and returns how many callbacks ran. Errors come from the read queue itself (a
-  // failed read is reported to its callback instead).
+  // Drives this thread's reads: submits those GetAsync queued, then waits until at least
+  // `min_complete` of them have finished (0: never waits; more than PendingReads(): waits for
+  // all), runs their callbacks on this thread, and returns how many callbacks ran. Errors come
+  // from the read queue itself (a failed read is reported to its callback instead).
   absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
 
   // Reads started by GetAsync on this thread whose callbacks have not run yet.

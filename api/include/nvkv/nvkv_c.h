@@ -85,6 +85,7 @@ extern const char* nvkv_version(void);
 /* ----- Options (see nvkv/options.h for meaning, units and defaults) ----- */
 enum { NVKV_INDEX_HASH = 0, NVKV_INDEX_ORDERED = 1 };
 enum { NVKV_COMPACTION_COST_BENEFIT = 0, NVKV_COMPACTION_GREEDY = 1 };
+enum { NVKV_DURABLE_WRITES_AUTO = 0, NVKV_DURABLE_WRITES_FUA = 1, NVKV_DURABLE_WRITES_FLUSH = 2 };
 enum {
   NVKV_BACKEND_AUTO = 0,
   NVKV_BACKEND_NVME_PASSTHROUGH = 1,
@@ -107,6 +108,8 @@ extern void nvkv_options_set_max_write_delay_us(nvkv_options_t* options, uint32_
 extern void nvkv_options_set_background_compaction(nvkv_options_t* options, uint8_t value);
 /* NVKV_COMPACTION_*; anything else makes nvkv_open fail. */
 extern void nvkv_options_set_compaction_policy(nvkv_options_t* options, int value);
+/* NVKV_DURABLE_WRITES_*; anything else makes nvkv_open fail. */
+extern void nvkv_options_set_durable_writes(nvkv_options_t* options, int value);
 extern void nvkv_options_set_page_bytes(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_segment_bytes(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_shard_count(nvkv_options_t* options, uint32_t value);

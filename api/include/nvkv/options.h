@@ -36,6 +36,21 @@ enum class CompactionPolicy : uint8_t {
   kGreedy,       // the segment with the fewest live bytes
 };
 
+// How a durable write gets past the device's volatile write cache (a device without one needs
+// neither: a completed write is durable). NVMe orders nothing among commands in flight, so either
+// way a write counts as durable only once every earlier page of its log is too.
+enum class DurableWrites : uint8_t {
+  // Chosen by backend (Stats::durable_writes says which): kFua on every backend today, the
+  // faster of the two where measured (bench/README.md, "Durable writes: FUA or flush").
+  kAuto,
+  // Each page a durable write waits on is written with FUA (NVMe Force Unit Access; RWF_DSYNC
+  // on files): one command per page, no flush.
+  kFua,
+  // Pages are written without FUA; one flush then covers every page that completed before it,
+  // so durable writes arriving while a flush is in flight share the next one (group commit).
+  kFlush,
+};
+
 // How the store reaches the device or file named by the path given to DB::Open.
 enum class Backend : uint8_t {
   // An NVMe generic character device (/dev/ngXnY) uses kNvmePassthrough; anything else
@@ -98,6 +113,10 @@ struct Options {
   // non-durable load costs about one flush per max_write_delay_us, not one per page.
   // Default: 2000. Unit: microseconds. Scope: per Open.
   uint32_t max_write_delay_us = 2000;
+
+  // See DurableWrites.
+  // Default: DurableWrites::kAuto. Scope: per Open.
+  DurableWrites durable_writes = DurableWrites::kAuto;
 
   // Clean segments on a background thread as space runs low. When false, only
   // DB::CompactAll() reclaims space, and writes fail with kResourceExhausted once the store is

@@ -23,6 +23,8 @@ enum class DeviceKind : uint8_t {
 const char* DeviceKindName(DeviceKind kind);
 // "hash", "ordered".
 const char* IndexModeName(IndexMode mode);
+// "auto", "fua", "flush".
+const char* DurableWritesName(DurableWrites method);
 
 // The io_uring features a queue ended up with: what Options asked for, minus what the kernel
 // refused (a refusal is also described in DeviceStats::notes).
@@ -138,6 +140,9 @@ struct Stats {
   uint32_t pages_per_segment = 0;
   uint32_t shard_count = 0;
   IndexMode index_mode = IndexMode::kHash;
+  // How durable writes reach stable media: kFua or kFlush, as Options::durable_writes chose
+  // (never kAuto). Moot when device.volatile_write_cache is false.
+  DurableWrites durable_writes = DurableWrites::kFua;
   DeviceStats device;
 
   // Several lines of "name: value", for people.
