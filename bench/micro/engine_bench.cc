@@ -213,6 +213,38 @@ void BM_Recovery(benchmark::State& state, IndexMode mode) {
   state.counters["index_MiB"] = static_cast<double>(stats.index_bytes) / (1 << 20);
 }
 
+// A store on a MemDevice with room for `device_records` records, keys [0, keys) put once with
+// `value` (not durably) and flushed; null after SkipWithError.
+std::unique_ptr<Engine> LoadedStore(benchmark::State& state, IndexMode mode, uint64_t cache_bytes,
+                                    uint64_t keys, const std::string& value,
+                                    uint64_t device_records) {
+  auto device = storage::MemDevice::Create(DeviceFor(device_records));
+  if (!device.ok()) {
+    state.SkipWithError(device.status().ToString().c_str());
+    return nullptr;
+  }
+  EngineOptions options = StoreOptions(mode);
+  options.cache_bytes = cache_bytes;
+  auto engine = Engine::OpenOnDevice(std::move(*device), options);
+  if (!engine.ok()) {
+    state.SkipWithError(engine.status().ToString().c_str());
+    return nullptr;
+  }
+  for (uint64_t i = 0; i < keys; ++i) {
+    const std::string key = Key(i);
+    WriteOp op{false, key, value};
+    if (!(*engine)->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false).ok()) {
+      state.SkipWithError("load failed");
+      return nullptr;
+    }
+  }
+  if (!(*engine)->Flush().ok()) {
+    state.SkipWithError("flush failed");
+    return nullptr;
+  }
+  return std::move(*engine);
+}
+
 // One Get's CPU on a MemDevice (no system call, no device wait: what is left is the engine's
 // own work): 100,000 keys of 1 KiB values loaded, then Gets of random keys. `hit`: the record
 // cache holds them all (and a warm-up pass has read each); `miss`: no cache, so each Get takes
@@ -220,39 +252,21 @@ void BM_Recovery(benchmark::State& state, IndexMode mode) {
 void BM_Get(benchmark::State& state, IndexMode mode, bool cached) {
   constexpr uint64_t kKeys = 100'000;
   const std::string value(1024, 'v');
-  storage::MemDeviceOptions mem = DeviceFor(kKeys * 17);  // room for 1 KiB values
-  auto device = storage::MemDevice::Create(mem);
-  if (!device.ok()) {
-    state.SkipWithError(device.status().ToString().c_str());
-    return;
-  }
-  EngineOptions options = StoreOptions(mode);
-  options.cache_bytes = cached ? uint64_t{256} << 20 : 0;
-  auto engine = Engine::OpenOnDevice(std::move(*device), options);
-  if (!engine.ok()) {
-    state.SkipWithError(engine.status().ToString().c_str());
-    return;
-  }
-  for (uint64_t i = 0; i < kKeys; ++i) {
-    const std::string key = Key(i);
-    WriteOp op{false, key, value};
-    if (!(*engine)->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false).ok()) {
-      state.SkipWithError("load failed");
-      return;
-    }
-  }
-  if (!(*engine)->Flush().ok()) state.SkipWithError("flush failed");
+  // Room for 1 KiB values.
+  std::unique_ptr<Engine> engine =
+      LoadedStore(state, mode, cached ? uint64_t{256} << 20 : 0, kKeys, value, kKeys * 17);
+  if (engine == nullptr) return;
   std::vector<std::string> keys;
   for (uint64_t i = 0; i < kKeys; ++i) keys.push_back(Key(i));
-  for (const std::string& key : keys) benchmark::DoNotOptimize((*engine)->Get(key));
-  const EngineStats before = (*engine)->Stats();
+  for (const std::string& key : keys) benchmark::DoNotOptimize(engine->Get(key));
+  const EngineStats before = engine->Stats();
   uint64_t next = 0;
   for (auto _ : state) {
     next = (next + 7919) % kKeys;  // a prime stride: every key, in scattered order
-    absl::StatusOr<std::string> got = (*engine)->Get(keys[next]);
+    absl::StatusOr<std::string> got = engine->Get(keys[next]);
     benchmark::DoNotOptimize(got);
   }
-  const EngineStats after = (*engine)->Stats();
+  const EngineStats after = engine->Stats();
   const double gets = static_cast<double>(after.gets - before.gets);
   state.counters["cache_hit_ratio"] = gets == 0 ? 0 : (after.cache_hits - before.cache_hits) / gets;
   state.counters["page_reads_per_get"] =
@@ -266,39 +280,21 @@ void BM_Get(benchmark::State& state, IndexMode mode, bool cached) {
 void BM_Put(benchmark::State& state, IndexMode mode, bool cached) {
   constexpr uint64_t kKeys = 100'000;
   const std::string value(100, 'v');
-  storage::MemDeviceOptions mem = DeviceFor(kKeys * 20);
-  auto device = storage::MemDevice::Create(mem);
-  if (!device.ok()) {
-    state.SkipWithError(device.status().ToString().c_str());
-    return;
-  }
-  EngineOptions options = StoreOptions(mode);
-  options.cache_bytes = cached ? uint64_t{64} << 20 : 0;
-  auto engine = Engine::OpenOnDevice(std::move(*device), options);
-  if (!engine.ok()) {
-    state.SkipWithError(engine.status().ToString().c_str());
-    return;
-  }
+  std::unique_ptr<Engine> engine =
+      LoadedStore(state, mode, cached ? uint64_t{64} << 20 : 0, kKeys, value, kKeys * 20);
+  if (engine == nullptr) return;
   std::vector<std::string> keys;
   for (uint64_t i = 0; i < kKeys; ++i) keys.push_back(Key(i));
-  for (const std::string& key : keys) {
-    WriteOp op{false, key, value};
-    if (!(*engine)->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false).ok()) {
-      state.SkipWithError("load failed");
-      return;
-    }
-  }
-  if (!(*engine)->Flush().ok()) state.SkipWithError("flush failed");
   uint64_t next = 0;
   for (auto _ : state) {
     next = (next + 7919) % kKeys;
     WriteOp op{false, keys[next], value};
-    if (!(*engine)->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false).ok()) {
+    if (!engine->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false).ok()) {
       state.SkipWithError("put failed");
       break;
     }
   }
-  const EngineStats stats = (*engine)->Stats();
+  const EngineStats stats = engine->Stats();
   state.counters["blind_writes"] = static_cast<double>(stats.blind_writes);
 }
 

@@ -14,15 +14,8 @@
 
 #include "kv/engine.h"
 #include "storage/mem_device.h"
+#include "tests/testutil/sanitizers.h"
 #include "tests/testutil/status_matchers.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define NVKV_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NVKV_UNDER_ASAN 1
-#endif
-#endif
 
 namespace nvkv::kv {
 namespace {

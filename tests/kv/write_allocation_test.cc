@@ -15,6 +15,7 @@
 #include "kv/engine.h"
 #include "storage/mem_device.h"
 #include "tests/kv/engine_ops.h"
+#include "tests/testutil/sanitizers.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace {
