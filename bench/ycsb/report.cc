@@ -69,6 +69,16 @@ std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
       s.device_bytes_written / 1e6, s.compaction_bytes_written / 1e6,
       PerSecond(s.user_bytes_written, phase.elapsed_s) / 1e6, s.cache_hits, s.cache_misses);
   const DiskDelta& d = phase.disk;
+  // Group commit at a glance: how many puts shared a page write, how often the store flushed,
+  // and what each page write cost the disk underneath (the file system's own writes included).
+  absl::StrAppendFormat(&out, "writes: %.2f puts per page written, %.0f flushes/s",
+                        s.pages_written == 0 ? 0.0 : static_cast<double>(s.puts) / s.pages_written,
+                        PerSecond(s.flushes, phase.elapsed_s));
+  if (d.valid && s.pages_written > 0) {
+    absl::StrAppendFormat(&out, ", %.2f disk writes per page written",
+                          static_cast<double>(d.writes) / s.pages_written);
+  }
+  out += "\n";
   if (d.valid) {
     absl::StrAppendFormat(
         &out,

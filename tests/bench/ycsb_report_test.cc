@@ -1,4 +1,4 @@
-// nvkv-ycsb's JSON line: the exact text for a known phase (scripts such as
+// nvkv-ycsb's report: the table's write line, and the JSON line: the exact text for a known phase (scripts such as
 // bench/ycsb/compare_fio.sh read it with sed), and valid UTF-8 whatever bytes a path holds.
 #include <gtest/gtest.h>
 
@@ -59,6 +59,16 @@ PhaseResult SamplePhase() {
   phase.cpu_user_s = 0.25;
   phase.cpu_sys_s = 0.5;
   return phase;
+}
+
+// The table says what group commit did: puts per page written, flushes per second, and disk
+// writes per page written.
+TEST(YcsbReportTest, TableShowsPutsPerPageFlushesAndDiskWritesPerPage) {
+  const std::string table = FormatTable(SampleRun(), SamplePhase());
+  EXPECT_NE(table.find("writes: 2.50 puts per page written, 5 flushes/s, 1.02 disk writes per "
+                       "page written\n"),
+            std::string::npos)
+      << table;
 }
 
 TEST(YcsbReportTest, JsonLineHasEveryFieldInOrder) {
