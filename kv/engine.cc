@@ -101,12 +101,12 @@ absl::Status ValidateOptions(const EngineOptions& o) {
   return absl::OkStatus();
 }
 
-// Options::durable_writes for `device`: kAuto is kFua on every backend today. On regular files
-// (ext4 on this project's virtio disk) an FUA write costs the file system a second device write,
-// yet FUA was faster than writing plainly and flushing, at 1 and 8 client threads, since a
-// flush adds a round trip and pages hold few puts each (bench/README.md, "Durable writes: FUA
-// or flush").
-DurableWrites ChooseDurableWrites(DurableWrites asked, const storage::DeviceInfo& /*device*/) {
+// Options::durable_writes as this engine applies it: kAuto is kFua on every backend today. On
+// regular files (ext4 on this project's virtio disk) an FUA write costs the file system a second
+// device write, yet FUA was faster than writing plainly and flushing, at 1 and 8 client threads,
+// since a flush adds a round trip and pages hold few puts each (bench/README.md, "Durable
+// writes: FUA or flush").
+DurableWrites ChooseDurableWrites(DurableWrites asked) {
   return asked == DurableWrites::kAuto ? DurableWrites::kFua : asked;
 }
 
@@ -117,7 +117,7 @@ Engine::Impl::Impl(const EngineOptions& options, std::unique_ptr<storage::Device
       ordered_(options.index_mode == IndexMode::kOrdered),
       base_device_(std::move(device)),
       device_info_(base_device_->info()),
-      durable_writes_(ChooseDurableWrites(options.durable_writes, device_info_)),
+      durable_writes_(ChooseDurableWrites(options.durable_writes)),
       read_queues_(std::make_shared<ReadQueueSet>()) {}
 
 Engine::Impl::~Impl() {
@@ -212,8 +212,6 @@ absl::Status Engine::Impl::StartWriter() {
   appender_config.store_seed = store_seed_;
   appender_config.blocks_per_page = blocks_per_page_;
   appender_config.ordered = ordered_;
-  appender_config.volatile_write_cache = device_info_.volatile_write_cache;
-  appender_config.durable_by_fua = durable_writes_ == DurableWrites::kFua;
   appender_ = std::make_unique<HeadAppender>(appender_config, geometry_, shards_, *segments_,
                                              *writer_, next_sequence_);
   for (auto& shard : shards_) {

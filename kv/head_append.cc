@@ -344,7 +344,7 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
     writer_.Wake();  // the sealed page before the run
   }
   // A durable run goes with FUA, or plainly and then the writer's flush (WaitDurable asks it).
-  const bool device_fua = fua && options_.volatile_write_cache && options_.durable_by_fua;
+  const bool device_fua = writer_.FuaFor(fua);
   absl::Status written = WriteLargeRun(queue, first_page, first_in_segment, generation,
                                        first_counter, count, h, key, value, device_fua);
   {

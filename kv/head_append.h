@@ -84,8 +84,6 @@ class HeadAppender final : public RecordMover {
     uint64_t store_seed = 0;
     uint32_t blocks_per_page = 1;
     bool ordered = false;               // the index keeps record sizes (Location::Indexed)
-    bool volatile_write_cache = true;   // the device's: FUA matters only with one
-    bool durable_by_fua = true;  // LogWriter::Options::durable_by_fua: large runs do the same
   };
   // Every argument must outlive the appender. `next_sequence` is the engine's sequence counter.
   HeadAppender(const Options& options, const Geometry& geometry,

@@ -176,8 +176,7 @@ void LogWriter::CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPa
   for (PageSlot* slot : head.sealed) {
     // FUA only for pages someone waits on; the rest are made durable by a later flush (and all
     // of them when durable writes go by flush).
-    slot->request.fua = volatile_cache && options_.durable_by_fua &&
-                        head.durable.wanted() >= slot->head_counter;
+    slot->request.fua = FuaFor(head.durable.wanted() >= slot->head_counter);
     pass->pages.push_back(slot);
   }
   head.sealed.clear();

@@ -88,6 +88,13 @@ class LogWriter {
   // Tells the writer that a head has pages to write or a waiter.
   void Wake();
 
+  // Whether a page write goes with FUA: only when someone waits for it to be durable, the device
+  // has a volatile cache, and durable writes go by FUA (else a flush follows). The one place the
+  // FUA policy lives: the writer's own pages and a large record's run ask it alike.
+  bool FuaFor(bool waited_on) const {
+    return waited_on && options_.volatile_cache && options_.durable_by_fua;
+  }
+
   // OK while the writer serves: otherwise the sticky failure, or kFailedPrecondition once the
   // writer has exited (nothing more becomes durable, no page buffer comes back).
   absl::Status Status() const;

@@ -214,10 +214,10 @@ void BM_Recovery(benchmark::State& state, IndexMode mode) {
 }
 
 // A store on a MemDevice with room for `device_records` records, keys [0, keys) put once with
-// `value` (not durably) and flushed; null after SkipWithError.
+// `value` (not durably) and flushed, and those keys in *loaded; null after SkipWithError.
 std::unique_ptr<Engine> LoadedStore(benchmark::State& state, IndexMode mode, uint64_t cache_bytes,
                                     uint64_t keys, const std::string& value,
-                                    uint64_t device_records) {
+                                    uint64_t device_records, std::vector<std::string>* loaded) {
   auto device = storage::MemDevice::Create(DeviceFor(device_records));
   if (!device.ok()) {
     state.SkipWithError(device.status().ToString().c_str());
@@ -230,9 +230,10 @@ std::unique_ptr<Engine> LoadedStore(benchmark::State& state, IndexMode mode, uin
     state.SkipWithError(engine.status().ToString().c_str());
     return nullptr;
   }
+  loaded->clear();
   for (uint64_t i = 0; i < keys; ++i) {
-    const std::string key = Key(i);
-    WriteOp op{false, key, value};
+    loaded->push_back(Key(i));
+    WriteOp op{false, loaded->back(), value};
     if (!(*engine)->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false).ok()) {
       state.SkipWithError("load failed");
       return nullptr;
@@ -252,12 +253,10 @@ std::unique_ptr<Engine> LoadedStore(benchmark::State& state, IndexMode mode, uin
 void BM_Get(benchmark::State& state, IndexMode mode, bool cached) {
   constexpr uint64_t kKeys = 100'000;
   const std::string value(1024, 'v');
-  // Room for 1 KiB values.
-  std::unique_ptr<Engine> engine =
-      LoadedStore(state, mode, cached ? uint64_t{256} << 20 : 0, kKeys, value, kKeys * 17);
-  if (engine == nullptr) return;
   std::vector<std::string> keys;
-  for (uint64_t i = 0; i < kKeys; ++i) keys.push_back(Key(i));
+  std::unique_ptr<Engine> engine = LoadedStore(state, mode, cached ? uint64_t{256} << 20 : 0,
+                                               kKeys, value, kKeys * 17, &keys);  // 1 KiB values
+  if (engine == nullptr) return;
   for (const std::string& key : keys) benchmark::DoNotOptimize(engine->Get(key));
   const EngineStats before = engine->Stats();
   uint64_t next = 0;
@@ -280,11 +279,10 @@ void BM_Get(benchmark::State& state, IndexMode mode, bool cached) {
 void BM_Put(benchmark::State& state, IndexMode mode, bool cached) {
   constexpr uint64_t kKeys = 100'000;
   const std::string value(100, 'v');
-  std::unique_ptr<Engine> engine =
-      LoadedStore(state, mode, cached ? uint64_t{64} << 20 : 0, kKeys, value, kKeys * 20);
-  if (engine == nullptr) return;
   std::vector<std::string> keys;
-  for (uint64_t i = 0; i < kKeys; ++i) keys.push_back(Key(i));
+  std::unique_ptr<Engine> engine = LoadedStore(state, mode, cached ? uint64_t{64} << 20 : 0,
+                                               kKeys, value, kKeys * 20, &keys);
+  if (engine == nullptr) return;
   uint64_t next = 0;
   for (auto _ : state) {
     next = (next + 7919) % kKeys;

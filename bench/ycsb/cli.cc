@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -58,6 +61,22 @@ struct NvkvSettings {
   Options options;
 };
 
+// The value the property `name` (default `fallback`) names among `choices`, or kInvalidArgument
+// saying which words it takes ("NAME: expected a, b or c").
+template <typename T>
+absl::StatusOr<T> GetChoice(const Properties& p, const char* name, const char* fallback,
+                            std::initializer_list<std::pair<const char*, T>> choices) {
+  const std::string given = p.GetString(name, fallback);
+  std::string expected;
+  size_t i = 0;
+  for (const auto& [word, value] : choices) {
+    if (given == word) return value;
+    absl::StrAppend(&expected, i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ", word);
+    ++i;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(name, ": expected ", expected));
+}
+
 absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const WorkloadConfig& config) {
   NvkvSettings s;
 #define NVKV_ASSIGN(lhs, expr)                    \
@@ -88,16 +107,14 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   const uint64_t fallback = std::max<uint64_t>(256ull << 20, (3 * data + (1 << 20) - 1) &
                                                                  ~uint64_t{(1 << 20) - 1});
   NVKV_ASSIGN(s.capacity_bytes, p.GetBytes("nvkv.capacity", fallback));
-  const std::string index = p.GetString("nvkv.index", "auto");
-  if (index == "auto") {
-    s.index_mode = config.scan_proportion > 0 ? IndexMode::kOrdered : IndexMode::kHash;
-  } else if (index == "hash") {
-    s.index_mode = IndexMode::kHash;
-  } else if (index == "ordered") {
-    s.index_mode = IndexMode::kOrdered;
-  } else {
-    return absl::InvalidArgumentError("nvkv.index: expected auto, hash or ordered");
-  }
+  std::optional<IndexMode> index;  // nullopt: auto
+  NVKV_ASSIGN(index, GetChoice<std::optional<IndexMode>>(
+                         p, "nvkv.index", "auto",
+                         {{"auto", std::nullopt},
+                          {"hash", IndexMode::kHash},
+                          {"ordered", IndexMode::kOrdered}}));
+  s.index_mode = index.value_or(config.scan_proportion > 0 ? IndexMode::kOrdered
+                                                           : IndexMode::kHash);
   if (config.scan_proportion > 0 && s.index_mode != IndexMode::kOrdered) {
     return absl::InvalidArgumentError("scans (scanproportion > 0) need nvkv.index=ordered");
   }
@@ -113,28 +130,16 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   NVKV_ASSIGN(o.single_issuer, p.GetBool("nvkv.single_issuer", o.single_issuer));
   NVKV_ASSIGN(value, p.GetUint("nvkv.max_write_delay_us", o.max_write_delay_us));
   o.max_write_delay_us = static_cast<uint32_t>(value);
-  const std::string durable_writes = p.GetString("nvkv.durable_writes", "auto");
-  if (durable_writes == "auto") {
-    o.durable_writes = DurableWrites::kAuto;
-  } else if (durable_writes == "fua") {
-    o.durable_writes = DurableWrites::kFua;
-  } else if (durable_writes == "flush") {
-    o.durable_writes = DurableWrites::kFlush;
-  } else {
-    return absl::InvalidArgumentError("nvkv.durable_writes: expected auto, fua or flush");
-  }
-  const std::string backend = p.GetString("nvkv.backend", "auto");
-  if (backend == "auto") {
-    o.backend = Backend::kAuto;
-  } else if (backend == "direct") {
-    o.backend = Backend::kDirectFile;
-  } else if (backend == "sync") {
-    o.backend = Backend::kSyncFile;
-  } else if (backend == "nvme") {
-    o.backend = Backend::kNvmePassthrough;
-  } else {
-    return absl::InvalidArgumentError("nvkv.backend: expected auto, direct, sync or nvme");
-  }
+  NVKV_ASSIGN(o.durable_writes,
+              GetChoice<DurableWrites>(p, "nvkv.durable_writes", "auto",
+                                       {{"auto", DurableWrites::kAuto},
+                                        {"fua", DurableWrites::kFua},
+                                        {"flush", DurableWrites::kFlush}}));
+  NVKV_ASSIGN(o.backend, GetChoice<Backend>(p, "nvkv.backend", "auto",
+                                            {{"auto", Backend::kAuto},
+                                             {"direct", Backend::kDirectFile},
+                                             {"sync", Backend::kSyncFile},
+                                             {"nvme", Backend::kNvmePassthrough}}));
 #undef NVKV_ASSIGN
   return s;
 }
