@@ -37,6 +37,13 @@ enum class IoOp : uint8_t {
   kRead = 0,
   kWrite = 1,
   kFlush = 2,  // makes every write completed before it durable (NVMe Flush, fdatasync)
+  // Completes once the eventfd `event_fd` has been signalled (it reads and so resets the
+  // eventfd's count into `event_count`): lets a thread that blocks in Reap for its I/O be woken
+  // by another thread too. io_uring queues only (kUnimplemented elsewhere: those complete every
+  // other request inside Reap, so their callers wait for the event themselves). A request of
+  // this kind still in flight when its queue is destroyed must be signalled first, or the
+  // destructor waits for it.
+  kWaitEvent = 3,
 };
 
 // One asynchronous device operation. Caller-owned; see the life cycle above.
@@ -53,6 +60,8 @@ struct IoRequest {
   // Called once, on the issuing thread, after the request completed (status is final).
   void (*on_done)(IoRequest* request) = nullptr;
   void* context = nullptr;  // free for the caller (e.g. the object that owns this request)
+  int event_fd = -1;        // kWaitEvent only: an eventfd
+  uint64_t event_count = 0;  // kWaitEvent only: what the read took from it
 
   // --- Set by the device before on_done runs. ---
   absl::Status status;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "storage/base/check.h"
 #include "storage/file_open.h"
 #include "storage/ring.h"
 #include "storage/sync_file_device.h"
@@ -98,6 +99,8 @@ void DirectFileDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
     case IoOp::kFlush:
       io_uring_prep_fsync(sqe, sqe_fd(), IORING_FSYNC_DATASYNC);
       break;
+    case IoOp::kWaitEvent:
+      NVKV_CHECK(false);  // RingDevice prepares these itself
   }
   sqe->flags |= sqe_flags();
   io_uring_sqe_set_data(sqe, request);

@@ -35,6 +35,8 @@ const char* OpName(IoOp op) {
       return "write";
     case IoOp::kFlush:
       return "flush";
+    case IoOp::kWaitEvent:
+      return "event wait";  // refused by ValidateRequest before it gets here
   }
   return "unknown op";
 }
@@ -368,6 +370,8 @@ absl::Status FaultState::CarryOut(Device& inner, FaultDevice::Pending* pending) 
       pending->flush_horizon = completions_;
       if (!fault.has_value()) status = FlushDevice(inner);
       break;
+    case IoOp::kWaitEvent:
+      NVKV_CHECK(false);  // refused by ValidateRequest
   }
   if (fault.has_value()) {
     // A silent fault reports whatever the inner device said about the part that was written.

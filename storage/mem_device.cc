@@ -180,6 +180,8 @@ void MemDevice::Execute(const IoRequest& request) {
       break;
     case IoOp::kFlush:
       break;  // RAM has no cache to flush; FaultDevice models one
+    case IoOp::kWaitEvent:
+      NVKV_CHECK(false);  // refused by ValidateRequest
   }
 }
 

@@ -328,7 +328,7 @@ absl::StatusOr<std::unique_ptr<Device>> NvmeDevice::OpenQueue(
 }
 
 absl::Status NvmeDevice::Enqueue(IoRequest* request) {
-  if (request->op != IoOp::kFlush) {
+  if (request->op == IoOp::kRead || request->op == IoOp::kWrite) {
     const uint32_t commands = SqeCount(*request);
     if (commands > kMaxCommandsPerRequest) {
       return absl::InvalidArgumentError(absl::StrCat(

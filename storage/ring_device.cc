@@ -38,6 +38,10 @@ RingDevice::~RingDevice() {
 
 absl::Status ValidateRequest(const DeviceInfo& info, const IoRequest& request) {
   if (request.op == IoOp::kFlush) return absl::OkStatus();
+  if (request.op == IoOp::kWaitEvent) {
+    return absl::UnimplementedError(
+        absl::StrCat("waiting for an event needs an io_uring queue (", info.path, ")"));
+  }
   if (request.op != IoOp::kRead && request.op != IoOp::kWrite) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown I/O op ", static_cast<int>(request.op)));
@@ -63,9 +67,13 @@ absl::Status ValidateRequest(const DeviceInfo& info, const IoRequest& request) {
 
 absl::Status RingDevice::Enqueue(IoRequest* request) {
   if (!broken_.ok()) return broken_;
-  absl::Status valid = ValidateRequest(info_, *request);
+  const bool event = request->op == IoOp::kWaitEvent;
+  if (event && request->event_fd < 0) {
+    return absl::InvalidArgumentError("an event wait without an eventfd");
+  }
+  absl::Status valid = event ? absl::OkStatus() : ValidateRequest(info_, *request);
   if (!valid.ok()) return valid;
-  const uint32_t sqe_count = SqeCount(*request);
+  const uint32_t sqe_count = event ? 1 : SqeCount(*request);
   NVKV_CHECK(sqe_count > 0);
   if (sqe_count > info_.ring.sq_entries || sqe_count > kMaxSqesPerRequest) {
     return absl::InvalidArgumentError(
@@ -87,12 +95,31 @@ absl::Status RingDevice::Enqueue(IoRequest* request) {
   request->status = absl::OkStatus();
   request->parts_pending = sqe_count;
   request->next_done = nullptr;
-  PrepareSqes(request, sqes);
+  if (event) {
+    PrepareEventWait(request, sqes[0]);
+  } else {
+    PrepareSqes(request, sqes);
+  }
   sqes_in_flight_ += sqe_count;
   sqes_unsubmitted_ += sqe_count;
   ++requests_in_flight_;
   ++stats_.requests_enqueued;
   return absl::OkStatus();
+}
+
+void RingDevice::PrepareEventWait(IoRequest* request, io_uring_sqe* sqe) {
+  // A plain read of the eventfd's 8-byte count (not the device's file: no fixed file, no fixed
+  // buffer); it completes when another thread writes the eventfd.
+  request->event_count = 0;
+  io_uring_prep_read(sqe, request->event_fd, &request->event_count, sizeof(request->event_count),
+                     0);
+  io_uring_sqe_set_data(sqe, request);
+}
+
+absl::Status RingDevice::EventWaitStatus(const io_uring_cqe& cqe) {
+  if (cqe.res == static_cast<int>(sizeof(uint64_t))) return absl::OkStatus();
+  if (cqe.res < 0) return absl::ErrnoToStatus(-cqe.res, "waiting for an eventfd");
+  return absl::InternalError(absl::StrCat("eventfd read of ", cqe.res, " bytes"));
 }
 
 absl::StatusOr<uint32_t> RingDevice::Submit() {
@@ -122,7 +149,8 @@ uint32_t RingDevice::HarvestCompletions() {
     auto* request = reinterpret_cast<IoRequest*>(static_cast<uintptr_t>(cqe->user_data));
     NVKV_CHECK(request != nullptr);
     NVKV_CHECK(request->parts_pending > 0);
-    absl::Status part = CompletionStatus(*request, *cqe);
+    absl::Status part = request->op == IoOp::kWaitEvent ? EventWaitStatus(*cqe)
+                                                        : CompletionStatus(*request, *cqe);
     if (!part.ok() && request->status.ok()) request->status = std::move(part);
     if (--request->parts_pending == 0) {
       if (done_tail_ == nullptr) {

@@ -69,6 +69,9 @@ class RingDevice : public Device {
   void DiscardCompletions();
   // Runs the callbacks of every request on the done list; returns how many ran.
   uint32_t RunCallbacks();
+  // IoOp::kWaitEvent, the same on every io_uring backend: a read of the eventfd.
+  static void PrepareEventWait(IoRequest* request, io_uring_sqe* sqe);
+  static absl::Status EventWaitStatus(const io_uring_cqe& cqe);
 
   int fd_;
   bool unlock_on_close_ = false;

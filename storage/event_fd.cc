@@ -1,0 +1,77 @@
+#include "storage/event_fd.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "storage/base/check.h"
+
+namespace nvkv::storage {
+
+absl::StatusOr<std::unique_ptr<EventFd>> EventFd::Create() {
+  const int fd = eventfd(0, EFD_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == EMFILE || error == ENFILE) {
+      return absl::ResourceExhaustedError(
+          "no file descriptor left for an eventfd (raise the open-files limit, ulimit -n)");
+    }
+    return absl::ErrnoToStatus(error, "eventfd");
+  }
+  return std::unique_ptr<EventFd>(new EventFd(fd));
+}
+
+EventFd::~EventFd() { close(fd_); }
+
+void EventFd::Signal() {
+  const uint64_t one = 1;
+  // Fails only when the count would overflow (2^64 - 2 signals untaken): then it is set anyway.
+  ssize_t written;
+  do {
+    written = write(fd_, &one, sizeof(one));
+  } while (written < 0 && errno == EINTR);
+}
+
+bool EventFd::ArmOn(Device& queue) {
+  if (armed_) return true;
+  wait_ = IoRequest{};
+  wait_.op = IoOp::kWaitEvent;
+  wait_.event_fd = fd_;
+  wait_.on_done = OnWaitDone;
+  wait_.context = this;
+  if (!queue.Enqueue(&wait_).ok()) return false;
+  armed_ = true;
+  return true;
+}
+
+void EventFd::OnWaitDone(IoRequest* request) {
+  auto* self = static_cast<EventFd*>(request->context);
+  self->armed_ = false;
+  self->fired_ = true;
+}
+
+void EventFd::Wait() {
+  NVKV_CHECK(!armed_);
+  while (!TakeSignalWithin(-1)) {
+  }
+}
+
+bool EventFd::TakeSignal() { return TakeSignalWithin(0); }
+
+bool EventFd::TakeSignalWithin(int timeout_ms) {
+  bool taken = fired_;
+  fired_ = false;
+  if (taken || armed_) return taken;  // an armed read takes the count itself
+  // A blocking eventfd (an io_uring read of it then waits for a signal instead of failing with
+  // EAGAIN): read only once poll says the count is non-zero.
+  pollfd readable{fd_, POLLIN, 0};
+  if (poll(&readable, 1, timeout_ms) <= 0 || (readable.revents & POLLIN) == 0) return false;
+  uint64_t count = 0;
+  return read(fd_, &count, sizeof(count)) == static_cast<ssize_t>(sizeof(count));
+}
+
+}  // namespace nvkv::storage
