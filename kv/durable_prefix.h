@@ -28,6 +28,7 @@ class DurablePrefix {
     range.counter_begin = counter_begin;
     range.counter_end = counter_begin + count;
     ranges_.push_back(range);
+    ++unwritten_ranges_;
   }
 
   // The write of the range that starts at `counter_begin` completed: `failed` (the page stays
@@ -39,6 +40,7 @@ class DurablePrefix {
         ranges_.begin() + static_cast<ptrdiff_t>(front_), ranges_.end(), counter_begin,
         [](const Range& range, uint64_t counter) { return range.counter_begin < counter; });
     if (it != ranges_.end() && it->counter_begin == counter_begin) {
+      if (!it->completed) --unwritten_ranges_;
       it->completed = true;
       it->failed = failed;
       it->durable = !failed && durable;
@@ -58,6 +60,10 @@ class DurablePrefix {
     }
     Advance();
   }
+
+  // Ranges assigned whose writes have not completed: the open page, sealed pages, pages and
+  // large runs being written.
+  uint64_t unwritten_ranges() const { return unwritten_ranges_; }
 
   // Every page with a counter up to this one is durable.
   uint64_t durable_through() const { return durable_through_; }
@@ -120,9 +126,15 @@ class DurablePrefix {
       ranges_.clear();
       front_ = 0;
     } else if (front_ >= 64 && front_ * 2 >= ranges_.size()) {
-      ranges_.erase(ranges_.begin(), ranges_.begin() + static_cast<ptrdiff_t>(front_));
-      front_ = 0;
+      DropPassed();
     }
+  }
+
+  // Out of line: GCC 12 inlines the erase into callers where it cannot see the vector's size
+  // and reports a false -Wstringop-overread.
+  [[gnu::noinline]] void DropPassed() {
+    ranges_.erase(ranges_.begin(), ranges_.begin() + static_cast<ptrdiff_t>(front_));
+    front_ = 0;
   }
 
   // Assigned and not yet in the durable prefix, in counter order: ranges_[front_..]; those
@@ -131,6 +143,7 @@ class DurablePrefix {
   size_t front_ = 0;
   uint64_t durable_through_ = 0;
   uint64_t wanted_ = 0;
+  uint64_t unwritten_ranges_ = 0;
 };
 
 }  // namespace nvkv::kv

@@ -193,7 +193,7 @@ absl::Status Engine::Impl::Recover() {
 absl::Status Engine::Impl::StartWriter() {
   storage::QueueOptions writer_options;
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
-  writer_options.queue_depth = slots + 2;  // every page in flight, plus a flush
+  writer_options.queue_depth = slots + 3;  // every page in flight, a flush, a wake event
   writer_options.buffers.buffer_bytes = geometry_.page_bytes;
   writer_options.buffers.buffer_count = slots;
   writer_options.buffers.chunk_count = 0;
@@ -206,8 +206,10 @@ absl::Status Engine::Impl::StartWriter() {
   writer_config.max_write_delay_us = options_.max_write_delay_us;
   writer_config.volatile_cache = device_info_.volatile_write_cache;
   writer_config.durable_by_fua = durable_writes_ == DurableWrites::kFua;
+  NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::EventFd> writer_wake, storage::EventFd::Create());
   writer_ = std::make_unique<LogWriter>(writer_config, shards_, *segments_, error_,
-                                        write_counters_, std::move(*writer_queue));
+                                        write_counters_, std::move(*writer_queue),
+                                        std::move(writer_wake));
   HeadAppender::Options appender_config;
   appender_config.store_seed = store_seed_;
   appender_config.blocks_per_page = blocks_per_page_;

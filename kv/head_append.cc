@@ -354,6 +354,9 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
                          device_fua);
     if (!fua && use != SegmentUse::kCompaction) shard.NoteNonDurable(first_counter + count - 1);
   }
+  // The writer holds this head's next waited-on page until the run is written (group commit),
+  // and flushes the run when it went without FUA.
+  writer_.Wake();
   if (!written.ok()) return written;
   *last_counter = first_counter + count - 1;
   return absl::OkStatus();

@@ -15,12 +15,14 @@ uint64_t NowMicros() { return static_cast<uint64_t>(absl::ToUnixMicros(absl::Now
 
 LogWriter::LogWriter(const Options& options, const std::vector<std::unique_ptr<Shard>>& shards,
                      SegmentTable& segments, StickyError& error, WriteCounters& counters,
-                     std::unique_ptr<storage::Device> queue)
+                     std::unique_ptr<storage::Device> queue,
+                     std::unique_ptr<storage::EventFd> wake_event)
     : options_(options),
       shards_(shards),
       segments_(segments),
       error_(error),
       counters_(counters),
+      wake_event_(std::move(wake_event)),
       queue_(std::move(queue)) {}
 
 LogWriter::~LogWriter() { Stop(); }
@@ -35,12 +37,32 @@ void LogWriter::Stop() {
   if (!thread_.joinable()) return;
   Wake();
   thread_.join();
+  // A wait still armed would hold up the queue's destructor.
+  if (wake_event_->armed()) wake_event_->Signal();
 }
 
 void LogWriter::Wake() {
-  absl::MutexLock lock(&mu_);
-  wake_ = true;
-  wake_cv_.Signal();
+  {
+    absl::MutexLock lock(&mu_);
+    wake_ = true;
+    wake_cv_.Signal();
+  }
+  if (reaping_.load()) wake_event_->Signal();
+}
+
+absl::Status LogWriter::ReapOrWake() {
+  reaping_.store(true);
+  bool woken = false;
+  {
+    absl::MutexLock lock(&mu_);
+    woken = wake_;
+  }
+  // Woken already: collect the new work at once (and whatever completed meanwhile).
+  const uint32_t wait_for = !woken && wake_event_->ArmOn(*queue_) ? 1 : 0;
+  absl::StatusOr<uint32_t> reaped = queue_->Reap(wait_for);
+  reaping_.store(false);
+  wake_event_->TakeSignal();
+  return reaped.status();
 }
 
 absl::Status LogWriter::Status() const {
@@ -159,17 +181,22 @@ void LogWriter::CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPa
   if (head.open != nullptr) {
     const bool empty = head.open->builder.empty();
     const bool waited_on = head.durable.wanted() >= head.open->head_counter;
+    // Group commit: while an earlier page of this head is being written (or about to be), a
+    // waited-on open page that is not full stays open and takes the durable writes that arrive
+    // meanwhile; the writer seals it in the pass that follows that page's completion. A full
+    // page is sealed by its appender, so pages stream when writes come faster than that.
+    const bool earlier_unwritten = head.durable.unwritten_ranges() > 1;  // besides this one
     // `now` was read before this lock: a page opened since then has open_since_us > now, and
     // now - open_since_us would wrap around to "aged".
     const bool aged = now >= head.open_since_us + options_.max_write_delay_us;
     // An empty open page is written (empty) only when a flush waits for it: a write that
     // opened it and then retried may have ended up writing nothing (a delete of a key that
     // another thread deleted meanwhile), and Flush waits for every page assigned.
-    if (waited_on || (!empty && (aged || stopping))) {
+    if ((waited_on && !earlier_unwritten) || (!empty && (aged || stopping))) {
       head.open->builder.Finish(options_.store_seed, head.open->page_number);
       head.sealed.push_back(head.open);
       head.open = nullptr;
-    } else if (!empty) {
+    } else if (!empty || waited_on) {
       pass->open_pages = true;
     }
   }
@@ -234,7 +261,6 @@ void LogWriter::Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_u
     }
     wake_cv_.WaitWithTimeout(&mu_, absl::Microseconds(delay_us));
   }
-  wake_ = false;
 }
 
 void LogWriter::Loop() {
@@ -246,6 +272,11 @@ void LogWriter::Loop() {
   while (true) {
     pass.pages.clear();
     pass.want_flush = pass.open_pages = pass.unflushed = pass.unfinished = false;
+    {
+      // This pass collects whatever woke the thread (and whatever arrives while it runs).
+      absl::MutexLock lock(&mu_);
+      wake_ = false;
+    }
     const uint64_t now = NowMicros();
     const bool stopping = stopping_.load();
     for (const auto& shard : shards_) CollectShard(*shard, now, stopping, &pass);
@@ -263,10 +294,13 @@ void LogWriter::Loop() {
       unflushed_since_us = 0;  // it covers every page completed so far
       SubmitFlush();
     }
-    if (queue.in_flight() > 0) {
-      // Submits what was queued and waits for at least one completion, in one system call.
-      absl::StatusOr<uint32_t> reaped = queue.Reap(pass.pages.empty() && !pass.want_flush ? 1 : 0);
-      if (!reaped.ok()) error_.Set(reaped.status());
+    if (IoInFlight() > 0) {
+      // Submits what was queued and waits for at least one completion or a Wake, in one system
+      // call; without waiting when this pass submitted something.
+      const absl::Status reaped = pass.pages.empty() && !pass.want_flush
+                                      ? ReapOrWake()
+                                      : queue.Reap(0).status();
+      if (!reaped.ok()) error_.Set(reaped);
       if (!reaped.ok() && queue.in_flight() > 0) {
         // The queue is broken: nothing more will complete. Fail the waiters and stop writing.
         break;

@@ -44,6 +44,7 @@
 #include "kv/shard.h"
 #include "kv/sticky_error.h"
 #include "storage/device.h"
+#include "storage/event_fd.h"
 
 namespace nvkv::kv {
 
@@ -69,10 +70,11 @@ class LogWriter {
     bool durable_by_fua = true;
   };
   // Writes the pages of `shards` through `queue` (as deep as the shards have page buffers, plus
-  // a flush). Every argument must outlive the writer.
+  // a flush and an event wait). `wake_event` wakes the thread while it waits for completions.
+  // Every argument must outlive the writer.
   LogWriter(const Options& options, const std::vector<std::unique_ptr<Shard>>& shards,
             SegmentTable& segments, StickyError& error, WriteCounters& counters,
-            std::unique_ptr<storage::Device> queue);
+            std::unique_ptr<storage::Device> queue, std::unique_ptr<storage::EventFd> wake_event);
   ~LogWriter();  // Stop()
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
@@ -85,7 +87,9 @@ class LogWriter {
   // Writes every page still sealed or open, and returns once the thread has exited. Waiters
   // then find Status() failing. Idempotent.
   void Stop();
-  // Tells the writer that a head has pages to write or a waiter.
+  // Tells the writer that a head has pages to write or a waiter. The writer wakes at once, also
+  // when it is waiting for completions of its queue (through wake_event_, armed on the queue
+  // where the backend allows; otherwise its queue completes everything inside Reap anyway).
   void Wake();
 
   // Whether a page write goes with FUA: only when someone waits for it to be durable, the device
@@ -129,6 +133,10 @@ class LogWriter {
   // Seals `shard`'s open page when due and takes its sealed pages into `pass`.
   void CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPass* pass);
   void SubmitPages(const std::vector<PageSlot*>& pages);
+  // Waits for at least one completion of the writer's I/O, or a Wake, whichever comes first.
+  absl::Status ReapOrWake();
+  // Requests in flight on the queue other than the armed wake event.
+  uint32_t IoInFlight() const { return queue_->in_flight() - (wake_event_->armed() ? 1 : 0); }
   void SubmitFlush();
   // Waits for a Wake, or until the first of the timers `pass` implies falls due.
   void Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_us);
@@ -140,12 +148,18 @@ class LogWriter {
   SegmentTable& segments_;
   StickyError& error_;
   WriteCounters& counters_;
+  // Declared before queue_, so destroyed after it: a wait armed on the queue reads into it.
+  std::unique_ptr<storage::EventFd> wake_event_;
   std::unique_ptr<storage::Device> queue_;
 
   std::thread thread_;
   absl::Mutex mu_;  // a leaf: Wake takes it under shard locks
   absl::CondVar wake_cv_;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  // Set while the thread waits in its queue's Reap: Wake then signals wake_event_ too. Stored
+  // before the thread reads wake_ under mu_, read by Wake after it set wake_ under mu_: one of
+  // the two always sees the other.
+  std::atomic<bool> reaping_{false};
   std::atomic<bool> stopping_{false};
   // Set by the thread as it exits (stopping, or its queue broke).
   std::atomic<bool> exited_{false};

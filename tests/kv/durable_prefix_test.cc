@@ -20,6 +20,23 @@ TEST(DurablePrefixTest, OutOfOrderCompletionWaitsForTheEarlierPage) {
   EXPECT_EQ(prefix.durable_through(), 6u);
 }
 
+TEST(DurablePrefixTest, UnwrittenRangesCountAssignedRangesUntilTheirWritesComplete) {
+  DurablePrefix prefix;
+  EXPECT_EQ(prefix.unwritten_ranges(), 0u);
+  prefix.Assign(1, 1);
+  prefix.Assign(2, 3);  // a run counts once
+  prefix.Assign(5, 1);
+  EXPECT_EQ(prefix.unwritten_ranges(), 3u);
+  prefix.Complete(2, /*failed=*/false, /*durable=*/false, 0);
+  EXPECT_EQ(prefix.unwritten_ranges(), 2u);
+  prefix.Complete(2, false, false, 0);  // a repeated completion changes nothing
+  EXPECT_EQ(prefix.unwritten_ranges(), 2u);
+  prefix.Complete(1, /*failed=*/true, false, 0);  // failed is written, too (never durable)
+  EXPECT_EQ(prefix.unwritten_ranges(), 1u);
+  prefix.Complete(5, false, true, 0);
+  EXPECT_EQ(prefix.unwritten_ranges(), 0u);
+}
+
 TEST(DurablePrefixTest, AFlushCoversOnlyWritesCompletedBeforeItWasRequested) {
   DurablePrefix prefix;
   prefix.Assign(1, 1);
