@@ -68,6 +68,7 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   engine.background_compaction = options.background_compaction;
   engine.compaction_policy = options.compaction_policy;
   engine.read_queue_depth = options.read_queue_depth;
+  engine.write_queue_depth = options.write_queue_depth;
   engine.cache_bytes = options.cache_bytes;
 
   storage::DeviceOptions& device = engine.device;
@@ -106,6 +107,7 @@ static_assert(kOptions.page_buffers_per_shard == kEngine.page_buffers_per_shard)
 static_assert(kOptions.background_compaction == kEngine.background_compaction);
 static_assert(kOptions.compaction_policy == kEngine.compaction_policy);
 static_assert(kOptions.read_queue_depth == kEngine.read_queue_depth);
+static_assert(kOptions.write_queue_depth == kEngine.write_queue_depth);
 static_assert(kOptions.cache_bytes == kEngine.cache_bytes);
 static_assert(kOptions.backend == Backend::kAuto &&
               kEngine.device.backend == storage::Backend::kAuto);
@@ -218,9 +220,42 @@ absl::Status DB::Delete(std::string_view key, const WriteOptions& options) {
 absl::Status DB::Write(const WriteBatch& batch, const WriteOptions& options) {
   if (rep_->is_closed()) return ClosedError();
   if (batch.entries_.empty()) return absl::OkStatus();
-  const uint32_t max_value = max_value_bytes();
   std::vector<kv::WriteOp> ops;
-  ops.reserve(batch.entries_.size());
+  if (absl::Status status = BatchOps(batch, &ops); !status.ok()) return status;
+  return rep_->engine->Write(ops, options.durable);
+}
+
+absl::Status DB::PutAsync(std::string_view key, std::string_view value,
+                          std::function<void(absl::Status)> done, const WriteOptions& options) {
+  if (rep_->is_closed()) return ClosedError();
+  if (absl::Status status = CheckKey(key); !status.ok()) return status;
+  if (absl::Status status = CheckValue(value, max_value_bytes()); !status.ok()) return status;
+  if (!done) return absl::InvalidArgumentError("PutAsync: empty callback");
+  const kv::WriteOp op{.is_delete = false, .key = key, .value = value};
+  return rep_->engine->WriteAsync({&op, 1}, options.durable, std::move(done));
+}
+
+absl::Status DB::DeleteAsync(std::string_view key, std::function<void(absl::Status)> done,
+                             const WriteOptions& options) {
+  if (rep_->is_closed()) return ClosedError();
+  if (absl::Status status = CheckKey(key); !status.ok()) return status;
+  if (!done) return absl::InvalidArgumentError("DeleteAsync: empty callback");
+  const kv::WriteOp op{.is_delete = true, .key = key, .value = {}};
+  return rep_->engine->WriteAsync({&op, 1}, options.durable, std::move(done));
+}
+
+absl::Status DB::WriteAsync(const WriteBatch& batch, std::function<void(absl::Status)> done,
+                            const WriteOptions& options) {
+  if (rep_->is_closed()) return ClosedError();
+  if (!done) return absl::InvalidArgumentError("WriteAsync: empty callback");
+  std::vector<kv::WriteOp> ops;
+  if (absl::Status status = BatchOps(batch, &ops); !status.ok()) return status;
+  return rep_->engine->WriteAsync(ops, options.durable, std::move(done));
+}
+
+absl::Status DB::BatchOps(const WriteBatch& batch, std::vector<kv::WriteOp>* ops) const {
+  const uint32_t max_value = max_value_bytes();
+  ops->reserve(batch.entries_.size());
   std::string_view bytes = batch.bytes_;
   for (size_t i = 0; i < batch.entries_.size(); ++i) {
     const WriteBatch::Entry& entry = batch.entries_[i];
@@ -235,9 +270,9 @@ absl::Status DB::Write(const WriteBatch& batch, const WriteOptions& options) {
       return absl::InvalidArgumentError(
           absl::StrCat("WriteBatch entry ", i, ": ", status.message()));
     }
-    ops.push_back(op);
+    ops->push_back(op);
   }
-  return rep_->engine->Write(ops, options.durable);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> DB::Get(std::string_view key) {
@@ -290,13 +325,19 @@ absl::Status DB::GetAsync(std::string_view key,
 
 absl::StatusOr<uint32_t> DB::Poll(uint32_t min_complete) {
   if (rep_->is_closed()) return ClosedError();
-  // Waiting for more reads than are in flight would never return.
-  return rep_->engine->Poll(std::min(min_complete, rep_->engine->pending_reads()));
+  // Waiting for more than is pending would never return.
+  return rep_->engine->Poll(std::min(
+      min_complete, rep_->engine->pending_reads() + rep_->engine->pending_writes()));
 }
 
 uint32_t DB::PendingReads() {
   if (rep_->is_closed()) return 0;
   return rep_->engine->pending_reads();
+}
+
+uint32_t DB::PendingWrites() {
+  if (rep_->is_closed()) return 0;
+  return rep_->engine->pending_writes();
 }
 
 absl::Status DB::Scan(std::string_view start, std::string_view end, size_t limit,

@@ -8,11 +8,13 @@
 // depends on a page that a power cut could still lose.
 //
 // Pages are tracked in ranges (one per page, or one per large record's run of pages), by head
-// counter. Thread contract: not thread-safe; the owning shard's mutex guards it.
+// counter. Thread contract: not thread-safe; the owning shard's mutex guards it, except that
+// durable_through_unlocked() may be read without it.
 #ifndef NVKV_KV_DURABLE_PREFIX_H_
 #define NVKV_KV_DURABLE_PREFIX_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstddef>
 #include <vector>
@@ -66,7 +68,12 @@ class DurablePrefix {
   uint64_t unwritten_ranges() const { return unwritten_ranges_; }
 
   // Every page with a counter up to this one is durable.
-  uint64_t durable_through() const { return durable_through_; }
+  uint64_t durable_through() const { return durable_through_.load(std::memory_order_relaxed); }
+  // The same without the shard's lock (an asynchronous write's check, from its own thread): a
+  // value that has moved since may be seen late, never early.
+  uint64_t durable_through_unlocked() const {
+    return durable_through_.load(std::memory_order_acquire);
+  }
 
   // Some writer waits until durable_through() >= counter.
   void Want(uint64_t counter) { wanted_ = std::max(wanted_, counter); }
@@ -75,7 +82,7 @@ class DurablePrefix {
   // True when a waiter's pages have all completed but are not all durable: only a flush can
   // finish them (one still being written, or failed, is waited for instead).
   bool NeedsFlush() const {
-    if (wanted_ <= durable_through_) return false;
+    if (wanted_ <= durable_through()) return false;
     bool gap = false;
     for (size_t i = front_; i < ranges_.size(); ++i) {
       const Range& range = ranges_[i];
@@ -117,7 +124,7 @@ class DurablePrefix {
   // The one place durable_through_ moves: over the durable ranges at the front.
   void Advance() {
     while (front_ < ranges_.size() && ranges_[front_].completed && ranges_[front_].durable) {
-      durable_through_ = ranges_[front_].counter_end - 1;
+      durable_through_.store(ranges_[front_].counter_end - 1, std::memory_order_release);
       ++front_;
     }
     // Drop the ranges passed once they are most of the vector: it keeps its capacity, so a
@@ -141,7 +148,7 @@ class DurablePrefix {
   // before front_ are passed and wait to be dropped.
   std::vector<Range> ranges_;
   size_t front_ = 0;
-  uint64_t durable_through_ = 0;
+  std::atomic<uint64_t> durable_through_{0};  // written under the shard's lock only
   uint64_t wanted_ = 0;
   uint64_t unwritten_ranges_ = 0;
 };

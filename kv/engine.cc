@@ -95,6 +95,9 @@ absl::Status ValidateOptions(const EngineOptions& o) {
   if (o.read_queue_depth == 0 || o.read_queue_depth > 1024) {
     return absl::InvalidArgumentError("read_queue_depth must be between 1 and 1024");
   }
+  if (o.write_queue_depth == 0 || o.write_queue_depth > 65536) {
+    return absl::InvalidArgumentError("write_queue_depth must be between 1 and 65536");
+  }
   if (static_cast<int>(o.durable_writes) > static_cast<int>(DurableWrites::kFlush)) {
     return absl::InvalidArgumentError("unknown durable_writes");
   }
@@ -395,6 +398,9 @@ Engine::~Engine() = default;
 absl::Status Engine::Write(std::span<const WriteOp> ops, bool durable) {
   return impl_->Write(ops, durable);
 }
+absl::Status Engine::WriteAsync(std::span<const WriteOp> ops, bool durable, WriteCallback done) {
+  return impl_->WriteAsync(ops, durable, std::move(done));
+}
 absl::StatusOr<std::string> Engine::Get(std::string_view key) {
   absl::Status open = impl_->CheckOpen();
   if (!open.ok()) return open;
@@ -418,6 +424,9 @@ absl::StatusOr<uint32_t> Engine::Poll(uint32_t min_complete) {
   return impl_->Poll(min_complete);
 }
 uint32_t Engine::pending_reads() { return impl_->CheckOpen().ok() ? impl_->pending_reads() : 0; }
+uint32_t Engine::pending_writes() {
+  return impl_->CheckOpen().ok() ? impl_->pending_writes() : 0;
+}
 absl::Status Engine::Flush() {
   absl::Status open = impl_->CheckOpen();
   if (!open.ok()) return open;

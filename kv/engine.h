@@ -73,6 +73,7 @@ struct EngineOptions {
   bool background_compaction = true;
   CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;
   uint32_t read_queue_depth = 64;   // reads in flight per reading thread
+  uint32_t write_queue_depth = 64;  // asynchronous writes pending per thread
   uint64_t cache_bytes = uint64_t{32} << 20;  // the record cache, over all shards (0: off)
 };
 
@@ -88,6 +89,8 @@ using EngineStats = ::nvkv::Stats;
 
 // Outcome of one asynchronous read.
 using GetCallback = std::function<void(absl::StatusOr<std::string> value)>;
+// Outcome of one asynchronous write.
+using WriteCallback = std::function<void(absl::Status status)>;
 
 class Engine {
  public:
@@ -112,6 +115,17 @@ class Engine {
   // failed; reopen), kDataLoss/kInternal (device).
   absl::Status Write(std::span<const WriteOp> ops, bool durable);
 
+  // Write, but returns once the records are applied (visible to every later read), without
+  // waiting for durability: `done` runs on this thread inside a later Poll() once the write is
+  // as durable as `durable` asks (at once for durable=false), with OK, or with the error that
+  // made durability unknown (the store then refuses writes). Two writes from one thread apply
+  // in call order. A write whose key must be found on the device first (hash mode: a delete,
+  // or an overwrite the cache does not know) reads it before returning, and a store that is
+  // full or out of page buffers makes the call wait as Write would. Errors as Write's, plus
+  // kUnavailable when this thread has write_queue_depth writes pending (Poll first); on error
+  // nothing is written and `done` never runs.
+  absl::Status WriteAsync(std::span<const WriteOp> ops, bool durable, WriteCallback done);
+
   // The value of `key`, kNotFound when absent, kDataLoss when its page is damaged.
   absl::StatusOr<std::string> Get(std::string_view key);
 
@@ -123,11 +137,13 @@ class Engine {
   // GetAsync itself (also when the value is found in memory), so callers can rely on one
   // contract. kUnavailable when this thread already has read_queue_depth reads in flight.
   absl::Status GetAsync(std::string_view key, GetCallback callback);
-  // Drives this thread's reads: waits until at least `min_complete` of them have finished (0:
-  // never blocks) and runs their callbacks. Returns how many finished.
+  // Drives this thread's reads and asynchronous writes: waits until at least `min_complete` of
+  // them have finished (0: never blocks) and runs their callbacks. Returns how many ran.
   absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
   // Reads started on this thread whose callbacks have not run.
   uint32_t pending_reads();
+  // Asynchronous writes started on this thread whose callbacks have not run.
+  uint32_t pending_writes();
 
   // Makes every write made so far durable.
   absl::Status Flush();

@@ -77,6 +77,15 @@ class Engine::Impl final {
 
   // --- write_path.cc ---
   absl::Status Write(std::span<const WriteOp> ops, bool durable);
+  absl::Status WriteAsync(std::span<const WriteOp> ops, bool durable, WriteCallback done);
+  // Where a write's records went: the head that took them and the counter of its last page, or
+  // no head when it wrote nothing (no ops, or a delete of an absent key).
+  struct AppendedWrite {
+    Shard* head_shard = nullptr;
+    uint64_t last_counter = 0;
+  };
+  // Steps 1 and 2 of a write (write_path.cc): validates, resolves and appends.
+  absl::StatusOr<AppendedWrite> AppendWrite(std::span<const WriteOp> ops, bool durable);
   absl::Status Flush() { return writer_->WaitAllDurable(); }
 
   // --- read_path.cc ---
@@ -87,6 +96,7 @@ class Engine::Impl final {
   absl::Status ReapInternally(ReadQueue& queue);
   absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
   uint32_t pending_reads();
+  uint32_t pending_writes();
   absl::StatusOr<std::string> Get(std::string_view key);
   void MultiGet(std::span<const std::string_view> keys,
                 std::vector<absl::StatusOr<std::string>>* values);

@@ -5,6 +5,7 @@
 
 #include "absl/time/clock.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
@@ -91,30 +92,77 @@ absl::Status LogWriter::WaitDurable(Shard& shard, uint64_t counter) {
 
 absl::Status LogWriter::WaitAllDurable() {
   if (error_.failed()) return error_.status();
-  for (const auto& shard : shards_) {
-    uint64_t last = 0;
-    {
-      absl::MutexLock lock(&shard->mu);
-      last = shard->head.next_counter - 1;
-    }
-    if (last == 0) continue;
-    absl::Status status = WaitDurable(*shard, last);
-    if (!status.ok()) return status;
+  DurabilityMarks marks;
+  MarkAllAssigned(&marks);
+  for (const auto& [shard, counter] : marks) {
+    NVKV_RETURN_IF_ERROR(WaitDurable(*shard, counter));
   }
   return absl::OkStatus();
 }
 
 absl::Status LogWriter::WaitEarlierNonDurable() {
-  for (const auto& shard : shards_) {
-    const uint64_t through = shard->nondurable_through.load(std::memory_order_acquire);
-    if (through == 0) continue;
-    absl::Status status = WaitDurable(*shard, through);
-    if (!status.ok()) return status;
+  // No allocation for the common case (no shard has a non-durable write pending).
+  thread_local DurabilityMarks marks;
+  marks.clear();
+  MarkEarlierNonDurable(&marks);
+  for (const auto& [shard, through] : marks) {
+    NVKV_RETURN_IF_ERROR(WaitDurable(*shard, through));
     // Durable now: later durable writes need not look again, unless a newer one came meanwhile.
     uint64_t expected = through;
     shard->nondurable_through.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
   }
   return absl::OkStatus();
+}
+
+void LogWriter::MarkAllAssigned(DurabilityMarks* marks) {
+  for (const auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    const uint64_t last = shard->head.next_counter - 1;
+    if (last > 0) marks->emplace_back(shard.get(), last);
+  }
+}
+
+void LogWriter::MarkEarlierNonDurable(DurabilityMarks* marks) {
+  for (const auto& shard : shards_) {
+    const uint64_t through = shard->nondurable_through.load(std::memory_order_acquire);
+    if (through > 0) marks->emplace_back(shard.get(), through);
+  }
+}
+
+void LogWriter::Request(const DurabilityMarks& marks) {
+  bool wanted = false;
+  for (const auto& [shard, counter] : marks) {
+    absl::MutexLock lock(&shard->mu);
+    if (shard->head.durable.durable_through() >= counter) continue;
+    shard->head.durable.Want(counter);
+    shard->wants_writer.store(true, std::memory_order_release);
+    wanted = true;
+  }
+  if (wanted) Wake();
+}
+
+bool LogWriter::Covers(const DurabilityMarks& marks) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // durable_through_unlocked() is the one part of a head meant to be read without its lock.
+  for (const auto& [shard, counter] : marks) {
+    if (shard->head.durable.durable_through_unlocked() < counter) return false;
+  }
+  return true;
+}
+
+void LogWriter::AddListener(storage::EventFd* listener) {
+  absl::MutexLock lock(&listeners_mu_);
+  listeners_.push_back(listener);
+}
+
+void LogWriter::RemoveListener(storage::EventFd* listener) {
+  absl::MutexLock lock(&listeners_mu_);
+  std::erase(listeners_, listener);
+}
+
+void LogWriter::NotifyListeners(bool always) {
+  if (!durability_moved_.exchange(false) && !always) return;
+  absl::MutexLock lock(&listeners_mu_);
+  for (storage::EventFd* listener : listeners_) listener->Signal();
 }
 
 void LogWriter::PagesWritten(Shard& shard, uint64_t first_counter, uint64_t segment,
@@ -124,6 +172,7 @@ void LogWriter::PagesWritten(Shard& shard, uint64_t first_counter, uint64_t segm
   // writes: DurablePrefix finds this one by binary search, not a walk from the front.
   shard.head.durable.Complete(first_counter, /*failed=*/!status.ok(),
                               fua || !options_.volatile_cache, flush_epoch_.load());
+  durability_moved_.store(true, std::memory_order_release);
   segments_.AddPending(segment, -static_cast<int32_t>(count));
   if (status.ok()) {
     counters_.pages_written.fetch_add(count, std::memory_order_relaxed);
@@ -171,6 +220,7 @@ void LogWriter::OnFlushDone(storage::IoRequest* request) {
     if (request->status.ok()) shard->head.durable.Flushed(writer->flush_request_epoch_);
     shard->changed.SignalAll();
   }
+  writer->durability_moved_.store(true, std::memory_order_release);
 }
 
 void LogWriter::CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPass* pass) {
@@ -277,6 +327,7 @@ void LogWriter::Loop() {
       absl::MutexLock lock(&mu_);
       wake_ = false;
     }
+    NotifyListeners(/*always=*/false);
     const uint64_t now = NowMicros();
     const bool stopping = stopping_.load();
     for (const auto& shard : shards_) CollectShard(*shard, now, stopping, &pass);
@@ -317,6 +368,7 @@ void LogWriter::Loop() {
     absl::MutexLock lock(&shard->mu);
     shard->changed.SignalAll();
   }
+  NotifyListeners(/*always=*/true);
 }
 
 }  // namespace nvkv::kv

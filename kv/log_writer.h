@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,6 +57,10 @@ struct WriteCounters {
   std::atomic<uint64_t> fua_writes{0};    // write commands sent with FUA
   std::atomic<uint64_t> flushes{0};
 };
+
+// What a write waits for to be durable: for each shard listed, its head's pages through the
+// counter given.
+using DurabilityMarks = std::vector<std::pair<Shard*, uint64_t>>;
 
 class LogWriter {
  public:
@@ -113,6 +118,21 @@ class LogWriter {
   // shards.
   absl::Status WaitEarlierNonDurable();
 
+  // The same waits without blocking, for asynchronous writes: marks name what to wait for, the
+  // writer is asked for them, and the waiter checks Covers when a listener of its is signalled.
+  // Adds each shard's last page assigned so far (WaitAllDurable's marks).
+  void MarkAllAssigned(DurabilityMarks* marks);
+  // Adds the pages of non-durable writes acknowledged so far (WaitEarlierNonDurable's marks).
+  void MarkEarlierNonDurable(DurabilityMarks* marks);
+  // Tells the writer that someone waits for `marks` (seals and writes those pages soon).
+  void Request(const DurabilityMarks& marks);
+  // Whether every page `marks` names is durable; takes no lock.
+  bool Covers(const DurabilityMarks& marks) const;
+  // `listener` is signalled whenever some head's durable prefix moves, and when the writer fails
+  // or exits (Status). Remove it before it is destroyed.
+  void AddListener(storage::EventFd* listener);
+  void RemoveListener(storage::EventFd* listener);
+
   // `count` pages of `shard`'s head from `first_counter`, in `segment`, finished writing with
   // `status`; `fua` says whether they were sent with FUA. The one place a completed write
   // reaches a head's DurablePrefix (Flushed, for a flush): the writer's own pages, and a large
@@ -133,6 +153,8 @@ class LogWriter {
   // Seals `shard`'s open page when due and takes its sealed pages into `pass`.
   void CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPass* pass);
   void SubmitPages(const std::vector<PageSlot*>& pages);
+  // Signals every listener when a durable prefix moved since the last call (or `always`).
+  void NotifyListeners(bool always);
   // Waits for at least one completion of the writer's I/O, or a Wake, whichever comes first.
   absl::Status ReapOrWake();
   // Requests in flight on the queue other than the armed wake event.
@@ -160,6 +182,11 @@ class LogWriter {
   // before the thread reads wake_ under mu_, read by Wake after it set wake_ under mu_: one of
   // the two always sees the other.
   std::atomic<bool> reaping_{false};
+  // Set when a head's durable prefix may have moved (PagesWritten, a flush): the writer's next
+  // pass signals the listeners.
+  std::atomic<bool> durability_moved_{false};
+  absl::Mutex listeners_mu_;  // a leaf
+  std::vector<storage::EventFd*> listeners_ ABSL_GUARDED_BY(listeners_mu_);
   std::atomic<bool> stopping_{false};
   // Set by the thread as it exits (stopping, or its queue broke).
   std::atomic<bool> exited_{false};

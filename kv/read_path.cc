@@ -52,9 +52,11 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
   absl::StatusOr<ReadQueue*> queue_or = ThisThreadQueue();
   if (!queue_or.ok()) return queue_or.status();
   ReadQueue& queue = **queue_or;
+  AsyncWrites& writes = queue.writes;
   const uint64_t before = queue.finished;
-  auto run_ready = [&queue] {
-    while (!queue.ready.empty()) {
+  // Runs every callback that is due, reads' and writes'.
+  auto run_ready = [&queue, &writes] {
+    while (!queue.ready.empty() || writes.has_ready()) {
       // Swap out first: callbacks may start reads that land in `ready` again.
       auto batch = std::move(queue.ready);
       queue.ready.clear();
@@ -62,18 +64,44 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
         ++queue.finished;
         callback(std::move(result));
       }
+      queue.finished += writes.RunReady();
     }
   };
+  writes.Collect();
   run_ready();
-  while (queue.finished - before < min_complete || queue.device->in_flight() > 0) {
-    const uint64_t done = queue.finished - before;
-    const uint32_t want = done < min_complete ? 1 : 0;
-    if (want == 0 && queue.device->in_flight() == 0) break;
-    absl::StatusOr<uint32_t> reaped = queue.device->Reap(want);
-    if (!reaped.ok()) return reaped.status();
+  while (true) {
+    const bool satisfied = queue.finished - before >= min_complete;
+    const bool reads = queue.reads_in_flight() > 0;
+    if (satisfied) {
+      // A last pass that does not wait: submits what GetAsync queued, harvests what is done.
+      if (reads) {
+        absl::StatusOr<uint32_t> reaped = queue.device->Reap(0);
+        if (!reaped.ok()) return reaped.status();
+        writes.Collect();
+        run_ready();
+      }
+      break;
+    }
+    if (!reads && !writes.has_waiting()) break;  // nothing more can finish
+    if (reads) {
+      // Wait for a read, or, with writes waiting, for the writer's signal (an event armed on
+      // this queue where it can carry one; elsewhere Reap finishes every read without blocking).
+      if (writes.has_waiting()) writes.wake()->ArmOn(*queue.device);
+      absl::StatusOr<uint32_t> reaped = queue.device->Reap(1);
+      if (!reaped.ok()) return reaped.status();
+    } else if (writes.wake()->armed()) {
+      // No read in flight, but the event is still armed from an earlier wait: it ends this one.
+      absl::StatusOr<uint32_t> reaped = queue.device->Reap(1);
+      if (!reaped.ok()) return reaped.status();
+    } else {
+      // Checked once more after the last Collect: the writer signals after each move, so a
+      // write that became durable since is either seen here or has signalled.
+      writes.Collect();
+      if (writes.has_waiting()) writes.wake()->Wait();
+    }
+    if (writes.wake() != nullptr) writes.wake()->TakeSignal();  // what woke us is handled below
+    writes.Collect();
     run_ready();
-    if (want == 0) break;  // non-blocking pass done
-    if (queue.device->in_flight() == 0 && queue.ready.empty()) break;
   }
   return static_cast<uint32_t>(queue.finished - before);
 }
@@ -83,6 +111,12 @@ uint32_t Engine::Impl::pending_reads() {
   if (!queue.ok()) return 0;
   return static_cast<uint32_t>((*queue)->ops.size() - (*queue)->free_ops.size() +
                                (*queue)->ready.size());
+}
+
+uint32_t Engine::Impl::pending_writes() {
+  absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
+  if (!queue.ok()) return 0;
+  return (*queue)->writes.pending();
 }
 
 // Reaps this thread's queue for a synchronous call (Get, MultiGet): only the call's own reads

@@ -56,8 +56,8 @@ ThreadQueues::~ThreadQueues() {
 }  // namespace
 
 ReadQueue::ReadQueue(const PageLookup* lookup, std::unique_ptr<storage::Device> queue_device,
-                     uint32_t depth)
-    : device(std::move(queue_device)) {
+                     uint32_t depth, LogWriter* writer)
+    : writes(writer), device(std::move(queue_device)) {
   for (uint32_t i = 0; i < depth; ++i) {
     auto op = std::make_unique<ReadOp>();
     op->lookup = lookup;
@@ -77,8 +77,9 @@ absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
   absl::StatusOr<ReadQueue*> queue =
       read_queues_->Open([this]() -> absl::StatusOr<std::unique_ptr<ReadQueue>> {
         storage::QueueOptions queue_options;
-        // One extra request slot per op: a key check may run beside a full set of async reads.
-        queue_options.queue_depth = options_.read_queue_depth + 2;
+        // Two extra request slots: a key check may run beside a full set of async reads, and
+        // the write listener's event wait.
+        queue_options.queue_depth = options_.read_queue_depth + 3;
         queue_options.buffers.buffer_bytes = geometry_.page_bytes;
         queue_options.buffers.buffer_count = options_.read_queue_depth + 2;
         queue_options.buffers.chunk_count = 2;
@@ -86,7 +87,7 @@ absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
             OpenQueue(queue_options);
         if (!device.ok()) return device.status();
         return std::make_unique<ReadQueue>(lookup_.get(), std::move(*device),
-                                           options_.read_queue_depth);
+                                           options_.read_queue_depth, writer_.get());
       });
   if (!queue.ok()) return queue.status();
   tls_queues.Add(read_queues_, *queue);

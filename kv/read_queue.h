@@ -1,5 +1,6 @@
-// ReadQueue: one reading thread's io_uring queue and the state of its reads in flight.
-// ReadQueueSet: an engine's read queues, one per thread that reads from it.
+// ReadQueue: one thread's io_uring queue and the state of its reads in flight, and its
+// asynchronous writes (async_writes.h), which complete in the same Poll.
+// ReadQueueSet: an engine's read queues, one per thread that reads (or writes asynchronously).
 //
 // Thread contract: a ReadQueue is used only by the thread it belongs to, which finds it through
 // a thread_local cache (read_path.cc ThisThreadQueue). Its engine's ReadQueueSet owns it and
@@ -15,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "kv/async_writes.h"
 #include "kv/engine_impl.h"
 #include "kv/page_lookup.h"
 #include "storage/device.h"
@@ -77,10 +79,22 @@ struct ReadOp {
 
 class ReadQueue {
  public:
-  ReadQueue(const PageLookup* lookup, std::unique_ptr<storage::Device> device, uint32_t depth);
-  // The device goes first: it waits out reads still in flight, whose requests live in `ops`.
-  ~ReadQueue() { device.reset(); }
+  ReadQueue(const PageLookup* lookup, std::unique_ptr<storage::Device> device, uint32_t depth,
+            LogWriter* writer);
+  // The device goes first: it waits out reads still in flight, whose requests live in `ops`,
+  // and the write listener's event wait armed on it, which a signal ends.
+  ~ReadQueue() {
+    if (writes.wake() != nullptr && writes.wake()->armed()) writes.wake()->Signal();
+    device.reset();
+  }
 
+  // Reads in flight on the device (its requests, less the write listener's armed event).
+  uint32_t reads_in_flight() const {
+    const bool armed = writes.wake() != nullptr && writes.wake()->armed();
+    return device->in_flight() - (armed ? 1 : 0);
+  }
+
+  AsyncWrites writes;
   std::unique_ptr<storage::Device> device;
   std::vector<std::unique_ptr<ReadOp>> ops;
   std::vector<ReadOp*> free_ops;

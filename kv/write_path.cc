@@ -326,8 +326,51 @@ AppendAttempt AppendPageWrite(const HeadAppender& appender, LogWriter& writer,
 absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   NVKV_RETURN_IF_ERROR(CheckOpen());
   if (error_.failed()) return error_.status();
-  absl::Status valid = ValidateOps(geometry_, max_batch_bytes(), ops);
-  if (!valid.ok() || ops.empty()) return valid;
+  if (ops.empty()) return absl::OkStatus();
+  NVKV_ASSIGN_OR_RETURN(const AppendedWrite appended, AppendWrite(ops, durable));
+  // 3. Wait (durable writes).
+  if (!durable) return absl::OkStatus();
+  // A delete of a key that is not there wrote nothing. But the key may be absent only because
+  // of a write that is not durable yet (another thread's delete, or a batch on any head): a
+  // durable delete returns once everything its answer rests on is durable.
+  if (appended.head_shard == nullptr) return Flush();
+  NVKV_RETURN_IF_ERROR(writer_->WaitDurable(*appended.head_shard, appended.last_counter));
+  return writer_->WaitEarlierNonDurable();
+}
+
+absl::Status Engine::Impl::WriteAsync(std::span<const WriteOp> ops, bool durable,
+                                      WriteCallback done) {
+  NVKV_RETURN_IF_ERROR(CheckOpen());
+  if (error_.failed()) return error_.status();
+  NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, ThisThreadQueue());
+  AsyncWrites& writes = queue->writes;
+  if (writes.pending() >= options_.write_queue_depth) {
+    return absl::UnavailableError(absl::StrCat(
+        "too many asynchronous writes pending on this thread (", writes.pending(),
+        "; write_queue_depth ", options_.write_queue_depth, "): Poll first"));
+  }
+  if (durable) NVKV_RETURN_IF_ERROR(writes.PrepareToWait());
+  NVKV_ASSIGN_OR_RETURN(const AppendedWrite appended, AppendWrite(ops, durable));
+  if (!durable || ops.empty()) {
+    writes.AddReady(std::move(done), absl::OkStatus());
+    return absl::OkStatus();
+  }
+  // What Write would wait for (above), as marks for Poll to check.
+  DurabilityMarks* marks = writes.AddWaiting(std::move(done));
+  if (appended.head_shard == nullptr) {
+    writer_->MarkAllAssigned(marks);
+  } else {
+    marks->emplace_back(appended.head_shard, appended.last_counter);
+    writer_->MarkEarlierNonDurable(marks);
+  }
+  writer_->Request(*marks);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
+    std::span<const WriteOp> ops, bool durable) {
+  NVKV_RETURN_IF_ERROR(ValidateOps(geometry_, max_batch_bytes(), ops));
+  if (ops.empty()) return AppendedWrite{};
   WritePlan& plan = ThreadWritePlan();
   PlanWrite(*appender_, ops, &plan);
   bool may_write_blind = true;
@@ -339,11 +382,9 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
           ResolveCurrent(p.op->key, p.hash, p.op->is_delete || !may_write_blind, &p.current));
       any_blind = any_blind || p.current.blind;
     }
-    // A delete of a key that is not there writes nothing. But the key may be absent only
-    // because of a write that is not durable yet (another thread's delete, or a batch on any
-    // head): a durable delete returns once everything its answer rests on is durable.
+    // A delete of a key that is not there writes nothing (see Write for its durability).
     if (plan.single && plan.prepared[0].op->is_delete && !plan.prepared[0].current.found) {
-      return durable ? Flush() : absl::OkStatus();
+      return AppendedWrite{};
     }
     // 2. Append (3 steps inside).
     AppendAttempt appended;
@@ -370,10 +411,7 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
         }
         return appended.status;
     }
-    // 3. Wait (durable writes).
-    if (!durable) return absl::OkStatus();
-    NVKV_RETURN_IF_ERROR(writer_->WaitDurable(plan.head_shard(), appended.last_counter));
-    return writer_->WaitEarlierNonDurable();
+    return AppendedWrite{&plan.head_shard(), appended.last_counter};
   }
   return absl::AbortedError("write kept racing with concurrent writers of the same keys");
 }

@@ -11,8 +11,10 @@
 // kDataLoss; every other key is held to the same rule), and every other reopen uses the other
 // index mode. A run's record cache is the default, a tiny one (constant eviction) or none, by
 // its seed (CacheBytesFor): without it, hash-mode overwrites are written blind and compaction
-// settles their stale entries (kv/README.md "Blind overwrites"). Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds with
-// NVKV_CRASH_SEEDS=<n>.
+// settles their stale entries (kv/README.md "Blind overwrites"). Some steps are bursts of
+// asynchronous durable puts (WriteAsync, then Poll until every callback ran): a put its callback
+// reported durable must survive. Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds
+// with NVKV_CRASH_SEEDS=<n>.
 // The test also tallies what the cuts did (CutReport) and requires most of them to fall in the
 // middle of the workload and some to drop and tear unflushed writes: a crash test whose cuts all
 // came after everything was flushed would pass without testing anything. In hash mode it also
@@ -121,10 +123,11 @@ struct Model {
   }
   // Everything acknowledged so far is durable now: after a Flush, or a durable write of any key
   // (options.h: a later durable write makes earlier non-durable ones durable, on any shard).
-  // A damaged key may still read back anything it held.
-  void AllAckedDurable() {
+  // A damaged key may still read back anything it held. `except`: keys whose latest write is
+  // not known to be durable (asynchronous writes whose callbacks did not report it).
+  void AllAckedDurable(const std::set<std::string>& except = {}) {
     for (auto& [k, v] : latest) {
-      if (damaged.count(k) == 0) possible[k] = {v};
+      if (damaged.count(k) == 0 && except.count(k) == 0) possible[k] = {v};
     }
     for (Batch& batch : batches) {
       if (batch.durable_ack || !batch.acked) continue;
@@ -232,6 +235,7 @@ struct CutTally {
   // Hash mode: overwrites written blind, and stale entries compaction settled (key_entries.h),
   // both of which the cuts must meet.
   uint64_t blind_writes = 0, stale_entries_settled = 0;
+  uint64_t async_durable_writes = 0;  // asynchronous puts whose callbacks reported them durable
 };
 
 // A value for `key` at `version`: mostly small, one in 20 a large value over several pages, up
@@ -277,7 +281,47 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
     const std::string key = "k" + std::to_string(rng.Next() % 64);
     const uint64_t action = rng.Next() % 100;
     absl::Status status;
-    if (action < 60) {
+    if (action < 12) {
+      // A burst of asynchronous durable puts of distinct keys from this thread, then Poll until
+      // every callback ran: a put reported durable survives, and so does every write
+      // acknowledged before it (its own record and the earlier non-durable writes).
+      std::vector<std::pair<std::string, std::string>> writes;
+      std::set<std::string> burst_keys;
+      const int size = 2 + static_cast<int>(rng.Next() % 24);
+      for (int i = 0; i < size; ++i) {
+        std::string burst_key = "k" + std::to_string(rng.Next() % 64);
+        if (!burst_keys.insert(burst_key).second) continue;
+        writes.emplace_back(burst_key, ValueFor(burst_key, ++version, rng, max_value_bytes));
+      }
+      std::vector<int> outcome(writes.size(), -1);  // -1 no callback yet, 0 failed, 1 durable
+      size_t started = 0;
+      for (const auto& [burst_key, value] : writes) {
+        model->Attempted(burst_key, value);
+        WriteOp op{false, burst_key, value};
+        int* slot = &outcome[started];
+        status = (*engine)->WriteAsync(std::span<const WriteOp>(&op, 1), /*durable=*/true,
+                                       [slot](absl::Status done) { *slot = done.ok() ? 1 : 0; });
+        if (!status.ok()) break;
+        model->Acked(burst_key, value, /*durable=*/false);  // applied: reads see it
+        ++started;
+      }
+      while ((*engine)->pending_writes() > 0) {
+        absl::StatusOr<uint32_t> ran = (*engine)->Poll(1);
+        ASSERT_THAT(ran, IsOk());
+      }
+      std::set<std::string> not_durable;
+      bool any_durable = false;
+      for (size_t i = 0; i < writes.size(); ++i) {
+        ASSERT_TRUE(i >= started || outcome[i] != -1) << "a callback never ran";
+        if (i < started && outcome[i] == 1) {
+          any_durable = true;
+          ++tally->async_durable_writes;
+        } else {
+          not_durable.insert(writes[i].first);
+        }
+      }
+      if (any_durable) model->AllAckedDurable(not_durable);
+    } else if (action < 60) {
       const std::string value = ValueFor(key, ++version, rng, max_value_bytes);
       const bool durable = rng.Next() % 3 != 0;
       WriteOp op{false, key, value};
@@ -500,7 +544,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   }
   std::printf("%llu runs: %llu cut mid-run, %llu with writes lost; unflushed writes at the cuts: "
               "%llu kept, %llu dropped, %llu torn; %llu data pages damaged; %llu reopened in "
-              "the other index mode; %llu blind writes, %llu stale entries settled\n",
+              "the other index mode; %llu blind writes, %llu stale entries settled; %llu "
+              "asynchronous writes reported durable\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
@@ -510,7 +555,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.pages_damaged),
               static_cast<unsigned long long>(tally.reopened_in_other_mode),
               static_cast<unsigned long long>(tally.blind_writes),
-              static_cast<unsigned long long>(tally.stale_entries_settled));
+              static_cast<unsigned long long>(tally.stale_entries_settled),
+              static_cast<unsigned long long>(tally.async_durable_writes));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
   EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
   EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
@@ -518,6 +564,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   EXPECT_GT(tally.writes_torn, 0u);
   EXPECT_GT(tally.pages_damaged, 0u);
   EXPECT_GT(tally.reopened_in_other_mode, 0u);
+  EXPECT_GT(tally.async_durable_writes, 0u);
   if (GetParam() == IndexMode::kHash) {
     EXPECT_GT(tally.blind_writes, 0u);
     EXPECT_GT(tally.stale_entries_settled, 0u);

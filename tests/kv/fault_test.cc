@@ -162,6 +162,52 @@ TEST_P(FaultTest, FailedPageWriteStopsWritesButNotReads) {
   EXPECT_THAT(Put(*engine, "after-reopen", "works", true), IsOk());
 }
 
+TEST_P(FaultTest, FailedPageWriteReachesAsynchronousWritesThroughTheirCallbacks) {
+  std::map<std::string, std::string> durable;
+  {
+    auto engine = OpenFaulty();
+    ASSERT_NE(engine, nullptr);
+    std::vector<absl::Status> outcomes;
+    auto record = [&outcomes](absl::Status status) { outcomes.push_back(status); };
+    for (int i = 0; i < 20; ++i) {
+      const std::string key = absl::StrCat("k", i), value = Value(i);
+      durable[key] = value;
+      WriteOp op{false, key, value};
+      ASSERT_THAT(engine->WriteAsync(std::span<const WriteOp>(&op, 1), true, record), IsOk());
+    }
+    while (engine->pending_writes() > 0) ASSERT_THAT(engine->Poll(1), IsOk());
+    ASSERT_EQ(outcomes.size(), 20u);
+    for (const absl::Status& status : outcomes) EXPECT_THAT(status, IsOk());
+    outcomes.clear();
+    // The next page write fails: the writes waiting for it hear so from their callbacks, and
+    // none is reported durable.
+    ASSERT_THAT(fault_->FailOperation({.nth = 1, .filter = OpFilter::kWrite}), IsOk());
+    for (int i = 0; i < 5; ++i) {
+      const std::string key = absl::StrCat("doomed", i);
+      WriteOp op{false, key, "never durable"};
+      ASSERT_THAT(engine->WriteAsync(std::span<const WriteOp>(&op, 1), true, record), IsOk());
+    }
+    while (engine->pending_writes() > 0) ASSERT_THAT(engine->Poll(1), IsOk());
+    ASSERT_EQ(outcomes.size(), 5u);
+    int failed = 0;
+    for (const absl::Status& status : outcomes) {
+      if (!status.ok()) {
+        ++failed;
+        EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition, "Input/output error"));
+      }
+    }
+    EXPECT_GE(failed, 1);
+    // Sticky: later asynchronous writes are refused at once, and never call back.
+    WriteOp later{false, "later", "x"};
+    EXPECT_THAT(engine->WriteAsync(std::span<const WriteOp>(&later, 1), false, record),
+                StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_EQ(engine->pending_writes(), 0u);
+  }
+  auto engine = OpenClean();
+  ASSERT_NE(engine, nullptr);
+  ExpectAll(*engine, durable);
+}
+
 TEST_P(FaultTest, FailedFlushStopsWritesButNotReads) {
   std::map<std::string, std::string> durable;
   {

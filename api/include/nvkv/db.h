@@ -14,8 +14,9 @@
 // threads may call Put, Delete, Write, Get, MultiGet, Scan, NewIterator, Flush, CompactAll,
 // Check, ForEachLive and GetStats at once; there is no DB-wide lock (keys are spread over shards
 // by hash, each with its own lock). Exceptions:
-//   - GetAsync, Poll and PendingReads act on the calling thread's own read queue: a read started
-//     on a thread completes only in a Poll on that same thread.
+//   - GetAsync, PutAsync, DeleteAsync, WriteAsync, Poll, PendingReads and PendingWrites act on
+//     the calling thread's own queue: a read or write started on a thread completes (runs its
+//     callback) only in a Poll on that same thread.
 //   - Close() and the destructor must not run concurrently with any other call on the DB, and
 //     every Iterator of the DB must be destroyed before the DB is.
 // Each thread that reads gets its own io_uring queue (a ring, a file descriptor and registered
@@ -55,6 +56,9 @@
 
 namespace nvkv {
 
+namespace kv {
+struct WriteOp;  // the engine's form of a write (db.cc turns batches into it)
+}  // namespace kv
 
 class DB {
  public:
@@ -126,6 +130,42 @@ class DB {
   // visible or none is. An empty batch is OK and writes nothing.
   absl::Status Write(const WriteBatch& batch, const WriteOptions& options = {});
 
+  // ----- Asynchronous writes. -----
+  // PutAsync, DeleteAsync and WriteAsync do what Put, Delete and Write do, but return once the
+  // write is applied (visible to every later read, on any thread) without waiting for it to be
+  // durable, so that one thread can keep many durable writes in flight and the log writer packs
+  // them into shared pages, written and flushed together (group commit). On OK, `done` runs
+  // exactly once, on this thread, inside a later Poll() on this thread (never inside the call
+  // itself), when the write is as durable as options.durable asks: with durable=true, when it
+  // is on stable media exactly as an OK from Put would promise; with durable=false, at the next
+  // Poll. Its status is OK, or the error that left the write's durability unknown (a device
+  // write or flush failed: the DB then refuses further writes, as for Put), or
+  // kFailedPrecondition when the DB was closed first.
+  // Order: writes from one thread apply in call order (of the same key, the later call's value
+  // wins), whether synchronous or not, and reads see them in that order; callbacks of durable
+  // writes may run in any order, since durability is per write.
+  // Errors returned by the call itself (then nothing is written and `done` never runs): those
+  // of Put, Delete and Write, and kUnavailable when this thread already has
+  // Options::write_queue_depth asynchronous writes pending (Poll, then retry), and
+  // kInvalidArgument for an empty callback.
+  // The call may still wait, as Put does, where the write cannot go ahead without it: in
+  // IndexMode::kHash, a Delete, or an overwrite of a key the record cache does not hold and
+  // whose page is not in memory, may first read the key's page (the read the Put would make);
+  // a full store waits for compaction; a shard whose page buffers are all in flight waits for
+  // one (Options::page_buffers_per_shard).
+  // REQUIRES: the thread polls until PendingWrites() is 0 before Close() to see every outcome.
+  // A thread that exits, or a DB closed, with writes pending abandons their callbacks (destroyed
+  // without running); the writes themselves are applied, and durable once Close() returns OK.
+  absl::Status PutAsync(std::string_view key, std::string_view value,
+                        std::function<void(absl::Status)> done, const WriteOptions& options = {});
+  absl::Status DeleteAsync(std::string_view key, std::function<void(absl::Status)> done,
+                           const WriteOptions& options = {});
+  absl::Status WriteAsync(const WriteBatch& batch, std::function<void(absl::Status)> done,
+                          const WriteOptions& options = {});
+
+  // Asynchronous writes started on this thread whose callbacks have not run yet.
+  uint32_t PendingWrites();
+
   // ----- Reads. -----
   // Damage. A page the media damaged, or one the device fails to read (an I/O or media error,
   // Stats unreadable_pages), loses only its own records: recovery and compaction skip it and
@@ -162,10 +202,12 @@ class DB {
   absl::Status GetAsync(std::string_view key,
                         std::function<void(absl::StatusOr<std::string>)> done);
 
-  // Drives this thread's reads: submits those GetAsync queued, then waits until at least
-  // `min_complete` of them have finished (0: never waits; more than PendingReads(): waits for
-  // all), runs their callbacks on this thread, and returns how many callbacks ran. Errors come
-  // from the read queue itself (a failed read is reported to its callback instead).
+  // Drives this thread's asynchronous reads and writes: submits the reads GetAsync queued, then
+  // waits until at least `min_complete` callbacks have run, reads' and writes' together (0:
+  // never waits; more than PendingReads() + PendingWrites(): waits for all), runs every
+  // callback that is due on this thread, and returns how many ran. It wakes as soon as a read
+  // completes or a write becomes durable. Errors come from the read queue itself (a failed read
+  // or write is reported to its callback instead).
   absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
 
   // Reads started by GetAsync on this thread whose callbacks have not run yet.
@@ -251,6 +293,8 @@ class DB {
  private:
   struct Rep;
   explicit DB(std::unique_ptr<Rep> rep);
+  // The entries of `batch` as the engine's ops (views into the batch), each checked.
+  absl::Status BatchOps(const WriteBatch& batch, std::vector<kv::WriteOp>* ops) const;
 
   std::unique_ptr<Rep> rep_;
 };

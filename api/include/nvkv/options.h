@@ -162,6 +162,11 @@ struct Options {
   // Default: 64. Scope: per Open.
   uint32_t read_queue_depth = 64;
 
+  // Asynchronous writes pending at most per thread (started, callback not yet run):
+  // DB::PutAsync, DeleteAsync and WriteAsync return kUnavailable beyond it. 1..65536.
+  // Default: 64. Scope: per Open.
+  uint32_t write_queue_depth = 64;
+
   // Memory for the record cache: the values of recently read and written keys, so that a Get
   // of a cached key reads no page and, in hash mode, a Put or Delete of one needs no page read
   // to find its current record. Counts everything the cache holds (keys, values, its own

@@ -1,0 +1,75 @@
+// AsyncWrites: one thread's asynchronous writes on one engine (Engine::WriteAsync), from the
+// moment they are appended until their callbacks run inside the thread's Poll: durable writes
+// waiting for their pages (DurabilityMarks) and writes whose callbacks are due.
+//
+// How a waiting thread learns that a write became durable: while it has durable writes waiting,
+// its EventFd is one of the log writer's listeners, signalled whenever a head's durable prefix
+// moves; Poll blocks on it (or, with reads in flight, on its read queue with the event armed
+// there) and then checks each waiting write's marks without taking a lock (LogWriter::Covers).
+//
+// Thread contract: used only by the thread it belongs to (it lives in that thread's ReadQueue).
+#ifndef NVKV_KV_ASYNC_WRITES_H_
+#define NVKV_KV_ASYNC_WRITES_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kv/log_writer.h"
+#include "storage/event_fd.h"
+
+namespace nvkv::kv {
+
+// Outcome of one asynchronous write.
+using WriteCallback = std::function<void(absl::Status status)>;
+
+class AsyncWrites {
+ public:
+  explicit AsyncWrites(LogWriter* writer) : writer_(writer) {}
+  ~AsyncWrites() { StopListening(); }
+  AsyncWrites(const AsyncWrites&) = delete;
+  AsyncWrites& operator=(const AsyncWrites&) = delete;
+
+  // Writes started and not yet reported by a callback.
+  uint32_t pending() const { return static_cast<uint32_t>(waiting_count_ + ready_.size()); }
+  bool has_waiting() const { return waiting_count_ > 0; }
+  bool has_ready() const { return !ready_.empty(); }
+
+  // Makes sure a durable write can be waited for (the listener's eventfd exists): called before
+  // the write is appended, so that nothing fails after it.
+  absl::Status PrepareToWait();
+  // A write whose outcome is known: its callback runs at the next Poll.
+  void AddReady(WriteCallback done, absl::Status status);
+  // A durable write waiting for the pages `marks` names (filled through the returned vector,
+  // which keeps its capacity from earlier writes). REQUIRES: PrepareToWait succeeded.
+  DurabilityMarks* AddWaiting(WriteCallback done);
+  // Moves the waiting writes that `marks` covers, or that the writer failed, to the ready list.
+  void Collect();
+  // Runs the callbacks of the ready writes (callbacks may start new writes); returns how many.
+  uint32_t RunReady();
+
+  // The eventfd the log writer signals while writes wait (null before the first durable write).
+  storage::EventFd* wake() const { return wake_.get(); }
+
+ private:
+  struct Waiting {
+    WriteCallback done;
+    DurabilityMarks marks;
+  };
+  void StopListening();
+
+  LogWriter* const writer_;
+  std::unique_ptr<storage::EventFd> wake_;
+  bool listening_ = false;
+  // waiting_[0, waiting_count_) wait; the rest are spare entries whose marks keep their capacity.
+  std::vector<Waiting> waiting_;
+  size_t waiting_count_ = 0;
+  std::vector<std::pair<WriteCallback, absl::Status>> ready_;
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_ASYNC_WRITES_H_
