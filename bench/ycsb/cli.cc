@@ -124,6 +124,7 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   // GetAsync refuses reads beyond read_queue_depth; scans and hash-mode writes use the same
   // per-thread queue, so keep the engine's default as a floor.
   o.read_queue_depth = std::max<uint32_t>(s.queue_depth, o.read_queue_depth);
+  o.write_queue_depth = std::max<uint32_t>(s.queue_depth, o.write_queue_depth);
   NVKV_ASSIGN(o.cache_bytes, p.GetBytes("nvkv.cache", o.cache_bytes));
   NVKV_ASSIGN(value, p.GetUint("nvkv.shards", o.shard_count));
   o.shard_count = static_cast<uint32_t>(value);

@@ -44,12 +44,17 @@ class LmdbStore final : public Store {
     if (int rc = mdb_txn_commit(txn); rc != 0) return FromMdb(rc, "commit");
     return durable ? FromMdb(mdb_env_sync(env_, 1), "sync") : absl::OkStatus();
   }
-  absl::Status GetAsync(std::string_view key, ReadCallback callback) override {
-    absl::StatusOr<std::string> result = Get(key);
-    reads_.Add(std::move(callback), std::move(result));
+  absl::Status PutAsync(std::string_view key, std::string_view value, bool durable,
+                        WriteCallback callback) override {
+    completions_.AddWrite(std::move(callback), Put(key, value, durable));
     return absl::OkStatus();
   }
-  absl::StatusOr<uint32_t> Poll(uint32_t) override { return reads_.RunReady(); }
+  absl::Status GetAsync(std::string_view key, ReadCallback callback) override {
+    absl::StatusOr<std::string> result = Get(key);
+    completions_.AddRead(std::move(callback), std::move(result));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<uint32_t> Poll(uint32_t) override { return completions_.RunReady(); }
   absl::Status Scan(std::string_view start, size_t limit,
                     std::vector<std::pair<std::string, std::string>>* out) override {
     out->clear();
@@ -97,7 +102,7 @@ class LmdbStore final : public Store {
 
   MDB_env* env_;
   const MDB_dbi dbi_;
-  SynchronousReads reads_;
+  SynchronousCompletions completions_;
 };
 
 }  // namespace

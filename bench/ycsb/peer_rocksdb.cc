@@ -30,18 +30,23 @@ class RocksDbStore final : public Store {
                               rocksdb::Slice(value.data(), value.size())),
                      "put");
   }
+  absl::Status PutAsync(std::string_view key, std::string_view value, bool durable,
+                        WriteCallback callback) override {
+    completions_.AddWrite(std::move(callback), Put(key, value, durable));
+    return absl::OkStatus();
+  }
   absl::Status GetAsync(std::string_view key, ReadCallback callback) override {
     std::string value;
     const rocksdb::Status status =
         db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), &value);
     if (status.ok()) {
-      reads_.Add(std::move(callback), std::move(value));
+      completions_.AddRead(std::move(callback), std::move(value));
     } else {
-      reads_.Add(std::move(callback), FromRocks(status, "get"));
+      completions_.AddRead(std::move(callback), FromRocks(status, "get"));
     }
     return absl::OkStatus();
   }
-  absl::StatusOr<uint32_t> Poll(uint32_t) override { return reads_.RunReady(); }
+  absl::StatusOr<uint32_t> Poll(uint32_t) override { return completions_.RunReady(); }
   absl::Status Scan(std::string_view start, size_t limit,
                     std::vector<std::pair<std::string, std::string>>* out) override {
     out->clear();
@@ -58,7 +63,7 @@ class RocksDbStore final : public Store {
 
  private:
   std::unique_ptr<rocksdb::DB> db_;
-  SynchronousReads reads_;
+  SynchronousCompletions completions_;
 };
 
 }  // namespace

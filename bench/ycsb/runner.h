@@ -4,18 +4,20 @@
 // How a client thread works (closed loop, like YCSB's ClientThread, but asynchronous):
 //   - it issues operations until `queue_depth` are in flight or its share of the operation
 //     count is issued. A read, an update and a read-modify-write start with Store::GetAsync and
-//     stay in flight; an insert and a scan are synchronous (Store::Put, Store::Scan) and finish
-//     before the next operation is issued;
+//     stay in flight; an insert is a Store::PutAsync that stays in flight until the store calls
+//     back (as durable as nvkv.durable asks); a scan is synchronous (Store::Scan);
 //   - every nvkv.submitbatch reads (default 1) Store::Poll(0) pushes them to the device; then
-//     Store::Poll(1) submits what is still queued and waits for at least one completion (one
-//     io_uring_enter for both); the GetAsync callbacks only note which slot
-//     finished, and the thread finishes those operations after Poll returns: a read checks
-//     the record; an update (writeallfields=false, YCSB's default) replaces one field of the
-//     record it read and writes it back with Store::Put, as YCSB's RocksDB binding does; a
-//     read-modify-write does the same and records READ, UPDATE and READ-MODIFY-WRITE.
-//     With writeallfields=true an update is a blind Store::Put of a whole new record.
-// Latency is measured from the issue of an operation to its end on the client thread, so time a
-// completed read waits while the thread is busy in a synchronous Put counts (as in YCSB).
+//     Store::Poll(1) submits what is still queued and waits for at least one completion, read or
+//     write (one io_uring_enter); the callbacks only note which slot finished, and the thread
+//     finishes those operations after Poll returns: a read checks the record; an update
+//     (writeallfields=false, YCSB's default) replaces one field of the record it read and writes
+//     it back with Store::PutAsync, as YCSB's RocksDB binding does (with Put), and stays in
+//     flight until the write calls back; a read-modify-write does the same and records READ,
+//     UPDATE and READ-MODIFY-WRITE. With writeallfields=true an update is a blind PutAsync of a
+//     whole new record. The peers do each PutAsync synchronously (store.h), so for them this is
+//     YCSB's loop.
+// Latency is measured from the issue of an operation to its end on the client thread (a write's
+// callback), so time a completed operation waits while the thread is busy counts (as in YCSB).
 //
 // Durability: run-phase writes use WriteOptions::durable = nvkv.durable (default true). The load
 // phase uses nvkv.load.durable (default false, like a bulk loader) and ends with Store::Flush(),

@@ -12,6 +12,10 @@ class NvkvStore final : public Store {
   absl::Status Put(std::string_view key, std::string_view value, bool durable) override {
     return db_->Put(key, value, WriteOptions{.durable = durable});
   }
+  absl::Status PutAsync(std::string_view key, std::string_view value, bool durable,
+                        WriteCallback callback) override {
+    return db_->PutAsync(key, value, std::move(callback), WriteOptions{.durable = durable});
+  }
   absl::Status GetAsync(std::string_view key, ReadCallback callback) override {
     return db_->GetAsync(key, std::move(callback));
   }
@@ -107,20 +111,31 @@ absl::StatusOr<std::unique_ptr<Store>> OpenPeerStore(Engine engine, const PeerOp
   return absl::InvalidArgumentError("not a peer: nvkv");
 }
 
-SynchronousReads::Queues& SynchronousReads::ThisThread() {
+SynchronousCompletions::Queues& SynchronousCompletions::ThisThread() {
   thread_local Queues queues;
   return queues;
 }
 
-void SynchronousReads::Add(ReadCallback callback, absl::StatusOr<std::string> result) {
-  ThisThread().ready.push_back(Ready{std::move(callback), std::move(result)});
+void SynchronousCompletions::AddRead(ReadCallback callback, absl::StatusOr<std::string> result) {
+  ThisThread().ready.push_back(Ready{std::move(callback), nullptr, std::move(result), {}});
 }
 
-uint32_t SynchronousReads::RunReady() {
+void SynchronousCompletions::AddWrite(WriteCallback callback, absl::Status status) {
+  ThisThread().ready.push_back(
+      Ready{nullptr, std::move(callback), absl::UnknownError("no read"), std::move(status)});
+}
+
+uint32_t SynchronousCompletions::RunReady() {
   Queues& queues = ThisThread();
-  // Callbacks may start new reads: those land in `ready`, for the next Poll.
+  // Callbacks may start new reads and writes: those land in `ready`, for the next Poll.
   queues.running.swap(queues.ready);
-  for (Ready& r : queues.running) r.callback(std::move(r.result));
+  for (Ready& r : queues.running) {
+    if (r.read) {
+      r.read(std::move(r.result));
+    } else {
+      r.write(std::move(r.status));
+    }
+  }
   const uint32_t ran = static_cast<uint32_t>(queues.running.size());
   queues.running.clear();  // keeps its capacity: no allocation per read
   return ran;

@@ -1,11 +1,11 @@
 // The store a YCSB run drives: nvkv (nvkv::DB, with any number of reads in flight per client
 // thread) or, for side-by-side comparisons on the same machine with the same request stream,
 // RocksDB or LMDB from Debian's packages (librocksdb-dev, liblmdb-dev), built in when CMake finds
-// them and never required. The peers answer each read synchronously: their clients run one
-// operation at a time per thread (queue depth 1), as YCSB's own bindings for them do.
+// them and never required. The peers answer each read and write synchronously: their clients run
+// one operation at a time per thread (queue depth 1), as YCSB's own bindings for them do.
 //
-// Thread contract: every method but Close from any client thread; GetAsync's callback runs in a
-// later Poll of the same thread. Close once every client thread is done.
+// Thread contract: every method but Close from any client thread; GetAsync's and PutAsync's
+// callbacks run in a later Poll of the same thread. Close once every client thread is done.
 #ifndef NVKV_BENCH_YCSB_STORE_H_
 #define NVKV_BENCH_YCSB_STORE_H_
 
@@ -25,6 +25,7 @@
 namespace nvkv::ycsb {
 
 using ReadCallback = std::function<void(absl::StatusOr<std::string>)>;
+using WriteCallback = std::function<void(absl::Status)>;
 
 class Store {
  public:
@@ -32,8 +33,12 @@ class Store {
   // Durable when it returns, if `durable` (each store's own way: nvkv's group commit, RocksDB's
   // WAL sync, LMDB's sync of its map).
   virtual absl::Status Put(std::string_view key, std::string_view value, bool durable) = 0;
+  // Put, with its outcome (as durable as asked) given to `callback` in a later Poll.
+  virtual absl::Status PutAsync(std::string_view key, std::string_view value, bool durable,
+                                WriteCallback callback) = 0;
   virtual absl::Status GetAsync(std::string_view key, ReadCallback callback) = 0;
-  // Runs the callbacks of finished reads of this thread, after waiting for `min_complete`.
+  // Runs the callbacks of finished reads and writes of this thread, after waiting for
+  // `min_complete`.
   virtual absl::StatusOr<uint32_t> Poll(uint32_t min_complete) = 0;
   // Up to `limit` records from `start` on, in key order.
   virtual absl::Status Scan(std::string_view start, size_t limit,
@@ -66,17 +71,20 @@ struct PeerOptions {
 absl::StatusOr<std::unique_ptr<Store>> OpenPeerStore(Engine engine, const PeerOptions& options,
                                                       const std::string& dir);
 
-// For peers: a read is done when GetAsync returns; its callback waits for the next Poll of the
-// thread, as the Store contract says.
-class SynchronousReads {
+// For peers: a read or write is done when GetAsync or PutAsync returns; its callback waits for
+// the next Poll of the thread, as the Store contract says.
+class SynchronousCompletions {
  public:
-  void Add(ReadCallback callback, absl::StatusOr<std::string> result);
+  void AddRead(ReadCallback callback, absl::StatusOr<std::string> result);
+  void AddWrite(WriteCallback callback, absl::Status status);
   uint32_t RunReady();
 
  private:
   struct Ready {
-    ReadCallback callback;
+    ReadCallback read;  // with `result`, or
+    WriteCallback write;  // with `status`
     absl::StatusOr<std::string> result;
+    absl::Status status;
   };
   struct Queues {
     std::vector<Ready> ready, running;
