@@ -232,6 +232,9 @@ void nvkv_options_set_page_buffers_per_shard(nvkv_options_t* o, uint32_t v) {
 void nvkv_options_set_read_queue_depth(nvkv_options_t* o, uint32_t v) {
   o->options.read_queue_depth = v;
 }
+void nvkv_options_set_write_queue_depth(nvkv_options_t* o, uint32_t v) {
+  o->options.write_queue_depth = v;
+}
 void nvkv_options_set_cache_bytes(nvkv_options_t* o, uint64_t v) { o->options.cache_bytes = v; }
 void nvkv_options_set_lock_wait_ms(nvkv_options_t* o, uint32_t v) { o->options.lock_wait_ms = v; }
 void nvkv_options_set_backend(nvkv_options_t* o, int v) {
@@ -313,17 +316,78 @@ void nvkv_writebatch_delete(nvkv_writebatch_t* batch, const char* key, size_t ke
   AddToBatch(batch, [&] { batch->batch.Delete(View(key, keylen)); });
 }
 
+namespace {
+
+// A batch missing an op (nvkv_writebatch_t::incomplete) is never written: true when refused.
+bool RefuseIncompleteBatch(const nvkv_writebatch_t& batch, char** errptr) {
+  if (!batch.incomplete) return false;
+  SaveErrorNoThrow(absl::ResourceExhaustedError(
+                       "out of memory: an op could not be added to this batch, so none of it "
+                       "is written (nvkv_writebatch_clear to start again)"),
+                   errptr);
+  return true;
+}
+
+}  // namespace
+
 void nvkv_write(nvkv_t* db, const nvkv_writeoptions_t* options, const nvkv_writebatch_t* batch,
                 char** errptr) {
-  if (batch->incomplete) {
-    SaveErrorNoThrow(absl::ResourceExhaustedError(
-                         "out of memory: an op could not be added to this batch, so none of it "
-                         "is written (nvkv_writebatch_clear to start again)"),
-                     errptr);
-    return;
-  }
+  if (RefuseIncompleteBatch(*batch, errptr)) return;
   Guard(errptr, [&] { SaveError(db->db->Write(batch->batch, WriteOptionsOf(options)), errptr); });
 }
+
+namespace {
+
+// A C write callback as the C++ API's: the error text lives for the call only.
+std::function<void(absl::Status)> WriteCallbackOf(nvkv_write_callback done, void* arg) {
+  return [done, arg](absl::Status status) {
+    if (status.ok()) {
+      done(arg, nullptr);
+      return;
+    }
+    std::string err;
+    try {
+      err = ErrorText(status);
+    } catch (...) {
+      done(arg, "RESOURCE_EXHAUSTED: out of memory");
+      return;
+    }
+    done(arg, err.c_str());
+  };
+}
+
+}  // namespace
+
+void nvkv_put_async(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key,
+                    size_t keylen, const char* val, size_t vallen, nvkv_write_callback done,
+                    void* arg, char** errptr) {
+  Guard(errptr, [&] {
+    SaveError(db->db->PutAsync(View(key, keylen), View(val, vallen), WriteCallbackOf(done, arg),
+                               WriteOptionsOf(options)),
+              errptr);
+  });
+}
+
+void nvkv_delete_async(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key,
+                       size_t keylen, nvkv_write_callback done, void* arg, char** errptr) {
+  Guard(errptr, [&] {
+    SaveError(
+        db->db->DeleteAsync(View(key, keylen), WriteCallbackOf(done, arg), WriteOptionsOf(options)),
+        errptr);
+  });
+}
+
+void nvkv_write_async(nvkv_t* db, const nvkv_writeoptions_t* options,
+                      const nvkv_writebatch_t* batch, nvkv_write_callback done, void* arg,
+                      char** errptr) {
+  if (RefuseIncompleteBatch(*batch, errptr)) return;
+  Guard(errptr, [&] {
+    SaveError(db->db->WriteAsync(batch->batch, WriteCallbackOf(done, arg), WriteOptionsOf(options)),
+              errptr);
+  });
+}
+
+uint32_t nvkv_pending_writes(nvkv_t* db) { return db->db->PendingWrites(); }
 
 void nvkv_flush(nvkv_t* db, char** errptr) {
   Guard(errptr, [&] { SaveError(db->db->Flush(), errptr); });

@@ -115,6 +115,7 @@ extern void nvkv_options_set_segment_bytes(nvkv_options_t* options, uint32_t val
 extern void nvkv_options_set_shard_count(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_page_buffers_per_shard(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_read_queue_depth(nvkv_options_t* options, uint32_t value);
+extern void nvkv_options_set_write_queue_depth(nvkv_options_t* options, uint32_t value);
 /* Options::cache_bytes: bytes for the record cache; 0 turns it off. */
 extern void nvkv_options_set_cache_bytes(nvkv_options_t* options, uint64_t value);
 /* NVKV_BACKEND_*; anything else makes nvkv_open fail. */
@@ -162,6 +163,24 @@ extern void nvkv_writebatch_delete(nvkv_writebatch_t* batch, const char* key, si
 extern void nvkv_write(nvkv_t* db, const nvkv_writeoptions_t* options,
                        const nvkv_writebatch_t* batch, char** errptr);
 
+/* Called once per asynchronous write, on the thread that started it, inside nvkv_poll, when
+   the write is as durable as its options ask. err == NULL: done. err != NULL: its durability
+   is unknown (see nvkv::DB::PutAsync); `err` is valid during the call only (do not free it). */
+typedef void (*nvkv_write_callback)(void* arg, const char* err);
+/* Asynchronous nvkv_put, nvkv_delete and nvkv_write (see nvkv::DB::PutAsync): applied when the
+   call returns; `done(arg, ...)` runs in a later nvkv_poll on this thread. On failure (*errptr
+   set) nothing is written and `done` never runs. */
+extern void nvkv_put_async(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key,
+                           size_t keylen, const char* val, size_t vallen,
+                           nvkv_write_callback done, void* arg, char** errptr);
+extern void nvkv_delete_async(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key,
+                              size_t keylen, nvkv_write_callback done, void* arg, char** errptr);
+extern void nvkv_write_async(nvkv_t* db, const nvkv_writeoptions_t* options,
+                             const nvkv_writebatch_t* batch, nvkv_write_callback done, void* arg,
+                             char** errptr);
+/* Asynchronous writes started on this thread whose callbacks have not run. */
+extern uint32_t nvkv_pending_writes(nvkv_t* db);
+
 /* Makes every earlier write durable. */
 extern void nvkv_flush(nvkv_t* db, char** errptr);
 /* Cleans every segment holding dead records, now. */
@@ -191,8 +210,8 @@ typedef void (*nvkv_get_callback)(void* arg, uint8_t found, const char* val, siz
    this thread. On failure (*errptr set) `done` never runs. */
 extern void nvkv_get_async(nvkv_t* db, const char* key, size_t keylen, nvkv_get_callback done,
                            void* arg, char** errptr);
-/* Waits until at least `min_complete` of this thread's reads finished (0: never waits), runs
-   their callbacks, and returns how many ran (0 on error). */
+/* Waits until at least `min_complete` of this thread's asynchronous reads and writes finished
+   (0: never waits), runs their callbacks, and returns how many ran (0 on error). */
 extern uint32_t nvkv_poll(nvkv_t* db, uint32_t min_complete, char** errptr);
 /* Reads started on this thread whose callbacks have not run. */
 extern uint32_t nvkv_pending_reads(nvkv_t* db);
