@@ -233,7 +233,8 @@ struct Options {
 struct WriteOptions {
   // true: the write is on stable media when the call returns OK (its page, and every earlier
   //   page of the same log, were written with FUA or written and then flushed). A crash or power
-  //   loss after that loses nothing of it.
+  //   loss after that loses nothing of it. For DB::PutAsync, DeleteAsync and WriteAsync: when
+  //   its callback runs with OK (the same promise, made later).
   // false: the write is in memory when the call returns OK, and visible to readers at once. It
   //   reaches the device within Options::max_write_delay_us or at the next DB::Flush(), and is
   //   durable once a later durable write or DB::Flush() has returned OK, and at the latest
