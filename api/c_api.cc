@@ -168,6 +168,34 @@ void MoveIterator(nvkv_iterator_t* iter, Move move) noexcept {
   }
 }
 
+// A C write callback as the C++ API's: the error text lives for the call only.
+std::function<void(absl::Status)> WriteCallbackOf(nvkv_write_callback done, void* arg) {
+  return [done, arg](absl::Status status) {
+    if (status.ok()) {
+      done(arg, nullptr);
+      return;
+    }
+    std::string err;
+    try {
+      err = ErrorText(status);
+    } catch (...) {
+      done(arg, "RESOURCE_EXHAUSTED: out of memory");
+      return;
+    }
+    done(arg, err.c_str());
+  };
+}
+
+// A batch missing an op (nvkv_writebatch_t::incomplete) is never written: true when refused.
+bool RefuseIncompleteBatch(const nvkv_writebatch_t& batch, char** errptr) {
+  if (!batch.incomplete) return false;
+  SaveErrorNoThrow(absl::ResourceExhaustedError(
+                       "out of memory: an op could not be added to this batch, so none of it "
+                       "is written (nvkv_writebatch_clear to start again)"),
+                   errptr);
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -316,47 +344,11 @@ void nvkv_writebatch_delete(nvkv_writebatch_t* batch, const char* key, size_t ke
   AddToBatch(batch, [&] { batch->batch.Delete(View(key, keylen)); });
 }
 
-namespace {
-
-// A batch missing an op (nvkv_writebatch_t::incomplete) is never written: true when refused.
-bool RefuseIncompleteBatch(const nvkv_writebatch_t& batch, char** errptr) {
-  if (!batch.incomplete) return false;
-  SaveErrorNoThrow(absl::ResourceExhaustedError(
-                       "out of memory: an op could not be added to this batch, so none of it "
-                       "is written (nvkv_writebatch_clear to start again)"),
-                   errptr);
-  return true;
-}
-
-}  // namespace
-
 void nvkv_write(nvkv_t* db, const nvkv_writeoptions_t* options, const nvkv_writebatch_t* batch,
                 char** errptr) {
   if (RefuseIncompleteBatch(*batch, errptr)) return;
   Guard(errptr, [&] { SaveError(db->db->Write(batch->batch, WriteOptionsOf(options)), errptr); });
 }
-
-namespace {
-
-// A C write callback as the C++ API's: the error text lives for the call only.
-std::function<void(absl::Status)> WriteCallbackOf(nvkv_write_callback done, void* arg) {
-  return [done, arg](absl::Status status) {
-    if (status.ok()) {
-      done(arg, nullptr);
-      return;
-    }
-    std::string err;
-    try {
-      err = ErrorText(status);
-    } catch (...) {
-      done(arg, "RESOURCE_EXHAUSTED: out of memory");
-      return;
-    }
-    done(arg, err.c_str());
-  };
-}
-
-}  // namespace
 
 void nvkv_put_async(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key,
                     size_t keylen, const char* val, size_t vallen, nvkv_write_callback done,

@@ -44,7 +44,8 @@ const char kUsage[] =
     "nvkv properties: nvkv.queuedepth (default 1), nvkv.submitbatch (1), nvkv.durable (true),\n"
     "nvkv.load.durable (false; the load ends with a Flush), nvkv.capacity (3x the data,\n"
     "min 256m), "
-"nvkv.index=auto|hash|ordered, nvkv.shards, nvkv.backend=auto|direct|sync|nvme,\n"
+"nvkv.index=auto|hash|ordered, nvkv.shards, nvkv.page_bytes (a new store's; 4096),\n"
+    "nvkv.backend=auto|direct|sync|nvme,\n"
     "nvkv.max_write_delay_us, nvkv.durable_writes=auto|fua|flush, nvkv.single_issuer,\n"
     "nvkv.cache (record cache bytes, default\n"
     "32m; 0 off), nvkv.seed; warmupoperationcount=N runs N operations of the mix before the\n"
@@ -128,6 +129,8 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   NVKV_ASSIGN(o.cache_bytes, p.GetBytes("nvkv.cache", o.cache_bytes));
   NVKV_ASSIGN(value, p.GetUint("nvkv.shards", o.shard_count));
   o.shard_count = static_cast<uint32_t>(value);
+  NVKV_ASSIGN(value, p.GetUint("nvkv.page_bytes", o.page_bytes));
+  o.page_bytes = static_cast<uint32_t>(value);
   NVKV_ASSIGN(o.single_issuer, p.GetBool("nvkv.single_issuer", o.single_issuer));
   NVKV_ASSIGN(value, p.GetUint("nvkv.max_write_delay_us", o.max_write_delay_us));
   o.max_write_delay_us = static_cast<uint32_t>(value);

@@ -37,6 +37,8 @@ tests=(
   # either: the cache is where reads and writes now meet (the default and a tiny one run).
   "engine_test -*MatchesMapModelAcrossReopens*:*NoCache*"
   "cache_test *"                  # readers racing writers of the same keys through the cache
+  "async_write_test *"            # asynchronous writes: the writer thread signals the pollers
+  "event_fd_test *"               # a signal from another thread ends a blocking reap
 )
 
 CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
