@@ -54,12 +54,15 @@ class AsyncWrites {
   // The eventfd the log writer signals while writes wait (null before the first durable write).
   storage::EventFd* wake() const { return wake_.get(); }
 
+  // No longer a listener of the log writer (writes still waiting are abandoned: their callbacks
+  // never run). Before the log writer goes; idempotent.
+  void StopListening();
+
  private:
   struct Waiting {
     WriteCallback done;
     DurabilityMarks marks;
   };
-  void StopListening();
 
   LogWriter* const writer_;
   std::unique_ptr<storage::EventFd> wake_;

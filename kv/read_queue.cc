@@ -115,8 +115,9 @@ void ReadQueueSet::Release(ReadQueue* queue) {
     owned = std::move(it->second);
     queues_.erase(it);
     // The device (ring, descriptor) goes under the lock, so a concurrent Close does not
-    // release the device lock while this descriptor is still open.
-    owned->device.reset();
+    // release the device lock while this descriptor is still open, and so does the write
+    // listener, which a concurrent Close would otherwise leave pointing at a freed log writer.
+    owned->Shutdown();
   }
   owned.reset();  // ops and abandoned callbacks, outside the lock
 }

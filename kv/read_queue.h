@@ -81,14 +81,20 @@ class ReadQueue {
  public:
   ReadQueue(const PageLookup* lookup, std::unique_ptr<storage::Device> device, uint32_t depth,
             LogWriter* writer);
-  // The device goes first: it waits out reads still in flight, whose requests live in `ops`,
-  // and the write listener's event wait armed on it, which a signal ends.
-  ~ReadQueue() {
+  ~ReadQueue() { Shutdown(); }
+
+  // Lets go of the engine's parts: the device goes first (it waits out reads still in flight,
+  // whose requests live in `ops`, and the write listener's event wait armed on it, which a
+  // signal ends), then the writes stop listening to the log writer. What is left (ops,
+  // callbacks) needs nothing of the engine. Idempotent.
+  void Shutdown() {
     if (writes.wake() != nullptr && writes.wake()->armed()) writes.wake()->Signal();
     device.reset();
+    writes.StopListening();
   }
 
   // Reads in flight on the device (its requests, less the write listener's armed event).
+  // REQUIRES: not Shutdown.
   uint32_t reads_in_flight() const {
     const bool armed = writes.wake() != nullptr && writes.wake()->armed();
     return device->in_flight() - (armed ? 1 : 0);
