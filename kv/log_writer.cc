@@ -62,7 +62,8 @@ absl::Status LogWriter::ReapOrWake() {
   const uint32_t wait_for = !woken && wake_event_->ArmOn(*queue_) ? 1 : 0;
   absl::StatusOr<uint32_t> reaped = queue_->Reap(wait_for);
   reaping_.store(false);
-  wake_event_->TakeSignal();
+  // A signal sent after the wake_ check above (and not read by an armed wait) stays in the
+  // eventfd and only makes the next armed wait end at once: one extra pass, no system call now.
   return reaped.status();
 }
 

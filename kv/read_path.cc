@@ -99,7 +99,7 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
       writes.Collect();
       if (writes.has_waiting()) writes.wake()->Wait();
     }
-    if (writes.wake() != nullptr) writes.wake()->TakeSignal();  // what woke us is handled below
+    // Whatever woke the thread (a stale signal at worst: the loop checks again) is handled here.
     writes.Collect();
     run_ready();
   }

@@ -56,20 +56,24 @@ void EventFd::OnWaitDone(IoRequest* request) {
 
 void EventFd::Wait() {
   NVKV_CHECK(!armed_);
-  while (!TakeSignalWithin(-1)) {
+  if (fired_) {
+    fired_ = false;
+    return;
+  }
+  // A blocking eventfd (so that an io_uring read of it waits for a signal instead of failing
+  // with EAGAIN): one read both waits and takes the count.
+  uint64_t count = 0;
+  while (read(fd_, &count, sizeof(count)) < 0 && errno == EINTR) {
   }
 }
 
-bool EventFd::TakeSignal() { return TakeSignalWithin(0); }
-
-bool EventFd::TakeSignalWithin(int timeout_ms) {
+bool EventFd::TakeSignal() {
   bool taken = fired_;
   fired_ = false;
   if (taken || armed_) return taken;  // an armed read takes the count itself
-  // A blocking eventfd (an io_uring read of it then waits for a signal instead of failing with
-  // EAGAIN): read only once poll says the count is non-zero.
+  // Read only once poll says the count is non-zero: the read would block otherwise.
   pollfd readable{fd_, POLLIN, 0};
-  if (poll(&readable, 1, timeout_ms) <= 0 || (readable.revents & POLLIN) == 0) return false;
+  if (poll(&readable, 1, 0) <= 0 || (readable.revents & POLLIN) == 0) return false;
   uint64_t count = 0;
   return read(fd_, &count, sizeof(count)) == static_cast<ssize_t>(sizeof(count));
 }

@@ -37,17 +37,18 @@ class EventFd {
   bool ArmOn(Device& queue);
   bool armed() const { return armed_; }
 
-  // Blocks until signalled (consuming the signal). Only while no wait request is armed.
+  // Blocks until signalled (consuming the signal), or returns at once when the armed request
+  // completed since the last Wait or TakeSignal. Only while no wait request is armed. A signal
+  // nobody waited for is kept, so a later Wait may return for it: callers check what they wait
+  // for and wait again.
   void Wait();
-  // Consumes a pending signal without blocking; true when there was one (or the armed request
-  // completed since the last call).
+  // Consumes a pending signal without blocking (a system call unless armed); true when there
+  // was one, or the armed request completed since the last call.
   bool TakeSignal();
 
  private:
   explicit EventFd(int fd) : fd_(fd) {}
   static void OnWaitDone(IoRequest* request);
-  // TakeSignal, waiting up to `timeout_ms` (-1: for ever) for a signal when none is pending.
-  bool TakeSignalWithin(int timeout_ms);
 
   const int fd_;
   IoRequest wait_;     // the armed request, when armed_
