@@ -186,6 +186,14 @@ std::function<void(absl::Status)> WriteCallbackOf(nvkv_write_callback done, void
   };
 }
 
+// An asynchronous call without a callback would crash when its outcome is due: refused at once
+// (true when `missing`).
+bool RefuseNullCallback(bool missing, char** errptr) {
+  if (!missing) return false;
+  Guard(errptr, [&] { SaveError(absl::InvalidArgumentError("no callback (done is NULL)"), errptr); });
+  return true;
+}
+
 // A batch missing an op (nvkv_writebatch_t::incomplete) is never written: true when refused.
 bool RefuseIncompleteBatch(const nvkv_writebatch_t& batch, char** errptr) {
   if (!batch.incomplete) return false;
@@ -353,6 +361,7 @@ void nvkv_write(nvkv_t* db, const nvkv_writeoptions_t* options, const nvkv_write
 void nvkv_put_async(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key,
                     size_t keylen, const char* val, size_t vallen, nvkv_write_callback done,
                     void* arg, char** errptr) {
+  if (RefuseNullCallback(done == nullptr, errptr)) return;
   Guard(errptr, [&] {
     SaveError(db->db->PutAsync(View(key, keylen), View(val, vallen), WriteCallbackOf(done, arg),
                                WriteOptionsOf(options)),
@@ -362,6 +371,7 @@ void nvkv_put_async(nvkv_t* db, const nvkv_writeoptions_t* options, const char* 
 
 void nvkv_delete_async(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key,
                        size_t keylen, nvkv_write_callback done, void* arg, char** errptr) {
+  if (RefuseNullCallback(done == nullptr, errptr)) return;
   Guard(errptr, [&] {
     SaveError(
         db->db->DeleteAsync(View(key, keylen), WriteCallbackOf(done, arg), WriteOptionsOf(options)),
@@ -372,6 +382,7 @@ void nvkv_delete_async(nvkv_t* db, const nvkv_writeoptions_t* options, const cha
 void nvkv_write_async(nvkv_t* db, const nvkv_writeoptions_t* options,
                       const nvkv_writebatch_t* batch, nvkv_write_callback done, void* arg,
                       char** errptr) {
+  if (RefuseNullCallback(done == nullptr, errptr)) return;
   if (RefuseIncompleteBatch(*batch, errptr)) return;
   Guard(errptr, [&] {
     SaveError(db->db->WriteAsync(batch->batch, WriteCallbackOf(done, arg), WriteOptionsOf(options)),
@@ -442,6 +453,7 @@ void nvkv_multiget(nvkv_t* db, size_t num_keys, const char* const* keys, const s
 
 void nvkv_get_async(nvkv_t* db, const char* key, size_t keylen, nvkv_get_callback done,
                     void* arg, char** errptr) {
+  if (RefuseNullCallback(done == nullptr, errptr)) return;
   auto on_done = [done, arg](absl::StatusOr<std::string> value) {
     if (value.ok()) {
       done(arg, 1, value->data(), value->size(), nullptr);

@@ -96,7 +96,10 @@ void Compactor::Loop() {
       }
       if (!status.ok()) {
         segments_.Unpick(*victim);
-        if (!absl::IsResourceExhausted(status)) error_.Set(status);
+        if (!absl::IsResourceExhausted(status)) {
+          error_.Set(status);
+          writer_.Wake();  // it tells the asynchronous writes waiting that none will be durable
+        }
         break;
       }
     }

@@ -38,8 +38,6 @@ void LogWriter::Stop() {
   if (!thread_.joinable()) return;
   Wake();
   thread_.join();
-  // A wait still armed would hold up the queue's destructor.
-  if (wake_event_->armed()) wake_event_->Signal();
 }
 
 void LogWriter::Wake() {
@@ -58,9 +56,11 @@ absl::Status LogWriter::ReapOrWake() {
     absl::MutexLock lock(&mu_);
     woken = wake_;
   }
-  // Woken already: collect the new work at once (and whatever completed meanwhile).
-  const uint32_t wait_for = !woken && wake_event_->ArmOn(*queue_) ? 1 : 0;
-  absl::StatusOr<uint32_t> reaped = queue_->Reap(wait_for);
+  // Woken already: collect the new work at once (and whatever completed meanwhile). Else wait
+  // for a completion or the wake event; where the event cannot be armed, for a completion only
+  // (as on queues that finish everything inside Reap).
+  if (!woken) wake_event_->ArmOn(*queue_);
+  absl::StatusOr<uint32_t> reaped = queue_->Reap(woken ? 0 : 1);
   reaping_.store(false);
   // A signal sent after the wake_ check above (and not read by an armed wait) stays in the
   // eventfd and only makes the next armed wait end at once: one extra pass, no system call now.
@@ -320,6 +320,9 @@ void LogWriter::Loop() {
   // Since when (writer's clock, microseconds) some completed page has been neither durable nor
   // covered by a flush in flight; 0 while there is none.
   uint64_t unflushed_since_us = 0;
+  // Whether the listeners have heard of the sticky failure: after it nothing more becomes
+  // durable, and they must not wait for a move of a durable prefix that will never come.
+  bool failure_announced = false;
   while (true) {
     pass.pages.clear();
     pass.want_flush = pass.open_pages = pass.unflushed = pass.unfinished = false;
@@ -328,7 +331,9 @@ void LogWriter::Loop() {
       absl::MutexLock lock(&mu_);
       wake_ = false;
     }
-    NotifyListeners(/*always=*/false);
+    const bool announce_failure = !failure_announced && error_.failed();
+    failure_announced = failure_announced || announce_failure;
+    NotifyListeners(/*always=*/announce_failure);
     const uint64_t now = NowMicros();
     const bool stopping = stopping_.load();
     for (const auto& shard : shards_) CollectShard(*shard, now, stopping, &pass);
@@ -361,6 +366,11 @@ void LogWriter::Loop() {
     }
     if (stopping && pass.pages.empty() && !pass.want_flush && !pass.open_pages) break;
     Sleep(pass, now, flush_due_us);
+  }
+  // Only this thread may enter its queue's ring: end the wake event's wait here, not in the
+  // destructor on the closing thread.
+  if (absl::Status disarmed = wake_event_->Disarm(*queue_); !disarmed.ok()) {
+    error_.Set(disarmed);
   }
   // Whoever still waits for a page to become durable or for a page buffer would wait forever:
   // wake them all, to find exited_ (Status) under their shard's lock.

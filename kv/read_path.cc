@@ -95,13 +95,22 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
       if (!reaped.ok()) return reaped.status();
     } else {
       // Checked once more after the last Collect: the writer signals after each move, so a
-      // write that became durable since is either seen here or has signalled.
+      // write that became durable since is either seen here or has signalled. Callbacks that
+      // are due run first.
       writes.Collect();
-      if (writes.has_waiting()) writes.wake()->Wait();
+      if (writes.has_waiting() && !writes.has_ready()) writes.wake()->Wait();
     }
     // Whatever woke the thread (a stale signal at worst: the loop checks again) is handled here.
     writes.Collect();
     run_ready();
+  }
+  // No write waits any more: end the event's wait now, on this thread (the only one that may
+  // enter this queue's ring), so that nothing is left in flight when another thread closes the
+  // store and destroys the queue.
+  if (!writes.has_waiting() && writes.wake() != nullptr && writes.wake()->armed()) {
+    absl::Status disarmed = writes.wake()->Disarm(*queue.device);
+    if (!disarmed.ok()) return disarmed;
+    run_ready();  // reads that completed meanwhile
   }
   return static_cast<uint32_t>(queue.finished - before);
 }

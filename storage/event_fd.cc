@@ -38,6 +38,7 @@ void EventFd::Signal() {
 
 bool EventFd::ArmOn(Device& queue) {
   if (armed_) return true;
+  if (unsupported_) return false;
   wait_ = IoRequest{};
   wait_.op = IoOp::kWaitEvent;
   wait_.event_fd = fd_;
@@ -52,6 +53,20 @@ void EventFd::OnWaitDone(IoRequest* request) {
   auto* self = static_cast<EventFd*>(request->context);
   self->armed_ = false;
   self->fired_ = true;
+  // A read the ring cannot do (an IOPOLL ring answers EOPNOTSUPP at once) would otherwise end
+  // every wait at once, and the caller would spin.
+  if (!request->status.ok()) self->unsupported_ = true;
+}
+
+absl::Status EventFd::Disarm(Device& queue) {
+  if (!armed_) return absl::OkStatus();
+  Signal();
+  while (armed_) {
+    absl::StatusOr<uint32_t> reaped = queue.Reap(1);
+    if (!reaped.ok()) return reaped.status();
+  }
+  fired_ = false;
+  return absl::OkStatus();
 }
 
 void EventFd::Wait() {

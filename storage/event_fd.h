@@ -32,10 +32,16 @@ class EventFd {
   void Signal();
 
   // Keeps a wait request in flight on `queue` (the owner's): nothing when one is armed already.
-  // Returns false when the queue cannot wait for events (not io_uring): the caller then must not
-  // block in Reap expecting a Signal to end it.
+  // Returns false when the queue cannot wait for events (not io_uring, an IOPOLL ring, or no
+  // room): the caller then must not block in Reap expecting a Signal to end it.
   bool ArmOn(Device& queue);
   bool armed() const { return armed_; }
+  // Ends an armed wait on `queue` (a Signal, then Reap on it until the request completed; other
+  // completions meanwhile run their callbacks as any Reap does), so that nothing of this object
+  // is left in flight: a queue's ring may only be entered by its own thread, so the owner does
+  // this before it leaves the queue to be destroyed elsewhere. Returns the queue's error, if a
+  // Reap failed.
+  absl::Status Disarm(Device& queue);
 
   // Blocks until signalled (consuming the signal), or returns at once when the armed request
   // completed since the last Wait or TakeSignal. Only while no wait request is armed. A signal
@@ -54,6 +60,7 @@ class EventFd {
   IoRequest wait_;     // the armed request, when armed_
   bool armed_ = false;
   bool fired_ = false;  // the armed request completed; TakeSignal reports it once
+  bool unsupported_ = false;  // a wait failed (e.g. an IOPOLL ring): ArmOn refuses from then on
 };
 
 }  // namespace nvkv::storage

@@ -334,6 +334,9 @@ int main(void) {
     nvkv_writebatch_destroy(batch);
     nvkv_put_async(db, NULL, "", 0, "x", 1, OnWriteDone, &never, &err);
     CHECK_ERROR_CODE(err, NVKV_INVALID_ARGUMENT);
+    nvkv_put_async(db, NULL, "async3", 6, "x", 1, NULL, NULL, &err);
+    CHECK_ERROR_CODE(err, NVKV_INVALID_ARGUMENT);
+    CheckGet(db, "async3", NULL);
     /* Applied already; the callbacks wait for nvkv_poll. */
     CheckGet(db, "async", "A");
     CheckGet(db, "async2", "B");

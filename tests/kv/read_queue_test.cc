@@ -233,6 +233,50 @@ TEST(ReadQueueTest, StoreClosingWhileThreadsWithWaitingWritesExit) {
   EXPECT_EQ(*(*engine)->Get("w3-2"), "v");
 }
 
+// A queue's ring is entered only by its own thread (registered ring descriptors are per thread,
+// and DEFER_TASKRUN rings refuse other threads): so no queue may be left with a request in
+// flight for another thread to wait out when it is destroyed. Here this thread reads store B,
+// then store A, writes A asynchronously (durable) and closes A: A's log writer and this
+// thread's queue of A must have no eventfd wait left armed (in the first case, the closing
+// thread entered store B's idle ring through the writer's registered index, and waited there
+// for ever).
+TEST(ReadQueueTest, ClosingAStoreLeavesNoWaitArmedForAnotherThreadToReap) {
+  for (bool single_issuer : {true, false}) {
+    SCOPED_TRACE(single_issuer ? "single issuer" : "not single issuer");
+    nvkv::testing::TempDir dir;
+    EngineOptions options = TinyStore();
+    options.device.ring.single_issuer = single_issuer;
+    options.cache_bytes = 0;  // the reads below go to the device
+    auto store_b = Engine::Open(dir.File("b"), options);
+    ASSERT_THAT(store_b, IsOk());
+    ASSERT_THAT(Put(**store_b, "key", "b"), IsOk());
+    auto store_a = Engine::Open(dir.File("a"), options);
+    ASSERT_THAT(store_a, IsOk());
+    for (int i = 0; i < 8; ++i) ASSERT_THAT(Put(**store_a, "k" + std::to_string(i), "a"), IsOk());
+    EXPECT_EQ(*(*store_b)->Get("key"), "b");
+    // Reads of A in flight while durable writes wait: Poll arms its eventfd wait on A's queue.
+    int done = 0;
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_THAT((*store_a)->GetAsync("k" + std::to_string(i),
+                                       [&done](absl::StatusOr<std::string>) { ++done; }),
+                  IsOk());
+      const std::string key = "n" + std::to_string(i);
+      WriteOp op{false, key, "v"};
+      ASSERT_THAT((*store_a)->WriteAsync(std::span<const WriteOp>(&op, 1), true,
+                                         [&done](absl::Status) { ++done; }),
+                  IsOk());
+    }
+    while ((*store_a)->pending_reads() + (*store_a)->pending_writes() > 0) {
+      ASSERT_THAT((*store_a)->Poll(1), IsOk());
+    }
+    EXPECT_EQ(done, 6);
+    EXPECT_THAT((*store_a)->Close(), IsOk());
+    store_a->reset();
+    EXPECT_EQ(*(*store_b)->Get("key"), "b");
+    EXPECT_THAT((*store_b)->Close(), IsOk());
+  }
+}
+
 TEST(ReadQueueTest, ThreadExitingWithReadsInFlightAbandonsThem) {
   nvkv::testing::TempDir dir;
   const std::string path = dir.File("store");

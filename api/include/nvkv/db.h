@@ -139,8 +139,8 @@ class DB {
   // itself), when the write is as durable as options.durable asks: with durable=true, when it
   // is on stable media exactly as an OK from Put would promise; with durable=false, at the next
   // Poll. Its status is OK, or the error that left the write's durability unknown (a device
-  // write or flush failed: the DB then refuses further writes, as for Put), or
-  // kFailedPrecondition when the DB was closed first.
+  // write or flush failed: the DB then refuses further writes, as for Put). Callbacks that
+  // start more writes may see theirs called back in the same Poll.
   // Order: writes from one thread apply in call order (of the same key, the later call's value
   // wins), whether synchronous or not, and reads see them in that order; callbacks of durable
   // writes may run in any order, since durability is per write.
@@ -151,11 +151,13 @@ class DB {
   // The call may still wait, as Put does, where the write cannot go ahead without it: in
   // IndexMode::kHash, a Delete, or an overwrite of a key the record cache does not hold and
   // whose page is not in memory, may first read the key's page (the read the Put would make);
-  // a full store waits for compaction; a shard whose page buffers are all in flight waits for
-  // one (Options::page_buffers_per_shard).
-  // REQUIRES: the thread polls until PendingWrites() is 0 before Close() to see every outcome.
-  // A thread that exits, or a DB closed, with writes pending abandons their callbacks (destroyed
-  // without running); the writes themselves are applied, and durable once Close() returns OK.
+  // a value too large for one page is written by the call itself (durably, when asked); a full
+  // store waits for compaction; a shard whose page buffers are all in flight waits for one
+  // (Options::page_buffers_per_shard).
+  // REQUIRES: every other thread polls until its PendingWrites() (and PendingReads()) is 0
+  // before Close() runs. A thread that exits with writes pending, or that closes the DB itself
+  // with writes of its own pending, abandons their callbacks (destroyed without running); the
+  // writes themselves are applied, and durable once Close() returns OK.
   absl::Status PutAsync(std::string_view key, std::string_view value,
                         std::function<void(absl::Status)> done, const WriteOptions& options = {});
   absl::Status DeleteAsync(std::string_view key, std::function<void(absl::Status)> done,

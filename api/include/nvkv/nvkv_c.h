@@ -169,7 +169,7 @@ extern void nvkv_write(nvkv_t* db, const nvkv_writeoptions_t* options,
 typedef void (*nvkv_write_callback)(void* arg, const char* err);
 /* Asynchronous nvkv_put, nvkv_delete and nvkv_write (see nvkv::DB::PutAsync): applied when the
    call returns; `done(arg, ...)` runs in a later nvkv_poll on this thread. On failure (*errptr
-   set) nothing is written and `done` never runs. */
+   set; NVKV_INVALID_ARGUMENT for a NULL `done`) nothing is written and `done` never runs. */
 extern void nvkv_put_async(nvkv_t* db, const nvkv_writeoptions_t* options, const char* key,
                            size_t keylen, const char* val, size_t vallen,
                            nvkv_write_callback done, void* arg, char** errptr);
@@ -207,7 +207,8 @@ extern void nvkv_multiget(nvkv_t* db, size_t num_keys, const char* const* keys,
 typedef void (*nvkv_get_callback)(void* arg, uint8_t found, const char* val, size_t vallen,
                                   const char* err);
 /* Starts reading `key` (see nvkv::DB::GetAsync); `done(arg, ...)` runs in a later nvkv_poll on
-   this thread. On failure (*errptr set) `done` never runs. */
+   this thread. On failure (*errptr set; NVKV_INVALID_ARGUMENT for a NULL `done`) `done` never
+   runs. */
 extern void nvkv_get_async(nvkv_t* db, const char* key, size_t keylen, nvkv_get_callback done,
                            void* arg, char** errptr);
 /* Waits until at least `min_complete` of this thread's asynchronous reads and writes finished
