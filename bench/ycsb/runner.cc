@@ -83,8 +83,8 @@ class ClientThread {
   // after, and whether the operation is over (else its write is in flight).
   bool FinishRead(uint32_t index, uint64_t* now_ns);
   void FinishWrite(Slot& slot, uint64_t now_ns);
-  void StartInsert(uint64_t now_ns);
-  void StartBlindUpdate(uint64_t now_ns);
+  // Starts an insert or a blind update: a whole new record for key `key_number`.
+  void StartRecordWrite(OpType type, uint64_t key_number, uint64_t now_ns);
   void DoScan();
 
   Store* db_;
@@ -157,12 +157,13 @@ absl::Status ClientThread::Run() {
       ++issued;
       const OpType type = chooser_.NextOperation();
       if (type == OpType::kInsert) {
-        StartInsert(now);
+        StartRecordWrite(OpType::kInsert, counters_->insert_sequence.Next(), now);
         continue;
       } else if (type == OpType::kScan) {
         DoScan();
       } else if (type == OpType::kUpdate && config_.write_all_fields) {
-        StartBlindUpdate(now);
+        // A blind update: a whole new record, no read.
+        StartRecordWrite(OpType::kUpdate, chooser_.NextKeyNumber(), now);
         continue;
       } else {
         StartRead(type, now);
@@ -301,15 +302,15 @@ void ClientThread::FinishWrite(Slot& slot, uint64_t now_ns) {
   }
 }
 
-void ClientThread::StartInsert(uint64_t now_ns) {
+void ClientThread::StartRecordWrite(OpType type, uint64_t key_number, uint64_t now_ns) {
   const uint32_t index = free_slots_.back();
   free_slots_.pop_back();
   ++in_flight_;
   Slot& slot = slots_[index];
-  slot.type = OpType::kInsert;
+  slot.type = type;
   slot.start_ns = slot.write_ns = now_ns;
-  slot.key_number = counters_->insert_sequence.Next();
-  slot.key = KeyName(config_, slot.key_number);
+  slot.key_number = key_number;
+  slot.key = KeyName(config_, key_number);
   chooser_.BuildRecord(slot.key, &value_);
   if (!StartWrite(index, value_)) {
     --in_flight_;
@@ -337,22 +338,6 @@ void ClientThread::DoScan() {
     Fail(OpType::kScan, status);
   }
   OperationDone();
-}
-
-void ClientThread::StartBlindUpdate(uint64_t now_ns) {
-  const uint32_t index = free_slots_.back();
-  free_slots_.pop_back();
-  ++in_flight_;
-  Slot& slot = slots_[index];
-  slot.type = OpType::kUpdate;
-  slot.start_ns = slot.write_ns = now_ns;
-  slot.key = KeyName(config_, chooser_.NextKeyNumber());
-  chooser_.BuildRecord(slot.key, &value_);
-  if (!StartWrite(index, value_)) {
-    --in_flight_;
-    free_slots_.push_back(index);
-    OperationDone();
-  }
 }
 
 StoreDelta Delta(const Stats& before, const Stats& after) {
