@@ -144,10 +144,11 @@ class DB {
   // Order: writes from one thread apply in call order (of the same key, the later call's value
   // wins), whether synchronous or not, and reads see them in that order; callbacks of durable
   // writes may run in any order, since durability is per write.
-  // Errors returned by the call itself (then nothing is written and `done` never runs): those
-  // of Put, Delete and Write, and kUnavailable when this thread already has
-  // Options::write_queue_depth asynchronous writes pending (Poll, then retry), and
-  // kInvalidArgument for an empty callback.
+  // Errors returned by the call itself (then `done` never runs): those of Put, Delete and Write,
+  // with the same meaning (nothing is written, except that a device error leaves the write's
+  // durability unknown, as for Put); kUnavailable when this thread already has
+  // Options::write_queue_depth asynchronous writes pending (Poll, then retry; nothing is
+  // written); kInvalidArgument for an empty callback.
   // The call may still wait, as Put does, where the write cannot go ahead without it: in
   // IndexMode::kHash, a Delete, or an overwrite of a key the record cache does not hold and
   // whose page is not in memory, may first read the key's page (the read the Put would make);
