@@ -18,13 +18,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kv/engine.h"
 #include "kv/log_writer.h"
 #include "storage/event_fd.h"
 
 namespace nvkv::kv {
-
-// Outcome of one asynchronous write.
-using WriteCallback = std::function<void(absl::Status status)>;
 
 class AsyncWrites {
  public:
@@ -53,6 +51,8 @@ class AsyncWrites {
 
   // The eventfd the log writer signals while writes wait (null before the first durable write).
   storage::EventFd* wake() const { return wake_.get(); }
+  // Whether its wait request is in flight on the thread's queue.
+  bool wake_armed() const { return wake_ != nullptr && wake_->armed(); }
 
   // No longer a listener of the log writer (writes still waiting are abandoned: their callbacks
   // never run). Before the log writer goes; idempotent.

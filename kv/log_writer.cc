@@ -79,9 +79,7 @@ absl::Status LogWriter::Status() const {
 absl::Status LogWriter::WaitDurable(Shard& shard, uint64_t counter) {
   absl::MutexLock lock(&shard.mu);
   LogHead& head = shard.head;
-  if (head.durable.durable_through() >= counter) return absl::OkStatus();
-  head.durable.Want(counter);
-  shard.wants_writer.store(true, std::memory_order_release);
+  if (!WantLocked(shard, counter)) return absl::OkStatus();
   Wake();
   while (head.durable.durable_through() < counter) {
     // Only the writer thread makes pages durable: never wait for one that has exited.
@@ -115,6 +113,13 @@ absl::Status LogWriter::WaitEarlierNonDurable() {
   return absl::OkStatus();
 }
 
+bool LogWriter::WantLocked(Shard& shard, uint64_t counter) {
+  if (shard.head.durable.durable_through() >= counter) return false;
+  shard.head.durable.Want(counter);
+  shard.wants_writer.store(true, std::memory_order_release);
+  return true;
+}
+
 void LogWriter::MarkAllAssigned(DurabilityMarks* marks) {
   for (const auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
@@ -134,10 +139,7 @@ void LogWriter::Request(const DurabilityMarks& marks) {
   bool wanted = false;
   for (const auto& [shard, counter] : marks) {
     absl::MutexLock lock(&shard->mu);
-    if (shard->head.durable.durable_through() >= counter) continue;
-    shard->head.durable.Want(counter);
-    shard->wants_writer.store(true, std::memory_order_release);
-    wanted = true;
+    wanted = WantLocked(*shard, counter) || wanted;
   }
   if (wanted) Wake();
 }

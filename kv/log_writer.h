@@ -152,6 +152,10 @@ class LogWriter {
   void Loop();
   // Seals `shard`'s open page when due and takes its sealed pages into `pass`.
   void CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPass* pass);
+  // Tells `shard`'s head that someone waits until its pages through `counter` are durable (the
+  // writer seals and writes them with that in mind); false when they are durable already. The
+  // caller wakes the writer.
+  bool WantLocked(Shard& shard, uint64_t counter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   void SubmitPages(const std::vector<PageSlot*>& pages);
   // Signals every listener when a durable prefix moved since the last call (or `always`).
   void NotifyListeners(bool always);

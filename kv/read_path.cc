@@ -83,14 +83,11 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
       break;
     }
     if (!reads && !writes.has_waiting()) break;  // nothing more can finish
-    if (reads) {
+    if (reads || writes.wake_armed()) {
       // Wait for a read, or, with writes waiting, for the writer's signal (an event armed on
-      // this queue where it can carry one; elsewhere Reap finishes every read without blocking).
+      // this queue where it can carry one, or still armed from an earlier wait; elsewhere Reap
+      // finishes every read without blocking).
       if (writes.has_waiting()) writes.wake()->ArmOn(*queue.device);
-      absl::StatusOr<uint32_t> reaped = queue.device->Reap(1);
-      if (!reaped.ok()) return reaped.status();
-    } else if (writes.wake()->armed()) {
-      // No read in flight, but the event is still armed from an earlier wait: it ends this one.
       absl::StatusOr<uint32_t> reaped = queue.device->Reap(1);
       if (!reaped.ok()) return reaped.status();
     } else {
@@ -107,7 +104,7 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
   // No write waits any more: end the event's wait now, on this thread (the only one that may
   // enter this queue's ring), so that nothing is left in flight when another thread closes the
   // store and destroys the queue.
-  if (!writes.has_waiting() && writes.wake() != nullptr && writes.wake()->armed()) {
+  if (!writes.has_waiting() && writes.wake_armed()) {
     absl::Status disarmed = writes.wake()->Disarm(*queue.device);
     if (!disarmed.ok()) return disarmed;
     run_ready();  // reads that completed meanwhile

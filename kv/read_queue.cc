@@ -77,8 +77,8 @@ absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
   absl::StatusOr<ReadQueue*> queue =
       read_queues_->Open([this]() -> absl::StatusOr<std::unique_ptr<ReadQueue>> {
         storage::QueueOptions queue_options;
-        // Two extra request slots: a key check may run beside a full set of async reads, and
-        // the write listener's event wait.
+        // Beyond the async reads: a key check may run beside a full set of them, and the write
+        // listener's event wait.
         queue_options.queue_depth = options_.read_queue_depth + 3;
         queue_options.buffers.buffer_bytes = geometry_.page_bytes;
         queue_options.buffers.buffer_count = options_.read_queue_depth + 2;

@@ -88,17 +88,14 @@ class ReadQueue {
   // signal ends), then the writes stop listening to the log writer. What is left (ops,
   // callbacks) needs nothing of the engine. Idempotent.
   void Shutdown() {
-    if (writes.wake() != nullptr && writes.wake()->armed()) writes.wake()->Signal();
+    if (writes.wake_armed()) writes.wake()->Signal();
     device.reset();
     writes.StopListening();
   }
 
   // Reads in flight on the device (its requests, less the write listener's armed event).
   // REQUIRES: not Shutdown.
-  uint32_t reads_in_flight() const {
-    const bool armed = writes.wake() != nullptr && writes.wake()->armed();
-    return device->in_flight() - (armed ? 1 : 0);
-  }
+  uint32_t reads_in_flight() const { return device->in_flight() - (writes.wake_armed() ? 1 : 0); }
 
   AsyncWrites writes;
   std::unique_ptr<storage::Device> device;
