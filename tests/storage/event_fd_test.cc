@@ -95,6 +95,40 @@ TEST_P(EventFdRingTest, AReadCompletesBesideAnArmedWait) {
 
 INSTANTIATE_TEST_SUITE_P(SingleIssuerOrNot, EventFdRingTest, ::testing::Bool());
 
+// An IOPOLL ring cannot read an eventfd: the wait fails at once. ArmOn must then refuse, or a
+// caller that arms before each blocking Reap would spin.
+TEST(EventFdTest, AWaitTheRingCannotDoIsNotArmedAgain) {
+  nvkv::testing::TempDir dir;
+  DeviceOptions options;
+  options.backend = Backend::kDirectFile;
+  options.create_bytes = 1 << 20;
+  options.ring.queue_depth = 4;
+  options.ring.iopoll = true;
+  options.allow_sync_fallback = false;
+  options.buffers.buffer_count = 4;
+  options.buffers.chunk_count = 0;
+  auto queue = OpenDevice(dir.File("store"), options);
+  if (!queue.ok() || !(*queue)->info().ring.iopoll) {
+    GTEST_SKIP() << "no IOPOLL ring on this file system";
+  }
+  auto event = EventFd::Create();
+  ASSERT_THAT(event, IsOk());
+  if (!(*event)->ArmOn(**queue)) GTEST_SKIP() << "the ring refused the wait outright";
+  // Nothing signals for 200 ms: a wait that completes before that failed (EOPNOTSUPP).
+  std::atomic<bool> signalled{false};
+  std::thread safety([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    signalled.store(true);
+    (*event)->Signal();
+  });
+  while ((*event)->armed()) ASSERT_THAT((*queue)->Reap(1), IsOk());
+  const bool failed_at_once = !signalled.load();
+  safety.join();
+  if (!failed_at_once) GTEST_SKIP() << "this kernel's IOPOLL ring reads an eventfd";
+  EXPECT_FALSE((*event)->ArmOn(**queue)) << "armed again a wait the ring cannot do";
+  EXPECT_FALSE((*event)->armed());
+}
+
 TEST(EventFdTest, QueuesWithoutIoUringRefuseTheWaitAndTheOwnerWaitsItself) {
   auto event = EventFd::Create();
   ASSERT_THAT(event, IsOk());
