@@ -39,7 +39,8 @@ constexpr uint32_t kLbaBytes = 4096;
 constexpr uint32_t kPageBytes = 4096;
 constexpr uint32_t kPagesPerSegment = 16;
 constexpr uint64_t kSegments = 8;  // the fewest one shard needs
-constexpr uint64_t kLbaCount = kSuperblockPages + kSegments * kPagesPerSegment;
+constexpr uint64_t kLbaCount =
+    kSuperblockPages + kSegments * kPagesPerSegment + MapPagesFor(kSegments, kPageBytes);
 constexpr size_t kImageBytes = size_t{kLbaBytes} * kLbaCount;
 
 constexpr uint8_t kForge = 1 << 0;

@@ -5,6 +5,8 @@
 #include <xxhash.h>
 
 #include <cstddef>
+#include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -149,8 +151,10 @@ absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
 }
 
 absl::Status Engine::Impl::StartEngine(bool formatted_now) {
-  segments_ = std::make_unique<SegmentTable>(
-      geometry_, SegmentTable::UserReserveFor(options_.shard_count));
+  segment_map_ = std::make_unique<SegmentMap>(geometry_, store_seed_);
+  segments_ = std::make_unique<SegmentTable>(geometry_,
+                                             SegmentTable::UserReserveFor(options_.shard_count),
+                                             segment_map_.get(), &next_sequence_);
   for (uint32_t i = 0; i < options_.shard_count; ++i) {
     auto shard = std::make_unique<Shard>();
     shard->id = i;
@@ -164,6 +168,8 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   } else {
     NVKV_RETURN_IF_ERROR(Recover());
   }
+  segments_->AnnounceMore();
+  NVKV_RETURN_IF_ERROR(WriteMapAtOpen());
   open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
   PageLookup::Options lookup_config;
   lookup_config.store_seed = store_seed_;
@@ -183,6 +189,7 @@ absl::Status Engine::Impl::Recover() {
   recovery_options.store_seed = store_seed_;
   recovery_options.blocks_per_page = blocks_per_page_;
   recovery_options.ordered = ordered_;
+  recovery_options.read_all = options_.recovery_reads_all;
   NVKV_ASSIGN_OR_RETURN(recovery_,
                         RecoverStore(recovery_options, geometry_, *open_queue_, *segments_, shards_));
   next_sequence_.store(recovery_.next_sequence);
@@ -193,12 +200,55 @@ absl::Status Engine::Impl::Recover() {
   return absl::OkStatus();
 }
 
+absl::Status Engine::Impl::WriteMapAtOpen() {
+  storage::Device& device = *open_queue_;
+  storage::Buffer chunk = device.buffers().GetChunk();
+  NVKV_CHECK(chunk.valid());
+  const uint32_t pages_per_chunk = chunk.bytes / geometry_.page_bytes;
+  const SegmentMapPageHeader floors = segments_->MapFloors();
+  std::vector<SegmentMap::PageWrite> taken;  // in flight until the flush below
+  size_t run_start = 0;  // taken[run_start..] are consecutive pages in `chunk`
+  absl::Status status;
+  auto write_run = [&](size_t run_end) {
+    if (run_end == run_start || !status.ok()) return;
+    status = storage::WriteBlocks(
+        device, taken[run_start].page_number * blocks_per_page_,
+        static_cast<uint32_t>(run_end - run_start) * blocks_per_page_, chunk, /*fua=*/false);
+    run_start = run_end;
+  };
+  std::vector<uint8_t> next(geometry_.page_bytes);
+  while (status.ok()) {
+    std::optional<SegmentMap::PageWrite> write = segment_map_->TakeWrite(next.data(), floors);
+    if (!write.has_value()) break;
+    const size_t in_run = taken.size() - run_start;
+    if (in_run == pages_per_chunk ||
+        (in_run > 0 && write->page_number != taken.back().page_number + 1)) {
+      write_run(taken.size());
+    }
+    std::memcpy(chunk.data + (taken.size() - run_start) * geometry_.page_bytes, next.data(),
+                next.size());
+    taken.push_back(*write);
+  }
+  write_run(taken.size());
+  device.buffers().PutChunk(chunk);
+  if (status.ok() && device_info_.volatile_write_cache) status = storage::FlushDevice(device);
+  // Only now, flushed, are the pages on the device.
+  for (const SegmentMap::PageWrite& write : taken) segment_map_->Written(write, status.ok());
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("writing the segment map failed: ", status.message()));
+  }
+  segments_->MapWritten();
+  return absl::OkStatus();
+}
+
 absl::Status Engine::Impl::StartWriter() {
   storage::QueueOptions writer_options;
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
-  writer_options.queue_depth = slots + 3;  // every page in flight, a flush, a wake event
+  // Every page in flight, a flush, a wake event, and the segment map's writes.
+  writer_options.queue_depth = slots + 3 + LogWriter::kMapWrites;
   writer_options.buffers.buffer_bytes = geometry_.page_bytes;
-  writer_options.buffers.buffer_count = slots;
+  writer_options.buffers.buffer_count = slots + LogWriter::kMapWrites;
   writer_options.buffers.chunk_count = 0;
   auto writer_queue = OpenQueue(writer_options);
   if (!writer_queue.ok()) return writer_queue.status();
@@ -331,6 +381,8 @@ EngineStats Engine::Impl::Stats() {
   s.live_bytes = segments_->live_bytes_total();
   s.usable_bytes = segments_->usable_bytes();
   s.recovery_pages_scanned = recovery_.pages;
+  s.recovery_segments_skipped = recovery_.segments_skipped;
+  s.recovery_map_pages_damaged = recovery_.map_pages_damaged;
   s.recovery_records = recovery_.records;
   s.recovery_batches_discarded = recovery_.batches_discarded;
   s.recovery_damaged_pages = recovery_.damaged_pages;

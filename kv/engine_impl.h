@@ -151,10 +151,10 @@ class Engine::Impl final {
 
  private:
   // The steps of OpenStore. What the start of the device holds: each superblock copy decoded
-  // (kNotFound when absent), a newer format's refusal, and whether it was never written.
+  // (kNotFound when absent), the refusal of a format version this nvkv does not read, and whether it was never written.
   struct SuperblockProbe {
     absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
-    absl::Status newer_format;
+    absl::Status unreadable_format;
     bool empty = false;
   };
   absl::StatusOr<SuperblockProbe> ProbeSuperblocks();
@@ -168,6 +168,9 @@ class Engine::Impl final {
   // with its queue and the heads' page buffers (and the HeadAppender over them), the compactor
   // with its queue.
   absl::Status Recover();
+  // Writes the map pages that changed (recovery's corrections, the first announced segments)
+  // with the opening thread's queue, before the writer starts.
+  absl::Status WriteMapAtOpen();
   absl::Status StartWriter();
   absl::Status StartCompactor();
   // A write found the store full (`status`): gives compaction a chance to free a segment. True
@@ -188,6 +191,8 @@ class Engine::Impl final {
   Geometry geometry_;
   uint64_t store_seed_ = 0;
   uint32_t blocks_per_page_ = 1;
+  // The segment map (segment_map.h), kept by segments_, written by the writer (by Open before).
+  std::unique_ptr<SegmentMap> segment_map_;
   std::unique_ptr<SegmentTable> segments_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<uint64_t> next_sequence_{1};

@@ -45,9 +45,10 @@ HeadAppender::HeadAppender(const Options& options, const Geometry& geometry,
       writer_(writer),
       next_sequence_(next_sequence) {}
 
-absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages,
-                                             SegmentUse use) const {
+absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages, SegmentUse use,
+                                             bool* awaiting_map) const {
   LogHead& head = shard.head;
+  *awaiting_map = false;
   if (head.has_segment && head.next_page + pages <= geometry_.pages_per_segment) {
     // The head's segment may be one compaction took from the reserve: user writes must not
     // fill it while the store is down to what they must leave.
@@ -61,8 +62,10 @@ absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages,
   }
   SealOpenPage(shard);
   uint64_t generation = 0;
-  absl::StatusOr<uint64_t> segment = segments_.Allocate(use, &generation);
-  if (!segment.ok()) return segment.status();
+  absl::StatusOr<uint64_t> segment = segments_.Allocate(use, &generation, awaiting_map);
+  // Taken or not, the writer announces the next segments for the heads.
+  writer_.Wake();
+  if (!segment.ok() || *awaiting_map) return segment.status();
   if (head.has_segment) {
     segments_.Seal(head.segment, LastWrite{shard.id, head.next_counter - 1});
   }
@@ -144,8 +147,9 @@ absl::Status HeadAppender::WriteLargeRun(storage::Device& queue, uint64_t first_
   return status;
 }
 
-absl::Status HeadAppender::WaitForFreeSlot(Shard& shard) const {
-  // Back-pressure: every page buffer is sealed or in flight. The writer frees one soon.
+absl::Status HeadAppender::WaitForWriter(Shard& shard) const {
+  // Back-pressure: every page buffer is sealed or in flight, or no segment is announced in the
+  // segment map yet. The writer frees a buffer or announces a segment soon.
   writer_.Wake();
   if (absl::Status writer = writer_.Status(); !writer.ok()) return writer;
   shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(100));
@@ -161,11 +165,11 @@ void HeadAppender::SealOpenPage(Shard& shard) const {
   shard.wants_writer.store(true, std::memory_order_release);
 }
 
-absl::Status HeadAppender::OpenNewPage(Shard& shard, SegmentUse use) const {
+absl::Status HeadAppender::OpenNewPage(Shard& shard, SegmentUse use, bool* awaiting_map) const {
   LogHead& head = shard.head;
   SealOpenPage(shard);
-  absl::Status room = EnsureSegmentRoom(shard, 1, use);
-  if (!room.ok()) return room;
+  absl::Status room = EnsureSegmentRoom(shard, 1, use, awaiting_map);
+  if (!room.ok() || *awaiting_map) return room;
   NVKV_CHECK(!head.free_slots.empty());
   PageSlot* slot = head.free_slots.back();
   head.free_slots.pop_back();
@@ -200,8 +204,12 @@ absl::Status HeadAppender::EnsureOpenRoom(Shard& shard, uint32_t bytes, std::str
       SealOpenPage(shard);
       writer_.Wake();
     }
-    if (!head.free_slots.empty()) return OpenNewPage(shard, use);
-    NVKV_RETURN_IF_ERROR(WaitForFreeSlot(shard));
+    if (!head.free_slots.empty()) {
+      bool awaiting_map = false;
+      NVKV_RETURN_IF_ERROR(OpenNewPage(shard, use, &awaiting_map));
+      if (!awaiting_map) return absl::OkStatus();
+    }
+    NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
   }
   return absl::OkStatus();
 }
@@ -223,11 +231,13 @@ absl::Status HeadAppender::ReserveForBatch(Shard& shard,
                        geometry_.pages_per_segment, " pages"));
     }
     if (!head.has_segment || head.next_page + fresh > geometry_.pages_per_segment) {
-      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, fresh, use));
+      bool awaiting_map = false;
+      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, fresh, use, &awaiting_map));
+      if (awaiting_map) NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
       continue;  // the open page was sealed: plan again
     }
     if (head.free_slots.size() >= fresh) return absl::OkStatus();
-    NVKV_RETURN_IF_ERROR(WaitForFreeSlot(shard));
+    NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
   }
 }
 
@@ -308,23 +318,30 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
   {
     absl::MutexLock lock(&shard.mu);
     std::vector<uint64_t> scratch;
-    // Compaction passes the record's own page as `current` with candidates it checked itself.
-    const bool still_current =
-        use == SegmentUse::kCompaction
-            ? shard.IndexPointsAt(hash, key, current.location)
-            : shard.StillHasCandidates(hash, key, current.candidates, &scratch);
-    if (!still_current) {
-      *lost_race = true;
-      return absl::OkStatus();
-    }
-    if (current.AddsIndexEntry(/*is_delete=*/false)) {
-      NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(1));
-    }
-    NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use));
-    SealOpenPage(shard);  // the run must come after every page already assigned
     LogHead& head = shard.head;
-    if (head.next_page + count > g.pages_per_segment) {
-      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use));
+    while (true) {
+      // Compaction passes the record's own page as `current` with candidates it checked itself.
+      const bool still_current =
+          use == SegmentUse::kCompaction
+              ? shard.IndexPointsAt(hash, key, current.location)
+              : shard.StillHasCandidates(hash, key, current.candidates, &scratch);
+      if (!still_current) {
+        *lost_race = true;
+        return absl::OkStatus();
+      }
+      if (current.AddsIndexEntry(/*is_delete=*/false)) {
+        NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(1));
+      }
+      bool awaiting_map = false;
+      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use, &awaiting_map));
+      if (!awaiting_map) {
+        SealOpenPage(shard);  // the run must come after every page already assigned
+        if (head.next_page + count <= g.pages_per_segment) break;
+        NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use, &awaiting_map));
+        if (!awaiting_map) break;
+      }
+      // Waiting releases the lock: what was checked above is checked again.
+      NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
     }
     if (use != SegmentUse::kCompaction) h.sequence = TakeSequences(1);
     first_page = g.FirstPageOf(head.segment) + head.next_page;

@@ -105,8 +105,10 @@ class HeadAppender final : public RecordMover {
   // Finishes the open page, if any, and queues it for the writer.
   void SealOpenPage(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
-  // Opens a fresh page at the head (a free slot must be there).
-  absl::Status OpenNewPage(Shard& shard, SegmentUse use) const
+  // Opens a fresh page at the head (a free slot must be there). When the head needs a new
+  // segment and none is announced in the segment map yet, opens nothing and sets *awaiting_map
+  // (the caller waits for the writer, WaitForWriter, and tries again).
+  absl::Status OpenNewPage(Shard& shard, SegmentUse use, bool* awaiting_map) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   // Whether a record of `bytes` for `key` can go into the open page as it is.
@@ -158,9 +160,10 @@ class HeadAppender final : public RecordMover {
   void SealHeads() override;
 
  private:
-  // Makes sure the head's segment has `pages` unassigned pages, moving to a new segment if not.
-  absl::Status EnsureSegmentRoom(Shard& shard, uint32_t pages, SegmentUse use) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Makes sure the head's segment has `pages` unassigned pages, moving to a new segment if not;
+  // *awaiting_map when it must move and no segment is announced yet (SegmentTable::Allocate).
+  absl::Status EnsureSegmentRoom(Shard& shard, uint32_t pages, SegmentUse use,
+                                 bool* awaiting_map) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Fresh pages `records` need at the head, appended in order after what the open page holds.
   uint32_t PlanFreshPages(const LogHead& head, const std::vector<PlannedRecord>& records) const;
   // Writes a large record into `count` pages starting at `first_page` with `queue`.
@@ -168,8 +171,9 @@ class HeadAppender final : public RecordMover {
                              uint32_t first_in_segment, uint64_t generation,
                              uint64_t first_counter, uint32_t count, const RecordHeader& header,
                              std::string_view key, std::string_view value, bool fua) const;
-  // Waits, releasing shard.mu, for the writer to give back a page buffer (or fail).
-  absl::Status WaitForFreeSlot(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Waits, releasing shard.mu, for the writer to give back a page buffer or announce a segment
+  // (or fail).
+  absl::Status WaitForWriter(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   uint64_t LbaOf(uint64_t page) const { return page * options_.blocks_per_page; }
 
   const Options options_;

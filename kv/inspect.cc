@@ -148,6 +148,11 @@ std::string Where(const Engine::Impl& engine, uint64_t page_number) {
     return absl::StrFormat("superblock copy %d (page %d, LBA 0x%x)", page_number, page_number,
                            engine.LbaOf(page_number));
   }
+  if (page_number >= g.map_first_page()) {
+    return absl::StrFormat("segment map page %d (page %d, LBA 0x%x)",
+                           page_number - g.map_first_page(), page_number,
+                           engine.LbaOf(page_number));
+  }
   return absl::StrFormat("segment %d page %d (page %d, LBA 0x%x)", g.SegmentOf(page_number),
                          g.PageInSegment(page_number), page_number, engine.LbaOf(page_number));
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
@@ -24,9 +25,21 @@ LogWriter::LogWriter(const Options& options, const std::vector<std::unique_ptr<S
       error_(error),
       counters_(counters),
       wake_event_(std::move(wake_event)),
-      queue_(std::move(queue)) {}
+      queue_(std::move(queue)),
+      map_writes_(segments.map() != nullptr ? kMapWrites : 0) {
+  for (MapWrite& write : map_writes_) {
+    write.writer = this;
+    write.buffer = queue_->buffers().GetPage();
+    NVKV_CHECK(write.buffer.valid());
+  }
+}
 
-LogWriter::~LogWriter() { Stop(); }
+LogWriter::~LogWriter() {
+  Stop();
+  for (MapWrite& write : map_writes_) {
+    if (!write.in_flight) queue_->buffers().PutPage(write.buffer);
+  }
+}
 
 void LogWriter::Start() {
   NVKV_CHECK(!thread_.joinable());
@@ -300,6 +313,67 @@ void LogWriter::SubmitFlush() {
   }
 }
 
+bool LogWriter::SubmitMapWrites(bool stopping) {
+  SegmentMap* map = segments_.map();
+  if (map == nullptr || error_.failed()) return false;
+  // Closing: segments announced but not taken go back to free, so that the next Open does not
+  // read them.
+  if (stopping) {
+    segments_.WithdrawAnnouncements();
+  } else {
+    segments_.AnnounceMore();
+  }
+  bool submitted = false;
+  for (MapWrite& write : map_writes_) {
+    if (write.in_flight) continue;
+    std::optional<SegmentMap::PageWrite> page =
+        map->TakeWrite(write.buffer.data, segments_.MapFloors());
+    if (!page.has_value()) break;
+    write.page = *page;
+    write.in_flight = true;
+    write.request = storage::IoRequest{};
+    write.request.op = storage::IoOp::kWrite;
+    write.request.lba = page->page_number * options_.blocks_per_page;
+    write.request.lba_count = options_.blocks_per_page;
+    write.request.buffer = write.buffer;
+    // An announcement must be on the device before a head takes the segment.
+    write.request.fua = options_.volatile_cache;
+    write.request.on_done = OnMapWritten;
+    write.request.context = &write;
+    absl::Status status = queue_->Enqueue(&write.request);
+    if (!status.ok()) {
+      write.request.status = status;
+      OnMapWritten(&write.request);
+      break;
+    }
+    submitted = true;
+  }
+  return submitted;
+}
+
+void LogWriter::OnMapWritten(storage::IoRequest* request) {
+  auto* write = static_cast<MapWrite*>(request->context);
+  LogWriter& writer = *write->writer;
+  write->in_flight = false;
+  const bool ok = request->status.ok();
+  writer.segments_.map()->Written(write->page, ok);
+  if (!ok) {
+    // Without map writes no segment can be announced: the heads could never move on.
+    writer.error_.Set(absl::Status(
+        request->status.code(),
+        absl::StrCat("writing the segment map failed: ", request->status.message())));
+    return;
+  }
+  writer.counters_.map_pages_written.fetch_add(1, std::memory_order_relaxed);
+  writer.counters_.device_bytes.fetch_add(writer.options_.page_bytes, std::memory_order_relaxed);
+  if (!writer.segments_.MapWritten()) return;
+  // Heads waiting for a segment (HeadAppender::WaitForWriter) find one now.
+  for (const auto& shard : writer.shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->changed.SignalAll();
+  }
+}
+
 void LogWriter::Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_us) {
   absl::MutexLock lock(&mu_);
   if (!wake_) {
@@ -353,10 +427,11 @@ void LogWriter::Loop() {
       unflushed_since_us = 0;  // it covers every page completed so far
       SubmitFlush();
     }
+    const bool map_submitted = SubmitMapWrites(stopping);
     if (IoInFlight() > 0) {
       // Submits what was queued and waits for at least one completion or a Wake, in one system
       // call; without waiting when this pass submitted something.
-      const absl::Status reaped = pass.pages.empty() && !pass.want_flush
+      const absl::Status reaped = pass.pages.empty() && !pass.want_flush && !map_submitted
                                       ? ReapOrWake()
                                       : queue.Reap(0).status();
       if (!reaped.ok()) error_.Set(reaped);
@@ -366,7 +441,13 @@ void LogWriter::Loop() {
       }
       continue;
     }
-    if (stopping && pass.pages.empty() && !pass.want_flush && !pass.open_pages) break;
+    // The map is exact before the thread exits (unless the store failed: then it stays as
+    // safe as it is, and recovery reads what it must).
+    const bool map_done = segments_.map() == nullptr || error_.failed() ||
+                          !segments_.map()->dirty();
+    if (stopping && pass.pages.empty() && !pass.want_flush && !pass.open_pages && map_done) {
+      break;
+    }
     Sleep(pass, now, flush_due_us);
   }
   // Only this thread may enter its queue's ring: end the wake event's wait here, not in the

@@ -27,6 +27,12 @@
 // 2 x max_write_delay_us plus the device's write and flush time (plus one more flush time when
 // flushes take longer than max_write_delay_us).
 //
+// The segment map. The writer is also the map's writer (segment_table.h): each pass it has the
+// table announce segments for the heads, and writes the map pages that changed, with FUA, one
+// write in flight per page; when announced segments land it wakes the heads waiting for one.
+// It exits only once the map on the device says what the table does (a clean Close leaves an
+// exact map).
+//
 // Thread contract: Start and Stop from the engine's owner thread; everything else from any
 // thread. The writer thread takes each shard's lock in turn, never two at once.
 #ifndef NVKV_KV_LOG_WRITER_H_
@@ -56,6 +62,7 @@ struct WriteCounters {
   std::atomic<uint64_t> device_bytes{0};  // page bytes written
   std::atomic<uint64_t> fua_writes{0};    // write commands sent with FUA
   std::atomic<uint64_t> flushes{0};
+  std::atomic<uint64_t> map_pages_written{0};  // segment map pages (also in device_bytes)
 };
 
 // What a write waits for to be durable: for each shard listed, its head's pages through the
@@ -75,14 +82,18 @@ class LogWriter {
     bool durable_by_fua = true;
   };
   // Writes the pages of `shards` through `queue` (as deep as the shards have page buffers, plus
-  // a flush and an event wait). `wake_event` wakes the thread while it waits for completions.
-  // Every argument must outlive the writer.
+  // a flush, an event wait and kMapWrites; its pool holds kMapWrites page buffers beyond the
+  // shards'). `wake_event` wakes the thread while it waits for completions. Every argument must
+  // outlive the writer.
   LogWriter(const Options& options, const std::vector<std::unique_ptr<Shard>>& shards,
             SegmentTable& segments, StickyError& error, WriteCounters& counters,
             std::unique_ptr<storage::Device> queue, std::unique_ptr<storage::EventFd> wake_event);
   ~LogWriter();  // Stop()
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
+
+  // Segment map pages in flight at most.
+  static constexpr uint32_t kMapWrites = 2;
 
   // The queue the pages are written with: the shards' page buffers come from its pool.
   storage::Device& queue() { return *queue_; }
@@ -164,6 +175,10 @@ class LogWriter {
   // Requests in flight on the queue other than the armed wake event.
   uint32_t IoInFlight() const { return queue_->in_flight() - (wake_event_->armed() ? 1 : 0); }
   void SubmitFlush();
+  // Has the table announce segments (or withdraw them, `stopping`), then writes the changed map
+  // pages it has buffers for. Returns whether it submitted any.
+  bool SubmitMapWrites(bool stopping);
+  static void OnMapWritten(storage::IoRequest* request);
   // Waits for a Wake, or until the first of the timers `pass` implies falls due.
   void Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_us);
   static void OnPageWritten(storage::IoRequest* request);
@@ -195,6 +210,15 @@ class LogWriter {
   // Set by the thread as it exits (stopping, or its queue broke).
   std::atomic<bool> exited_{false};
   std::atomic<uint64_t> flush_epoch_{1};  // bumped at each flush submission
+  // A segment map page write and its buffer (the writer thread's own).
+  struct MapWrite {
+    LogWriter* writer = nullptr;
+    storage::Buffer buffer;
+    storage::IoRequest request;
+    SegmentMap::PageWrite page;
+    bool in_flight = false;
+  };
+  std::vector<MapWrite> map_writes_;
   // The writer thread's own: the flush in flight, if any.
   storage::IoRequest flush_request_;
   bool flush_in_flight_ = false;

@@ -75,6 +75,13 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
         absl::StrCat("store has format version ", superblock.format_version,
                      "; this nvkv reads up to version ", kFormatVersion));
   }
+  if (superblock.format_version < kFormatVersion) {
+    // Version 1 had no segment map, and its segments' places leave no room for one: such a
+    // store is refused, never formatted over (kv/FORMAT.md "Format versions").
+    return absl::FailedPreconditionError(absl::StrCat(
+        "store has format version ", superblock.format_version, ", which this nvkv (version ",
+        kFormatVersion, ") does not read; copy its data out with the nvkv that wrote it"));
+  }
   // Every field within the bounds a format sets, before any of them is multiplied: 8 MiB
   // segments at most, and at most 2^60 bytes of segments, so that no product of page size, pages
   // per segment and segment count wraps around 64 bits.
@@ -180,6 +187,54 @@ void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint64_t generation
   PageBuilder builder;
   builder.Start(page, geometry, PageType::kFree, generation, page_in_segment, 0);
   builder.Finish(store_seed, page_number);
+}
+
+void EncodeMapPage(uint8_t* page, const Geometry& geometry, uint64_t store_seed,
+                   uint64_t page_number, uint32_t index, const SegmentMapPageHeader& floors,
+                   const SegmentMapEntry* entries, uint32_t count, uint64_t write_count) {
+  NVKV_CHECK(count <= MapEntriesPerPage(geometry.page_bytes));
+  std::memset(page, 0, geometry.page_bytes);
+  PageHeader header{};
+  header.magic = kPageMagic;
+  header.type = static_cast<uint8_t>(PageType::kSegmentMap);
+  header.used_bytes = static_cast<uint32_t>(sizeof(floors) + count * sizeof(SegmentMapEntry));
+  header.page_in_segment = index;
+  header.head_sequence = write_count;
+  std::memcpy(page + sizeof(header), &floors, sizeof(floors));
+  std::memcpy(page + sizeof(header) + sizeof(floors), entries, count * sizeof(SegmentMapEntry));
+  std::memcpy(page, &header, sizeof(header));
+  header.checksum = ChecksumOf(page + 8, geometry.page_bytes - 8, PageSeed(store_seed, page_number));
+  std::memcpy(page, &header.checksum, 8);
+}
+
+absl::StatusOr<SegmentMapPageHeader> DecodeMapPage(const uint8_t* page, const Geometry& geometry,
+                                                   uint64_t store_seed, uint64_t page_number,
+                                                   const SegmentMapEntry** entries) {
+  PageHeader header;
+  std::memcpy(&header, page, sizeof(header));
+  if (header.magic != kPageMagic) {
+    if (AllZero(page, geometry.page_bytes)) {
+      return absl::NotFoundError(absl::StrCat("map page ", page_number, ": never written"));
+    }
+    return absl::DataLossError(absl::StrCat("map page ", page_number, ": bad magic"));
+  }
+  const uint64_t want =
+      ChecksumOf(page + 8, geometry.page_bytes - 8, PageSeed(store_seed, page_number));
+  if (header.checksum != want) {
+    return absl::DataLossError(absl::StrCat("map page ", page_number, ": checksum mismatch"));
+  }
+  const uint64_t entry_bytes =
+      uint64_t{MapEntriesPerPage(geometry.page_bytes)} * sizeof(SegmentMapEntry);
+  if (header.type != static_cast<uint8_t>(PageType::kSegmentMap) ||
+      header.used_bytes > sizeof(SegmentMapPageHeader) + entry_bytes) {
+    return absl::DataLossError(
+        absl::StrCat("map page ", page_number, ": not a segment map page"));
+  }
+  SegmentMapPageHeader floors;
+  std::memcpy(&floors, page + sizeof(header), sizeof(floors));
+  *entries =
+      reinterpret_cast<const SegmentMapEntry*>(page + sizeof(header) + sizeof(floors));
+  return floors;
 }
 
 absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geometry,

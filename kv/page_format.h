@@ -7,6 +7,7 @@
 // Layout of a device, in pages of Geometry::page_bytes:
 //   page 0, page 1          two identical superblocks
 //   page 2 ...              segment 0, segment 1, ... each pages_per_segment pages
+//   after the last segment  the segment map: what each segment holds, for recovery
 // Every page starts with a PageHeader whose checksum covers the rest of the page and is seeded
 // with the store's id and the page's own number, so a torn page, a page from an earlier store on
 // the same device and a page written to the wrong place all fail verification.
@@ -26,7 +27,8 @@ static_assert(std::endian::native == std::endian::little, "nvkv's format is litt
 
 inline constexpr uint64_t kSuperblockMagic = 0x31304253564b564eULL;  // "NVKVSB01"
 inline constexpr uint32_t kPageMagic = 0x504b564eU;                  // "NVKP"
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the segment map; version 1 stores are refused (kv/FORMAT.md).
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint64_t kSuperblockPages = 2;
 
 inline constexpr uint32_t kMinPageBytes = 4096;
@@ -43,6 +45,16 @@ enum class PageType : uint8_t {
   kFree = 1,          // first page of a segment that compaction freed; nothing follows
   kData = 2,          // records packed back to back
   kContinuation = 3,  // the rest of a large record's value
+  kSegmentMap = 4,    // a page of the segment map (never inside a segment)
+};
+
+// Persisted: what the segment map says of a segment (SegmentMapEntry::state). Recovery skips a
+// segment only when its entry says kFree; any other value, including ones a later version may
+// add, means "read the segment".
+enum class MapState : uint8_t {
+  kUnknown = 0,  // never written
+  kFree = 1,     // holds no log (free marker, or never written since format): not read
+  kInUse = 2,    // a log head took it, or may take it soon: read at recovery
 };
 
 // Persisted: record types.
@@ -95,6 +107,20 @@ struct RecordHeader {
   uint32_t reserved;
 };
 
+// One segment's entry in the segment map. The fields after `state` are reserved (zero).
+struct SegmentMapEntry {
+  uint8_t state;  // MapState
+  uint8_t reserved[15];
+};
+
+// What follows the PageHeader of a segment map page, before its entries.
+struct SegmentMapPageHeader {
+  // When the page was written: above every record sequence and every generation on the pages of
+  // the segments it says are free (recovery does not read them, and new ones must be higher).
+  uint64_t sequence_floor;
+  uint64_t generation_floor;
+};
+
 struct Superblock {
   uint64_t checksum;        // XXH3-64 of the rest of the struct, seed 0
   uint64_t magic;           // kSuperblockMagic
@@ -113,6 +139,18 @@ struct Superblock {
 static_assert(sizeof(PageHeader) == 40);
 static_assert(sizeof(RecordHeader) == 24);
 static_assert(sizeof(Superblock) == 72);
+static_assert(sizeof(SegmentMapEntry) == 16);
+static_assert(sizeof(SegmentMapPageHeader) == 16);
+
+// Entries one page of the segment map holds, and the pages a map of `segments` entries takes.
+inline constexpr uint32_t MapEntriesPerPage(uint32_t page_bytes) {
+  return static_cast<uint32_t>((page_bytes - sizeof(PageHeader) - sizeof(SegmentMapPageHeader)) /
+                               sizeof(SegmentMapEntry));
+}
+inline constexpr uint64_t MapPagesFor(uint64_t segments, uint32_t page_bytes) {
+  const uint32_t per_page = MapEntriesPerPage(page_bytes);
+  return (segments + per_page - 1) / per_page;
+}
 
 // The shape of a store, from its superblock.
 struct Geometry {
@@ -129,7 +167,10 @@ struct Geometry {
   uint32_t PageInSegment(uint64_t page) const {
     return static_cast<uint32_t>((page - kSuperblockPages) % pages_per_segment);
   }
-  uint64_t total_pages() const { return kSuperblockPages + segment_count * pages_per_segment; }
+  // The segment map: map_pages() pages right after the last segment.
+  uint64_t map_first_page() const { return kSuperblockPages + segment_count * pages_per_segment; }
+  uint64_t map_pages() const { return MapPagesFor(segment_count, page_bytes); }
+  uint64_t total_pages() const { return map_first_page() + map_pages(); }
   // Largest value a record may carry: 1 MiB, or a quarter of a segment's payload if smaller.
   uint32_t max_value_bytes() const;
   // Largest total of record bytes whose records, packed whole and in order, never need more
@@ -207,6 +248,18 @@ class PageBuilder {
 // page 0 is lost (segment_scan.h).
 void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint64_t generation,
                     uint64_t store_seed, uint64_t page_number, uint32_t page_in_segment = 0);
+
+// --- Segment map pages ---
+// Writes map page `index` (at page `page_number`) from `entries` (MapEntriesPerPage of them; the
+// last page's tail beyond the segment count is zero).
+void EncodeMapPage(uint8_t* page, const Geometry& geometry, uint64_t store_seed,
+                   uint64_t page_number, uint32_t index, const SegmentMapPageHeader& floors,
+                   const SegmentMapEntry* entries, uint32_t count, uint64_t write_count);
+// Checks a map page read from `page_number` and returns its floors; `entries` then points at
+// its entries. kDataLoss (or kNotFound, never written) as VerifyPage.
+absl::StatusOr<SegmentMapPageHeader> DecodeMapPage(const uint8_t* page, const Geometry& geometry,
+                                                   uint64_t store_seed, uint64_t page_number,
+                                                   const SegmentMapEntry** entries);
 
 // Checks a page read from `page_number`: magic, checksum (with the store and page seed), type,
 // and that used_bytes fits. kDataLoss with the page number and what failed. A page of all zero

@@ -90,17 +90,73 @@ class Recovery {
 
   absl::StatusOr<RecoveryReport> Run() {
     const absl::Time start = absl::Now();
+    NVKV_RETURN_IF_ERROR(ReadMap());
     NVKV_RETURN_IF_ERROR(ReadAllSegments());
     if (!refused_.ok()) return refused_;
     NVKV_RETURN_IF_ERROR(BuildIndexes());
-    report_.next_sequence = max_sequence_ + 1;
+    report_.next_sequence = std::max(max_sequence_ + 1, floors_.sequence_floor);
     report_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
     return std::move(report_);
   }
 
  private:
-  // Reads every segment, several in flight at once (as many as the queue's chunks allow), and
-  // scans each in segment order as its reads complete.
+  // Reads the segment map: which segments to read (to_read_), and the floors of the ones it
+  // skips. Every segment is read when the map is not to be trusted (options) or says nothing.
+  absl::Status ReadMap() {
+    SegmentMap* map = segments_.map();
+    std::vector<bool> free(g_.segment_count, false);
+    if (map != nullptr) {
+      storage::Buffer chunk = device_.buffers().GetChunk();
+      if (!chunk.valid()) return absl::InternalError("no buffer to read the segment map into");
+      const uint32_t per_page = MapEntriesPerPage(g_.page_bytes);
+      const uint64_t pages_per_chunk = chunk.bytes / g_.page_bytes;
+      absl::Status status;
+      for (uint64_t first = 0; first < g_.map_pages() && status.ok(); first += pages_per_chunk) {
+        const uint64_t count = std::min(pages_per_chunk, g_.map_pages() - first);
+        const absl::Status read = storage::ReadBlocks(
+            device_, (g_.map_first_page() + first) * options_.blocks_per_page,
+            static_cast<uint32_t>(count * options_.blocks_per_page), chunk);
+        if (!read.ok()) {
+          // Read what it names, all of it; a failing device shows itself in the segments.
+          report_.map_pages_damaged += count;
+          continue;
+        }
+        for (uint64_t i = 0; i < count; ++i) {
+          const uint64_t index = first + i;
+          const SegmentMapEntry* entries = nullptr;
+          absl::StatusOr<SegmentMapPageHeader> floors =
+              DecodeMapPage(chunk.data + i * g_.page_bytes, g_, options_.store_seed,
+                            g_.map_first_page() + index, &entries);
+          if (!floors.ok()) {
+            ++report_.map_pages_damaged;
+            continue;
+          }
+          floors_.sequence_floor = std::max(floors_.sequence_floor, floors->sequence_floor);
+          floors_.generation_floor = std::max(floors_.generation_floor, floors->generation_floor);
+          const uint64_t segments =
+              std::min<uint64_t>(per_page, g_.segment_count - index * per_page);
+          for (uint64_t e = 0; e < segments; ++e) {
+            const uint64_t segment = index * per_page + e;
+            const auto state = static_cast<MapState>(entries[e].state);
+            map->SetLoaded(segment, state);
+            free[segment] = state == MapState::kFree;
+          }
+        }
+      }
+      device_.buffers().PutChunk(chunk);
+    }
+    for (uint64_t s = 0; s < g_.segment_count; ++s) {
+      if (free[s] && !options_.read_all) {
+        ++report_.segments_skipped;
+      } else {
+        to_read_.push_back(s);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads the segments of to_read_, several in flight at once (as many as the queue's chunks
+  // allow), and scans each in segment order as its reads complete.
   absl::Status ReadAllSegments() {
     storage::BufferPool& pool = device_.buffers();
     const uint32_t chunks_per_segment = SegmentBuffer::ChunksFor(g_, pool);
@@ -116,11 +172,11 @@ class Recovery {
       buffers.push_back(std::move(buffer));
     }
     std::deque<SegmentBuffer*> in_flight;
-    uint64_t next_segment = 0;
-    while (next_segment < g_.segment_count || !in_flight.empty()) {
-      while (next_segment < g_.segment_count && in_flight.size() < parallel) {
-        SegmentBuffer* buffer = buffers[next_segment % parallel].get();
-        NVKV_RETURN_IF_ERROR(buffer->Issue(next_segment++));
+    size_t next = 0;
+    while (next < to_read_.size() || !in_flight.empty()) {
+      while (next < to_read_.size() && in_flight.size() < parallel) {
+        SegmentBuffer* buffer = buffers[next % parallel].get();
+        NVKV_RETURN_IF_ERROR(buffer->Issue(to_read_[next++]));
         in_flight.push_back(buffer);
       }
       SegmentBuffer& read = *in_flight.front();
@@ -228,7 +284,7 @@ class Recovery {
         NVKV_RETURN_IF_ERROR(DrainHashed(sink, *shard, table));
       }
     }
-    segments_.SetNextGeneration(max_generation_ + 1);
+    segments_.SetNextGeneration(std::max(max_generation_ + 1, floors_.generation_floor));
     segments_.FinishRecovery();
     return absl::OkStatus();
   }
@@ -243,6 +299,8 @@ class Recovery {
   std::vector<NewestRecords> newest_;
   std::vector<uint64_t> found_;  // ApplyToOrderedIndex's, kept to save an allocation per record
   std::vector<SegmentScanResult> scans_;
+  std::vector<uint64_t> to_read_;   // the segments recovery reads, in order
+  SegmentMapPageHeader floors_{};   // the highest of the map pages' floors
   std::vector<uint64_t> min_seq_, max_seq_;  // record sequences per segment
   uint64_t max_sequence_ = 0;
   uint64_t max_generation_ = 0;

@@ -31,6 +31,8 @@ struct RecoveryOptions {
   uint64_t store_seed = 0;
   uint32_t blocks_per_page = 1;
   bool ordered = false;  // the index mode being built
+  // Read every segment, whatever the segment map says (EngineOptions::recovery_reads_all).
+  bool read_all = false;
 };
 
 // What recovery found, for the engine and its Stats.
@@ -41,15 +43,21 @@ struct RecoveryReport {
   uint64_t damaged_pages = 0;      // holes inside logs
   uint64_t unreadable_pages = 0;   // pages the device failed to read (each also a hole)
   uint64_t table_bytes_peak = 0;   // the largest per-shard newest-record table it held
+  uint64_t segments_skipped = 0;   // free by the segment map: not read
+  uint64_t map_pages_damaged = 0;  // map pages that failed to read or verify (their segments read)
   double seconds = 0;
   // The records of the batches it dropped, still on the device until compaction frees their
   // segments (which never copies them: segment_scan.h): page reads leave them out.
   SequenceRanges dropped_batch_records;
 };
 
-// Reads every segment of `device` (the opening thread's queue, with chunk buffers for whole
-// segments) and fills the (empty) indexes of `shards` and `segments`, which it leaves ready for
-// use (SegmentTable::FinishRecovery). kDataLoss when no page of a segment can be read, or for a
+// Reads the segment map, then every segment of `device` it does not say is free (the opening
+// thread's queue, with chunk buffers for whole segments), and fills the (empty) indexes of
+// `shards` and `segments`, which it leaves ready for use (SegmentTable::FinishRecovery; the map
+// kept by `segments` then says what recovery found). A map page that cannot be read or verified
+// says nothing: its segments are read. Skipping the free ones changes nothing recovery finds
+// (kv/FORMAT.md "Recovery"): they hold no log, and the map's floors stand for their pages'
+// sequences and generations. kDataLoss when no page of a segment can be read, or for a
 // record no nvkv store writes; device errors.
 absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
                                             const Geometry& geometry, storage::Device& device,

@@ -74,8 +74,11 @@ uint64_t SegmentTable::FilterWordsFor(uint64_t puts) const {
   return words;
 }
 
-SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user)
+SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user, SegmentMap* map,
+                           const std::atomic<uint64_t>* next_sequence)
     : segment_count_(geometry.segment_count),
+      map_(map),
+      next_sequence_(next_sequence),
       capacity_bytes_(geometry.segment_bytes()),
       page_payload_bytes_(geometry.payload_bytes()),
       sparse_bytes_(uint64_t{geometry.pages_per_segment > 2 ? geometry.pages_per_segment - 2 : 0} *
@@ -104,16 +107,27 @@ uint64_t SegmentTable::KeepFor(SegmentUse use) const {
                                           : 0;
 }
 
-absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* generation) {
+absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* generation,
+                                                bool* awaiting_map) {
   absl::MutexLock lock(&mu_);
   const uint64_t keep = KeepFor(use);
-  if (free_.size() <= keep) {
+  *awaiting_map = false;
+  if (FreeCountLocked() <= keep) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("store full: ", free_.size(), " free segments of ", segment_count_,
+        absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
                      " and compaction finds nothing to reclaim"));
   }
-  const uint64_t segment = free_.back();
-  free_.pop_back();
+  uint64_t segment = 0;
+  if (map_ == nullptr) {
+    segment = free_.back();
+    free_.pop_back();
+  } else if (!ready_.empty()) {
+    segment = ready_.front();
+    ready_.erase(ready_.begin());
+  } else {
+    *awaiting_map = true;
+    return 0;
+  }
   Info& info = info_[segment];
   NVKV_CHECK(info.state == SegmentState::kFree);
   info.state = SegmentState::kOpen;
@@ -126,9 +140,9 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
 absl::Status SegmentTable::CheckReserve(SegmentUse use) {
   if (use == SegmentUse::kCompaction) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  if (free_.size() > KeepFor(use)) return absl::OkStatus();
+  if (FreeCountLocked() > KeepFor(use)) return absl::OkStatus();
   return absl::ResourceExhaustedError(
-      absl::StrCat("store full: ", free_.size(), " free segments of ", segment_count_,
+      absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
                    " and compaction finds nothing to reclaim"));
 }
 
@@ -262,6 +276,52 @@ void SegmentTable::Free(uint64_t segment) {
   Reset(info);
   ++info.incarnation;
   free_.push_back(segment);
+  if (map_ != nullptr) map_->Set(segment, MapState::kFree);
+}
+
+void SegmentTable::AnnounceMore() {
+  if (map_ == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  while (!free_.empty() && announcing_.size() + ready_.size() < announced_target()) {
+    const uint64_t segment = free_.back();
+    free_.pop_back();
+    announcing_.emplace_back(segment, map_->Set(segment, MapState::kInUse));
+  }
+}
+
+void SegmentTable::WithdrawAnnouncements() {
+  if (map_ == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [segment, ticket] : announcing_) ready_.push_back(segment);
+  announcing_.clear();
+  for (const uint64_t segment : ready_) {
+    free_.push_back(segment);
+    map_->Set(segment, MapState::kFree);
+  }
+  ready_.clear();
+}
+
+bool SegmentTable::MapWritten() {
+  if (map_ == nullptr) return false;
+  absl::MutexLock lock(&mu_);
+  bool moved = false;
+  for (size_t i = 0; i < announcing_.size();) {
+    if (map_->Durable(announcing_[i].second)) {
+      ready_.push_back(announcing_[i].first);
+      announcing_.erase(announcing_.begin() + static_cast<ptrdiff_t>(i));
+      moved = true;
+    } else {
+      ++i;
+    }
+  }
+  return moved;
+}
+
+SegmentMapPageHeader SegmentTable::MapFloors() const {
+  SegmentMapPageHeader floors{};
+  floors.sequence_floor = next_sequence_ != nullptr ? next_sequence_->load() : 1;
+  floors.generation_floor = next_generation_.load();
+  return floors;
 }
 
 void SegmentTable::NoteRecord(uint64_t segment, const KeyHash& hash, uint64_t sequence,
@@ -383,15 +443,19 @@ void SegmentTable::RecoverSegment(uint64_t segment, bool in_use, uint64_t min_se
 void SegmentTable::FinishRecovery() {
   absl::MutexLock lock(&mu_);
   free_.clear();
+  announcing_.clear();
+  ready_.clear();
   // Highest numbers last, so heads fill the device from the front.
   for (uint64_t s = segment_count_; s > 0; --s) {
-    if (info_[s - 1].state == SegmentState::kFree) free_.push_back(s - 1);
+    const bool free = info_[s - 1].state == SegmentState::kFree;
+    if (free) free_.push_back(s - 1);
+    if (map_ != nullptr) map_->Set(s - 1, free ? MapState::kFree : MapState::kInUse);
   }
 }
 
 uint64_t SegmentTable::free_count() {
   absl::MutexLock lock(&mu_);
-  return free_.size();
+  return FreeCountLocked();
 }
 
 uint64_t SegmentTable::live_bytes_total() const {
@@ -411,7 +475,7 @@ bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
   // worth cleaning (counting segments whose writes are still in flight: they become victims
   // once written). When neither holds, the store is full and waiting would only delay saying so.
   auto settled = [this, keep]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (free_.size() > keep) return true;
+    if (FreeCountLocked() > keep) return true;
     for (uint64_t s = 0; s < segment_count_; ++s) {
       if (info_[s].state == SegmentState::kCompacting) return false;
     }
@@ -421,7 +485,7 @@ bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
   };
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithTimeout(absl::Condition(&settled), timeout);
-  return free_.size() > keep;
+  return FreeCountLocked() > keep;
 }
 
 uint64_t SegmentTable::usable_bytes() const {

@@ -40,6 +40,14 @@
 // little that it repacks into fewer pages: pages are at least half full once packed, so that
 // holds below (pages_per_segment - 2) / 2 pages of payload. Cleaning a segment that gains nothing
 // would only rewrite it, over and over when the store is full of live data.
+//
+// The segment map (segment_map.h). A table given a map keeps it saying what recovery must read:
+// a free segment reaches a log head only once the map on the device says it is in use. The
+// table keeps a few free segments *announced* (marked in use, and the map write done) for the
+// heads to take (Allocate takes no other), and the map's writer (the log writer; Open before it
+// starts) announces more as they are taken (AnnounceMore, then MapWritten once the write is
+// done). A freed segment is marked free in the map lazily: its free markers already say so. So
+// after a crash recovery reads the segments in use and the announced ones, and skips the rest.
 #ifndef NVKV_KV_SEGMENT_TABLE_H_
 #define NVKV_KV_SEGMENT_TABLE_H_
 
@@ -56,6 +64,7 @@
 #include "kv/engine.h"
 #include "kv/key_hash.h"
 #include "kv/page_format.h"
+#include "kv/segment_map.h"
 
 namespace nvkv::kv {
 
@@ -85,7 +94,11 @@ enum class SegmentUse : uint8_t {
 class SegmentTable {
  public:
   // `geometry` gives the segment count and shape; `reserve_user` is what kUserPut must leave.
-  SegmentTable(const Geometry& geometry, uint32_t reserve_user);
+  // With a `map` (the engine's; tests of the table alone may leave it out, and then every free
+  // segment may be taken at once), `next_sequence` is the engine's sequence counter, for the
+  // floors a map page carries. Both must outlive the table.
+  SegmentTable(const Geometry& geometry, uint32_t reserve_user, SegmentMap* map = nullptr,
+               const std::atomic<uint64_t>* next_sequence = nullptr);
 
   // The free segments user puts must leave for a store of `shard_count` shards. Compaction
   // copies a victim's live records to the log head of each record's shard, so one victim may
@@ -98,8 +111,27 @@ class SegmentTable {
   uint64_t count() const { return segment_count_; }
 
   // Takes a free segment for a log head and gives it a fresh generation. kResourceExhausted
-  // when the free list is down to what `use` must leave.
-  absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint64_t* generation);
+  // when the free list is down to what `use` must leave. With a map, only an announced segment
+  // is taken: when none is announced yet, *awaiting_map is set and nothing is taken (the caller
+  // wakes the map's writer and tries again later).
+  absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint64_t* generation, bool* awaiting_map);
+
+  // The segment map (null without one), and what its writer does with it.
+  SegmentMap* map() const { return map_; }
+  // Marks free segments in use in the map until announced_target() of them are announced or
+  // being announced; their map pages are then written (SegmentMap::TakeWrite).
+  void AnnounceMore();
+  // A map write completed: the segments whose marks are on the device may now be taken.
+  // Returns whether any became so.
+  bool MapWritten();
+  // The store is closing: announced segments (and ones being announced) are free again, and
+  // marked so in the map.
+  void WithdrawAnnouncements();
+  // Free segments kept announced: one per head (every shard's, for compaction's copies too) and
+  // two, so that a head moving on rarely waits for a map write.
+  uint32_t announced_target() const { return reserve_user_; }
+  // The floors a map page written now carries: the next sequence and generation.
+  SegmentMapPageHeader MapFloors() const;
   // kResourceExhausted when the free list is down to what `use` must leave (as Allocate would
   // fail): a head's segment taken by compaction from the reserve is for compaction's copies.
   absl::Status CheckReserve(SegmentUse use);
@@ -161,6 +193,8 @@ class SegmentTable {
   // finds; RecoverSegment then shrinks the segment's key filter, or drops it when not in use).
   void RecoverSegment(uint64_t segment, bool in_use, uint64_t min_sequence, uint64_t max_sequence);
   void SetNextGeneration(uint64_t generation) { next_generation_.store(generation); }
+  // Builds the free list from the recovered states, and makes the map say the same of every
+  // segment (the pages that change are written by the map's writer).
   void FinishRecovery();
 
   uint64_t free_count();
@@ -255,6 +289,8 @@ class SegmentTable {
   static void Reset(Info& info);
 
   const uint64_t segment_count_;
+  SegmentMap* const map_;
+  const std::atomic<uint64_t>* const next_sequence_;
   const uint64_t capacity_bytes_;
   const uint64_t page_payload_bytes_;  // record bytes one page holds
   const uint64_t sparse_bytes_;        // kept bytes below which a segment repacks smaller
@@ -270,7 +306,15 @@ class SegmentTable {
   std::atomic<uint64_t> next_generation_{1};
   std::atomic<uint64_t> retained_count_{0};  // segments in kRetained
   absl::Mutex mu_;
+  // Free segments: not announced (free_), being announced (announcing_, with the map change
+  // that must be on the device first), announced (ready_). Without a map, only free_.
   std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<uint64_t, SegmentMap::Ticket>> announcing_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> ready_ ABSL_GUARDED_BY(mu_);
+  // Free segments of every kind.
+  uint64_t FreeCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return free_.size() + announcing_.size() + ready_.size();
+  }
   uint64_t recovering_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;  // the one full-size recovered filter
 };
 

@@ -18,9 +18,10 @@
 namespace nvkv::kv {
 namespace {
 
-// True when DecodeSuperblock refused `page` because it is an nvkv superblock of a newer format:
-// its other kFailedPrecondition is a wrong magic, and a bad checksum is kDataLoss.
-bool IsNewerFormat(const absl::StatusOr<Superblock>& decoded, const uint8_t* page) {
+// True when DecodeSuperblock refused `page` because it is an nvkv superblock of a format version
+// this nvkv does not read (newer, or version 1): its other kFailedPrecondition is a wrong magic,
+// and a bad checksum is kDataLoss.
+bool IsOtherFormat(const absl::StatusOr<Superblock>& decoded, const uint8_t* page) {
   if (!absl::IsFailedPrecondition(decoded.status())) return false;
   uint64_t magic = 0;
   std::memcpy(&magic, page + offsetof(Superblock, magic), sizeof(magic));
@@ -70,8 +71,8 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   }
   absl::StatusOr<SuperblockProbe> probe = ProbeSuperblocks();
   if (!probe.ok()) return probe.status();
-  if (!probe->newer_format.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": ", probe->newer_format.message()));
+  if (!probe->unreadable_format.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ", probe->unreadable_format.message()));
   }
   Superblock superblock{};
   const bool formatted_now = !probe->copies[0].ok() && !probe->copies[1].ok();
@@ -125,7 +126,7 @@ absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
   // A store of a newer format is refused as such, whatever the options: never formatted over
   // (force_format is for data that is not an nvkv store), never called foreign.
   probe.copies[0] = DecodeSuperblock(chunk.data, kMaxPageBytes);
-  if (IsNewerFormat(probe.copies[0], chunk.data)) probe.newer_format = probe.copies[0].status();
+  if (IsOtherFormat(probe.copies[0], chunk.data)) probe.unreadable_format = probe.copies[0].status();
   if (probe.copies[0].ok() && probe.copies[0]->page_bytes * 2 <= probe_bytes) {
     probe.copies[1] = DecodeSuperblock(chunk.data + probe.copies[0]->page_bytes, kMaxPageBytes);
   } else {
@@ -133,8 +134,8 @@ absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
     for (uint32_t page = kMinPageBytes; page <= kMaxPageBytes && page * 2 <= probe_bytes;
          page *= 2) {
       auto candidate = DecodeSuperblock(chunk.data + page, kMaxPageBytes);
-      if (probe.newer_format.ok() && IsNewerFormat(candidate, chunk.data + page)) {
-        probe.newer_format = candidate.status();
+      if (probe.unreadable_format.ok() && IsOtherFormat(candidate, chunk.data + page)) {
+        probe.unreadable_format = candidate.status();
       }
       if (candidate.ok() && candidate->page_bytes == page) {
         probe.copies[1] = candidate;
@@ -194,8 +195,15 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
           ? options_.segment_bytes
           : AutoSegmentBytes(device_info_.capacity_bytes(), options_.page_bytes);
   const uint32_t pages_per_segment = segment_bytes / options_.page_bytes;
-  const uint64_t segment_count =
+  // Segments and their map after them (FORMAT.md "Device layout").
+  uint64_t segment_count =
       pages > kSuperblockPages ? (pages - kSuperblockPages) / pages_per_segment : 0;
+  while (segment_count > 0 &&
+         kSuperblockPages + segment_count * pages_per_segment +
+                 MapPagesFor(segment_count, options_.page_bytes) >
+             pages) {
+    --segment_count;
+  }
   // The reserve, an open segment per shard, and four segments of data.
   const uint64_t need =
       uint64_t{SegmentTable::UserReserveFor(options_.shard_count)} + options_.shard_count + 4;
@@ -225,7 +233,9 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
                      superblock.page_bytes);
   }
   // The first page of every segment must not look like data of this store: a fresh store id
-  // makes leftovers from an earlier store fail their checksums, so nothing else is written.
+  // makes leftovers from an earlier store fail their checksums, so nothing else is written here
+  // (the segment map follows once the engine starts: until then it says nothing, and recovery
+  // would read every segment).
   absl::Status written = storage::WriteBlocks(device, 0, 2 * superblock.page_bytes / lba_bytes,
                                               page, /*fua=*/true);
   device.buffers().PutChunk(page);

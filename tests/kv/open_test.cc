@@ -201,6 +201,32 @@ TEST(OpenTest, NewerFormatVersionIsRefused) {
   EXPECT_TRUE(AllBytes(*storage) == before);
 }
 
+// Version 1 stores have no segment map, and their segments leave no room for one: refused with
+// a message that says so, and never formatted over, with or without force_format.
+TEST(OpenTest, VersionOneStoreIsRefusedAndLeftAlone) {
+  auto storage = NewStorage();
+  MakeStore(storage);
+  std::vector<uint8_t> page = storage->CopyOut(0, 1);
+  auto superblock = DecodeSuperblock(page.data(), kPageBytes);
+  ASSERT_THAT(superblock, IsOk());
+  Superblock older = *superblock;
+  older.format_version = 1;
+  for (uint32_t copy = 0; copy < 2; ++copy) {
+    older.copy = copy;
+    EncodeSuperblock(older, page.data(), kPageBytes);
+    storage->Write(copy, 1, page.data());
+  }
+  const std::vector<uint8_t> before = AllBytes(*storage);
+  EXPECT_THAT(OpenMem(storage, StoreOptions()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "format version 1, which this nvkv (version 2) does not read"));
+  EngineOptions force = StoreOptions();
+  force.force_format = true;
+  EXPECT_THAT(OpenMem(storage, force),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "format version 1"));
+  EXPECT_TRUE(AllBytes(*storage) == before) << "a version 1 store was overwritten";
+}
+
 TEST(OpenTest, DeviceTooSmallIsAClearError) {
   // 2 superblock pages + 9 segments of 256 KiB: 2 shards need 2 * 2 + 6 = 10 segments.
   auto storage = NewStorage(MemOptions(2 + 9 * 64));

@@ -16,6 +16,9 @@
 namespace nvkv::kv {
 namespace {
 
+// A table without a segment map hands out any free segment: Allocate never waits for one.
+bool never_awaits_map = false;
+
 using ::nvkv::testing::IsOk;
 using ::nvkv::testing::StatusIs;
 
@@ -52,7 +55,7 @@ struct Contents {
 // Allocates a segment for a head, appends records as `contents` says and seals it.
 uint64_t FilledSegment(SegmentTable& table, const Contents& contents) {
   uint64_t generation = 0;
-  absl::StatusOr<uint64_t> segment = table.Allocate(SegmentUse::kCompaction, &generation);
+  absl::StatusOr<uint64_t> segment = table.Allocate(SegmentUse::kCompaction, &generation, &never_awaits_map);
   EXPECT_THAT(segment, IsOk());
   const int64_t records = contents.record_bytes >= 0
                               ? contents.record_bytes
@@ -82,26 +85,26 @@ TEST(SegmentTableTest, AllocateLeavesTheReserveOfEachUse) {
   uint64_t generation = 0;
   std::set<uint64_t> taken;
   for (int i = 0; i < 5; ++i) {
-    absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserPut, &generation);
+    absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
     ASSERT_THAT(segment, IsOk()) << i;
     taken.insert(*segment);
   }
   EXPECT_EQ(table->free_count(), 3u);
-  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation),
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map),
               StatusIs(absl::StatusCode::kResourceExhausted, "store full"));
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserDelete, &generation);
+    absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserDelete, &generation, &never_awaits_map);
     ASSERT_THAT(segment, IsOk()) << i;
     taken.insert(*segment);
   }
   EXPECT_EQ(table->free_count(), 1u);
-  EXPECT_THAT(table->Allocate(SegmentUse::kUserDelete, &generation),
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserDelete, &generation, &never_awaits_map),
               StatusIs(absl::StatusCode::kResourceExhausted));
-  absl::StatusOr<uint64_t> last = table->Allocate(SegmentUse::kCompaction, &generation);
+  absl::StatusOr<uint64_t> last = table->Allocate(SegmentUse::kCompaction, &generation, &never_awaits_map);
   ASSERT_THAT(last, IsOk());
   taken.insert(*last);
   EXPECT_EQ(table->free_count(), 0u);
-  EXPECT_THAT(table->Allocate(SegmentUse::kCompaction, &generation),
+  EXPECT_THAT(table->Allocate(SegmentUse::kCompaction, &generation, &never_awaits_map),
               StatusIs(absl::StatusCode::kResourceExhausted));
   // Every segment was handed out exactly once, and each is now open.
   EXPECT_EQ(taken.size(), 8u);
@@ -113,7 +116,7 @@ TEST(SegmentTableTest, AllocateFillsFromTheFrontWithFreshGenerations) {
   table->SetNextGeneration(41);
   uint64_t generation = 0;
   for (uint64_t want = 0; want < 4; ++want) {
-    absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserPut, &generation);
+    absl::StatusOr<uint64_t> segment = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
     ASSERT_THAT(segment, IsOk());
     EXPECT_EQ(*segment, want);
     EXPECT_EQ(generation, 41 + want);
@@ -142,7 +145,7 @@ TEST(SegmentTableTest, LiveBytesAreCountedAndResetWhenASegmentIsReused) {
   // Reused: it starts empty, whatever was counted against it before.
   table->AddLive(a, 77);
   uint64_t generation = 0;
-  absl::StatusOr<uint64_t> again = table->Allocate(SegmentUse::kUserPut, &generation);
+  absl::StatusOr<uint64_t> again = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
   ASSERT_THAT(again, IsOk());
   EXPECT_EQ(table->live_bytes(*again), 0);
 }
@@ -164,7 +167,7 @@ TEST(SegmentTableTest, SegmentsWithPagesInFlightAreNotVictims) {
 TEST(SegmentTableTest, OnlySealedSegmentsAreVictimsAndUnpickReturnsThem) {
   auto table = FreshTable(4, 0);
   uint64_t generation = 0;
-  absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation);
+  absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
   ASSERT_THAT(open, IsOk());
   EXPECT_FALSE(table->PickVictim(CompactionPolicy::kGreedy, 10, false).has_value())
       << "an open segment (a head is filling it) was chosen";
@@ -307,13 +310,13 @@ TEST(SegmentTableTest, TombstonesOfKeysNoOlderSegmentHoldsAreGarbage) {
 TEST(SegmentTableTest, MayHoldOlderFindsEveryKeyOfOlderSegmentsInUse) {
   auto table = FreshTable(5, 0);
   uint64_t generation = 0;
-  absl::StatusOr<uint64_t> old_segment = table->Allocate(SegmentUse::kUserPut, &generation);
+  absl::StatusOr<uint64_t> old_segment = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
   ASSERT_THAT(old_segment, IsOk());
   constexpr uint64_t kKeys = 2000;
   for (uint64_t i = 0; i < kKeys; ++i) {
     table->NoteRecord(*old_segment, HashKey(absl::StrCat("key", i)), 100 + i, 30, false);
   }
-  absl::StatusOr<uint64_t> victim = table->Allocate(SegmentUse::kUserPut, &generation);
+  absl::StatusOr<uint64_t> victim = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
   ASSERT_THAT(victim, IsOk());
   table->NoteRecord(*victim, HashKey("key0"), 5000, 30, true);
   // Open, then sealed (its filter folded): every key is found.
@@ -348,7 +351,7 @@ TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
   const uint64_t a = FilledSegment(*table, 10, 5, 50);
   const uint64_t b = FilledSegment(*table, 10, 30, 40);
   uint64_t generation = 0;
-  absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation);
+  absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
   ASSERT_THAT(open, IsOk());
   table->NoteRecord(*open, HashKey("a"), 70, 100, false);
   // Out of order: compaction copies keep their old sequence.
@@ -382,7 +385,7 @@ TEST(SegmentTableTest, RecoveredSegmentsKeepStateAndSequences) {
   EXPECT_EQ(table.state(1), SegmentState::kFree);
   EXPECT_EQ(table.MinSequenceExcept(2), 7u);
   uint64_t generation = 0;
-  absl::StatusOr<uint64_t> first = table.Allocate(SegmentUse::kUserPut, &generation);
+  absl::StatusOr<uint64_t> first = table.Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
   ASSERT_THAT(first, IsOk());
   EXPECT_EQ(*first, 1u);  // the lowest free segment first
 }
@@ -411,7 +414,7 @@ TEST(SegmentTableTest, WaitForFreeSeesSegmentsFreedBeforeItStarted) {
   FilledSegment(*table, 10, 1, 1);
   FilledSegment(*table, 10, 2, 2);
   uint64_t generation = 0;
-  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation),
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map),
               StatusIs(absl::StatusCode::kResourceExhausted));
   auto victim = table->PickVictim(CompactionPolicy::kGreedy, 10, false);
   ASSERT_TRUE(victim.has_value());
@@ -420,7 +423,7 @@ TEST(SegmentTableTest, WaitForFreeSeesSegmentsFreedBeforeItStarted) {
   EXPECT_TRUE(table->WaitForFree(SegmentUse::kUserPut, absl::Seconds(5)));
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   // Not enough for a put (it must leave one), but enough for a delete: no wait either way.
-  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation), IsOk());
+  EXPECT_THAT(table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map), IsOk());
   EXPECT_FALSE(table->WaitForFree(SegmentUse::kUserPut, absl::Milliseconds(10)));
   EXPECT_FALSE(table->WaitForFree(SegmentUse::kUserDelete, absl::Milliseconds(10)));
   EXPECT_TRUE(table->WaitForFree(SegmentUse::kCompaction, absl::Milliseconds(10)));

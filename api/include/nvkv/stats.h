@@ -125,6 +125,10 @@ struct Stats {
 
   // The last Open's recovery.
   uint64_t recovery_pages_scanned = 0;
+  // Segments the segment map says are free, which recovery did not read; and map pages it
+  // could not read or verify (it read every segment they describe).
+  uint64_t recovery_segments_skipped = 0;
+  uint64_t recovery_map_pages_damaged = 0;
   uint64_t recovery_records = 0;
   uint64_t recovery_batches_discarded = 0;  // torn batches dropped whole
   // Damaged pages inside a segment's log that recovery skipped (holes): their records are lost,

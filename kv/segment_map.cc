@@ -1,0 +1,95 @@
+// SegmentMap (segment_map.h).
+#include "kv/segment_map.h"
+
+#include <algorithm>
+
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+
+SegmentMap::SegmentMap(const Geometry& geometry, uint64_t store_seed)
+    : geometry_(geometry),
+      store_seed_(store_seed),
+      per_page_(MapEntriesPerPage(geometry.page_bytes)),
+      page_count_(geometry.map_pages()),
+      entries_(geometry.segment_count, SegmentMapEntry{}),
+      pages_(page_count_) {}
+
+void SegmentMap::SetLoaded(uint64_t segment, MapState state) {
+  absl::MutexLock lock(&mu_);
+  entries_[segment].state = static_cast<uint8_t>(state);
+}
+
+SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t index = segment / per_page_;
+  PageState& page = pages_[index];
+  if (entries_[segment].state != static_cast<uint8_t>(state)) {
+    entries_[segment].state = static_cast<uint8_t>(state);
+    if (page.version == page.written) ++dirty_pages_;
+    ++page.version;
+  }
+  return Ticket{index, page.version};
+}
+
+MapState SegmentMap::Get(uint64_t segment) const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<MapState>(entries_[segment].state);
+}
+
+bool SegmentMap::Durable(const Ticket& ticket) const {
+  absl::MutexLock lock(&mu_);
+  return pages_[ticket.index].written >= ticket.version;
+}
+
+bool SegmentMap::dirty() const {
+  absl::MutexLock lock(&mu_);
+  return dirty_pages_ != 0;
+}
+
+std::optional<SegmentMap::PageWrite> SegmentMap::TakeWrite(uint8_t* page,
+                                                           const SegmentMapPageHeader& floors) {
+  absl::MutexLock lock(&mu_);
+  if (dirty_pages_ == 0) return std::nullopt;
+  for (uint64_t index = 0; index < page_count_; ++index) {
+    PageState& state = pages_[index];
+    if (state.version == state.written || state.in_flight) continue;
+    state.in_flight = true;
+    return EncodeLocked(index, page, floors);
+  }
+  return std::nullopt;
+}
+
+SegmentMap::PageWrite SegmentMap::EncodePage(uint64_t index, uint8_t* page,
+                                             const SegmentMapPageHeader& floors) {
+  absl::MutexLock lock(&mu_);
+  return EncodeLocked(index, page, floors);
+}
+
+SegmentMap::PageWrite SegmentMap::EncodeLocked(uint64_t index, uint8_t* page,
+                                               const SegmentMapPageHeader& floors) {
+  const uint64_t first = index * per_page_;
+  const uint32_t count =
+      static_cast<uint32_t>(std::min<uint64_t>(per_page_, entries_.size() - first));
+  PageWrite write;
+  write.index = index;
+  write.page_number = geometry_.map_first_page() + index;
+  write.version = pages_[index].version;
+  EncodeMapPage(page, geometry_, store_seed_, write.page_number, static_cast<uint32_t>(index),
+                floors, entries_.data() + first, count, ++write_count_);
+  return write;
+}
+
+void SegmentMap::Written(const PageWrite& write, bool ok) {
+  absl::MutexLock lock(&mu_);
+  PageState& state = pages_[write.index];
+  state.in_flight = false;
+  if (!ok || write.version <= state.written) return;
+  state.written = write.version;
+  if (state.written == state.version) {
+    NVKV_CHECK(dirty_pages_ > 0);
+    --dirty_pages_;
+  }
+}
+
+}  // namespace nvkv::kv

@@ -1,0 +1,90 @@
+// SegmentMap: the segment map's pages (kv/FORMAT.md "Segment map") as they are in memory, and
+// which of them must be written again. The map tells recovery which segments it need not read:
+// the ones it says are free. Its one rule: the map on the device never says kFree of a segment
+// that may hold a log with acknowledged records. So a segment is marked in use, and that write
+// completed, before a log head may take it (SegmentTable hands out only such segments), and it
+// is marked free only after compaction's free markers are durable (a free marker already makes a
+// segment read as holding nothing, so the map may say kFree later, lazily).
+//
+// State: one entry per segment, and per map page the number of changes made to it (`version`)
+// and how many of them a completed write carried (`written`). A change is on the device once
+// its page's written version reaches the version the change got. At most one write of a page
+// is in flight at once (NVMe orders nothing among commands in flight: of two writes of one page,
+// either could land last).
+//
+// Thread contract: thread-safe (a leaf mutex). Set is called by SegmentTable under its lock;
+// TakeWrite and Written by the one thread that writes the map (the log writer, or Open).
+#ifndef NVKV_KV_SEGMENT_MAP_H_
+#define NVKV_KV_SEGMENT_MAP_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "kv/page_format.h"
+
+namespace nvkv::kv {
+
+class SegmentMap {
+ public:
+  // A change: on the device once page `index`'s written version reaches `version`.
+  struct Ticket {
+    uint64_t index = 0;
+    uint64_t version = 0;
+  };
+  // A page write TakeWrite prepared: map page `index` at `page_number`, carrying `version`.
+  struct PageWrite {
+    uint64_t index = 0;
+    uint64_t page_number = 0;
+    uint64_t version = 0;
+  };
+
+  // Every entry kUnknown, every page written (nothing to write until something changes).
+  SegmentMap(const Geometry& geometry, uint64_t store_seed);
+
+  uint64_t page_count() const { return page_count_; }
+
+  // Recovery: `segment`'s state as the device holds it (no write needed).
+  void SetLoaded(uint64_t segment, MapState state);
+  // Changes `segment`'s entry; nothing to do when it says so already (the ticket of the page's
+  // current version).
+  Ticket Set(uint64_t segment, MapState state);
+  MapState Get(uint64_t segment) const;
+  // Whether the change that gave `ticket` is on the device.
+  bool Durable(const Ticket& ticket) const;
+  // Whether some page has changes not yet written (or being written).
+  bool dirty() const;
+
+  // Encodes into `page` (page_bytes) the next changed page with no write in flight, with
+  // `floors`, and marks its write in flight; nullopt when there is none.
+  std::optional<PageWrite> TakeWrite(uint8_t* page, const SegmentMapPageHeader& floors);
+  // Encodes page `index` as it is now, whether changed or not (format writes every page).
+  PageWrite EncodePage(uint64_t index, uint8_t* page, const SegmentMapPageHeader& floors);
+  // The write TakeWrite prepared completed (`ok`: without error). A failed write leaves the page
+  // changed, to be written again.
+  void Written(const PageWrite& write, bool ok);
+
+ private:
+  struct PageState {
+    uint64_t version = 0;
+    uint64_t written = 0;
+    bool in_flight = false;
+  };
+  PageWrite EncodeLocked(uint64_t index, uint8_t* page, const SegmentMapPageHeader& floors)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Geometry geometry_;
+  const uint64_t store_seed_;
+  const uint32_t per_page_;
+  const uint64_t page_count_;
+  mutable absl::Mutex mu_;
+  std::vector<SegmentMapEntry> entries_ ABSL_GUARDED_BY(mu_);
+  std::vector<PageState> pages_ ABSL_GUARDED_BY(mu_);
+  uint64_t dirty_pages_ ABSL_GUARDED_BY(mu_) = 0;  // pages with version > written
+  uint64_t write_count_ ABSL_GUARDED_BY(mu_) = 0;  // page writes prepared (diagnostics)
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_SEGMENT_MAP_H_
