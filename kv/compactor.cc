@@ -379,10 +379,13 @@ bool Compactor::IsDataPage(const uint8_t* bytes, uint64_t page) const {
 }
 
 absl::Status Compactor::WriteFreeMarkers(uint64_t segment) {
-  // On its first page, and on its last, which its next log overwrites last. If page 0 is later
-  // lost (a torn first write of the next log, or media damage), the last page's marker tells the
-  // segment's stale log, whose records were copied or dead (and whose tombstones may be gone),
-  // from a log written after the marker.
+  // On its last page first, which no log uses (Geometry::log_pages), then on its first. If the
+  // last page's write is torn, the log is whole as it was (and its records' copies are
+  // interchangeable with them); if page 0's is, or page 0 is later lost (a torn first write of
+  // the next log, or media damage), the last page's marker tells the segment's stale log, whose
+  // records were copied or dead (and whose tombstones may be gone), from a log written after
+  // the marker. Freeing is all or nothing for recovery: no marker may cut a log short, or a
+  // tombstone dropped here could lose its batch while older records of its key stay.
   const Geometry& g = geometry_;
   storage::BufferPool& pool = queue_->buffers();
   storage::Buffer page = pool.GetPage();

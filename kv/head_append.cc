@@ -49,16 +49,16 @@ absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages, Segme
                                              bool* awaiting_map) const {
   LogHead& head = shard.head;
   *awaiting_map = false;
-  if (head.has_segment && head.next_page + pages <= geometry_.pages_per_segment) {
+  if (head.has_segment && head.next_page + pages <= geometry_.log_pages()) {
     // The head's segment may be one compaction took from the reserve: user writes must not
     // fill it while the store is down to what they must leave.
     return segments_.CheckReserve(use);
   }
-  if (pages > geometry_.pages_per_segment) {
+  if (pages > geometry_.log_pages()) {
     // No segment is large enough: taking another would not help (and callers that loop until
     // the room is there would take every free segment).
-    return absl::InvalidArgumentError(absl::StrCat(pages, " pages do not fit one segment of ",
-                                                   geometry_.pages_per_segment));
+    return absl::InvalidArgumentError(absl::StrCat(pages, " pages do not fit one segment's log of ",
+                                                   geometry_.log_pages()));
   }
   SealOpenPage(shard);
   uint64_t generation = 0;
@@ -223,14 +223,14 @@ absl::Status HeadAppender::ReserveForBatch(Shard& shard,
     // Waiting for more page buffers than the shard owns, or for more pages than a segment has,
     // would never end. max_batch_bytes() keeps every batch below both, except in hash mode when
     // keys of the batch collide on their index tags and must go to different pages.
-    const uint64_t owned = std::min<uint64_t>(shard.slots.size(), geometry_.pages_per_segment);
+    const uint64_t owned = std::min<uint64_t>(shard.slots.size(), geometry_.log_pages());
     if (fresh > owned) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", records.size(), " records needs ", fresh,
                        " pages; a shard has ", shard.slots.size(), " page buffers and a segment ",
-                       geometry_.pages_per_segment, " pages"));
+                       geometry_.log_pages(), " pages for its log"));
     }
-    if (!head.has_segment || head.next_page + fresh > geometry_.pages_per_segment) {
+    if (!head.has_segment || head.next_page + fresh > geometry_.log_pages()) {
       bool awaiting_map = false;
       NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, fresh, use, &awaiting_map));
       if (awaiting_map) NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
@@ -336,7 +336,7 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
       NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use, &awaiting_map));
       if (!awaiting_map) {
         SealOpenPage(shard);  // the run must come after every page already assigned
-        if (head.next_page + count <= g.pages_per_segment) break;
+        if (head.next_page + count <= g.log_pages()) break;
         NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use, &awaiting_map));
         if (!awaiting_map) break;
       }

@@ -33,7 +33,7 @@ uint64_t Geometry::BatchBytesWithinPages(uint32_t pages) const {
   return uint64_t{payload_bytes()} * ((uint64_t{pages} + 1) / 2);
 }
 
-uint64_t Geometry::max_batch_bytes() const { return BatchBytesWithinPages(pages_per_segment); }
+uint64_t Geometry::max_batch_bytes() const { return BatchBytesWithinPages(log_pages()); }
 
 uint32_t LargeRecordPages(const Geometry& g, size_t key_bytes, size_t value_bytes) {
   const size_t first = g.payload_bytes() - sizeof(RecordHeader) - key_bytes;

@@ -159,6 +159,9 @@ struct Geometry {
   uint64_t segment_count = 0;
 
   uint32_t payload_bytes() const { return page_bytes - sizeof(PageHeader); }
+  // Pages a segment's log may use: all but the last, which is kept for the free marker
+  // (FORMAT.md "Free marker": overwriting it can then never cut a log short).
+  uint32_t log_pages() const { return pages_per_segment - 1; }
   uint64_t segment_bytes() const { return uint64_t{page_bytes} * pages_per_segment; }
   uint64_t FirstPageOf(uint64_t segment) const {
     return kSuperblockPages + segment * pages_per_segment;
@@ -181,7 +184,7 @@ struct Geometry {
   // a page each: 16 payloads' worth are 31 such records, on 31 pages.)
   uint64_t BatchBytesWithinPages(uint32_t pages) const;
   // Largest total of record bytes one WriteBatch may append as far as a segment goes: what is
-  // sure to fit one segment's pages (BatchBytesWithinPages(pages_per_segment), half a segment).
+  // sure to fit one segment's log (BatchBytesWithinPages(log_pages()), half a segment).
   uint64_t max_batch_bytes() const;
 };
 

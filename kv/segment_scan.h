@@ -6,9 +6,9 @@
 // when page 0 is a data page; when page 0 is damaged or was never written, it is the newest
 // generation found on the other pages at their places (the log went on after its first page);
 // a segment whose page 0 is a free marker, or with no page of any log, holds nothing. Compaction
-// writes its free marker on the last page too, which the segment's next log overwrites last: a
-// log older than that marker is the segment's stale one (its records were copied or dead) and
-// never counts.
+// writes its free marker on the last page first, which no log uses (Geometry::log_pages): a log
+// older than that marker is the segment's stale one (its records were copied or dead) and never
+// counts.
 //
 // The log ends at its last page. A page before that end that does not belong to the log is a
 // *hole* (media damage, or a crash that left a write of the log in flight while later ones

@@ -70,7 +70,7 @@ struct PageSlot {
 // assigns gets the next head counter (the head's page order, across segments), and DurablePrefix
 // follows it from assignment until it is durable. Invariants: each of the shard's PageSlots is
 // in exactly one place (free_slots, open, sealed, or in flight with the writer); the open page
-// and the sealed ones are in Shard::unwritten; next_page <= pages_per_segment.
+// and the sealed ones are in Shard::unwritten; next_page <= Geometry::log_pages().
 struct LogHead {
   bool has_segment = false;  // false: the next page needs a segment from SegmentTable
   uint64_t segment = 0;

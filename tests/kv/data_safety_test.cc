@@ -560,6 +560,55 @@ namespace {
 // When it is reused and the first page of its next log is lost (torn by a crash, or damaged),
 // that stale log must not come back: its dead records would outlive the tombstones that hid
 // them, which compaction has dropped meanwhile.
+// Freeing a segment must be all or nothing for recovery. Compaction drops a tombstone whose
+// key's older records lie only in the victim itself, then writes the free markers. Found by the
+// crash test (NVKV_CRASH_SEED=1076, hash mode): the last-page marker torn by the cut left the
+// victim's log alive but for its last page, which held the end of a durable batch with the
+// tombstone; recovery dropped the batch as torn and the key's older put came back.
+TEST_F(DataSafetyTest, ATornFreeMarkerDoesNotBringBackARecordItsSegmentDeleted) {
+  auto mem = MemDevice::Open(storage_, MemOptions());
+  ASSERT_THAT(mem, IsOk());
+  auto fault = FaultDevice::Create(std::move(*mem), {});
+  ASSERT_THAT(fault, IsOk());
+  FaultDevice* device = fault->get();
+  // With a record cache overwrites find the records they replace (not blind): segment 0's
+  // records are known dead, and CompactAll cleans it.
+  EngineOptions options = StoreOptions();
+  options.cache_bytes = EngineOptions{}.cache_bytes;
+  {
+    auto engine = Engine::OpenOnDevice(std::move(*fault), options);
+    ASSERT_THAT(engine, IsOk());
+    // Segment 0: "doomed" on its first page, twelve keys, then a durable batch of three pages
+    // that ends by deleting "doomed" (on the segment's last page when the log may use it).
+    ASSERT_THAT(Put(**engine, "doomed", BigValue(99)), IsOk());
+    PutPages(**engine, 1, 12);
+    std::vector<WriteOp> ops;
+    const std::string value(1800, 'b');
+    for (const std::string& key : BatchKeys()) ops.push_back(WriteOp{false, key, value});
+    ops.push_back(WriteOp{true, "doomed", {}});
+    ASSERT_THAT((*engine)->Write(ops, /*durable=*/true), IsOk());
+    // Everything else segment 0 holds is overwritten: cleaning it copies nothing, and its
+    // tombstone hides only a record of its own.
+    PutPages(**engine, 1, 12);
+    WriteBatchOfThreePages(**engine);
+    ASSERT_THAT((*engine)->Get("doomed").status(), StatusIs(absl::StatusCode::kNotFound));
+    // The free marker on segment 0's last page, its first write, is torn: one sector lands.
+    ASSERT_THAT(device->FailOperation({.nth = 1,
+                                       .filter = storage::OpFilter::kWrite,
+                                       .partial = storage::PartialWrite::kPrefix,
+                                       .prefix_sectors = 1}),
+                IsOk());
+    EXPECT_FALSE((*engine)->CompactAll().ok());
+    const std::vector<storage::InjectedFault> faults = device->injected_faults();
+    ASSERT_EQ(faults.size(), 1u);
+    EXPECT_EQ(faults[0].lba, PageNumber(0, kPagesPerSegment - 1)) << "not the last page's marker";
+    (void)(*engine)->Close();
+  }
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_THAT(engine->Get("doomed").status(), StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST_F(DataSafetyTest, LostFirstPageOfAReusedSegmentDoesNotBringBackItsStaleLog) {
   {
     auto engine = Open();
