@@ -84,7 +84,7 @@ class Recovery {
         segments_(segments),
         shards_(shards),
         newest_(shards.size()),
-        scans_(geometry.segment_count),
+        in_use_(geometry.segment_count, false),
         min_seq_(geometry.segment_count, UINT64_MAX),
         max_seq_(geometry.segment_count, 0) {}
 
@@ -202,10 +202,10 @@ class Recovery {
                                        read.status().message()));
     }
     report_.unreadable_pages += failed;
-    SegmentScanResult& scan = scans_[segment];
-    scan = ScanSegment(g_, options_.store_seed, segment,
+    const SegmentScanResult scan = ScanSegment(g_, options_.store_seed, segment,
                        [&read](uint32_t i) { return read.page(i); }, /*assemble=*/false,
                        [&](const ScannedRecord& record) { NoteRecord(segment, record); });
+    in_use_[segment] = scan.in_use;
     max_generation_ = std::max(max_generation_, scan.max_generation);
     // Sequences of pages outside every log count too: a new record must never lose to an old one
     // that a later recovery might read.
@@ -271,7 +271,7 @@ class Recovery {
   // which is freed before the next shard's index is built; ordered mode has built it already.
   absl::Status BuildIndexes() {
     for (uint64_t s = 0; s < g_.segment_count; ++s) {
-      segments_.RecoverSegment(s, scans_[s].in_use, min_seq_[s], max_seq_[s]);
+      segments_.RecoverSegment(s, in_use_[s], min_seq_[s], max_seq_[s]);
     }
     Sink sink{g_, options_.ordered, segments_};
     for (const auto& shard : shards_) {
@@ -298,7 +298,7 @@ class Recovery {
   // The newest record of each key, one table per shard.
   std::vector<NewestRecords> newest_;
   std::vector<uint64_t> found_;  // ApplyToOrderedIndex's, kept to save an allocation per record
-  std::vector<SegmentScanResult> scans_;
+  std::vector<bool> in_use_;        // per segment: it holds a log
   std::vector<uint64_t> to_read_;   // the segments recovery reads, in order
   SegmentMapPageHeader floors_{};   // the highest of the map pages' floors
   std::vector<uint64_t> min_seq_, max_seq_;  // record sequences per segment

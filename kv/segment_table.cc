@@ -340,11 +340,15 @@ void SegmentTable::NoteRecord(uint64_t segment, const KeyHash& hash, uint64_t se
     TombstoneSample sample;
     sample.hash = hash;
     sample.sequence = sequence;
+    if (info.samples == nullptr) {
+      info.samples = std::make_unique<std::array<TombstoneSample, kTombstoneSamples>>();
+    }
+    std::array<TombstoneSample, kTombstoneSamples>& samples = *info.samples;
     if (info.sample_count < kTombstoneSamples) {
-      info.samples[info.sample_count++] = sample;
+      samples[info.sample_count++] = sample;
     } else {
-      TombstoneSample* largest = &info.samples[0];
-      for (TombstoneSample& s : info.samples) {
+      TombstoneSample* largest = &samples[0];
+      for (TombstoneSample& s : samples) {
         if (s.hash.lo > largest->hash.lo) largest = &s;
       }
       if (hash.lo < largest->hash.lo) *largest = sample;
@@ -389,7 +393,7 @@ uint32_t SegmentTable::KeptSamples(uint64_t segment) {
   Info& info = info_[segment];
   uint32_t kept = 0;
   for (uint32_t i = 0; i < info.sample_count; ++i) {
-    TombstoneSample& sample = info.samples[i];
+    TombstoneSample& sample = (*info.samples)[i];
     // A tombstone found needed stays so while its blocker is there. One found droppable stays
     // so: every older record of its key was noted before the tombstone was written, and
     // compaction copies such a record only from a segment that held it (false positives of

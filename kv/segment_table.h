@@ -262,8 +262,9 @@ class SegmentTable {
     std::unique_ptr<KeyFilter> filter;
     // The kTombstoneSamples tombstones with the smallest hash.lo: written by NoteRecord while
     // the segment is open, read (and `checked`/`blocker` written) by PickVictim once it is
-    // sealed, under mu_.
-    std::array<TombstoneSample, kTombstoneSamples> samples;
+    // sealed, under mu_. Allocated at the segment's first tombstone (most never hold one: an
+    // Info is made for every segment of the store, and Open pays for each).
+    std::unique_ptr<std::array<TombstoneSample, kTombstoneSamples>> samples;
     uint32_t sample_count = 0;
     uint64_t incarnation = 0;  // how often the segment was freed; guarded by mu_
     SegmentState state = SegmentState::kFree;
