@@ -208,6 +208,9 @@ class Checker {
 
   void CheckSuperblocks();
   void CheckSegment(uint64_t segment);
+  // After every segment: the segment map's pages, and its rule (FORMAT.md "Segment map"): no
+  // segment holding a log is free in the map on the device.
+  void CheckSegmentMap();
   void CheckIndexCoverage(uint64_t entries);
 
  private:
@@ -227,6 +230,8 @@ class Checker {
   uint64_t matched_entries_ = 0;
   // Ordered mode: the keys whose index entry a live record matched, for CheckIndexCoverage.
   absl::flat_hash_set<KeyHash> matched_keys_;
+  // The generation of the log each segment holds (0: none), for CheckSegmentMap.
+  std::vector<uint64_t> log_generation_ = std::vector<uint64_t>(g_.segment_count, 0);
 };
 
 void Checker::CheckSuperblocks() {
@@ -273,6 +278,7 @@ void Checker::ClassifyPages(uint64_t segment, const SegmentScanResult& scan) {
         ": its records are lost, recovery reads the rest of the segment"));
   }
   if (scan.in_use) {
+    log_generation_[segment] = scan.generation;
     ++report_.segments_in_use;
     report_.records += scan.records;
     if (scan.torn_tail) ++report_.torn_tails;  // the log's last write, cut short
@@ -374,6 +380,36 @@ void Checker::CheckSegment(uint64_t segment) {
   CheckLiveRecords(segment, records);
 }
 
+void Checker::CheckSegmentMap() {
+  const uint32_t per_page = MapEntriesPerPage(g_.page_bytes);
+  for (uint64_t index = 0; index < g_.map_pages(); ++index) {
+    const uint64_t page_number = g_.map_first_page() + index;
+    ++report_.pages_scanned;
+    absl::StatusOr<const uint8_t*> page = reader_.ReadPage(page_number);
+    const SegmentMapEntry* entries = nullptr;
+    absl::Status fault = page.status();
+    if (fault.ok()) {
+      fault = DecodeMapPage(*page, g_, engine_.store_seed(), page_number, &entries).status();
+    }
+    if (!fault.ok()) {
+      ++report_.pages_unreadable;
+      Problem(absl::StrCat(Where(engine_, page_number), ": ", fault.message(),
+                           "; recovery reads every segment it describes"));
+      continue;
+    }
+    ++report_.pages_valid;
+    const uint64_t first = index * per_page;
+    for (uint64_t s = first; s < std::min<uint64_t>(g_.segment_count, first + per_page); ++s) {
+      if (log_generation_[s] != 0 &&
+          entries[s - first].state == static_cast<uint8_t>(MapState::kFree)) {
+        Problem(absl::StrCat("segment ", s, " holds the log of generation ", log_generation_[s],
+                             ", but the segment map says it is free: recovery would not read "
+                             "it"));
+      }
+    }
+  }
+}
+
 // Every index entry must have been matched by a record of some valid part: a live record in
 // ordered mode; in hash mode a page holding the entry's key, current or stale. No entry is
 // matched twice (the ordered index holds one location per key; a hash-index entry is a (tag,
@@ -455,6 +491,7 @@ absl::StatusOr<CheckReport> Engine::Impl::Check(const ProgressCallback& progress
     checker.CheckSegment(segment);
     if (progress) progress(segment + 1, segment_count);
   }
+  checker.CheckSegmentMap();
   const uint64_t entries = IndexEntries(*this);
   if (WriteCount(*this) != writes_before) {
     report.notes.push_back(

@@ -322,6 +322,39 @@ TEST_F(SegmentMapRecoveryTest, AfterACrashRecoveryFindsWhatReadingEverySegmentFi
   ASSERT_THAT((*crashed)->Close(), IsOk());
 }
 
+// Check reads the map too: a map page that does not verify, and a segment holding a log that
+// the map on the device says is free (here forged behind the open store's back), are problems.
+TEST_F(SegmentMapRecoveryTest, CheckFindsAMapThatSaysALogIsFree) {
+  auto engine = OpenOn(storage_);
+  ASSERT_THAT(engine, IsOk());
+  Fill(**engine, 40, 1);
+  absl::StatusOr<CheckReport> healthy = (*engine)->Check();
+  ASSERT_THAT(healthy, IsOk());
+  EXPECT_TRUE(healthy->problems.empty()) << healthy->problems.front();
+  const std::vector<uint8_t> first = storage_->CopyOut(0, 1);
+  absl::StatusOr<Superblock> superblock = DecodeSuperblock(first.data(), kPageBytes);
+  ASSERT_THAT(superblock, IsOk());
+  const Geometry g = GeometryOf(*superblock);
+  const uint64_t seed = StoreSeed(superblock->store_id);
+  std::vector<SegmentMapEntry> all_free(kSegments);
+  for (SegmentMapEntry& entry : all_free) entry.state = static_cast<uint8_t>(MapState::kFree);
+  std::vector<uint8_t> page(kPageBytes);
+  EncodeMapPage(page.data(), g, seed, g.map_first_page(), 0, {1, 1}, all_free.data(), kSegments,
+                1);
+  storage_->Write(g.map_first_page(), 1, page.data());
+  absl::StatusOr<CheckReport> forged = (*engine)->Check();
+  ASSERT_THAT(forged, IsOk());
+  ASSERT_FALSE(forged->problems.empty());
+  EXPECT_NE(forged->problems.front().find("the segment map says it is free"), std::string::npos)
+      << forged->problems.front();
+  storage_->Corrupt(g.map_first_page() * kPageBytes + 100, 1);
+  absl::StatusOr<CheckReport> damaged = (*engine)->Check();
+  ASSERT_THAT(damaged, IsOk());
+  ASSERT_FALSE(damaged->problems.empty());
+  EXPECT_NE(damaged->problems.front().find("segment map page 0"), std::string::npos)
+      << damaged->problems.front();
+}
+
 TEST_F(SegmentMapRecoveryTest, ReadingEverySegmentIsStillAvailable) {
   {
     auto engine = OpenOn(storage_);

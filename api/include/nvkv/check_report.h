@@ -14,8 +14,11 @@ namespace nvkv {
 
 // What DB::Check found: counts of what it read, and one line per problem that says where
 // ("segment 3 page 17 (page 787, LBA 0x313): checksum mismatch; ..."). Every page read (the two
-// superblocks and every page of every segment) is counted in exactly one of pages_valid,
-// pages_in_holes, pages_stale, pages_unwritten and pages_unreadable.
+// superblocks, every page of every segment and the segment map's pages) is counted in exactly
+// one of pages_valid, pages_in_holes, pages_stale, pages_unwritten and pages_unreadable. A
+// segment map page that does not verify is counted as unreadable and is a problem (recovery
+// then reads every segment it describes), and so is a segment that holds a log while the map
+// on the device says it is free.
 //
 // A segment's log may legitimately end at a damaged page: a crash that cut the last write short
 // (a torn tail). Such a page is counted in torn_tails and pages_unreadable, and is no problem.
@@ -28,7 +31,7 @@ namespace nvkv {
 struct CheckReport {
   uint64_t segments_scanned = 0;   // every segment of the store
   uint64_t segments_in_use = 0;    // segments holding a log; the others are free
-  uint64_t pages_scanned = 0;      // superblocks and every page of every segment
+  uint64_t pages_scanned = 0;      // superblocks, every page of every segment, the segment map
   uint64_t pages_valid = 0;        // sound superblocks and the pages of every log's valid part
   uint64_t pages_in_holes = 0;     // damaged pages inside a log (see above); each is a problem
   uint64_t pages_stale = 0;        // sound pages of no log: older generations, free-segment marks
