@@ -6,7 +6,8 @@
 //
 // Locks, in the order they may be taken (never the reverse):
 //   Compactor's cleaning mutex -> Shard::mu (several only in ascending shard id, by batches)
-//   -> SegmentTable's mutex, LogWriter's mutex, StickyError's mutex (leaves).
+//   -> SegmentTable's mutex (-> SegmentMap's mutex), LogWriter's mutex, StickyError's mutex
+//   (leaves).
 // ReadQueueSet's mutex (read_queue.h) is a leaf too, taken with no other engine lock held.
 // No lock is held across device I/O, except that a shard's pages are sealed under its lock.
 #ifndef NVKV_KV_ENGINE_IMPL_H_
