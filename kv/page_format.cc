@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
@@ -20,6 +21,33 @@ uint64_t ChecksumOf(const uint8_t* data, size_t bytes, uint64_t seed) {
 // as the fuzz targets', in which recovery spends most of its time here on unwritten pages).
 bool AllZero(const uint8_t* data, size_t bytes) {
   return bytes == 0 || (data[0] == 0 && std::memcmp(data, data + 1, bytes - 1) == 0);
+}
+
+// Sets the checksum of a page whose header and payload are in place.
+void SealPage(uint8_t* page, uint32_t page_bytes, uint64_t store_seed, uint64_t page_number) {
+  const uint64_t checksum = ChecksumOf(page + 8, page_bytes - 8, PageSeed(store_seed, page_number));
+  std::memcpy(page, &checksum, 8);
+}
+
+// The checks every page shares, whatever its type: magic, and the checksum seeded with the
+// store and the page's place. `what` starts the error ("page ", "map page ").
+absl::StatusOr<PageHeader> VerifySealed(const uint8_t* page, const Geometry& geometry,
+                                        uint64_t store_seed, uint64_t page_number,
+                                        const char* what) {
+  PageHeader header;
+  std::memcpy(&header, page, sizeof(header));
+  if (header.magic != kPageMagic) {
+    if (AllZero(page, geometry.page_bytes)) {
+      return absl::NotFoundError(absl::StrCat(what, page_number, ": never written"));
+    }
+    return absl::DataLossError(absl::StrCat(what, page_number, ": bad magic"));
+  }
+  const uint64_t want =
+      ChecksumOf(page + 8, geometry.page_bytes - 8, PageSeed(store_seed, page_number));
+  if (header.checksum != want) {
+    return absl::DataLossError(absl::StrCat(what, page_number, ": checksum mismatch"));
+  }
+  return header;
 }
 
 }  // namespace
@@ -178,8 +206,7 @@ void PageBuilder::Finish(uint64_t store_seed, uint64_t page_number) {
   header.flags = flags_;
   header.checksum = 0;
   std::memcpy(page_, &header, sizeof(header));
-  header.checksum = ChecksumOf(page_ + 8, page_bytes_ - 8, PageSeed(store_seed, page_number));
-  std::memcpy(page_, &header.checksum, 8);
+  SealPage(page_, page_bytes_, store_seed, page_number);
 }
 
 void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint64_t generation,
@@ -203,26 +230,14 @@ void EncodeMapPage(uint8_t* page, const Geometry& geometry, uint64_t store_seed,
   std::memcpy(page + sizeof(header), &floors, sizeof(floors));
   std::memcpy(page + sizeof(header) + sizeof(floors), entries, count * sizeof(SegmentMapEntry));
   std::memcpy(page, &header, sizeof(header));
-  header.checksum = ChecksumOf(page + 8, geometry.page_bytes - 8, PageSeed(store_seed, page_number));
-  std::memcpy(page, &header.checksum, 8);
+  SealPage(page, geometry.page_bytes, store_seed, page_number);
 }
 
 absl::StatusOr<SegmentMapPageHeader> DecodeMapPage(const uint8_t* page, const Geometry& geometry,
                                                    uint64_t store_seed, uint64_t page_number,
                                                    const SegmentMapEntry** entries) {
-  PageHeader header;
-  std::memcpy(&header, page, sizeof(header));
-  if (header.magic != kPageMagic) {
-    if (AllZero(page, geometry.page_bytes)) {
-      return absl::NotFoundError(absl::StrCat("map page ", page_number, ": never written"));
-    }
-    return absl::DataLossError(absl::StrCat("map page ", page_number, ": bad magic"));
-  }
-  const uint64_t want =
-      ChecksumOf(page + 8, geometry.page_bytes - 8, PageSeed(store_seed, page_number));
-  if (header.checksum != want) {
-    return absl::DataLossError(absl::StrCat("map page ", page_number, ": checksum mismatch"));
-  }
+  NVKV_ASSIGN_OR_RETURN(const PageHeader header,
+                        VerifySealed(page, geometry, store_seed, page_number, "map page "));
   const uint64_t entry_bytes =
       uint64_t{MapEntriesPerPage(geometry.page_bytes)} * sizeof(SegmentMapEntry);
   if (header.type != static_cast<uint8_t>(PageType::kSegmentMap) ||
@@ -239,19 +254,8 @@ absl::StatusOr<SegmentMapPageHeader> DecodeMapPage(const uint8_t* page, const Ge
 
 absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geometry,
                                       uint64_t store_seed, uint64_t page_number) {
-  PageHeader header;
-  std::memcpy(&header, page, sizeof(header));
-  if (header.magic != kPageMagic) {
-    if (AllZero(page, geometry.page_bytes)) {
-      return absl::NotFoundError(absl::StrCat("page ", page_number, ": never written"));
-    }
-    return absl::DataLossError(absl::StrCat("page ", page_number, ": bad magic"));
-  }
-  const uint64_t want =
-      ChecksumOf(page + 8, geometry.page_bytes - 8, PageSeed(store_seed, page_number));
-  if (header.checksum != want) {
-    return absl::DataLossError(absl::StrCat("page ", page_number, ": checksum mismatch"));
-  }
+  NVKV_ASSIGN_OR_RETURN(const PageHeader header,
+                        VerifySealed(page, geometry, store_seed, page_number, "page "));
   if (header.type < static_cast<uint8_t>(PageType::kFree) ||
       header.type > static_cast<uint8_t>(PageType::kContinuation)) {
     return absl::DataLossError(

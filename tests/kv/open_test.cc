@@ -169,20 +169,25 @@ TEST(OpenTest, BothSuperblocksDamagedIsDataLossAndWritesNothing) {
   EXPECT_TRUE(AllBytes(*storage) == before) << "a refused open wrote to the device";
 }
 
+// Rewrites both superblock copies of the store on `storage` as format `version` (valid
+// checksums).
+void RewriteFormatVersion(MemStorage& storage, uint32_t version) {
+  std::vector<uint8_t> page = storage.CopyOut(0, 1);
+  auto superblock = DecodeSuperblock(page.data(), kPageBytes);
+  ASSERT_THAT(superblock, IsOk());
+  Superblock rewritten = *superblock;
+  rewritten.format_version = version;
+  for (uint32_t copy = 0; copy < 2; ++copy) {
+    rewritten.copy = copy;
+    EncodeSuperblock(rewritten, page.data(), kPageBytes);
+    storage.Write(copy, 1, page.data());
+  }
+}
+
 TEST(OpenTest, NewerFormatVersionIsRefused) {
   auto storage = NewStorage();
   MakeStore(storage);
-  // Rewrite both copies as a format this build does not know (valid checksums).
-  std::vector<uint8_t> page = storage->CopyOut(0, 1);
-  auto superblock = DecodeSuperblock(page.data(), kPageBytes);
-  ASSERT_THAT(superblock, IsOk());
-  Superblock newer = *superblock;
-  newer.format_version = kFormatVersion + 1;
-  for (uint32_t copy = 0; copy < 2; ++copy) {
-    newer.copy = copy;
-    EncodeSuperblock(newer, page.data(), kPageBytes);
-    storage->Write(copy, 1, page.data());
-  }
+  RewriteFormatVersion(*storage, kFormatVersion + 1);  // a format this build does not know
   const std::vector<uint8_t> before = AllBytes(*storage);
   EXPECT_THAT(OpenMem(storage, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition, "format version"));
@@ -206,16 +211,7 @@ TEST(OpenTest, NewerFormatVersionIsRefused) {
 TEST(OpenTest, VersionOneStoreIsRefusedAndLeftAlone) {
   auto storage = NewStorage();
   MakeStore(storage);
-  std::vector<uint8_t> page = storage->CopyOut(0, 1);
-  auto superblock = DecodeSuperblock(page.data(), kPageBytes);
-  ASSERT_THAT(superblock, IsOk());
-  Superblock older = *superblock;
-  older.format_version = 1;
-  for (uint32_t copy = 0; copy < 2; ++copy) {
-    older.copy = copy;
-    EncodeSuperblock(older, page.data(), kPageBytes);
-    storage->Write(copy, 1, page.data());
-  }
+  RewriteFormatVersion(*storage, 1);
   const std::vector<uint8_t> before = AllBytes(*storage);
   EXPECT_THAT(OpenMem(storage, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
