@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "kv/engine.h"
 #include "kv/page_format.h"
+#include "storage/fault_device.h"
 #include "storage/mem_device.h"
 #include "tests/testutil/status_matchers.h"
 
@@ -353,6 +354,39 @@ TEST_F(SegmentMapRecoveryTest, CheckFindsAMapThatSaysALogIsFree) {
   ASSERT_FALSE(damaged->problems.empty());
   EXPECT_NE(damaged->problems.front().find("segment map page 0"), std::string::npos)
       << damaged->problems.front();
+}
+
+// A segment map write that fails: no segment can be announced any more, so the store refuses
+// writes (sticky, saying why) instead of letting a head wait for one forever; what was
+// acknowledged before survives a reopen.
+TEST_F(SegmentMapRecoveryTest, AFailedMapWriteFailsWritesAndLosesNothing) {
+  auto mem = MemDevice::Open(storage_, MemOptions());
+  ASSERT_THAT(mem, IsOk());
+  auto fault = storage::FaultDevice::Create(std::move(*mem), {});
+  ASSERT_THAT(fault, IsOk());
+  storage::FaultDevice* device = fault->get();
+  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions());
+  ASSERT_THAT(engine, IsOk());
+  // The first put takes segment 0 from the segments announced at Open, and the writer announces
+  // the next one: a page write, then the map write, which fails.
+  ASSERT_THAT(device->FailOperation({.nth = 2, .filter = storage::OpFilter::kWrite}), IsOk());
+  absl::Status failed;
+  for (int k = 0; k < 4 * static_cast<int>(kPagesPerSegment) && failed.ok(); ++k) {
+    const std::string key = absl::StrCat("key", k);
+    failed = Put(**engine, key, Value(k, 1));
+    if (failed.ok()) expected_[key] = Value(k, 1);
+  }
+  const std::vector<storage::InjectedFault> faults = device->injected_faults();
+  ASSERT_EQ(faults.size(), 1u);
+  const uint64_t map_lba = (kSuperblockPages + kSegments * kPagesPerSegment);  // 4 KiB blocks
+  EXPECT_EQ(faults[0].lba, map_lba) << "the failed write was not the map's";
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kFailedPrecondition, "segment map"));
+  EXPECT_THAT(Put(**engine, "after", "x"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "segment map"));
+  (void)(*engine)->Close();
+  engine = OpenOn(storage_);
+  ASSERT_THAT(engine, IsOk());
+  ExpectAll(**engine);
 }
 
 TEST_F(SegmentMapRecoveryTest, ReadingEverySegmentIsStillAvailable) {
