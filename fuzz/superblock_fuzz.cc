@@ -53,7 +53,7 @@ void CheckDecode(const uint8_t* page, uint32_t page_bytes) {
   FUZZ_REQUIRE(g.max_value_bytes() > 0 && g.max_value_bytes() <= kMaxValueBytesCap);
   FUZZ_REQUIRE(g.max_batch_bytes() > 0 && g.max_batch_bytes() <= g.segment_bytes());
   // A value of max_value_bytes() with the longest key fits its segment.
-  FUZZ_REQUIRE(LargeRecordPages(g, kMaxKeyBytes, g.max_value_bytes()) <= g.pages_per_segment);
+  FUZZ_REQUIRE(LargeRecordPages(g, kMaxKeyBytes, g.max_value_bytes()) <= g.log_pages());
 
   // Round trip: the encoder writes the same 72 bytes, which decode to the same superblock.
   std::vector<uint8_t> again(kMinPageBytes);

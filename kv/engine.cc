@@ -205,7 +205,7 @@ absl::Status Engine::Impl::WriteMapAtOpen() {
   storage::Buffer chunk = device.buffers().GetChunk();
   NVKV_CHECK(chunk.valid());
   const uint32_t pages_per_chunk = chunk.bytes / geometry_.page_bytes;
-  const SegmentMapPageHeader floors = segments_->MapFloors();
+  auto floors = [this] { return segments_->MapFloors(); };
   std::vector<SegmentMap::PageWrite> taken;  // in flight until the flush below
   size_t run_start = 0;  // taken[run_start..] are consecutive pages in `chunk`
   absl::Status status;

@@ -327,7 +327,7 @@ bool LogWriter::SubmitMapWrites(bool stopping) {
   for (MapWrite& write : map_writes_) {
     if (write.in_flight) continue;
     std::optional<SegmentMap::PageWrite> page =
-        map->TakeWrite(write.buffer.data, segments_.MapFloors());
+        map->TakeWrite(write.buffer.data, [this] { return segments_.MapFloors(); });
     if (!page.has_value()) break;
     write.page = *page;
     write.in_flight = true;

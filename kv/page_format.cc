@@ -105,7 +105,8 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
   }
   if (superblock.format_version < kFormatVersion) {
     // Version 1 had no segment map, and its segments' places leave no room for one: such a
-    // store is refused, never formatted over (kv/FORMAT.md "Format versions").
+    // store is refused, never formatted over (kv/FORMAT.md "Format versions"). This nvkv reads
+    // version 2 only.
     return absl::FailedPreconditionError(absl::StrCat(
         "store has format version ", superblock.format_version, ", which this nvkv (version ",
         kFormatVersion, ") does not read; copy its data out with the nvkv that wrote it"));

@@ -28,6 +28,7 @@ SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state) {
     entries_[segment].state = static_cast<uint8_t>(state);
     if (page.version == page.written) ++dirty_pages_;
     ++page.version;
+    page.announces = page.announces || state == MapState::kInUse;
   }
   return Ticket{index, page.version};
 }
@@ -47,27 +48,28 @@ bool SegmentMap::dirty() const {
   return dirty_pages_ != 0;
 }
 
-std::optional<SegmentMap::PageWrite> SegmentMap::TakeWrite(uint8_t* page,
-                                                           const SegmentMapPageHeader& floors) {
+std::optional<SegmentMap::PageWrite> SegmentMap::TakeWrite(uint8_t* page, Floors floors) {
   absl::MutexLock lock(&mu_);
   if (dirty_pages_ == 0) return std::nullopt;
+  std::optional<uint64_t> chosen;
   for (uint64_t index = 0; index < page_count_; ++index) {
-    PageState& state = pages_[index];
+    const PageState& state = pages_[index];
     if (state.version == state.written || state.in_flight) continue;
-    state.in_flight = true;
-    return EncodeLocked(index, page, floors);
+    if (!chosen.has_value() || (state.announces && !pages_[*chosen].announces)) chosen = index;
+    if (state.announces) break;
   }
-  return std::nullopt;
+  if (!chosen.has_value()) return std::nullopt;
+  pages_[*chosen].in_flight = true;
+  pages_[*chosen].announces = false;
+  return EncodeLocked(*chosen, page, floors);
 }
 
-SegmentMap::PageWrite SegmentMap::EncodePage(uint64_t index, uint8_t* page,
-                                             const SegmentMapPageHeader& floors) {
+SegmentMap::PageWrite SegmentMap::EncodePage(uint64_t index, uint8_t* page, Floors floors) {
   absl::MutexLock lock(&mu_);
   return EncodeLocked(index, page, floors);
 }
 
-SegmentMap::PageWrite SegmentMap::EncodeLocked(uint64_t index, uint8_t* page,
-                                               const SegmentMapPageHeader& floors) {
+SegmentMap::PageWrite SegmentMap::EncodeLocked(uint64_t index, uint8_t* page, Floors floors) {
   const uint64_t first = index * per_page_;
   const uint32_t count =
       static_cast<uint32_t>(std::min<uint64_t>(per_page_, entries_.size() - first));
@@ -76,7 +78,7 @@ SegmentMap::PageWrite SegmentMap::EncodeLocked(uint64_t index, uint8_t* page,
   write.page_number = geometry_.map_first_page() + index;
   write.version = pages_[index].version;
   EncodeMapPage(page, geometry_, store_seed_, write.page_number, static_cast<uint32_t>(index),
-                floors, entries_.data() + first, count, ++write_count_);
+                floors(), entries_.data() + first, count, ++write_count_);
   return write;
 }
 
@@ -84,7 +86,11 @@ void SegmentMap::Written(const PageWrite& write, bool ok) {
   absl::MutexLock lock(&mu_);
   PageState& state = pages_[write.index];
   state.in_flight = false;
-  if (!ok || write.version <= state.written) return;
+  if (!ok) {
+    state.announces = true;  // written again, and early: what it announced still waits
+    return;
+  }
+  if (write.version <= state.written) return;
   state.written = write.version;
   if (state.written == state.version) {
     NVKV_CHECK(dirty_pages_ > 0);

@@ -21,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/page_format.h"
 
@@ -56,11 +57,16 @@ class SegmentMap {
   // Whether some page has changes not yet written (or being written).
   bool dirty() const;
 
-  // Encodes into `page` (page_bytes) the next changed page with no write in flight, with
-  // `floors`, and marks its write in flight; nullopt when there is none.
-  std::optional<PageWrite> TakeWrite(uint8_t* page, const SegmentMapPageHeader& floors);
-  // Encodes page `index` as it is now, whether changed or not (format writes every page).
-  PageWrite EncodePage(uint64_t index, uint8_t* page, const SegmentMapPageHeader& floors);
+  // What a page written now carries as floors (SegmentTable::MapFloors). Called under the map's
+  // lock, after the entries are copied: a change made before (a free marker's generation taken,
+  // then the segment marked free) is below them.
+  using Floors = absl::FunctionRef<SegmentMapPageHeader()>;
+  // Encodes into `page` (page_bytes) the next changed page with no write in flight (one that
+  // announces a segment first: heads may be waiting for it), and marks its write in flight;
+  // nullopt when there is none.
+  std::optional<PageWrite> TakeWrite(uint8_t* page, Floors floors);
+  // Encodes page `index` as it is now, whether changed or not.
+  PageWrite EncodePage(uint64_t index, uint8_t* page, Floors floors);
   // The write TakeWrite prepared completed (`ok`: without error). A failed write leaves the page
   // changed, to be written again.
   void Written(const PageWrite& write, bool ok);
@@ -70,8 +76,9 @@ class SegmentMap {
     uint64_t version = 0;
     uint64_t written = 0;
     bool in_flight = false;
+    bool announces = false;  // a change not yet written marks a segment in use
   };
-  PageWrite EncodeLocked(uint64_t index, uint8_t* page, const SegmentMapPageHeader& floors)
+  PageWrite EncodeLocked(uint64_t index, uint8_t* page, Floors floors)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Geometry geometry_;

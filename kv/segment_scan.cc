@@ -112,7 +112,9 @@ class LogWalk {
     result_.in_use = true;
     result_.generation = log_.generation;
     result_.log_pages = end_;
-    result_.torn_tail = end_ < pages_ && absl::IsDataLoss(headers_[end_].status());
+    // The segment's last page is never the log's (Geometry::log_pages): a log that fills the
+    // rest has no tail to tear.
+    result_.torn_tail = end_ + 1 < pages_ && absl::IsDataLoss(headers_[end_].status());
     uint32_t i = 0;
     while (i < end_) i += WalkPage(i);
     DropBatch();  // cut by the log's end

@@ -3,7 +3,8 @@
 // A segment holds the log of one generation: the pages that verify, carry that generation, sit
 // at the index they claim and carry the head sequence that index implies (page i of a log has
 // head_sequence = base + i, as the writer assigns both together). The generation is page 0's
-// when page 0 is a data page; when page 0 is damaged or was never written, it is the newest
+// when page 0 is a data page newer than the last page's free marker (else page 0 is a stale
+// log's, its own marker lost); when page 0 is damaged or was never written, it is the newest
 // generation found on the other pages at their places (the log went on after its first page);
 // a segment whose page 0 is a free marker, or with no page of any log, holds nothing. Compaction
 // writes its free marker on the last page first, which no log uses (Geometry::log_pages): a log

@@ -79,7 +79,7 @@ SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user, Segm
     : segment_count_(geometry.segment_count),
       map_(map),
       next_sequence_(next_sequence),
-      capacity_bytes_(geometry.segment_bytes()),
+      capacity_bytes_(uint64_t{geometry.log_pages()} * geometry.page_bytes),
       page_payload_bytes_(geometry.payload_bytes()),
       sparse_bytes_(uint64_t{geometry.pages_per_segment > 2 ? geometry.pages_per_segment - 2 : 0} *
                     geometry.payload_bytes() / 2),

@@ -212,7 +212,7 @@ class SegmentTable {
   bool WaitForFree(SegmentUse use, absl::Duration timeout);
 
   // Log space user puts may fill: every segment but the `reserve_user` ones kept for
-  // compaction (and deletes), in segment bytes. Live bytes stay below it: records are packed
+  // compaction (and deletes), each but its last page (Geometry::log_pages). Live bytes stay below it: records are packed
   // whole into pages, and when the store fills up, the open segment of each log head but the
   // one that ran out may be partly unused.
   uint64_t usable_bytes() const;
@@ -292,7 +292,7 @@ class SegmentTable {
   const uint64_t segment_count_;
   SegmentMap* const map_;
   const std::atomic<uint64_t>* const next_sequence_;
-  const uint64_t capacity_bytes_;
+  const uint64_t capacity_bytes_;  // what one segment's log may hold (all but its last page)
   const uint64_t page_payload_bytes_;  // record bytes one page holds
   const uint64_t sparse_bytes_;        // kept bytes below which a segment repacks smaller
   const uint32_t reserve_user_;

@@ -185,11 +185,13 @@ TEST(CapacityTest, DistinctPutsFillTheUsableCapacityThenFailAtOnce) {
   const uint64_t segment_bytes = uint64_t{stats.page_bytes} * stats.pages_per_segment;
   ASSERT_EQ(stats.segments_total, 15u);
   EXPECT_EQ(stats.capacity_bytes, 15 * segment_bytes);
-  // Every segment but one per shard and two more: 9 of 15.
-  EXPECT_EQ(stats.usable_bytes, (15 - stats.shard_count - 2) * segment_bytes);
+  // Every segment but one per shard and two more: 9 of 15, each but its last page (kept for
+  // the free marker).
+  const uint64_t log_bytes = segment_bytes - stats.page_bytes;
+  EXPECT_EQ(stats.usable_bytes, (15 - stats.shard_count - 2) * log_bytes);
   const uint32_t record_bytes = kRecordHeaderBytes + 10 + 4000;
   const uint64_t pages_sure =
-      (stats.usable_bytes - (stats.shard_count - 1) * segment_bytes) / stats.page_bytes;
+      (stats.usable_bytes - (stats.shard_count - 1) * log_bytes) / stats.page_bytes;
   EXPECT_EQ(stats.live_bytes, written * record_bytes);
   EXPECT_GE(stats.live_bytes, pages_sure * record_bytes);
   // Everything acknowledged reads back.

@@ -105,7 +105,8 @@ struct Stats {
   // Space.
   uint64_t capacity_bytes = 0;  // the log's segments, all of them
   // What puts may fill: capacity_bytes minus the segments kept free so that compaction (and
-  // deletes) can always run (one per shard and two more). Puts fail with kResourceExhausted
+  // deletes) can always run (one per shard and two more), and minus each segment's last page
+  // (kept for the marker compaction writes when it frees the segment). Puts fail with kResourceExhausted
   // once the live and dead records compaction cannot reclaim reach it; live_bytes stays below
   // it, as records are packed whole into pages and, on a full store, the open segment of each
   // shard but the one that ran out may be partly unused.
