@@ -584,7 +584,8 @@ TEST_F(DataSafetyTest, ATornFreeMarkerDoesNotBringBackARecordItsSegmentDeleted) 
     PutPages(**engine, 1, 12);
     std::vector<WriteOp> ops;
     const std::string value(1800, 'b');
-    for (const std::string& key : BatchKeys()) ops.push_back(WriteOp{false, key, value});
+    const std::vector<std::string> keys = BatchKeys();  // the ops view these
+    for (const std::string& key : keys) ops.push_back(WriteOp{false, key, value});
     ops.push_back(WriteOp{true, "doomed", {}});
     ASSERT_THAT((*engine)->Write(ops, /*durable=*/true), IsOk());
     // Everything else segment 0 holds is overwritten: cleaning it copies nothing, and its

@@ -39,6 +39,7 @@ tests=(
   "cache_test *"                  # readers racing writers of the same keys through the cache
   "async_write_test *"            # asynchronous writes: the writer thread signals the pollers
   "event_fd_test *"               # a signal from another thread ends a blocking reap
+  "segment_map_test *"            # the writer thread announcing segments to waiting heads
 )
 
 CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
