@@ -325,6 +325,7 @@ bool LogWriter::SubmitMapWrites(bool stopping) {
   }
   bool submitted = false;
   for (MapWrite& write : map_writes_) {
+    if (!map->dirty()) break;  // the common pass: nothing changed, no lock taken
     if (write.in_flight) continue;
     std::optional<SegmentMap::PageWrite> page =
         map->TakeWrite(write.buffer.data, [this] { return segments_.MapFloors(); });
@@ -364,7 +365,6 @@ void LogWriter::OnMapWritten(storage::IoRequest* request) {
         absl::StrCat("writing the segment map failed: ", request->status.message())));
     return;
   }
-  writer.counters_.map_pages_written.fetch_add(1, std::memory_order_relaxed);
   writer.counters_.device_bytes.fetch_add(writer.options_.page_bytes, std::memory_order_relaxed);
   if (!writer.segments_.MapWritten()) return;
   // Heads waiting for a segment (HeadAppender::WaitForWriter) find one now.

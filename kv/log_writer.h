@@ -62,7 +62,6 @@ struct WriteCounters {
   std::atomic<uint64_t> device_bytes{0};  // page bytes written
   std::atomic<uint64_t> fua_writes{0};    // write commands sent with FUA
   std::atomic<uint64_t> flushes{0};
-  std::atomic<uint64_t> map_pages_written{0};  // segment map pages (also in device_bytes)
 };
 
 // What a write waits for to be durable: for each shard listed, its head's pages through the

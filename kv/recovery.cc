@@ -135,11 +135,9 @@ class Recovery {
           floors_.generation_floor = std::max(floors_.generation_floor, floors->generation_floor);
           const uint64_t segments =
               std::min<uint64_t>(per_page, g_.segment_count - index * per_page);
+          map->LoadPage(index, entries);
           for (uint64_t e = 0; e < segments; ++e) {
-            const uint64_t segment = index * per_page + e;
-            const auto state = static_cast<MapState>(entries[e].state);
-            map->SetLoaded(segment, state);
-            free[segment] = state == MapState::kFree;
+            free[index * per_page + e] = entries[e].state == static_cast<uint8_t>(MapState::kFree);
           }
         }
       }

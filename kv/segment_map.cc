@@ -15,9 +15,11 @@ SegmentMap::SegmentMap(const Geometry& geometry, uint64_t store_seed)
       entries_(geometry.segment_count, SegmentMapEntry{}),
       pages_(page_count_) {}
 
-void SegmentMap::SetLoaded(uint64_t segment, MapState state) {
+void SegmentMap::LoadPage(uint64_t index, const SegmentMapEntry* entries) {
   absl::MutexLock lock(&mu_);
-  entries_[segment].state = static_cast<uint8_t>(state);
+  const uint64_t first = index * per_page_;
+  const uint64_t count = std::min<uint64_t>(per_page_, entries_.size() - first);
+  std::copy(entries, entries + count, entries_.begin() + static_cast<ptrdiff_t>(first));
 }
 
 SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state) {
@@ -26,16 +28,11 @@ SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state) {
   PageState& page = pages_[index];
   if (entries_[segment].state != static_cast<uint8_t>(state)) {
     entries_[segment].state = static_cast<uint8_t>(state);
-    if (page.version == page.written) ++dirty_pages_;
+    if (page.version == page.written) dirty_pages_.fetch_add(1, std::memory_order_release);
     ++page.version;
     page.announces = page.announces || state == MapState::kInUse;
   }
   return Ticket{index, page.version};
-}
-
-MapState SegmentMap::Get(uint64_t segment) const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<MapState>(entries_[segment].state);
 }
 
 bool SegmentMap::Durable(const Ticket& ticket) const {
@@ -43,14 +40,9 @@ bool SegmentMap::Durable(const Ticket& ticket) const {
   return pages_[ticket.index].written >= ticket.version;
 }
 
-bool SegmentMap::dirty() const {
-  absl::MutexLock lock(&mu_);
-  return dirty_pages_ != 0;
-}
-
 std::optional<SegmentMap::PageWrite> SegmentMap::TakeWrite(uint8_t* page, Floors floors) {
   absl::MutexLock lock(&mu_);
-  if (dirty_pages_ == 0) return std::nullopt;
+  if (!dirty()) return std::nullopt;
   std::optional<uint64_t> chosen;
   for (uint64_t index = 0; index < page_count_; ++index) {
     const PageState& state = pages_[index];
@@ -62,11 +54,6 @@ std::optional<SegmentMap::PageWrite> SegmentMap::TakeWrite(uint8_t* page, Floors
   pages_[*chosen].in_flight = true;
   pages_[*chosen].announces = false;
   return EncodeLocked(*chosen, page, floors);
-}
-
-SegmentMap::PageWrite SegmentMap::EncodePage(uint64_t index, uint8_t* page, Floors floors) {
-  absl::MutexLock lock(&mu_);
-  return EncodeLocked(index, page, floors);
 }
 
 SegmentMap::PageWrite SegmentMap::EncodeLocked(uint64_t index, uint8_t* page, Floors floors) {
@@ -93,8 +80,8 @@ void SegmentMap::Written(const PageWrite& write, bool ok) {
   if (write.version <= state.written) return;
   state.written = write.version;
   if (state.written == state.version) {
-    NVKV_CHECK(dirty_pages_ > 0);
-    --dirty_pages_;
+    const uint64_t was_dirty = dirty_pages_.fetch_sub(1, std::memory_order_release);
+    NVKV_CHECK(was_dirty > 0);
   }
 }
 

@@ -17,6 +17,7 @@
 #ifndef NVKV_KV_SEGMENT_MAP_H_
 #define NVKV_KV_SEGMENT_MAP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -46,16 +47,16 @@ class SegmentMap {
 
   uint64_t page_count() const { return page_count_; }
 
-  // Recovery: `segment`'s state as the device holds it (no write needed).
-  void SetLoaded(uint64_t segment, MapState state);
+  // Recovery: map page `index` as the device holds it (no write needed): its entries, as many
+  // as the segments it describes.
+  void LoadPage(uint64_t index, const SegmentMapEntry* entries);
   // Changes `segment`'s entry; nothing to do when it says so already (the ticket of the page's
   // current version).
   Ticket Set(uint64_t segment, MapState state);
-  MapState Get(uint64_t segment) const;
   // Whether the change that gave `ticket` is on the device.
   bool Durable(const Ticket& ticket) const;
-  // Whether some page has changes not yet written (or being written).
-  bool dirty() const;
+  // Whether some page has changes not yet written (or being written); takes no lock.
+  bool dirty() const { return dirty_pages_.load(std::memory_order_acquire) != 0; }
 
   // What a page written now carries as floors (SegmentTable::MapFloors). Called under the map's
   // lock, after the entries are copied: a change made before (a free marker's generation taken,
@@ -65,8 +66,6 @@ class SegmentMap {
   // announces a segment first: heads may be waiting for it), and marks its write in flight;
   // nullopt when there is none.
   std::optional<PageWrite> TakeWrite(uint8_t* page, Floors floors);
-  // Encodes page `index` as it is now, whether changed or not.
-  PageWrite EncodePage(uint64_t index, uint8_t* page, Floors floors);
   // The write TakeWrite prepared completed (`ok`: without error). A failed write leaves the page
   // changed, to be written again.
   void Written(const PageWrite& write, bool ok);
@@ -88,7 +87,8 @@ class SegmentMap {
   mutable absl::Mutex mu_;
   std::vector<SegmentMapEntry> entries_ ABSL_GUARDED_BY(mu_);
   std::vector<PageState> pages_ ABSL_GUARDED_BY(mu_);
-  uint64_t dirty_pages_ ABSL_GUARDED_BY(mu_) = 0;  // pages with version > written
+  // Pages with version > written: changed under mu_, read without it by dirty().
+  std::atomic<uint64_t> dirty_pages_{0};
   uint64_t write_count_ ABSL_GUARDED_BY(mu_) = 0;  // page writes prepared (diagnostics)
 };
 

@@ -124,6 +124,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   } else if (!ready_.empty()) {
     segment = ready_.front();
     ready_.erase(ready_.begin());
+    announce_due_.store(true, std::memory_order_release);
   } else {
     *awaiting_map = true;
     return 0;
@@ -277,16 +278,18 @@ void SegmentTable::Free(uint64_t segment) {
   ++info.incarnation;
   free_.push_back(segment);
   if (map_ != nullptr) map_->Set(segment, MapState::kFree);
+  announce_due_.store(true, std::memory_order_release);
 }
 
 void SegmentTable::AnnounceMore() {
-  if (map_ == nullptr) return;
+  if (map_ == nullptr || !announce_due_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);
   while (!free_.empty() && announcing_.size() + ready_.size() < announced_target()) {
     const uint64_t segment = free_.back();
     free_.pop_back();
     announcing_.emplace_back(segment, map_->Set(segment, MapState::kInUse));
   }
+  announce_due_.store(false, std::memory_order_relaxed);  // until a segment leaves or frees
 }
 
 void SegmentTable::WithdrawAnnouncements() {
@@ -449,6 +452,7 @@ void SegmentTable::FinishRecovery() {
   free_.clear();
   announcing_.clear();
   ready_.clear();
+  announce_due_.store(true, std::memory_order_release);
   // Highest numbers last, so heads fill the device from the front.
   for (uint64_t s = segment_count_; s > 0; --s) {
     const bool free = info_[s - 1].state == SegmentState::kFree;

@@ -312,6 +312,10 @@ class SegmentTable {
   std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<uint64_t, SegmentMap::Ticket>> announcing_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> ready_ ABSL_GUARDED_BY(mu_);
+  // Set (under mu_) when announcing more may be possible and needed: a segment left ready_ or
+  // joined free_; cleared by AnnounceMore once nothing more is. Read without the lock, so that
+  // the writer's passes take mu_ only when there is something to announce.
+  std::atomic<bool> announce_due_{true};
   // Free segments of every kind.
   uint64_t FreeCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return free_.size() + announcing_.size() + ready_.size();

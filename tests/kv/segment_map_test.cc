@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "kv/engine.h"
 #include "kv/page_format.h"
+#include "kv/segment_scan.h"
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
 #include "tests/testutil/status_matchers.h"
@@ -115,8 +116,10 @@ TEST(SegmentMapTest, PagesRoundTripAndDamageIsCaught) {
   SegmentMap map(g, 99);
   for (uint64_t s = 0; s < 300; ++s) map.Set(s, s % 3 == 0 ? MapState::kInUse : MapState::kFree);
   std::vector<uint8_t> page(kPageBytes);
-  const SegmentMap::PageWrite write =
-      map.EncodePage(1, page.data(), [] { return SegmentMapPageHeader{1234, 56}; });
+  auto floors_now = [] { return SegmentMapPageHeader{1234, 56}; };
+  ASSERT_EQ(map.TakeWrite(page.data(), floors_now)->index, 0u);  // pages in order
+  const SegmentMap::PageWrite write = *map.TakeWrite(page.data(), floors_now);
+  ASSERT_EQ(write.index, 1u);
   const SegmentMapEntry* entries = nullptr;
   absl::StatusOr<SegmentMapPageHeader> floors =
       DecodeMapPage(page.data(), g, 99, write.page_number, &entries);
@@ -234,19 +237,19 @@ class SegmentMapRecoveryTest : public ::testing::Test {
     return states;
   }
 
-  // Segments whose first page is a data page of this store (they hold a log).
+  // Segments that hold a log, by the rules recovery reads a segment with (ScanSegment).
   std::vector<uint64_t> SegmentsWithALog() const {
-    const std::vector<uint8_t> first = storage_->CopyOut(0, 1);
-    absl::StatusOr<Superblock> superblock = DecodeSuperblock(first.data(), kPageBytes);
+    const std::vector<uint8_t> bytes = storage_->CopyOut(0, storage_->lba_count());
+    absl::StatusOr<Superblock> superblock = DecodeSuperblock(bytes.data(), kPageBytes);
     const Geometry g = GeometryOf(*superblock);
     const uint64_t seed = StoreSeed(superblock->store_id);
     std::vector<uint64_t> segments;
     for (uint64_t s = 0; s < g.segment_count; ++s) {
-      const std::vector<uint8_t> page = storage_->CopyOut(g.FirstPageOf(s), 1);
-      absl::StatusOr<PageHeader> header = VerifyPage(page.data(), g, seed, g.FirstPageOf(s));
-      if (header.ok() && header->type == static_cast<uint8_t>(PageType::kData)) {
-        segments.push_back(s);
-      }
+      const SegmentScanResult scan = ScanSegment(
+          g, seed, s,
+          [&](uint32_t i) { return bytes.data() + (g.FirstPageOf(s) + i) * g.page_bytes; },
+          /*assemble_large_values=*/false, [](const ScannedRecord&) {});
+      if (scan.in_use) segments.push_back(s);
     }
     return segments;
   }
