@@ -143,10 +143,12 @@ std::string Stats::ToString() const {
                               "compaction, %u pages unreadable\n",
                         segments_retained, compaction_damaged_pages, unreadable_pages);
   absl::StrAppendFormat(&out, "recovery: %u pages scanned, %u free segments not read, %u map "
-                              "pages damaged, %u records, %u batches discarded, "
+                              "pages damaged, %u segments read by summary, %u summaries unused, "
+                              "%u records, %u batches discarded, "
                               "%u damaged pages skipped, %u bytes of table at most, %.3f s\n",
                         recovery_pages_scanned, recovery_segments_skipped,
-                        recovery_map_pages_damaged, recovery_records, recovery_batches_discarded,
+                        recovery_map_pages_damaged, recovery_segments_summarized,
+                        recovery_summaries_unused, recovery_records, recovery_batches_discarded,
                         recovery_damaged_pages, recovery_table_bytes, recovery_seconds);
   return out;
 }
@@ -192,6 +194,8 @@ std::string Stats::ToJson() const {
   json.Add("recovery_pages_scanned", recovery_pages_scanned);
   json.Add("recovery_segments_skipped", recovery_segments_skipped);
   json.Add("recovery_map_pages_damaged", recovery_map_pages_damaged);
+  json.Add("recovery_segments_summarized", recovery_segments_summarized);
+  json.Add("recovery_summaries_unused", recovery_summaries_unused);
   json.Add("recovery_records", recovery_records);
   json.Add("recovery_batches_discarded", recovery_batches_discarded);
   json.Add("recovery_damaged_pages", recovery_damaged_pages);

@@ -202,6 +202,13 @@ absl::Status Engine::Impl::Recover() {
 
 absl::Status Engine::Impl::WriteMapAtOpen() {
   storage::Device& device = *open_queue_;
+  if (segment_map_->dirty() && device_info_.volatile_write_cache) {
+    // What recovery read may sit in the device's volatile cache (the store was not closed, and
+    // the device kept its power): durable first, so that no map page written below names a
+    // summary or a free segment that a power cut could still take back.
+    absl::Status flushed = storage::FlushDevice(device);
+    if (!flushed.ok()) return flushed;
+  }
   storage::Buffer chunk = device.buffers().GetChunk();
   NVKV_CHECK(chunk.valid());
   const uint32_t pages_per_chunk = chunk.bytes / geometry_.page_bytes;
@@ -245,10 +252,10 @@ absl::Status Engine::Impl::WriteMapAtOpen() {
 absl::Status Engine::Impl::StartWriter() {
   storage::QueueOptions writer_options;
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
-  // Every page in flight, a flush, a wake event, and the segment map's writes.
-  writer_options.queue_depth = slots + 3 + LogWriter::kMapWrites;
+  // Every page in flight, a flush, a wake event, and the segment map's and summaries' writes.
+  writer_options.queue_depth = slots + 3 + LogWriter::kMapWrites + LogWriter::kSummaryWrites;
   writer_options.buffers.buffer_bytes = geometry_.page_bytes;
-  writer_options.buffers.buffer_count = slots + LogWriter::kMapWrites;
+  writer_options.buffers.buffer_count = slots + LogWriter::kMapWrites + LogWriter::kSummaryWrites;
   writer_options.buffers.chunk_count = 0;
   auto writer_queue = OpenQueue(writer_options);
   if (!writer_queue.ok()) return writer_queue.status();
@@ -267,6 +274,8 @@ absl::Status Engine::Impl::StartWriter() {
   appender_config.store_seed = store_seed_;
   appender_config.blocks_per_page = blocks_per_page_;
   appender_config.ordered = ordered_;
+  appender_config.summaries = segment_map_ != nullptr &&
+                              geometry_.pages_per_segment >= options_.summary_min_segment_pages;
   appender_ = std::make_unique<HeadAppender>(appender_config, geometry_, shards_, *segments_,
                                              *writer_, next_sequence_);
   for (auto& shard : shards_) {
@@ -326,7 +335,12 @@ absl::Status Engine::Impl::Close() {
   if (compactor_ != nullptr) compactor_->Stop();
   absl::Status status;
   if (writer_ != nullptr && writer_->started()) {
-    if (!error_.failed()) status = writer_->WaitAllDurable();
+    if (!error_.failed()) {
+      // The heads leave their segments, each with its summary: the next Open reads summaries
+      // only (the writer puts them in the segment map before it exits).
+      appender_->SealHeads();
+      status = writer_->WaitAllDurable();
+    }
     writer_->Stop();
   }
   if (status.ok() && error_.failed()) status = error_.status();
@@ -383,6 +397,8 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_pages_scanned = recovery_.pages;
   s.recovery_segments_skipped = recovery_.segments_skipped;
   s.recovery_map_pages_damaged = recovery_.map_pages_damaged;
+  s.recovery_segments_summarized = recovery_.segments_summarized;
+  s.recovery_summaries_unused = recovery_.summaries_unused;
   s.recovery_records = recovery_.records;
   s.recovery_batches_discarded = recovery_.batches_discarded;
   s.recovery_damaged_pages = recovery_.damaged_pages;

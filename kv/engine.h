@@ -78,6 +78,10 @@ struct EngineOptions {
   // Recovery reads every segment, whatever the segment map says (kv/FORMAT.md "Recovery"): the
   // state it rebuilds is the same, only slower. For checks and tests.
   bool recovery_reads_all = false;
+  // Sealed segments get summaries (segment_summary.h) when they have at least this many pages.
+  // A summary takes at least a page: in the small segments of a small store (which opens in
+  // milliseconds anyway) that is more space than the summary saves time. Tests set 0.
+  uint32_t summary_min_segment_pages = 128;
 };
 
 // One Put or Delete of a Write call. Views must stay valid for the call.

@@ -159,7 +159,7 @@ class Engine::Impl final {
     bool empty = false;
   };
   absl::StatusOr<SuperblockProbe> ProbeSuperblocks();
-  // Rewrites copy `which` from the good one (left for the next Open without a page buffer).
+  // Writes copy `which` of `good` (a repair from the good copy, or an upgrade), with FUA.
   absl::Status RepairSuperblock(const Superblock& good, uint32_t which);
   // Formats a device holding no store, if the options and what it holds allow.
   absl::StatusOr<Superblock> FormatStore(const std::string& path, const SuperblockProbe& probe);

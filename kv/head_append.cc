@@ -49,7 +49,7 @@ absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages, Segme
                                              bool* awaiting_map) const {
   LogHead& head = shard.head;
   *awaiting_map = false;
-  if (head.has_segment && head.next_page + pages <= geometry_.log_pages()) {
+  if (RoomFor(head, pages)) {
     // The head's segment may be one compaction took from the reserve: user writes must not
     // fill it while the store is down to what they must leave.
     return segments_.CheckReserve(use);
@@ -66,14 +66,49 @@ absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages, Segme
   // Taken or not, the writer announces the next segments for the heads.
   writer_.Wake();
   if (!segment.ok() || *awaiting_map) return segment.status();
-  if (head.has_segment) {
-    segments_.Seal(head.segment, LastWrite{shard.id, head.next_counter - 1});
-  }
+  if (head.has_segment) LeaveSegment(shard);
   head.has_segment = true;
   head.segment = *segment;
   head.generation = generation;
   head.next_page = 0;
+  if (options_.summaries) head.summary.Reset(options_.ordered, geometry_);
   return absl::OkStatus();
+}
+
+bool HeadAppender::RoomFor(LogHead& head, uint32_t pages) const {
+  if (!head.has_segment) return false;
+  const uint32_t summary = options_.summaries ? head.summary.PagesWith(pages, geometry_) : 0;
+  return head.next_page + pages + summary <= geometry_.log_pages();
+}
+
+void HeadAppender::LeaveSegment(Shard& shard) const {
+  LogHead& head = shard.head;
+  SummaryBuilder& summary = head.summary;
+  const uint32_t pages =
+      summary.abandoned() ? 0 : SummaryPagesFor(summary.summary_bytes(), geometry_);
+  // Room was kept for the summary as estimated (RoomFor); when the estimate fell short, the
+  // segment goes without one.
+  if (options_.summaries && summary.entry_count() > 0 && !summary.abandoned() &&
+      head.next_page + pages <= geometry_.log_pages()) {
+    const SegmentMapPageHeader floors = segments_.MapFloors();
+    SummaryWrite write;
+    write.shard = &shard;
+    write.segment = head.segment;
+    write.generation = head.generation;
+    write.first_in_segment = head.next_page;
+    write.first_page = geometry_.FirstPageOf(head.segment) + head.next_page;
+    write.pages = pages;
+    write.first_counter = head.next_counter;
+    write.bytes =
+        summary.Take(head.next_page, pages, floors.sequence_floor, floors.generation_floor);
+    for (uint32_t i = 0; i < pages; ++i) head.durable.Assign(write.first_counter + i, 1);
+    head.next_page += pages;
+    head.next_counter += pages;
+    segments_.AddPending(head.segment, static_cast<int32_t>(pages));
+    writer_.QueueSummary(std::move(write));
+  }
+  summary.Abandon();  // until the next segment's
+  segments_.Seal(head.segment, LastWrite{shard.id, head.next_counter - 1});
 }
 
 // Mirrors the append loop of the write path (AppendPrepared): a record goes to a new page when
@@ -230,7 +265,7 @@ absl::Status HeadAppender::ReserveForBatch(Shard& shard,
                        " pages; a shard has ", shard.slots.size(), " page buffers and a segment ",
                        geometry_.log_pages(), " pages for its log"));
     }
-    if (!head.has_segment || head.next_page + fresh > geometry_.log_pages()) {
+    if (!RoomFor(head, fresh)) {
       bool awaiting_map = false;
       NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, fresh, use, &awaiting_map));
       if (awaiting_map) NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
@@ -249,6 +284,7 @@ uint64_t HeadAppender::AppendToOpenPage(Shard& shard, const RecordHeader& header
   const uint32_t offset = open->builder.AddRecord(header, key, value);
   NVKV_CHECK(offset != 0);
   open->tags.emplace_back(TagOf(hash), offset);
+  shard.head.summary.Add(hash, key, header, geometry_.PageInSegment(open->page_number));
   segments_.NoteRecord(open->segment, hash, header.sequence,
                        RecordBytes(key.size(), value.size()),
                        header.type == static_cast<uint8_t>(RecordType::kDelete));
@@ -336,7 +372,7 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
       NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use, &awaiting_map));
       if (!awaiting_map) {
         SealOpenPage(shard);  // the run must come after every page already assigned
-        if (head.next_page + count <= g.log_pages()) break;
+        if (RoomFor(head, count)) break;
         NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use, &awaiting_map));
         if (!awaiting_map) break;
       }
@@ -353,6 +389,7 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
     head.durable.Assign(first_counter, count);
     segments_.AddPending(head.segment, static_cast<int32_t>(count));
     segments_.NoteRecord(head.segment, hash, h.sequence, record_bytes, /*is_delete=*/false);
+    head.summary.Add(hash, key, h, first_in_segment);
     for (uint32_t i = 0; i < count; ++i) {
       shard.unwritten.insert_or_assign(first_page + i, UnwrittenPage::LargeRunInFlight());
     }
@@ -423,7 +460,7 @@ void HeadAppender::SealHeads() {
     LogHead& head = shard->head;
     SealOpenPage(*shard);
     if (head.has_segment) {
-      segments_.Seal(head.segment, LastWrite{shard->id, head.next_counter - 1});
+      LeaveSegment(*shard);
       head.has_segment = false;
     }
   }

@@ -84,6 +84,7 @@ class HeadAppender final : public RecordMover {
     uint64_t store_seed = 0;
     uint32_t blocks_per_page = 1;
     bool ordered = false;               // the index keeps record sizes (Location::Indexed)
+    bool summaries = false;  // segments get summaries (their place must reach the segment map)
   };
   // Every argument must outlive the appender. `next_sequence` is the engine's sequence counter.
   HeadAppender(const Options& options, const Geometry& geometry,
@@ -164,6 +165,12 @@ class HeadAppender final : public RecordMover {
   // *awaiting_map when it must move and no segment is announced yet (SegmentTable::Allocate).
   absl::Status EnsureSegmentRoom(Shard& shard, uint32_t pages, SegmentUse use,
                                  bool* awaiting_map) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Whether the head has a segment with `pages` more pages free, beyond the room kept for its
+  // summary (segment_summary.h).
+  bool RoomFor(LogHead& head, uint32_t pages) const;
+  // The head is done with its segment (full, or the store is closing): queues the segment's
+  // summary for the writer, when it fits, and seals the segment. The open page is sealed.
+  void LeaveSegment(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Fresh pages `records` need at the head, appended in order after what the open page holds.
   uint32_t PlanFreshPages(const LogHead& head, const std::vector<PlannedRecord>& records) const;
   // Writes a large record into `count` pages starting at `first_page` with `queue`.

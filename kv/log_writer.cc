@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kv/segment_summary.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -26,8 +27,14 @@ LogWriter::LogWriter(const Options& options, const std::vector<std::unique_ptr<S
       counters_(counters),
       wake_event_(std::move(wake_event)),
       queue_(std::move(queue)),
-      map_writes_(segments.map() != nullptr ? kMapWrites : 0) {
+      map_writes_(segments.map() != nullptr ? kMapWrites : 0),
+      summary_writes_(segments.map() != nullptr ? kSummaryWrites : 0) {
   for (MapWrite& write : map_writes_) {
+    write.writer = this;
+    write.buffer = queue_->buffers().GetPage();
+    NVKV_CHECK(write.buffer.valid());
+  }
+  for (SummaryPageWrite& write : summary_writes_) {
     write.writer = this;
     write.buffer = queue_->buffers().GetPage();
     NVKV_CHECK(write.buffer.valid());
@@ -39,6 +46,17 @@ LogWriter::~LogWriter() {
   for (MapWrite& write : map_writes_) {
     if (!write.in_flight) queue_->buffers().PutPage(write.buffer);
   }
+  for (SummaryPageWrite& write : summary_writes_) {
+    if (!write.in_flight) queue_->buffers().PutPage(write.buffer);
+  }
+}
+
+void LogWriter::QueueSummary(SummaryWrite write) {
+  {
+    absl::MutexLock lock(&summaries_mu_);
+    queued_summaries_.push_back(std::move(write));
+  }
+  Wake();
 }
 
 void LogWriter::Start() {
@@ -374,6 +392,82 @@ void LogWriter::OnMapWritten(storage::IoRequest* request) {
   }
 }
 
+bool LogWriter::SubmitSummaries() {
+  {
+    absl::MutexLock lock(&summaries_mu_);
+    for (SummaryWrite& write : queued_summaries_) {
+      summary_jobs_.push_back(std::make_unique<SummaryJob>());
+      summary_jobs_.back()->write = std::move(write);
+    }
+    queued_summaries_.clear();
+  }
+  if (error_.failed()) {
+    // Nothing more becomes durable: no summary reaches the map (recovery reads the segments).
+    std::erase_if(summary_jobs_, [](const auto& job) { return job->submitted == job->completed; });
+    return false;
+  }
+  // The durable ones: the map may say where they are now.
+  std::erase_if(summary_jobs_, [this](const std::unique_ptr<SummaryJob>& job) {
+    const SummaryWrite& w = job->write;
+    if (job->completed < w.pages) return false;
+    if (job->failed) return true;  // the store failed (PagesWritten): no summary
+    const uint64_t last = w.first_counter + w.pages - 1;
+    if (w.shard->head.durable.durable_through_unlocked() < last) return false;
+    segments_.MarkSummarized(w.segment, w.generation, SummaryPlace{w.first_in_segment, w.pages});
+    return true;
+  });
+  bool submitted = false;
+  for (const std::unique_ptr<SummaryJob>& job : summary_jobs_) {
+    const SummaryWrite& w = job->write;
+    for (SummaryPageWrite& page : summary_writes_) {
+      if (job->submitted == w.pages) break;
+      if (page.in_flight) continue;
+      const uint32_t index = job->submitted++;
+      const uint64_t counter = w.first_counter + index;
+      bool waited_on = false;
+      {
+        absl::MutexLock lock(&w.shard->mu);
+        waited_on = w.shard->head.durable.wanted() >= counter;
+      }
+      EncodeSummaryPage(page.buffer.data, Geometry{.page_bytes = options_.page_bytes},
+                        options_.store_seed, w.bytes, index, w.generation, w.first_in_segment,
+                        w.first_counter, w.first_page + index);
+      page.job = job.get();
+      page.index = index;
+      page.in_flight = true;
+      page.request = storage::IoRequest{};
+      page.request.op = storage::IoOp::kWrite;
+      page.request.lba = (w.first_page + index) * options_.blocks_per_page;
+      page.request.lba_count = options_.blocks_per_page;
+      page.request.buffer = page.buffer;
+      page.request.fua = FuaFor(waited_on);
+      page.request.on_done = OnSummaryPageWritten;
+      page.request.context = &page;
+      absl::Status status = queue_->Enqueue(&page.request);
+      if (!status.ok()) {
+        page.request.status = status;
+        OnSummaryPageWritten(&page.request);
+        continue;
+      }
+      submitted = true;
+    }
+  }
+  return submitted;
+}
+
+void LogWriter::OnSummaryPageWritten(storage::IoRequest* request) {
+  auto* page = static_cast<SummaryPageWrite*>(request->context);
+  LogWriter& writer = *page->writer;
+  SummaryJob& job = *page->job;
+  page->in_flight = false;
+  Shard& shard = *job.write.shard;
+  absl::MutexLock lock(&shard.mu);
+  writer.PagesWritten(shard, job.write.first_counter + page->index, job.write.segment, 1,
+                      request->status, request->fua);
+  ++job.completed;
+  job.failed = job.failed || !request->status.ok();
+}
+
 void LogWriter::Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_us) {
   absl::MutexLock lock(&mu_);
   if (!wake_) {
@@ -423,6 +517,7 @@ void LogWriter::Loop() {
       pass.want_flush = true;
     }
     SubmitPages(pass.pages);
+    const bool summary_submitted = SubmitSummaries();
     if (pass.want_flush) {
       unflushed_since_us = 0;  // it covers every page completed so far
       SubmitFlush();
@@ -431,7 +526,8 @@ void LogWriter::Loop() {
     if (IoInFlight() > 0) {
       // Submits what was queued and waits for at least one completion or a Wake, in one system
       // call; without waiting when this pass submitted something.
-      const absl::Status reaped = pass.pages.empty() && !pass.want_flush && !map_submitted
+      const absl::Status reaped = pass.pages.empty() && !pass.want_flush && !map_submitted &&
+                                          !summary_submitted
                                       ? ReapOrWake()
                                       : queue.Reap(0).status();
       if (!reaped.ok()) error_.Set(reaped);
@@ -445,7 +541,8 @@ void LogWriter::Loop() {
     // safe as it is, and recovery reads what it must).
     const bool map_done = segments_.map() == nullptr || error_.failed() ||
                           !segments_.map()->dirty();
-    if (stopping && pass.pages.empty() && !pass.want_flush && !pass.open_pages && map_done) {
+    if (stopping && pass.pages.empty() && !pass.want_flush && !pass.open_pages && map_done &&
+        summaries_done()) {
       break;
     }
     Sleep(pass, now, flush_due_us);

@@ -41,6 +41,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -64,6 +65,19 @@ struct WriteCounters {
   std::atomic<uint64_t> flushes{0};
 };
 
+// A sealed segment's summary (segment_summary.h) for the writer to write: its pages were
+// assigned at the head (head counters first_counter.., pages first_in_segment.. of the segment).
+struct SummaryWrite {
+  Shard* shard = nullptr;
+  uint64_t segment = 0;
+  uint64_t generation = 0;  // of the segment's log
+  uint64_t first_page = 0;  // the page number of its first page
+  uint32_t first_in_segment = 0;
+  uint32_t pages = 0;
+  uint64_t first_counter = 0;
+  std::string bytes;  // SummaryBuilder::Take
+};
+
 // What a write waits for to be durable: for each shard listed, its head's pages through the
 // counter given.
 using DurabilityMarks = std::vector<std::pair<Shard*, uint64_t>>;
@@ -81,8 +95,8 @@ class LogWriter {
     bool durable_by_fua = true;
   };
   // Writes the pages of `shards` through `queue` (as deep as the shards have page buffers, plus
-  // a flush, an event wait and kMapWrites; its pool holds kMapWrites page buffers beyond the
-  // shards'). `wake_event` wakes the thread while it waits for completions. Every argument must
+  // a flush, an event wait, kMapWrites and kSummaryWrites; its pool holds kMapWrites +
+  // kSummaryWrites page buffers beyond the shards'). `wake_event` wakes the thread while it waits for completions. Every argument must
   // outlive the writer.
   LogWriter(const Options& options, const std::vector<std::unique_ptr<Shard>>& shards,
             SegmentTable& segments, StickyError& error, WriteCounters& counters,
@@ -93,6 +107,13 @@ class LogWriter {
 
   // Segment map pages in flight at most.
   static constexpr uint32_t kMapWrites = 2;
+  // Summary pages in flight at most.
+  static constexpr uint32_t kSummaryWrites = 4;
+
+  // Writes a summary whose pages a head assigned (HeadAppender); once they are durable, the
+  // segment map says where it is (SegmentTable::MarkSummarized). Any thread; shard locks may be
+  // held.
+  void QueueSummary(SummaryWrite write);
 
   // The queue the pages are written with: the shards' page buffers come from its pool.
   storage::Device& queue() { return *queue_; }
@@ -178,6 +199,12 @@ class LogWriter {
   // pages it has buffers for. Returns whether it submitted any.
   bool SubmitMapWrites(bool stopping);
   static void OnMapWritten(storage::IoRequest* request);
+  // Takes the summaries queued, submits the pages of theirs it has buffers for, and has the map
+  // say where the durable ones are. Returns whether it submitted any page.
+  bool SubmitSummaries();
+  static void OnSummaryPageWritten(storage::IoRequest* request);
+  // Whether every summary queued is written, durable and in the map (or the store failed).
+  bool summaries_done() const { return summary_jobs_.empty(); }
   // Waits for a Wake, or until the first of the timers `pass` implies falls due.
   void Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_us);
   static void OnPageWritten(storage::IoRequest* request);
@@ -218,6 +245,25 @@ class LogWriter {
     bool in_flight = false;
   };
   std::vector<MapWrite> map_writes_;
+  // Summaries: queued by heads, then the writer thread's own until durable and in the map.
+  struct SummaryJob {
+    SummaryWrite write;
+    uint32_t submitted = 0;  // pages
+    uint32_t completed = 0;
+    bool failed = false;
+  };
+  struct SummaryPageWrite {
+    LogWriter* writer = nullptr;
+    SummaryJob* job = nullptr;
+    uint32_t index = 0;  // within the summary
+    storage::Buffer buffer;
+    storage::IoRequest request;
+    bool in_flight = false;
+  };
+  absl::Mutex summaries_mu_;  // a leaf
+  std::vector<SummaryWrite> queued_summaries_ ABSL_GUARDED_BY(summaries_mu_);
+  std::vector<std::unique_ptr<SummaryJob>> summary_jobs_;
+  std::vector<SummaryPageWrite> summary_writes_;
   // The writer thread's own: the flush in flight, if any.
   storage::IoRequest flush_request_;
   bool flush_in_flight_ = false;

@@ -103,10 +103,10 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
         absl::StrCat("store has format version ", superblock.format_version,
                      "; this nvkv reads up to version ", kFormatVersion));
   }
-  if (superblock.format_version < kFormatVersion) {
+  if (superblock.format_version < kOldestUpgradableVersion) {
     // Version 1 had no segment map, and its segments' places leave no room for one: such a
-    // store is refused, never formatted over (kv/FORMAT.md "Format versions"). This nvkv reads
-    // version 2 only.
+    // store is refused, never formatted over (kv/FORMAT.md "Format versions"). Version 2 is
+    // read, and upgraded by Open before it writes anything.
     return absl::FailedPreconditionError(absl::StrCat(
         "store has format version ", superblock.format_version, ", which this nvkv (version ",
         kFormatVersion, ") does not read; copy its data out with the nvkv that wrote it"));
@@ -258,7 +258,8 @@ absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geome
   NVKV_ASSIGN_OR_RETURN(const PageHeader header,
                         VerifySealed(page, geometry, store_seed, page_number, "page "));
   if (header.type < static_cast<uint8_t>(PageType::kFree) ||
-      header.type > static_cast<uint8_t>(PageType::kContinuation)) {
+      header.type > static_cast<uint8_t>(PageType::kSummary) ||
+      header.type == static_cast<uint8_t>(PageType::kSegmentMap)) {
     return absl::DataLossError(
         absl::StrCat("page ", page_number, ": unknown page type ", header.type));
   }

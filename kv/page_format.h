@@ -27,8 +27,10 @@ static_assert(std::endian::native == std::endian::little, "nvkv's format is litt
 
 inline constexpr uint64_t kSuperblockMagic = 0x31304253564b564eULL;  // "NVKVSB01"
 inline constexpr uint32_t kPageMagic = 0x504b564eU;                  // "NVKP"
-// Version 2 added the segment map; version 1 stores are refused (kv/FORMAT.md).
-inline constexpr uint32_t kFormatVersion = 2;
+// Version 2 added the segment map; version 3 segment summaries. Version 1 stores are refused;
+// version 2 stores are upgraded at Open (kv/FORMAT.md "Format versions").
+inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kOldestUpgradableVersion = 2;
 inline constexpr uint64_t kSuperblockPages = 2;
 
 inline constexpr uint32_t kMinPageBytes = 4096;
@@ -46,6 +48,7 @@ enum class PageType : uint8_t {
   kData = 2,          // records packed back to back
   kContinuation = 3,  // the rest of a large record's value
   kSegmentMap = 4,    // a page of the segment map (never inside a segment)
+  kSummary = 5,       // part of a sealed log's summary: what recovery needs of its records
 };
 
 // Persisted: what the segment map says of a segment (SegmentMapEntry::state). Recovery skips a
@@ -55,6 +58,9 @@ enum class MapState : uint8_t {
   kUnknown = 0,  // never written
   kFree = 1,     // holds no log (free marker, or never written since format): not read
   kInUse = 2,    // a log head took it, or may take it soon: read at recovery
+  // Holds a sealed log whose summary (segment_summary.h) is on the device at the pages the
+  // entry names: recovery reads the summary instead of the segment.
+  kSummarized = 3,
 };
 
 // Persisted: record types.
@@ -107,10 +113,14 @@ struct RecordHeader {
   uint32_t reserved;
 };
 
-// One segment's entry in the segment map. The fields after `state` are reserved (zero).
+// One segment's entry in the segment map. Reserved fields are zero, and so are the summary's
+// place unless the state is kSummarized.
 struct SegmentMapEntry {
   uint8_t state;  // MapState
-  uint8_t reserved[15];
+  uint8_t reserved[3];
+  uint32_t summary_first;  // kSummarized: the summary's first page within the segment
+  uint32_t summary_pages;  // kSummarized: how many pages it takes
+  uint32_t reserved2;
 };
 
 // What follows the PageHeader of a segment map page, before its entries.
@@ -120,6 +130,35 @@ struct SegmentMapPageHeader {
   uint64_t sequence_floor;
   uint64_t generation_floor;
 };
+
+// The start of a segment summary's bytes (kv/FORMAT.md "Segment summaries"), which run across the
+// payloads of its kSummary pages; SummaryEntry records follow.
+struct SummaryHeader {
+  uint32_t entry_count;
+  uint32_t flags;          // kSummaryHasKeys
+  uint32_t data_pages;     // the log's pages before the summary: its first page's index
+  uint32_t summary_pages;  // pages the summary takes
+  uint64_t summary_bytes;  // this header and the entries, over all its pages
+  // When it was written: above every record sequence and every generation on the segment's
+  // pages (the log's, and stale ones of earlier logs), like a map page's floors.
+  uint64_t sequence_floor;
+  uint64_t generation_floor;
+  uint64_t reserved;
+};
+
+// One record of the log, in log order; with kSummaryHasKeys, key_bytes of key follow it.
+struct SummaryEntry {
+  uint64_t hash_lo;  // the key's KeyHash
+  uint64_t hash_hi;
+  uint64_t sequence_and_type;  // sequence in bits 0..55, RecordType in bits 56..63
+  uint32_t page_in_segment;    // the record's (first) page
+  uint32_t sizes;              // value_bytes in bits 0..20, key_bytes in bits 21..31
+};
+
+// Persisted: summary flags. The entries carry the keys' bytes (written by an ordered-mode store,
+// whose index holds keys; a hash-mode summary leaves them out, and an ordered Open reads the
+// segment instead).
+inline constexpr uint32_t kSummaryHasKeys = 1 << 0;
 
 struct Superblock {
   uint64_t checksum;        // XXH3-64 of the rest of the struct, seed 0
@@ -141,6 +180,8 @@ static_assert(sizeof(RecordHeader) == 24);
 static_assert(sizeof(Superblock) == 72);
 static_assert(sizeof(SegmentMapEntry) == 16);
 static_assert(sizeof(SegmentMapPageHeader) == 16);
+static_assert(sizeof(SummaryHeader) == 48);
+static_assert(sizeof(SummaryEntry) == 32);
 
 // Entries one page of the segment map holds, and the pages a map of `segments` entries takes.
 inline constexpr uint32_t MapEntriesPerPage(uint32_t page_bytes) {
@@ -151,6 +192,13 @@ inline constexpr uint64_t MapPagesFor(uint64_t segments, uint32_t page_bytes) {
   const uint32_t per_page = MapEntriesPerPage(page_bytes);
   return (segments + per_page - 1) / per_page;
 }
+
+// Where a segment's summary is (SegmentMapEntry): pages [first, first + pages) of the segment;
+// pages 0 when it has none.
+struct SummaryPlace {
+  uint32_t first = 0;
+  uint32_t pages = 0;
+};
 
 // The shape of a store, from its superblock.
 struct Geometry {
@@ -231,7 +279,8 @@ class PageBuilder {
   // Returns how many value bytes went in.
   uint32_t StartLargeRecord(const RecordHeader& header, std::string_view key,
                             std::string_view value);
-  // Fills an empty kContinuation page with the next part of a value; returns bytes taken.
+  // Fills an empty kContinuation page with the next part of a value (or a kSummary page with
+  // the next part of a summary); returns bytes taken.
   uint32_t AddContinuation(std::string_view value_part);
   // Writes the header and checksum. The page is then ready to write at `page_number`.
   void Finish(uint64_t store_seed, uint64_t page_number);

@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <deque>
+#include <tuple>
+
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "kv/newest_records.h"
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
+#include "kv/segment_summary.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -20,14 +23,30 @@ namespace {
 // once every segment is read. Ordered mode builds its index as it reads (the index holds the
 // keys, and its entries the records' places and sizes); its tables keep only each key's newest
 // sequence, to tell a record that replaces the key's entry from an older one.
-NewestRecords::Record NewestOf(const ScannedRecord& record) {
+// A record recovery applies, read from a segment's pages or from its summary.
+struct FoundRecord {
+  KeyHash hash;
+  std::string_view key;  // empty in hash mode when read from a summary
+  uint64_t page_number = 0;
+  uint32_t record_bytes = 0;
+  uint64_t sequence = 0;
+  bool is_delete = false;
+};
+
+NewestRecords::Record NewestOf(const FoundRecord& record) {
   NewestRecords::Record newest;
-  newest.sequence = record.header.sequence;
+  newest.sequence = record.sequence;
   newest.page = record.page_number;
-  newest.record_bytes = RecordBytes(record.key.size(), record.header.value_bytes);
-  newest.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
+  newest.record_bytes = record.record_bytes;
+  newest.is_delete = record.is_delete;
   return newest;
 }
+
+// A segment the map says is summarized, and where its summary is.
+struct Summarized {
+  uint64_t segment = 0;
+  SummaryPlace place;
+};
 
 // Where recovery puts what it finds: the shards' indexes and the segment table.
 struct Sink {
@@ -85,12 +104,15 @@ class Recovery {
         shards_(shards),
         newest_(shards.size()),
         in_use_(geometry.segment_count, false),
+        generation_(geometry.segment_count, 0),
+        summary_(geometry.segment_count),
         min_seq_(geometry.segment_count, UINT64_MAX),
         max_seq_(geometry.segment_count, 0) {}
 
   absl::StatusOr<RecoveryReport> Run() {
     const absl::Time start = absl::Now();
     NVKV_RETURN_IF_ERROR(ReadMap());
+    NVKV_RETURN_IF_ERROR(ReadSummaries());
     NVKV_RETURN_IF_ERROR(ReadAllSegments());
     if (!refused_.ok()) return refused_;
     NVKV_RETURN_IF_ERROR(BuildIndexes());
@@ -105,6 +127,7 @@ class Recovery {
   absl::Status ReadMap() {
     SegmentMap* map = segments_.map();
     std::vector<bool> free(g_.segment_count, false);
+    std::vector<SummaryPlace> summarized(g_.segment_count);
     if (map != nullptr) {
       storage::Buffer chunk = device_.buffers().GetChunk();
       if (!chunk.valid()) return absl::InternalError("no buffer to read the segment map into");
@@ -137,20 +160,138 @@ class Recovery {
               std::min<uint64_t>(per_page, g_.segment_count - index * per_page);
           map->LoadPage(index, entries);
           for (uint64_t e = 0; e < segments; ++e) {
-            free[index * per_page + e] = entries[e].state == static_cast<uint8_t>(MapState::kFree);
+            const uint64_t segment = index * per_page + e;
+            free[segment] = entries[e].state == static_cast<uint8_t>(MapState::kFree);
+            if (entries[e].state == static_cast<uint8_t>(MapState::kSummarized)) {
+              summarized[segment] = SummaryPlace{entries[e].summary_first, entries[e].summary_pages};
+            }
           }
         }
       }
       device_.buffers().PutChunk(chunk);
     }
     for (uint64_t s = 0; s < g_.segment_count; ++s) {
-      if (free[s] && !options_.read_all) {
+      if (options_.read_all) {
+        to_read_.push_back(s);
+      } else if (free[s]) {
         ++report_.segments_skipped;
+      } else if (summarized[s].pages > 0) {
+        summarized_.push_back({s, summarized[s]});
       } else {
         to_read_.push_back(s);
       }
     }
     return absl::OkStatus();
+  }
+
+  // Reads the summaries the map names (with each segment's last page, for a free marker newer
+  // than the summary), many in flight at once, and applies those that verify; the segment of
+  // any other is read whole instead (to_read_).
+  absl::Status ReadSummaries() {
+    if (summarized_.empty()) return absl::OkStatus();
+    storage::BufferPool& pool = device_.buffers();
+    std::vector<storage::Buffer> chunks;
+    for (storage::Buffer chunk = pool.GetChunk(); chunk.valid(); chunk = pool.GetChunk()) {
+      chunks.push_back(chunk);
+    }
+    if (chunks.empty()) return absl::InternalError("no buffer to read summaries into");
+    const uint32_t pages_per_chunk = pool.chunk_bytes() / g_.page_bytes;
+    absl::Status status;
+    size_t next = 0;
+    while (next < summarized_.size() && status.ok()) {
+      // As many summaries as the chunks take: the summary's pages, then the last page.
+      struct Placed {
+        Summarized summarized;
+        const uint8_t* pages;  // summary pages, then the segment's last page
+        size_t request;        // index of its first request (two per summary)
+      };
+      std::vector<Placed> placed;
+      std::vector<storage::IoRequest> requests;
+      uint32_t chunk = 0, used = 0;
+      while (next < summarized_.size()) {
+        const Summarized& s = summarized_[next];
+        const uint32_t need = s.place.pages + 1;
+        if (need > pages_per_chunk) {  // larger than a chunk: read the segment instead
+          to_read_.push_back(s.segment);
+          ++next;
+          continue;
+        }
+        if (used + need > pages_per_chunk) {
+          if (++chunk == chunks.size()) break;
+          used = 0;
+        }
+        uint8_t* at = chunks[chunk].data + size_t{used} * g_.page_bytes;
+        const uint64_t first_page = g_.FirstPageOf(s.segment);
+        placed.push_back({s, at, requests.size()});
+        for (const auto& [page, count, offset] :
+             {std::tuple<uint64_t, uint32_t, uint32_t>{first_page + s.place.first, s.place.pages, 0},
+              {first_page + g_.pages_per_segment - 1, 1, s.place.pages}}) {
+          storage::IoRequest& request = requests.emplace_back();
+          request.op = storage::IoOp::kRead;
+          request.lba = page * options_.blocks_per_page;
+          request.lba_count = count * options_.blocks_per_page;
+          request.buffer = chunks[chunk];
+          request.buffer.data = at + size_t{offset} * g_.page_bytes;
+          request.buffer.bytes = count * g_.page_bytes;
+        }
+        used += need;
+        ++next;
+      }
+      status = storage::RunAll(device_, requests);
+      for (const Placed& p : placed) {
+        if (!status.ok()) break;
+        const bool read = requests[p.request].status.ok() && requests[p.request + 1].status.ok();
+        if (!read || !ApplySummary(p.summarized, p.pages)) {
+          ++report_.summaries_unused;
+          to_read_.push_back(p.summarized.segment);
+        }
+      }
+    }
+    for (const storage::Buffer& chunk : chunks) pool.PutChunk(chunk);
+    if (!status.ok()) return status;
+    std::sort(to_read_.begin(), to_read_.end());
+    return absl::OkStatus();
+  }
+
+  // Applies one summary read with its segment's last page (`pages`); false when it does not
+  // verify, or the segment was freed after it was written: its segment is then read instead.
+  bool ApplySummary(const Summarized& summarized, const uint8_t* pages) {
+    const uint64_t segment = summarized.segment;
+    const SummaryPlace& place = summarized.place;
+    const uint64_t last_page = g_.FirstPageOf(segment) + g_.pages_per_segment - 1;
+    const absl::StatusOr<PageHeader> last =
+        VerifyPage(pages + size_t{place.pages} * g_.page_bytes, g_, options_.store_seed, last_page);
+    // The last page holds nothing but free markers; never written, the segment was never freed.
+    uint64_t freed_at = 0;
+    if (last.ok() && last->type == static_cast<uint8_t>(PageType::kFree)) {
+      freed_at = GenerationOf(*last);
+    } else if (!absl::IsNotFound(last.status())) {
+      return false;
+    }
+    const absl::StatusOr<SummaryFound> found = ReadSummary(
+        g_, options_.store_seed, segment, place.first, place.pages, options_.ordered,
+        [&](uint32_t i) { return pages + size_t{i} * g_.page_bytes; },
+        [&](const SummaryRecord& record) {
+          FoundRecord found;
+          found.hash = record.hash;
+          found.key = record.key;
+          found.page_number = g_.FirstPageOf(segment) + record.page_in_segment;
+          found.record_bytes = record.record_bytes;
+          found.sequence = record.sequence;
+          found.is_delete = record.is_delete;
+          NoteRecord(segment, found);
+        },
+        /*newer_than=*/freed_at);
+    if (!found.ok()) return false;
+    in_use_[segment] = true;
+    generation_[segment] = found->generation;
+    summary_[segment] = place;
+    max_generation_ = std::max(max_generation_, found->generation);
+    floors_.sequence_floor = std::max(floors_.sequence_floor, found->header.sequence_floor);
+    floors_.generation_floor = std::max(floors_.generation_floor, found->header.generation_floor);
+    report_.pages += place.pages + 1;
+    ++report_.segments_summarized;
+    return true;
   }
 
   // Reads the segments of to_read_, several in flight at once (as many as the queue's chunks
@@ -200,10 +341,34 @@ class Recovery {
                                        read.status().message()));
     }
     report_.unreadable_pages += failed;
-    const SegmentScanResult scan = ScanSegment(g_, options_.store_seed, segment,
-                       [&read](uint32_t i) { return read.page(i); }, /*assemble=*/false,
-                       [&](const ScannedRecord& record) { NoteRecord(segment, record); });
+    const auto page_at = [&read](uint32_t i) { return read.page(i); };
+    const SegmentScanResult scan = ScanSegment(
+        g_, options_.store_seed, segment, page_at, /*assemble=*/false,
+        [&](const ScannedRecord& record) {
+          FoundRecord found;
+          found.hash = HashKey(record.key);
+          found.key = record.key;
+          found.page_number = record.page_number;
+          found.record_bytes = RecordBytes(record.key.size(), record.header.value_bytes);
+          found.sequence = record.header.sequence;
+          found.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
+          NoteRecord(segment, found);
+        });
     in_use_[segment] = scan.in_use;
+    generation_[segment] = scan.generation;
+    // A whole log that ends with its summary (written before a crash, but not yet in the map):
+    // the map may say so from now on, once the summary verifies and accounts for every record.
+    if (scan.in_use && scan.summary.pages > 0 && scan.hole_pages == 0 &&
+        scan.batches_discarded == 0) {
+      const absl::StatusOr<SummaryFound> found = ReadSummary(
+          g_, options_.store_seed, segment, scan.summary.first, scan.summary.pages,
+          /*with_keys=*/false, [&](uint32_t i) { return read.page(scan.summary.first + i); },
+          [](const SummaryRecord&) {}, /*newer_than=*/0);
+      if (found.ok() && found->generation == scan.generation &&
+          found->header.entry_count == scan.records) {
+        summary_[segment] = scan.summary;
+      }
+    }
     max_generation_ = std::max(max_generation_, scan.max_generation);
     // Sequences of pages outside every log count too: a new record must never lose to an old one
     // that a later recovery might read.
@@ -216,8 +381,8 @@ class Recovery {
   }
 
   // One record recovery applies, found in `segment`.
-  void NoteRecord(uint64_t segment, const ScannedRecord& record) {
-    const KeyHash hash = HashKey(record.key);
+  void NoteRecord(uint64_t segment, const FoundRecord& record) {
+    const KeyHash& hash = record.hash;
     const uint32_t shard = ShardIndexFor(hash, shards_.size());
     NewestRecords::Record newest = NewestOf(record);
     if (options_.ordered) newest.page = newest.record_bytes = 0;  // the index keeps them
@@ -230,32 +395,29 @@ class Recovery {
       case NewestRecords::Kept::kRefused:
         if (refused_.ok()) {
           refused_ = absl::DataLossError(absl::StrCat(
-              "page ", record.page_number, ": record sequence ", record.header.sequence,
+              "page ", record.page_number, ": record sequence ", record.sequence,
               " is not below 2^56, which no nvkv store reaches"));
         }
         break;
     }
-    min_seq_[segment] = std::min(min_seq_[segment], record.header.sequence);
-    max_seq_[segment] = std::max(max_seq_[segment], record.header.sequence);
-    max_sequence_ = std::max(max_sequence_, record.header.sequence);
-    segments_.NoteRecord(segment, hash, record.header.sequence,
-                         RecordBytes(record.key.size(), record.header.value_bytes),
-                         record.header.type == static_cast<uint8_t>(RecordType::kDelete));
+    min_seq_[segment] = std::min(min_seq_[segment], record.sequence);
+    max_seq_[segment] = std::max(max_seq_[segment], record.sequence);
+    max_sequence_ = std::max(max_sequence_, record.sequence);
+    segments_.NoteRecord(segment, hash, record.sequence, record.record_bytes, record.is_delete);
     ++report_.records;
   }
 
   // Ordered mode: `record` is its key's newest so far: the key's entry says so (a delete removes
   // it).
-  void ApplyToOrderedIndex(Shard& shard, const KeyHash& hash, const ScannedRecord& record) {
+  void ApplyToOrderedIndex(Shard& shard, const KeyHash& hash, const FoundRecord& record) {
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, record.key, &found_);
-    if (record.header.type == static_cast<uint8_t>(RecordType::kDelete)) {
+    if (record.is_delete) {
       if (!found_.empty()) shard.index->Erase(hash.lo, record.key, found_.front());
       return;
     }
     const uint64_t value =
-        Location::Indexed(record.page_number, RecordBytes(record.key.size(), record.header.value_bytes),
-                          /*index_keeps_size=*/true)
+        Location::Indexed(record.page_number, record.record_bytes, /*index_keeps_size=*/true)
             .index_value();
     if (found_.empty()) {
       const absl::Status inserted = shard.index->Insert(hash.lo, record.key, value);
@@ -269,7 +431,13 @@ class Recovery {
   // which is freed before the next shard's index is built; ordered mode has built it already.
   absl::Status BuildIndexes() {
     for (uint64_t s = 0; s < g_.segment_count; ++s) {
-      segments_.RecoverSegment(s, in_use_[s], min_seq_[s], max_seq_[s]);
+      SegmentTable::RecoveredSegment found;
+      found.in_use = in_use_[s];
+      found.generation = generation_[s];
+      found.min_sequence = min_seq_[s];
+      found.max_sequence = max_seq_[s];
+      found.summary = summary_[s];
+      segments_.RecoverSegment(s, found);
     }
     Sink sink{g_, options_.ordered, segments_};
     for (const auto& shard : shards_) {
@@ -297,6 +465,9 @@ class Recovery {
   std::vector<NewestRecords> newest_;
   std::vector<uint64_t> found_;  // ApplyToOrderedIndex's, kept to save an allocation per record
   std::vector<bool> in_use_;        // per segment: it holds a log
+  std::vector<uint64_t> generation_;  // per segment: its log's
+  std::vector<SummaryPlace> summary_;  // per segment: its summary, when the map may name it
+  std::vector<Summarized> summarized_;  // the segments the map says are summarized, and where
   std::vector<uint64_t> to_read_;   // the segments recovery reads, in order
   SegmentMapPageHeader floors_{};   // the highest of the map pages' floors
   std::vector<uint64_t> min_seq_, max_seq_;  // record sequences per segment
@@ -315,3 +486,4 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
 }
 
 }  // namespace nvkv::kv
+

@@ -45,6 +45,8 @@ struct RecoveryReport {
   uint64_t table_bytes_peak = 0;   // the largest per-shard newest-record table it held
   uint64_t segments_skipped = 0;   // free by the segment map: not read
   uint64_t map_pages_damaged = 0;  // map pages that failed to read or verify (their segments read)
+  uint64_t segments_summarized = 0;  // read by their summaries (segment_summary.h)
+  uint64_t summaries_unused = 0;     // summaries the map named that did not verify: segments read
   double seconds = 0;
   // The records of the batches it dropped, still on the device until compaction frees their
   // segments (which never copies them: segment_scan.h): page reads leave them out.

@@ -22,12 +22,19 @@ void SegmentMap::LoadPage(uint64_t index, const SegmentMapEntry* entries) {
   std::copy(entries, entries + count, entries_.begin() + static_cast<ptrdiff_t>(first));
 }
 
-SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state) {
+SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state, const SummaryPlace& summary) {
+  NVKV_CHECK((state == MapState::kSummarized) == (summary.pages > 0));
   absl::MutexLock lock(&mu_);
   const uint64_t index = segment / per_page_;
   PageState& page = pages_[index];
-  if (entries_[segment].state != static_cast<uint8_t>(state)) {
-    entries_[segment].state = static_cast<uint8_t>(state);
+  SegmentMapEntry entry{};
+  entry.state = static_cast<uint8_t>(state);
+  entry.summary_first = summary.first;
+  entry.summary_pages = summary.pages;
+  SegmentMapEntry& current = entries_[segment];
+  if (current.state != entry.state || current.summary_first != entry.summary_first ||
+      current.summary_pages != entry.summary_pages) {
+    current = entry;
     if (page.version == page.written) dirty_pages_.fetch_add(1, std::memory_order_release);
     ++page.version;
     page.announces = page.announces || state == MapState::kInUse;

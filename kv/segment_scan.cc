@@ -11,7 +11,8 @@ namespace {
 
 bool IsLogPageType(uint8_t type) {
   return type == static_cast<uint8_t>(PageType::kData) ||
-         type == static_cast<uint8_t>(PageType::kContinuation);
+         type == static_cast<uint8_t>(PageType::kContinuation) ||
+         type == static_cast<uint8_t>(PageType::kSummary);
 }
 
 // The log a segment holds: its generation and the head sequence of its page 0.
@@ -118,6 +119,7 @@ class LogWalk {
     uint32_t i = 0;
     while (i < end_) i += WalkPage(i);
     DropBatch();  // cut by the log's end
+    if (result_.summary.first + result_.summary.pages != end_) result_.summary = SummaryPlace{};
     return std::move(result_);
   }
 
@@ -195,6 +197,16 @@ class LogWalk {
     const absl::StatusOr<PageHeader>& header = headers_[i];
     if (!Belongs(header, i, log_)) {
       HoleAt(i, WhyNotInLog(header, i, log_));
+      return 1;
+    }
+    if (header->type == static_cast<uint8_t>(PageType::kSummary)) {
+      // A summary page holds no records; the summary is the log's last pages.
+      SummaryPlace& summary = result_.summary;
+      if (summary.pages > 0 && summary.first + summary.pages == i) {
+        ++summary.pages;
+      } else {
+        summary = SummaryPlace{i, 1};
+      }
       return 1;
     }
     if (header->type != static_cast<uint8_t>(PageType::kData)) {

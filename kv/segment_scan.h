@@ -62,6 +62,9 @@ struct SegmentScanResult {
   uint32_t hole_pages = 0;         // pages in `holes`
   bool torn_tail = false;          // the page right after the log's end is damaged
   std::string stop_reason;  // why the log ends before the segment does, when a page says so
+  // The summary pages that end the log (segment_summary.h), if it ends with some; whether they
+  // make a valid summary is ReadSummary's to say.
+  SummaryPlace summary;
 };
 
 // Why VerifyPage refused a page, without its "page N: " prefix: "never written (all zero

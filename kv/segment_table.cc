@@ -99,6 +99,8 @@ void SegmentTable::Reset(Info& info) {
   info.puts.store(0);
   info.filter.reset();
   info.sample_count = 0;
+  info.generation = 0;
+  info.summary = SummaryPlace{};
 }
 
 uint64_t SegmentTable::KeepFor(SegmentUse use) const {
@@ -135,6 +137,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   Reset(info);
   info.filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
   *generation = next_generation_.fetch_add(1);
+  info.generation = *generation;
   return segment;
 }
 
@@ -279,6 +282,25 @@ void SegmentTable::Free(uint64_t segment) {
   free_.push_back(segment);
   if (map_ != nullptr) map_->Set(segment, MapState::kFree);
   announce_due_.store(true, std::memory_order_release);
+}
+
+bool SegmentTable::MarkSummarized(uint64_t segment, uint64_t generation,
+                                  const SummaryPlace& summary) {
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[segment];
+  // Freed since (and maybe taken again): the summary describes a log the segment no longer holds.
+  if (info.state == SegmentState::kFree || info.state == SegmentState::kOpen ||
+      info.generation != generation) {
+    return false;
+  }
+  info.summary = summary;
+  if (map_ != nullptr) map_->Set(segment, MapState::kSummarized, summary);
+  return true;
+}
+
+SummaryPlace SegmentTable::summary(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  return info_[segment].summary;
 }
 
 void SegmentTable::AnnounceMore() {
@@ -429,8 +451,8 @@ void SegmentTable::StartRecoveredFilter(uint64_t segment) {
   recovering_ = segment;
 }
 
-void SegmentTable::RecoverSegment(uint64_t segment, bool in_use, uint64_t min_sequence,
-                                  uint64_t max_sequence) {
+void SegmentTable::RecoverSegment(uint64_t segment, const RecoveredSegment& found) {
+  const bool in_use = found.in_use;
   Info& info = info_[segment];
   {
     absl::MutexLock lock(&mu_);
@@ -441,10 +463,12 @@ void SegmentTable::RecoverSegment(uint64_t segment, bool in_use, uint64_t min_se
       info.filter->FoldTo(FilterWordsFor(info.puts.load()));
     }
     if (recovering_ == segment) recovering_ = UINT64_MAX;
+    info.generation = in_use ? found.generation : 0;
+    info.summary = in_use ? found.summary : SummaryPlace{};
   }
   info.state = in_use ? SegmentState::kSealed : SegmentState::kFree;
-  info.min_sequence.store(min_sequence);
-  info.max_sequence.store(max_sequence);
+  info.min_sequence.store(found.min_sequence);
+  info.max_sequence.store(found.max_sequence);
 }
 
 void SegmentTable::FinishRecovery() {
@@ -455,9 +479,17 @@ void SegmentTable::FinishRecovery() {
   announce_due_.store(true, std::memory_order_release);
   // Highest numbers last, so heads fill the device from the front.
   for (uint64_t s = segment_count_; s > 0; --s) {
-    const bool free = info_[s - 1].state == SegmentState::kFree;
+    const Info& info = info_[s - 1];
+    const bool free = info.state == SegmentState::kFree;
     if (free) free_.push_back(s - 1);
-    if (map_ != nullptr) map_->Set(s - 1, free ? MapState::kFree : MapState::kInUse);
+    if (map_ == nullptr) continue;
+    if (free) {
+      map_->Set(s - 1, MapState::kFree);
+    } else if (info.summary.pages > 0) {
+      map_->Set(s - 1, MapState::kSummarized, info.summary);
+    } else {
+      map_->Set(s - 1, MapState::kInUse);
+    }
   }
 }
 
@@ -501,3 +533,4 @@ uint64_t SegmentTable::usable_bytes() const {
 }
 
 }  // namespace nvkv::kv
+

@@ -189,9 +189,23 @@ class SegmentTable {
 
   uint64_t NextGeneration() { return next_generation_.fetch_add(1); }
 
+  // A sealed segment's summary is durable at `summary` (segment_summary.h): the map says so,
+  // unless the segment no longer holds the log of `generation` (freed since). Returns whether
+  // it does.
+  bool MarkSummarized(uint64_t segment, uint64_t generation, const SummaryPlace& summary);
+  // Where `segment`'s summary is, as far as the map says (pages 0: none).
+  SummaryPlace summary(uint64_t segment);
+
+  // What recovery found of one segment.
+  struct RecoveredSegment {
+    bool in_use = false;  // it holds a log
+    uint64_t generation = 0;  // the log's
+    uint64_t min_sequence = UINT64_MAX, max_sequence = 0;  // of its records
+    SummaryPlace summary;  // a durable summary of the whole log, if it has one
+  };
   // Recovery fills these before the engine starts (NoteRecord first, for every record it
   // finds; RecoverSegment then shrinks the segment's key filter, or drops it when not in use).
-  void RecoverSegment(uint64_t segment, bool in_use, uint64_t min_sequence, uint64_t max_sequence);
+  void RecoverSegment(uint64_t segment, const RecoveredSegment& found);
   void SetNextGeneration(uint64_t generation) { next_generation_.store(generation); }
   // Builds the free list from the recovered states, and makes the map say the same of every
   // segment (the pages that change are written by the map's writer).
@@ -267,6 +281,8 @@ class SegmentTable {
     std::unique_ptr<std::array<TombstoneSample, kTombstoneSamples>> samples;
     uint32_t sample_count = 0;
     uint64_t incarnation = 0;  // how often the segment was freed; guarded by mu_
+    uint64_t generation = 0;   // of the log it holds (0: free); guarded by mu_
+    SummaryPlace summary;      // where the map says its summary is; guarded by mu_
     SegmentState state = SegmentState::kFree;
     std::optional<LastWrite> last_write;  // guarded by mu_
   };

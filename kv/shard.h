@@ -22,6 +22,7 @@
 #include "kv/location.h"
 #include "kv/page_format.h"
 #include "kv/record_cache.h"
+#include "kv/segment_summary.h"
 #include "storage/base/check.h"
 #include "storage/device.h"
 
@@ -76,6 +77,7 @@ struct LogHead {
   uint64_t segment = 0;
   uint64_t generation = 0;    // of the segment's log
   uint32_t next_page = 0;     // next page index within the segment
+  SummaryBuilder summary;     // of the segment's records so far (segment_summary.h)
   uint64_t next_counter = 1;  // head counter of the next page assigned
   PageSlot* open = nullptr;   // the page being filled, or none
   uint64_t open_since_us = 0;

@@ -82,7 +82,15 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     }
     const uint32_t good = probe->copies[0].ok() ? 0 : 1;
     superblock = *probe->copies[good];
-    if (!probe->copies[1 - good].ok()) {
+    if (superblock.format_version < kFormatVersion) {
+      // An upgrade (kv/FORMAT.md "Format versions"): version 3 only adds to version 2, so the
+      // store is upgraded by saying so in both copies, before anything of version 3 is written.
+      superblock.format_version = kFormatVersion;
+      for (uint32_t which : {0u, 1u}) {
+        absl::Status upgraded = RepairSuperblock(superblock, which);
+        if (!upgraded.ok()) return upgraded;
+      }
+    } else if (!probe->copies[1 - good].ok()) {
       absl::Status repaired = RepairSuperblock(superblock, 1 - good);
       if (!repaired.ok()) return repaired;
     }
@@ -152,10 +160,9 @@ absl::Status Engine::Impl::RepairSuperblock(const Superblock& good, uint32_t whi
   storage::Device& device = *open_queue_;
   const uint32_t lba_bytes = device_info_.lba_bytes;
   storage::Buffer page = device.buffers().GetPage();
-  if (!page.valid()) return absl::OkStatus();  // left for the next Open
-  if (page.bytes < good.page_bytes) {
-    device.buffers().PutPage(page);
-    return absl::OkStatus();
+  if (!page.valid() || page.bytes < good.page_bytes) {
+    if (page.valid()) device.buffers().PutPage(page);
+    return absl::InternalError("no page buffer to write a superblock from");
   }
   Superblock copy = good;
   copy.copy = which;

@@ -87,6 +87,20 @@ class DBCheckTest : public ::testing::Test {
     close(fd);
   }
 
+  // Zeroes page `page` of the store file, which must be a segment summary's (kv/FORMAT.md).
+  void ZeroSummaryPage(uint64_t page) {
+    const int fd = open(path_.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    const off_t at = static_cast<off_t>(page * kPageBytes);
+    uint8_t type = 0;
+    ASSERT_EQ(pread(fd, &type, 1, at + 12), 1);  // PageHeader::type
+    EXPECT_EQ(type, 5) << "page " << page << " is not a summary page";
+    const std::string zeros(kPageBytes, '\0');
+    ASSERT_EQ(pwrite(fd, zeros.data(), zeros.size(), at), static_cast<ssize_t>(zeros.size()));
+    ASSERT_EQ(fsync(fd), 0);
+    close(fd);
+  }
+
   // Writes `before` keys, then `needle` (each durable Put fills and writes a page of its own),
   // then `after` keys, and closes the store.
   void WriteAround(const std::string& needle, int before, int after) {
@@ -164,16 +178,22 @@ TEST_F(DBCheckTest, CheckNamesADamagedPageThatTheLogGoesOnAfter) {
 
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  // Recovery skipped the hole and read the 10 pages after it.
-  EXPECT_EQ(db->GetStats().recovery_damaged_pages, 1u);
-  EXPECT_EQ(db->GetStats().live_keys, 15u);
+  // Closed cleanly, the segment has its summary: recovery reads that, not the damaged page, and
+  // the index still points at it, as it did before the store was closed. The key reads as data
+  // loss, never as absent or as an older value.
+  EXPECT_EQ(db->GetStats().recovery_segments_summarized, 1u);
+  EXPECT_EQ(db->GetStats().recovery_damaged_pages, 0u);
+  EXPECT_EQ(db->GetStats().live_keys, 16u);
+  EXPECT_TRUE(absl::IsDataLoss(db->Get("needle-key-7f3a9c").status()));
   absl::StatusOr<CheckReport> report = db->Check();
   ASSERT_THAT(report, IsOk());
-  ASSERT_EQ(report->problems.size(), 1u) << ::testing::PrintToString(report->problems);
+  ASSERT_EQ(report->problems.size(), 2u) << ::testing::PrintToString(report->problems);
   EXPECT_EQ(report->problems[0],
             absl::StrCat(Where(page, db->GetStats().device.lba_bytes),
                          ": checksum mismatch; a hole in the log of generation 1: its records "
                          "are lost, recovery reads the rest of the segment"));
+  EXPECT_THAT(report->problems[1],
+              HasSubstr("1 index entries point at pages without their record"));
   EXPECT_FALSE(report->ok());
   EXPECT_EQ(report->pages_in_holes, 1u);
   EXPECT_EQ(report->pages_unreadable, 0u);
@@ -184,10 +204,17 @@ TEST_F(DBCheckTest, CheckNamesADamagedPageThatTheLogGoesOnAfter) {
 
 TEST_F(DBCheckTest, CheckCountsADamagedLastPageAsATornTailNotAProblem) {
   WriteAround("needle-key-5e21b0", /*before=*/5, /*after=*/0);
-  DamagePage(PageHolding("needle-key-5e21b0"));
+  const uint64_t page = PageHolding("needle-key-5e21b0");
+  DamagePage(page);
+  // As if the power had failed before the segment's summary (the page after the needle's)
+  // landed: the needle's page is then the log's last, torn. The segment map names the summary,
+  // so recovery finds it missing and reads the segment instead.
+  ZeroSummaryPage(page + 1);
 
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
+  EXPECT_EQ(db->GetStats().recovery_summaries_unused, 1u);
+  EXPECT_EQ(db->GetStats().live_keys, 5u);
   absl::StatusOr<CheckReport> report = db->Check();
   ASSERT_THAT(report, IsOk());
   EXPECT_THAT(report->problems, IsEmpty());

@@ -49,6 +49,8 @@ Stats SampleStats() {
   s.recovery_pages_scanned = 5;
   s.recovery_segments_skipped = 60;
   s.recovery_map_pages_damaged = 1;
+  s.recovery_segments_summarized = 7;
+  s.recovery_summaries_unused = 2;
   s.recovery_records = 4;
   s.recovery_batches_discarded = 0;
   s.recovery_damaged_pages = 0;
@@ -91,7 +93,8 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"usable_bytes\":30000000,\"live_bytes\":40,\"segments_total\":64,\"segments_free\":62,"
       "\"segments_cleaned\":0,\"segments_retained\":0,\"compaction_damaged_pages\":0,"
       "\"unreadable_pages\":0,\"recovery_pages_scanned\":5,\"recovery_segments_skipped\":60,"
-      "\"recovery_map_pages_damaged\":1,\"recovery_records\":4,"
+      "\"recovery_map_pages_damaged\":1,\"recovery_segments_summarized\":7,"
+      "\"recovery_summaries_unused\":2,\"recovery_records\":4,"
       "\"recovery_batches_discarded\":0,\"recovery_damaged_pages\":0,"
       "\"recovery_table_bytes\":96,"
       "\"recovery_seconds\":0.00125,\"page_bytes\":4096,\"pages_per_segment\":128,"

@@ -375,10 +375,10 @@ TEST(SegmentTableTest, RecoveredSegmentsKeepStateAndSequences) {
   geometry.pages_per_segment = kPagesPerSegment;
   geometry.segment_count = 4;
   SegmentTable table(geometry, 0);
-  table.RecoverSegment(0, true, 7, 9);
-  table.RecoverSegment(1, false, UINT64_MAX, 0);
-  table.RecoverSegment(2, true, 3, 4);
-  table.RecoverSegment(3, false, UINT64_MAX, 0);
+  table.RecoverSegment(0, {.in_use = true, .generation = 1, .min_sequence = 7, .max_sequence = 9, .summary = {}});
+  table.RecoverSegment(1, {});
+  table.RecoverSegment(2, {.in_use = true, .generation = 2, .min_sequence = 3, .max_sequence = 4, .summary = {}});
+  table.RecoverSegment(3, {});
   table.FinishRecovery();
   EXPECT_EQ(table.free_count(), 2u);
   EXPECT_EQ(table.state(0), SegmentState::kSealed);

@@ -226,11 +226,14 @@ Outcome RunStats(const Context& context) {
                                       s.segments_retained, s.compaction_damaged_pages,
                                       s.unreadable_pages));
   table.Row("recovery", absl::StrFormat("%d pages scanned, %d free segments not read, %d map "
-                                        "pages damaged, %d records, %d torn batches "
+                                        "pages damaged, %d segments read by summary, %d "
+                                        "summaries unused, %d records, %d torn batches "
                                         "discarded, %d damaged pages skipped, %s of table at "
                                         "most, %.3f s",
                                         s.recovery_pages_scanned, s.recovery_segments_skipped,
-                                        s.recovery_map_pages_damaged, s.recovery_records,
+                                        s.recovery_map_pages_damaged,
+                                        s.recovery_segments_summarized,
+                                        s.recovery_summaries_unused, s.recovery_records,
                                         s.recovery_batches_discarded, s.recovery_damaged_pages,
                                         FormatBytes(s.recovery_table_bytes),
                                         s.recovery_seconds));

@@ -130,6 +130,10 @@ struct Stats {
   // could not read or verify (it read every segment they describe).
   uint64_t recovery_segments_skipped = 0;
   uint64_t recovery_map_pages_damaged = 0;
+  // Segments whose summary recovery read instead of the segment; and summaries the map named
+  // that it could not use (damaged, or the segment freed since: it read those segments).
+  uint64_t recovery_segments_summarized = 0;
+  uint64_t recovery_summaries_unused = 0;
   uint64_t recovery_records = 0;
   uint64_t recovery_batches_discarded = 0;  // torn batches dropped whole
   // Damaged pages inside a segment's log that recovery skipped (holes): their records are lost,
