@@ -1,7 +1,10 @@
 // Recovery: rebuilds the shards' indexes and the segment table from the log at Open.
 //
-// Every segment is read whole with large reads kept in flight together (device bandwidth, not
-// latency, bounds it), then scanned by ScanSegment (segment_scan.h): damaged pages inside a
+// The segment map says which segments hold nothing (not read) and which have a summary
+// (segment_summary.h: recovery reads the summary and the segment's last page, many at once, and
+// the segment whole only when the summary cannot be used). Every other segment is read whole
+// with large reads kept in flight together (device bandwidth, not latency, bounds it), then
+// scanned by ScanSegment (segment_scan.h): damaged pages inside a
 // segment's log are holes whose records are lost, and recovery goes on with the rest of the
 // segment; a segment counts as free only when it holds no log at all. For each key the record
 // with the highest sequence wins; a winning delete means the key is absent.
@@ -53,7 +56,8 @@ struct RecoveryReport {
   SequenceRanges dropped_batch_records;
 };
 
-// Reads the segment map, then every segment of `device` it does not say is free (the opening
+// Reads the segment map, the summaries it names, then every other segment of `device` it does
+// not say is free (the opening
 // thread's queue, with chunk buffers for whole segments), and fills the (empty) indexes of
 // `shards` and `segments`, which it leaves ready for use (SegmentTable::FinishRecovery; the map
 // kept by `segments` then says what recovery found). A map page that cannot be read or verified

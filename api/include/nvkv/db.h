@@ -269,8 +269,9 @@ class DB {
   // Counters and configuration in force. After Close(): as they were when Close() began.
   Stats GetStats();
 
-  // Flushes every write, stops the background threads, and releases the path (another Open
-  // may then succeed). Every later call fails with kFailedPrecondition, including a second
+  // Flushes every write, writes the summaries of the segments being filled (so that the next
+  // Open reads summaries instead of segments), stops the background threads, and releases the
+  // path (another Open may then succeed). Every later call fails with kFailedPrecondition, including a second
   // Close(). An error means the last writes may not be durable.
   // REQUIRES: no other call on this DB is in progress.
   absl::Status Close();
