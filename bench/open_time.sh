@@ -7,7 +7,8 @@
 #      process writing to it.
 # Each figure is the median of ROUNDS runs, the page cache dropped before each. Open's own time
 # and what it read come from `nvkv-cli stats --json` of the same state (recovery_seconds,
-# recovery_pages_scanned, recovery_segments_skipped); bytes read = pages scanned plus the map.
+# recovery_pages_scanned, recovery_segments_skipped, recovery_segments_summarized); bytes read =
+# pages scanned plus the map.
 #
 # Usage: bench/open_time.sh BUILD_DIR DATA_DIR [KEYS] [ROUNDS]
 #   e.g. bench/open_time.sh build/release /var/tmp/nvkv-open 1000000 5
@@ -42,9 +43,9 @@ import json, sys
 s = json.load(sys.stdin)
 map_pages = (s["segments_total"] + 251) // 252 if s["page_bytes"] == 4096 else 0
 read = (s["recovery_pages_scanned"] + map_pages) * s["page_bytes"]
-print("open %.1f ms, %d pages read (%.1f MiB with the map), %d of %d segments not read" % (
+print("open %.1f ms, %d pages read (%.1f MiB with the map), %d of %d segments not read, %d read by their summaries" % (
     1000 * s["recovery_seconds"], s["recovery_pages_scanned"], read / 2**20,
-    s["recovery_segments_skipped"], s["segments_total"]))'
+    s["recovery_segments_skipped"], s["segments_total"], s["recovery_segments_summarized"]))'
 }
 
 echo "== sparse store files holding one key"
@@ -89,7 +90,7 @@ import json
 s = json.load(open("'"$dir"'/crash-stats.json"))
 map_pages = (s["segments_total"] + 251) // 252
 read = (s["recovery_pages_scanned"] + map_pages) * s["page_bytes"]
-print("open %.1f ms, %d pages read (%.1f MiB), %d of %d segments not read" % (
+print("open %.1f ms, %d pages read (%.1f MiB), %d of %d segments not read, %d read by their summaries" % (
     1000 * s["recovery_seconds"], s["recovery_pages_scanned"], read / 2**20,
-    s["recovery_segments_skipped"], s["segments_total"]))'
+    s["recovery_segments_skipped"], s["segments_total"], s["recovery_segments_summarized"]))'
 rm -f "$db"

@@ -45,11 +45,18 @@ HeadAppender::HeadAppender(const Options& options, const Geometry& geometry,
       writer_(writer),
       next_sequence_(next_sequence) {}
 
-absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages, SegmentUse use,
+absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages,
+                                             uint64_t summary_bytes, SegmentUse use,
                                              bool* awaiting_map) const {
   LogHead& head = shard.head;
   *awaiting_map = false;
-  if (RoomFor(head, pages)) {
+  if (head.has_segment && pages > 0 && head.reserved_pages >= pages &&
+      head.next_page + pages <= geometry_.log_pages()) {
+    // A batch's page: its room, summary entries included, was reserved (ReserveForBatch).
+    head.reserved_pages -= pages;
+    return segments_.CheckReserve(use);
+  }
+  if (RoomFor(head, pages, summary_bytes)) {
     // The head's segment may be one compaction took from the reserve: user writes must not
     // fill it while the store is down to what they must leave.
     return segments_.CheckReserve(use);
@@ -71,13 +78,19 @@ absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages, Segme
   head.segment = *segment;
   head.generation = generation;
   head.next_page = 0;
+  head.reserved_pages = 0;
   if (options_.summaries) head.summary.Reset(options_.ordered, geometry_);
   return absl::OkStatus();
 }
 
-bool HeadAppender::RoomFor(LogHead& head, uint32_t pages) const {
+bool HeadAppender::RoomFor(const LogHead& head, uint32_t pages, uint64_t summary_bytes) const {
   if (!head.has_segment) return false;
-  const uint32_t summary = options_.summaries ? head.summary.PagesWith(pages, geometry_) : 0;
+  // A summary that would outgrow its limit keeps no room (it is abandoned once it does); nor
+  // does one in a segment with nothing in it yet (whatever is to be written goes there: another
+  // segment would have no more room, and callers would take one after another).
+  const uint32_t summary = options_.summaries && head.next_page > 0
+                               ? head.summary.PagesWith(summary_bytes, geometry_).value_or(0)
+                               : 0;
   return head.next_page + pages + summary <= geometry_.log_pages();
 }
 
@@ -203,7 +216,9 @@ void HeadAppender::SealOpenPage(Shard& shard) const {
 absl::Status HeadAppender::OpenNewPage(Shard& shard, SegmentUse use, bool* awaiting_map) const {
   LogHead& head = shard.head;
   SealOpenPage(shard);
-  absl::Status room = EnsureSegmentRoom(shard, 1, use, awaiting_map);
+  // The summary bytes of a page to come: as many as the most a page gave so far.
+  absl::Status room =
+      EnsureSegmentRoom(shard, 1, head.summary.bytes_per_page(), use, awaiting_map);
   if (!room.ok() || *awaiting_map) return room;
   NVKV_CHECK(!head.free_slots.empty());
   PageSlot* slot = head.free_slots.back();
@@ -253,6 +268,7 @@ absl::Status HeadAppender::ReserveForBatch(Shard& shard,
                                            const std::vector<PlannedRecord>& records,
                                            SegmentUse use) const {
   LogHead& head = shard.head;
+  head.reserved_pages = 0;  // an earlier batch's, unused
   while (true) {
     const uint32_t fresh = PlanFreshPages(head, records);
     // Waiting for more page buffers than the shard owns, or for more pages than a segment has,
@@ -265,13 +281,18 @@ absl::Status HeadAppender::ReserveForBatch(Shard& shard,
                        " pages; a shard has ", shard.slots.size(), " page buffers and a segment ",
                        geometry_.log_pages(), " pages for its log"));
     }
-    if (!RoomFor(head, fresh)) {
+    uint64_t summary_bytes = 0;
+    for (const PlannedRecord& r : records) summary_bytes += head.summary.EntryBytes(r.key.size());
+    if (!RoomFor(head, fresh, summary_bytes)) {
       bool awaiting_map = false;
-      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, fresh, use, &awaiting_map));
+      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, fresh, summary_bytes, use, &awaiting_map));
       if (awaiting_map) NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
       continue;  // the open page was sealed: plan again
     }
-    if (head.free_slots.size() >= fresh) return absl::OkStatus();
+    if (head.free_slots.size() >= fresh) {
+      head.reserved_pages = fresh;
+      return absl::OkStatus();
+    }
     NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
   }
 }
@@ -369,11 +390,12 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
         NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(1));
       }
       bool awaiting_map = false;
-      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use, &awaiting_map));
+      const uint64_t entry = head.summary.EntryBytes(key.size());  // one for the whole run
+      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, entry, use, &awaiting_map));
       if (!awaiting_map) {
         SealOpenPage(shard);  // the run must come after every page already assigned
-        if (RoomFor(head, count)) break;
-        NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, use, &awaiting_map));
+        if (RoomFor(head, count, entry)) break;
+        NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, entry, use, &awaiting_map));
         if (!awaiting_map) break;
       }
       // Waiting releases the lock: what was checked above is checked again.

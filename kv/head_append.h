@@ -161,13 +161,16 @@ class HeadAppender final : public RecordMover {
   void SealHeads() override;
 
  private:
-  // Makes sure the head's segment has `pages` unassigned pages, moving to a new segment if not;
-  // *awaiting_map when it must move and no segment is announced yet (SegmentTable::Allocate).
-  absl::Status EnsureSegmentRoom(Shard& shard, uint32_t pages, SegmentUse use,
+  // Makes sure the head's segment has `pages` unassigned pages, and room for its summary once
+  // `summary_bytes` more of it are added, moving to a new segment if not (a batch's pages
+  // reserved before never move: LogHead::reserved_pages); *awaiting_map when it must move and
+  // no segment is announced yet (SegmentTable::Allocate).
+  absl::Status EnsureSegmentRoom(Shard& shard, uint32_t pages, uint64_t summary_bytes,
+                                 SegmentUse use,
                                  bool* awaiting_map) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Whether the head has a segment with `pages` more pages free, beyond the room kept for its
-  // summary (segment_summary.h).
-  bool RoomFor(LogHead& head, uint32_t pages) const;
+  // summary (segment_summary.h) once `summary_bytes` more of it are added with them.
+  bool RoomFor(const LogHead& head, uint32_t pages, uint64_t summary_bytes) const;
   // The head is done with its segment (full, or the store is closing): queues the segment's
   // summary for the writer, when it fits, and seals the segment. The open page is sealed.
   void LeaveSegment(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);

@@ -55,6 +55,7 @@ void LogWriter::QueueSummary(SummaryWrite write) {
   {
     absl::MutexLock lock(&summaries_mu_);
     queued_summaries_.push_back(std::move(write));
+    queued_summary_count_.fetch_add(1, std::memory_order_release);
   }
   Wake();
 }
@@ -393,14 +394,16 @@ void LogWriter::OnMapWritten(storage::IoRequest* request) {
 }
 
 bool LogWriter::SubmitSummaries() {
-  {
+  if (queued_summary_count_.load(std::memory_order_acquire) > 0) {
     absl::MutexLock lock(&summaries_mu_);
     for (SummaryWrite& write : queued_summaries_) {
       summary_jobs_.push_back(std::make_unique<SummaryJob>());
       summary_jobs_.back()->write = std::move(write);
     }
     queued_summaries_.clear();
+    queued_summary_count_.store(0, std::memory_order_relaxed);
   }
+  if (summary_jobs_.empty()) return false;
   if (error_.failed()) {
     // Nothing more becomes durable: no summary reaches the map (recovery reads the segments).
     std::erase_if(summary_jobs_, [](const auto& job) { return job->submitted == job->completed; });
@@ -419,16 +422,12 @@ bool LogWriter::SubmitSummaries() {
   bool submitted = false;
   for (const std::unique_ptr<SummaryJob>& job : summary_jobs_) {
     const SummaryWrite& w = job->write;
+    // Only after the log's pages: every page of the head before the summary is durable.
+    if (w.shard->head.durable.durable_through_unlocked() + 1 < w.first_counter) continue;
     for (SummaryPageWrite& page : summary_writes_) {
       if (job->submitted == w.pages) break;
       if (page.in_flight) continue;
       const uint32_t index = job->submitted++;
-      const uint64_t counter = w.first_counter + index;
-      bool waited_on = false;
-      {
-        absl::MutexLock lock(&w.shard->mu);
-        waited_on = w.shard->head.durable.wanted() >= counter;
-      }
       EncodeSummaryPage(page.buffer.data, Geometry{.page_bytes = options_.page_bytes},
                         options_.store_seed, w.bytes, index, w.generation, w.first_in_segment,
                         w.first_counter, w.first_page + index);
@@ -440,7 +439,9 @@ bool LogWriter::SubmitSummaries() {
       page.request.lba = (w.first_page + index) * options_.blocks_per_page;
       page.request.lba_count = options_.blocks_per_page;
       page.request.buffer = page.buffer;
-      page.request.fua = FuaFor(waited_on);
+      // Durable on completion: the map may then name it at once, and a durable write in the
+      // next segment waits for no flush of it.
+      page.request.fua = options_.volatile_cache;
       page.request.on_done = OnSummaryPageWritten;
       page.request.context = &page;
       absl::Status status = queue_->Enqueue(&page.request);

@@ -107,10 +107,13 @@ class LogWriter {
 
   // Segment map pages in flight at most.
   static constexpr uint32_t kMapWrites = 2;
-  // Summary pages in flight at most.
-  static constexpr uint32_t kSummaryWrites = 4;
+  // Summary pages in flight at most: a summary is written in one round (most take a few pages;
+  // MaxSummaryPages is 15 for 1 MiB segments of 4 KiB pages).
+  static constexpr uint32_t kSummaryWrites = 16;
 
-  // Writes a summary whose pages a head assigned (HeadAppender); once they are durable, the
+  // Writes a summary whose pages a head assigned (HeadAppender), once every earlier page of the
+  // head is durable (so that a power cut never leaves a summary behind a lost data page, which
+  // would make that page a hole instead of a torn tail), with FUA; once they are durable, the
   // segment map says where it is (SegmentTable::MarkSummarized). Any thread; shard locks may be
   // held.
   void QueueSummary(SummaryWrite write);
@@ -262,6 +265,8 @@ class LogWriter {
   };
   absl::Mutex summaries_mu_;  // a leaf
   std::vector<SummaryWrite> queued_summaries_ ABSL_GUARDED_BY(summaries_mu_);
+  // How many are queued: read without the lock, so that a pass takes it only when there are.
+  std::atomic<uint32_t> queued_summary_count_{0};
   std::vector<std::unique_ptr<SummaryJob>> summary_jobs_;
   std::vector<SummaryPageWrite> summary_writes_;
   // The writer thread's own: the flush in flight, if any.

@@ -76,6 +76,10 @@ class NewestRecords {
     }
   }
 
+  // Makes room for about `keys` keys in all, so that holding them needs no growth (each growth
+  // copies a sub-table). An estimate: more keys still fit, fewer leave the room unused.
+  void Reserve(uint64_t keys);
+
   uint64_t size() const { return size_; }
   // Bytes of the slot arrays.
   uint64_t allocated_bytes() const;
@@ -115,7 +119,8 @@ class NewestRecords {
   static Record Unpack(const Entry& entry);
   static bool SameKey(const Entry& entry, const Entry& probe);
   static uint64_t Home(uint64_t lo, uint64_t capacity) { return ((lo >> 32) * capacity) >> 32; }
-  static void Grow(Partition& partition);
+  // Moves `partition` into `capacity` slots (more than it holds).
+  static void Resize(Partition& partition, uint64_t capacity);
 
   std::vector<Partition> partitions_ = std::vector<Partition>(kPartitions);
   uint64_t size_ = 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <cstring>
 #include <tuple>
 
 
@@ -189,6 +190,13 @@ class Recovery {
   // any other is read whole instead (to_read_).
   absl::Status ReadSummaries() {
     if (summarized_.empty()) return absl::OkStatus();
+    // Room for the keys the summaries name (about: an entry is 32 bytes and its key's, in
+    // ordered mode), so that the tables do not grow step by step as they fill.
+    uint64_t summary_pages = 0;
+    for (const Summarized& s : summarized_) summary_pages += s.place.pages;
+    const uint64_t entry_bytes = sizeof(SummaryEntry) + (options_.ordered ? 16 : 0);
+    const uint64_t records = summary_pages * g_.payload_bytes() / entry_bytes;
+    for (NewestRecords& table : newest_) table.Reserve(records / newest_.size());
     storage::BufferPool& pool = device_.buffers();
     std::vector<storage::Buffer> chunks;
     for (storage::Buffer chunk = pool.GetChunk(); chunk.valid(); chunk = pool.GetChunk()) {
@@ -212,6 +220,7 @@ class Recovery {
         const Summarized& s = summarized_[next];
         const uint32_t need = s.place.pages + 1;
         if (need > pages_per_chunk) {  // larger than a chunk: read the segment instead
+          ++report_.summaries_unused;
           to_read_.push_back(s.segment);
           ++next;
           continue;
@@ -268,10 +277,17 @@ class Recovery {
     } else if (!absl::IsNotFound(last.status())) {
       return false;
     }
+    // The entry count the summary's first page gives, to size the segment's key filter once it
+    // is known to verify (the first record visited).
+    SummaryHeader peeked;
+    std::memcpy(&peeked, pages + sizeof(PageHeader), sizeof(peeked));
+    bool first = true;
     const absl::StatusOr<SummaryFound> found = ReadSummary(
         g_, options_.store_seed, segment, place.first, place.pages, options_.ordered,
         [&](uint32_t i) { return pages + size_t{i} * g_.page_bytes; },
         [&](const SummaryRecord& record) {
+          if (first) segments_.SizeRecoveredFilter(segment, peeked.entry_count);
+          first = false;
           FoundRecord found;
           found.hash = record.hash;
           found.key = record.key;
@@ -362,7 +378,8 @@ class Recovery {
         scan.batches_discarded == 0) {
       const absl::StatusOr<SummaryFound> found = ReadSummary(
           g_, options_.store_seed, segment, scan.summary.first, scan.summary.pages,
-          /*with_keys=*/false, [&](uint32_t i) { return read.page(scan.summary.first + i); },
+          // An ordered Open names only summaries it could use itself (with keys).
+          options_.ordered, [&](uint32_t i) { return read.page(scan.summary.first + i); },
           [](const SummaryRecord&) {}, /*newer_than=*/0);
       if (found.ok() && found->generation == scan.generation &&
           found->header.entry_count == scan.records) {

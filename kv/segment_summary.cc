@@ -44,7 +44,7 @@ absl::Status CheckSummaryPage(const absl::StatusOr<PageHeader>& header, uint32_t
 }  // namespace
 
 uint32_t MaxSummaryPages(const Geometry& geometry) {
-  return std::max<uint32_t>(1, geometry.log_pages() / 16);
+  return std::clamp<uint32_t>(geometry.log_pages() / 16, 1, kMaxSummaryPagesCap);
 }
 
 uint32_t SummaryPagesFor(uint64_t summary_bytes, const Geometry& geometry) {
@@ -54,7 +54,8 @@ uint32_t SummaryPagesFor(uint64_t summary_bytes, const Geometry& geometry) {
 
 void SummaryBuilder::Reset(bool with_keys, const Geometry& geometry) {
   // The most a summary may hold, kept from segment to segment: appends never allocate.
-  entries_.reserve(size_t{MaxSummaryPages(geometry)} * geometry.payload_bytes());
+  limit_bytes_ = uint64_t{MaxSummaryPages(geometry)} * geometry.payload_bytes();
+  entries_.reserve(limit_bytes_);
   entries_.clear();
   entry_count_ = 0;
   with_keys_ = with_keys;
@@ -84,19 +85,24 @@ void SummaryBuilder::Add(const KeyHash& hash, std::string_view key, const Record
                             (uint64_t{header.type} << kTypeShift);
   entry.page_in_segment = page_in_segment;
   entry.sizes = header.value_bytes | (uint32_t{header.key_bytes} << kKeyShift);
+  if (summary_bytes() + EntryBytes(key.size()) > limit_bytes_) {
+    Abandon();  // too large to be worth it (MaxSummaryPages)
+    return;
+  }
   entries_.append(reinterpret_cast<const char*>(&entry), sizeof(entry));
   if (with_keys_) entries_.append(key);
   ++entry_count_;
 }
 
-uint32_t SummaryBuilder::PagesWith(uint32_t more_pages, const Geometry& geometry) {
-  if (abandoned_ || entry_count_ == 0) return 0;
-  const uint64_t per_page = std::max(max_page_bytes_, entries_.size() - page_start_);
-  const uint32_t pages = SummaryPagesFor(summary_bytes() + per_page * more_pages, geometry);
-  if (pages > MaxSummaryPages(geometry)) {
-    Abandon();
-    return 0;
-  }
+uint64_t SummaryBuilder::bytes_per_page() const {
+  return std::max(max_page_bytes_, entries_.size() - page_start_);
+}
+
+std::optional<uint32_t> SummaryBuilder::PagesWith(uint64_t more_bytes,
+                                                  const Geometry& geometry) const {
+  if (abandoned_ || (entry_count_ == 0 && more_bytes == 0)) return 0;
+  const uint32_t pages = SummaryPagesFor(summary_bytes() + more_bytes, geometry);
+  if (pages > MaxSummaryPages(geometry)) return std::nullopt;
   return pages;
 }
 

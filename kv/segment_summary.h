@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,9 @@ namespace nvkv::kv {
 // The most pages a segment's summary may take: a sixteenth of its log (a page at least). Records
 // of about 500 bytes or less would need more (32 bytes each, and the key's in ordered mode):
 // such a segment gets no summary, and recovery reads it whole.
+// And never more than kMaxSummaryPagesCap pages (256 KiB of 4 KiB pages), which recovery reads
+// in one request with the segment's last page.
+inline constexpr uint32_t kMaxSummaryPagesCap = 64;
 uint32_t MaxSummaryPages(const Geometry& geometry);
 // Pages a summary of `summary_bytes` (header included) takes.
 uint32_t SummaryPagesFor(uint64_t summary_bytes, const Geometry& geometry);
@@ -50,13 +54,20 @@ class SummaryBuilder {
   uint32_t entry_count() const { return entry_count_; }
 
   // A record appended at page `page_in_segment` of the segment (its first, for a large one).
+  // Abandons the summary when it outgrows MaxSummaryPages.
   void Add(const KeyHash& hash, std::string_view key, const RecordHeader& header,
            uint32_t page_in_segment);
 
-  // Summary pages needed once `more_pages` more data pages are appended, estimated from the
-  // most bytes one page's records added so far; 0 when abandoned or empty. Gives up (Abandon)
-  // when that exceeds MaxSummaryPages.
-  uint32_t PagesWith(uint32_t more_pages, const Geometry& geometry);
+  // Summary pages needed once entries of `more_bytes` are added (0 when abandoned or empty),
+  // or nullopt when that exceeds MaxSummaryPages: the summary keeps no room then (it is
+  // abandoned if it does outgrow the limit).
+  std::optional<uint32_t> PagesWith(uint64_t more_bytes, const Geometry& geometry) const;
+  // The most entry bytes one page's records added so far: the estimate for a page to come.
+  uint64_t bytes_per_page() const;
+  // The bytes the entry of a record of `key_bytes` takes.
+  uint64_t EntryBytes(size_t key_bytes) const {
+    return sizeof(SummaryEntry) + (with_keys_ ? key_bytes : 0);
+  }
 
   // The summary's bytes: header (with the fields given) and entries. Leaves the builder
   // abandoned until the next Reset.
@@ -67,6 +78,7 @@ class SummaryBuilder {
 
  private:
   std::string entries_;
+  uint64_t limit_bytes_ = 0;  // MaxSummaryPages' worth, header included
   uint32_t entry_count_ = 0;
   bool with_keys_ = false;
   bool abandoned_ = true;  // until the first Reset

@@ -39,7 +39,11 @@ void SegmentTable::KeyFilter::Add(const KeyHash& hash) {
   const uint64_t mask = words_ * 64 - 1, step = FilterStep(hash);
   uint64_t bit = hash.lo;
   for (uint32_t i = 0; i < probes_; ++i, bit += step) {
-    bits_[(bit & mask) / 64].fetch_or(uint64_t{1} << (bit % 64), std::memory_order_relaxed);
+    // One writer at a time (the caller's contract): a plain read and write, no locked
+    // read-modify-write, and a reader beside it sees either word.
+    std::atomic<uint64_t>& word = bits_[(bit & mask) / 64];
+    word.store(word.load(std::memory_order_relaxed) | (uint64_t{1} << (bit % 64)),
+               std::memory_order_relaxed);
   }
 }
 
@@ -439,6 +443,14 @@ uint32_t SegmentTable::KeptSamples(uint64_t segment) {
     ++kept;
   }
   return kept;
+}
+
+void SegmentTable::SizeRecoveredFilter(uint64_t segment, uint64_t puts) {
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[segment];
+  if (info.filter == nullptr) {
+    info.filter = std::make_unique<KeyFilter>(FilterWordsFor(std::max<uint64_t>(puts, 1)), probes_);
+  }
 }
 
 void SegmentTable::StartRecoveredFilter(uint64_t segment) {

@@ -238,7 +238,8 @@ class SegmentTable {
   class KeyFilter {
    public:
     KeyFilter(uint64_t words, uint32_t probes);
-    // Add may run beside MayContain (relaxed atomic words); FoldTo may not run beside either.
+    // Add may run beside MayContain (relaxed atomic words), but not beside another Add (the
+    // thread filling the segment, under its shard's lock, or recovery); FoldTo beside neither.
     void Add(const KeyHash& hash);
     bool MayContain(const KeyHash& hash) const;
     void FoldTo(uint64_t words);  // a power of two; no-op unless smaller
@@ -292,6 +293,13 @@ class SegmentTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many of `segment`'s sampled tombstones cleaning would keep, of sample_count.
   uint32_t KeptSamples(uint64_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  public:
+  // Recovery is about to note up to `puts` puts of `segment` (from its summary): the segment's
+  // key filter is made that size at once, where it would otherwise start at full size and be
+  // folded.
+  void SizeRecoveredFilter(uint64_t segment, uint64_t puts);
+
+ private:
   // Recovery notes records of segments that have no filter yet: one full-size filter at a time
   // (the previous recovered segment's is folded first, recovery reads segments in turn).
   void StartRecoveredFilter(uint64_t segment);

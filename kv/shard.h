@@ -78,6 +78,10 @@ struct LogHead {
   uint64_t generation = 0;    // of the segment's log
   uint32_t next_page = 0;     // next page index within the segment
   SummaryBuilder summary;     // of the segment's records so far (segment_summary.h)
+  // Pages of the segment a batch reserved room for (HeadAppender::ReserveForBatch), its summary
+  // entries included: opening them checks no more room, so a batch never moves to another
+  // segment midway.
+  uint32_t reserved_pages = 0;
   uint64_t next_counter = 1;  // head counter of the next page assigned
   PageSlot* open = nullptr;   // the page being filled, or none
   uint64_t open_since_us = 0;

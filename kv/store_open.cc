@@ -80,17 +80,15 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     if (options_.error_if_exists) {
       return absl::AlreadyExistsError(absl::StrCat(path, ": a store already exists"));
     }
-    const uint32_t good = probe->copies[0].ok() ? 0 : 1;
+    uint32_t good = probe->copies[0].ok() ? 0 : 1;
+    // The newer copy when both verify (an upgrade cut short between its two writes).
+    if (probe->copies[0].ok() && probe->copies[1].ok() &&
+        probe->copies[1]->format_version > probe->copies[0]->format_version) {
+      good = 1;
+    }
     superblock = *probe->copies[good];
-    if (superblock.format_version < kFormatVersion) {
-      // An upgrade (kv/FORMAT.md "Format versions"): version 3 only adds to version 2, so the
-      // store is upgraded by saying so in both copies, before anything of version 3 is written.
-      superblock.format_version = kFormatVersion;
-      for (uint32_t which : {0u, 1u}) {
-        absl::Status upgraded = RepairSuperblock(superblock, which);
-        if (!upgraded.ok()) return upgraded;
-      }
-    } else if (!probe->copies[1 - good].ok()) {
+    if (!probe->copies[1 - good].ok() ||
+        probe->copies[1 - good]->format_version != superblock.format_version) {
       absl::Status repaired = RepairSuperblock(superblock, 1 - good);
       if (!repaired.ok()) return repaired;
     }
@@ -101,6 +99,16 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   }
   absl::Status adopted = AdoptGeometry(path, superblock);
   if (!adopted.ok()) return adopted;
+  if (superblock.format_version < kFormatVersion) {
+    // An upgrade (kv/FORMAT.md "Format versions"): version 3 only adds to version 2, so the
+    // store is upgraded by saying so in both copies, once its geometry is accepted and before
+    // anything of version 3 is written.
+    superblock.format_version = kFormatVersion;
+    for (uint32_t which : {0u, 1u}) {
+      absl::Status upgraded = RepairSuperblock(superblock, which);
+      if (!upgraded.ok()) return upgraded;
+    }
+  }
   return StartEngine(formatted_now);
 }
 

@@ -121,5 +121,26 @@ TEST(NewestRecordsTest, MatchesAMapOverManyKeysAndVersions) {
   EXPECT_TRUE(Held(table).empty());
 }
 
+// Recovery reserves room for the keys the summaries name: filling that many keys then grows no
+// sub-table (each growth would copy one), and every key is held.
+TEST(NewestRecordsTest, ReservedRoomHoldsThatManyKeysWithoutGrowing) {
+  NewestRecords table;
+  constexpr uint64_t kKeys = 100000;
+  table.Reserve(kKeys);
+  const uint64_t reserved = table.allocated_bytes();
+  EXPECT_GE(reserved, kKeys * 24);
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    NewestRecords::Record record;
+    record.sequence = k + 1;
+    record.page = k;
+    ASSERT_EQ(table.KeepIfNewer(HashKey(std::to_string(k)), record), NewestRecords::Kept::kNewest);
+  }
+  EXPECT_EQ(table.size(), kKeys);
+  EXPECT_EQ(table.allocated_bytes(), reserved) << "a sub-table grew";
+  uint64_t pages = 0;
+  table.ForEach([&](uint64_t, const NewestRecords::Record& r) { pages += r.page; });
+  EXPECT_EQ(pages, kKeys * (kKeys - 1) / 2);
+}
+
 }  // namespace
 }  // namespace nvkv::kv

@@ -223,6 +223,41 @@ TEST(OpenTest, VersionOneStoreIsRefusedAndLeftAlone) {
   EXPECT_TRUE(AllBytes(*storage) == before) << "a version 1 store was overwritten";
 }
 
+uint32_t VersionOfCopy(const MemStorage& storage, uint32_t copy) {
+  const std::vector<uint8_t> page = storage.CopyOut(copy, 1);
+  auto superblock = DecodeSuperblock(page.data(), kPageBytes);
+  EXPECT_THAT(superblock, IsOk());
+  return superblock.ok() ? superblock->format_version : 0;
+}
+
+// Version 3 only adds to version 2 (summaries): a version 2 store is upgraded at Open, both
+// superblock copies saying 3 before anything is written, and keeps its data.
+TEST(OpenTest, VersionTwoStoreIsUpgradedAndKeepsItsData) {
+  auto storage = NewStorage();
+  MakeStore(storage);
+  RewriteFormatVersion(*storage, 2);
+  {
+    auto engine = OpenMem(storage, StoreOptions());
+    ASSERT_THAT(engine, IsOk());
+    EXPECT_EQ(VersionOfCopy(*storage, 0), kFormatVersion);
+    EXPECT_EQ(VersionOfCopy(*storage, 1), kFormatVersion);
+    ExpectStoreIntact(**engine);
+  }
+  // An upgrade cut short after its first copy: the newer copy wins and the other is rewritten.
+  RewriteFormatVersion(*storage, 2);
+  std::vector<uint8_t> page = storage->CopyOut(0, 1);
+  auto superblock = DecodeSuperblock(page.data(), kPageBytes);
+  ASSERT_THAT(superblock, IsOk());
+  superblock->format_version = kFormatVersion;
+  EncodeSuperblock(*superblock, page.data(), kPageBytes);
+  storage->Write(0, 1, page.data());
+  ASSERT_EQ(VersionOfCopy(*storage, 1), 2u);
+  auto engine = OpenMem(storage, StoreOptions());
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ(VersionOfCopy(*storage, 1), kFormatVersion);
+  ExpectStoreIntact(**engine);
+}
+
 TEST(OpenTest, DeviceTooSmallIsAClearError) {
   // 2 superblock pages + 9 segments of 256 KiB: 2 shards need 2 * 2 + 6 = 10 segments.
   auto storage = NewStorage(MemOptions(2 + 9 * 64));

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@ constexpr uint64_t kSeed = 0x1234;
 Geometry SmallGeometry() {
   Geometry g;
   g.page_bytes = kPageBytes;
-  g.pages_per_segment = kPagesPerSegment;
+  g.pages_per_segment = 64;  // summaries of up to 3 pages
   g.segment_count = 4;
   return g;
 }
@@ -157,34 +158,41 @@ TEST(SegmentSummaryTest, ALogFreedSinceOrKeysNotKeptAreRefused) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "holds no keys"));
 }
 
-TEST(SegmentSummaryTest, ABuilderGivesUpWhenTheSummaryWouldTakeTooMuchOfTheSegment) {
+TEST(SegmentSummaryTest, ABuilderKeepsRoomWithinItsLimitAndGivesUpBeyondIt) {
   Geometry g = SmallGeometry();
   g.pages_per_segment = 256;
+  ASSERT_EQ(MaxSummaryPages(g), 15u);
   SummaryBuilder builder;
-  EXPECT_EQ(builder.PagesWith(1, g), 0u) << "a builder not started summarizes nothing";
+  EXPECT_TRUE(builder.abandoned()) << "a builder not started summarizes nothing";
+  EXPECT_EQ(builder.PagesWith(100, g), 0u);
   builder.Reset(/*with_keys=*/false, g);
-  EXPECT_EQ(builder.PagesWith(1, g), 0u) << "nothing yet";
-  // Four records a page (about 1 KB each): a page of summary per 31 data pages.
+  EXPECT_EQ(builder.PagesWith(0, g), 0u) << "nothing yet";
+  // Four records a page (about 1 KB each): 128 summary bytes a page.
   for (uint32_t page = 0; page < 10; ++page) {
     for (int r = 0; r < 4; ++r) {
       builder.Add(HashKey(absl::StrCat(page, "-", r)), "", Header(RecordType::kPut, 1, 8, 1000),
                   page);
     }
   }
-  EXPECT_EQ(builder.PagesWith(1, g), 1u);
+  EXPECT_EQ(builder.bytes_per_page(), 128u);
+  EXPECT_EQ(builder.EntryBytes(8), 32u);
+  EXPECT_EQ(builder.PagesWith(0, g), 1u);
   // 48 + 40 x 32 bytes so far, and 128 more for each of 200 pages: 26928 bytes, 7 pages.
-  EXPECT_EQ(builder.PagesWith(200, g), 7u);
+  EXPECT_EQ(builder.PagesWith(200 * builder.bytes_per_page(), g), 7u);
+  // Beyond 15 pages: no room is kept, and nothing is given up yet.
+  EXPECT_EQ(builder.PagesWith(16 * 4056, g), std::nullopt);
   EXPECT_FALSE(builder.abandoned());
-  // Records of a few bytes, a hundred to a page: the summary would outgrow a sixteenth.
-  for (uint32_t page = 10; page < 20; ++page) {
+  EXPECT_EQ(builder.entry_count(), 40u);
+  // Records of a few bytes, a hundred to a page: the summary outgrows 15 pages and is dropped.
+  for (uint32_t page = 10; page < 40 && !builder.abandoned(); ++page) {
     for (int r = 0; r < 100; ++r) {
       builder.Add(HashKey(absl::StrCat(page, "-", r)), "", Header(RecordType::kPut, 1, 8, 8),
                   page);
     }
   }
-  EXPECT_EQ(builder.PagesWith(200, g), 0u);
   EXPECT_TRUE(builder.abandoned());
   EXPECT_EQ(builder.entry_count(), 0u);
+  EXPECT_EQ(builder.PagesWith(4056, g), 0u);
 }
 
 // ----- What summaries do for recovery -----
@@ -415,6 +423,107 @@ TEST_P(SummaryRecoveryTest, AStoreReopenedInTheOtherModeFindsTheSameState) {
     EXPECT_EQ(stats.recovery_summaries_unused, 0u);
   }
   ExpectAll(**engine);
+}
+
+// The room a head keeps for its summary grows with the records it appends. A batch reserves its
+// pages, its summary entries included, before it appends (with other shards' locks held, it
+// may not wait or move): a batch of small records after pages of large ones must not find the
+// segment full midway and go on in another segment (a batch never spans segments: recovery
+// would drop both halves, or keep one by the summary and drop the other).
+TEST_P(SummaryRecoveryTest, ABatchOfSmallRecordsAfterLargeOnesStaysInOneSegment) {
+  constexpr uint32_t kPages = 64;
+  constexpr int kBatchRecords = 300;  // about three pages of small records
+  // A batch starting after `fill` pages of one large record each, in a fresh store.
+  for (int fill = 48; fill < static_cast<int>(kPages); ++fill) {
+    SCOPED_TRACE(absl::StrCat("batch after ", fill, " pages"));
+    MemDeviceOptions mem = MemOptions();
+    mem.lba_count = kSuperblockPages + 16 * kPages + MapPagesFor(16, kPageBytes);
+    auto created = MemDevice::Create(mem);
+    ASSERT_THAT(created, IsOk());
+    std::shared_ptr<MemStorage> storage = (*created)->storage();
+    EngineOptions options = StoreOptions(GetParam());
+    options.segment_bytes = kPages * kPageBytes;
+    options.shard_count = 1;
+    options.page_buffers_per_shard = 32;
+    auto engine = Engine::OpenOnDevice(std::move(*created), options);
+    ASSERT_THAT(engine, IsOk());
+    const std::string large(3500, 'L');
+    for (int i = 0; i < fill; ++i) {
+      const std::string key = absl::StrCat("large", i);
+      WriteOp op{false, key, large};
+      ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), false), IsOk());
+    }
+    std::vector<std::string> keys;
+    for (int i = 0; i < kBatchRecords; ++i) keys.push_back(absl::StrCat("b-", i));
+    std::vector<WriteOp> ops;
+    for (const std::string& key : keys) ops.push_back({false, key, "value-8"});
+    ASSERT_THAT((*engine)->Write(ops, false), IsOk());
+    ASSERT_THAT((*engine)->Close(), IsOk());
+
+    // The batch's records lie in one segment, and a reopen finds it whole.
+    const std::vector<uint8_t> bytes = storage->CopyOut(0, storage->lba_count());
+    absl::StatusOr<Superblock> superblock = DecodeSuperblock(bytes.data(), kPageBytes);
+    ASSERT_THAT(superblock, IsOk());
+    const Geometry g = GeometryOf(*superblock);
+    std::set<uint64_t> segments;
+    int found = 0;
+    for (uint64_t s = 0; s < g.segment_count; ++s) {
+      ScanSegment(
+          g, StoreSeed(superblock->store_id), s,
+          [&](uint32_t i) { return bytes.data() + (g.FirstPageOf(s) + i) * g.page_bytes; },
+          /*assemble_large_values=*/false, [&](const ScannedRecord& record) {
+            if (!record.key.starts_with("b-")) return;
+            segments.insert(s);
+            ++found;
+          });
+    }
+    EXPECT_EQ(found, kBatchRecords) << "reading the segments drops the batch";
+    EXPECT_EQ(segments.size(), 1u) << "the batch spans segments";
+    auto device = MemDevice::Open(storage, mem);
+    ASSERT_THAT(device, IsOk());
+    engine = Engine::OpenOnDevice(std::move(*device), options);
+    ASSERT_THAT(engine, IsOk());
+    for (const std::string& key : keys) ASSERT_THAT((*engine)->Get(key), IsOk()) << key;
+  }
+}
+
+// A batch that fits the open page, when the summary's room does not take its entries: the head
+// must move on to another segment (it looped, finding "room" for no page and then none for the
+// summary, for ever).
+TEST_P(SummaryRecoveryTest, ABatchThatFitsTheOpenPageButNotTheSummaryMovesOn) {
+  constexpr uint32_t kPages = 64;
+  MemDeviceOptions mem = MemOptions();
+  mem.lba_count = kSuperblockPages + 16 * kPages + MapPagesFor(16, kPageBytes);
+  auto created = MemDevice::Create(mem);
+  ASSERT_THAT(created, IsOk());
+  std::shared_ptr<MemStorage> storage = (*created)->storage();
+  EngineOptions options = StoreOptions(GetParam());
+  options.segment_bytes = kPages * kPageBytes;
+  options.shard_count = 1;
+  auto engine = Engine::OpenOnDevice(std::move(*created), options);
+  ASSERT_THAT(engine, IsOk());
+  auto put = [&](const std::string& key, const std::string& value) {
+    WriteOp op{false, key, value};
+    return (*engine)->Write(std::span<const WriteOp>(&op, 1), false);
+  };
+  // Pages 0..60 hold a large record each; page 61 a record of 2000 bytes and room for more.
+  for (int i = 0; i <= 60; ++i) ASSERT_THAT(put(absl::StrCat("large", i), std::string(3500, 'L')), IsOk());
+  ASSERT_THAT(put("medium", std::string(2000, 'M')), IsOk());
+  // 70 records of 28 bytes fit the rest of page 61; with them the summary needs a second page,
+  // which the segment does not have.
+  std::vector<std::string> keys;
+  for (int i = 0; i < 70; ++i) keys.push_back(absl::StrCat("k", i < 10 ? "0" : "", i));
+  std::vector<WriteOp> ops;
+  for (const std::string& key : keys) ops.push_back({false, key, "v"});
+  ASSERT_THAT((*engine)->Write(ops, false), IsOk());
+  ASSERT_THAT((*engine)->Close(), IsOk());
+  auto device = MemDevice::Open(storage, mem);
+  ASSERT_THAT(device, IsOk());
+  engine = Engine::OpenOnDevice(std::move(*device), options);
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->Stats().recovery_summaries_unused, 0u);
+  for (const std::string& key : keys) ASSERT_THAT((*engine)->Get(key), IsOk()) << key;
+  ASSERT_THAT((*engine)->Get("medium"), IsOk());
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SummaryRecoveryTest,
