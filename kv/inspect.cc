@@ -23,6 +23,7 @@
 #include "kv/key_entries.h"
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
+#include "kv/segment_summary.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -216,6 +217,9 @@ class Checker {
  private:
   void ClassifyPages(uint64_t segment, const SegmentScanResult& scan);
   void CheckLiveRecords(uint64_t segment, const SegmentRecords& segment_records);
+  // A whole log that ends with a summary: the summary must name exactly the log's records, in
+  // order, as recovery takes them from it instead of the segment.
+  void CheckSummary(uint64_t segment, const SegmentScanResult& scan);
   // Page `page_number` of `segment` (just read) when it is a verified data page, else null.
   const uint8_t* SegmentPage(uint64_t segment, uint64_t page_number) const;
 
@@ -378,6 +382,60 @@ void Checker::CheckSegment(uint64_t segment) {
   CollectRecords(engine_, reader_, segment, &records);
   ClassifyPages(segment, records.scan);
   CheckLiveRecords(segment, records);
+  CheckSummary(segment, records.scan);
+}
+
+void Checker::CheckSummary(uint64_t segment, const SegmentScanResult& scan) {
+  // A log with holes lost records its summary still names: the holes are the problem.
+  if (!scan.in_use || scan.summary.pages == 0 || scan.hole_pages > 0 ||
+      scan.batches_discarded > 0) {
+    return;
+  }
+  struct Named {
+    KeyHash hash;
+    uint64_t sequence = 0;
+    uint32_t page_in_segment = 0;
+    uint32_t record_bytes = 0;
+    bool is_delete = false;
+    bool operator==(const Named&) const = default;
+  };
+  std::vector<Named> in_log, in_summary;
+  ScanSegment(g_, engine_.store_seed(), segment, [this](uint32_t i) { return reader_.page(i); },
+              /*assemble_large_values=*/false, [&](const ScannedRecord& r) {
+                in_log.push_back({HashKey(r.key), r.header.sequence, r.page_index,
+                                  RecordBytes(r.key.size(), r.header.value_bytes),
+                                  r.header.type == static_cast<uint8_t>(RecordType::kDelete)});
+              });
+  const SummaryPlace& place = scan.summary;
+  const absl::StatusOr<SummaryFound> found = ReadSummary(
+      g_, engine_.store_seed(), segment, place.first, place.pages, /*with_keys=*/false,
+      [&](uint32_t i) { return reader_.page(place.first + i); },
+      [&](const SummaryRecord& r) {
+        in_summary.push_back(
+            {r.hash, r.sequence, r.page_in_segment, r.record_bytes, r.is_delete});
+      },
+      /*newer_than=*/0);
+  const std::string where = absl::StrCat(
+      "segment ", segment, "'s summary (", Where(engine_, g_.FirstPageOf(segment) + place.first),
+      ", ", place.pages, " pages)");
+  if (!found.ok()) {
+    Problem(absl::StrCat(where, ": ", found.status().message(),
+                         "; recovery reads the segment instead"));
+    return;
+  }
+  if (in_summary.size() != in_log.size()) {
+    Problem(absl::StrCat(where, " names ", in_summary.size(), " records where the log holds ",
+                         in_log.size(), ": recovery would find another state than the log"));
+    return;
+  }
+  for (size_t i = 0; i < in_log.size(); ++i) {
+    if (in_summary[i] == in_log[i]) continue;
+    Problem(absl::StrCat(where, ": entry ", i, " (sequence ", in_summary[i].sequence, ", page ",
+                         in_summary[i].page_in_segment, ") is not the log's record there (",
+                         "sequence ", in_log[i].sequence, ", page ", in_log[i].page_in_segment,
+                         "): recovery would find another state than the log"));
+    return;
+  }
 }
 
 void Checker::CheckSegmentMap() {

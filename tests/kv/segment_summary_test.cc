@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <set>
@@ -406,6 +407,56 @@ TEST_P(SummaryRecoveryTest, ASegmentFreedAfterItsSummaryIsNotBroughtBack) {
     gone += value == "NOT_FOUND" ? 1 : 0;
   }
   EXPECT_GT(gone, 0) << "the freed segment held no key's only record: the test shows nothing";
+}
+
+// Check compares every summary with its log: a summary that names another record than the log
+// holds (forged here: one entry's sequence changed, the pages sealed again) is a problem, since
+// recovery would take it instead of the log.
+TEST_P(SummaryRecoveryTest, CheckFindsASummaryThatDisagreesWithItsLog) {
+  WriteAndClose();
+  {
+    auto engine = Open(storage_, GetParam());
+    ASSERT_THAT(engine, IsOk());
+    absl::StatusOr<CheckReport> report = (*engine)->Check();
+    ASSERT_THAT(report, IsOk());
+    EXPECT_TRUE(report->problems.empty()) << report->problems.front();
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  const std::map<uint64_t, SegmentScanResult> logs = Logs();
+  const auto& [segment, scan] = *logs.begin();
+  const Layout layout = StoreLayout();
+  const Geometry& g = layout.g;
+  const uint64_t first_page = g.FirstPageOf(segment) + scan.summary.first;
+  std::string summary;
+  PageHeader header{};
+  for (uint32_t i = 0; i < scan.summary.pages; ++i) {
+    const std::vector<uint8_t> page = storage_->CopyOut(first_page + i, 1);
+    PageHeader h;
+    std::memcpy(&h, page.data(), sizeof(h));
+    if (i == 0) header = h;
+    summary.append(reinterpret_cast<const char*>(page.data()) + sizeof(PageHeader), h.used_bytes);
+  }
+  // Entry 0's sequence, one higher.
+  uint64_t sequence_and_type = 0;
+  const size_t at = sizeof(SummaryHeader) + offsetof(SummaryEntry, sequence_and_type);
+  std::memcpy(&sequence_and_type, summary.data() + at, 8);
+  ++sequence_and_type;
+  std::memcpy(summary.data() + at, &sequence_and_type, 8);
+  std::vector<uint8_t> page(kPageBytes);
+  for (uint32_t i = 0; i < scan.summary.pages; ++i) {
+    EncodeSummaryPage(page.data(), g, layout.seed, summary, i, GenerationOf(header),
+                      scan.summary.first, header.head_sequence, first_page + i);
+    storage_->Write(first_page + i, 1, page.data());
+  }
+  auto engine = Open(storage_, GetParam());
+  ASSERT_THAT(engine, IsOk());
+  absl::StatusOr<CheckReport> report = (*engine)->Check();
+  ASSERT_THAT(report, IsOk());
+  ASSERT_EQ(report->problems.size(), 1u) << ::testing::PrintToString(report->problems);
+  EXPECT_NE(report->problems[0].find(absl::StrCat("segment ", segment, "'s summary")),
+            std::string::npos)
+      << report->problems[0];
+  EXPECT_NE(report->problems[0].find("entry 0"), std::string::npos) << report->problems[0];
 }
 
 TEST_P(SummaryRecoveryTest, AStoreReopenedInTheOtherModeFindsTheSameState) {
