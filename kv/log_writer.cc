@@ -176,10 +176,9 @@ void LogWriter::Request(const DurabilityMarks& marks) {
   if (wanted) Wake();
 }
 
-bool LogWriter::Covers(const DurabilityMarks& marks) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  // durable_through_unlocked() is the one part of a head meant to be read without its lock.
+bool LogWriter::Covers(const DurabilityMarks& marks) const {
   for (const auto& [shard, counter] : marks) {
-    if (shard->head.durable.durable_through_unlocked() < counter) return false;
+    if (DurableThroughUnlocked(*shard) < counter) return false;
   }
   return true;
 }
@@ -415,7 +414,7 @@ bool LogWriter::SubmitSummaries() {
     if (job->completed < w.pages) return false;
     if (job->failed) return true;  // the store failed (PagesWritten): no summary
     const uint64_t last = w.first_counter + w.pages - 1;
-    if (w.shard->head.durable.durable_through_unlocked() < last) return false;
+    if (DurableThroughUnlocked(*w.shard) < last) return false;
     segments_.MarkSummarized(w.segment, w.generation, SummaryPlace{w.first_in_segment, w.pages});
     return true;
   });
@@ -423,7 +422,7 @@ bool LogWriter::SubmitSummaries() {
   for (const std::unique_ptr<SummaryJob>& job : summary_jobs_) {
     const SummaryWrite& w = job->write;
     // Only after the log's pages: every page of the head before the summary is durable.
-    if (w.shard->head.durable.durable_through_unlocked() + 1 < w.first_counter) continue;
+    if (DurableThroughUnlocked(*w.shard) + 1 < w.first_counter) continue;
     for (SummaryPageWrite& page : summary_writes_) {
       if (job->submitted == w.pages) break;
       if (page.in_flight) continue;

@@ -195,6 +195,11 @@ class LogWriter {
   void NotifyListeners(bool always);
   // Waits for at least one completion of the writer's I/O, or a Wake, whichever comes first.
   absl::Status ReapOrWake();
+  // How far `shard`'s head is durable, read without its lock (DurablePrefix::
+  // durable_through_unlocked, the one part of a head meant to be read so).
+  static uint64_t DurableThroughUnlocked(const Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return shard.head.durable.durable_through_unlocked();
+  }
   // Requests in flight on the queue other than the armed wake event.
   uint32_t IoInFlight() const { return queue_->in_flight() - (wake_event_->armed() ? 1 : 0); }
   void SubmitFlush();

@@ -90,7 +90,7 @@ class SummaryBuilder {
 // One record of a summary, as recovery applies it.
 struct SummaryRecord {
   KeyHash hash;
-  std::string_view key;  // empty unless the summary has keys
+  std::string_view key;  // empty unless the summary has keys; valid while the record is visited
   uint64_t sequence = 0;
   bool is_delete = false;
   uint32_t page_in_segment = 0;
