@@ -9,7 +9,8 @@
 // header gives (the value: all of it, or for a large record the rest of the page, as the last
 // record); the iterator ends OK only after record_count records; FindRecord finds each key's
 // first record; and a page of small records that the decoder took whole is what PageBuilder
-// writes for those records.
+// writes for those records. A summary page is read as a one-page summary (ReadSummary): refused
+// whole, or every record it names is one nvkv could have written.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -18,6 +19,7 @@
 #include "fuzz/fuzz_check.h"
 #include "fuzz/fuzz_pages.h"
 #include "kv/page_format.h"
+#include "kv/segment_summary.h"
 
 namespace nvkv::kv {
 namespace {
@@ -39,6 +41,36 @@ bool AllZero(const uint8_t* data, size_t bytes) {
   return true;
 }
 
+// A summary page taken as a one-page summary at its place (segment_summary.h ReadSummary): it is
+// refused with kDataLoss (or kFailedPrecondition, keys asked of a summary without them), or every
+// record it hands out describes a record nvkv writes, on a page before the summary.
+void CheckSummaryPage(const uint8_t* page, const Geometry& g, uint64_t seed) {
+  const uint64_t segment = g.SegmentOf(kPageNumber);
+  const uint32_t first = g.PageInSegment(kPageNumber);
+  for (bool with_keys : {false, true}) {
+    uint32_t visited = 0;
+    absl::StatusOr<SummaryFound> found = ReadSummary(
+        g, seed, segment, first, 1, with_keys, [&](uint32_t) { return page; },
+        [&](const SummaryRecord& r) {
+          ++visited;
+          FUZZ_REQUIRE(r.page_in_segment < first);
+          FUZZ_REQUIRE(r.sequence > 0);
+          FUZZ_REQUIRE(r.record_bytes > sizeof(RecordHeader));
+          FUZZ_REQUIRE(r.record_bytes <= sizeof(RecordHeader) + kMaxKeyBytes + g.max_value_bytes());
+          FUZZ_REQUIRE(with_keys == !r.key.empty());
+        },
+        /*newer_than=*/0);
+    if (!found.ok()) {
+      FUZZ_REQUIRE(absl::IsDataLoss(found.status()) ||
+                       (with_keys && absl::IsFailedPrecondition(found.status())),
+                   "%s", found.status().ToString().c_str());
+      FUZZ_REQUIRE(visited == 0, "a refused summary handed out records");
+      continue;
+    }
+    FUZZ_REQUIRE(visited == found->header.entry_count);
+  }
+}
+
 void CheckPage(const uint8_t* page) {
   const Geometry g = FuzzGeometry();
   const uint64_t seed = fuzz::FuzzStoreSeed();
@@ -51,9 +83,14 @@ void CheckPage(const uint8_t* page) {
     return;
   }
   FUZZ_REQUIRE(header->magic == kPageMagic);
-  FUZZ_REQUIRE(header->type >= static_cast<uint8_t>(PageType::kFree) &&
-               header->type <= static_cast<uint8_t>(PageType::kContinuation));
+  FUZZ_REQUIRE((header->type >= static_cast<uint8_t>(PageType::kFree) &&
+                header->type <= static_cast<uint8_t>(PageType::kContinuation)) ||
+               header->type == static_cast<uint8_t>(PageType::kSummary));
   FUZZ_REQUIRE(header->used_bytes <= g.payload_bytes());
+  if (header->type == static_cast<uint8_t>(PageType::kSummary)) {
+    CheckSummaryPage(page, g, seed);
+    return;
+  }
   if (header->type != static_cast<uint8_t>(PageType::kData)) return;
 
   const uint8_t* used_begin = page + sizeof(PageHeader);
