@@ -232,6 +232,22 @@ std::string Value(int key, int version) {
   return absl::StrCat("v", version, "-", std::string(700 + key % 300, static_cast<char>('a' + key % 26)));
 }
 
+// A store of 16 segments of 64 pages (summaries of up to 3 pages) and one shard, for the tests
+// of a head's room.
+constexpr uint32_t kLargeSegmentPages = 64;
+MemDeviceOptions LargeSegmentMem() {
+  MemDeviceOptions mem = MemOptions();
+  mem.lba_count = kSuperblockPages + 16 * kLargeSegmentPages + MapPagesFor(16, kPageBytes);
+  return mem;
+}
+EngineOptions LargeSegmentOptions(IndexMode mode) {
+  EngineOptions options = StoreOptions(mode);
+  options.segment_bytes = kLargeSegmentPages * kPageBytes;
+  options.shard_count = 1;
+  options.page_buffers_per_shard = 32;
+  return options;
+}
+
 class SummaryRecoveryTest : public ::testing::TestWithParam<IndexMode> {
  protected:
   void SetUp() override {
@@ -489,20 +505,15 @@ TEST_P(SummaryRecoveryTest, AStoreReopenedInTheOtherModeFindsTheSameState) {
 // segment full midway and go on in another segment (a batch never spans segments: recovery
 // would drop both halves, or keep one by the summary and drop the other).
 TEST_P(SummaryRecoveryTest, ABatchOfSmallRecordsAfterLargeOnesStaysInOneSegment) {
-  constexpr uint32_t kPages = 64;
   constexpr int kBatchRecords = 300;  // about three pages of small records
   // A batch starting after `fill` pages of one large record each, in a fresh store.
-  for (int fill = 48; fill < static_cast<int>(kPages); ++fill) {
+  for (int fill = 48; fill < static_cast<int>(kLargeSegmentPages); ++fill) {
     SCOPED_TRACE(absl::StrCat("batch after ", fill, " pages"));
-    MemDeviceOptions mem = MemOptions();
-    mem.lba_count = kSuperblockPages + 16 * kPages + MapPagesFor(16, kPageBytes);
+    const MemDeviceOptions mem = LargeSegmentMem();
+    const EngineOptions options = LargeSegmentOptions(GetParam());
     auto created = MemDevice::Create(mem);
     ASSERT_THAT(created, IsOk());
     std::shared_ptr<MemStorage> storage = (*created)->storage();
-    EngineOptions options = StoreOptions(GetParam());
-    options.segment_bytes = kPages * kPageBytes;
-    options.shard_count = 1;
-    options.page_buffers_per_shard = 32;
     auto engine = Engine::OpenOnDevice(std::move(*created), options);
     ASSERT_THAT(engine, IsOk());
     const std::string large(3500, 'L');
@@ -549,15 +560,11 @@ TEST_P(SummaryRecoveryTest, ABatchOfSmallRecordsAfterLargeOnesStaysInOneSegment)
 // must move on to another segment (it looped, finding "room" for no page and then none for the
 // summary, for ever).
 TEST_P(SummaryRecoveryTest, ABatchThatFitsTheOpenPageButNotTheSummaryMovesOn) {
-  constexpr uint32_t kPages = 64;
-  MemDeviceOptions mem = MemOptions();
-  mem.lba_count = kSuperblockPages + 16 * kPages + MapPagesFor(16, kPageBytes);
+  const MemDeviceOptions mem = LargeSegmentMem();
+  const EngineOptions options = LargeSegmentOptions(GetParam());
   auto created = MemDevice::Create(mem);
   ASSERT_THAT(created, IsOk());
   std::shared_ptr<MemStorage> storage = (*created)->storage();
-  EngineOptions options = StoreOptions(GetParam());
-  options.segment_bytes = kPages * kPageBytes;
-  options.shard_count = 1;
   auto engine = Engine::OpenOnDevice(std::move(*created), options);
   ASSERT_THAT(engine, IsOk());
   auto put = [&](const std::string& key, const std::string& value) {
