@@ -40,6 +40,7 @@ tests=(
   "async_write_test *"            # asynchronous writes: the writer thread signals the pollers
   "event_fd_test *"               # a signal from another thread ends a blocking reap
   "segment_map_test *"            # the writer thread announcing segments to waiting heads
+  "segment_summary_test *"        # heads queueing summaries, the writer writing and mapping them
 )
 
 CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
