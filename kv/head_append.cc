@@ -97,12 +97,11 @@ bool HeadAppender::RoomFor(const LogHead& head, uint32_t pages, uint64_t summary
 void HeadAppender::LeaveSegment(Shard& shard) const {
   LogHead& head = shard.head;
   SummaryBuilder& summary = head.summary;
-  const uint32_t pages =
-      summary.abandoned() ? 0 : SummaryPagesFor(summary.summary_bytes(), geometry_);
+  // 0 when there is none (abandoned, or no record).
+  const uint32_t pages = options_.summaries ? summary.PagesWith(0, geometry_).value_or(0) : 0;
   // Room was kept for the summary as estimated (RoomFor); when the estimate fell short, the
   // segment goes without one.
-  if (options_.summaries && summary.entry_count() > 0 && !summary.abandoned() &&
-      head.next_page + pages <= geometry_.log_pages()) {
+  if (pages > 0 && head.next_page + pages <= geometry_.log_pages()) {
     const SegmentMapPageHeader floors = segments_.MapFloors();
     SummaryWrite write;
     write.shard = &shard;

@@ -300,20 +300,29 @@ void LogWriter::CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPa
   }
 }
 
+bool LogWriter::EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number,
+                                 const storage::Buffer& buffer, bool fua,
+                                 void (*on_done)(storage::IoRequest*), void* context) {
+  request = storage::IoRequest{};
+  request.op = storage::IoOp::kWrite;
+  request.fua = fua;
+  request.lba = page_number * options_.blocks_per_page;
+  request.lba_count = options_.blocks_per_page;
+  request.buffer = buffer;
+  request.on_done = on_done;
+  request.context = context;
+  absl::Status status = queue_->Enqueue(&request);
+  if (status.ok()) return true;
+  request.status = status;
+  on_done(&request);
+  return false;
+}
+
 void LogWriter::SubmitPages(const std::vector<PageSlot*>& pages) {
   for (PageSlot* slot : pages) {
-    slot->request.op = storage::IoOp::kWrite;
-    slot->request.lba = slot->page_number * options_.blocks_per_page;
-    slot->request.lba_count = options_.blocks_per_page;
-    slot->request.buffer = slot->buffer;
-    slot->request.on_done = OnPageWritten;
-    slot->request.context = slot;
     // The queue is as deep as there are page slots, so this cannot be refused for space.
-    absl::Status status = queue_->Enqueue(&slot->request);
-    if (!status.ok()) {
-      slot->request.status = status;
-      OnPageWritten(&slot->request);
-    }
+    EnqueuePageWrite(slot->request, slot->page_number, slot->buffer, slot->request.fua,
+                     OnPageWritten, slot);
   }
 }
 
@@ -350,19 +359,9 @@ bool LogWriter::SubmitMapWrites(bool stopping) {
     if (!page.has_value()) break;
     write.page = *page;
     write.in_flight = true;
-    write.request = storage::IoRequest{};
-    write.request.op = storage::IoOp::kWrite;
-    write.request.lba = page->page_number * options_.blocks_per_page;
-    write.request.lba_count = options_.blocks_per_page;
-    write.request.buffer = write.buffer;
     // An announcement must be on the device before a head takes the segment.
-    write.request.fua = options_.volatile_cache;
-    write.request.on_done = OnMapWritten;
-    write.request.context = &write;
-    absl::Status status = queue_->Enqueue(&write.request);
-    if (!status.ok()) {
-      write.request.status = status;
-      OnMapWritten(&write.request);
+    if (!EnqueuePageWrite(write.request, page->page_number, write.buffer,
+                          /*fua=*/options_.volatile_cache, OnMapWritten, &write)) {
       break;
     }
     submitted = true;
@@ -433,23 +432,12 @@ bool LogWriter::SubmitSummaries() {
       page.job = job.get();
       page.index = index;
       page.in_flight = true;
-      page.request = storage::IoRequest{};
-      page.request.op = storage::IoOp::kWrite;
-      page.request.lba = (w.first_page + index) * options_.blocks_per_page;
-      page.request.lba_count = options_.blocks_per_page;
-      page.request.buffer = page.buffer;
       // Durable on completion: the map may then name it at once, and a durable write in the
       // next segment waits for no flush of it.
-      page.request.fua = options_.volatile_cache;
-      page.request.on_done = OnSummaryPageWritten;
-      page.request.context = &page;
-      absl::Status status = queue_->Enqueue(&page.request);
-      if (!status.ok()) {
-        page.request.status = status;
-        OnSummaryPageWritten(&page.request);
-        continue;
-      }
-      submitted = true;
+      submitted = EnqueuePageWrite(page.request, w.first_page + index, page.buffer,
+                                   /*fua=*/options_.volatile_cache, OnSummaryPageWritten,
+                                   &page) ||
+                  submitted;
     }
   }
   return submitted;

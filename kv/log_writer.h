@@ -191,6 +191,12 @@ class LogWriter {
   // caller wakes the writer.
   bool WantLocked(Shard& shard, uint64_t counter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   void SubmitPages(const std::vector<PageSlot*>& pages);
+  // Sends one page write from `buffer` to page `page_number` in `request` (the one place a
+  // page write is made up); when the queue refuses it, completes it at once with that error
+  // (`on_done` runs) and returns false.
+  bool EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number,
+                        const storage::Buffer& buffer, bool fua,
+                        void (*on_done)(storage::IoRequest*), void* context);
   // Signals every listener when a durable prefix moved since the last call (or `always`).
   void NotifyListeners(bool always);
   // Waits for at least one completion of the writer's I/O, or a Wake, whichever comes first.

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <deque>
 #include <cstring>
-#include <tuple>
 
 
 #include "absl/strings/str_cat.h"
@@ -230,11 +229,9 @@ class Recovery {
           used = 0;
         }
         uint8_t* at = chunks[chunk].data + size_t{used} * g_.page_bytes;
-        const uint64_t first_page = g_.FirstPageOf(s.segment);
         placed.push_back({s, at, requests.size()});
-        for (const auto& [page, count, offset] :
-             {std::tuple<uint64_t, uint32_t, uint32_t>{first_page + s.place.first, s.place.pages, 0},
-              {first_page + g_.pages_per_segment - 1, 1, s.place.pages}}) {
+        // `count` pages from `page` into the chunk, `offset` pages after `at`.
+        const auto read = [&](uint64_t page, uint32_t count, uint32_t offset) {
           storage::IoRequest& request = requests.emplace_back();
           request.op = storage::IoOp::kRead;
           request.lba = page * options_.blocks_per_page;
@@ -242,7 +239,10 @@ class Recovery {
           request.buffer = chunks[chunk];
           request.buffer.data = at + size_t{offset} * g_.page_bytes;
           request.buffer.bytes = count * g_.page_bytes;
-        }
+        };
+        const uint64_t first_page = g_.FirstPageOf(s.segment);
+        read(first_page + s.place.first, s.place.pages, 0);
+        read(first_page + g_.pages_per_segment - 1, 1, s.place.pages);
         used += need;
         ++next;
       }

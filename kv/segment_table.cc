@@ -302,11 +302,6 @@ bool SegmentTable::MarkSummarized(uint64_t segment, uint64_t generation,
   return true;
 }
 
-SummaryPlace SegmentTable::summary(uint64_t segment) {
-  absl::MutexLock lock(&mu_);
-  return info_[segment].summary;
-}
-
 void SegmentTable::AnnounceMore() {
   if (map_ == nullptr || !announce_due_.load(std::memory_order_acquire)) return;
   absl::MutexLock lock(&mu_);

@@ -193,8 +193,6 @@ class SegmentTable {
   // unless the segment no longer holds the log of `generation` (freed since). Returns whether
   // it does.
   bool MarkSummarized(uint64_t segment, uint64_t generation, const SummaryPlace& summary);
-  // Where `segment`'s summary is, as far as the map says (pages 0: none).
-  SummaryPlace summary(uint64_t segment);
 
   // What recovery found of one segment.
   struct RecoveredSegment {
@@ -203,6 +201,10 @@ class SegmentTable {
     uint64_t min_sequence = UINT64_MAX, max_sequence = 0;  // of its records
     SummaryPlace summary;  // a durable summary of the whole log, if it has one
   };
+  // Recovery is about to note up to `puts` puts of `segment` (from its summary): the segment's
+  // key filter is made that size at once, where it would otherwise start at full size and be
+  // folded.
+  void SizeRecoveredFilter(uint64_t segment, uint64_t puts);
   // Recovery fills these before the engine starts (NoteRecord first, for every record it
   // finds; RecoverSegment then shrinks the segment's key filter, or drops it when not in use).
   void RecoverSegment(uint64_t segment, const RecoveredSegment& found);
@@ -293,13 +295,6 @@ class SegmentTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many of `segment`'s sampled tombstones cleaning would keep, of sample_count.
   uint32_t KeptSamples(uint64_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  public:
-  // Recovery is about to note up to `puts` puts of `segment` (from its summary): the segment's
-  // key filter is made that size at once, where it would otherwise start at full size and be
-  // folded.
-  void SizeRecoveredFilter(uint64_t segment, uint64_t puts);
-
- private:
   // Recovery notes records of segments that have no filter yet: one full-size filter at a time
   // (the previous recovered segment's is folded first, recovery reads segments in turn).
   void StartRecoveredFilter(uint64_t segment);
