@@ -99,6 +99,12 @@ const char* DurableWritesName(DurableWrites method) {
   return "unknown";
 }
 
+const char* Stats::recovery_source() const {
+  if (recovery_from_checkpoint != 0) return "from the clean-close checkpoint";
+  if (recovery_checkpoints_unused != 0) return "from the log (its checkpoint was not usable)";
+  return "from the log";
+}
+
 std::string Stats::ToString() const {
   std::string out;
   absl::StrAppendFormat(&out, "device: %s %s, %u-byte LBAs, %u LBAs (%u bytes)\n",
@@ -142,11 +148,11 @@ std::string Stats::ToString() const {
   absl::StrAppendFormat(&out, "damage: %u segments retained, %u damaged pages met by "
                               "compaction, %u pages unreadable\n",
                         segments_retained, compaction_damaged_pages, unreadable_pages);
-  absl::StrAppendFormat(&out, "recovery: %u pages scanned, %u free segments not read, %u map "
-                              "pages damaged, %u segments read by summary, %u summaries unused, "
-                              "%u records, %u batches discarded, "
+  absl::StrAppendFormat(&out, "recovery: %s, %u pages scanned, %u free segments not read, %u "
+                              "map pages damaged, %u segments read by summary, %u summaries "
+                              "unused, %u records, %u batches discarded, "
                               "%u damaged pages skipped, %u bytes of table at most, %.3f s\n",
-                        recovery_pages_scanned, recovery_segments_skipped,
+                        recovery_source(), recovery_pages_scanned, recovery_segments_skipped,
                         recovery_map_pages_damaged, recovery_segments_summarized,
                         recovery_summaries_unused, recovery_records, recovery_batches_discarded,
                         recovery_damaged_pages, recovery_table_bytes, recovery_seconds);
@@ -196,6 +202,8 @@ std::string Stats::ToJson() const {
   json.Add("recovery_map_pages_damaged", recovery_map_pages_damaged);
   json.Add("recovery_segments_summarized", recovery_segments_summarized);
   json.Add("recovery_summaries_unused", recovery_summaries_unused);
+  json.Add("recovery_from_checkpoint", recovery_from_checkpoint);
+  json.Add("recovery_checkpoints_unused", recovery_checkpoints_unused);
   json.Add("recovery_records", recovery_records);
   json.Add("recovery_batches_discarded", recovery_batches_discarded);
   json.Add("recovery_damaged_pages", recovery_damaged_pages);

@@ -85,7 +85,8 @@ void CheckPage(const uint8_t* page) {
   FUZZ_REQUIRE(header->magic == kPageMagic);
   FUZZ_REQUIRE((header->type >= static_cast<uint8_t>(PageType::kFree) &&
                 header->type <= static_cast<uint8_t>(PageType::kContinuation)) ||
-               header->type == static_cast<uint8_t>(PageType::kSummary));
+               header->type == static_cast<uint8_t>(PageType::kSummary) ||
+               header->type == static_cast<uint8_t>(PageType::kCheckpoint));
   FUZZ_REQUIRE(header->used_bytes <= g.payload_bytes());
   if (header->type == static_cast<uint8_t>(PageType::kSummary)) {
     CheckSummaryPage(page, g, seed);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kv/checkpoint.h"
 #include "kv/engine_impl.h"
 #include "kv/read_queue.h"
 #include "storage/base/align.h"
@@ -169,7 +170,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
     NVKV_RETURN_IF_ERROR(Recover());
   }
   segments_->AnnounceMore();
-  NVKV_RETURN_IF_ERROR(WriteMapAtOpen());
+  NVKV_RETURN_IF_ERROR(WriteMapAlone(*open_queue_));
   open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
   PageLookup::Options lookup_config;
   lookup_config.store_seed = store_seed_;
@@ -200,12 +201,12 @@ absl::Status Engine::Impl::Recover() {
   return absl::OkStatus();
 }
 
-absl::Status Engine::Impl::WriteMapAtOpen() {
-  storage::Device& device = *open_queue_;
+absl::Status Engine::Impl::WriteMapAlone(storage::Device& device) {
   if (segment_map_->dirty() && device_info_.volatile_write_cache) {
     // What recovery read may sit in the device's volatile cache (the store was not closed, and
     // the device kept its power): durable first, so that no map page written below names a
-    // summary or a free segment that a power cut could still take back.
+    // summary or a free segment that a power cut could still take back. (At Close the
+    // checkpoint is flushed already.)
     absl::Status flushed = storage::FlushDevice(device);
     if (!flushed.ok()) return flushed;
   }
@@ -342,6 +343,9 @@ absl::Status Engine::Impl::Close() {
       status = writer_->WaitAllDurable();
     }
     writer_->Stop();
+    if (status.ok() && !error_.failed() && options_.checkpoint_at_close) {
+      status = WriteCheckpointAtClose();
+    }
   }
   if (status.ok() && error_.failed()) status = error_.status();
   // Threads that read keep nothing of this engine but the (closed) set.
@@ -351,6 +355,32 @@ absl::Status Engine::Impl::Close() {
   open_queue_.reset();
   base_device_.reset();  // releases the device lock: the store may be opened again
   return status;
+}
+
+absl::Status Engine::Impl::WriteCheckpointAtClose() {
+  absl::StatusOr<std::unique_ptr<storage::Device>> queue = OpenQueue(LargeIoQueueOptions());
+  if (!queue.ok()) return queue.status();
+  CheckpointOptions options;
+  options.store_seed = store_seed_;
+  options.blocks_per_page = blocks_per_page_;
+  options.ordered = ordered_;
+  CheckpointGlobals globals;
+  globals.next_sequence = next_sequence_.load();
+  globals.generation = segments_->NextGeneration();
+  globals.next_generation = globals.generation + 1;
+  globals.dropped = &recovery_.dropped_batch_records;
+  absl::Status status = WriteCheckpoint(options, geometry_, **queue,
+                                        device_info_.volatile_write_cache, globals, *segments_,
+                                        shards_);
+  if (absl::IsResourceExhausted(status)) return absl::OkStatus();  // the next Open reads the log
+  if (status.ok()) status = WriteMapAlone(**queue);
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("writing the clean-close checkpoint failed (every write is "
+                                     "durable; the next Open reads the log instead): ",
+                                     status.message()));
+  }
+  return absl::OkStatus();
 }
 
 EngineStats Engine::Impl::Stats() {
@@ -399,6 +429,8 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_map_pages_damaged = recovery_.map_pages_damaged;
   s.recovery_segments_summarized = recovery_.segments_summarized;
   s.recovery_summaries_unused = recovery_.summaries_unused;
+  s.recovery_from_checkpoint = recovery_.from_checkpoint ? 1 : 0;
+  s.recovery_checkpoints_unused = recovery_.checkpoint_unused.empty() ? 0 : 1;
   s.recovery_records = recovery_.records;
   s.recovery_batches_discarded = recovery_.batches_discarded;
   s.recovery_damaged_pages = recovery_.damaged_pages;

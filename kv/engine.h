@@ -82,6 +82,9 @@ struct EngineOptions {
   // A summary takes at least a page: in the small segments of a small store (which opens in
   // milliseconds anyway) that is more space than the summary saves time. Tests set 0.
   uint32_t summary_min_segment_pages = 128;
+  // A clean Close writes a checkpoint of the indexes and the segment table (checkpoint.h), which
+  // the next Open reads instead of the log. Tests that want Open to read the log turn it off.
+  bool checkpoint_at_close = true;
 };
 
 // One Put or Delete of a Write call. Views must stay valid for the call.

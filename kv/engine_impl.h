@@ -169,9 +169,16 @@ class Engine::Impl final {
   // with its queue and the heads' page buffers (and the HeadAppender over them), the compactor
   // with its queue.
   absl::Status Recover();
-  // Writes the map pages that changed (recovery's corrections, the first announced segments)
-  // with the opening thread's queue, before the writer starts.
-  absl::Status WriteMapAtOpen();
+  // Writes the map pages that changed through `device`, without the writer: at Open (recovery's
+  // corrections, the first announced segments, a checkpoint's segments free again) before the
+  // writer starts, and at Close (a checkpoint's marks) after it stopped.
+  absl::Status WriteMapAlone(storage::Device& device);
+  // The options of the queue that Open reads through (chunk buffers for large reads), which
+  // Close's checkpoint writes through too.
+  static storage::QueueOptions LargeIoQueueOptions();
+  // Close: writes the checkpoint of the indexes and the segment table (checkpoint.h) and the
+  // map pages that name it. Not enough free segments for it: nothing written, OK.
+  absl::Status WriteCheckpointAtClose();
   absl::Status StartWriter();
   absl::Status StartCompactor();
   // A write found the store full (`status`): gives compaction a chance to free a segment. True

@@ -202,6 +202,34 @@ void HashIndex::ForEachValue(const std::function<void(uint64_t value)>& visit) c
   }
 }
 
+void HashIndex::ForEachSaved(
+    const std::function<void(std::string_view key, uint64_t word)>& visit) const {
+  if (size_ == 0) return;
+  // From the first empty slot on, as Rehash reads them: a run that wraps around the end is then
+  // visited in order, and placing the words in this order keeps every tag's entries in theirs.
+  uint64_t start = 0;
+  while (slots_[start] != kEmpty) ++start;
+  for (uint64_t i = 1; i <= capacity_; ++i) {
+    const uint64_t entry = slots_[(start + i) % capacity_];
+    if (entry != kEmpty) visit({}, entry);
+  }
+}
+
+std::optional<uint64_t> HashIndex::SavedValue(uint64_t word) const {
+  if ((word & kOccupiedBit) == 0) return std::nullopt;
+  return EntryPage(word);
+}
+
+absl::Status HashIndex::RestoreEntry(std::string_view /*key*/, uint64_t word) {
+  if ((word & kOccupiedBit) == 0) {
+    return absl::InvalidArgumentError("hash index: a restored entry must be an occupied slot");
+  }
+  NVKV_RETURN_IF_ERROR(MakeRoomFor(1));
+  Place(word);
+  NoteChange();
+  return absl::OkStatus();
+}
+
 IndexStats HashIndex::stats() const {
   return IndexStats{.entries = size_, .memory_bytes = capacity_ * sizeof(uint64_t)};
 }

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -109,6 +110,18 @@ class Index {
   // particular order. O(entries); for rare whole-index questions (is any entry left in a
   // segment compaction could not empty?), never on a hot path.
   virtual void ForEachValue(const std::function<void(uint64_t value)>& visit) const = 0;
+
+  // The clean-close checkpoint (kv/checkpoint.h). ForEachSaved calls `visit` for every entry
+  // with what RestoreEntry needs to put it back, in an order that makes the restored index
+  // answer every Find as this one does: the hash index gives its slot word (`key` empty), a
+  // tag's entries oldest first; the ordered index gives the key and the entry's value.
+  virtual void ForEachSaved(
+      const std::function<void(std::string_view key, uint64_t word)>& visit) const = 0;
+  // The entry's value (a Location's index_value()) that a saved `word` stands for; nullopt for a
+  // word ForEachSaved of this kind of index never gives.
+  virtual std::optional<uint64_t> SavedValue(uint64_t word) const = 0;
+  // Adds an entry ForEachSaved gave, after the ones restored before it. Errors: as Insert.
+  virtual absl::Status RestoreEntry(std::string_view key, uint64_t word) = 0;
 
   // Pre-sizes the index for `expected_entries` live entries so that inserting up to that many
   // does not resize (used by recovery, which knows the count from the log). Best effort: if the

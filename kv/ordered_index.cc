@@ -99,6 +99,24 @@ void OrderedIndex::ForEachValue(const std::function<void(uint64_t value)>& visit
   for (const Entry* entry : table_) visit(entry->value);
 }
 
+void OrderedIndex::ForEachSaved(
+    const std::function<void(std::string_view key, uint64_t word)>& visit) const {
+  for (const Entry* entry : tree_) visit(entry->key(), entry->value);
+}
+
+absl::Status OrderedIndex::RestoreEntry(std::string_view key, uint64_t word) {
+  if (const Entry* existing = FindEntry(key)) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "ordered index: the %d-byte key is restored twice (page %d)", key.size(),
+        existing->value));
+  }
+  Entry* entry = NewEntry(key, word);
+  table_.insert(entry);
+  tree_.insert(tree_.end(), entry);  // keys come in order: the hint is right
+  NoteChange();
+  return absl::OkStatus();
+}
+
 absl::Status OrderedIndex::MakeRoomFor(uint64_t inserts) {
   try {
     table_.reserve(table_.size() + inserts);

@@ -96,6 +96,11 @@ class OrderedIndex final : public Index {
   bool Erase(uint64_t hash, std::string_view key, uint64_t page) override;
   IndexStats stats() const override;
   void ForEachValue(const std::function<void(uint64_t value)>& visit) const override;
+  // Visits the keys in order, so that restoring them appends to the tree.
+  void ForEachSaved(
+      const std::function<void(std::string_view key, uint64_t word)>& visit) const override;
+  std::optional<uint64_t> SavedValue(uint64_t word) const override { return word; }
+  absl::Status RestoreEntry(std::string_view key, uint64_t word) override;
   // Sizes the hash table for `expected_entries` (a B-tree cannot be pre-sized).
   void Reserve(uint64_t expected_entries) override;
 

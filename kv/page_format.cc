@@ -258,7 +258,7 @@ absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geome
   NVKV_ASSIGN_OR_RETURN(const PageHeader header,
                         VerifySealed(page, geometry, store_seed, page_number, "page "));
   if (header.type < static_cast<uint8_t>(PageType::kFree) ||
-      header.type > static_cast<uint8_t>(PageType::kSummary) ||
+      header.type > static_cast<uint8_t>(PageType::kCheckpoint) ||
       header.type == static_cast<uint8_t>(PageType::kSegmentMap)) {
     return absl::DataLossError(
         absl::StrCat("page ", page_number, ": unknown page type ", header.type));

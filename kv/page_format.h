@@ -27,9 +27,10 @@ static_assert(std::endian::native == std::endian::little, "nvkv's format is litt
 
 inline constexpr uint64_t kSuperblockMagic = 0x31304253564b564eULL;  // "NVKVSB01"
 inline constexpr uint32_t kPageMagic = 0x504b564eU;                  // "NVKP"
-// Version 2 added the segment map; version 3 segment summaries. Version 1 stores are refused;
-// version 2 stores are upgraded at Open (kv/FORMAT.md "Format versions").
-inline constexpr uint32_t kFormatVersion = 3;
+// Version 2 added the segment map; version 3 segment summaries; version 4 the clean-close
+// checkpoint. Version 1 stores are refused; versions 2 and 3 are upgraded at Open (kv/FORMAT.md
+// "Format versions").
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint32_t kOldestUpgradableVersion = 2;
 inline constexpr uint64_t kSuperblockPages = 2;
 
@@ -49,6 +50,7 @@ enum class PageType : uint8_t {
   kContinuation = 3,  // the rest of a large record's value
   kSegmentMap = 4,    // a page of the segment map (never inside a segment)
   kSummary = 5,       // part of a sealed log's summary: what recovery needs of its records
+  kCheckpoint = 6,    // part of the clean-close checkpoint, in a segment holding no log
 };
 
 // Persisted: what the segment map says of a segment (SegmentMapEntry::state). Recovery skips a
@@ -61,6 +63,10 @@ enum class MapState : uint8_t {
   // Holds a sealed log whose summary (segment_summary.h) is on the device at the pages the
   // entry names: recovery reads the summary instead of the segment.
   kSummarized = 3,
+  // Holds no log but part of the checkpoint a clean Close wrote (kv/checkpoint.h): the entry's
+  // summary_first is the segment's place among the checkpoint's segments, summary_pages the
+  // pages of it written there. No log is written anywhere until the map says otherwise.
+  kCheckpoint = 4,
 };
 
 // Persisted: record types.
@@ -114,12 +120,13 @@ struct RecordHeader {
 };
 
 // One segment's entry in the segment map. Reserved fields are zero, and so are the summary's
-// place unless the state is kSummarized.
+// place unless the state is kSummarized or kCheckpoint.
 struct SegmentMapEntry {
   uint8_t state;  // MapState
   uint8_t reserved[3];
-  uint32_t summary_first;  // kSummarized: the summary's first page within the segment
-  uint32_t summary_pages;  // kSummarized: how many pages it takes
+  uint32_t summary_first;  // kSummarized: the summary's first page within the segment;
+                           // kCheckpoint: the segment's place in the checkpoint (0, 1, ...)
+  uint32_t summary_pages;  // kSummarized: how many pages it takes; kCheckpoint: pages written
   uint32_t reserved2;
 };
 
@@ -160,6 +167,58 @@ struct SummaryEntry {
 // segment instead).
 inline constexpr uint32_t kSummaryHasKeys = 1 << 0;
 
+// The clean-close checkpoint (kv/FORMAT.md "Checkpoint"): a stream of bytes across the payloads
+// of kCheckpoint pages, which starts with this header. Then, in order: `dropped_ranges`
+// CheckpointRange; `saved_segments` CheckpointSegment, each followed by its tombstone samples
+// (CheckpointTombstone) and its key filter's words (uint64_t); then for each shard a
+// CheckpointShard and its index entries: a uint64_t word each in hash mode, a
+// CheckpointOrderedEntry and the key's bytes each in ordered mode.
+struct CheckpointHeader {
+  uint64_t stream_bytes;     // the whole stream, this header included
+  uint32_t segment_count;    // segments the checkpoint takes (map state kCheckpoint)
+  uint32_t shard_count;
+  uint32_t flags;            // kCheckpointOrdered
+  uint32_t filter_probes;    // bits set per key in the segments' key filters
+  uint64_t next_sequence;    // the engine's at Close: above every record's
+  uint64_t next_generation;  // above every generation on the device, the checkpoint's own too
+  uint64_t store_segments;   // the store's segment count
+  uint64_t dropped_ranges;
+  uint64_t saved_segments;   // the segments holding a log
+  uint64_t reserved;
+};
+inline constexpr uint32_t kCheckpointOrdered = 1 << 0;
+struct CheckpointRange {  // sequences [first, last] of records of batches recovery dropped
+  uint64_t first;
+  uint64_t last;
+};
+struct CheckpointSegment {  // what the engine knows of one segment holding a log
+  uint64_t segment;
+  uint64_t generation;  // its log's
+  uint64_t min_sequence, max_sequence;  // of its records
+  int64_t live_bytes;            // of the records the index points at
+  int64_t likely_stale_bytes;    // the blind-overwrite estimate (segment_table.h)
+  int64_t record_bytes;          // of every record it holds, dead or alive
+  int64_t tombstone_bytes;       // of the deletes among them
+  uint64_t puts;                 // records of puts (the keys of its filter)
+  uint32_t summary_first;        // its summary's place, pages 0 when it has none
+  uint32_t summary_pages;
+  uint32_t tombstone_samples;    // CheckpointTombstone that follow (at most 8)
+  uint32_t reserved;
+  uint64_t filter_words;         // uint64_t words of its key filter that follow (0: no filter)
+};
+struct CheckpointTombstone {
+  uint64_t hash_lo, hash_hi, sequence;
+};
+struct CheckpointShard {
+  uint64_t entries;        // index entries that follow
+  uint64_t stale_entries;  // hash mode: how many are probably stale (shard.h)
+};
+struct CheckpointOrderedEntry {
+  uint64_t value;      // the entry's index value (location.h)
+  uint32_t key_bytes;  // bytes of key that follow
+  uint32_t reserved;
+};
+
 struct Superblock {
   uint64_t checksum;        // XXH3-64 of the rest of the struct, seed 0
   uint64_t magic;           // kSuperblockMagic
@@ -182,6 +241,9 @@ static_assert(sizeof(SegmentMapEntry) == 16);
 static_assert(sizeof(SegmentMapPageHeader) == 16);
 static_assert(sizeof(SummaryHeader) == 48);
 static_assert(sizeof(SummaryEntry) == 32);
+static_assert(sizeof(CheckpointHeader) == 72);
+static_assert(sizeof(CheckpointSegment) == 96);
+static_assert(sizeof(CheckpointOrderedEntry) == 16);
 
 // Entries one page of the segment map holds, and the pages a map of `segments` entries takes.
 inline constexpr uint32_t MapEntriesPerPage(uint32_t page_bytes) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kv/checkpoint.h"
 #include "kv/newest_records.h"
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
@@ -106,12 +107,25 @@ class Recovery {
         in_use_(geometry.segment_count, false),
         generation_(geometry.segment_count, 0),
         summary_(geometry.segment_count),
+        map_in_use_(geometry.segment_count, false),
         min_seq_(geometry.segment_count, UINT64_MAX),
         max_seq_(geometry.segment_count, 0) {}
 
   absl::StatusOr<RecoveryReport> Run() {
     const absl::Time start = absl::Now();
     NVKV_RETURN_IF_ERROR(ReadMap());
+    if (!checkpoint_.empty() && !options_.read_all) {
+      const absl::Status used = UseCheckpoint();
+      if (used.ok()) {
+        report_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+        return std::move(report_);
+      }
+      report_.checkpoint_unused = std::string(used.message());
+    }
+    // A checkpoint not used holds no log; its segments are read like any the map does not say
+    // are free (and found to hold none).
+    for (const CheckpointPlace& place : checkpoint_) to_read_.push_back(place.segment);
+    std::sort(to_read_.begin(), to_read_.end());
     NVKV_RETURN_IF_ERROR(ReadSummaries());
     NVKV_RETURN_IF_ERROR(ReadAllSegments());
     if (!refused_.ok()) return refused_;
@@ -128,6 +142,7 @@ class Recovery {
     SegmentMap* map = segments_.map();
     std::vector<bool> free(g_.segment_count, false);
     std::vector<SummaryPlace> summarized(g_.segment_count);
+    std::vector<std::pair<uint32_t, CheckpointPlace>> checkpoint;  // by place in it
     if (map != nullptr) {
       storage::Buffer chunk = device_.buffers().GetChunk();
       if (!chunk.valid()) return absl::InternalError("no buffer to read the segment map into");
@@ -161,17 +176,43 @@ class Recovery {
           map->LoadPage(index, entries);
           for (uint64_t e = 0; e < segments; ++e) {
             const uint64_t segment = index * per_page + e;
-            free[segment] = entries[e].state == static_cast<uint8_t>(MapState::kFree);
-            if (entries[e].state == static_cast<uint8_t>(MapState::kSummarized)) {
-              summarized[segment] = SummaryPlace{entries[e].summary_first, entries[e].summary_pages};
+            const SegmentMapEntry& entry = entries[e];
+            free[segment] = entry.state == static_cast<uint8_t>(MapState::kFree);
+            map_in_use_[segment] = entry.state == static_cast<uint8_t>(MapState::kInUse) ||
+                                   entry.state == static_cast<uint8_t>(MapState::kSummarized);
+            if (entry.state == static_cast<uint8_t>(MapState::kSummarized)) {
+              summarized[segment] = SummaryPlace{entry.summary_first, entry.summary_pages};
+            }
+            if (entry.state == static_cast<uint8_t>(MapState::kCheckpoint)) {
+              checkpoint.push_back({entry.summary_first, {segment, entry.summary_pages}});
             }
           }
         }
       }
       device_.buffers().PutChunk(chunk);
     }
+    // The checkpoint's segments in its order: segment 0, 1, ... (kept whatever their marks say:
+    // a checkpoint not used, or one whose marks are not its places, has them read).
+    std::sort(checkpoint.begin(), checkpoint.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [position, place] : checkpoint) checkpoint_.push_back(place);
+    bool places_right = report_.map_pages_damaged == 0;
+    for (size_t i = 0; i < checkpoint.size(); ++i) {
+      places_right = places_right && checkpoint[i].first == i &&
+                     checkpoint[i].second.pages >= 1 &&
+                     checkpoint[i].second.pages <= g_.log_pages();
+    }
+    if (!places_right && !checkpoint_.empty()) {
+      checkpoint_unusable_ = report_.map_pages_damaged > 0
+                                 ? "a page of the segment map is damaged"
+                                 : "the segment map's marks of its segments do not line up";
+    }
+    std::vector<bool> in_checkpoint(g_.segment_count, false);
+    for (const CheckpointPlace& place : checkpoint_) in_checkpoint[place.segment] = true;
     for (uint64_t s = 0; s < g_.segment_count; ++s) {
-      if (options_.read_all) {
+      if (in_checkpoint[s]) {
+        continue;  // Run decides
+      } else if (options_.read_all) {
         to_read_.push_back(s);
       } else if (free[s]) {
         ++report_.segments_skipped;
@@ -181,6 +222,32 @@ class Recovery {
         to_read_.push_back(s);
       }
     }
+    return absl::OkStatus();
+  }
+
+  // Reads the checkpoint the map names and, when it can be used, finishes recovery with it. When
+  // it cannot, the indexes and the table are made anew, and the reason returned.
+  absl::Status UseCheckpoint() {
+    if (!checkpoint_unusable_.empty()) return absl::DataLossError(checkpoint_unusable_);
+    const CheckpointOptions options{options_.store_seed, options_.blocks_per_page,
+                                    options_.ordered};
+    absl::StatusOr<LoadedCheckpoint> loaded =
+        LoadCheckpoint(options, g_, device_, checkpoint_, map_in_use_, segments_, shards_);
+    if (!loaded.ok()) {
+      for (const auto& shard : shards_) {
+        absl::MutexLock lock(&shard->mu);
+        shard->index = options_.ordered ? NewOrderedIndex() : NewHashIndex();
+        shard->stale_entries = 0;
+      }
+      segments_.ForgetRecovered();
+      return loaded.status();
+    }
+    report_.from_checkpoint = true;
+    report_.pages += loaded->pages;
+    report_.next_sequence = std::max(loaded->next_sequence, floors_.sequence_floor);
+    report_.dropped_batch_records = std::move(loaded->dropped);
+    segments_.SetNextGeneration(std::max(loaded->next_generation, floors_.generation_floor));
+    segments_.FinishRecovery();
     return absl::OkStatus();
   }
 
@@ -486,6 +553,9 @@ class Recovery {
   std::vector<SummaryPlace> summary_;  // per segment: its summary, when the map may name it
   std::vector<Summarized> summarized_;  // the segments the map says are summarized, and where
   std::vector<uint64_t> to_read_;   // the segments recovery reads, in order
+  std::vector<bool> map_in_use_;    // per segment: the map says it holds a log
+  std::vector<CheckpointPlace> checkpoint_;  // the checkpoint's segments the map names, in order
+  std::string checkpoint_unusable_;  // why the map's marks rule the checkpoint out
   SegmentMapPageHeader floors_{};   // the highest of the map pages' floors
   std::vector<uint64_t> min_seq_, max_seq_;  // record sequences per segment
   uint64_t max_sequence_ = 0;

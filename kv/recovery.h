@@ -1,5 +1,9 @@
 // Recovery: rebuilds the shards' indexes and the segment table from the log at Open.
 //
+// After a clean Close the segment map names a checkpoint (checkpoint.h) of what this would
+// rebuild: recovery reads it and nothing else. A checkpoint that cannot be used is set aside
+// (the indexes and the table are made anew) and the log is read, as follows.
+//
 // The segment map says which segments hold nothing (not read) and which have a summary
 // (segment_summary.h: recovery reads the summary and the segment's last page, many at once, and
 // the segment whole only when the summary cannot be used). Every other segment is read whole
@@ -19,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,7 +39,8 @@ struct RecoveryOptions {
   uint64_t store_seed = 0;
   uint32_t blocks_per_page = 1;
   bool ordered = false;  // the index mode being built
-  // Read every segment, whatever the segment map says (EngineOptions::recovery_reads_all).
+  // Read every segment, whatever the segment map says (EngineOptions::recovery_reads_all); a
+  // checkpoint is then not used either.
   bool read_all = false;
 };
 
@@ -50,14 +56,19 @@ struct RecoveryReport {
   uint64_t map_pages_damaged = 0;  // map pages that failed to read or verify (their segments read)
   uint64_t segments_summarized = 0;  // read by their summaries (segment_summary.h)
   uint64_t summaries_unused = 0;     // summaries the map named that did not verify: segments read
+  bool from_checkpoint = false;  // it read the clean-close checkpoint and nothing else
+  // Why a checkpoint the map named was not used (the log was read instead); empty when none was
+  // named, or it was used.
+  std::string checkpoint_unused;
   double seconds = 0;
   // The records of the batches it dropped, still on the device until compaction frees their
   // segments (which never copies them: segment_scan.h): page reads leave them out.
   SequenceRanges dropped_batch_records;
 };
 
-// Reads the segment map, the summaries it names, then every other segment of `device` it does
-// not say is free (the opening
+// Reads the segment map, and the checkpoint it names (checkpoint.h) if there is one: when that
+// can be used, nothing else is read. Otherwise reads the summaries the map names, then every
+// other segment of `device` it does not say is free (the opening
 // thread's queue, with chunk buffers for whole segments), and fills the (empty) indexes of
 // `shards` and `segments`, which it leaves ready for use (SegmentTable::FinishRecovery; the map
 // kept by `segments` then says what recovery found). A map page that cannot be read or verified

@@ -50,7 +50,8 @@ class SegmentMap {
   // Recovery: map page `index` as the device holds it (no write needed): its entries, as many
   // as the segments it describes.
   void LoadPage(uint64_t index, const SegmentMapEntry* entries);
-  // Changes `segment`'s entry (`summary` only with kSummarized, which needs one); nothing to do
+  // Changes `segment`'s entry (`summary` only with kSummarized, which needs one, and with
+  // kCheckpoint, for its place in the checkpoint); nothing to do
   // when it says so already (the ticket of the page's current version).
   Ticket Set(uint64_t segment, MapState state, const SummaryPlace& summary = {});
   // Whether the change that gave `ticket` is on the device.

@@ -1,5 +1,6 @@
 #include "kv/segment_scan.h"
 
+#include <algorithm>
 #include <deque>
 #include <vector>
 
@@ -46,10 +47,16 @@ std::string WhyNotInLog(const absl::StatusOr<PageHeader>& header, uint32_t i,
 bool IdentifyLog(const std::vector<absl::StatusOr<PageHeader>>& headers, LogIdentity* log) {
   const absl::StatusOr<PageHeader>& first = headers[0];
   if (first.ok() && first->type == static_cast<uint8_t>(PageType::kFree)) return false;
-  // Logs of generations up to the last page's free marker are from before the segment was freed.
+  // Logs of generations up to the last page's free marker are from before the segment was freed,
+  // and so are logs older than a checkpoint written over the free segment's pages.
   const absl::StatusOr<PageHeader>& last = headers.back();
-  const uint64_t freed_at =
+  uint64_t freed_at =
       last.ok() && last->type == static_cast<uint8_t>(PageType::kFree) ? GenerationOf(*last) : 0;
+  for (const absl::StatusOr<PageHeader>& h : headers) {
+    if (h.ok() && h->type == static_cast<uint8_t>(PageType::kCheckpoint)) {
+      freed_at = std::max(freed_at, GenerationOf(*h));
+    }
+  }
   if (first.ok() && first->type == static_cast<uint8_t>(PageType::kData) &&
       first->page_in_segment == 0) {
     if (GenerationOf(*first) <= freed_at) return false;  // the marker on page 0 was lost

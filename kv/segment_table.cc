@@ -57,6 +57,16 @@ bool SegmentTable::KeyFilter::MayContain(const KeyHash& hash) const {
   return true;
 }
 
+void SegmentTable::KeyFilter::CopyTo(std::vector<uint64_t>* words) const {
+  words->resize(words_);
+  for (uint64_t i = 0; i < words_; ++i) (*words)[i] = bits_[i].load(std::memory_order_relaxed);
+}
+
+void SegmentTable::KeyFilter::CopyFrom(const std::vector<uint64_t>& words) {
+  NVKV_CHECK(words.size() == words_);
+  for (uint64_t i = 0; i < words_; ++i) bits_[i].store(words[i], std::memory_order_relaxed);
+}
+
 void SegmentTable::KeyFilter::FoldTo(uint64_t words) {
   NVKV_CHECK((words & (words - 1)) == 0);
   if (words >= words_) return;
@@ -84,6 +94,7 @@ SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user, Segm
       map_(map),
       next_sequence_(next_sequence),
       capacity_bytes_(uint64_t{geometry.log_pages()} * geometry.page_bytes),
+      log_pages_(geometry.log_pages()),
       page_payload_bytes_(geometry.payload_bytes()),
       sparse_bytes_(uint64_t{geometry.pages_per_segment > 2 ? geometry.pages_per_segment - 2 : 0} *
                     geometry.payload_bytes() / 2),
@@ -498,6 +509,115 @@ void SegmentTable::FinishRecovery() {
       map_->Set(s - 1, MapState::kInUse);
     }
   }
+}
+
+void SegmentTable::ForEachSaved(const std::function<void(const SavedSegment&)>& visit) {
+  absl::MutexLock lock(&mu_);
+  SavedSegment saved;
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    Info& info = info_[s];
+    if (info.state == SegmentState::kFree) continue;
+    CheckpointSegment& f = saved.fields;
+    f = CheckpointSegment{};
+    f.segment = s;
+    f.generation = info.generation;
+    f.min_sequence = info.min_sequence.load();
+    f.max_sequence = info.max_sequence.load();
+    f.live_bytes = info.live_bytes.load();
+    f.likely_stale_bytes = info.likely_stale_bytes.load();
+    f.record_bytes = info.record_bytes.load();
+    f.tombstone_bytes = info.tombstone_bytes.load();
+    f.puts = info.puts.load();
+    f.summary_first = info.summary.first;
+    f.summary_pages = info.summary.pages;
+    saved.tombstones.clear();
+    for (uint32_t i = 0; i < info.sample_count; ++i) {
+      const TombstoneSample& sample = (*info.samples)[i];
+      saved.tombstones.push_back({sample.hash.lo, sample.hash.hi, sample.sequence});
+    }
+    f.tombstone_samples = static_cast<uint32_t>(saved.tombstones.size());
+    saved.filter.clear();
+    if (info.filter != nullptr) {
+      // A head's segment left at Close has its full-size filter: fold it as Seal would have.
+      info.filter->FoldTo(FilterWordsFor(std::max<uint64_t>(f.puts, 1)));
+      info.filter->CopyTo(&saved.filter);
+    }
+    f.filter_words = saved.filter.size();
+    visit(saved);
+  }
+}
+
+absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {
+  const CheckpointSegment& f = saved.fields;
+  const auto refuse = [&](const char* what) {
+    return absl::DataLossError(absl::StrCat("checkpoint: segment ", f.segment, ": ", what));
+  };
+  if (f.segment >= segment_count_) return refuse("beyond the store");
+  if (f.tombstone_samples != saved.tombstones.size() || saved.tombstones.size() > kTombstoneSamples) {
+    return refuse("too many tombstone samples");
+  }
+  const uint64_t words = saved.filter.size();
+  if (f.filter_words != words || (words & (words - 1)) != 0 || words > open_filter_words_) {
+    return refuse("a key filter of a size no store makes");
+  }
+  if (f.generation == 0 || f.record_bytes < 0 || f.live_bytes < 0 || f.tombstone_bytes < 0 ||
+      f.summary_first + uint64_t{f.summary_pages} > log_pages_) {
+    return refuse("counts no segment holding a log has");
+  }
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[f.segment];
+  if (info.state != SegmentState::kFree) return refuse("given twice");
+  info.state = SegmentState::kSealed;
+  info.generation = f.generation;
+  info.summary = SummaryPlace{f.summary_first, f.summary_pages};
+  info.min_sequence.store(f.min_sequence);
+  info.max_sequence.store(f.max_sequence);
+  info.live_bytes.store(f.live_bytes);
+  info.likely_stale_bytes.store(f.likely_stale_bytes);
+  info.record_bytes.store(f.record_bytes);
+  info.tombstone_bytes.store(f.tombstone_bytes);
+  info.puts.store(f.puts);
+  info.filter.reset();
+  if (words > 0) {
+    info.filter = std::make_unique<KeyFilter>(words, probes_);
+    info.filter->CopyFrom(saved.filter);
+  }
+  info.sample_count = static_cast<uint32_t>(saved.tombstones.size());
+  info.samples.reset();
+  if (info.sample_count > 0) {
+    info.samples = std::make_unique<std::array<TombstoneSample, kTombstoneSamples>>();
+    for (uint32_t i = 0; i < info.sample_count; ++i) {
+      const CheckpointTombstone& t = saved.tombstones[i];
+      (*info.samples)[i] = TombstoneSample{KeyHash{t.hash_lo, t.hash_hi}, t.sequence};
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SegmentTable::ForgetRecovered() {
+  absl::MutexLock lock(&mu_);
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    Reset(info_[s]);
+    info_[s].samples.reset();
+    info_[s].state = SegmentState::kFree;
+  }
+  recovering_ = UINT64_MAX;
+}
+
+std::vector<uint64_t> SegmentTable::FreeSegments(uint64_t count) {
+  absl::MutexLock lock(&mu_);
+  std::vector<uint64_t> found;
+  for (uint64_t s = segment_count_; s > 0 && found.size() < count; --s) {
+    if (info_[s - 1].state == SegmentState::kFree) found.push_back(s - 1);
+  }
+  return found;
+}
+
+void SegmentTable::MarkCheckpoint(uint64_t segment, uint32_t position, uint32_t pages) {
+  NVKV_CHECK(map_ != nullptr && pages > 0);
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(info_[segment].state == SegmentState::kFree);
+  map_->Set(segment, MapState::kCheckpoint, SummaryPlace{position, pages});
 }
 
 uint64_t SegmentTable::free_count() {

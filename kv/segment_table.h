@@ -54,6 +54,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -213,6 +214,30 @@ class SegmentTable {
   // segment (the pages that change are written by the map's writer).
   void FinishRecovery();
 
+  // The clean-close checkpoint (kv/checkpoint.h): what the table knows of one segment holding a
+  // log, as recovery would find it again by reading the log.
+  struct SavedSegment {
+    CheckpointSegment fields;
+    std::vector<CheckpointTombstone> tombstones;  // its sample (at most 8)
+    std::vector<uint64_t> filter;                 // its key filter's words; empty: none
+  };
+  // Calls `visit` for every segment holding a log, in segment order. Only while nothing else
+  // changes the table (Close, once the writer and compaction have stopped).
+  void ForEachSaved(const std::function<void(const SavedSegment&)>& visit);
+  // Recovery from a checkpoint, before FinishRecovery: `saved` is a sealed segment holding a
+  // log. kDataLoss for what ForEachSaved never gives (a segment out of range or given twice, a
+  // filter whose size is no power of two, too many tombstones, a summary outside the log).
+  absl::Status RestoreSegment(const SavedSegment& saved);
+  uint32_t filter_probes() const { return probes_; }
+  // Recovery set aside a checkpoint it had partly restored: every segment free and empty again.
+  void ForgetRecovered();
+  // Up to `count` free segments, highest first: the checkpoint's, at Close (they stay free).
+  // Heads fill the device from the front, so the next Open's heads take others first.
+  std::vector<uint64_t> FreeSegments(uint64_t count);
+  // Close: `segment`, free, holds page `position`.. of the checkpoint, `pages` of them; the map
+  // says so once the caller writes it.
+  void MarkCheckpoint(uint64_t segment, uint32_t position, uint32_t pages);
+
   uint64_t free_count();
   uint64_t live_bytes_total() const;
   int64_t live_bytes(uint64_t segment) const {
@@ -245,6 +270,9 @@ class SegmentTable {
     void Add(const KeyHash& hash);
     bool MayContain(const KeyHash& hash) const;
     void FoldTo(uint64_t words);  // a power of two; no-op unless smaller
+    // Its words (the checkpoint's); CopyFrom takes as many as the filter has.
+    void CopyTo(std::vector<uint64_t>* words) const;
+    void CopyFrom(const std::vector<uint64_t>& words);
 
    private:
     uint64_t words_;
@@ -312,6 +340,7 @@ class SegmentTable {
   SegmentMap* const map_;
   const std::atomic<uint64_t>* const next_sequence_;
   const uint64_t capacity_bytes_;  // what one segment's log may hold (all but its last page)
+  const uint32_t log_pages_;       // the pages of a segment a log may use
   const uint64_t page_payload_bytes_;  // record bytes one page holds
   const uint64_t sparse_bytes_;        // kept bytes below which a segment repacks smaller
   const uint32_t reserve_user_;

@@ -38,6 +38,11 @@ class SequenceRanges {
     return it != ranges_.end() && it->first <= sequence;
   }
   bool empty() const { return ranges_.empty(); }
+  // Calls visit(first, last) for every range, in order.
+  template <typename Visit>
+  void ForEach(Visit visit) const {
+    for (const Range& r : ranges_) visit(r.first, r.last);
+  }
   size_t range_count() const { return ranges_.size(); }
 
  private:

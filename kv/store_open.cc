@@ -53,15 +53,19 @@ bool AllZero(const uint8_t* data, size_t bytes) {
 
 // Opens the store: reads the superblocks (formatting an empty device when allowed), adopts the
 // geometry, recovers, and starts the writer and compaction threads.
-absl::Status Engine::Impl::OpenStore(const std::string& path) {
-  storage::QueueOptions open_options;
-  open_options.queue_depth = 64;
-  open_options.buffers.buffer_bytes = kMaxPageBytes;
-  open_options.buffers.buffer_count = 2;
+storage::QueueOptions Engine::Impl::LargeIoQueueOptions() {
+  storage::QueueOptions options;
+  options.queue_depth = 64;
+  options.buffers.buffer_bytes = kMaxPageBytes;
+  options.buffers.buffer_count = 2;
   // Recovery keeps up to 4 MiB of reads in flight (measured on this machine's virtio disk, 16
   // MiB read a 3.4 GiB store no faster); the queue is closed once the store is open.
-  open_options.buffers.chunk_count = 8;
-  absl::StatusOr<std::unique_ptr<storage::Device>> opening = OpenQueue(open_options);
+  options.buffers.chunk_count = 8;
+  return options;
+}
+
+absl::Status Engine::Impl::OpenStore(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<storage::Device>> opening = OpenQueue(LargeIoQueueOptions());
   if (!opening.ok()) return opening.status();
   open_queue_ = std::move(*opening);
   if (options_.page_bytes % device_info_.lba_bytes != 0) {

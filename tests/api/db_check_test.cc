@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -101,6 +102,27 @@ class DBCheckTest : public ::testing::Test {
     close(fd);
   }
 
+  // Zeroes every page of the clean-close checkpoint (type 6, kv/FORMAT.md "Checkpoint"): the
+  // store is then as a crash would have left it (a crash leaves no checkpoint), and Open reads
+  // the log.
+  void ZeroCheckpoint() {
+    const int fd = open(path_.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    const off_t size = lseek(fd, 0, SEEK_END);
+    const std::string zeros(kPageBytes, '\0');
+    int zeroed = 0;
+    for (off_t at = 0; at < size; at += kPageBytes) {
+      uint8_t header[13] = {};
+      ASSERT_EQ(pread(fd, header, sizeof(header), at), static_cast<ssize_t>(sizeof(header)));
+      if (std::memcmp(header + 8, "NVKP", 4) != 0 || header[12] != 6) continue;
+      ASSERT_EQ(pwrite(fd, zeros.data(), zeros.size(), at), static_cast<ssize_t>(zeros.size()));
+      ++zeroed;
+    }
+    EXPECT_GT(zeroed, 0) << "no checkpoint page";
+    ASSERT_EQ(fsync(fd), 0);
+    close(fd);
+  }
+
   // Writes `before` keys, then `needle` (each durable Put fills and writes a page of its own),
   // then `after` keys, and closes the store.
   void WriteAround(const std::string& needle, int before, int after) {
@@ -178,10 +200,10 @@ TEST_F(DBCheckTest, CheckNamesADamagedPageThatTheLogGoesOnAfter) {
 
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  // Closed cleanly, the segment has its summary: recovery reads that, not the damaged page, and
+  // Closed cleanly, the store has its checkpoint: recovery reads that, not the damaged page, and
   // the index still points at it, as it did before the store was closed. The key reads as data
   // loss, never as absent or as an older value.
-  EXPECT_EQ(db->GetStats().recovery_segments_summarized, 1u);
+  EXPECT_EQ(db->GetStats().recovery_from_checkpoint, 1u);
   EXPECT_EQ(db->GetStats().recovery_damaged_pages, 0u);
   EXPECT_EQ(db->GetStats().live_keys, 16u);
   EXPECT_TRUE(absl::IsDataLoss(db->Get("needle-key-7f3a9c").status()));
@@ -207,9 +229,10 @@ TEST_F(DBCheckTest, CheckCountsADamagedLastPageAsATornTailNotAProblem) {
   const uint64_t page = PageHolding("needle-key-5e21b0");
   DamagePage(page);
   // As if the power had failed before the segment's summary (the page after the needle's)
-  // landed: the needle's page is then the log's last, torn. The segment map names the summary,
-  // so recovery finds it missing and reads the segment instead.
+  // landed: the needle's page is then the log's last, torn, and there is no checkpoint. The
+  // segment map names the summary, so recovery finds it missing and reads the segment instead.
   ZeroSummaryPage(page + 1);
+  ZeroCheckpoint();
 
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);

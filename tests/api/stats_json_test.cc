@@ -51,6 +51,7 @@ Stats SampleStats() {
   s.recovery_map_pages_damaged = 1;
   s.recovery_segments_summarized = 7;
   s.recovery_summaries_unused = 2;
+  s.recovery_from_checkpoint = 1;
   s.recovery_records = 4;
   s.recovery_batches_discarded = 0;
   s.recovery_damaged_pages = 0;
@@ -94,7 +95,8 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"segments_cleaned\":0,\"segments_retained\":0,\"compaction_damaged_pages\":0,"
       "\"unreadable_pages\":0,\"recovery_pages_scanned\":5,\"recovery_segments_skipped\":60,"
       "\"recovery_map_pages_damaged\":1,\"recovery_segments_summarized\":7,"
-      "\"recovery_summaries_unused\":2,\"recovery_records\":4,"
+      "\"recovery_summaries_unused\":2,\"recovery_from_checkpoint\":1,"
+      "\"recovery_checkpoints_unused\":0,\"recovery_records\":4,"
       "\"recovery_batches_discarded\":0,\"recovery_damaged_pages\":0,"
       "\"recovery_table_bytes\":96,"
       "\"recovery_seconds\":0.00125,\"page_bytes\":4096,\"pages_per_segment\":128,"

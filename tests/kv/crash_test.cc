@@ -246,6 +246,10 @@ struct CutTally {
   // compared with one that reads every segment).
   uint64_t segments_skipped = 0;
   uint64_t segments_summarized = 0;  // read by their summaries at the reopens
+  // Runs whose power failed during a Close, or right after one (which wrote a checkpoint); and
+  // reopens that read a checkpoint (after such a Close, or the clean close ending each check).
+  uint64_t cut_in_close = 0, closed_before_the_cut = 0;
+  uint64_t reopened_from_checkpoint = 0;
 };
 
 // A value for `key` at `version`: mostly small, one in 20 a large value over several pages, up
@@ -273,7 +277,11 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   fault_options.seed = LifeSeed(run, life);
   auto fault = FaultDevice::Create(std::move(*mem), fault_options);
   ASSERT_THAT(fault, IsOk());
-  FaultDevice* device = fault->get();
+  // The fault controls through a queue of the device's family that the test keeps: they still
+  // work once a Close has destroyed the engine's queues.
+  auto witness = (*fault)->OpenQueue(storage::QueueOptions{});
+  ASSERT_THAT(witness, IsOk());
+  FaultDevice* device = static_cast<FaultDevice*>(witness->get());
   auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run.mode, run.seed));
   ASSERT_THAT(engine, IsOk());
   nvkv::SplitMix64 rng(LifeSeed(run, life));
@@ -284,7 +292,12 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   uint64_t version = 0;
   // One run in four has the media damage pages while the workload (and compaction) runs.
   const bool damaging = rng.Next() % 4 == 0;
-  for (int step = 0; step < 600; ++step) {
+  // One run in four ends its workload early and closes the store cleanly, and the power fails
+  // during the Close (the heads' summaries, the checkpoint, the map pages that name it) or right
+  // after it.
+  const bool closes = rng.Next() % 4 == 0;
+  const int steps = closes ? 20 + static_cast<int>(rng.Next() % 200) : 600;
+  for (int step = 0; step < steps; ++step) {
     if (damaging && rng.Next() % 100 == 0 && device->fault_stats().powered) {
       if (DamageDataPage(*storage, rng, model)) ++tally->pages_damaged;
     }
@@ -425,9 +438,21 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
     }
   }
   ++tally->runs;
+  bool closing = false;
+  if (closes && device->fault_stats().powered) {
+    // A Close that returns OK made every write durable.
+    closing = true;
+    ASSERT_THAT(device->SetCutAfterOperations(1 + rng.Next() % 40), IsOk());
+    if ((*engine)->Close().ok()) {
+      model->AllAckedDurable();
+      ++tally->closed_before_the_cut;
+    }
+  }
   if (device->fault_stats().powered) {
     auto cut = device->CutPower();
     ASSERT_THAT(cut, IsOk());
+  } else if (closing) {
+    ++tally->cut_in_close;
   } else {
     ++tally->cut_mid_run;
   }
@@ -494,6 +519,24 @@ void CheckMapSaysInUseOfEveryLog(const storage::MemStorage& storage) {
   }
 }
 
+// What an Open of a copy of `storage` that reads every segment finds for each of `keys`.
+std::map<std::string, std::string> ReadAllOfCopy(const storage::MemStorage& storage,
+                                                 IndexMode mode, uint64_t seed,
+                                                 const std::set<std::string>& keys) {
+  auto copy = MemDevice::Open(CopyOf(storage), MemOptions());
+  EXPECT_THAT(copy, IsOk());
+  if (!copy.ok()) return {};
+  EngineOptions options = StoreOptions(mode, seed);
+  options.recovery_reads_all = true;
+  options.background_compaction = false;
+  auto engine = Engine::OpenOnDevice(std::move(*copy), options);
+  EXPECT_THAT(engine, IsOk()) << "open reading every segment";
+  if (!engine.ok()) return {};
+  EXPECT_EQ((*engine)->Stats().recovery_segments_skipped, 0u);
+  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 0u);
+  return ReadBack(**engine, keys);
+}
+
 void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemStorage> storage,
                     Model* model_out, CutTally* tally) {
   CheckMapSaysInUseOfEveryLog(*storage);
@@ -511,18 +554,8 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   std::set<std::string> keys;
   for (const auto& [key, values] : model.possible) keys.insert(key);
   for (const Model::Batch& batch : model.batches) keys.insert(batch.keys.begin(), batch.keys.end());
-  std::map<std::string, std::string> read_all;
-  {
-    auto copy = MemDevice::Open(CopyOf(*storage), MemOptions());
-    ASSERT_THAT(copy, IsOk());
-    EngineOptions options = StoreOptions(mode, run.seed);
-    options.recovery_reads_all = true;
-    options.background_compaction = false;
-    auto engine = Engine::OpenOnDevice(std::move(*copy), options);
-    ASSERT_THAT(engine, IsOk()) << "open after the crash, reading every segment";
-    EXPECT_EQ((*engine)->Stats().recovery_segments_skipped, 0u);
-    read_all = ReadBack(**engine, keys);
-  }
+  std::map<std::string, std::string> read_all = ReadAllOfCopy(*storage, mode, run.seed, keys);
+  ASSERT_FALSE(::testing::Test::HasFailure()) << "open after the crash, reading every segment";
   auto mem = MemDevice::Open(storage, MemOptions());
   ASSERT_THAT(mem, IsOk());
   // (Background compaction may run meanwhile: it moves records, never changes what a read
@@ -531,6 +564,7 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   ASSERT_THAT(engine, IsOk()) << "open after the crash";
   tally->segments_skipped += (*engine)->Stats().recovery_segments_skipped;
   tally->segments_summarized += (*engine)->Stats().recovery_segments_summarized;
+  tally->reopened_from_checkpoint += (*engine)->Stats().recovery_from_checkpoint;
   // Except for keys the media damaged (and the keys of their batches): reading a segment whole
   // finds the damaged page and drops its records (and their batches), where its summary still
   // names them, and a Get then says kDataLoss, as it did before the cut (FORMAT.md "Segment
@@ -540,7 +574,8 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
     if (model.damaged.count(key) != 0) continue;
     EXPECT_EQ(value.substr(0, 40), read_all[key].substr(0, 40))
         << "key " << key << ": recovery guided by the segment map and "
-        << (*engine)->Stats().recovery_segments_summarized << " summaries found another "
+        << (*engine)->Stats().recovery_segments_summarized << " summaries (checkpoint: "
+        << (*engine)->Stats().recovery_from_checkpoint << ") found another "
         << "value than reading every segment";
   }
   ASSERT_FALSE(::testing::Test::HasFailure());
@@ -594,9 +629,30 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
       batch.durable_why = "found whole by the reopen after life " + std::to_string(life);
     }
   }
-  // The store works after recovery: a write and a reopen.
+  // The store works after recovery: a write, then a clean Close, which leaves a checkpoint. An
+  // Open that reads it alone must find what reading every segment finds (but for damaged keys,
+  // as above).
   WriteOp op{false, "after", "crash"};
   ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), true), IsOk());
+  ASSERT_THAT((*engine)->Close(), IsOk());
+  keys.insert("after");
+  read_all = ReadAllOfCopy(*storage, mode, run.seed, keys);
+  auto copy = MemDevice::Open(CopyOf(*storage), MemOptions());
+  ASSERT_THAT(copy, IsOk());
+  EngineOptions options = StoreOptions(mode, run.seed);
+  options.background_compaction = false;
+  auto reopened = Engine::OpenOnDevice(std::move(*copy), options);
+  ASSERT_THAT(reopened, IsOk()) << "open after a clean close";
+  const EngineStats stats = (*reopened)->Stats();
+  ASSERT_EQ(stats.recovery_checkpoints_unused, 0u) << "the clean close left a checkpoint "
+                                                      "the next Open could not use";
+  tally->reopened_from_checkpoint += stats.recovery_from_checkpoint;
+  for (const auto& [key, value] : ReadBack(**reopened, keys)) {
+    if (model.damaged.count(key) != 0) continue;
+    EXPECT_EQ(value.substr(0, 40), read_all[key].substr(0, 40))
+        << "key " << key << ": the Open after a clean close (checkpoint: "
+        << stats.recovery_from_checkpoint << ") found another value than reading every segment";
+  }
 }
 
 void RunSeed(const CrashRun& run, CutTally* tally) {
@@ -641,7 +697,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "%llu kept, %llu dropped, %llu torn; %llu data pages damaged; %llu reopened in "
               "the other index mode; %llu blind writes, %llu stale entries settled; %llu "
               "asynchronous writes reported durable; %llu segments not read by the reopens "
-              "(free in the segment map), %llu read by their summaries\n",
+              "(free in the segment map), %llu read by their summaries; %llu cuts during a "
+              "Close, %llu right after one; %llu reopens from a checkpoint\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
@@ -654,7 +711,10 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.stale_entries_settled),
               static_cast<unsigned long long>(tally.async_durable_writes),
               static_cast<unsigned long long>(tally.segments_skipped),
-              static_cast<unsigned long long>(tally.segments_summarized));
+              static_cast<unsigned long long>(tally.segments_summarized),
+              static_cast<unsigned long long>(tally.cut_in_close),
+              static_cast<unsigned long long>(tally.closed_before_the_cut),
+              static_cast<unsigned long long>(tally.reopened_from_checkpoint));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
   EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
   EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
@@ -665,6 +725,9 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   EXPECT_GT(tally.async_durable_writes, 0u);
   EXPECT_GT(tally.segments_skipped, 0u);
   EXPECT_GT(tally.segments_summarized, 0u);
+  EXPECT_GT(tally.cut_in_close, 0u);
+  EXPECT_GT(tally.closed_before_the_cut, 0u);
+  EXPECT_GT(tally.reopened_from_checkpoint, tally.runs);  // after each check, and after Closes
   if (GetParam() == IndexMode::kHash) {
     EXPECT_GT(tally.blind_writes, 0u);
     EXPECT_GT(tally.stale_entries_settled, 0u);

@@ -48,6 +48,9 @@ MemDeviceOptions MemOptions() {
 
 EngineOptions StoreOptions(IndexMode mode = IndexMode::kHash) {
   EngineOptions options;
+  // These tests forge, after a clean Close, what a crash or the media leaves in the log; a crash
+  // leaves no checkpoint (kv/checkpoint.h), so none is written.
+  options.checkpoint_at_close = false;
   options.segment_bytes = kPagesPerSegment * kPageBytes;
   options.shard_count = 1;
   options.page_buffers_per_shard = 16;

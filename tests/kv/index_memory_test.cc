@@ -48,6 +48,8 @@ storage::MemDeviceOptions Device() {
 
 EngineOptions Options() {
   EngineOptions options;
+  // Reopens rebuild the index from the log, not from the clean-close checkpoint.
+  options.checkpoint_at_close = false;
   options.shard_count = 1;  // one table, so its size is the index_bytes of Stats
   options.background_compaction = false;
   return options;

@@ -215,7 +215,7 @@ TEST(OpenTest, VersionOneStoreIsRefusedAndLeftAlone) {
   const std::vector<uint8_t> before = AllBytes(*storage);
   EXPECT_THAT(OpenMem(storage, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       "format version 1, which this nvkv (version 3) does not read"));
+                       "format version 1, which this nvkv (version 4) does not read"));
   EngineOptions force = StoreOptions();
   force.force_format = true;
   EXPECT_THAT(OpenMem(storage, force),

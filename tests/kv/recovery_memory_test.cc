@@ -77,6 +77,8 @@ storage::MemDeviceOptions Device() {
 
 EngineOptions Options() {
   EngineOptions options;
+  // The memory of recovery from the log, not from the clean-close checkpoint.
+  options.checkpoint_at_close = false;
   options.shard_count = 4;
   options.segment_bytes = 1 << 20;
   options.background_compaction = false;

@@ -160,6 +160,8 @@ MemDeviceOptions MemOptions() {
 
 EngineOptions StoreOptions(bool read_all = false) {
   EngineOptions options;
+  // What Open reads of the log by the map: no clean-close checkpoint (checkpoint_test.cc).
+  options.checkpoint_at_close = false;
   options.segment_bytes = kPagesPerSegment * kPageBytes;
   options.shard_count = 1;
   options.page_buffers_per_shard = 16;

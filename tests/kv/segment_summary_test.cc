@@ -225,6 +225,8 @@ EngineOptions StoreOptions(IndexMode mode, bool read_all = false) {
   options.background_compaction = false;
   options.index_mode = mode;
   options.recovery_reads_all = read_all;
+  // These tests are about what Open reads without a checkpoint (checkpoint_test.cc has those).
+  options.checkpoint_at_close = false;
   return options;
 }
 

@@ -225,11 +225,12 @@ Outcome RunStats(const Context& context) {
                                       "compaction, %d pages unreadable (check names them)",
                                       s.segments_retained, s.compaction_damaged_pages,
                                       s.unreadable_pages));
-  table.Row("recovery", absl::StrFormat("%d pages scanned, %d free segments not read, %d map "
-                                        "pages damaged, %d segments read by summary, %d "
+  table.Row("recovery", absl::StrFormat("%s, %d pages scanned, %d free segments not read, %d "
+                                        "map pages damaged, %d segments read by summary, %d "
                                         "summaries unused, %d records, %d torn batches "
                                         "discarded, %d damaged pages skipped, %s of table at "
                                         "most, %.3f s",
+                                        s.recovery_source(),
                                         s.recovery_pages_scanned, s.recovery_segments_skipped,
                                         s.recovery_map_pages_damaged,
                                         s.recovery_segments_summarized,

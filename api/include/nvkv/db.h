@@ -269,10 +269,12 @@ class DB {
   // Counters and configuration in force. After Close(): as they were when Close() began.
   Stats GetStats();
 
-  // Flushes every write, writes the summaries of the segments being filled (so that the next
-  // Open reads summaries instead of segments), stops the background threads, and releases the
-  // path (another Open may then succeed). Every later call fails with kFailedPrecondition, including a second
-  // Close(). An error means the last writes may not be durable.
+  // Flushes every write, writes the summaries of the segments being filled, stops the background
+  // threads, writes a checkpoint of the index (so that the next Open reads that instead of the
+  // log: kv/FORMAT.md "Checkpoint"), and releases the path (another Open may then succeed).
+  // Every later call fails with kFailedPrecondition, including a second Close(). An error means
+  // the last writes may not be durable, unless it says the checkpoint failed after every write
+  // was durable (the next Open then reads the log).
   // REQUIRES: no other call on this DB is in progress.
   absl::Status Close();
 

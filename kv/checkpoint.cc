@@ -1,0 +1,480 @@
+// The clean-close checkpoint (checkpoint.h).
+#include "kv/checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "kv/key_hash.h"
+#include "kv/location.h"
+#include "storage/base/check.h"
+#include "storage/base/status_macros.h"
+
+namespace nvkv::kv {
+namespace {
+
+// Hands the checkpoint's stream, in order, to `out.Append(bytes, count)`; returns how many
+// segments it saved. `header` goes first as given.
+template <typename Out>
+uint64_t EmitStream(Out& out, const CheckpointHeader& header, const CheckpointOptions& options,
+                    const CheckpointGlobals& globals, SegmentTable& segments,
+                    const std::vector<std::unique_ptr<Shard>>& shards) {
+  out.Append(&header, sizeof(header));
+  globals.dropped->ForEach([&](uint64_t first, uint64_t last) {
+    const CheckpointRange range{first, last};
+    out.Append(&range, sizeof(range));
+  });
+  uint64_t saved_segments = 0;
+  segments.ForEachSaved([&](const SegmentTable::SavedSegment& saved) {
+    out.Append(&saved.fields, sizeof(saved.fields));
+    out.Append(saved.tombstones.data(), saved.tombstones.size() * sizeof(CheckpointTombstone));
+    out.Append(saved.filter.data(), saved.filter.size() * sizeof(uint64_t));
+    ++saved_segments;
+  });
+  for (const auto& shard : shards) {
+    absl::MutexLock lock(&shard->mu);
+    const CheckpointShard saved{shard->index->stats().entries, shard->stale_entries};
+    out.Append(&saved, sizeof(saved));
+    shard->index->ForEachSaved([&](std::string_view key, uint64_t word) {
+      if (!options.ordered) {
+        out.Append(&word, sizeof(word));
+        return;
+      }
+      const CheckpointOrderedEntry entry{word, static_cast<uint32_t>(key.size()), 0};
+      out.Append(&entry, sizeof(entry));
+      out.Append(key.data(), key.size());
+    });
+  }
+  return saved_segments;
+}
+
+// Counts the stream's bytes.
+struct CountingOut {
+  uint64_t bytes = 0;
+  void Append(const void*, size_t count) { bytes += count; }
+};
+
+// Where page `k` of a checkpoint goes: segment `k / log_pages` of its list, at the same page
+// within it as `k % log_pages`.
+uint32_t PlaceInSegment(const Geometry& g, uint64_t k) {
+  return static_cast<uint32_t>(k % g.log_pages());
+}
+
+// Cuts the stream into kCheckpoint pages and writes them, a chunk's worth of consecutive pages
+// at a time.
+class PageOut {
+ public:
+  PageOut(const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
+          const storage::Buffer& chunk, const std::vector<uint64_t>& segments, uint64_t generation)
+      : options_(options),
+        g_(geometry),
+        device_(device),
+        chunk_(chunk),
+        pages_per_chunk_(chunk.bytes / geometry.page_bytes),
+        segments_(segments),
+        generation_(generation) {
+    pending_.reserve(g_.payload_bytes());
+  }
+
+  void Append(const void* data, size_t count) {
+    const char* bytes = static_cast<const char*>(data);
+    while (count > 0) {
+      const size_t take = std::min<size_t>(count, g_.payload_bytes() - pending_.size());
+      pending_.append(bytes, take);
+      bytes += take;
+      count -= take;
+      written_ += take;
+      if (pending_.size() == g_.payload_bytes()) EndPage();
+    }
+  }
+
+  // Writes what is left; the status of every write.
+  absl::Status Finish() {
+    if (!pending_.empty()) EndPage();
+    WriteRun();
+    return status_;
+  }
+  uint64_t written() const { return written_; }
+
+ private:
+  void EndPage() {
+    const uint64_t k = pages_++;
+    NVKV_CHECK(k / g_.log_pages() < segments_.size());
+    const uint32_t in_segment = PlaceInSegment(g_, k);
+    const uint64_t page_number = g_.FirstPageOf(segments_[k / g_.log_pages()]) + in_segment;
+    if (run_pages_ == pages_per_chunk_ || (run_pages_ > 0 && in_segment == 0)) WriteRun();
+    if (run_pages_ == 0) run_first_ = page_number;
+    PageBuilder builder;
+    builder.Start(chunk_.data + size_t{run_pages_} * g_.page_bytes, g_, PageType::kCheckpoint,
+                  generation_, in_segment, /*head_sequence=*/k);
+    builder.AddContinuation(pending_);
+    builder.Finish(options_.store_seed, page_number);
+    ++run_pages_;
+    pending_.clear();
+  }
+
+  void WriteRun() {
+    if (run_pages_ > 0 && status_.ok()) {
+      status_ = storage::WriteBlocks(device_, run_first_ * options_.blocks_per_page,
+                                     run_pages_ * options_.blocks_per_page, chunk_, /*fua=*/false);
+    }
+    run_pages_ = 0;
+  }
+
+  const CheckpointOptions& options_;
+  const Geometry& g_;
+  storage::Device& device_;
+  const storage::Buffer& chunk_;
+  const uint32_t pages_per_chunk_;
+  const std::vector<uint64_t>& segments_;
+  const uint64_t generation_;
+  std::string pending_;  // the payload of the page being filled
+  uint64_t pages_ = 0;   // pages cut so far
+  uint64_t written_ = 0;
+  uint64_t run_first_ = 0;  // page number of the chunk's first page
+  uint32_t run_pages_ = 0;  // pages in the chunk, not yet written
+  absl::Status status_;
+};
+
+// Reads the stream back from the checkpoint's pages, verifying each as it is loaded.
+class PageIn {
+ public:
+  PageIn(const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
+         const storage::Buffer& chunk, const std::vector<CheckpointPlace>& places)
+      : options_(options),
+        g_(geometry),
+        device_(device),
+        chunk_(chunk),
+        pages_per_chunk_(chunk.bytes / geometry.page_bytes),
+        places_(places) {
+    for (const CheckpointPlace& place : places) total_pages_ += place.pages;
+  }
+
+  // Copies the next `count` bytes of the stream to `out`; false once a page fails (status()).
+  bool Read(void* out, size_t count) {
+    uint8_t* to = static_cast<uint8_t*>(out);
+    while (count > 0) {
+      if (at_ == used_ && !NextPage()) return false;
+      const size_t take = std::min<size_t>(count, used_ - at_);
+      std::memcpy(to, page_ + sizeof(PageHeader) + at_, take);
+      to += take;
+      count -= take;
+      at_ += take;
+      consumed_ += take;
+    }
+    return true;
+  }
+
+  // The header says the stream has `bytes`: the map's places must hold exactly its pages.
+  absl::Status Expect(uint64_t bytes) {
+    const uint64_t payload = g_.payload_bytes();
+    const uint64_t pages = (bytes + payload - 1) / payload;
+    if (bytes < sizeof(CheckpointHeader) || pages != total_pages_) {
+      return absl::DataLossError(absl::StrCat("checkpoint: ", bytes, " bytes, but the map gives it ",
+                                              total_pages_, " pages"));
+    }
+    for (size_t i = 0; i + 1 < places_.size(); ++i) {
+      if (places_[i].pages != g_.log_pages()) {
+        return absl::DataLossError(absl::StrCat("checkpoint: segment ", places_[i].segment,
+                                                " holds ", places_[i].pages,
+                                                " of its pages, not a whole segment's"));
+      }
+    }
+    stream_bytes_ = bytes;
+    return CheckUsed();
+  }
+
+  uint64_t consumed() const { return consumed_; }
+  uint64_t pages() const { return loaded_; }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  bool Fail(uint64_t page_number, const std::string& why) {
+    status_ = absl::DataLossError(absl::StrCat("checkpoint page ", page_number, ": ", why));
+    return false;
+  }
+
+  // Loads the stream's next page (reading the next run when the chunk is used up) and verifies
+  // it belongs there.
+  bool NextPage() {
+    if (!status_.ok()) return false;
+    if (k_ == total_pages_) {
+      status_ = absl::DataLossError("checkpoint: the stream runs past its last page");
+      return false;
+    }
+    if (k_ == run_end_ && !ReadRun()) return false;
+    const uint64_t page_number = PageNumber(k_);
+    page_ = chunk_.data + size_t(k_ - run_start_) * g_.page_bytes;
+    const absl::StatusOr<PageHeader> header =
+        VerifyPage(page_, g_, options_.store_seed, page_number);
+    if (!header.ok()) return Fail(page_number, std::string(header.status().message()));
+    if (header->type != static_cast<uint8_t>(PageType::kCheckpoint)) {
+      return Fail(page_number, absl::StrCat("not a checkpoint page (type ", header->type, ")"));
+    }
+    if (k_ == 0) generation_ = GenerationOf(*header);
+    if (GenerationOf(*header) != generation_ || header->head_sequence != k_ ||
+        header->page_in_segment != PlaceInSegment(g_, k_)) {
+      return Fail(page_number, "belongs to another checkpoint, or another place in it");
+    }
+    used_ = header->used_bytes;
+    at_ = 0;
+    ++k_;
+    ++loaded_;
+    if (stream_bytes_ > 0 && !CheckUsed().ok()) return false;
+    return true;
+  }
+
+  // Every page but the last is full, and the last holds the stream's rest.
+  absl::Status CheckUsed() {
+    const uint64_t payload = g_.payload_bytes();
+    const uint64_t k = k_ - 1;  // the page loaded last
+    const uint64_t expected = k + 1 < total_pages_ ? payload : stream_bytes_ - k * payload;
+    if (used_ != expected) {
+      status_ = absl::DataLossError(absl::StrCat("checkpoint page ", PageNumber(k), ": holds ",
+                                                 used_, " bytes where ", expected,
+                                                 " belong"));
+    }
+    return status_;
+  }
+
+  uint64_t PageNumber(uint64_t k) const {
+    return g_.FirstPageOf(places_[k / g_.log_pages()].segment) + PlaceInSegment(g_, k);
+  }
+
+  // Reads pages k_.. of one segment, as many as the chunk holds.
+  bool ReadRun() {
+    const uint64_t in_segment = k_ % g_.log_pages();
+    const uint64_t left = places_[k_ / g_.log_pages()].pages - in_segment;
+    const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(left, pages_per_chunk_));
+    status_ = storage::ReadBlocks(device_, PageNumber(k_) * options_.blocks_per_page,
+                                  count * options_.blocks_per_page, chunk_);
+    if (!status_.ok()) {
+      status_ = absl::DataLossError(absl::StrCat("checkpoint page ", PageNumber(k_),
+                                                 ": cannot be read: ", status_.message()));
+      return false;
+    }
+    run_start_ = k_;
+    run_end_ = k_ + count;
+    return true;
+  }
+
+  const CheckpointOptions& options_;
+  const Geometry& g_;
+  storage::Device& device_;
+  const storage::Buffer& chunk_;
+  const uint32_t pages_per_chunk_;
+  const std::vector<CheckpointPlace>& places_;
+  uint64_t total_pages_ = 0;
+  uint64_t stream_bytes_ = 0;  // once the header is read
+  uint64_t k_ = 0;             // the next page to load
+  uint64_t run_start_ = 0, run_end_ = 0;  // pages in the chunk
+  uint64_t generation_ = 0;
+  const uint8_t* page_ = nullptr;  // the page loaded last
+  uint32_t used_ = 0, at_ = 0;     // its payload bytes, and how many were read
+  uint64_t consumed_ = 0;
+  uint64_t loaded_ = 0;
+  absl::Status status_;
+};
+
+// Reads a checkpoint's stream and fills the indexes and the table (LoadCheckpoint).
+class Loader {
+ public:
+  Loader(const CheckpointOptions& options, const Geometry& geometry, PageIn& in,
+         const std::vector<CheckpointPlace>& places, const std::vector<bool>& map_in_use,
+         SegmentTable& segments, const std::vector<std::unique_ptr<Shard>>& shards)
+      : options_(options),
+        g_(geometry),
+        in_(in),
+        places_(places),
+        map_in_use_(map_in_use),
+        segments_(segments),
+        shards_(shards),
+        restored_(geometry.segment_count, false) {}
+
+  absl::StatusOr<LoadedCheckpoint> Run() {
+    CheckpointHeader header;
+    if (!in_.Read(&header, sizeof(header))) return in_.status();
+    NVKV_RETURN_IF_ERROR(in_.Expect(header.stream_bytes));
+    const uint64_t most = header.stream_bytes;  // no count of anything may exceed it
+    if (header.segment_count != places_.size()) {
+      return Refuse(absl::StrCat("it takes ", header.segment_count, " segments; the map names ",
+                                 places_.size()));
+    }
+    if (header.shard_count != shards_.size()) {
+      return Refuse(absl::StrCat("written by a store of ", header.shard_count,
+                                 " shards; this one has ", shards_.size()));
+    }
+    if (((header.flags & kCheckpointOrdered) != 0) != options_.ordered) {
+      return Refuse("written in the other index mode");
+    }
+    if (header.store_segments != g_.segment_count ||
+        header.filter_probes != segments_.filter_probes() || header.next_sequence == 0 ||
+        header.next_generation == 0 || header.dropped_ranges > most ||
+        header.saved_segments > g_.segment_count) {
+      return Refuse("its header does not fit this store");
+    }
+    LoadedCheckpoint loaded;
+    loaded.next_sequence = header.next_sequence;
+    loaded.next_generation = header.next_generation;
+    for (uint64_t i = 0; i < header.dropped_ranges; ++i) {
+      CheckpointRange range;
+      if (!in_.Read(&range, sizeof(range))) return in_.status();
+      if (range.first == 0 || range.first > range.last) return Refuse("a range of no sequences");
+      loaded.dropped.Add(range.first, range.last);
+    }
+    NVKV_RETURN_IF_ERROR(LoadSegments(header.saved_segments, most));
+    for (const auto& shard : shards_) NVKV_RETURN_IF_ERROR(LoadShard(*shard, most));
+    if (in_.consumed() != header.stream_bytes) return Refuse("bytes after its last entry");
+    loaded.pages = in_.pages();
+    return loaded;
+  }
+
+ private:
+  absl::Status Refuse(const std::string& why) {
+    return absl::DataLossError(absl::StrCat("checkpoint: ", why));
+  }
+
+  absl::Status LoadSegments(uint64_t count, uint64_t most) {
+    SegmentTable::SavedSegment saved;
+    for (uint64_t i = 0; i < count; ++i) {
+      CheckpointSegment& f = saved.fields;
+      if (!in_.Read(&f, sizeof(f))) return in_.status();
+      if (f.segment >= g_.segment_count || f.tombstone_samples > most || f.filter_words > most) {
+        return Refuse("a segment record of sizes no store has");
+      }
+      if (!map_in_use_[f.segment]) {
+        return Refuse(absl::StrCat("it says segment ", f.segment,
+                                   " holds a log, which the map does not"));
+      }
+      saved.tombstones.resize(f.tombstone_samples);
+      saved.filter.resize(f.filter_words);
+      if (!in_.Read(saved.tombstones.data(), saved.tombstones.size() * sizeof(CheckpointTombstone)) ||
+          !in_.Read(saved.filter.data(), saved.filter.size() * sizeof(uint64_t))) {
+        return in_.status();
+      }
+      NVKV_RETURN_IF_ERROR(segments_.RestoreSegment(saved));
+      restored_[f.segment] = true;
+    }
+    for (uint64_t s = 0; s < g_.segment_count; ++s) {
+      if (map_in_use_[s] && !restored_[s]) {
+        return Refuse(absl::StrCat("the map says segment ", s,
+                                   " holds a log, which the checkpoint leaves out"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadShard(Shard& shard, uint64_t most) {
+    CheckpointShard saved;
+    if (!in_.Read(&saved, sizeof(saved))) return in_.status();
+    if (saved.entries > most || saved.stale_entries > saved.entries) {
+      return Refuse("a shard of more entries than it holds");
+    }
+    absl::MutexLock lock(&shard.mu);
+    shard.index->Reserve(saved.entries);
+    std::string key;
+    for (uint64_t i = 0; i < saved.entries; ++i) {
+      uint64_t word = 0;
+      key.clear();
+      if (options_.ordered) {
+        CheckpointOrderedEntry entry;
+        if (!in_.Read(&entry, sizeof(entry))) return in_.status();
+        if (entry.key_bytes == 0 || entry.key_bytes > kMaxKeyBytes) {
+          return Refuse("a key of a size no store writes");
+        }
+        key.resize(entry.key_bytes);
+        if (!in_.Read(key.data(), key.size())) return in_.status();
+        if (ShardIndexFor(HashKey(key), shards_.size()) != shard.id) {
+          return Refuse("a key in another shard's entries");
+        }
+        word = entry.value;
+      } else if (!in_.Read(&word, sizeof(word))) {
+        return in_.status();
+      }
+      const std::optional<uint64_t> value = shard.index->SavedValue(word);
+      if (!value.has_value()) return Refuse("an index entry no index holds");
+      const uint64_t page = Location::FromIndexValue(*value).page;
+      if (page < g_.FirstPageOf(0) || page >= g_.map_first_page() ||
+          g_.PageInSegment(page) >= g_.log_pages() || !restored_[g_.SegmentOf(page)]) {
+        return Refuse(absl::StrCat("an index entry points at page ", page,
+                                   ", outside every log it names"));
+      }
+      const absl::Status restored = shard.index->RestoreEntry(key, word);
+      if (!restored.ok()) return Refuse(std::string(restored.message()));
+    }
+    shard.stale_entries = saved.stale_entries;
+    return absl::OkStatus();
+  }
+
+  const CheckpointOptions& options_;
+  const Geometry& g_;
+  PageIn& in_;
+  const std::vector<CheckpointPlace>& places_;
+  const std::vector<bool>& map_in_use_;
+  SegmentTable& segments_;
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  std::vector<bool> restored_;  // per segment: the checkpoint restored it
+};
+
+}  // namespace
+
+absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& geometry,
+                             storage::Device& device, bool volatile_cache,
+                             const CheckpointGlobals& globals, SegmentTable& segments,
+                             const std::vector<std::unique_ptr<Shard>>& shards) {
+  NVKV_CHECK(globals.dropped != nullptr && globals.next_generation > globals.generation);
+  CheckpointHeader header{};
+  header.shard_count = static_cast<uint32_t>(shards.size());
+  header.flags = options.ordered ? kCheckpointOrdered : 0;
+  header.filter_probes = segments.filter_probes();
+  header.next_sequence = globals.next_sequence;
+  header.next_generation = globals.next_generation;
+  header.store_segments = geometry.segment_count;
+  header.dropped_ranges = globals.dropped->range_count();
+  CountingOut counted;
+  header.saved_segments = EmitStream(counted, header, options, globals, segments, shards);
+  header.stream_bytes = counted.bytes;
+  const uint64_t pages = (counted.bytes + geometry.payload_bytes() - 1) / geometry.payload_bytes();
+  const uint64_t segment_count = (pages + geometry.log_pages() - 1) / geometry.log_pages();
+  header.segment_count = static_cast<uint32_t>(segment_count);
+  const std::vector<uint64_t> taken = segments.FreeSegments(segment_count);
+  if (taken.size() < segment_count) {
+    return absl::ResourceExhaustedError(absl::StrCat("the checkpoint needs ", segment_count,
+                                                     " free segments; ", taken.size(),
+                                                     " are free"));
+  }
+  storage::Buffer chunk = device.buffers().GetChunk();
+  if (!chunk.valid()) return absl::InternalError("no buffer to write the checkpoint from");
+  PageOut out(options, geometry, device, chunk, taken, globals.generation);
+  EmitStream(out, header, options, globals, segments, shards);
+  absl::Status status = out.Finish();
+  device.buffers().PutChunk(chunk);
+  NVKV_CHECK(out.written() == header.stream_bytes);
+  if (status.ok() && volatile_cache) status = storage::FlushDevice(device);
+  if (!status.ok()) return status;
+  for (uint64_t i = 0; i < segment_count; ++i) {
+    const uint64_t in_it = std::min<uint64_t>(geometry.log_pages(), pages - i * geometry.log_pages());
+    segments.MarkCheckpoint(taken[i], static_cast<uint32_t>(i), static_cast<uint32_t>(in_it));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options,
+                                                const Geometry& geometry, storage::Device& device,
+                                                const std::vector<CheckpointPlace>& places,
+                                                const std::vector<bool>& map_in_use,
+                                                SegmentTable& segments,
+                                                const std::vector<std::unique_ptr<Shard>>& shards) {
+  if (places.empty()) return absl::DataLossError("checkpoint: no segment holds it");
+  storage::Buffer chunk = device.buffers().GetChunk();
+  if (!chunk.valid()) return absl::InternalError("no buffer to read the checkpoint into");
+  PageIn in(options, geometry, device, chunk, places);
+  absl::StatusOr<LoadedCheckpoint> loaded =
+      Loader(options, geometry, in, places, map_in_use, segments, shards).Run();
+  device.buffers().PutChunk(chunk);
+  return loaded;
+}
+
+}  // namespace nvkv::kv

@@ -1,0 +1,91 @@
+// The clean-close checkpoint: at a clean Close the engine writes down what recovery would
+// otherwise rebuild from the log (every shard's index entries, what the segment table knows of
+// each segment holding a log, the next sequence and generation, the records of dropped
+// batches), so that the next Open reads that and nothing else (kv/FORMAT.md "Checkpoint").
+//
+// Where: in free segments, pages 0 .. log_pages - 1 of each (the last page keeps its free
+// marker), as a stream of bytes across the payloads of kCheckpoint pages. The segment map marks
+// those segments kCheckpoint, with their order, only once every page is durable.
+//
+// When it counts: it stands for the log as it is at Close, so it may be used only while no log
+// page has been written since. Open writes the segment map before anything else is written, and
+// the map it writes says those segments are free again: a map on the device that names a
+// checkpoint names one that is current. A checkpoint that cannot be read whole, does not verify,
+// or does not agree with itself or with the map is not used: recovery reads the log instead
+// (summaries and segments), which finds the same state.
+//
+// Cost: 8 bytes per index entry in hash mode (16 and the key in ordered mode), ~100 bytes per
+// segment holding a log and its key filter (2.5-8 bytes per put it holds). Open reads it in
+// chunk-sized runs and fills the indexes as it goes: no table of every key beside the index.
+#ifndef NVKV_KV_CHECKPOINT_H_
+#define NVKV_KV_CHECKPOINT_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kv/page_format.h"
+#include "kv/segment_table.h"
+#include "kv/sequence_ranges.h"
+#include "kv/shard.h"
+#include "storage/device.h"
+
+namespace nvkv::kv {
+
+struct CheckpointOptions {
+  uint64_t store_seed = 0;
+  uint32_t blocks_per_page = 1;
+  bool ordered = false;  // the index mode
+};
+
+// What Close knows beside the shards and the segment table.
+struct CheckpointGlobals {
+  uint64_t next_sequence = 0;  // the engine's: above every record's
+  uint64_t generation = 0;     // a fresh one, for the checkpoint's pages
+  uint64_t next_generation = 0;  // above `generation`
+  const SequenceRanges* dropped = nullptr;  // records of batches recovery dropped
+};
+
+// Writes the checkpoint of `shards` and `segments` into free segments through `device` (a queue
+// with chunk buffers), makes it durable (a flush when the device has a volatile cache), and
+// marks its segments in the map; the caller then writes the map, which makes it count. The
+// engine is closing: nothing else may change the shards or the table. kResourceExhausted when
+// the free segments cannot hold it (nothing marked); device errors.
+absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& geometry,
+                             storage::Device& device, bool volatile_cache,
+                             const CheckpointGlobals& globals, SegmentTable& segments,
+                             const std::vector<std::unique_ptr<Shard>>& shards);
+
+// One segment of a checkpoint as the map names it.
+struct CheckpointPlace {
+  uint64_t segment = 0;
+  uint32_t pages = 0;  // pages of the checkpoint written there
+};
+
+// What Open takes from a checkpoint besides the indexes and the table.
+struct LoadedCheckpoint {
+  uint64_t next_sequence = 0;
+  uint64_t next_generation = 0;
+  SequenceRanges dropped;
+  uint64_t pages = 0;  // pages read
+};
+
+// Reads the checkpoint whose segments the map names (`places`, in their order) and fills the
+// empty indexes of `shards` and the table `segments` as it reads. `map_in_use` says, per
+// segment, whether the map says it holds a log: the checkpoint must name exactly those.
+// kDataLoss, saying what is wrong, when it cannot be used (a page that fails to read or verify,
+// content that disagrees with itself or the map, a different shard count or index mode): the
+// indexes and the table are then partly filled, and the caller must make them anew before it
+// reads the log instead.
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options,
+                                                const Geometry& geometry, storage::Device& device,
+                                                const std::vector<CheckpointPlace>& places,
+                                                const std::vector<bool>& map_in_use,
+                                                SegmentTable& segments,
+                                                const std::vector<std::unique_ptr<Shard>>& shards);
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_CHECKPOINT_H_

@@ -1,0 +1,319 @@
+// The clean-close checkpoint (kv/checkpoint.h): after a clean Close, Open reads it and nothing
+// else and finds the state the log gives; the Open that read it retires it before anything is
+// written, so a crash later never brings it back; a checkpoint that does not verify, or was
+// written for another shape of store, is set aside and the log read instead; and a segment whose
+// free pages a checkpoint took brings no stale log back.
+#include "kv/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kv/engine.h"
+#include "kv/page_format.h"
+#include "kv/segment_scan.h"
+#include "storage/mem_device.h"
+#include "tests/testutil/status_matchers.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
+using storage::MemDevice;
+using storage::MemDeviceOptions;
+using storage::MemStorage;
+
+constexpr uint32_t kPageBytes = 4096;
+constexpr uint32_t kPagesPerSegment = 16;
+constexpr uint64_t kSegments = 64;
+
+MemDeviceOptions MemOptions() {
+  MemDeviceOptions options;
+  options.lba_bytes = kPageBytes;
+  options.lba_count =
+      kSuperblockPages + kSegments * kPagesPerSegment + MapPagesFor(kSegments, kPageBytes);
+  options.volatile_write_cache = true;
+  return options;
+}
+
+struct Shape {
+  std::optional<IndexMode> mode;  // the test's by default
+  uint32_t shards = 2;
+  bool read_all = false;
+};
+
+EngineOptions StoreOptions(const Shape& shape, IndexMode mode) {
+  EngineOptions options;
+  options.segment_bytes = kPagesPerSegment * kPageBytes;
+  options.summary_min_segment_pages = 0;
+  options.shard_count = shape.shards;
+  options.page_buffers_per_shard = 16;
+  options.background_compaction = false;
+  options.index_mode = shape.mode.value_or(mode);
+  options.recovery_reads_all = shape.read_all;
+  return options;
+}
+
+// A copy of the bytes of `storage`: what a crash at this moment would leave.
+std::shared_ptr<MemStorage> CopyOf(const MemStorage& storage) {
+  auto copy = MemStorage::Create(storage.lba_bytes(), storage.lba_count());
+  EXPECT_THAT(copy, IsOk());
+  const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
+  (*copy)->Write(0, storage.lba_count(), bytes.data());
+  return *copy;
+}
+
+class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
+ protected:
+  void SetUp() override {
+    auto created = MemDevice::Create(MemOptions());
+    ASSERT_THAT(created, IsOk());
+    storage_ = (*created)->storage();
+    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions({}, GetParam()));
+    ASSERT_THAT(engine, IsOk());
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+
+  absl::StatusOr<std::unique_ptr<Engine>> Open(const std::shared_ptr<MemStorage>& storage,
+                                               const Shape& shape = {}) {
+    auto device = MemDevice::Open(storage, MemOptions());
+    if (!device.ok()) return device.status();
+    return Engine::OpenOnDevice(std::move(*device), StoreOptions(shape, GetParam()));
+  }
+
+  // Round `round` of writes: puts, overwrites of a third of the keys, deletes and batches, some
+  // durable, some not.
+  void Write(Engine& engine, int round) {
+    for (int k = 0; k < 150; ++k) {
+      if (round > 0 && k % 3 != round % 3) continue;
+      const std::string key = absl::StrCat("key", k);
+      const std::string value =
+          absl::StrCat("r", round, "-", std::string(300 + k * 7 % 900, static_cast<char>('a' + k % 26)));
+      WriteOp op{false, key, value};
+      ASSERT_THAT(engine.Write(std::span<const WriteOp>(&op, 1), k % 5 == 0), IsOk());
+      expected_[key] = value;
+      deleted_.erase(key);
+    }
+    for (int k = round; k < 150; k += 11) {
+      const std::string gone = absl::StrCat("key", k), added = absl::StrCat("batch", round, "-", k);
+      WriteOp ops[2] = {{true, gone, ""}, {false, added, "in a batch"}};
+      ASSERT_THAT(engine.Write(std::span<const WriteOp>(ops, 2), k % 2 == 0), IsOk());
+      expected_.erase(gone);
+      deleted_.insert(gone);
+      expected_[added] = "in a batch";
+    }
+  }
+
+  void ExpectAll(Engine& engine) {
+    for (const auto& [key, value] : expected_) {
+      absl::StatusOr<std::string> got = engine.Get(key);
+      ASSERT_THAT(got, IsOk()) << key;
+      ASSERT_EQ(*got, value) << key;
+    }
+    for (const std::string& key : deleted_) {
+      ASSERT_THAT(engine.Get(key), StatusIs(absl::StatusCode::kNotFound)) << key;
+    }
+  }
+
+  void ExpectCheckFindsNothing(Engine& engine) {
+    absl::StatusOr<CheckReport> report = engine.Check();
+    ASSERT_THAT(report, IsOk());
+    EXPECT_TRUE(report->problems.empty()) << ::testing::PrintToString(report->problems);
+  }
+
+  // Writes two rounds and closes cleanly; returns the stats the engine had before Close.
+  EngineStats WriteAndClose() {
+    auto engine = Open(storage_);
+    EXPECT_THAT(engine, IsOk());
+    if (!engine.ok()) return {};
+    Write(**engine, 0);
+    Write(**engine, 1);
+    const EngineStats before = (*engine)->Stats();
+    EXPECT_THAT((*engine)->Close(), IsOk());
+    return before;
+  }
+
+  // The pages of the checkpoint that the segment map on `storage` names, in its order.
+  std::vector<uint64_t> CheckpointPages(const MemStorage& storage) const {
+    const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
+    absl::StatusOr<Superblock> superblock = DecodeSuperblock(bytes.data(), kPageBytes);
+    EXPECT_THAT(superblock, IsOk());
+    const Geometry g = GeometryOf(*superblock);
+    const uint64_t seed = StoreSeed(superblock->store_id);
+    std::map<uint32_t, std::pair<uint64_t, uint32_t>> places;  // place -> segment, pages
+    const uint32_t per_page = MapEntriesPerPage(kPageBytes);
+    for (uint64_t s = 0; s < g.segment_count; ++s) {
+      const uint64_t map_page = g.map_first_page() + s / per_page;
+      const SegmentMapEntry* entries = nullptr;
+      EXPECT_THAT(DecodeMapPage(bytes.data() + map_page * kPageBytes, g, seed, map_page, &entries),
+                  IsOk());
+      const SegmentMapEntry& entry = entries[s % per_page];
+      if (entry.state == static_cast<uint8_t>(MapState::kCheckpoint)) {
+        places[entry.summary_first] = {s, entry.summary_pages};
+      }
+    }
+    std::vector<uint64_t> pages;
+    for (const auto& [place, where] : places) {
+      for (uint32_t i = 0; i < where.second; ++i) pages.push_back(g.FirstPageOf(where.first) + i);
+    }
+    return pages;
+  }
+
+  std::shared_ptr<MemStorage> storage_;
+  std::map<std::string, std::string> expected_;
+  std::set<std::string> deleted_;
+};
+
+TEST_P(CheckpointTest, ACleanCloseLeavesACheckpointThatOpenReadsAlone) {
+  const EngineStats before = WriteAndClose();
+  const std::vector<uint64_t> pages = CheckpointPages(*storage_);
+  ASSERT_FALSE(pages.empty());
+  const std::shared_ptr<MemStorage> as_closed = CopyOf(*storage_);
+  auto engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  const EngineStats stats = (*engine)->Stats();
+  EXPECT_EQ(stats.recovery_from_checkpoint, 1u);
+  EXPECT_EQ(stats.recovery_checkpoints_unused, 0u);
+  EXPECT_EQ(stats.recovery_segments_summarized, 0u);
+  EXPECT_EQ(stats.recovery_pages_scanned, pages.size());  // the checkpoint, nothing else
+  // The engine's state as it was at Close.
+  EXPECT_EQ(stats.live_keys, before.live_keys);
+  EXPECT_EQ(stats.live_bytes, before.live_bytes);
+  EXPECT_EQ(stats.stale_entries, before.stale_entries);
+  EXPECT_EQ(stats.segments_free, before.segments_free);
+  ExpectAll(**engine);
+  ExpectCheckFindsNothing(**engine);
+  // New writes go on above every sequence it named.
+  Write(**engine, 2);
+  ExpectAll(**engine);
+  ASSERT_THAT((*engine)->Close(), IsOk());
+  engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  ExpectAll(**engine);
+  // Reading every segment of the store as it was closed finds the same.
+  auto read_all = Open(as_closed, Shape{.mode = std::nullopt, .read_all = true});
+  ASSERT_THAT(read_all, IsOk());
+  EXPECT_EQ((*read_all)->Stats().recovery_from_checkpoint, 0u);
+  EXPECT_EQ((*read_all)->Stats().live_keys, before.live_keys);
+}
+
+// The checkpoint stands for the log as it was at Close: once anything is written it is wrong.
+// The Open that reads it writes the map whole before any write (the checkpoint's segments free
+// again), so a crash after later writes recovers them from the log.
+TEST_P(CheckpointTest, TheOpenThatReadsACheckpointRetiresItBeforeAnyWrite) {
+  WriteAndClose();
+  ASSERT_FALSE(CheckpointPages(*storage_).empty());
+  auto engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  EXPECT_TRUE(CheckpointPages(*storage_).empty()) << "the map still names the checkpoint";
+  Write(**engine, 2);
+  ASSERT_THAT((*engine)->Flush(), IsOk());
+  // A crash now: no Close.
+  auto crashed = Open(CopyOf(*storage_));
+  ASSERT_THAT(crashed, IsOk());
+  EXPECT_EQ((*crashed)->Stats().recovery_from_checkpoint, 0u);
+  EXPECT_EQ((*crashed)->Stats().recovery_checkpoints_unused, 0u);
+  ExpectAll(**crashed);
+}
+
+// A damaged page, first or last (when most entries are in the indexes already), sets the whole
+// checkpoint aside: the indexes and the segment table are made anew from the log.
+TEST_P(CheckpointTest, ADamagedCheckpointIsSetAsideAndTheLogRead) {
+  const EngineStats before = WriteAndClose();
+  const std::vector<uint64_t> pages = CheckpointPages(*storage_);
+  ASSERT_FALSE(pages.empty());
+  for (const uint64_t page : {pages.front(), pages.back()}) {
+    SCOPED_TRACE(absl::StrCat("page ", page, " damaged"));
+    const std::shared_ptr<MemStorage> damaged = CopyOf(*storage_);
+    damaged->Corrupt(page * kPageBytes + kPageBytes - 100, 1);
+    auto engine = Open(damaged);
+    ASSERT_THAT(engine, IsOk());
+    const EngineStats stats = (*engine)->Stats();
+    EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
+    EXPECT_EQ(stats.recovery_checkpoints_unused, 1u);
+    EXPECT_GT(stats.recovery_segments_summarized, 0u);
+    EXPECT_EQ(stats.live_keys, before.live_keys);
+    ExpectAll(**engine);
+    ExpectCheckFindsNothing(**engine);
+  }
+}
+
+// A checkpoint written by a store of another shard count, or in the other index mode, is set
+// aside too: the log gives what the new shape needs.
+TEST_P(CheckpointTest, ACheckpointOfAnotherShapeIsSetAside) {
+  WriteAndClose();
+  const IndexMode other = GetParam() == IndexMode::kHash ? IndexMode::kOrdered : IndexMode::kHash;
+  for (const Shape& shape : {Shape{.mode = std::nullopt, .shards = 3}, Shape{.mode = other}}) {
+    auto engine = Open(CopyOf(*storage_), shape);
+    ASSERT_THAT(engine, IsOk());
+    EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 0u);
+    EXPECT_EQ((*engine)->Stats().recovery_checkpoints_unused, 1u);
+    ExpectAll(**engine);
+  }
+}
+
+TEST_P(CheckpointTest, AnOpenThatReadsEverySegmentIgnoresIt) {
+  WriteAndClose();
+  auto engine = Open(storage_, Shape{.mode = std::nullopt, .read_all = true});
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 0u);
+  ExpectAll(**engine);
+  ExpectCheckFindsNothing(**engine);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CheckpointTest,
+                         ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
+                         [](const auto& info) {
+                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
+                         });
+
+// A free segment holds stale pages of the logs it held before it was freed; its free markers
+// (first and last page) tell them from a new log. A checkpoint written over its first pages
+// must tell them apart as well, even when the last page's marker is lost: the stale log is
+// older than the checkpoint.
+TEST(CheckpointScanTest, CheckpointPagesOverAStaleLogLeaveTheSegmentFree) {
+  Geometry g;
+  g.page_bytes = kPageBytes;
+  g.pages_per_segment = kPagesPerSegment;
+  g.segment_count = 4;
+  constexpr uint64_t kSeed = 77, kSegment = 2, kStaleGeneration = 5, kCheckpointGeneration = 9;
+  std::vector<std::vector<uint8_t>> pages(kPagesPerSegment, std::vector<uint8_t>(kPageBytes, 0));
+  // The stale log: data pages of generation 5, one record each, on pages 0..14.
+  for (uint32_t i = 0; i < g.log_pages(); ++i) {
+    PageBuilder builder;
+    builder.Start(pages[i].data(), g, PageType::kData, kStaleGeneration, i, /*head_sequence=*/i);
+    RecordHeader header{};
+    header.type = static_cast<uint8_t>(RecordType::kPut);
+    header.key_bytes = 4;
+    header.value_bytes = 5;
+    header.sequence = 100 + i;
+    ASSERT_NE(builder.AddRecord(header, "stal", "value"), 0u);
+    builder.Finish(kSeed, g.FirstPageOf(kSegment) + i);
+  }
+  // Two checkpoint pages over its start; the last page (the free marker) unreadable.
+  for (uint32_t i = 0; i < 2; ++i) {
+    PageBuilder builder;
+    builder.Start(pages[i].data(), g, PageType::kCheckpoint, kCheckpointGeneration, i, i);
+    builder.AddContinuation("checkpoint bytes");
+    builder.Finish(kSeed, g.FirstPageOf(kSegment) + i);
+  }
+  int records = 0;
+  const SegmentScanResult scan = ScanSegment(
+      g, kSeed, kSegment, [&](uint32_t i) { return pages[i].data(); },
+      /*assemble_large_values=*/false, [&](const ScannedRecord&) { ++records; });
+  EXPECT_FALSE(scan.in_use) << "the stale log of generation " << scan.generation << " came back";
+  EXPECT_EQ(records, 0);
+  EXPECT_GE(scan.max_generation, kCheckpointGeneration);
+}
+
+}  // namespace
+}  // namespace nvkv::kv
