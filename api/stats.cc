@@ -99,9 +99,12 @@ const char* DurableWritesName(DurableWrites method) {
   return "unknown";
 }
 
-const char* Stats::recovery_source() const {
+std::string Stats::recovery_source() const {
   if (recovery_from_checkpoint != 0) return "from the clean-close checkpoint";
-  if (recovery_checkpoints_unused != 0) return "from the log (its checkpoint was not usable)";
+  if (recovery_checkpoints_unused != 0) {
+    return absl::StrCat("from the log (its checkpoint was not usable: ",
+                        recovery_checkpoint_unused_why, ")");
+  }
   return "from the log";
 }
 
@@ -152,7 +155,7 @@ std::string Stats::ToString() const {
                               "map pages damaged, %u segments read by summary, %u summaries "
                               "unused, %u records, %u batches discarded, "
                               "%u damaged pages skipped, %u bytes of table at most, %.3f s\n",
-                        recovery_source(), recovery_pages_scanned, recovery_segments_skipped,
+                        recovery_source().c_str(), recovery_pages_scanned, recovery_segments_skipped,
                         recovery_map_pages_damaged, recovery_segments_summarized,
                         recovery_summaries_unused, recovery_records, recovery_batches_discarded,
                         recovery_damaged_pages, recovery_table_bytes, recovery_seconds);
@@ -204,6 +207,7 @@ std::string Stats::ToJson() const {
   json.Add("recovery_summaries_unused", recovery_summaries_unused);
   json.Add("recovery_from_checkpoint", recovery_from_checkpoint);
   json.Add("recovery_checkpoints_unused", recovery_checkpoints_unused);
+  json.Add("recovery_checkpoint_unused_why", recovery_checkpoint_unused_why);
   json.Add("recovery_records", recovery_records);
   json.Add("recovery_batches_discarded", recovery_batches_discarded);
   json.Add("recovery_damaged_pages", recovery_damaged_pages);

@@ -15,23 +15,32 @@
 namespace nvkv::kv {
 namespace {
 
-// Hands the checkpoint's stream, in order, to `out.Append(bytes, count)`; returns how many
-// segments it saved. `header` goes first as given.
+// How many ranges and segments a stream holds.
+struct StreamCounts {
+  uint64_t dropped_ranges = 0;
+  uint64_t saved_segments = 0;
+};
+
+// Hands the checkpoint's stream, in order, to `out.Append(bytes, count)`; `header` goes first as
+// given. The ranges of dropped records kept are those the device may still hold records of: none
+// below `oldest`, the oldest sequence of any segment holding a log.
 template <typename Out>
-uint64_t EmitStream(Out& out, const CheckpointHeader& header, const CheckpointOptions& options,
-                    const CheckpointGlobals& globals, SegmentTable& segments,
-                    const std::vector<std::unique_ptr<Shard>>& shards) {
+StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const CheckpointOptions& options,
+                        const CheckpointGlobals& globals, uint64_t oldest, SegmentTable& segments,
+                        const std::vector<std::unique_ptr<Shard>>& shards) {
+  StreamCounts counts;
   out.Append(&header, sizeof(header));
   globals.dropped->ForEach([&](uint64_t first, uint64_t last) {
+    if (last < oldest) return;
     const CheckpointRange range{first, last};
     out.Append(&range, sizeof(range));
+    ++counts.dropped_ranges;
   });
-  uint64_t saved_segments = 0;
   segments.ForEachSaved([&](const SegmentTable::SavedSegment& saved) {
     out.Append(&saved.fields, sizeof(saved.fields));
     out.Append(saved.tombstones.data(), saved.tombstones.size() * sizeof(CheckpointTombstone));
     out.Append(saved.filter.data(), saved.filter.size() * sizeof(uint64_t));
-    ++saved_segments;
+    ++counts.saved_segments;
   });
   for (const auto& shard : shards) {
     absl::MutexLock lock(&shard->mu);
@@ -47,7 +56,7 @@ uint64_t EmitStream(Out& out, const CheckpointHeader& header, const CheckpointOp
       out.Append(key.data(), key.size());
     });
   }
-  return saved_segments;
+  return counts;
 }
 
 // Counts the stream's bytes.
@@ -187,6 +196,8 @@ class PageIn {
   }
 
   uint64_t consumed() const { return consumed_; }
+  // Stream bytes not read yet (once Expect has been given the stream's size).
+  uint64_t remaining() const { return stream_bytes_ - consumed_; }
   uint64_t pages() const { return loaded_; }
   const absl::Status& status() const { return status_; }
 
@@ -297,7 +308,6 @@ class Loader {
     CheckpointHeader header;
     if (!in_.Read(&header, sizeof(header))) return in_.status();
     NVKV_RETURN_IF_ERROR(in_.Expect(header.stream_bytes));
-    const uint64_t most = header.stream_bytes;  // no count of anything may exceed it
     if (header.segment_count != places_.size()) {
       return Refuse(absl::StrCat("it takes ", header.segment_count, " segments; the map names ",
                                  places_.size()));
@@ -309,23 +319,32 @@ class Loader {
     if (((header.flags & kCheckpointOrdered) != 0) != options_.ordered) {
       return Refuse("written in the other index mode");
     }
+    // Every count is checked against the bytes left before anything is sized by it.
     if (header.store_segments != g_.segment_count ||
         header.filter_probes != segments_.filter_probes() || header.next_sequence == 0 ||
-        header.next_generation == 0 || header.dropped_ranges > most ||
-        header.saved_segments > g_.segment_count) {
+        header.next_generation == 0 ||
+        header.dropped_ranges > in_.remaining() / sizeof(CheckpointRange) ||
+        header.saved_segments > std::min<uint64_t>(g_.segment_count,
+                                                   in_.remaining() / sizeof(CheckpointSegment))) {
       return Refuse("its header does not fit this store");
     }
+    header_ = header;
     LoadedCheckpoint loaded;
     loaded.next_sequence = header.next_sequence;
     loaded.next_generation = header.next_generation;
+    uint64_t after = 0;  // ranges come in order, apart: each begins past the last one's end + 1
     for (uint64_t i = 0; i < header.dropped_ranges; ++i) {
       CheckpointRange range;
       if (!in_.Read(&range, sizeof(range))) return in_.status();
-      if (range.first == 0 || range.first > range.last) return Refuse("a range of no sequences");
+      if (range.first <= after || range.first > range.last ||
+          range.last >= header.next_sequence) {
+        return Refuse("its ranges of dropped records are out of order or out of range");
+      }
       loaded.dropped.Add(range.first, range.last);
+      after = range.last + 1;
     }
-    NVKV_RETURN_IF_ERROR(LoadSegments(header.saved_segments, most));
-    for (const auto& shard : shards_) NVKV_RETURN_IF_ERROR(LoadShard(*shard, most));
+    NVKV_RETURN_IF_ERROR(LoadSegments(header.saved_segments));
+    for (const auto& shard : shards_) NVKV_RETURN_IF_ERROR(LoadShard(*shard));
     if (in_.consumed() != header.stream_bytes) return Refuse("bytes after its last entry");
     loaded.pages = in_.pages();
     return loaded;
@@ -336,13 +355,19 @@ class Loader {
     return absl::DataLossError(absl::StrCat("checkpoint: ", why));
   }
 
-  absl::Status LoadSegments(uint64_t count, uint64_t most) {
+  absl::Status LoadSegments(uint64_t count) {
     SegmentTable::SavedSegment saved;
     for (uint64_t i = 0; i < count; ++i) {
       CheckpointSegment& f = saved.fields;
       if (!in_.Read(&f, sizeof(f))) return in_.status();
-      if (f.segment >= g_.segment_count || f.tombstone_samples > most || f.filter_words > most) {
+      if (f.segment >= g_.segment_count ||
+          f.tombstone_samples > SegmentTable::max_tombstone_samples() ||
+          f.filter_words > std::min(segments_.max_filter_words(), in_.remaining() / 8)) {
         return Refuse("a segment record of sizes no store has");
+      }
+      if (f.generation >= header_.next_generation || f.max_sequence >= header_.next_sequence) {
+        return Refuse(absl::StrCat("segment ", f.segment,
+                                   " holds what is newer than the checkpoint"));
       }
       if (!map_in_use_[f.segment]) {
         return Refuse(absl::StrCat("it says segment ", f.segment,
@@ -366,10 +391,12 @@ class Loader {
     return absl::OkStatus();
   }
 
-  absl::Status LoadShard(Shard& shard, uint64_t most) {
+  absl::Status LoadShard(Shard& shard) {
     CheckpointShard saved;
     if (!in_.Read(&saved, sizeof(saved))) return in_.status();
-    if (saved.entries > most || saved.stale_entries > saved.entries) {
+    const uint64_t entry_bytes =
+        options_.ordered ? sizeof(CheckpointOrderedEntry) + 1 : sizeof(uint64_t);
+    if (saved.entries > in_.remaining() / entry_bytes || saved.stale_entries > saved.entries) {
       return Refuse("a shard of more entries than it holds");
     }
     absl::MutexLock lock(&shard.mu);
@@ -415,14 +442,15 @@ class Loader {
   const std::vector<bool>& map_in_use_;
   SegmentTable& segments_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
+  CheckpointHeader header_{};   // once read
   std::vector<bool> restored_;  // per segment: the checkpoint restored it
 };
 
 }  // namespace
 
 absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& geometry,
-                             storage::Device& device, bool volatile_cache,
-                             const CheckpointGlobals& globals, SegmentTable& segments,
+                             storage::Device& device, const CheckpointGlobals& globals,
+                             SegmentTable& segments,
                              const std::vector<std::unique_ptr<Shard>>& shards) {
   NVKV_CHECK(globals.dropped != nullptr && globals.next_generation > globals.generation);
   CheckpointHeader header{};
@@ -432,9 +460,12 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
   header.next_sequence = globals.next_sequence;
   header.next_generation = globals.next_generation;
   header.store_segments = geometry.segment_count;
-  header.dropped_ranges = globals.dropped->range_count();
+  const uint64_t oldest = segments.MinSequenceExcept(UINT64_MAX);
   CountingOut counted;
-  header.saved_segments = EmitStream(counted, header, options, globals, segments, shards);
+  const StreamCounts counts =
+      EmitStream(counted, header, options, globals, oldest, segments, shards);
+  header.dropped_ranges = counts.dropped_ranges;
+  header.saved_segments = counts.saved_segments;
   header.stream_bytes = counted.bytes;
   const uint64_t pages = (counted.bytes + geometry.payload_bytes() - 1) / geometry.payload_bytes();
   const uint64_t segment_count = (pages + geometry.log_pages() - 1) / geometry.log_pages();
@@ -448,11 +479,10 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
   storage::Buffer chunk = device.buffers().GetChunk();
   if (!chunk.valid()) return absl::InternalError("no buffer to write the checkpoint from");
   PageOut out(options, geometry, device, chunk, taken, globals.generation);
-  EmitStream(out, header, options, globals, segments, shards);
-  absl::Status status = out.Finish();
+  EmitStream(out, header, options, globals, oldest, segments, shards);
+  const absl::Status status = out.Finish();
   device.buffers().PutChunk(chunk);
   NVKV_CHECK(out.written() == header.stream_bytes);
-  if (status.ok() && volatile_cache) status = storage::FlushDevice(device);
   if (!status.ok()) return status;
   for (uint64_t i = 0; i < segment_count; ++i) {
     const uint64_t in_it = std::min<uint64_t>(geometry.log_pages(), pages - i * geometry.log_pages());
@@ -468,6 +498,13 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options
                                                 SegmentTable& segments,
                                                 const std::vector<std::unique_ptr<Shard>>& shards) {
   if (places.empty()) return absl::DataLossError("checkpoint: no segment holds it");
+  for (const CheckpointPlace& place : places) {
+    if (place.segment >= geometry.segment_count || place.pages == 0 ||
+        place.pages > geometry.log_pages()) {
+      return absl::DataLossError(absl::StrCat("checkpoint: the map gives segment ", place.segment,
+                                              " ", place.pages, " of its pages"));
+    }
+  }
   storage::Buffer chunk = device.buffers().GetChunk();
   if (!chunk.valid()) return absl::InternalError("no buffer to read the checkpoint into");
   PageIn in(options, geometry, device, chunk, places);

@@ -49,13 +49,14 @@ struct CheckpointGlobals {
 };
 
 // Writes the checkpoint of `shards` and `segments` into free segments through `device` (a queue
-// with chunk buffers), makes it durable (a flush when the device has a volatile cache), and
-// marks its segments in the map; the caller then writes the map, which makes it count. The
-// engine is closing: nothing else may change the shards or the table. kResourceExhausted when
-// the free segments cannot hold it (nothing marked); device errors.
+// with chunk buffers) and marks its segments in the map. The caller then makes the pages durable
+// and only then writes the map, which makes the checkpoint count (the engine's WriteMapAlone
+// flushes before it writes a map page). The engine is closing: nothing else may change the
+// shards or the table. kResourceExhausted when the free segments cannot hold it (nothing
+// written or marked); device errors (nothing marked).
 absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& geometry,
-                             storage::Device& device, bool volatile_cache,
-                             const CheckpointGlobals& globals, SegmentTable& segments,
+                             storage::Device& device, const CheckpointGlobals& globals,
+                             SegmentTable& segments,
                              const std::vector<std::unique_ptr<Shard>>& shards);
 
 // One segment of a checkpoint as the map names it.

@@ -204,9 +204,9 @@ absl::Status Engine::Impl::Recover() {
 absl::Status Engine::Impl::WriteMapAlone(storage::Device& device) {
   if (segment_map_->dirty() && device_info_.volatile_write_cache) {
     // What recovery read may sit in the device's volatile cache (the store was not closed, and
-    // the device kept its power): durable first, so that no map page written below names a
-    // summary or a free segment that a power cut could still take back. (At Close the
-    // checkpoint is flushed already.)
+    // the device kept its power), and at Close the checkpoint's pages: durable first, so that
+    // no map page written below names a summary, a free segment or a checkpoint that a power cut
+    // could still take back.
     absl::Status flushed = storage::FlushDevice(device);
     if (!flushed.ok()) return flushed;
   }
@@ -344,7 +344,9 @@ absl::Status Engine::Impl::Close() {
     }
     writer_->Stop();
     if (status.ok() && !error_.failed() && options_.checkpoint_at_close) {
-      status = WriteCheckpointAtClose();
+      // Every write is durable already. A checkpoint that could not be written (no room, or a
+      // device error) only makes the next Open read the log: Close still succeeds.
+      WriteCheckpointAtClose().IgnoreError();
     }
   }
   if (status.ok() && error_.failed()) status = error_.status();
@@ -369,18 +371,10 @@ absl::Status Engine::Impl::WriteCheckpointAtClose() {
   globals.generation = segments_->NextGeneration();
   globals.next_generation = globals.generation + 1;
   globals.dropped = &recovery_.dropped_batch_records;
-  absl::Status status = WriteCheckpoint(options, geometry_, **queue,
-                                        device_info_.volatile_write_cache, globals, *segments_,
-                                        shards_);
-  if (absl::IsResourceExhausted(status)) return absl::OkStatus();  // the next Open reads the log
+  absl::Status status = WriteCheckpoint(options, geometry_, **queue, globals, *segments_, shards_);
+  // The pages are made durable before the map names them: WriteMapAlone flushes first.
   if (status.ok()) status = WriteMapAlone(**queue);
-  if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrCat("writing the clean-close checkpoint failed (every write is "
-                                     "durable; the next Open reads the log instead): ",
-                                     status.message()));
-  }
-  return absl::OkStatus();
+  return status;
 }
 
 EngineStats Engine::Impl::Stats() {
@@ -431,6 +425,7 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_summaries_unused = recovery_.summaries_unused;
   s.recovery_from_checkpoint = recovery_.from_checkpoint ? 1 : 0;
   s.recovery_checkpoints_unused = recovery_.checkpoint_unused.empty() ? 0 : 1;
+  s.recovery_checkpoint_unused_why = recovery_.checkpoint_unused;
   s.recovery_records = recovery_.records;
   s.recovery_batches_discarded = recovery_.batches_discarded;
   s.recovery_damaged_pages = recovery_.damaged_pages;

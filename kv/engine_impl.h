@@ -177,7 +177,8 @@ class Engine::Impl final {
   // Close's checkpoint writes through too.
   static storage::QueueOptions LargeIoQueueOptions();
   // Close: writes the checkpoint of the indexes and the segment table (checkpoint.h) and the
-  // map pages that name it. Not enough free segments for it: nothing written, OK.
+  // map pages that name it. kResourceExhausted when the free segments cannot hold it; device
+  // errors. Either way every write was durable before, and the next Open reads the log.
   absl::Status WriteCheckpointAtClose();
   absl::Status StartWriter();
   absl::Status StartCompactor();

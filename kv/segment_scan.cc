@@ -48,13 +48,16 @@ bool IdentifyLog(const std::vector<absl::StatusOr<PageHeader>>& headers, LogIden
   const absl::StatusOr<PageHeader>& first = headers[0];
   if (first.ok() && first->type == static_cast<uint8_t>(PageType::kFree)) return false;
   // Logs of generations up to the last page's free marker are from before the segment was freed,
-  // and so are logs older than a checkpoint written over the free segment's pages.
+  // and so are logs of generations below a checkpoint written over the free segment's pages. Not
+  // one of its own generation: a checkpoint whose marks never reached the map (a cut, or a failed
+  // map write, at Close) left no floor above its generation, so the next Open may give that same
+  // generation to a head, whose log is then the newer.
   const absl::StatusOr<PageHeader>& last = headers.back();
   uint64_t freed_at =
       last.ok() && last->type == static_cast<uint8_t>(PageType::kFree) ? GenerationOf(*last) : 0;
   for (const absl::StatusOr<PageHeader>& h : headers) {
-    if (h.ok() && h->type == static_cast<uint8_t>(PageType::kCheckpoint)) {
-      freed_at = std::max(freed_at, GenerationOf(*h));
+    if (h.ok() && h->type == static_cast<uint8_t>(PageType::kCheckpoint) && GenerationOf(*h) > 0) {
+      freed_at = std::max(freed_at, GenerationOf(*h) - 1);
     }
   }
   if (first.ok() && first->type == static_cast<uint8_t>(PageType::kData) &&

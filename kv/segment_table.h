@@ -229,6 +229,9 @@ class SegmentTable {
   // filter whose size is no power of two, too many tombstones, a summary outside the log).
   absl::Status RestoreSegment(const SavedSegment& saved);
   uint32_t filter_probes() const { return probes_; }
+  // The most a SavedSegment may hold: filter words, and tombstone samples.
+  uint64_t max_filter_words() const { return open_filter_words_; }
+  static constexpr uint32_t max_tombstone_samples() { return kTombstoneSamples; }
   // Recovery set aside a checkpoint it had partly restored: every segment free and empty again.
   void ForgetRecovered();
   // Up to `count` free segments, highest first: the checkpoint's, at Close (they stay free).

@@ -128,13 +128,25 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
     EXPECT_TRUE(report->problems.empty()) << ::testing::PrintToString(report->problems);
   }
 
-  // Writes two rounds and closes cleanly; returns the stats the engine had before Close.
-  EngineStats WriteAndClose() {
+  // Writes two rounds (and `small_keys` keys of short values, in batches) and closes cleanly;
+  // returns the stats the engine had before Close.
+  EngineStats WriteAndClose(int small_keys = 0) {
     auto engine = Open(storage_);
     EXPECT_THAT(engine, IsOk());
     if (!engine.ok()) return {};
     Write(**engine, 0);
     Write(**engine, 1);
+    std::vector<std::string> keys;
+    std::vector<WriteOp> ops;
+    for (int k = 0; k < small_keys; ++k) {
+      keys.push_back(absl::StrCat("small", k));
+      if (keys.size() < 100 && k + 1 < small_keys) continue;
+      for (const std::string& key : keys) ops.push_back(WriteOp{false, key, "short"});
+      EXPECT_THAT((*engine)->Write(ops, /*durable=*/false), IsOk());
+      for (const std::string& key : keys) expected_[key] = "short";
+      keys.clear();
+      ops.clear();
+    }
     const EngineStats before = (*engine)->Stats();
     EXPECT_THAT((*engine)->Close(), IsOk());
     return before;
@@ -228,9 +240,9 @@ TEST_P(CheckpointTest, TheOpenThatReadsACheckpointRetiresItBeforeAnyWrite) {
 // A damaged page, first or last (when most entries are in the indexes already), sets the whole
 // checkpoint aside: the indexes and the segment table are made anew from the log.
 TEST_P(CheckpointTest, ADamagedCheckpointIsSetAsideAndTheLogRead) {
-  const EngineStats before = WriteAndClose();
+  const EngineStats before = WriteAndClose(/*small_keys=*/3000);
   const std::vector<uint64_t> pages = CheckpointPages(*storage_);
-  ASSERT_FALSE(pages.empty());
+  ASSERT_GE(pages.size(), 3u);
   for (const uint64_t page : {pages.front(), pages.back()}) {
     SCOPED_TRACE(absl::StrCat("page ", page, " damaged"));
     const std::shared_ptr<MemStorage> damaged = CopyOf(*storage_);
@@ -276,43 +288,68 @@ INSTANTIATE_TEST_SUITE_P(Modes, CheckpointTest,
                            return info.param == IndexMode::kHash ? "Hash" : "Ordered";
                          });
 
-// A free segment holds stale pages of the logs it held before it was freed; its free markers
-// (first and last page) tell them from a new log. A checkpoint written over its first pages
-// must tell them apart as well, even when the last page's marker is lost: the stale log is
-// older than the checkpoint.
-TEST(CheckpointScanTest, CheckpointPagesOverAStaleLogLeaveTheSegmentFree) {
+// Checkpoint pages over a segment, as ScanSegment sees them: pages 0..14 hold a log of
+// `log_generation`, one record each, of which pages [0, checkpoint_pages) were then written over
+// by a checkpoint of `checkpoint_generation`; the last page (the free marker) is lost.
+struct ScanOfOverwrittenLog {
+  SegmentScanResult scan;
+  int records = 0;
+};
+ScanOfOverwrittenLog ScanOverwrittenLog(uint64_t log_generation, uint32_t log_pages,
+                                        uint64_t checkpoint_generation, uint32_t checkpoint_first,
+                                        uint32_t checkpoint_pages) {
   Geometry g;
   g.page_bytes = kPageBytes;
   g.pages_per_segment = kPagesPerSegment;
   g.segment_count = 4;
-  constexpr uint64_t kSeed = 77, kSegment = 2, kStaleGeneration = 5, kCheckpointGeneration = 9;
+  constexpr uint64_t kSeed = 77, kSegment = 2;
   std::vector<std::vector<uint8_t>> pages(kPagesPerSegment, std::vector<uint8_t>(kPageBytes, 0));
-  // The stale log: data pages of generation 5, one record each, on pages 0..14.
-  for (uint32_t i = 0; i < g.log_pages(); ++i) {
+  for (uint32_t i = 0; i < log_pages; ++i) {
     PageBuilder builder;
-    builder.Start(pages[i].data(), g, PageType::kData, kStaleGeneration, i, /*head_sequence=*/i);
+    builder.Start(pages[i].data(), g, PageType::kData, log_generation, i, /*head_sequence=*/i);
     RecordHeader header{};
     header.type = static_cast<uint8_t>(RecordType::kPut);
     header.key_bytes = 4;
     header.value_bytes = 5;
     header.sequence = 100 + i;
-    ASSERT_NE(builder.AddRecord(header, "stal", "value"), 0u);
+    EXPECT_NE(builder.AddRecord(header, "keys", "value"), 0u);
     builder.Finish(kSeed, g.FirstPageOf(kSegment) + i);
   }
-  // Two checkpoint pages over its start; the last page (the free marker) unreadable.
-  for (uint32_t i = 0; i < 2; ++i) {
+  for (uint32_t i = checkpoint_first; i < checkpoint_first + checkpoint_pages; ++i) {
     PageBuilder builder;
-    builder.Start(pages[i].data(), g, PageType::kCheckpoint, kCheckpointGeneration, i, i);
+    builder.Start(pages[i].data(), g, PageType::kCheckpoint, checkpoint_generation, i, i);
     builder.AddContinuation("checkpoint bytes");
     builder.Finish(kSeed, g.FirstPageOf(kSegment) + i);
   }
-  int records = 0;
-  const SegmentScanResult scan = ScanSegment(
+  ScanOfOverwrittenLog result;
+  result.scan = ScanSegment(
       g, kSeed, kSegment, [&](uint32_t i) { return pages[i].data(); },
-      /*assemble_large_values=*/false, [&](const ScannedRecord&) { ++records; });
-  EXPECT_FALSE(scan.in_use) << "the stale log of generation " << scan.generation << " came back";
-  EXPECT_EQ(records, 0);
-  EXPECT_GE(scan.max_generation, kCheckpointGeneration);
+      /*assemble_large_values=*/false, [&](const ScannedRecord&) { ++result.records; });
+  return result;
+}
+
+// A free segment holds stale pages of the logs it held before it was freed; its free markers
+// (first and last page) tell them from a new log. A checkpoint written over its first pages
+// must tell them apart as well, even when the last page's marker is lost: the stale log is
+// older than the checkpoint.
+TEST(CheckpointScanTest, CheckpointPagesOverAStaleLogLeaveTheSegmentFree) {
+  const ScanOfOverwrittenLog found = ScanOverwrittenLog(/*log_generation=*/5, /*log_pages=*/15,
+                                                         /*checkpoint_generation=*/9, 0, 2);
+  EXPECT_FALSE(found.scan.in_use) << "the stale log of generation " << found.scan.generation
+                                  << " came back";
+  EXPECT_EQ(found.records, 0);
+  EXPECT_GE(found.scan.max_generation, 9u);
+}
+
+// A checkpoint whose marks never reached the map left no floor above its generation, so the
+// next Open may give that generation to a head that takes the segment: a log of the
+// checkpoint's own generation, over its first pages, is the newer and holds its records.
+TEST(CheckpointScanTest, ALogOfTheCheckpointsOwnGenerationOverItIsKept) {
+  const ScanOfOverwrittenLog found = ScanOverwrittenLog(/*log_generation=*/9, /*log_pages=*/4,
+                                                         /*checkpoint_generation=*/9, 4, 6);
+  EXPECT_TRUE(found.scan.in_use);
+  EXPECT_EQ(found.scan.generation, 9u);
+  EXPECT_EQ(found.records, 4);
 }
 
 }  // namespace

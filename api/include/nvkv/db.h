@@ -273,8 +273,9 @@ class DB {
   // threads, writes a checkpoint of the index (so that the next Open reads that instead of the
   // log: kv/FORMAT.md "Checkpoint"), and releases the path (another Open may then succeed).
   // Every later call fails with kFailedPrecondition, including a second Close(). An error means
-  // the last writes may not be durable, unless it says the checkpoint failed after every write
-  // was durable (the next Open then reads the log).
+  // the last writes may not be durable. (A checkpoint that cannot be written, for want of free
+  // space or by a device error, is no error: every write is durable before it, and the next
+  // Open reads the log instead.)
   // REQUIRES: no other call on this DB is in progress.
   absl::Status Close();
 

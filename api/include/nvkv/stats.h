@@ -139,6 +139,7 @@ struct Stats {
   // agreeing with the segment map): the log was read instead.
   uint64_t recovery_from_checkpoint = 0;
   uint64_t recovery_checkpoints_unused = 0;
+  std::string recovery_checkpoint_unused_why;  // why it was not used, in one line
   uint64_t recovery_records = 0;
   uint64_t recovery_batches_discarded = 0;  // torn batches dropped whole
   // Damaged pages inside a segment's log that recovery skipped (holes): their records are lost,
@@ -162,8 +163,8 @@ struct Stats {
   // Several lines of "name: value", for people.
   std::string ToString() const;
   // What the last Open's recovery read, in words: "from the clean-close checkpoint", "from the
-  // log", or "from the log (its checkpoint was not usable)".
-  const char* recovery_source() const;
+  // log", or "from the log (its checkpoint was not usable: why)".
+  std::string recovery_source() const;
   // One JSON object with every field above, under the same names ("device" and "ring" nested).
   // Always valid UTF-8: a byte of the path or a note that is not part of well-formed UTF-8 is
   // written \ufffd; numbers that are not finite are written null.
