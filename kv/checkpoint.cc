@@ -491,6 +491,13 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
   return absl::OkStatus();
 }
 
+void MarkCheckpointAgain(const std::vector<CheckpointPlace>& places, SegmentTable& segments) {
+  NVKV_CHECK(segments.segments_taken() == 0);
+  for (size_t i = 0; i < places.size(); ++i) {
+    segments.MarkCheckpoint(places[i].segment, static_cast<uint32_t>(i), places[i].pages);
+  }
+}
+
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options,
                                                 const Geometry& geometry, storage::Device& device,
                                                 const std::vector<CheckpointPlace>& places,

@@ -40,6 +40,12 @@ struct CheckpointOptions {
   bool ordered = false;  // the index mode
 };
 
+// One segment of a checkpoint as the map names it.
+struct CheckpointPlace {
+  uint64_t segment = 0;
+  uint32_t pages = 0;  // pages of the checkpoint written there
+};
+
 // What Close knows beside the shards and the segment table.
 struct CheckpointGlobals {
   uint64_t next_sequence = 0;  // the engine's: above every record's
@@ -59,11 +65,12 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
                              SegmentTable& segments,
                              const std::vector<std::unique_ptr<Shard>>& shards);
 
-// One segment of a checkpoint as the map names it.
-struct CheckpointPlace {
-  uint64_t segment = 0;
-  uint32_t pages = 0;  // pages of the checkpoint written there
-};
+
+// Close, when nothing was written to the log since the Open that read the checkpoint at
+// `places` (SegmentTable::segments_taken() is 0): that checkpoint still stands for the log, and
+// its pages are intact (only a segment taken is written). Marks its segments in the map again;
+// the caller writes the map. A session that only reads thus writes a map page, not the index.
+void MarkCheckpointAgain(const std::vector<CheckpointPlace>& places, SegmentTable& segments);
 
 // What Open takes from a checkpoint besides the indexes and the table.
 struct LoadedCheckpoint {

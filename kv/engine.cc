@@ -362,6 +362,11 @@ absl::Status Engine::Impl::Close() {
 absl::Status Engine::Impl::WriteCheckpointAtClose() {
   absl::StatusOr<std::unique_ptr<storage::Device>> queue = OpenQueue(LargeIoQueueOptions());
   if (!queue.ok()) return queue.status();
+  if (recovery_.from_checkpoint && segments_->segments_taken() == 0) {
+    // Nothing was written since Open read the checkpoint: it stands, and its pages are intact.
+    MarkCheckpointAgain(recovery_.checkpoint, *segments_);
+    return WriteMapAlone(**queue);
+  }
   CheckpointOptions options;
   options.store_seed = store_seed_;
   options.blocks_per_page = blocks_per_page_;

@@ -241,6 +241,7 @@ class Recovery {
       return loaded.status();
     }
     report_.from_checkpoint = true;
+    report_.checkpoint = checkpoint_;
     report_.pages += loaded->pages;
     report_.next_sequence = std::max(loaded->next_sequence, floors_.sequence_floor);
     report_.dropped_batch_records = std::move(loaded->dropped);

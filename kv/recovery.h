@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kv/checkpoint.h"
 #include "kv/page_format.h"
 #include "kv/segment_table.h"
 #include "kv/sequence_ranges.h"
@@ -57,6 +58,7 @@ struct RecoveryReport {
   uint64_t segments_summarized = 0;  // read by their summaries (segment_summary.h)
   uint64_t summaries_unused = 0;     // summaries the map named that did not verify: segments read
   bool from_checkpoint = false;  // it read the clean-close checkpoint and nothing else
+  std::vector<CheckpointPlace> checkpoint;  // where that checkpoint is, in its order
   // Why a checkpoint the map named was not used (the log was read instead); empty when none was
   // named, or it was used.
   std::string checkpoint_unused;

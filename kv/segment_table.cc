@@ -151,6 +151,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   info.state = SegmentState::kOpen;
   Reset(info);
   info.filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
+  taken_.fetch_add(1, std::memory_order_relaxed);
   *generation = next_generation_.fetch_add(1);
   info.generation = *generation;
   return segment;
@@ -214,7 +215,10 @@ std::optional<uint64_t> SegmentTable::PickVictim(CompactionPolicy policy, uint64
   absl::MutexLock lock(&mu_);
   std::optional<uint64_t> best = BestVictim(policy, now_sequence, only_with_garbage,
                                             /*with_writes_in_flight=*/false);
-  if (best) info_[*best].state = SegmentState::kCompacting;
+  if (best) {
+    info_[*best].state = SegmentState::kCompacting;
+    taken_.fetch_add(1, std::memory_order_relaxed);
+  }
   return best;
 }
 

@@ -237,6 +237,47 @@ TEST_P(CheckpointTest, TheOpenThatReadsACheckpointRetiresItBeforeAnyWrite) {
   ExpectAll(**crashed);
 }
 
+// A session that writes nothing leaves the log as the checkpoint it read describes: Close marks
+// that checkpoint again instead of writing the index anew. One that writes gets a new one.
+TEST_P(CheckpointTest, ASessionThatWritesNothingKeepsTheCheckpointItRead) {
+  WriteAndClose();
+  const std::vector<uint64_t> pages = CheckpointPages(*storage_);
+  ASSERT_FALSE(pages.empty());
+  const auto bytes_of = [&](const std::vector<uint64_t>& of) {
+    std::vector<std::vector<uint8_t>> bytes;
+    for (const uint64_t page : of) bytes.push_back(storage_->CopyOut(page, 1));
+    return bytes;
+  };
+  const std::vector<std::vector<uint8_t>> written = bytes_of(pages);
+  {
+    auto engine = Open(storage_);
+    ASSERT_THAT(engine, IsOk());
+    ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    ExpectAll(**engine);
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  EXPECT_EQ(CheckpointPages(*storage_), pages);
+  EXPECT_TRUE(bytes_of(pages) == written) << "the checkpoint was written anew";
+  {
+    auto engine = Open(storage_);
+    ASSERT_THAT(engine, IsOk());
+    EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    ExpectAll(**engine);
+    WriteOp op{false, "one more", "value"};
+    ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), false), IsOk());
+    expected_["one more"] = "value";
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  const std::vector<uint64_t> after_write = CheckpointPages(*storage_);
+  ASSERT_FALSE(after_write.empty());
+  EXPECT_FALSE(after_write == pages && bytes_of(after_write) == written)
+      << "a session that wrote kept the old checkpoint";
+  auto engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  ExpectAll(**engine);
+}
+
 // A damaged page, first or last (when most entries are in the indexes already), sets the whole
 // checkpoint aside: the indexes and the segment table are made anew from the log.
 TEST_P(CheckpointTest, ADamagedCheckpointIsSetAsideAndTheLogRead) {
