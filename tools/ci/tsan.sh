@@ -41,6 +41,7 @@ tests=(
   "event_fd_test *"               # a signal from another thread ends a blocking reap
   "segment_map_test *"            # the writer thread announcing segments to waiting heads
   "segment_summary_test *"        # heads queueing summaries, the writer writing and mapping them
+  "checkpoint_test *"             # Close writing the checkpoint after the writer and compaction stop
 )
 
 CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
