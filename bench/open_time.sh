@@ -2,7 +2,8 @@
 # How long Open takes and how much it reads (issue 13), measured through `nvkv-cli get`, a whole
 # process that opens the store, reads one key and closes it:
 #   1. sparse store files of 1, 16 and 64 GiB holding one key (formatted by nvkv on a file made
-#      with `truncate`: only the pages written take space);
+#      with `truncate`: only the pages written take space), after a clean close, and after
+#      kill -9 of a process updating one record durably;
 #   2. a store of KEYS YCSB records (1 KB values) after a clean close, and after kill -9 of a
 #      process writing to it.
 # Each figure is the median of ROUNDS runs, the page cache dropped before each. Open's own time
@@ -38,7 +39,12 @@ median_get_ms() {
 # recovery_seconds, pages scanned, segments skipped, segments, page bytes of DB's next open.
 recovery_of() {
   drop_caches
-  "$cli" --db "$1" stats --json | python3 -c '
+  "$cli" --db "$1" stats --json | describe_recovery
+}
+
+# The recovery that a `nvkv-cli stats --json` on stdin reports, in one line.
+describe_recovery() {
+  python3 -c '
 import json, sys
 s = json.load(sys.stdin)
 map_pages = (s["segments_total"] + 251) // 252 if s["page_bytes"] == 4096 else 0
@@ -49,6 +55,31 @@ print("open %.1f ms from the %s, %d pages read (%.1f MiB with the map), %d of %d
     s["recovery_segments_skipped"], s["segments_total"], s["recovery_segments_summarized"]))'
 }
 
+# A process writing durably to DB (YCSB workload A over RECORDS records) is killed after 3 s:
+# the heads' segments and the announced ones are open at the crash. Then the wall time of the
+# `nvkv-cli stats` that opens it first, median of ROUNDS crashes (each made anew: an open after
+# it closes cleanly), and the recovery of the last.
+after_crash() {
+  db=$1 records=$2
+  crash_ms=""
+  for _ in $(seq "$rounds"); do
+    "$ycsb" -P "$(dirname "$0")/ycsb/workloads/workloada" -p recordcount="$records" \
+        -p operationcount=100000000 -p nvkv.durable=true -run --db "$db" --keep > /dev/null 2>&1 &
+    writer=$!
+    sleep 3
+    kill -9 "$writer"
+    wait "$writer" 2> /dev/null || true
+    drop_caches
+    start=$(date +%s%N)
+    "$cli" --db "$db" stats --json > "$dir/crash-stats.json"
+    end=$(date +%s%N)
+    crash_ms="$crash_ms $(( (end - start) / 1000000 ))"
+  done
+  median=$(echo "$crash_ms" | tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  printf 'after kill -9: nvkv-cli stats %s ms (median of%s); last: ' "$median" "$crash_ms"
+  describe_recovery < "$dir/crash-stats.json"
+}
+
 echo "== sparse store files holding one key"
 for gib in 1 16 64; do
   db=$dir/sparse-$gib.db
@@ -57,6 +88,9 @@ for gib in 1 16 64; do
   "$cli" --db "$db" put key value > /dev/null
   printf '%3d GiB: nvkv-cli get %s ms; ' "$gib" "$(median_get_ms "$db" key)"
   recovery_of "$db"
+  # Then updates of one record (YCSB's first key) until the kill.
+  printf '%3d GiB ' "$gib"
+  after_crash "$db" 1
   rm -f "$db"
 done
 
@@ -73,30 +107,5 @@ key=$("$cli" --db "$dir/ten.db" dump | sed -n 2p | cut -f1)
 rm -f "$dir/ten.db"
 printf 'after a clean close: nvkv-cli get %s ms; ' "$(median_get_ms "$db" "$key")"
 recovery_of "$db"
-# A process writing durably is killed mid-run: the heads' segments and the announced ones are
-# open at the crash. (Each nvkv-cli open after it closes cleanly, so each crash is made anew.)
-crash_ms=""
-for _ in $(seq "$rounds"); do
-  "$ycsb" -P "$(dirname "$0")/ycsb/workloads/workloada" -p recordcount="$keys" \
-      -p operationcount=100000000 -p nvkv.durable=true -run --db "$db" --keep > /dev/null 2>&1 &
-  writer=$!
-  sleep 3
-  kill -9 "$writer"
-  wait "$writer" 2> /dev/null || true
-  drop_caches
-  start=$(date +%s%N)
-  "$cli" --db "$db" stats --json > "$dir/crash-stats.json"
-  end=$(date +%s%N)
-  crash_ms="$crash_ms $(( (end - start) / 1000000 ))"
-done
-median=$(echo "$crash_ms" | tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-printf 'after kill -9: nvkv-cli stats %s ms (median of%s); last: ' "$median" "$crash_ms"
-python3 -c '
-import json
-s = json.load(open("'"$dir"'/crash-stats.json"))
-map_pages = (s["segments_total"] + 251) // 252
-read = (s["recovery_pages_scanned"] + map_pages) * s["page_bytes"]
-print("open %.1f ms, %d pages read (%.1f MiB), %d of %d segments not read, %d read by their summaries" % (
-    1000 * s["recovery_seconds"], s["recovery_pages_scanned"], read / 2**20,
-    s["recovery_segments_skipped"], s["segments_total"], s["recovery_segments_summarized"]))'
+after_crash "$db" "$keys"
 rm -f "$db"
