@@ -100,6 +100,7 @@ const char kUsage[] =
     "  --output-format=FMT    normal (default) | json (one JSON object on stdout)\n"
     "  --seed=N               PRNG seed for random offsets\n"
     "  --help                 this text\n"
+    "  --version              print the version\n"
     "\n"
     "Sizes take k, m, g, t suffixes (powers of 1024, as fio). Exit status: 0 ok, 1 run failed,\n"
     "2 bad options.\n";
@@ -230,12 +231,17 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
   return absl::OkStatus();
 }
 
-// Accepts --name=value and --name value. Returns false (after printing usage) for --help.
+// Accepts --name=value and --name value. Returns false (after printing usage) for --help, and
+// after printing the version for --version.
 absl::StatusOr<bool> ParseOptions(int argc, char** argv, BenchOptions* options) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
+      return false;
+    }
+    if (arg == "--version") {
+      std::printf("nvkv-iobench %s\n", NVKV_VERSION_STRING);
       return false;
     }
     if (arg.substr(0, 2) != "--" || arg.size() == 2) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs nvkv into a temporary prefix and builds api/examples/hello.cc against the installed
 # files only, as a user would: through the CMake package (find_package(nvkv), shared and static
-# library) and through pkg-config (shared, then static). Runs every build on a fresh store file
-# and checks what it prints. Exits non-zero, saying what failed, on the first failure.
+# library) and through pkg-config (shared, then static), with no flag but what each gives (C++20
+# comes with them). Runs every build on a fresh store file and checks what it prints. Then the
+# C API's test program (tests/api/c_api_test.c), compiled and linked by the C compiler through
+# pkg-config, shared and static. Exits non-zero, saying what failed, on the first failure.
 #
 #   api/examples/test_install.sh                  configure and build nvkv afresh (Release), then
 #                                                 install it
@@ -28,6 +30,7 @@ work=$(mktemp -d "${NVKV_TEST_DIR:-$PWD}/nvkv-install-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 cxx=${CXX:-c++}
+cc=${CC:-cc}
 jobs=$(nproc)
 
 step() { echo "=== test_install: $*"; }
@@ -79,7 +82,7 @@ PKG_CONFIG_PATH=$(dirname "$pc_file")
 libdir=$(pkg-config --variable=libdir nvkv)
 # Word splitting of the pkg-config output is intended.
 # shellcheck disable=SC2046
-"$cxx" -std=c++20 "$src/api/examples/hello.cc" -o "$work/hello-pc" \
+"$cxx" "$src/api/examples/hello.cc" -o "$work/hello-pc" \
   $(pkg-config --cflags --libs nvkv) -Wl,-rpath,"$libdir"
 run_example pkg-config-shared "$work/hello-pc"
 # --static adds Requires.private and Libs.private; -l:libnvkv.a makes the linker take the
@@ -87,11 +90,26 @@ run_example pkg-config-shared "$work/hello-pc"
 static_libs=$(pkg-config --static --libs nvkv)
 static_libs=${static_libs/-lnvkv/-l:libnvkv.a}
 # shellcheck disable=SC2046,SC2086
-"$cxx" -std=c++20 "$src/api/examples/hello.cc" -o "$work/hello-pc-static" \
+"$cxx" "$src/api/examples/hello.cc" -o "$work/hello-pc-static" \
   $(pkg-config --cflags nvkv) $static_libs
 run_example pkg-config-static "$work/hello-pc-static"
 if ldd "$work/hello-pc-static" | grep -q libnvkv; then
   fail "hello-pc-static depends on libnvkv.so"
+fi
+
+step "pkg-config from C: the C API's test, linked by $cc"
+# shellcheck disable=SC2046
+"$cc" "$src/tests/api/c_api_test.c" -o "$work/c-api-pc" $(pkg-config --cflags --libs nvkv) \
+  -Wl,-rpath,"$libdir" 2> "$work/c-api-pc.err" || { cat "$work/c-api-pc.err" >&2; fail "C, shared"; }
+# shellcheck disable=SC2046,SC2086
+"$cc" "$src/tests/api/c_api_test.c" -o "$work/c-api-pc-static" $(pkg-config --cflags nvkv) \
+  $static_libs 2> "$work/c-api-pc-static.err" || { cat "$work/c-api-pc-static.err" >&2; fail "C, static"; }
+for exe in c-api-pc c-api-pc-static; do
+  (cd "$work" && "./$exe" > /dev/null 2>&1) || fail "$exe failed (run it in $work to see why)"
+  echo "ok: $exe"
+done
+if ldd "$work/c-api-pc-static" | grep -q libnvkv; then
+  fail "c-api-pc-static depends on libnvkv.so"
 fi
 
 step "all passed"

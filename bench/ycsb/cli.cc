@@ -36,6 +36,7 @@ const char kUsage[] =
     "  --json         one JSON object per phase on stdout (tables go to stderr)\n"
     "  --svg FILE     write the latency percentile curves of every operation as SVG\n"
     "  --quiet        no per-second status line on stderr\n"
+    "  --version      print the version and exit\n"
     "  --engine E     nvkv (default), or a peer built in from Debian's packages for\n"
     "                 side-by-side runs: rocksdb, lmdb (--db is then a directory; one\n"
     "                 operation at a time per thread; nvkv.cache is the peer's cache too,\n"
@@ -232,6 +233,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     std::string value;
     if (arg == "-h" || arg == "--help" || arg == "-help") {
       cl.help = true;
+    } else if (arg == "--version" || arg == "-version") {
+      cl.version = true;
     } else if (arg == "-load") {
       load_flag = true;
     } else if (arg == "-run" || arg == "-t") {
@@ -277,7 +280,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", arg, "' (see --help)"));
     }
   }
-  if (cl.help) return cl;
+  if (cl.help || cl.version) return cl;
   if (load_flag || run_flag) {
     cl.load = load_flag;
     cl.run = run_flag;
@@ -447,6 +450,10 @@ int Main(int argc, char** argv) {
   }
   if (cl->help) {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (cl->version) {
+    std::printf("nvkv-ycsb %s\n", NVKV_VERSION_STRING);
     return 0;
   }
   absl::StatusOr<BenchmarkResult> result = RunBenchmark(*cl);

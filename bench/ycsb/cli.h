@@ -58,6 +58,7 @@ struct CommandLine {
   std::string svg_path;
   bool progress = true;
   bool help = false;
+  bool version = false;
 };
 
 // Parses argv[1..]. kInvalidArgument for a bad flag, kNotFound for a missing -P file.
