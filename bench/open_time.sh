@@ -85,6 +85,7 @@ for gib in 1 16 64; do
   db=$dir/sparse-$gib.db
   rm -f "$db"
   truncate -s "${gib}G" "$db"
+  "$cli" --db "$db" format > /dev/null
   "$cli" --db "$db" put key value > /dev/null
   printf '%3d GiB: nvkv-cli get %s ms; ' "$gib" "$(median_get_ms "$db" key)"
   recovery_of "$db"

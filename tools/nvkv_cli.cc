@@ -65,9 +65,8 @@ const std::vector<CommandSpec>& Commands() {
        RunFormat},
       {"put", "KEY VALUE", 2, 2, "set KEY to VALUE ('-': read VALUE from stdin)",
        "Sets KEY to VALUE, durably. VALUE '-' reads the value from stdin, all of it, any bytes\n"
-       "(with --hex, stdin holds hex digits; white space between them is ignored). Creates a\n"
-       "missing store file with the defaults (1 GiB, 4 KiB pages, 1 MiB segments); use format\n"
-       "for others. A key that starts with '-' goes after '--'.",
+       "(with --hex, stdin holds hex digits; white space between them is ignored). The store\n"
+       "must exist (see format). A key that starts with '-' goes after '--'.",
        {},
        RunPut},
       {"get", "KEY", 1, 1, "print KEY's value",
@@ -76,7 +75,7 @@ const std::vector<CommandSpec>& Commands() {
        {},
        RunGet},
       {"del", "KEY", 1, 1, "delete KEY",
-       "Deletes KEY, durably. Exit status 1 when KEY is not in the store (nothing is written).",
+       "Deletes KEY, durably. A KEY not in the store is not there afterwards either: exit 0.",
        {},
        RunDel},
       {"scan", "", 0, 0, "print pairs in key order (--from, --to, --limit; needs --ordered)",
@@ -92,7 +91,7 @@ const std::vector<CommandSpec>& Commands() {
        "Writes every pair of FILE (or stdin for '-'), which is in the dump format, in batches,\n"
        "and makes them durable at the end. A later line for the same key wins. Stops at the\n"
        "first malformed line, naming it (exit status 3); the lines before it are written.\n"
-       "Creates a missing store file, as put does.",
+       "The store must exist (see format).",
        {},
        RunLoad},
       {"dump", "", 0, 0, "print every pair, in the dump format",
@@ -170,7 +169,7 @@ std::string ToolHelp() {
   std::string out =
       "Usage: nvkv-cli [OPTIONS] COMMAND [ARGS...]\n"
       "\n"
-      "Reads and writes an nvkv store: a file (created on first use), a block device, or an\n"
+      "Reads and writes an nvkv store: a file (created by format), a block device, or an\n"
       "NVMe namespace through its generic character device (/dev/ngXnY).\n"
       "\n"
       "Commands:\n";

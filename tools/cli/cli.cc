@@ -27,16 +27,17 @@ std::string OneLine(absl::string_view text) {
 }
 
 absl::StatusOr<std::unique_ptr<DB>> Context::Open(Use use) const {
-  const bool create = use == Use::kCreate;
+  // Only `format` creates a store (it opens with options of its own): a data command given a
+  // wrong path says so instead of making a 1 GiB file there.
   Options options;
-  options.create_if_missing = create;
-  options.background_compaction = use == Use::kWrite || use == Use::kCreate;
+  options.create_if_missing = false;
+  options.background_compaction = use == Use::kWrite;
   options.index_mode = ordered ? IndexMode::kOrdered : IndexMode::kHash;
   options.backend = backend;
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, db_path);
-  if (!create && absl::IsNotFound(db.status())) {
-    return absl::NotFoundError(absl::StrCat("no store at ", db_path,
-                                            " (create one with 'nvkv-cli format', or 'put')"));
+  if (absl::IsNotFound(db.status())) {
+    return absl::NotFoundError(absl::StrCat("no store at ", db_path, "; create one with 'nvkv-cli --db ",
+                                            db_path, " format'"));
   }
   return db;
 }

@@ -58,11 +58,10 @@ struct Context {
   enum class Use {
     kRead,     // background compaction off: a read has nothing to clean
     kWrite,    // background compaction on: writes may need the space it frees
-    kCreate,   // kWrite, and a missing store file is created with the embedded defaults
     kCompact,  // CompactAll, on this thread alone (see RunCompact)
   };
-  // Opens the store at db_path. A missing store is an error that says how to create one,
-  // except for Use::kCreate.
+  // Opens the store at db_path. A missing store is an error that says how to create one (only
+  // `format` creates).
   absl::StatusOr<std::unique_ptr<DB>> Open(Use use) const;
   // A key or value given on the command line, decoded per --hex.
   absl::StatusOr<std::string> DecodeArgument(std::string_view text) const;

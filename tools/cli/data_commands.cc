@@ -69,7 +69,7 @@ Outcome RunPut(const Context& context) {
     value = context.DecodeArgument(context.args[1]);
   }
   if (!value.ok()) return Usage(absl::StrCat("VALUE: ", value.status().message()));
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kCreate);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kWrite);
   if (!db.ok()) return FromStatus(db.status());
   if (absl::Status put = (*db)->Put(*key, *value); !put.ok()) return FromStatus(put);
   return CloseDb(**db);
@@ -96,12 +96,7 @@ Outcome RunDel(const Context& context) {
   if (!key.ok()) return Usage(std::string(key.status().message()));
   absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kWrite);
   if (!db.ok()) return FromStatus(db.status());
-  // Delete of an absent key succeeds in the API; the tool says so, like rm.
-  absl::StatusOr<std::string> value = (*db)->Get(*key);
-  if (absl::IsNotFound(value.status())) {
-    return NotFound(absl::StrCat("key not found: ", ShowKey(context, *key)));
-  }
-  if (!value.ok()) return FromStatus(value.status());
+  // A key that is absent is absent afterwards too: success, as in the API (and RocksDB's ldb).
   if (absl::Status deleted = (*db)->Delete(*key); !deleted.ok()) return FromStatus(deleted);
   return CloseDb(**db);
 }
@@ -288,7 +283,7 @@ Outcome RunLoad(const Context& context) {
   if (fstat(fileno(input), &st) == 0 && S_ISREG(st.st_mode)) {
     total_bytes = static_cast<uint64_t>(st.st_size);
   }
-  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kCreate);
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kWrite);
   if (!db.ok()) return FromStatus(db.status());
   Loader loader(context, **db);
   Progress progress("load", total_bytes != 0 ? "bytes" : "bytes read");
