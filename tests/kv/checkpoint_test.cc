@@ -19,6 +19,7 @@
 #include "kv/page_format.h"
 #include "kv/segment_scan.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -34,14 +35,7 @@ constexpr uint32_t kPageBytes = 4096;
 constexpr uint32_t kPagesPerSegment = 16;
 constexpr uint64_t kSegments = 64;
 
-MemDeviceOptions MemOptions() {
-  MemDeviceOptions options;
-  options.lba_bytes = kPageBytes;
-  options.lba_count =
-      kSuperblockPages + kSegments * kPagesPerSegment + MapPagesFor(kSegments, kPageBytes);
-  options.volatile_write_cache = true;
-  return options;
-}
+MemDeviceOptions MemOptions() { return MemStoreOptions(kSegments, kPagesPerSegment, kPageBytes); }
 
 struct Shape {
   std::optional<IndexMode> mode;  // the test's by default
@@ -59,15 +53,6 @@ EngineOptions StoreOptions(const Shape& shape, IndexMode mode) {
   options.index_mode = shape.mode.value_or(mode);
   options.recovery_reads_all = shape.read_all;
   return options;
-}
-
-// A copy of the bytes of `storage`: what a crash at this moment would leave.
-std::shared_ptr<MemStorage> CopyOf(const MemStorage& storage) {
-  auto copy = MemStorage::Create(storage.lba_bytes(), storage.lba_count());
-  EXPECT_THAT(copy, IsOk());
-  const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
-  (*copy)->Write(0, storage.lba_count(), bytes.data());
-  return *copy;
 }
 
 class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
@@ -94,8 +79,8 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
     for (int k = 0; k < 150; ++k) {
       if (round > 0 && k % 3 != round % 3) continue;
       const std::string key = absl::StrCat("key", k);
-      const std::string value =
-          absl::StrCat("r", round, "-", std::string(300 + k * 7 % 900, static_cast<char>('a' + k % 26)));
+      const std::string value = absl::StrCat(
+          "r", round, "-", std::string(300 + k * 7 % 900, static_cast<char>('a' + k % 26)));
       WriteOp op{false, key, value};
       ASSERT_THAT(engine.Write(std::span<const WriteOp>(&op, 1), k % 5 == 0), IsOk());
       expected_[key] = value;

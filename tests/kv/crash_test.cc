@@ -39,6 +39,7 @@
 #include "storage/base/split_mix64.h"
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -480,15 +481,6 @@ std::map<std::string, std::string> ReadBack(Engine& engine, const std::set<std::
                                                   : absl::StatusCodeToString(got.status().code());
   }
   return found;
-}
-
-// A copy of the bytes of `storage`.
-std::shared_ptr<storage::MemStorage> CopyOf(const storage::MemStorage& storage) {
-  auto copy = storage::MemStorage::Create(storage.lba_bytes(), storage.lba_count());
-  NVKV_CHECK(copy.ok());
-  const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
-  (*copy)->Write(0, storage.lba_count(), bytes.data());
-  return *copy;
 }
 
 // The segment map's rule, on the bytes a cut left: a segment that holds a log (by the rules

@@ -21,6 +21,7 @@
 #include "kv/page_format.h"
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
 #include "xxhash.h"
 
@@ -37,14 +38,7 @@ constexpr uint32_t kPageBytes = 4096;
 constexpr uint32_t kPagesPerSegment = 16;
 constexpr uint64_t kSegments = 32;
 
-MemDeviceOptions MemOptions() {
-  MemDeviceOptions options;
-  options.lba_bytes = kPageBytes;
-  options.lba_count =
-      kSuperblockPages + kSegments * kPagesPerSegment + MapPagesFor(kSegments, kPageBytes);
-  options.volatile_write_cache = true;
-  return options;
-}
+MemDeviceOptions MemOptions() { return MemStoreOptions(kSegments, kPagesPerSegment, kPageBytes); }
 
 EngineOptions StoreOptions(IndexMode mode = IndexMode::kHash) {
   EngineOptions options;

@@ -17,6 +17,7 @@
 #include "kv/segment_scan.h"
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -149,14 +150,7 @@ TEST(SegmentMapTest, PagesRoundTripAndDamageIsCaught) {
 
 constexpr uint64_t kSegments = 64;
 
-MemDeviceOptions MemOptions() {
-  MemDeviceOptions options;
-  options.lba_bytes = kPageBytes;
-  options.lba_count =
-      kSuperblockPages + kSegments * kPagesPerSegment + MapPagesFor(kSegments, kPageBytes);
-  options.volatile_write_cache = true;
-  return options;
-}
+MemDeviceOptions MemOptions() { return MemStoreOptions(kSegments, kPagesPerSegment, kPageBytes); }
 
 EngineOptions StoreOptions(bool read_all = false) {
   EngineOptions options;
@@ -256,14 +250,6 @@ class SegmentMapRecoveryTest : public ::testing::Test {
     return segments;
   }
 
-  std::shared_ptr<MemStorage> CopyOfStorage() const {
-    auto copy = MemStorage::Create(storage_->lba_bytes(), storage_->lba_count());
-    EXPECT_THAT(copy, IsOk());
-    const std::vector<uint8_t> bytes = storage_->CopyOut(0, storage_->lba_count());
-    (*copy)->Write(0, storage_->lba_count(), bytes.data());
-    return *copy;
-  }
-
   std::shared_ptr<MemStorage> storage_;
   std::map<std::string, std::string> expected_;
 };
@@ -347,7 +333,7 @@ TEST_F(SegmentMapRecoveryTest, AfterACrashRecoveryFindsWhatReadingEverySegmentFi
   ASSERT_THAT((*engine)->CompactAll(), IsOk());
   Fill(**engine, 20, 9);
   // What the device holds now, as a kill -9 would leave it (every write here was durable).
-  const std::shared_ptr<MemStorage> snapshot = CopyOfStorage();
+  const std::shared_ptr<MemStorage> snapshot = CopyOf(*storage_);
   ASSERT_THAT((*engine)->Close(), IsOk());
 
   auto device = MemDevice::Open(snapshot, MemOptions());

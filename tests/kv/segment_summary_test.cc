@@ -19,6 +19,7 @@
 #include "kv/page_format.h"
 #include "kv/segment_scan.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -207,14 +208,7 @@ TEST(SegmentSummaryTest, ABuilderKeepsRoomWithinItsLimitAndGivesUpBeyondIt) {
 
 constexpr uint64_t kSegments = 48;
 
-MemDeviceOptions MemOptions() {
-  MemDeviceOptions options;
-  options.lba_bytes = kPageBytes;
-  options.lba_count =
-      kSuperblockPages + kSegments * kPagesPerSegment + MapPagesFor(kSegments, kPageBytes);
-  options.volatile_write_cache = true;
-  return options;
-}
+MemDeviceOptions MemOptions() { return MemStoreOptions(kSegments, kPagesPerSegment, kPageBytes); }
 
 EngineOptions StoreOptions(IndexMode mode, bool read_all = false) {
   EngineOptions options;

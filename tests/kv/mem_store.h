@@ -1,0 +1,41 @@
+// Stores on a MemDevice for the engine's tests: a device sized for a given geometry, and a copy
+// of a device's bytes (what a crash at that moment would leave, to open while the original goes
+// on).
+#ifndef NVKV_TESTS_KV_MEM_STORE_H_
+#define NVKV_TESTS_KV_MEM_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kv/page_format.h"
+#include "storage/base/check.h"
+#include "storage/mem_device.h"
+
+namespace nvkv::kv {
+
+// A device of `page_bytes` blocks that holds exactly a store of `segments` segments of
+// `pages_per_segment` pages: the superblocks, the segments and the segment map. With a volatile
+// write cache, as drives have.
+inline storage::MemDeviceOptions MemStoreOptions(uint64_t segments, uint32_t pages_per_segment,
+                                                 uint32_t page_bytes = 4096) {
+  storage::MemDeviceOptions options;
+  options.lba_bytes = page_bytes;
+  options.lba_count =
+      kSuperblockPages + segments * pages_per_segment + MapPagesFor(segments, page_bytes);
+  options.volatile_write_cache = true;
+  return options;
+}
+
+// A copy of the bytes of `storage`.
+inline std::shared_ptr<storage::MemStorage> CopyOf(const storage::MemStorage& storage) {
+  auto copy = storage::MemStorage::Create(storage.lba_bytes(), storage.lba_count());
+  NVKV_CHECK(copy.ok());
+  const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
+  (*copy)->Write(0, storage.lba_count(), bytes.data());
+  return *copy;
+}
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_TESTS_KV_MEM_STORE_H_
