@@ -217,6 +217,14 @@ bool IsRegularFileOrMissing(const std::string& path, bool* exists) {
 
 }  // namespace
 
+// The nvkv.* properties nvkv-ycsb reads (the usage text above says what each does): any other
+// is refused, so that a misspelt one does not leave its setting silently at the default.
+constexpr const char* kNvkvProperties[] = {
+    "nvkv.queuedepth", "nvkv.submitbatch", "nvkv.durable", "nvkv.load.durable",
+    "nvkv.capacity", "nvkv.index", "nvkv.cache", "nvkv.shards", "nvkv.page_bytes",
+    "nvkv.single_issuer", "nvkv.max_write_delay_us", "nvkv.durable_writes", "nvkv.backend",
+    "nvkv.seed"};
+
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   CommandLine cl;
   std::vector<std::string> overrides;
@@ -290,6 +298,15 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   for (const std::string& assignment : overrides) {
     if (absl::Status s = cl.properties.ParseAssignment(assignment); !s.ok()) return s;
+  }
+  for (const auto& [name, value] : cl.properties.all()) {
+    if (!name.starts_with("nvkv.") ||
+        std::any_of(std::begin(kNvkvProperties), std::end(kNvkvProperties),
+                    [&name](const char* known) { return name == known; })) {
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown property ", name, " (nvkv's are ", absl::StrJoin(kNvkvProperties, ", "), ")"));
   }
   absl::StatusOr<uint64_t> threads = cl.properties.GetUint("threadcount", 1);
   if (!threads.ok()) return threads.status();

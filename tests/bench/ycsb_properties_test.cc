@@ -111,6 +111,16 @@ TEST(CommandLine, OverridesBeatFilesWhateverTheOrder) {
   EXPECT_TRUE(cl->json);
 }
 
+// A misspelt nvkv property is refused, not ignored (it would leave its setting at the default).
+TEST(CommandLine, UnknownNvkvPropertiesAreRefused) {
+  EXPECT_THAT(ParseCommandLine({"-p", "nvkv.queudepth=8"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unknown property nvkv.queudepth"));
+  absl::StatusOr<CommandLine> cl =
+      ParseCommandLine({"-p", "nvkv.queuedepth=8", "-p", "nvkv.seed=3", "-p", "fieldcount=2"});
+  ASSERT_THAT(cl, IsOk());
+  EXPECT_EQ(cl->properties.GetString("nvkv.queuedepth", ""), "8");
+}
+
 TEST(CommandLine, MissingFileAndUnknownFlagAreErrors) {
   EXPECT_THAT(ParseCommandLine({"-P", "/nonexistent/workloadz"}),
               StatusIs(absl::StatusCode::kNotFound, "/nonexistent/workloadz"));
