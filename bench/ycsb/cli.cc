@@ -299,7 +299,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   for (const std::string& assignment : overrides) {
     if (absl::Status s = cl.properties.ParseAssignment(assignment); !s.ok()) return s;
   }
-  for (const auto& [name, value] : cl.properties.all()) {
+  for (const auto& property : cl.properties.all()) {
+    const std::string& name = property.first;
     if (!name.starts_with("nvkv.") ||
         std::any_of(std::begin(kNvkvProperties), std::end(kNvkvProperties),
                     [&name](const char* known) { return name == known; })) {
