@@ -73,7 +73,8 @@ absl::Status CheckNvmeGeneric(const std::string& path) {
       absl::StrCat(path, ": not an NVMe generic character device (/dev/ngXnY)");
   if (!S_ISCHR(st.st_mode)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(not_generic, "; files and block devices use Backend::kDirectFile"));
+        absl::StrCat(not_generic, "; files and block devices take the direct backend (auto, the "
+                                  "default, picks it)"));
   }
   const std::optional<std::string> devices = ReadTextFile("/proc/devices");
   const std::optional<uint32_t> generic_major =

@@ -258,6 +258,16 @@ TEST_F(CliTest, EveryCommandButFormatNeedsAStore) {
 
 // ----- put, get, del -----
 
+// Errors speak the tool's words: a backend named as --backend takes it, not as the library's enum.
+TEST_F(CliTest, PassthroughOnAFileSaysWhichBackendAFileTakes) {
+  Format();
+  const CliResult run = Db({"--backend", "nvme", "info"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(run.err, HasSubstr("not an NVMe generic character device"));
+  EXPECT_THAT(run.err, HasSubstr("the direct backend"));
+  EXPECT_THAT(run.err, Not(HasSubstr("Backend::")));
+}
+
 TEST_F(CliTest, PutGetDelAndTheirExitCodes) {
   Format();
   EXPECT_THAT(Ok({"put", "greeting", "hello world"}).out, IsEmpty());
