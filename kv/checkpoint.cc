@@ -71,6 +71,13 @@ uint32_t PlaceInSegment(const Geometry& g, uint64_t k) {
   return static_cast<uint32_t>(k % g.log_pages());
 }
 
+// Marks the checkpoint's segments in the map, in their order (the caller writes the map).
+void MarkPlaces(const std::vector<CheckpointPlace>& places, SegmentTable& segments) {
+  for (size_t i = 0; i < places.size(); ++i) {
+    segments.MarkCheckpoint(places[i].segment, static_cast<uint32_t>(i), places[i].pages);
+  }
+}
+
 // Cuts the stream into kCheckpoint pages and writes them, a chunk's worth of consecutive pages
 // at a time.
 class PageOut {
@@ -198,7 +205,7 @@ class PageIn {
   uint64_t consumed() const { return consumed_; }
   // Stream bytes not read yet (once Expect has been given the stream's size).
   uint64_t remaining() const { return stream_bytes_ - consumed_; }
-  uint64_t pages() const { return loaded_; }
+  uint64_t pages() const { return k_; }  // pages loaded so far
   const absl::Status& status() const { return status_; }
 
  private:
@@ -232,7 +239,6 @@ class PageIn {
     used_ = header->used_bytes;
     at_ = 0;
     ++k_;
-    ++loaded_;
     if (stream_bytes_ > 0 && !CheckUsed().ok()) return false;
     return true;
   }
@@ -285,7 +291,6 @@ class PageIn {
   const uint8_t* page_ = nullptr;  // the page loaded last
   uint32_t used_ = 0, at_ = 0;     // its payload bytes, and how many were read
   uint64_t consumed_ = 0;
-  uint64_t loaded_ = 0;
   absl::Status status_;
 };
 
@@ -484,18 +489,18 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
   device.buffers().PutChunk(chunk);
   NVKV_CHECK(out.written() == header.stream_bytes);
   if (!status.ok()) return status;
+  std::vector<CheckpointPlace> places;
   for (uint64_t i = 0; i < segment_count; ++i) {
     const uint64_t in_it = std::min<uint64_t>(geometry.log_pages(), pages - i * geometry.log_pages());
-    segments.MarkCheckpoint(taken[i], static_cast<uint32_t>(i), static_cast<uint32_t>(in_it));
+    places.push_back({taken[i], static_cast<uint32_t>(in_it)});
   }
+  MarkPlaces(places, segments);
   return absl::OkStatus();
 }
 
 void MarkCheckpointAgain(const std::vector<CheckpointPlace>& places, SegmentTable& segments) {
   NVKV_CHECK(segments.segments_taken() == 0);
-  for (size_t i = 0; i < places.size(); ++i) {
-    segments.MarkCheckpoint(places[i].segment, static_cast<uint32_t>(i), places[i].pages);
-  }
+  MarkPlaces(places, segments);
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options,

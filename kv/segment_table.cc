@@ -541,11 +541,8 @@ void SegmentTable::ForEachSaved(const std::function<void(const SavedSegment&)>& 
     }
     f.tombstone_samples = static_cast<uint32_t>(saved.tombstones.size());
     saved.filter.clear();
-    if (info.filter != nullptr) {
-      // A head's segment left at Close has its full-size filter: fold it as Seal would have.
-      info.filter->FoldTo(FilterWordsFor(std::max<uint64_t>(f.puts, 1)));
-      info.filter->CopyTo(&saved.filter);
-    }
+    // (Close sealed the heads first, which folded their segments' filters to size.)
+    if (info.filter != nullptr) info.filter->CopyTo(&saved.filter);
     f.filter_words = saved.filter.size();
     visit(saved);
   }
