@@ -166,7 +166,12 @@ absl::StatusOr<SummaryFound> ReadSummary(
     return absl::FailedPreconditionError(
         absl::StrCat("segment ", segment, ": its summary holds no keys"));
   }
-  // Every entry is checked before any is visited: a summary is used whole or not at all.
+  // Every entry is checked before any is visited: a summary is used whole or not at all. The
+  // count comes from the device: it sizes nothing before the bytes are known to hold it.
+  if (header.entry_count > (bytes.size() - sizeof(SummaryHeader)) / sizeof(SummaryEntry)) {
+    return damaged(absl::StrCat("it claims ", header.entry_count, " entries, more than its ",
+                                bytes.size(), " bytes hold"));
+  }
   std::vector<SummaryRecord> records;
   records.reserve(header.entry_count);
   size_t offset = sizeof(SummaryHeader);

@@ -167,6 +167,31 @@ TEST(SegmentSummaryTest, ALogFreedSinceOrKeysNotKeptAreRefused) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "holds no keys"));
 }
 
+// A summary whose pages verify but whose header claims more entries than its bytes can hold
+// (a bug's or a bit flip's before the checksum): refused as damaged, before anything is sized by
+// that count (a reader that reserved room for it asked for hundreds of GiB and threw).
+TEST(SegmentSummaryTest, AnEntryCountBeyondItsBytesIsRefusedNotAllocated) {
+  const Geometry g = SmallGeometry();
+  SummaryBuilder builder;
+  builder.Reset(/*with_keys=*/false, g);
+  builder.Add(HashKey("k"), "k", Header(RecordType::kPut, 7, 1, 10), 0);
+  std::string bytes = builder.Take(/*data_pages=*/4, /*summary_pages=*/1, 5000, 12);
+  for (uint32_t claimed : {2u, 0xF0000000u, 0xFFFFFFFFu}) {
+    SCOPED_TRACE(claimed);
+    SummaryHeader header;
+    std::memcpy(&header, bytes.data(), sizeof(header));
+    header.entry_count = claimed;
+    std::memcpy(bytes.data(), &header, sizeof(header));
+    Encoded encoded;
+    encoded.first = 4;
+    encoded.pages.emplace_back(kPageBytes);
+    EncodeSummaryPage(encoded.pages[0].data(), g, kSeed, bytes, 0, 9, 4, 104, g.FirstPageOf(2) + 4);
+    std::vector<SummaryRecord> records;
+    EXPECT_THAT(Read(g, encoded, false, &records), StatusIs(absl::StatusCode::kDataLoss));
+    EXPECT_TRUE(records.empty());
+  }
+}
+
 TEST(SegmentSummaryTest, ABuilderKeepsRoomWithinItsLimitAndGivesUpBeyondIt) {
   Geometry g = SmallGeometry();
   g.pages_per_segment = 256;
