@@ -208,6 +208,7 @@ std::string Stats::ToJson() const {
   json.Add("recovery_from_checkpoint", recovery_from_checkpoint);
   json.Add("recovery_checkpoints_unused", recovery_checkpoints_unused);
   json.Add("recovery_checkpoint_unused_why", recovery_checkpoint_unused_why);
+  json.Add("recovery_heads_resumed", recovery_heads_resumed);
   json.Add("recovery_records", recovery_records);
   json.Add("recovery_batches_discarded", recovery_batches_discarded);
   json.Add("recovery_damaged_pages", recovery_damaged_pages);

@@ -42,6 +42,30 @@ StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const Checkpoi
     out.Append(saved.filter.data(), saved.filter.size() * sizeof(uint64_t));
     ++counts.saved_segments;
   });
+  // Every head before any index entry: the loader then knows where each head's log ends.
+  for (const auto& shard : shards) {
+    absl::MutexLock lock(&shard->mu);
+    const LogHead& head = shard->head;
+    NVKV_CHECK(head.open == nullptr && head.sealed.empty());  // Close sealed and wrote them
+    CheckpointHead place{};
+    place.segment = kCheckpointNoHead;
+    std::string_view summary;
+    if (head.has_segment) {
+      place.segment = head.segment;
+      place.generation = head.generation;
+      place.next_counter = head.next_counter;
+      place.next_page = head.next_page;
+      if (!head.summary.abandoned()) {
+        summary = head.summary.entries();
+        place.flags = kHeadSummaryKept;
+        place.summary_entries = head.summary.entry_count();
+        place.summary_bytes = summary.size();
+        place.summary_page_bytes = head.summary.bytes_per_page();
+      }
+    }
+    out.Append(&place, sizeof(place));
+    out.Append(summary.data(), summary.size());
+  }
   for (const auto& shard : shards) {
     absl::MutexLock lock(&shard->mu);
     const CheckpointShard saved{shard->index->stats().entries, shard->stale_entries};
@@ -307,7 +331,8 @@ class Loader {
         map_in_use_(map_in_use),
         segments_(segments),
         shards_(shards),
-        restored_(geometry.segment_count, false) {}
+        restored_(geometry.segment_count, false),
+        log_end_(geometry.segment_count, geometry.log_pages()) {}
 
   absl::StatusOr<LoadedCheckpoint> Run() {
     CheckpointHeader header;
@@ -320,6 +345,9 @@ class Loader {
     if (header.shard_count != shards_.size()) {
       return Refuse(absl::StrCat("written by a store of ", header.shard_count,
                                  " shards; this one has ", shards_.size()));
+    }
+    if ((header.flags & ~(kCheckpointOrdered | kCheckpointHeads)) != 0) {
+      return Refuse(absl::StrCat("flags ", header.flags, " this nvkv does not know"));
     }
     if (((header.flags & kCheckpointOrdered) != 0) != options_.ordered) {
       return Refuse("written in the other index mode");
@@ -349,9 +377,13 @@ class Loader {
       after = range.last + 1;
     }
     NVKV_RETURN_IF_ERROR(LoadSegments(header.saved_segments));
+    if ((header.flags & kCheckpointHeads) != 0) {
+      for (const auto& shard : shards_) NVKV_RETURN_IF_ERROR(LoadHead(shard->id));
+    }
     for (const auto& shard : shards_) NVKV_RETURN_IF_ERROR(LoadShard(*shard));
     if (in_.consumed() != header.stream_bytes) return Refuse("bytes after its last entry");
     loaded.pages = in_.pages();
+    loaded.heads = std::move(loaded_heads_);
     return loaded;
   }
 
@@ -429,7 +461,8 @@ class Loader {
       if (!value.has_value()) return Refuse("an index entry no index holds");
       const uint64_t page = Location::FromIndexValue(*value).page;
       if (page < g_.FirstPageOf(0) || page >= g_.map_first_page() ||
-          g_.PageInSegment(page) >= g_.log_pages() || !restored_[g_.SegmentOf(page)]) {
+          g_.PageInSegment(page) >= log_end_[g_.SegmentOf(page)] ||
+          !restored_[g_.SegmentOf(page)]) {
         return Refuse(absl::StrCat("an index entry points at page ", page,
                                    ", outside every log it names"));
       }
@@ -437,6 +470,45 @@ class Loader {
       if (!restored.ok()) return Refuse(std::string(restored.message()));
     }
     shard.stale_entries = saved.stale_entries;
+    return absl::OkStatus();
+  }
+
+  // Where shard `shard`'s head goes on (a LoadedCheckpoint::heads entry), once it is known to be
+  // a segment the checkpoint restored, whose log ends before that place and has no summary yet;
+  // index entries read after it must point before that place.
+  absl::Status LoadHead(uint32_t shard) {
+    CheckpointHead saved;
+    if (!in_.Read(&saved, sizeof(saved))) return in_.status();
+    if (saved.segment == kCheckpointNoHead) {
+      if (saved.flags != 0 || saved.summary_bytes != 0) return Refuse("a head of no segment");
+      return absl::OkStatus();
+    }
+    if (saved.segment >= g_.segment_count || !restored_[saved.segment] ||
+        saved.next_page > g_.log_pages() || saved.next_counter <= saved.next_page ||
+        saved.summary_bytes > std::min<uint64_t>(in_.remaining(), kMaxSummaryPagesCap *
+                                                                      g_.payload_bytes())) {
+      return Refuse(absl::StrCat("shard ", shard, "'s head at a place no log of its has"));
+    }
+    std::string entries(saved.summary_bytes, '\0');
+    if (!in_.Read(entries.data(), entries.size())) return in_.status();
+    ResumedHead resumed;
+    resumed.shard = shard;
+    resumed.place = HeadPlace{saved.segment, saved.generation, saved.next_page,
+                              saved.next_counter};
+    if ((saved.flags & kHeadSummaryKept) != 0) {
+      const absl::Status summary =
+          resumed.summary.Resume(options_.ordered, g_, entries, saved.summary_entries,
+                                 saved.summary_page_bytes, saved.next_page);
+      if (!summary.ok()) {
+        return Refuse(absl::StrCat("shard ", shard, "'s head: its summary: ", summary.message()));
+      }
+    } else if (saved.summary_entries != 0 || saved.summary_bytes != 0) {
+      return Refuse(absl::StrCat("shard ", shard, "'s head: entries of a summary it has not"));
+    }
+    const absl::Status taken = segments_.ResumeHead(saved.segment, saved.generation);
+    if (!taken.ok()) return Refuse(std::string(taken.message()));
+    log_end_[saved.segment] = saved.next_page;  // the head writes from there on
+    loaded_heads_.push_back(std::move(resumed));
     return absl::OkStatus();
   }
 
@@ -449,6 +521,9 @@ class Loader {
   const std::vector<std::unique_ptr<Shard>>& shards_;
   CheckpointHeader header_{};   // once read
   std::vector<bool> restored_;  // per segment: the checkpoint restored it
+  // Per segment: the pages its log may have; a head's segment ends where the head goes on.
+  std::vector<uint32_t> log_end_;
+  std::vector<ResumedHead> loaded_heads_;
 };
 
 }  // namespace
@@ -460,7 +535,7 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
   NVKV_CHECK(globals.dropped != nullptr && globals.next_generation > globals.generation);
   CheckpointHeader header{};
   header.shard_count = static_cast<uint32_t>(shards.size());
-  header.flags = options.ordered ? kCheckpointOrdered : 0;
+  header.flags = (options.ordered ? kCheckpointOrdered : 0) | kCheckpointHeads;
   header.filter_probes = segments.filter_probes();
   header.next_sequence = globals.next_sequence;
   header.next_generation = globals.next_generation;

@@ -67,16 +67,25 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
 
 
 // Close, when nothing was written to the log since the Open that read the checkpoint at
-// `places` (SegmentTable::segments_taken() is 0): that checkpoint still stands for the log, and
-// its pages are intact (only a segment taken is written). Marks its segments in the map again;
+// `places` (no segment taken, SegmentTable::segments_taken(), and no record appended to a
+// resumed head's segment): that checkpoint still stands for the log, and its pages are intact
+// (only a segment taken is written). Marks its segments in the map again;
 // the caller writes the map. A session that only reads thus writes a map page, not the index.
 void MarkCheckpointAgain(const std::vector<CheckpointPlace>& places, SegmentTable& segments);
+
+// A log head that goes on in its segment: the checkpoint's segment table has it open already.
+struct ResumedHead {
+  uint32_t shard = 0;
+  HeadPlace place;
+  SummaryBuilder summary;  // of the segment's records so far (abandoned: it gets none)
+};
 
 // What Open takes from a checkpoint besides the indexes and the table.
 struct LoadedCheckpoint {
   uint64_t next_sequence = 0;
   uint64_t next_generation = 0;
   SequenceRanges dropped;
+  std::vector<ResumedHead> heads;  // the shards' heads that have a segment (LogHead::Resume)
   uint64_t pages = 0;  // pages read
 };
 

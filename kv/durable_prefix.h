@@ -19,10 +19,20 @@
 #include <cstddef>
 #include <vector>
 
+#include "storage/base/check.h"
+
 namespace nvkv::kv {
 
 class DurablePrefix {
  public:
+  // A head that goes on with a log written before (a resumed head, checkpoint.h): every page
+  // up to `counter` is durable already, and the next assigned is counter + 1. Only before
+  // anything is assigned.
+  void StartAfter(uint64_t counter) {
+    NVKV_CHECK(ranges_.empty());
+    durable_through_.store(counter, std::memory_order_release);
+  }
+
   // Pages [counter_begin, counter_begin + count) of the head are assigned; their writes
   // follow. Counters grow with each call.
   void Assign(uint64_t counter_begin, uint64_t count) {

@@ -337,9 +337,15 @@ absl::Status Engine::Impl::Close() {
   absl::Status status;
   if (writer_ != nullptr && writer_->started()) {
     if (!error_.failed()) {
-      // The heads leave their segments, each with its summary: the next Open reads summaries
-      // only (the writer puts them in the segment map before it exits).
-      appender_->SealHeads();
+      if (options_.checkpoint_at_close) {
+        // The checkpoint keeps the heads in their segments, and the next Open resumes them. (If
+        // it cannot be written, recovery reads those segments whole, as after a crash.)
+        appender_->SealOpenPages();
+      } else {
+        // The heads leave their segments, each with its summary: the next Open reads summaries
+        // only (the writer puts them in the segment map before it exits).
+        appender_->SealHeads();
+      }
       status = writer_->WaitAllDurable();
     }
     writer_->Stop();
@@ -362,8 +368,11 @@ absl::Status Engine::Impl::Close() {
 absl::Status Engine::Impl::WriteCheckpointAtClose() {
   absl::StatusOr<std::unique_ptr<storage::Device>> queue = OpenQueue(LargeIoQueueOptions());
   if (!queue.ok()) return queue.status();
-  if (recovery_.from_checkpoint && segments_->segments_taken() == 0) {
-    // Nothing was written since Open read the checkpoint: it stands, and its pages are intact.
+  if (recovery_.from_checkpoint && segments_->segments_taken() == 0 &&
+      next_sequence_.load() == recovery_.next_sequence) {
+    // Nothing was written since Open read the checkpoint: no segment was taken (every page
+    // compaction writes is in one it takes) and no record appended (every record takes a
+    // sequence, also in a resumed head's segment). It stands, and its pages are intact.
     MarkCheckpointAgain(recovery_.checkpoint, *segments_);
     return WriteMapAlone(**queue);
   }
@@ -429,6 +438,7 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_segments_summarized = recovery_.segments_summarized;
   s.recovery_summaries_unused = recovery_.summaries_unused;
   s.recovery_from_checkpoint = recovery_.from_checkpoint ? 1 : 0;
+  s.recovery_heads_resumed = recovery_.heads_resumed;
   s.recovery_checkpoints_unused = recovery_.checkpoint_unused.empty() ? 0 : 1;
   s.recovery_checkpoint_unused_why = recovery_.checkpoint_unused;
   s.recovery_records = recovery_.records;

@@ -475,6 +475,14 @@ absl::StatusOr<bool> HeadAppender::Relocate(const ScannedRecord& record, const K
   return true;
 }
 
+void HeadAppender::SealOpenPages() {
+  for (const auto& shard : shards_) {
+    absl::MutexLock shard_lock(&shard->mu);
+    SealOpenPage(*shard);
+  }
+  writer_.Wake();
+}
+
 void HeadAppender::SealHeads() {
   for (const auto& shard : shards_) {
     absl::MutexLock shard_lock(&shard->mu);

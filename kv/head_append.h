@@ -155,6 +155,11 @@ class HeadAppender final : public RecordMover {
                            const CurrentRecord& current, SegmentUse use, bool fua,
                            bool* lost_race, uint64_t* last_counter) const;
 
+  // The store is closing and writes a checkpoint, which keeps the heads where they are (the next
+  // Open resumes them): seals every shard's open page and wakes the writer; the heads keep
+  // their segments, without summaries.
+  void SealOpenPages();
+
   // RecordMover, for the compactor.
   absl::StatusOr<bool> Relocate(const ScannedRecord& record, const KeyHash& hash,
                                 storage::Device& queue) override;

@@ -28,9 +28,9 @@ static_assert(std::endian::native == std::endian::little, "nvkv's format is litt
 inline constexpr uint64_t kSuperblockMagic = 0x31304253564b564eULL;  // "NVKVSB01"
 inline constexpr uint32_t kPageMagic = 0x504b564eU;                  // "NVKP"
 // Version 2 added the segment map; version 3 segment summaries; version 4 the clean-close
-// checkpoint. Version 1 stores are refused; versions 2 and 3 are upgraded at Open (kv/FORMAT.md
-// "Format versions").
-inline constexpr uint32_t kFormatVersion = 4;
+// checkpoint; version 5 log heads in the checkpoint, which resume their segments. Version 1
+// stores are refused; versions 2 to 4 are upgraded at Open (kv/FORMAT.md "Format versions").
+inline constexpr uint32_t kFormatVersion = 5;
 inline constexpr uint32_t kOldestUpgradableVersion = 2;
 inline constexpr uint64_t kSuperblockPages = 2;
 
@@ -187,6 +187,8 @@ struct CheckpointHeader {
   uint64_t reserved;
 };
 inline constexpr uint32_t kCheckpointOrdered = 1 << 0;
+// Each CheckpointShard is followed by a CheckpointHead (format version 5 writes it always).
+inline constexpr uint32_t kCheckpointHeads = 1 << 1;
 struct CheckpointRange {  // sequences [first, last] of records of batches recovery dropped
   uint64_t first;
   uint64_t last;
@@ -213,6 +215,20 @@ struct CheckpointShard {
   uint64_t entries;        // index entries that follow
   uint64_t stale_entries;  // hash mode: how many are probably stale (shard.h)
 };
+struct CheckpointHead {  // where a shard's log head goes on at the next Open
+  uint64_t segment;             // kCheckpointNoHead: it has none (takes a free one when it writes)
+  uint64_t generation;          // of the segment's log
+  uint64_t next_counter;        // head counter of its next page (page i has base + i)
+  uint32_t next_page;           // its next page within the segment
+  uint32_t summary_entries;     // SummaryEntry records of the segment's summary so far
+  uint64_t summary_bytes;       // bytes of those entries (and keys) that follow
+  uint64_t summary_page_bytes;  // the most entry bytes one page gave (the builder's estimate)
+  uint32_t flags;               // kHeadSummaryKept
+  uint32_t reserved;
+};
+inline constexpr uint64_t kCheckpointNoHead = UINT64_MAX;
+// The segment gets a summary when the head leaves it (else it has none, and recovery reads it).
+inline constexpr uint32_t kHeadSummaryKept = 1 << 0;
 struct CheckpointOrderedEntry {
   uint64_t value;      // the entry's index value (location.h)
   uint32_t key_bytes;  // bytes of key that follow
@@ -243,6 +259,7 @@ static_assert(sizeof(SummaryHeader) == 48);
 static_assert(sizeof(SummaryEntry) == 32);
 static_assert(sizeof(CheckpointHeader) == 72);
 static_assert(sizeof(CheckpointSegment) == 96);
+static_assert(sizeof(CheckpointHead) == 56);
 static_assert(sizeof(CheckpointOrderedEntry) == 16);
 
 // Entries one page of the segment map holds, and the pages a map of `segments` entries takes.

@@ -240,6 +240,13 @@ class Recovery {
       segments_.ForgetRecovered();
       return loaded.status();
     }
+    // The heads go on where they were at Close: nothing has been written since.
+    for (ResumedHead& resumed : loaded->heads) {
+      Shard& shard = *shards_[resumed.shard];
+      absl::MutexLock lock(&shard.mu);
+      shard.head.Resume(resumed.place, std::move(resumed.summary));
+    }
+    report_.heads_resumed = loaded->heads.size();
     report_.from_checkpoint = true;
     report_.checkpoint = checkpoint_;
     report_.pages += loaded->pages;

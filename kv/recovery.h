@@ -59,6 +59,7 @@ struct RecoveryReport {
   uint64_t summaries_unused = 0;     // summaries the map named that did not verify: segments read
   bool from_checkpoint = false;  // it read the clean-close checkpoint and nothing else
   std::vector<CheckpointPlace> checkpoint;  // where that checkpoint is, in its order
+  uint64_t heads_resumed = 0;  // log heads that went on in their segments (from the checkpoint)
   // Why a checkpoint the map named was not used (the log was read instead); empty when none was
   // named, or it was used.
   std::string checkpoint_unused;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
@@ -41,6 +42,52 @@ absl::Status CheckSummaryPage(const absl::StatusOr<PageHeader>& header, uint32_t
   return absl::OkStatus();
 }
 
+
+// Decodes `count` entries from `entries` (all of its bytes, keys following their entries when
+// `has_keys`) of a log whose data pages are [0, data_pages): appends each record to `records`
+// (keys view `entries`). An error saying what is wrong when an entry describes no record nvkv
+// writes or the bytes do not hold exactly `count` entries. The count may come from the device:
+// nothing is sized by it before the bytes are known to hold it.
+absl::Status DecodeEntries(std::string_view entries, uint32_t count, bool has_keys,
+                           uint32_t data_pages, const Geometry& geometry,
+                           std::vector<SummaryRecord>* records) {
+  if (count > entries.size() / sizeof(SummaryEntry)) {
+    return absl::DataLossError(absl::StrCat("it claims ", count, " entries, more than its ",
+                                            entries.size(), " bytes hold"));
+  }
+  records->reserve(records->size() + count);
+  size_t offset = 0;
+  for (uint32_t e = 0; e < count; ++e) {
+    if (entries.size() - offset < sizeof(SummaryEntry)) {
+      return absl::DataLossError("entries run past its end");
+    }
+    SummaryEntry entry;
+    std::memcpy(&entry, entries.data() + offset, sizeof(entry));
+    offset += sizeof(entry);
+    SummaryRecord record;
+    record.hash = KeyHash{entry.hash_lo, entry.hash_hi};
+    record.sequence = entry.sequence_and_type & kSequenceMask;
+    const uint8_t type = static_cast<uint8_t>(entry.sequence_and_type >> kTypeShift);
+    record.is_delete = type == static_cast<uint8_t>(RecordType::kDelete);
+    record.page_in_segment = entry.page_in_segment;
+    const uint32_t key_bytes = entry.sizes >> kKeyShift;
+    const uint32_t value_bytes = entry.sizes & kValueBitsMask;
+    record.record_bytes = RecordBytes(key_bytes, value_bytes);
+    if ((type != static_cast<uint8_t>(RecordType::kPut) && !record.is_delete) ||
+        record.sequence == 0 || entry.page_in_segment >= data_pages || key_bytes == 0 ||
+        key_bytes > kMaxKeyBytes || value_bytes > geometry.max_value_bytes()) {
+      return absl::DataLossError(absl::StrCat("entry ", e, " describes no record nvkv writes"));
+    }
+    if (has_keys) {
+      if (entries.size() - offset < key_bytes) return absl::DataLossError("a key runs past its end");
+      record.key = entries.substr(offset, key_bytes);
+      offset += key_bytes;
+    }
+    records->push_back(record);
+  }
+  if (offset != entries.size()) return absl::DataLossError("bytes after its last entry");
+  return absl::OkStatus();
+}
 }  // namespace
 
 uint32_t MaxSummaryPages(const Geometry& geometry) {
@@ -92,6 +139,28 @@ void SummaryBuilder::Add(const KeyHash& hash, std::string_view key, const Record
   entries_.append(reinterpret_cast<const char*>(&entry), sizeof(entry));
   if (with_keys_) entries_.append(key);
   ++entry_count_;
+}
+
+absl::Status SummaryBuilder::Resume(bool with_keys, const Geometry& geometry,
+                                   std::string_view entries, uint32_t entry_count,
+                                   uint64_t page_bytes, uint32_t data_pages) {
+  Reset(with_keys, geometry);
+  Abandon();  // until the entries are known to be good
+  if (sizeof(SummaryHeader) + entries.size() > limit_bytes_ || page_bytes > limit_bytes_) {
+    return absl::DataLossError(
+        absl::StrCat("a summary of ", entries.size(), " bytes, beyond what a segment's holds"));
+  }
+  std::vector<SummaryRecord> records;
+  NVKV_RETURN_IF_ERROR(
+      DecodeEntries(entries, entry_count, with_keys, data_pages, geometry, &records));
+  entries_.assign(entries);
+  entry_count_ = entry_count;
+  abandoned_ = false;
+  // The next record goes on a page of its own: the estimate of a page's entries stays.
+  page_ = UINT32_MAX;
+  page_start_ = entries_.size();
+  max_page_bytes_ = page_bytes;
+  return absl::OkStatus();
 }
 
 uint64_t SummaryBuilder::bytes_per_page() const {
@@ -166,43 +235,15 @@ absl::StatusOr<SummaryFound> ReadSummary(
     return absl::FailedPreconditionError(
         absl::StrCat("segment ", segment, ": its summary holds no keys"));
   }
-  // Every entry is checked before any is visited: a summary is used whole or not at all. The
-  // count comes from the device: it sizes nothing before the bytes are known to hold it.
-  if (header.entry_count > (bytes.size() - sizeof(SummaryHeader)) / sizeof(SummaryEntry)) {
-    return damaged(absl::StrCat("it claims ", header.entry_count, " entries, more than its ",
-                                bytes.size(), " bytes hold"));
-  }
+  // Every entry is checked before any is visited: a summary is used whole or not at all.
   std::vector<SummaryRecord> records;
-  records.reserve(header.entry_count);
-  size_t offset = sizeof(SummaryHeader);
-  for (uint32_t e = 0; e < header.entry_count; ++e) {
-    if (bytes.size() - offset < sizeof(SummaryEntry)) return damaged("entries run past its end");
-    SummaryEntry entry;
-    std::memcpy(&entry, bytes.data() + offset, sizeof(entry));
-    offset += sizeof(entry);
-    SummaryRecord record;
-    record.hash = KeyHash{entry.hash_lo, entry.hash_hi};
-    record.sequence = entry.sequence_and_type & kSequenceMask;
-    const uint8_t type = static_cast<uint8_t>(entry.sequence_and_type >> kTypeShift);
-    record.is_delete = type == static_cast<uint8_t>(RecordType::kDelete);
-    record.page_in_segment = entry.page_in_segment;
-    const uint32_t key_bytes = entry.sizes >> kKeyShift;
-    const uint32_t value_bytes = entry.sizes & kValueBitsMask;
-    record.record_bytes = RecordBytes(key_bytes, value_bytes);
-    if ((type != static_cast<uint8_t>(RecordType::kPut) && !record.is_delete) ||
-        record.sequence == 0 || entry.page_in_segment >= first || key_bytes == 0 ||
-        key_bytes > kMaxKeyBytes || value_bytes > geometry.max_value_bytes()) {
-      return damaged(absl::StrCat("entry ", e, " describes no record nvkv writes"));
-    }
-    if (has_keys) {
-      if (bytes.size() - offset < key_bytes) return damaged("a key runs past its end");
-      record.key = std::string_view(bytes.data() + offset, key_bytes);
-      offset += key_bytes;
-    }
-    if (!with_keys) record.key = {};
-    records.push_back(record);
+  absl::Status decoded =
+      DecodeEntries(std::string_view(bytes).substr(sizeof(SummaryHeader)), header.entry_count,
+                    has_keys, first, geometry, &records);
+  if (!decoded.ok()) return damaged(std::string(decoded.message()));
+  if (!with_keys) {
+    for (SummaryRecord& record : records) record.key = {};
   }
-  if (offset != bytes.size()) return damaged("bytes after its last entry");
   for (const SummaryRecord& record : records) visit(record);
   return found;
 }

@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kv/key_hash.h"
 #include "kv/page_format.h"
@@ -75,6 +76,16 @@ class SummaryBuilder {
                    uint64_t generation_floor);
   // Header and entries' bytes as they stand.
   uint64_t summary_bytes() const { return sizeof(SummaryHeader) + entries_.size(); }
+  // The entries' bytes as they stand (Take puts a header before them).
+  std::string_view entries() const { return entries_; }
+
+  // Goes on with the summary of a segment its head returns to (the clean-close checkpoint,
+  // checkpoint.h): `entries`, `entry_count` and `page_bytes` as entries(), entry_count() and
+  // bytes_per_page() gave them, of a log whose data pages are [0, data_pages). kDataLoss, and
+  // the builder abandoned, when they are not what a builder gives. (An abandoned summary is
+  // resumed by Abandon.)
+  absl::Status Resume(bool with_keys, const Geometry& geometry, std::string_view entries,
+                      uint32_t entry_count, uint64_t page_bytes, uint32_t data_pages);
 
  private:
   std::string entries_;

@@ -541,7 +541,7 @@ void SegmentTable::ForEachSaved(const std::function<void(const SavedSegment&)>& 
     }
     f.tombstone_samples = static_cast<uint32_t>(saved.tombstones.size());
     saved.filter.clear();
-    // (Close sealed the heads first, which folded their segments' filters to size.)
+
     if (info.filter != nullptr) info.filter->CopyTo(&saved.filter);
     f.filter_words = saved.filter.size();
     visit(saved);
@@ -592,6 +592,24 @@ absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {
       (*info.samples)[i] = TombstoneSample{KeyHash{t.hash_lo, t.hash_hi}, t.sequence};
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentTable::ResumeHead(uint64_t segment, uint64_t generation) {
+  const auto refuse = [&] {
+    return absl::DataLossError(absl::StrCat("segment ", segment,
+                                            " is not a log a head could go on with"));
+  };
+  if (segment >= segment_count_) return refuse();
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[segment];
+  if (info.state != SegmentState::kSealed ||
+      info.generation != generation || info.summary.pages != 0 || info.filter == nullptr ||
+      info.filter->words() != open_filter_words_) {
+    return refuse();
+  }
+  info.state = SegmentState::kOpen;
+  info.last_write.reset();
   return absl::OkStatus();
 }
 

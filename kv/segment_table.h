@@ -229,10 +229,14 @@ class SegmentTable {
   // Calls `visit` for every segment holding a log, in segment order. Only while nothing else
   // changes the table (Close, once the writer and compaction have stopped).
   void ForEachSaved(const std::function<void(const SavedSegment&)>& visit);
-  // Recovery from a checkpoint, before FinishRecovery: `saved` is a sealed segment holding a
-  // log. kDataLoss for what ForEachSaved never gives (a segment out of range or given twice, a
+  // Recovery from a checkpoint, before FinishRecovery: `saved` is a segment holding a log,
+  // sealed (ResumeHead makes a head's open again). kDataLoss for what ForEachSaved never gives (a segment out of range or given twice, a
   // filter whose size is no power of two, too many tombstones, a summary outside the log).
   absl::Status RestoreSegment(const SavedSegment& saved);
+  // Recovery from a checkpoint: restored `segment`, of the log of `generation`, is a log head's
+  // again (kOpen), as it was at Close. kDataLoss when it is not a restored segment of that
+  // generation without a summary, with a full-size key filter, taken by no other head.
+  absl::Status ResumeHead(uint64_t segment, uint64_t generation);
   uint32_t filter_probes() const { return probes_; }
   // The most a SavedSegment may hold: filter words, and tombstone samples.
   uint64_t max_filter_words() const { return open_filter_words_; }
@@ -278,6 +282,7 @@ class SegmentTable {
     void Add(const KeyHash& hash);
     bool MayContain(const KeyHash& hash) const;
     void FoldTo(uint64_t words);  // a power of two; no-op unless smaller
+    uint64_t words() const { return words_; }
     // Its words (the checkpoint's); CopyFrom takes as many as the filter has.
     void CopyTo(std::vector<uint64_t>* words) const;
     void CopyFrom(const std::vector<uint64_t>& words);

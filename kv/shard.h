@@ -67,6 +67,16 @@ struct PageSlot {
   std::vector<Shard*> foreign;
 };
 
+// Where a log head goes on with a segment's log after a clean Close (the checkpoint's,
+// checkpoint.h): page `next_page` of `segment` is the next it assigns, with head counter
+// `next_counter` (page i of the log has counter next_counter - next_page + i).
+struct HeadPlace {
+  uint64_t segment = 0;
+  uint64_t generation = 0;
+  uint32_t next_page = 0;
+  uint64_t next_counter = 1;
+};
+
 // A shard's log head: the segment it appends to and the pages it has assigned. Every page it
 // assigns gets the next head counter (the head's page order, across segments), and DurablePrefix
 // follows it from assignment until it is durable. Invariants: each of the shard's PageSlots is
@@ -88,6 +98,20 @@ struct LogHead {
   DurablePrefix durable;          // the pages assigned, and how far they are durable
   std::vector<PageSlot*> sealed;  // finished pages waiting for the writer
   std::vector<PageSlot*> free_slots;
+
+  // Goes on at `place` (recovery, before the engine writes): the pages before it are durable,
+  // and `built` is the summary of their records (abandoned when the segment gets none).
+  void Resume(const HeadPlace& place, SummaryBuilder built) {
+    NVKV_CHECK(!has_segment && open == nullptr && place.next_counter > place.next_page);
+    has_segment = true;
+    segment = place.segment;
+    generation = place.generation;
+    next_page = place.next_page;
+    next_counter = place.next_counter;
+    reserved_pages = 0;
+    summary = std::move(built);
+    durable.StartAfter(next_counter - 1);
+  }
 };
 
 // An entry of Shard::unwritten: a page whose bytes are in a slot, or a page of a large record

@@ -104,9 +104,9 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   absl::Status adopted = AdoptGeometry(path, superblock);
   if (!adopted.ok()) return adopted;
   if (superblock.format_version < kFormatVersion) {
-    // An upgrade (kv/FORMAT.md "Format versions"): version 3 only adds to version 2, so the
-    // store is upgraded by saying so in both copies, once its geometry is accepted and before
-    // anything of version 3 is written.
+    // An upgrade (kv/FORMAT.md "Format versions"): each version only adds to the one before, so
+    // the store is upgraded by saying so in both copies, once its geometry is accepted and
+    // before anything of the new version is written.
     superblock.format_version = kFormatVersion;
     for (uint32_t which : {0u, 1u}) {
       absl::Status upgraded = RepairSuperblock(superblock, which);

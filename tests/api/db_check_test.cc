@@ -88,20 +88,6 @@ class DBCheckTest : public ::testing::Test {
     close(fd);
   }
 
-  // Zeroes page `page` of the store file, which must be a segment summary's (kv/FORMAT.md).
-  void ZeroSummaryPage(uint64_t page) {
-    const int fd = open(path_.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0);
-    const off_t at = static_cast<off_t>(page * kPageBytes);
-    uint8_t type = 0;
-    ASSERT_EQ(pread(fd, &type, 1, at + 12), 1);  // PageHeader::type
-    EXPECT_EQ(type, 5) << "page " << page << " is not a summary page";
-    const std::string zeros(kPageBytes, '\0');
-    ASSERT_EQ(pwrite(fd, zeros.data(), zeros.size(), at), static_cast<ssize_t>(zeros.size()));
-    ASSERT_EQ(fsync(fd), 0);
-    close(fd);
-  }
-
   // Zeroes every page of the clean-close checkpoint (type 6, kv/FORMAT.md "Checkpoint"): the
   // store is then as a crash would have left it (a crash leaves no checkpoint), and Open reads
   // the log.
@@ -228,15 +214,14 @@ TEST_F(DBCheckTest, CheckCountsADamagedLastPageAsATornTailNotAProblem) {
   WriteAround("needle-key-5e21b0", /*before=*/5, /*after=*/0);
   const uint64_t page = PageHolding("needle-key-5e21b0");
   DamagePage(page);
-  // As if the power had failed before the segment's summary (the page after the needle's)
-  // landed: the needle's page is then the log's last, torn, and there is no checkpoint. The
-  // segment map names the summary, so recovery finds it missing and reads the segment instead.
-  ZeroSummaryPage(page + 1);
+  // As if the power had failed while the needle's page was being written: it is the last page
+  // of the log its head was filling (Close keeps the heads in their segments, with no summary
+  // yet), torn, and there is no checkpoint. Recovery reads the segment.
   ZeroCheckpoint();
 
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->GetStats().recovery_summaries_unused, 1u);
+  EXPECT_EQ(db->GetStats().recovery_from_checkpoint, 0u);
   EXPECT_EQ(db->GetStats().live_keys, 5u);
   absl::StatusOr<CheckReport> report = db->Check();
   ASSERT_THAT(report, IsOk());

@@ -52,6 +52,7 @@ Stats SampleStats() {
   s.recovery_segments_summarized = 7;
   s.recovery_summaries_unused = 2;
   s.recovery_from_checkpoint = 1;
+  s.recovery_heads_resumed = 3;
   s.recovery_records = 4;
   s.recovery_batches_discarded = 0;
   s.recovery_damaged_pages = 0;
@@ -97,6 +98,7 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"recovery_map_pages_damaged\":1,\"recovery_segments_summarized\":7,"
       "\"recovery_summaries_unused\":2,\"recovery_from_checkpoint\":1,"
       "\"recovery_checkpoints_unused\":0,\"recovery_checkpoint_unused_why\":\"\","
+      "\"recovery_heads_resumed\":3,"
       "\"recovery_records\":4,"
       "\"recovery_batches_discarded\":0,\"recovery_damaged_pages\":0,"
       "\"recovery_table_bytes\":96,"

@@ -41,6 +41,7 @@ struct Shape {
   std::optional<IndexMode> mode;  // the test's by default
   uint32_t shards = 2;
   bool read_all = false;
+  bool checkpoint = true;  // Close writes one
 };
 
 EngineOptions StoreOptions(const Shape& shape, IndexMode mode) {
@@ -52,6 +53,7 @@ EngineOptions StoreOptions(const Shape& shape, IndexMode mode) {
   options.background_compaction = false;
   options.index_mode = shape.mode.value_or(mode);
   options.recovery_reads_all = shape.read_all;
+  options.checkpoint_at_close = shape.checkpoint;
   return options;
 }
 
@@ -306,6 +308,90 @@ TEST_P(CheckpointTest, AnOpenThatReadsEverySegmentIgnoresIt) {
   EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 0u);
   ExpectAll(**engine);
   ExpectCheckFindsNothing(**engine);
+}
+
+// The log heads go on in their segments after a clean Close: sessions that each write a few
+// records and close fill one segment per head, not one segment each (Close used to seal the
+// heads, so every session took fresh segments and left the last ones partly empty).
+TEST_P(CheckpointTest, TheHeadsGoOnInTheirSegmentsAfterACleanClose) {
+  const Shape one_shard{.mode = std::nullopt, .shards = 1};
+  uint64_t free_after_first = 0;
+  for (int session = 0; session < 4; ++session) {
+    SCOPED_TRACE(absl::StrCat("session ", session));
+    auto engine = Open(storage_, one_shard);
+    ASSERT_THAT(engine, IsOk());
+    if (session > 0) {
+      EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+      EXPECT_EQ((*engine)->Stats().recovery_heads_resumed, 1u);
+      ExpectAll(**engine);
+    }
+    for (int k = 0; k < 3; ++k) {
+      const std::string key = absl::StrCat("s", session, "-", k);
+      const std::string value(200, static_cast<char>('a' + session));
+      WriteOp op{false, key, value};
+      ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), k == 2), IsOk());
+      expected_[key] = value;
+    }
+    const uint64_t free = (*engine)->Stats().segments_free;
+    if (session == 0) free_after_first = free;
+    EXPECT_EQ(free, free_after_first) << "a session took a fresh segment for its few records";
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  // Reading the log finds the same: the head's segment holds one log written by four sessions.
+  auto read_all = Open(CopyOf(*storage_), Shape{.mode = std::nullopt, .shards = 1,
+                                                .read_all = true});
+  ASSERT_THAT(read_all, IsOk());
+  EXPECT_EQ((*read_all)->Stats().recovery_damaged_pages, 0u);
+  ExpectAll(**read_all);
+  ExpectCheckFindsNothing(**read_all);
+}
+
+// A resumed head builds on the summary its segment had at Close: when it leaves the segment,
+// the summary holds the records of every session that wrote there, and an Open that reads it
+// (the next Close writes no checkpoint) finds what the log holds.
+TEST_P(CheckpointTest, AResumedHeadsSummaryHoldsEverySessionsRecords) {
+  WriteAndClose();
+  {
+    auto engine = Open(storage_);
+    ASSERT_THAT(engine, IsOk());
+    ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    Write(**engine, 2);
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  auto engine = Open(storage_, Shape{.mode = std::nullopt, .checkpoint = false});
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  Write(**engine, 3);
+  const EngineStats before = (*engine)->Stats();
+  ASSERT_THAT((*engine)->Close(), IsOk());  // the heads leave their segments with summaries
+  engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  const EngineStats stats = (*engine)->Stats();
+  EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
+  EXPECT_GT(stats.recovery_segments_summarized, 0u);
+  EXPECT_EQ(stats.recovery_summaries_unused, 0u);
+  EXPECT_EQ(stats.live_keys, before.live_keys);
+  ExpectAll(**engine);
+  ExpectCheckFindsNothing(**engine);  // every summary says what its log holds
+}
+
+// After a crash in a session that resumed its heads, recovery reads their segments as the open
+// ones they are: one log each, written before the last Close and after it.
+TEST_P(CheckpointTest, ACrashAfterTheHeadsResumedRecoversBothSessionsWrites) {
+  WriteAndClose();
+  auto engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  Write(**engine, 2);
+  ASSERT_THAT((*engine)->Flush(), IsOk());
+  auto crashed = Open(CopyOf(*storage_));  // no Close
+  ASSERT_THAT(crashed, IsOk());
+  const EngineStats stats = (*crashed)->Stats();
+  EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
+  EXPECT_EQ(stats.recovery_damaged_pages, 0u);
+  EXPECT_EQ(stats.live_keys, (*engine)->Stats().live_keys);
+  ExpectAll(**crashed);
+  ExpectCheckFindsNothing(**crashed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CheckpointTest,

@@ -215,7 +215,7 @@ TEST(OpenTest, VersionOneStoreIsRefusedAndLeftAlone) {
   const std::vector<uint8_t> before = AllBytes(*storage);
   EXPECT_THAT(OpenMem(storage, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       "format version 1, which this nvkv (version 4) does not read"));
+                       "format version 1, which this nvkv (version 5) does not read"));
   EngineOptions force = StoreOptions();
   force.force_format = true;
   EXPECT_THAT(OpenMem(storage, force),
@@ -230,8 +230,9 @@ uint32_t VersionOfCopy(const MemStorage& storage, uint32_t copy) {
   return superblock.ok() ? superblock->format_version : 0;
 }
 
-// Version 3 only adds to version 2 (summaries): a version 2 store is upgraded at Open, both
-// superblock copies saying 3 before anything is written, and keeps its data.
+// Versions 3 to 5 only add to version 2 (summaries, the checkpoint, its heads): a version 2
+// store is upgraded at Open, both superblock copies saying 5 before anything is written, and
+// keeps its data.
 TEST(OpenTest, VersionTwoStoreIsUpgradedAndKeepsItsData) {
   auto storage = NewStorage();
   MakeStore(storage);

@@ -269,13 +269,14 @@ class DB {
   // Counters and configuration in force. After Close(): as they were when Close() began.
   Stats GetStats();
 
-  // Flushes every write, writes the summaries of the segments being filled, stops the background
-  // threads, writes a checkpoint of the index (so that the next Open reads that instead of the
-  // log: kv/FORMAT.md "Checkpoint"), and releases the path (another Open may then succeed).
+  // Flushes every write, stops the background threads, writes a checkpoint of the index and of
+  // where each log head stands (so that the next Open reads that instead of the log, and goes
+  // on writing in the same segments: kv/FORMAT.md "Checkpoint"), and releases the path (another
+  // Open may then succeed).
   // Every later call fails with kFailedPrecondition, including a second Close(). An error means
   // the last writes may not be durable. (A checkpoint that cannot be written, for want of free
   // space or by a device error, is no error: every write is durable before it, and the next
-  // Open reads the log instead.)
+  // Open reads the log instead, the segments being filled whole, as after a crash.)
   // REQUIRES: no other call on this DB is in progress.
   absl::Status Close();
 

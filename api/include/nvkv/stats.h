@@ -140,6 +140,9 @@ struct Stats {
   uint64_t recovery_from_checkpoint = 0;
   uint64_t recovery_checkpoints_unused = 0;
   std::string recovery_checkpoint_unused_why;  // why it was not used, in one line
+  // Log heads that went on in the segments they were filling at that clean Close (from the
+  // checkpoint), instead of taking fresh ones.
+  uint64_t recovery_heads_resumed = 0;
   uint64_t recovery_records = 0;
   uint64_t recovery_batches_discarded = 0;  // torn batches dropped whole
   // Damaged pages inside a segment's log that recovery skipped (holes): their records are lost,
