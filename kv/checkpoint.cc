@@ -479,12 +479,17 @@ class Loader {
   absl::Status LoadHead(uint32_t shard) {
     CheckpointHead saved;
     if (!in_.Read(&saved, sizeof(saved))) return in_.status();
+    if ((saved.flags & ~kHeadSummaryKept) != 0 || saved.reserved != 0) {
+      return Refuse(absl::StrCat("shard ", shard, "'s head: flags this nvkv does not know"));
+    }
     if (saved.segment == kCheckpointNoHead) {
       if (saved.flags != 0 || saved.summary_bytes != 0) return Refuse("a head of no segment");
       return absl::OkStatus();
     }
+    // Head counters grow by one a page: 2^48 pages is more than any device holds.
     if (saved.segment >= g_.segment_count || !restored_[saved.segment] ||
         saved.next_page > g_.log_pages() || saved.next_counter <= saved.next_page ||
+        saved.next_counter >= (uint64_t{1} << 48) ||
         saved.summary_bytes > std::min<uint64_t>(in_.remaining(), kMaxSummaryPagesCap *
                                                                       g_.payload_bytes())) {
       return Refuse(absl::StrCat("shard ", shard, "'s head at a place no log of its has"));
@@ -498,7 +503,8 @@ class Loader {
     if ((saved.flags & kHeadSummaryKept) != 0) {
       const absl::Status summary =
           resumed.summary.Resume(options_.ordered, g_, entries, saved.summary_entries,
-                                 saved.summary_page_bytes, saved.next_page);
+                                 saved.summary_page_bytes, saved.next_page,
+                                 header_.next_sequence);
       if (!summary.ok()) {
         return Refuse(absl::StrCat("shard ", shard, "'s head: its summary: ", summary.message()));
       }

@@ -15,7 +15,8 @@
 // (summaries and segments), which finds the same state.
 //
 // Cost: 8 bytes per index entry in hash mode (16 and the key in ordered mode), ~100 bytes per
-// segment holding a log and its key filter (2.5-8 bytes per put it holds). Open reads it in
+// segment holding a log and its key filter (2.5-8 bytes per put it holds; a head's segment has a
+// full-size one, 128-256 KiB for 1 MiB segments), and each head's summary so far. Open reads it in
 // chunk-sized runs and fills the indexes as it goes: no table of every key beside the index.
 #ifndef NVKV_KV_CHECKPOINT_H_
 #define NVKV_KV_CHECKPOINT_H_
@@ -67,9 +68,9 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
 
 
 // Close, when nothing was written to the log since the Open that read the checkpoint at
-// `places` (no segment taken, SegmentTable::segments_taken(), and no record appended to a
-// resumed head's segment): that checkpoint still stands for the log, and its pages are intact
-// (only a segment taken is written). Marks its segments in the map again;
+// `places` (no segment taken, SegmentTable::segments_taken(), and no page assigned by a head,
+// HeadAppender::HeadCountersSum()): that checkpoint still stands for the log, and its pages are
+// intact (they are in free segments, which only a segment taken writes). Marks its segments in the map again;
 // the caller writes the map. A session that only reads thus writes a map page, not the index.
 void MarkCheckpointAgain(const std::vector<CheckpointPlace>& places, SegmentTable& segments);
 

@@ -180,6 +180,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
                                          recovery_.dropped_batch_records);
   NVKV_RETURN_IF_ERROR(StartWriter());
   NVKV_RETURN_IF_ERROR(StartCompactor());
+  head_counters_at_open_ = appender_->HeadCountersSum();
   writer_->Start();
   compactor_->Start();
   return absl::OkStatus();
@@ -369,10 +370,11 @@ absl::Status Engine::Impl::WriteCheckpointAtClose() {
   absl::StatusOr<std::unique_ptr<storage::Device>> queue = OpenQueue(LargeIoQueueOptions());
   if (!queue.ok()) return queue.status();
   if (recovery_.from_checkpoint && segments_->segments_taken() == 0 &&
-      next_sequence_.load() == recovery_.next_sequence) {
-    // Nothing was written since Open read the checkpoint: no segment was taken (every page
-    // compaction writes is in one it takes) and no record appended (every record takes a
-    // sequence, also in a resumed head's segment). It stands, and its pages are intact.
+      appender_->HeadCountersSum() == head_counters_at_open_) {
+    // Nothing was written since Open read the checkpoint: no head assigned a page (records,
+    // summaries, compaction's copies all go through them) and no segment was taken (compaction
+    // takes its victims so, before it writes their free markers). It stands, and its pages are
+    // intact.
     MarkCheckpointAgain(recovery_.checkpoint, *segments_);
     return WriteMapAlone(**queue);
   }

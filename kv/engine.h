@@ -82,8 +82,10 @@ struct EngineOptions {
   // A summary takes at least a page: in the small segments of a small store (which opens in
   // milliseconds anyway) that is more space than the summary saves time. Tests set 0.
   uint32_t summary_min_segment_pages = 128;
-  // A clean Close writes a checkpoint of the indexes and the segment table (checkpoint.h), which
-  // the next Open reads instead of the log. Tests that want Open to read the log turn it off.
+  // A clean Close writes a checkpoint of the indexes, the segment table and the log heads'
+  // places (checkpoint.h), which the next Open reads instead of the log; the heads go on in
+  // their segments. Off, Close makes the heads leave their segments with summaries instead, and
+  // the next Open reads those. Tests that want Open to read the log turn it off.
   bool checkpoint_at_close = true;
 };
 

@@ -232,6 +232,9 @@ class Engine::Impl final {
   // What recovery found at Open (written by Open only); dropped_batch_records tells page reads
   // which records on the device belong to no applied batch.
   RecoveryReport recovery_;
+  // HeadAppender::HeadCountersSum() once recovery was done: Close compares it to tell whether
+  // anything was written since.
+  uint64_t head_counters_at_open_ = 0;
 };
 
 }  // namespace nvkv::kv

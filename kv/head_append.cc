@@ -475,6 +475,15 @@ absl::StatusOr<bool> HeadAppender::Relocate(const ScannedRecord& record, const K
   return true;
 }
 
+uint64_t HeadAppender::HeadCountersSum() const {
+  uint64_t sum = 0;
+  for (const auto& shard : shards_) {
+    absl::MutexLock shard_lock(&shard->mu);
+    sum += shard->head.next_counter;
+  }
+  return sum;
+}
+
 void HeadAppender::SealOpenPages() {
   for (const auto& shard : shards_) {
     absl::MutexLock shard_lock(&shard->mu);

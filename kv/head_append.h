@@ -155,6 +155,12 @@ class HeadAppender final : public RecordMover {
                            const CurrentRecord& current, SegmentUse use, bool fua,
                            bool* lost_race, uint64_t* last_counter) const;
 
+  // The pages every head has assigned since it was made or resumed: the sum of their head
+  // counters, which grows with every page a head assigns (data, a large record's, a summary's).
+  // Unchanged since Open, with no segment taken (SegmentTable::segments_taken: compaction
+  // takes its victims so), means nothing was written to the log since.
+  uint64_t HeadCountersSum() const;
+
   // The store is closing and writes a checkpoint, which keeps the heads where they are (the next
   // Open resumes them): seals every shard's open page and wakes the writer; the heads keep
   // their segments, without summaries.

@@ -143,7 +143,8 @@ void SummaryBuilder::Add(const KeyHash& hash, std::string_view key, const Record
 
 absl::Status SummaryBuilder::Resume(bool with_keys, const Geometry& geometry,
                                    std::string_view entries, uint32_t entry_count,
-                                   uint64_t page_bytes, uint32_t data_pages) {
+                                   uint64_t page_bytes, uint32_t data_pages,
+                                   uint64_t next_sequence) {
   Reset(with_keys, geometry);
   Abandon();  // until the entries are known to be good
   if (sizeof(SummaryHeader) + entries.size() > limit_bytes_ || page_bytes > limit_bytes_) {
@@ -153,6 +154,12 @@ absl::Status SummaryBuilder::Resume(bool with_keys, const Geometry& geometry,
   std::vector<SummaryRecord> records;
   NVKV_RETURN_IF_ERROR(
       DecodeEntries(entries, entry_count, with_keys, data_pages, geometry, &records));
+  for (const SummaryRecord& record : records) {
+    if (record.sequence >= next_sequence) {
+      return absl::DataLossError(absl::StrCat("a record of sequence ", record.sequence,
+                                              ", not below the next one, ", next_sequence));
+    }
+  }
   entries_.assign(entries);
   entry_count_ = entry_count;
   abandoned_ = false;

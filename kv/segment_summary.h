@@ -81,11 +81,12 @@ class SummaryBuilder {
 
   // Goes on with the summary of a segment its head returns to (the clean-close checkpoint,
   // checkpoint.h): `entries`, `entry_count` and `page_bytes` as entries(), entry_count() and
-  // bytes_per_page() gave them, of a log whose data pages are [0, data_pages). kDataLoss, and
-  // the builder abandoned, when they are not what a builder gives. (An abandoned summary is
-  // resumed by Abandon.)
+  // bytes_per_page() gave them, of a log whose data pages are [0, data_pages) and whose records
+  // are all below `next_sequence`. kDataLoss, and the builder abandoned, when they are not what
+  // a builder gives. (An abandoned summary is resumed by Abandon.)
   absl::Status Resume(bool with_keys, const Geometry& geometry, std::string_view entries,
-                      uint32_t entry_count, uint64_t page_bytes, uint32_t data_pages);
+                      uint32_t entry_count, uint64_t page_bytes, uint32_t data_pages,
+                      uint64_t next_sequence);
 
  private:
   std::string entries_;

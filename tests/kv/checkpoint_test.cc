@@ -346,6 +346,53 @@ TEST_P(CheckpointTest, TheHeadsGoOnInTheirSegmentsAfterACleanClose) {
   ExpectCheckFindsNothing(**read_all);
 }
 
+// A session that writes no record but makes the heads leave their segments (CompactAll seals
+// them, writing their summaries, even when no segment is worth cleaning) wrote to the log: its
+// Close writes a new checkpoint, whose heads have no segment. The checkpoint it read, marked
+// again, would resume the heads over the summaries they wrote.
+TEST_P(CheckpointTest, ASessionThatOnlySealsTheHeadsWritesANewCheckpoint) {
+  // One shard, distinct keys only: no segment holds garbage, and the head's second segment is
+  // filled past half (not worth repacking), so the compaction below cleans nothing.
+  const Shape one_shard{.mode = std::nullopt, .shards = 1};
+  {
+    auto engine = Open(storage_, one_shard);
+    ASSERT_THAT(engine, IsOk());
+    // Three records a page, 14 data pages a segment: two full segments and 11 pages of a third.
+    for (int k = 0; k < 2 * 42 + 33; ++k) {
+      const std::string key = absl::StrCat("distinct", k);
+      const std::string value(1000, static_cast<char>('a' + k % 26));
+      WriteOp op{false, key, value};
+      ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), false), IsOk());
+      expected_[key] = value;
+    }
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  const std::vector<uint64_t> pages = CheckpointPages(*storage_);
+  std::vector<std::vector<uint8_t>> written;
+  for (const uint64_t page : pages) written.push_back(storage_->CopyOut(page, 1));
+  {
+    auto engine = Open(storage_, one_shard);
+    ASSERT_THAT(engine, IsOk());
+    ASSERT_EQ((*engine)->Stats().recovery_heads_resumed, 1u);
+    ASSERT_THAT((*engine)->CompactAll(), IsOk());
+    const EngineStats stats = (*engine)->Stats();
+    ASSERT_EQ(stats.segments_cleaned, 0u) << "the test wants a compaction that cleans nothing";
+    EXPECT_EQ(stats.puts + stats.deletes, 0u);
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  std::vector<std::vector<uint8_t>> now;
+  for (const uint64_t page : CheckpointPages(*storage_)) now.push_back(storage_->CopyOut(page, 1));
+  EXPECT_FALSE(now == written) << "the checkpoint read was marked again";
+  auto engine = Open(storage_, one_shard);
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  EXPECT_EQ((*engine)->Stats().recovery_heads_resumed, 0u) << "the head left its segment";
+  ExpectAll(**engine);
+  Write(**engine, 2);
+  ExpectAll(**engine);
+  ExpectCheckFindsNothing(**engine);
+}
+
 // A resumed head builds on the summary its segment had at Close: when it leaves the segment,
 // the summary holds the records of every session that wrote there, and an Open that reads it
 // (the next Close writes no checkpoint) finds what the log holds.
