@@ -45,6 +45,7 @@ namespace {
 static_assert(NVKV_MAX_KEY_BYTES == nvkv::DB::kMaxKeyBytes);
 static_assert(NVKV_INDEX_HASH == static_cast<int>(nvkv::IndexMode::kHash));
 static_assert(NVKV_INDEX_ORDERED == static_cast<int>(nvkv::IndexMode::kOrdered));
+static_assert(NVKV_INDEX_AS_FORMATTED == static_cast<int>(nvkv::IndexMode::kAsFormatted));
 static_assert(NVKV_COMPACTION_COST_BENEFIT ==
               static_cast<int>(nvkv::CompactionPolicy::kCostBenefit));
 static_assert(NVKV_COMPACTION_GREEDY == static_cast<int>(nvkv::CompactionPolicy::kGreedy));

@@ -32,7 +32,8 @@ storage::Backend ToEngine(Backend backend) {
 // An out-of-range enum value (a cast from a bad integer, e.g. through the C API) is a caller
 // error like any other bad option, not undefined behaviour further down.
 absl::Status CheckEnums(const Options& options) {
-  if (options.index_mode != IndexMode::kHash && options.index_mode != IndexMode::kOrdered) {
+  if (options.index_mode != IndexMode::kHash && options.index_mode != IndexMode::kOrdered &&
+      options.index_mode != IndexMode::kAsFormatted) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown index_mode ", static_cast<int>(options.index_mode)));
   }
@@ -195,7 +196,7 @@ absl::StatusOr<std::unique_ptr<DB>> DB::Open(const Options& options, const std::
   if (!engine.ok()) return engine.status();
   auto rep = std::make_unique<Rep>();
   rep->engine = std::move(*engine);
-  rep->index_mode = options.index_mode;
+  rep->index_mode = rep->engine->index_mode();
   rep->max_value_bytes = rep->engine->max_value_bytes();
   rep->max_batch_bytes = rep->engine->max_batch_bytes();
   return std::unique_ptr<DB>(new DB(std::move(rep)));

@@ -83,6 +83,8 @@ const char* IndexModeName(IndexMode mode) {
       return "hash";
     case IndexMode::kOrdered:
       return "ordered";
+    case IndexMode::kAsFormatted:
+      return "as-formatted";
   }
   return "unknown";
 }

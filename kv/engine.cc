@@ -120,7 +120,6 @@ DurableWrites ChooseDurableWrites(DurableWrites asked) {
 
 Engine::Impl::Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device)
     : options_(options),
-      ordered_(options.index_mode == IndexMode::kOrdered),
       base_device_(std::move(device)),
       device_info_(base_device_->info()),
       durable_writes_(ChooseDurableWrites(options.durable_writes)),
@@ -463,7 +462,7 @@ EngineStats Engine::Impl::Stats() {
   s.page_bytes = geometry_.page_bytes;
   s.pages_per_segment = geometry_.pages_per_segment;
   s.shard_count = static_cast<uint32_t>(shards_.size());
-  s.index_mode = options_.index_mode;
+  s.index_mode = ordered_ ? IndexMode::kOrdered : IndexMode::kHash;
   s.durable_writes = durable_writes_;
   return s;
 }
@@ -565,5 +564,8 @@ absl::Status Engine::ForEachLive(
 }
 uint32_t Engine::max_value_bytes() const { return impl_->geometry().max_value_bytes(); }
 uint64_t Engine::max_batch_bytes() const { return impl_->max_batch_bytes(); }
+IndexMode Engine::index_mode() const {
+  return impl_->ordered() ? IndexMode::kOrdered : IndexMode::kHash;
+}
 
 }  // namespace nvkv::kv

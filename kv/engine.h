@@ -65,7 +65,7 @@ struct EngineOptions {
   static constexpr uint32_t kAutoSegmentBytes = 0;
   uint32_t segment_bytes = kAutoSegmentBytes;
   uint32_t shard_count = 4;         // 1..64
-  IndexMode index_mode = IndexMode::kHash;
+  IndexMode index_mode = IndexMode::kAsFormatted;  // recorded at format (page_format.h)
   uint32_t max_write_delay_us = 2000;  // non-durable writes reach the device within this (and
                                        // are durable within twice it plus device time)
   DurableWrites durable_writes = DurableWrites::kAuto;  // kAuto: kFua (engine.cc)
@@ -196,6 +196,8 @@ class Engine {
 
   uint32_t max_value_bytes() const;
   uint64_t max_batch_bytes() const;
+  // The index mode this Open chose (kHash or kOrdered: EngineOptions::index_mode, or the store's).
+  IndexMode index_mode() const;
 
   class Impl;
 

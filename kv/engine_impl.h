@@ -189,7 +189,9 @@ class Engine::Impl final {
   bool CompactionFreedRoom(const absl::Status& status, SegmentUse use, int attempt);
 
   const EngineOptions options_;
-  const bool ordered_;
+  // The index mode: options_.index_mode, or the one the store records (OpenStore decides,
+  // before anything uses it).
+  bool ordered_ = false;
   std::unique_ptr<storage::Device> base_device_;  // as opened; holds the device lock
   // The opening thread's queue, with room for recovery's reads: superblocks, format and recovery
   // use it, and StartEngine closes it once they are done (its buffers are 4 MiB of pinned memory).

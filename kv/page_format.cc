@@ -111,6 +111,10 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
         "store has format version ", superblock.format_version, ", which this nvkv (version ",
         kFormatVersion, ") does not read; copy its data out with the nvkv that wrote it"));
   }
+  if (superblock.index_mode > kSuperblockIndexOrdered) {
+    return absl::DataLossError(
+        absl::StrCat("superblock names index mode ", superblock.index_mode, ", which none is"));
+  }
   // Every field within the bounds a format sets, before any of them is multiplied: 8 MiB
   // segments at most, and at most 2^60 bytes of segments, so that no product of page size, pages
   // per segment and segment count wraps around 64 bits.

@@ -246,8 +246,13 @@ struct Superblock {
   uint8_t store_id[16];     // random at format time
   uint64_t format_time_unix_s;
   uint32_t copy;            // 0 or 1: which of the two pages this is
-  uint32_t reserved;
+  uint32_t index_mode;      // kSuperblockIndex*: the mode it was formatted with
 };
+// Superblock::index_mode. Stores formatted before version 5 say 0: not recorded (Open's
+// default is then the hash index, as it was then).
+inline constexpr uint32_t kSuperblockIndexNotRecorded = 0;
+inline constexpr uint32_t kSuperblockIndexHash = 1;
+inline constexpr uint32_t kSuperblockIndexOrdered = 2;
 #pragma pack(pop)
 
 static_assert(sizeof(PageHeader) == 40);

@@ -101,6 +101,10 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     if (!formatted.ok()) return formatted.status();
     superblock = *formatted;
   }
+  // The index mode: the one asked for, else the one the store was formatted with.
+  ordered_ = options_.index_mode == IndexMode::kAsFormatted
+                 ? superblock.index_mode == kSuperblockIndexOrdered
+                 : options_.index_mode == IndexMode::kOrdered;
   absl::Status adopted = AdoptGeometry(path, superblock);
   if (!adopted.ok()) return adopted;
   if (superblock.format_version < kFormatVersion) {
@@ -239,6 +243,8 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
   superblock.lba_bytes = lba_bytes;
   superblock.segment_count = segment_count;
   superblock.format_time_unix_s = static_cast<uint64_t>(std::time(nullptr));
+  superblock.index_mode = options_.index_mode == IndexMode::kOrdered ? kSuperblockIndexOrdered
+                                                                     : kSuperblockIndexHash;
   if (getrandom(superblock.store_id, sizeof(superblock.store_id), 0) !=
       static_cast<ssize_t>(sizeof(superblock.store_id))) {
     return absl::InternalError("getrandom failed for the store id");

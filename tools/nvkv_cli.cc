@@ -39,7 +39,9 @@ struct CommandSpec {
 const std::vector<OptionSpec>& GlobalOptions() {
   static const std::vector<OptionSpec> options = {
       {"--db", "PATH", "the store (default: $NVKV_DB, else ./nvkv.db)"},
-      {"--ordered", nullptr, "open with the ordered index (also NVKV_ORDERED=1); scan needs it"},
+      {"--ordered", nullptr,
+       "the ordered index (also NVKV_ORDERED=1): format records it, an open uses it"},
+      {"--hash", nullptr, "the hash index: open a store formatted --ordered without key order"},
       {"--hex", nullptr, "keys and values are given and printed in hex"},
       {"--backend", "B", "auto (default), nvme, direct or sync"},
       {"--help", nullptr, "help for the tool, or for the command it follows"},
@@ -55,8 +57,9 @@ const std::vector<CommandSpec>& Commands() {
        "(the whole file is written once). A block device or NVMe namespace is used whole.\n"
        "Refuses a path that holds a store, or data that is not one, unless --force is given:\n"
        "then a store file is deleted and created afresh (same size unless --capacity), and a\n"
-       "block device is overwritten. Pages and segments are fixed at format; the index mode\n"
-       "is not (see --ordered).",
+       "block device is overwritten. Pages and segments are fixed at format; so is the index\n"
+       "mode every later command opens with (hash, or --ordered), unless it asks for the\n"
+       "other (--ordered, --hash).",
        {{"--capacity", "SIZE", "size of a new store file (default 1g)"},
         {"--page-bytes", "SIZE", "page size: a power of two from 4k to 64k (default 4k)"},
         {"--segment-bytes", "SIZE",
@@ -78,10 +81,10 @@ const std::vector<CommandSpec>& Commands() {
        "Deletes KEY, durably. A KEY not in the store is not there afterwards either: exit 0.",
        {},
        RunDel},
-      {"scan", "", 0, 0, "print pairs in key order (--from, --to, --limit; needs --ordered)",
+      {"scan", "", 0, 0, "print pairs in key order (--from, --to, --limit; ordered index)",
        "Prints the pairs with FROM <= key < TO in byte order of the keys, one per line in the\n"
-       "dump format (without its header line). Needs the ordered index: the index mode is\n"
-       "chosen each time a store is opened, so give --ordered (or NVKV_ORDERED=1) every time.",
+       "dump format (without its header line). Needs the ordered index: a store formatted\n"
+       "with --ordered opens with it; give --ordered to open a hash store with it.",
        {{"--from", "KEY", "first key (default: the first)"},
         {"--to", "KEY", "stop before this key (default: no end)"},
         {"--limit", "N", "print at most N pairs"},
@@ -96,7 +99,7 @@ const std::vector<CommandSpec>& Commands() {
        RunLoad},
       {"dump", "", 0, 0, "print every pair, in the dump format",
        "Prints every live pair in the dump format (below), which load reads back: with the\n"
-       "hash index in the order of the log, with --ordered in key order.",
+       "hash index in the order of the log, with the ordered index in key order.",
        {},
        RunDump},
       {"stats", "", 0, 0, "print counters and space",
@@ -181,9 +184,9 @@ std::string ToolHelp() {
   absl::StrAppend(&out, "  help [COMMAND]  this text, or a command's ('COMMAND --help' too)\n",
                   "\nOptions, before or after the command:\n", OptionLines(GlobalOptions()),
                   "\n"
-                  "The index mode is chosen each time a store is opened (the index is rebuilt\n"
-                  "from the log), not stored: give --ordered or NVKV_ORDERED=1 to every command\n"
-                  "that needs key order. Sizes take k, m, g, t suffixes (powers of 1024).\n"
+                  "A store opens with the index mode it was formatted with (format --ordered, or\n"
+                  "hash); --ordered or --hash opens it with the other one for that command (the\n"
+                  "index is rebuilt from the log). Sizes take k, m, g, t suffixes (powers of 1024).\n"
                   "\n",
                   kDumpFormatHelp,
                   "\n"
@@ -310,7 +313,14 @@ Outcome MakeContext(const ParsedLine& parsed, Context* context) {
     context->db_path = "./nvkv.db";
   }
   if (context->db_path.empty()) return Usage("--db: empty path");
-  context->ordered = global.count("--ordered") != 0 || EnvTrue("NVKV_ORDERED");
+  if (global.count("--ordered") != 0 && global.count("--hash") != 0) {
+    return Usage("--ordered and --hash ask for two index modes; give one");
+  }
+  if (global.count("--ordered") != 0 || (global.count("--hash") == 0 && EnvTrue("NVKV_ORDERED"))) {
+    context->index_mode = IndexMode::kOrdered;
+  } else if (global.count("--hash") != 0) {
+    context->index_mode = IndexMode::kHash;
+  }
   context->encoding = global.count("--hex") != 0 ? Encoding::kHex : Encoding::kEscaped;
   if (auto it = global.find("--backend"); it != global.end()) {
     const std::string& name = it->second;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <string>
@@ -171,17 +172,66 @@ TEST(OpenTest, BothSuperblocksDamagedIsDataLossAndWritesNothing) {
 
 // Rewrites both superblock copies of the store on `storage` as format `version` (valid
 // checksums).
-void RewriteFormatVersion(MemStorage& storage, uint32_t version) {
+// Rewrites both superblock copies with `change` made to them.
+void RewriteSuperblock(MemStorage& storage, const std::function<void(Superblock&)>& change) {
   std::vector<uint8_t> page = storage.CopyOut(0, 1);
   auto superblock = DecodeSuperblock(page.data(), kPageBytes);
   ASSERT_THAT(superblock, IsOk());
   Superblock rewritten = *superblock;
-  rewritten.format_version = version;
+  change(rewritten);
   for (uint32_t copy = 0; copy < 2; ++copy) {
     rewritten.copy = copy;
     EncodeSuperblock(rewritten, page.data(), kPageBytes);
     storage.Write(copy, 1, page.data());
   }
+}
+
+void RewriteFormatVersion(MemStorage& storage, uint32_t version) {
+  RewriteSuperblock(storage, [&](Superblock& superblock) { superblock.format_version = version; });
+}
+
+// The index mode a store was formatted with is recorded in its superblock and is what an Open
+// uses unless it asks for the other one; a store that does not record it (formatted before
+// version 5) opens with the hash index, as it always did.
+TEST(OpenTest, TheIndexModeAStoreWasFormattedWithIsItsDefault) {
+  auto storage = NewStorage();
+  EngineOptions ordered = StoreOptions();
+  ordered.index_mode = IndexMode::kOrdered;
+  {
+    auto engine = OpenMem(storage, ordered);
+    ASSERT_THAT(engine, IsOk());
+    ASSERT_THAT(Put(**engine, "k", "v"), IsOk());
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  const auto mode_of_open = [&](IndexMode asked) {
+    EngineOptions options = StoreOptions();
+    options.index_mode = asked;
+    auto engine = OpenMem(storage, options);
+    EXPECT_THAT(engine, IsOk());
+    if (!engine.ok()) return IndexMode::kAsFormatted;
+    EXPECT_THAT((*engine)->Get("k"), IsOk());
+    EXPECT_EQ((*engine)->Stats().index_mode, (*engine)->index_mode());
+    return (*engine)->index_mode();
+  };
+  EXPECT_EQ(StoreOptions().index_mode, IndexMode::kAsFormatted);
+  EXPECT_EQ(mode_of_open(IndexMode::kAsFormatted), IndexMode::kOrdered);
+  EXPECT_EQ(mode_of_open(IndexMode::kHash), IndexMode::kHash);
+  EXPECT_EQ(mode_of_open(IndexMode::kAsFormatted), IndexMode::kOrdered);  // still recorded
+  // Formatted before the mode was recorded: 0 there.
+  RewriteSuperblock(*storage, [](Superblock& superblock) {
+    superblock.index_mode = kSuperblockIndexNotRecorded;
+  });
+  EXPECT_EQ(mode_of_open(IndexMode::kAsFormatted), IndexMode::kHash);
+  EXPECT_EQ(mode_of_open(IndexMode::kOrdered), IndexMode::kOrdered);
+  // A value no format writes is damage.
+  RewriteSuperblock(*storage, [](Superblock& superblock) { superblock.index_mode = 7; });
+  EXPECT_THAT(OpenMem(storage, StoreOptions()),
+              StatusIs(absl::StatusCode::kDataLoss, "index mode 7"));
+  // A new store takes the hash index when none is asked for.
+  auto fresh = NewStorage();
+  auto engine = OpenMem(fresh, StoreOptions());
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->index_mode(), IndexMode::kHash);
 }
 
 TEST(OpenTest, NewerFormatVersionIsRefused) {

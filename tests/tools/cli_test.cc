@@ -320,13 +320,31 @@ TEST_F(CliTest, StorePathComesFromDbThenNvkvDbThenTheDefault) {
 TEST_F(CliTest, ScanNeedsTheOrderedIndexAndPrintsARange) {
   Format();
   for (const char* key : {"d", "a", "c", "b", "e"}) Ok({"put", key, absl::StrCat("v", key)});
-  ExpectError(Db({"scan"}), 2, "add --ordered (or set NVKV_ORDERED=1)");
+  // A hash store opens with the hash index unless asked for the ordered one.
+  ExpectError(Db({"scan"}), 2, "was formatted with the hash index; add --ordered");
   EXPECT_EQ(Ok({"--ordered", "scan"}).out, "a\tva\nb\tvb\nc\tvc\nd\tvd\ne\tve\n");
   EXPECT_EQ(Ok({"--ordered", "scan", "--from", "b", "--to", "d"}).out, "b\tvb\nc\tvc\n");
   EXPECT_EQ(Ok({"--ordered", "scan", "--from=b", "--limit=1"}).out, "b\tvb\n");
   EXPECT_EQ(Ok({"--ordered", "scan", "--keys-only", "--to", "c"}).out, "a\nb\n");
   EXPECT_EQ(Ok({"--ordered", "--hex", "scan", "--from", "65"}).out, "65\t7665\n");
   EXPECT_EQ(Cli({"--db", db_, "scan", "--limit", "1"}, "", {"NVKV_ORDERED=1"}).out, "a\tva\n");
+}
+
+// The index mode a store was formatted with is recorded: every later command opens with it, and
+// --hash or --ordered asks for the other one for that command only.
+TEST_F(CliTest, AStoreFormattedOrderedOpensOrderedWithoutAFlag) {
+  Ok({"--ordered", "format", "--capacity", "64m"});
+  for (const char* key : {"d", "a", "c", "b"}) Ok({"put", key, absl::StrCat("v", key)});
+  EXPECT_EQ(Ok({"scan"}).out, "a\tva\nb\tvb\nc\tvc\nd\tvd\n");
+  EXPECT_THAT(Ok({"info"}).out, HasSubstr("index     ordered"));
+  // Its dump is in key order, as an ordered store's is.
+  EXPECT_EQ(Ok({"dump"}).out, "# nvkv-cli dump v1 encoding=escaped\na\tva\nb\tvb\nc\tvc\nd\tvd\n");
+  EXPECT_THAT(Ok({"--hash", "info"}).out, HasSubstr("index     hash"));
+  ExpectError(Db({"--hash", "scan"}), 2, "--hash asks for the other one");
+  ExpectError(Db({"--hash", "--ordered", "get", "a"}), 2, "give one");
+  EXPECT_EQ(Ok({"--hash", "get", "b"}).out, "vb");
+  // The recorded mode stays what format said, whatever mode a command asked for.
+  EXPECT_EQ(Ok({"scan", "--keys-only"}).out, "a\nb\nc\nd\n");
 }
 
 // ----- dump and load -----
@@ -464,7 +482,7 @@ TEST_F(CliTest, StatsInfoAndCompactDescribeTheStore) {
   EXPECT_THAT(json.out, AllOf(StartsWith("{\"live_keys\":3,"), EndsWith("}\n")));
   const CliResult info = Ok({"info"});
   EXPECT_THAT(info.out, AllOf(HasSubstr("backend   direct-file"), HasSubstr("4096-byte pages"),
-                              HasSubstr("hash (chosen at each open"), HasSubstr("ring "),
+                              HasSubstr("hash (the store's unless --ordered or --hash"), HasSubstr("ring "),
                               HasSubstr("durable   ")));
   EXPECT_THAT(Ok({"--ordered", "info"}).out, HasSubstr("index     ordered"));
   const CliResult compact = Ok({"compact"});

@@ -144,7 +144,7 @@ absl::StatusOr<Options> PrepareForce(const std::string& path, const absl::Status
 Outcome RunFormat(const Context& context) {
   const std::string& path = context.db_path;
   Options options;
-  options.index_mode = context.ordered ? IndexMode::kOrdered : IndexMode::kHash;
+  options.index_mode = context.index_mode;  // recorded: later commands open with it
   options.backend = context.backend;
   options.background_compaction = false;  // an empty store has nothing to compact
   options.error_if_exists = true;
@@ -376,8 +376,8 @@ Outcome RunInfo(const Context& context) {
                                    FormatBytes(s.live_bytes),
                                    Percent(s.live_bytes, s.capacity_bytes),
                                    s.live_keys, s.segments_free, s.segments_total));
-  table.Row("index", absl::StrFormat("%s (chosen at each open: --ordered or NVKV_ORDERED=1 for "
-                                     "ordered), %d shards",
+  table.Row("index", absl::StrFormat("%s (the store's unless --ordered or --hash asks for the "
+                                     "other), %d shards",
                                      IndexModeName(s.index_mode), s.shard_count));
   table.Row("limits", absl::StrFormat("keys up to %d bytes, values up to %d bytes, batches up "
                                       "to %d bytes",

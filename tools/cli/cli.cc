@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<DB>> Context::Open(Use use) const {
   Options options;
   options.create_if_missing = false;
   options.background_compaction = use == Use::kWrite;
-  options.index_mode = ordered ? IndexMode::kOrdered : IndexMode::kHash;
+  options.index_mode = index_mode;
   options.backend = backend;
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, db_path);
   if (absl::IsNotFound(db.status())) {

@@ -47,7 +47,7 @@ struct Context {
   std::vector<std::string> args;               // operands after the command
   std::map<std::string, std::string> options;  // the command's own options: "--limit" -> "10"
   std::string db_path;
-  bool ordered = false;
+  IndexMode index_mode = IndexMode::kAsFormatted;  // --ordered, --hash, else the store's
   Encoding encoding = Encoding::kEscaped;
   Backend backend = Backend::kAuto;
 

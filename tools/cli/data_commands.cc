@@ -104,10 +104,8 @@ Outcome RunDel(const Context& context) {
 // ----- scan -----
 
 Outcome RunScan(const Context& context) {
-  if (!context.ordered) {
-    return Usage(
-        "scan needs the ordered index: add --ordered (or set NVKV_ORDERED=1); the index "
-        "mode is chosen each time the store is opened, not stored in it");
+  if (context.index_mode == IndexMode::kHash) {
+    return Usage("scan needs the ordered index, and --hash asks for the other one");
   }
   std::string from, to;
   if (context.Has("--from")) {
@@ -129,6 +127,12 @@ Outcome RunScan(const Context& context) {
   const bool keys_only = context.Has("--keys-only");
   absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
+  if ((*db)->GetStats().index_mode != IndexMode::kOrdered) {
+    (void)(*db)->Close();
+    return Usage(absl::StrCat("scan needs the ordered index: ", context.db_path,
+                              " was formatted with the hash index; add --ordered to open it "
+                              "with the ordered one (rebuilt from the log)"));
+  }
   std::unique_ptr<Iterator> it = (*db)->NewIterator();
   uint64_t count = 0;
   for (it->Seek(from); it->Valid() && count < limit; it->Next()) {
@@ -152,7 +156,7 @@ Outcome RunDump(const Context& context) {
   if (!db.ok()) return FromStatus(db.status());
   if (!WriteOut(DumpHeaderLine(context.encoding))) return FinishStdout();
   bool out_failed = false;
-  if (context.ordered) {
+  if ((*db)->GetStats().index_mode == IndexMode::kOrdered) {
     // Key order: the same store dumps to the same text.
     Progress progress("dump", "pairs");
     const uint64_t total = (*db)->GetStats().live_keys;

@@ -83,7 +83,7 @@ extern const char* nvkv_version(void);
 #define NVKV_MAX_KEY_BYTES 1024
 
 /* ----- Options (see nvkv/options.h for meaning, units and defaults) ----- */
-enum { NVKV_INDEX_HASH = 0, NVKV_INDEX_ORDERED = 1 };
+enum { NVKV_INDEX_HASH = 0, NVKV_INDEX_ORDERED = 1, NVKV_INDEX_AS_FORMATTED = 2 };
 enum { NVKV_COMPACTION_COST_BENEFIT = 0, NVKV_COMPACTION_GREEDY = 1 };
 enum { NVKV_DURABLE_WRITES_AUTO = 0, NVKV_DURABLE_WRITES_FUA = 1, NVKV_DURABLE_WRITES_FLUSH = 2 };
 enum {
@@ -102,7 +102,8 @@ extern void nvkv_options_set_force_format(nvkv_options_t* options, uint8_t value
 /* Options::lock_wait_ms: how long nvkv_open waits for a store another opener holds. */
 extern void nvkv_options_set_lock_wait_ms(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_capacity_bytes(nvkv_options_t* options, uint64_t value);
-/* NVKV_INDEX_HASH or NVKV_INDEX_ORDERED; anything else makes nvkv_open fail. */
+/* NVKV_INDEX_HASH, NVKV_INDEX_ORDERED, or NVKV_INDEX_AS_FORMATTED (the default: the mode the
+ * store was formatted with, hash for a new one); anything else makes nvkv_open fail. */
 extern void nvkv_options_set_index_mode(nvkv_options_t* options, int value);
 extern void nvkv_options_set_max_write_delay_us(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_background_compaction(nvkv_options_t* options, uint8_t value);

@@ -15,8 +15,10 @@
 
 namespace nvkv {
 
-// How keys are indexed in memory. The index is rebuilt from the log at every Open, so a store
-// may be reopened with the other mode.
+// How keys are indexed in memory. A store records the mode it was formatted with, which Open
+// uses unless asked for the other: the index is rebuilt at every Open (from the clean-close
+// checkpoint when it was written in the same mode, else from the log), so a store may be
+// reopened with the other mode.
 enum class IndexMode : uint8_t {
   // A hash table of ~8-10 bytes per key that holds no key bytes. Point reads and writes only:
   // DB::NewIterator() and DB::Scan() fail with kFailedPrecondition. An overwrite of a key that
@@ -28,6 +30,9 @@ enum class IndexMode : uint8_t {
   // bytes), exact point lookups without a page read, ordered iteration (DB::NewIterator) and
   // range scans (DB::Scan).
   kOrdered,
+  // The mode the store was formatted with (kHash for a new store, and for stores formatted
+  // before nvkv recorded it: format version 4 and older).
+  kAsFormatted,
 };
 
 // Which segment compaction cleans next.
@@ -100,9 +105,10 @@ struct Options {
   // Default: 1 GiB. Unit: bytes. Scope: at format.
   uint64_t capacity_bytes = uint64_t{1} << 30;
 
-  // See IndexMode.
-  // Default: IndexMode::kHash. Scope: per Open.
-  IndexMode index_mode = IndexMode::kHash;
+  // See IndexMode. A new store records kHash or kOrdered as given (kAsFormatted: kHash);
+  // DB::GetStats().index_mode says which mode an Open chose.
+  // Default: IndexMode::kAsFormatted. Scope: per Open; recorded at format.
+  IndexMode index_mode = IndexMode::kAsFormatted;
 
   // A write made with WriteOptions::durable == false reaches the device at the latest this long
   // after it returned (or at the next Flush()), and is durable (flushed from a volatile write
