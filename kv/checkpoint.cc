@@ -21,6 +21,30 @@ struct StreamCounts {
   uint64_t saved_segments = 0;
 };
 
+// The checkpoint's record of `shard`'s log head, and in *summary the bytes of its summary so far
+// that follow it (valid while the lock is held).
+CheckpointHead SavedHead(Shard& shard, std::string_view* summary)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+  LogHead& head = shard.head;  // (const, clang 14's thread-safety analysis loses the lock)
+  NVKV_CHECK(head.open == nullptr && head.sealed.empty());  // Close sealed and wrote them
+  CheckpointHead place{};
+  place.segment = kCheckpointNoHead;
+  *summary = {};
+  if (!head.has_segment) return place;
+  place.segment = head.segment;
+  place.generation = head.generation;
+  place.next_counter = head.next_counter;
+  place.next_page = head.next_page;
+  if (!head.summary.abandoned()) {
+    *summary = head.summary.entries();
+    place.flags = kHeadSummaryKept;
+    place.summary_entries = head.summary.entry_count();
+    place.summary_bytes = summary->size();
+    place.summary_page_bytes = head.summary.bytes_per_page();
+  }
+  return place;
+}
+
 // Hands the checkpoint's stream, in order, to `out.Append(bytes, count)`; `header` goes first as
 // given. The ranges of dropped records kept are those the device may still hold records of: none
 // below `oldest`, the oldest sequence of any segment holding a log.
@@ -43,26 +67,11 @@ StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const Checkpoi
     ++counts.saved_segments;
   });
   // Every head before any index entry: the loader then knows where each head's log ends.
-  for (const auto& shard : shards) {
-    absl::MutexLock lock(&shard->mu);
-    const LogHead& head = shard->head;
-    NVKV_CHECK(head.open == nullptr && head.sealed.empty());  // Close sealed and wrote them
-    CheckpointHead place{};
-    place.segment = kCheckpointNoHead;
+  for (const auto& owned : shards) {
+    Shard& shard = *owned;
+    absl::MutexLock lock(&shard.mu);
     std::string_view summary;
-    if (head.has_segment) {
-      place.segment = head.segment;
-      place.generation = head.generation;
-      place.next_counter = head.next_counter;
-      place.next_page = head.next_page;
-      if (!head.summary.abandoned()) {
-        summary = head.summary.entries();
-        place.flags = kHeadSummaryKept;
-        place.summary_entries = head.summary.entry_count();
-        place.summary_bytes = summary.size();
-        place.summary_page_bytes = head.summary.bytes_per_page();
-      }
-    }
+    const CheckpointHead place = SavedHead(shard, &summary);
     out.Append(&place, sizeof(place));
     out.Append(summary.data(), summary.size());
   }
