@@ -488,6 +488,41 @@ uint32_t nvkv_pending_reads(nvkv_t* db) { return db->db->PendingReads(); }
 
 // ----- Iteration -----
 
+void nvkv_walk(nvkv_t* db, nvkv_pair_callback visit, void* arg, char** errptr) {
+  Guard(errptr, [&] {
+    // The visitor's "stop" travels as a status of its own, told from the walk's errors by
+    // identity, never reported.
+    bool stopped = false;
+    const absl::Status status =
+        db->db->ForEachLive([&](std::string_view key, std::string_view value) -> absl::Status {
+          if (visit(arg, key.data(), key.size(), value.data(), value.size()) == 0) {
+            return absl::OkStatus();
+          }
+          stopped = true;
+          return absl::CancelledError("the visitor stopped the walk");
+        });
+    if (!stopped) SaveError(status, errptr);
+  });
+}
+
+void nvkv_scan(nvkv_t* db, const char* start, size_t startlen, const char* end, size_t endlen,
+               size_t limit, nvkv_pair_callback visit, void* arg, char** errptr) {
+  Guard(errptr, [&] {
+    const std::string_view last = View(end, endlen);
+    std::unique_ptr<nvkv::Iterator> it = db->db->NewIterator();
+    size_t visited = 0;
+    for (it->Seek(View(start, startlen)); it->Valid(); it->Next()) {
+      if ((limit != 0 && visited == limit) || (!last.empty() && it->key() >= last)) return;
+      ++visited;
+      if (visit(arg, it->key().data(), it->key().size(), it->value().data(),
+                it->value().size()) != 0) {
+        return;
+      }
+    }
+    SaveError(it->status(), errptr);
+  });
+}
+
 nvkv_iterator_t* nvkv_create_iterator(nvkv_t* db) {
   return Guard(nullptr, static_cast<nvkv_iterator_t*>(nullptr),
                [&] { return new nvkv_iterator_t{db->db->NewIterator(), absl::OkStatus()}; });

@@ -98,6 +98,45 @@ static void OnWriteDone(void* arg, const char* err) {
   result->err_code = nvkv_errcode(err);
 }
 
+/* What nvkv_walk and nvkv_scan handed a visitor: the keys, each followed by '|', and each
+   value checked against nvkv_get; the visitor stops after `stop_after` pairs (0: never). */
+struct Visited {
+  nvkv_t* db;
+  char keys[256];
+  size_t used;
+  int pairs;
+  int stop_after;
+  int values_wrong;
+};
+
+static int Visit(void* arg, const char* key, size_t keylen, const char* val, size_t vallen) {
+  struct Visited* visited = (struct Visited*)arg;
+  if (visited->used + keylen + 1 < sizeof(visited->keys)) {
+    memcpy(visited->keys + visited->used, key, keylen);
+    visited->used += keylen;
+    visited->keys[visited->used++] = '|';
+    visited->keys[visited->used] = '\0';
+  }
+  char* err = NULL;
+  size_t stored_len = 0;
+  char* stored = nvkv_get(visited->db, key, keylen, &stored_len, &err);
+  if (err != NULL || stored == NULL || stored_len != vallen || memcmp(stored, val, vallen) != 0) {
+    visited->values_wrong++;
+  }
+  nvkv_free(stored);
+  nvkv_free(err);
+  visited->pairs++;
+  return visited->stop_after != 0 && visited->pairs == visited->stop_after;
+}
+
+static struct Visited NewVisited(nvkv_t* db, int stop_after) {
+  struct Visited visited;
+  memset(&visited, 0, sizeof(visited));
+  visited.db = db;
+  visited.stop_after = stop_after;
+  return visited;
+}
+
 static nvkv_t* OpenStore(const char* path, int index_mode, char** err) {
   nvkv_options_t* options = nvkv_options_create();
   nvkv_options_set_capacity_bytes(options, 32u << 20);
@@ -391,6 +430,41 @@ int main(void) {
     nvkv_iter_destroy(iter);
   }
 
+  StartPhase("scan");
+  {
+    struct Visited all = NewVisited(db, 0);
+    nvkv_scan(db, NULL, 0, NULL, 0, 0, Visit, &all, &err);
+    CHECK_NO_ERROR(err);
+    CHECK(all.values_wrong == 0 && all.pairs >= 2);
+    CHECK(strstr(all.keys, "baz|box|") != NULL); /* in key order, next to each other */
+    struct Visited from_bb = NewVisited(db, 0);
+    nvkv_scan(db, "bb", 2, "bz", 2, 0, Visit, &from_bb, &err);
+    CHECK_NO_ERROR(err);
+    CHECK(strcmp(from_bb.keys, "box|") == 0);
+    struct Visited before_bo = NewVisited(db, 0);
+    nvkv_scan(db, "b", 1, "bo", 2, 0, Visit, &before_bo, &err);
+    CHECK_NO_ERROR(err);
+    CHECK(strcmp(before_bo.keys, "baz|") == 0);
+    struct Visited limited = NewVisited(db, 0);
+    nvkv_scan(db, "baz", 3, NULL, 0, 1, Visit, &limited, &err);
+    CHECK_NO_ERROR(err);
+    CHECK(strcmp(limited.keys, "baz|") == 0);
+    struct Visited stopped = NewVisited(db, 1);
+    nvkv_scan(db, "b", 1, NULL, 0, 0, Visit, &stopped, &err);
+    CHECK_NO_ERROR(err);
+    CHECK(stopped.pairs == 1);
+
+    StartPhase("walk");
+    struct Visited walked = NewVisited(db, 0);
+    nvkv_walk(db, Visit, &walked, &err);
+    CHECK_NO_ERROR(err);
+    CHECK(walked.pairs == all.pairs && walked.values_wrong == 0);
+    struct Visited walk_stopped = NewVisited(db, 1);
+    nvkv_walk(db, Visit, &walk_stopped, &err);
+    CHECK_NO_ERROR(err); /* a visitor that stops is no error */
+    CHECK(walk_stopped.pairs == 1);
+  }
+
   StartPhase("flush_compact");
   nvkv_flush(db, &err);
   CHECK_NO_ERROR(err);
@@ -439,6 +513,19 @@ int main(void) {
     nvkv_iter_get_error(iter, &err);
     CHECK_ERROR_CODE(err, NVKV_FAILED_PRECONDITION);
     nvkv_iter_destroy(iter);
+    /* A hash store is listed by a walk, not a scan. */
+    nvkv_put(db, NULL, "one", 3, "1", 1, &err);
+    nvkv_put(db, NULL, "two", 3, "2", 1, &err);
+    CHECK_NO_ERROR(err);
+    struct Visited walked = NewVisited(db, 0);
+    nvkv_walk(db, Visit, &walked, &err);
+    CHECK_NO_ERROR(err);
+    CHECK(walked.values_wrong == 0 && strstr(walked.keys, "one|") != NULL &&
+          strstr(walked.keys, "two|") != NULL);
+    struct Visited scanned = NewVisited(db, 0);
+    nvkv_scan(db, NULL, 0, NULL, 0, 0, Visit, &scanned, &err);
+    CHECK_ERROR_CODE(err, NVKV_FAILED_PRECONDITION);
+    CHECK(scanned.pairs == 0);
   }
   nvkv_close(db, &err);
   CHECK_NO_ERROR(err);

@@ -218,6 +218,25 @@ extern uint32_t nvkv_poll(nvkv_t* db, uint32_t min_complete, char** errptr);
 /* Reads started on this thread whose callbacks have not run. */
 extern uint32_t nvkv_pending_reads(nvkv_t* db);
 
+/* ----- Walks and scans: a callback per pair ----- */
+
+/* Called once per pair by nvkv_walk and nvkv_scan, on the calling thread. `key` and `val` are
+   owned by the library and valid during the call only (copy what you keep). Return 0 to go on,
+   anything else to stop there (not an error). */
+typedef int (*nvkv_pair_callback)(void* arg, const char* key, size_t keylen, const char* val,
+                                  size_t vallen);
+/* Every live pair, in either index mode (so a hash store can be listed), segment by segment in
+   the order of the log, not in key order (see nvkv::DB::ForEachLive for what a concurrent write
+   may see). `visit` may read and write `db` but must not call nvkv_walk, nvkv_compact_all or
+   nvkv_close. *errptr set on an error that stopped the walk. */
+extern void nvkv_walk(nvkv_t* db, nvkv_pair_callback visit, void* arg, char** errptr);
+/* The pairs with start <= key < end in key order (endlen 0: no upper bound; startlen 0: from
+   the first key), at most `limit` of them (0: no limit), streamed to `visit` (nothing is
+   collected in memory). Ordered index only: NVKV_FAILED_PRECONDITION with the hash index. */
+extern void nvkv_scan(nvkv_t* db, const char* start, size_t startlen, const char* end,
+                      size_t endlen, size_t limit, nvkv_pair_callback visit, void* arg,
+                      char** errptr);
+
 /* ----- Iteration (stores opened with NVKV_INDEX_ORDERED) ----- */
 
 /* Unpositioned; call a seek first. With the hash index the iterator is never valid and
