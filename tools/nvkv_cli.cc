@@ -74,8 +74,10 @@ const std::vector<CommandSpec>& Commands() {
        RunPut},
       {"get", "KEY", 1, 1, "print KEY's value",
        "Prints KEY's value to stdout as it is stored, raw bytes with no newline added (with\n"
-       "--hex: in hex, and a newline). Exit status 1 when KEY is not in the store.",
-       {},
+       "--hex: in hex, and a newline). Exit status 1 when KEY is not in the store.\n"
+       "With --json, one JSON object: {\"key\": ..., \"value\": ...} as strings when they are\n"
+       "UTF-8 text, else (or with --hex) \"key_hex\" and \"value_hex\" in hex: no byte is lost.",
+       {{"--json", nullptr, "one JSON object: the key and its value"}},
        RunGet},
       {"del", "KEY", 1, 1, "delete KEY",
        "Deletes KEY, durably. A KEY not in the store is not there afterwards either: exit 0.",
@@ -115,7 +117,7 @@ const std::vector<CommandSpec>& Commands() {
        "damaged page is the last write cut short by a crash (a torn tail): counted, not a\n"
        "problem. A damaged page with more of its log after it is a problem: recovery stops\n"
        "there, so the records after it are lost. Exit status 4 when problems are found.",
-       {},
+       {{"--json", nullptr, "one JSON object: the counts, \"ok\", \"problems\" and \"notes\""}},
        RunCheck},
       {"compact", "", 0, 0, "clean every segment holding dead records",
        "Copies the live records out of every segment that holds dead ones and frees those\n"
@@ -126,7 +128,7 @@ const std::vector<CommandSpec>& Commands() {
        "Prints the backend in use, the device's block size and capacity, the store's layout\n"
        "and use, its limits, the io_uring features in force and the notes Open left (fallbacks\n"
        "it took).",
-       {},
+       {{"--json", nullptr, "one JSON object instead of the table"}},
        RunInfo},
   };
   return commands;

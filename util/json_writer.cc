@@ -40,6 +40,15 @@ size_t WellFormedLength(std::string_view text, size_t i) {
 
 }  // namespace
 
+bool IsWellFormedUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = WellFormedLength(text, i);
+    if (length == 0) return false;
+    i += length;
+  }
+  return true;
+}
+
 void AppendJsonString(std::string_view text, std::string* out) {
   out->push_back('"');
   size_t i = 0;

@@ -34,6 +34,10 @@
 
 namespace nvkv::util {
 
+// Whether `text` is well-formed UTF-8 throughout: a JSON string of it reads back as the same
+// bytes (no byte becomes U+FFFD).
+bool IsWellFormedUtf8(std::string_view text);
+
 // Appends `text` to *out as a JSON string literal, quotes included (rules above).
 void AppendJsonString(std::string_view text, std::string* out);
 std::string JsonString(std::string_view text);

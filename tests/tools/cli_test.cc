@@ -465,6 +465,36 @@ TEST_F(CliTest, CheckNamesADamagedPageAndExitsFour) {
                                             page)));
   EXPECT_THAT(damaged.out, HasSubstr("index entries point at pages without their record"));
   EXPECT_THAT(damaged.out, HasSubstr("result: DAMAGED, 2 problems"));
+  // The same as one JSON object, and the same exit status.
+  const CliResult json = Db({"check", "--json"});
+  EXPECT_EQ(json.exit_code, 4) << json.err;
+  EXPECT_THAT(json.err, HasSubstr("found 2 problems (in the JSON on stdout)"));
+  EXPECT_THAT(json.out, AllOf(StartsWith("{\"store\":"), HasSubstr("\"ok\":false"),
+                              HasSubstr("\"pages_in_holes\":1,"),
+                              HasSubstr("\"problems\":[\"segment "), EndsWith("}\n")));
+}
+
+// check --json of a sound store: "ok" true, exit status 0.
+TEST_F(CliTest, CheckJsonOfASoundStore) {
+  Format();
+  for (int i = 0; i < 5; ++i) Ok({"put", absl::StrCat("k", i), "v"});
+  const CliResult json = Ok({"check", "--json"});
+  EXPECT_THAT(json.out, AllOf(HasSubstr("\"ok\":true"), HasSubstr("\"live_keys_checked\":5,"),
+                              HasSubstr("\"problems\":[]"), EndsWith("}\n")));
+}
+
+// get --json gives the key and the value as JSON strings when they are UTF-8 text, and in hex
+// (key_hex, value_hex) when they are not, or with --hex: no byte is lost either way.
+TEST_F(CliTest, GetJsonKeepsEveryByte) {
+  Format();
+  Ok({"put", "greeting", "h\u00e9llo \"world\"\n"});
+  EXPECT_EQ(Ok({"get", "--json", "greeting"}).out,
+            "{\"key\":\"greeting\",\"value\":\"h\u00e9llo \\\"world\\\"\\n\"}\n");
+  Ok({"put", "bin", "-"}, std::string("\xff\x00" "a", 3));
+  EXPECT_EQ(Ok({"get", "--json", "bin"}).out, "{\"key\":\"bin\",\"value_hex\":\"ff0061\"}\n");
+  EXPECT_EQ(Ok({"--hex", "get", "--json", "62696e"}).out,
+            "{\"key_hex\":\"62696e\",\"value_hex\":\"ff0061\"}\n");
+  ExpectError(Db({"get", "--json", "absent"}), 1, "key not found");
 }
 
 // ----- stats, info, compact -----
@@ -485,6 +515,10 @@ TEST_F(CliTest, StatsInfoAndCompactDescribeTheStore) {
                               HasSubstr("hash (the store's unless --ordered or --hash"), HasSubstr("ring "),
                               HasSubstr("durable   ")));
   EXPECT_THAT(Ok({"--ordered", "info"}).out, HasSubstr("index     ordered"));
+  EXPECT_THAT(Ok({"info", "--json"}).out,
+              AllOf(StartsWith("{\"max_key_bytes\":1024,\"max_value_bytes\":"),
+                    HasSubstr(",\"store\":{\"live_keys\":3,"), HasSubstr("\"index_mode\":\"hash\""),
+                    EndsWith("}}\n")));
   const CliResult compact = Ok({"compact"});
   EXPECT_THAT(compact.out, ContainsRegex("compacted .*: [1-9][0-9]* segments cleaned"));
   EXPECT_EQ(Ok({"get", "k0"}).out, "again");

@@ -19,6 +19,7 @@
 #include "nvkv/stats.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/progress.h"
+#include "util/json_writer.h"
 #include "util/size_parse.h"
 
 namespace nvkv::cli {
@@ -278,6 +279,32 @@ Outcome RunCheck(const Context& context) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const CheckReport& r = *report;
+  if (context.Has("--json")) {
+    util::JsonObject json;
+    json.Add("store", context.db_path)
+        .Add("ok", r.ok())
+        .Add("segments_scanned", r.segments_scanned)
+        .Add("segments_in_use", r.segments_in_use)
+        .Add("pages_scanned", r.pages_scanned)
+        .Add("pages_valid", r.pages_valid)
+        .Add("pages_in_holes", r.pages_in_holes)
+        .Add("pages_stale", r.pages_stale)
+        .Add("pages_unwritten", r.pages_unwritten)
+        .Add("pages_unreadable", r.pages_unreadable)
+        .Add("torn_tails", r.torn_tails)
+        .Add("records", r.records)
+        .Add("live_keys_checked", r.live_keys_checked)
+        .Add("seconds", seconds)
+        .AddStrings("problems", r.problems)
+        .AddStrings("notes", r.notes);
+    if (Outcome out = PrintAndClose(**db, json.Finish() + "\n"); out.exit_code != kExitOk) {
+      return out;
+    }
+    if (r.ok()) return Ok();
+    return Outcome{kExitDamage, absl::StrCat("found ", r.problems.size(),
+                                             r.problems.size() == 1 ? " problem" : " problems",
+                                             " (in the JSON on stdout)")};
+  }
   Table table;
   table.Row("store", context.db_path);
   table.Row("segments", absl::StrFormat("%d scanned, %d in use", r.segments_scanned,
@@ -354,6 +381,16 @@ Outcome RunInfo(const Context& context) {
   absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
   const Stats s = (*db)->GetStats();
+  if (context.Has("--json")) {
+    // The limits beside the store's configuration and state as Stats gives them (its
+    // operation counters count this command's own open only).
+    util::JsonObject json;
+    json.Add("max_key_bytes", DB::kMaxKeyBytes)
+        .Add("max_value_bytes", (*db)->max_value_bytes())
+        .Add("max_batch_bytes", (*db)->max_batch_bytes())
+        .AddRaw("store", s.ToJson());
+    return PrintAndClose(**db, json.Finish() + "\n");
+  }
   const DeviceStats& d = s.device;
   const uint64_t segment_bytes = uint64_t{s.page_bytes} * s.pages_per_segment;
   Table table;

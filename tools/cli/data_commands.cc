@@ -14,6 +14,7 @@
 #include "tools/cli/cli.h"
 #include "tools/cli/dump_format.h"
 #include "tools/cli/progress.h"
+#include "util/json_writer.h"
 
 namespace nvkv::cli {
 namespace {
@@ -75,6 +76,17 @@ Outcome RunPut(const Context& context) {
   return CloseDb(**db);
 }
 
+// `bytes` as field `name` of a JSON object: a string when it is UTF-8 text (and not `hex`), else
+// field `name`_hex in hex, so that no byte is lost.
+void AddBytesField(util::JsonObject& json, const std::string& name, std::string_view bytes,
+                   bool hex) {
+  if (hex || !util::IsWellFormedUtf8(bytes)) {
+    json.Add(name + "_hex", ToHex(bytes));
+  } else {
+    json.Add(name, bytes);
+  }
+}
+
 Outcome RunGet(const Context& context) {
   absl::StatusOr<std::string> key = KeyArgument(context, context.args[0]);
   if (!key.ok()) return Usage(std::string(key.status().message()));
@@ -86,7 +98,15 @@ Outcome RunGet(const Context& context) {
   }
   if (!value.ok()) return FromStatus(value.status());
   // A failed write shows in FinishStdout (the stream's error flag).
-  (void)WriteOut(context.encoding == Encoding::kHex ? ToHex(*value) + "\n" : *value);
+  if (context.Has("--json")) {
+    const bool hex = context.encoding == Encoding::kHex;
+    util::JsonObject json;
+    AddBytesField(json, "key", *key, hex);
+    AddBytesField(json, "value", *value, hex);
+    (void)WriteOut(json.Finish() + "\n");
+  } else {
+    (void)WriteOut(context.encoding == Encoding::kHex ? ToHex(*value) + "\n" : *value);
+  }
   if (Outcome out = FinishStdout(); out.exit_code != kExitOk) return out;
   return CloseDb(**db);
 }
