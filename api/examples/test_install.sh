@@ -112,4 +112,22 @@ if ldd "$work/c-api-pc-static" | grep -q libnvkv; then
   fail "c-api-pc-static depends on libnvkv.so"
 fi
 
+step "Python: pip install of api/python into a venv, then its tests against the installed library"
+if python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  python3 -m venv --system-site-packages "$work/venv"
+  "$work/venv/bin/pip" install --quiet --no-build-isolation --no-index "$src/api/python" \
+    > "$work/pip.log" 2>&1 || { cat "$work/pip.log" >&2; fail "pip install api/python"; }
+  # The installed package, not the source tree's: run from elsewhere, the library found by the
+  # system's loader path (no NVKV_LIBRARY).
+  cp -r "$src/api/python/tests" "$work/python-tests"
+  (cd "$work" && env -u NVKV_LIBRARY -u PYTHONPATH LD_LIBRARY_PATH="$libdir" \
+     "$work/venv/bin/python" -m unittest discover -s python-tests > "$work/python.log" 2>&1) ||
+    { cat "$work/python.log" >&2; fail "the Python tests against the installed package"; }
+  (cd "$work" && LD_LIBRARY_PATH="$libdir" "$work/venv/bin/python" -c \
+     'import nvkv, sys; sys.exit(0 if "site-packages" in nvkv.__file__ else 1)') ||
+    fail "the venv's nvkv is not the installed one"
+  echo "ok: python"
+else
+  echo "skipped: python3-venv is not installed"
+fi
 step "all passed"
