@@ -113,9 +113,14 @@ if ldd "$work/c-api-pc-static" | grep -q libnvkv; then
 fi
 
 step "Python: pip install of api/python into a venv, then its tests against the installed library"
-if python3 -c 'import venv, ensurepip' 2>/dev/null; then
-  python3 -m venv --system-site-packages "$work/venv"
-  "$work/venv/bin/pip" install --quiet --no-build-isolation --no-index "$src/api/python" \
+# Debian's interpreter, whose system site holds Debian's setuptools and wheel (a python3 of
+# pyenv or /usr/local first on PATH has neither).
+py=$(command -v /usr/bin/python3 || command -v python3 || true)
+if [ -n "$py" ] && "$py" -c 'import venv, ensurepip, setuptools, wheel' 2>/dev/null; then
+  "$py" -m venv --system-site-packages "$work/venv"
+  # From a copy: setuptools builds in the source directory (build/, nvkv.egg-info/).
+  cp -r "$src/api/python" "$work/python-src"
+  "$work/venv/bin/pip" install --quiet --no-build-isolation --no-index "$work/python-src" \
     > "$work/pip.log" 2>&1 || { cat "$work/pip.log" >&2; fail "pip install api/python"; }
   # The installed package, not the source tree's: run from elsewhere, the library found by the
   # system's loader path (no NVKV_LIBRARY).
@@ -128,6 +133,6 @@ if python3 -c 'import venv, ensurepip' 2>/dev/null; then
     fail "the venv's nvkv is not the installed one"
   echo "ok: python"
 else
-  echo "skipped: python3-venv is not installed"
+  echo "skipped: no python3 with venv, setuptools and wheel (python3-venv, python3-wheel)"
 fi
 step "all passed"
