@@ -494,10 +494,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
   if (device->info().zoned) {
     return absl::UnimplementedError(absl::StrCat(path, ": zoned namespaces are not supported yet"));
   }
+  const storage::DeviceInfo info = device->info();
   auto impl = std::make_unique<Impl>(options, std::move(device));
   absl::Status opened = impl->OpenStore(path);
   if (!opened.ok()) {
     (void)impl->Close();
+    impl.reset();  // every queue closed
+    // A file this Open created holds no store (a format that failed, e.g. too small): gone.
+    storage::RemoveCreatedFile(info);
     return opened;
   }
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));

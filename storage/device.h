@@ -104,6 +104,9 @@ struct DeviceInfo {
   uint32_t memory_alignment = 0;      // buffers must be aligned to this many bytes
   bool volatile_write_cache = false;  // writes need a flush (or FUA) to be durable
   bool block_device = false;
+  // A regular file that this open created (DeviceOptions::create_bytes): the opener removes it
+  // again when it fails to make a store of it (RemoveCreatedFile).
+  bool created = false;
   bool zoned = false;                 // zoned namespace or block device (see allow_zoned)
   uint32_t nsid = 0;                  // NVMe namespace id, 0 elsewhere
   RingFeatures ring;
@@ -220,6 +223,10 @@ struct DeviceOptions {
 // Opens `path` with the backend chosen by `options.backend`.
 absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const std::string& path,
                                                    const DeviceOptions& options);
+
+// Removes the file an open created (info.created), once every queue of that device is closed:
+// the caller could not make a store of it, and leaves nothing behind. Nothing otherwise.
+void RemoveCreatedFile(const DeviceInfo& info);
 
 // Blocking helpers for cold paths (superblocks, tests): enqueue one request, submit, reap until
 // it is done. Other requests in flight on the queue complete (and run their callbacks) meanwhile.

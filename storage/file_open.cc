@@ -210,6 +210,7 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
         absl::StrCat(path, ": too small: ", opened.info.capacity_bytes(), " bytes, need ",
                      options.min_bytes));
   }
+  opened.info.created = created;
   opened.fd = fd;
   closer.fd = -1;
   remover.armed = false;
@@ -273,6 +274,10 @@ absl::StatusOr<int> DuplicateFd(int fd) {
   const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (copy < 0) return absl::ErrnoToStatus(errno, "dup");
   return copy;
+}
+
+void RemoveCreatedFile(const DeviceInfo& info) {
+  if (info.created && !info.path.empty()) unlink(info.path.c_str());
 }
 
 }  // namespace nvkv::storage

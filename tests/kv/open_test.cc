@@ -1,6 +1,7 @@
 // Opening a store: what is refused, with which code, and that a refusal writes nothing; the
 // superblock copies repairing each other; force_format, error_if_exists, create_if_missing.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -327,6 +328,18 @@ TEST(OpenTest, DeviceTooSmallIsAClearError) {
   options.capacity_bytes = 1 << 20;
   EXPECT_THAT(Engine::Open(dir.File("small"), options),
               StatusIs(absl::StatusCode::kFailedPrecondition, "too small"));
+  // The Open created that file to format it: the failed format leaves nothing behind.
+  EXPECT_NE(access(dir.File("small").c_str(), F_OK), 0) << "a failed format left its file";
+  // A file that was there before stays, untouched.
+  {
+    std::ofstream existing(dir.File("existing"), std::ios::binary);
+    existing << std::string(1 << 20, '\0');
+  }
+  EXPECT_THAT(Engine::Open(dir.File("existing"), options),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "too small"));
+  struct stat st;
+  ASSERT_EQ(stat(dir.File("existing").c_str(), &st), 0) << "an existing file was removed";
+  EXPECT_EQ(st.st_size, 1 << 20);
 }
 
 TEST(OpenTest, ErrorIfExists) {

@@ -219,6 +219,12 @@ TEST_F(CliTest, FormatCreatesAStoreAndRefusesToOverwriteOneWithoutForce) {
   EXPECT_THAT(Ok({"info"}).out, HasSubstr("64.0 MiB"));  // --force kept the file's size
 }
 
+// A format that fails (here: too small for a store) leaves no file behind.
+TEST_F(CliTest, AFailedFormatLeavesNoFile) {
+  ExpectError(Db({"format", "--capacity", "300k"}), 3, "too small");
+  EXPECT_NE(access(db_.c_str(), F_OK), 0) << "the failed format left " << db_;
+}
+
 TEST_F(CliTest, FormatRefusesDataThatIsNotAStoreWithoutForce) {
   WriteFile(db_, std::string(64 << 20, 'x'));
   ExpectError(Db({"format"}), 3, "not an nvkv store");
@@ -520,7 +526,10 @@ TEST_F(CliTest, StatsInfoAndCompactDescribeTheStore) {
                     HasSubstr(",\"store\":{\"live_keys\":3,"), HasSubstr("\"index_mode\":\"hash\""),
                     EndsWith("}}\n")));
   const CliResult compact = Ok({"compact"});
-  EXPECT_THAT(compact.out, ContainsRegex("compacted .*: [1-9][0-9]* segments cleaned"));
+  EXPECT_THAT(compact.out,
+              ContainsRegex("compacted .*: [0-9.]+ [KMG]?i?B reclaimed \\([1-9][0-9]* segments "
+                            "cleaned, [0-9]+ more free: [0-9]+ of [0-9]+ free now\\); .* of live "
+                            "data kept\n"));
   EXPECT_EQ(Ok({"get", "k0"}).out, "again");
   EXPECT_THAT(Ok({"stats"}).out, ContainsRegex("live keys +3\n"));
 }

@@ -367,11 +367,18 @@ Outcome RunCompact(const Context& context) {
   }
   if (!status.ok()) return FromStatus(status);
   const Stats after = store.GetStats();
+  // What the user asks of compact: how much room it gave back. Cleaning copies live records
+  // into other segments, so the segments cleaned are not all free afterwards: say both.
+  const uint64_t segment_bytes = uint64_t{after.page_bytes} * after.pages_per_segment;
+  const uint64_t gained = after.segments_free > before.segments_free
+                              ? after.segments_free - before.segments_free
+                              : 0;
   return PrintAndClose(
-      store, absl::StrFormat("compacted %s: %d segments cleaned; free segments %d -> %d of %d; "
-                             "%s live\n",
-                             context.db_path, after.segments_cleaned - before.segments_cleaned,
-                             before.segments_free, after.segments_free, after.segments_total,
+      store, absl::StrFormat("compacted %s: %s reclaimed (%d segments cleaned, %d more free: "
+                             "%d of %d free now); %s of live data kept\n",
+                             context.db_path, FormatBytes(gained * segment_bytes),
+                             after.segments_cleaned - before.segments_cleaned, gained,
+                             after.segments_free, after.segments_total,
                              FormatBytes(after.live_bytes)));
 }
 
