@@ -2,8 +2,9 @@
 // terminal, redrawn at most ten times a second, erased by Finish (or the destructor) so that
 // whatever is printed next starts on a clean line.
 //
-//   check [##########..........]  52%  32/62 segments
-//   load  12345 pairs
+//   check [##########..........]  52%  32/62 segments, 15 segments/s, 2 s left
+//   load [######################........]  73%  18.1 MiB / 24.8 MiB, 9.6 MiB/s, 1 s left
+//   dump  12345 pairs, 5000 pairs/s
 //
 // Thread contract: one thread at a time (external synchronization).
 #ifndef NVKV_TOOLS_CLI_PROGRESS_H_
@@ -12,8 +13,15 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace nvkv::cli {
+
+// The line a bar shows for `done` of `total` (0: unknown) `unit`s, `seconds` after it started:
+// a unit that starts with "bytes" in human units (KiB, MiB, ...); the rate once some time has
+// passed, and the time left when the total is known.
+std::string ProgressLine(std::string_view label, std::string_view unit, uint64_t done,
+                         uint64_t total, double seconds);
 
 class Progress {
  public:
@@ -37,6 +45,7 @@ class Progress {
   const std::string unit_;
   const bool enabled_;
   bool drawn_ = false;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
