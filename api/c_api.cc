@@ -490,8 +490,8 @@ uint32_t nvkv_pending_reads(nvkv_t* db) { return db->db->PendingReads(); }
 
 void nvkv_walk(nvkv_t* db, nvkv_pair_callback visit, void* arg, char** errptr) {
   Guard(errptr, [&] {
-    // The visitor's "stop" travels as a status of its own, told from the walk's errors by
-    // identity, never reported.
+    // A visitor that stops ends the walk with an error status, which `stopped` says is no
+    // error of the walk's: it is not reported.
     bool stopped = false;
     const absl::Status status =
         db->db->ForEachLive([&](std::string_view key, std::string_view value) -> absl::Status {

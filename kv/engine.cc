@@ -462,7 +462,7 @@ EngineStats Engine::Impl::Stats() {
   s.page_bytes = geometry_.page_bytes;
   s.pages_per_segment = geometry_.pages_per_segment;
   s.shard_count = static_cast<uint32_t>(shards_.size());
-  s.index_mode = ordered_ ? IndexMode::kOrdered : IndexMode::kHash;
+  s.index_mode = index_mode();
   s.durable_writes = durable_writes_;
   return s;
 }
@@ -568,8 +568,6 @@ absl::Status Engine::ForEachLive(
 }
 uint32_t Engine::max_value_bytes() const { return impl_->geometry().max_value_bytes(); }
 uint64_t Engine::max_batch_bytes() const { return impl_->max_batch_bytes(); }
-IndexMode Engine::index_mode() const {
-  return impl_->ordered() ? IndexMode::kOrdered : IndexMode::kHash;
-}
+IndexMode Engine::index_mode() const { return impl_->index_mode(); }
 
 }  // namespace nvkv::kv

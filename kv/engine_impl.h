@@ -144,6 +144,7 @@ class Engine::Impl final {
   uint64_t store_seed() const { return store_seed_; }
   uint32_t blocks_per_page() const { return blocks_per_page_; }
   bool ordered() const { return ordered_; }
+  IndexMode index_mode() const { return ordered_ ? IndexMode::kOrdered : IndexMode::kHash; }
   const std::vector<std::unique_ptr<Shard>>& shards() const { return shards_; }
   // Writes that changed the index so far (Check compares them before and after).
   uint64_t index_writes() const {
