@@ -58,6 +58,7 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   engine.create_if_missing = options.create_if_missing;
   engine.error_if_exists = options.error_if_exists;
   engine.force_format = options.force_format;
+  engine.read_only = options.read_only;
   engine.capacity_bytes = options.capacity_bytes;
   engine.page_bytes = options.page_bytes;
   engine.segment_bytes = options.segment_bytes;
@@ -75,7 +76,7 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   storage::DeviceOptions& device = engine.device;
   device.backend = ToEngine(options.backend);
   device.allow_sync_fallback = options.allow_sync_fallback;
-  device.exclusive_lock = true;  // two openers would interleave their logs: never allowed
+  device.lock_device = true;  // two writers would interleave their logs: never allowed
   device.lock_wait_ms = options.lock_wait_ms;
   storage::RingOptions& ring = device.ring;
   ring.queue_depth = options.queue_depth;
@@ -96,6 +97,7 @@ constexpr kv::EngineOptions kEngine{};
 static_assert(kOptions.create_if_missing == kEngine.create_if_missing);
 static_assert(kOptions.error_if_exists == kEngine.error_if_exists);
 static_assert(kOptions.force_format == kEngine.force_format);
+static_assert(kOptions.read_only == kEngine.read_only);
 static_assert(std::string_view(DB::kFormatRefusedPayload) == kv::kFormatRefusedPayload);
 static_assert(kOptions.capacity_bytes == kEngine.capacity_bytes);
 static_assert(kOptions.page_bytes == kEngine.page_bytes);

@@ -120,6 +120,7 @@ DurableWrites ChooseDurableWrites(DurableWrites asked) {
 
 Engine::Impl::Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device)
     : options_(options),
+      read_only_(options.read_only || device->info().read_only),
       base_device_(std::move(device)),
       device_info_(base_device_->info()),
       durable_writes_(ChooseDurableWrites(options.durable_writes)),
@@ -131,6 +132,15 @@ Engine::Impl::~Impl() {
 
 absl::Status Engine::Impl::CheckOpen() const {
   if (closed_.load()) return absl::FailedPreconditionError("the store is closed");
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Impl::CheckWritable() const {
+  NVKV_RETURN_IF_ERROR(CheckOpen());
+  if (read_only_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(device_info_.path, ": the store is open read-only"));
+  }
   return absl::OkStatus();
 }
 
@@ -168,8 +178,10 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   } else {
     NVKV_RETURN_IF_ERROR(Recover());
   }
-  segments_->AnnounceMore();
-  NVKV_RETURN_IF_ERROR(WriteMapAlone(*open_queue_));
+  if (!read_only_) {
+    segments_->AnnounceMore();
+    NVKV_RETURN_IF_ERROR(WriteMapAlone(*open_queue_));
+  }
   open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
   PageLookup::Options lookup_config;
   lookup_config.store_seed = store_seed_;
@@ -177,6 +189,8 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   lookup_config.ordered = ordered_;
   lookup_ = std::make_unique<PageLookup>(lookup_config, geometry_, shards_,
                                          recovery_.dropped_batch_records);
+  // A reader's store is what recovery found: nothing writes or cleans it.
+  if (read_only_) return absl::OkStatus();
   NVKV_RETURN_IF_ERROR(StartWriter());
   NVKV_RETURN_IF_ERROR(StartCompactor());
   head_counters_at_open_ = appender_->HeadCountersSum();
@@ -196,8 +210,10 @@ absl::Status Engine::Impl::Recover() {
   next_sequence_.store(recovery_.next_sequence);
   // After a process crash (not a power cut) recovery may have read pages that still sit in the
   // device's volatile cache. Compaction treats recovered segments as durable (it copies their
-  // records as lone records), so make them so.
-  if (device_info_.volatile_write_cache) return storage::FlushDevice(*open_queue_);
+  // records as lone records), so make them so. (A reader compacts nothing.)
+  if (device_info_.volatile_write_cache && !read_only_) {
+    return storage::FlushDevice(*open_queue_);
+  }
   return absl::OkStatus();
 }
 
@@ -325,6 +341,7 @@ absl::Status Engine::Impl::StartCompactor() {
 }
 
 absl::Status Engine::Impl::CompactAll() {
+  NVKV_RETURN_IF_ERROR(CheckWritable());
   if (error_.failed()) return error_.status();
   return compactor_->CompactAll();
 }
@@ -474,7 +491,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const std::string& path,
   absl::Status valid = ValidateOptions(options);
   if (!valid.ok()) return valid;
   storage::DeviceOptions device_options = options.device;
-  device_options.create_bytes = options.create_if_missing ? options.capacity_bytes : 0;
+  device_options.read_only = options.read_only;
+  device_options.create_bytes =
+      options.create_if_missing && !options.read_only ? options.capacity_bytes : 0;
   // This first queue only holds the device (and its lock); every role opens its own queue.
   device_options.buffers.buffer_bytes = 4096;
   device_options.buffers.buffer_count = 1;
@@ -547,11 +566,7 @@ absl::Status Engine::Flush() {
   if (!open.ok()) return open;
   return impl_->Flush();
 }
-absl::Status Engine::CompactAll() {
-  absl::Status open = impl_->CheckOpen();
-  if (!open.ok()) return open;
-  return impl_->CompactAll();
-}
+absl::Status Engine::CompactAll() { return impl_->CompactAll(); }
 absl::Status Engine::Scan(std::string_view start, std::string_view end, size_t limit,
                           std::vector<std::pair<std::string, std::string>>* out) {
   return impl_->Scan(start, end, limit, out);

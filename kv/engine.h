@@ -87,6 +87,10 @@ struct EngineOptions {
   // their segments. Off, Close makes the heads leave their segments with summaries instead, and
   // the next Open reads those. Tests that want Open to read the log turn it off.
   bool checkpoint_at_close = true;
+  // Open the store for reading only (Options::read_only): the device is opened read-only under
+  // a shared claim, nothing is formatted, repaired or written (not at Open, not at Close), no
+  // writer or compaction runs, and writes fail with kFailedPrecondition.
+  bool read_only = false;
 };
 
 // One Put or Delete of a Write call. Views must stay valid for the call.

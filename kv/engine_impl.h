@@ -68,6 +68,8 @@ class Engine::Impl final {
   absl::Status Close();
   EngineStats Stats();
   absl::Status CheckOpen() const;
+  // CheckOpen, and kFailedPrecondition on a store opened read-only.
+  absl::Status CheckWritable() const;
   absl::Status CompactAll();
 
   // --- inspect.cc ---
@@ -87,7 +89,8 @@ class Engine::Impl final {
   };
   // Steps 1 and 2 of a write (write_path.cc): validates, resolves and appends.
   absl::StatusOr<AppendedWrite> AppendWrite(std::span<const WriteOp> ops, bool durable);
-  absl::Status Flush() { return writer_->WaitAllDurable(); }
+  // Every write acknowledged so far durable (a read-only store has none).
+  absl::Status Flush() { return read_only_ ? absl::OkStatus() : writer_->WaitAllDurable(); }
 
   // --- read_path.cc ---
   absl::Status GetAsync(std::string_view key, GetCallback callback);
@@ -190,6 +193,9 @@ class Engine::Impl final {
   bool CompactionFreedRoom(const absl::Status& status, SegmentUse use, int attempt);
 
   const EngineOptions options_;
+  // Opened for reading only (options_.read_only, or a device opened so): no writer, compactor
+  // or head appender exists, and nothing is written to the device.
+  const bool read_only_;
   // The index mode: options_.index_mode, or the one the store records (OpenStore decides,
   // before anything uses it).
   bool ordered_ = false;

@@ -14,6 +14,7 @@
 // (hash mode: no entry before it is the key's, key_entries.h).
 #include <algorithm>
 #include <cinttypes>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
@@ -538,7 +539,8 @@ absl::StatusOr<CheckReport> Engine::Impl::Check(const ProgressCallback& progress
   } else if (absl::Status flushed = Flush(); !flushed.ok()) {
     report.notes.push_back(absl::StrCat("flush before the check failed: ", flushed.message()));
   }
-  Compactor::Pause no_cleaning(*compactor_);
+  std::optional<Compactor::Pause> no_cleaning;  // none runs in a read-only store
+  if (compactor_ != nullptr) no_cleaning.emplace(*compactor_);
   absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(*this);
   if (!reader.ok()) return reader.status();
   Checker checker(*this, **reader, &report);
@@ -570,7 +572,8 @@ absl::Status Engine::Impl::ForEachLive(
   if (error_.failed()) return error_.status();
   absl::Status flushed = Flush();
   if (!flushed.ok()) return flushed;
-  Compactor::Pause no_cleaning(*compactor_);
+  std::optional<Compactor::Pause> no_cleaning;  // none runs in a read-only store
+  if (compactor_ != nullptr) no_cleaning.emplace(*compactor_);
   absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(*this);
   if (!reader.ok()) return reader.status();
   const uint64_t segment_count = geometry().segment_count;

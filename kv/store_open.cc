@@ -91,8 +91,10 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
       good = 1;
     }
     superblock = *probe->copies[good];
-    if (!probe->copies[1 - good].ok() ||
-        probe->copies[1 - good]->format_version != superblock.format_version) {
+    // (A reader leaves a damaged or older copy as it is: Check reports it, and the next writer
+    // repairs it.)
+    if (!read_only_ && (!probe->copies[1 - good].ok() ||
+                        probe->copies[1 - good]->format_version != superblock.format_version)) {
       absl::Status repaired = RepairSuperblock(superblock, 1 - good);
       if (!repaired.ok()) return repaired;
     }
@@ -107,10 +109,11 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
                  : options_.index_mode == IndexMode::kOrdered;
   absl::Status adopted = AdoptGeometry(path, superblock);
   if (!adopted.ok()) return adopted;
-  if (superblock.format_version < kFormatVersion) {
+  if (superblock.format_version < kFormatVersion && !read_only_) {
     // An upgrade (kv/FORMAT.md "Format versions"): each version only adds to the one before, so
     // the store is upgraded by saying so in both copies, once its geometry is accepted and
-    // before anything of the new version is written.
+    // before anything of the new version is written. A reader reads the older version as it
+    // is, for the same reason.
     superblock.format_version = kFormatVersion;
     for (uint32_t which : {0u, 1u}) {
       absl::Status upgraded = RepairSuperblock(superblock, which);
@@ -207,6 +210,10 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
               "force_format"));
     refused.SetPayload(kFormatRefusedPayload, absl::Cord());
     return refused;
+  }
+  if (read_only_) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": no nvkv store (a read-only open formats nothing)"));
   }
   if (!options_.create_if_missing) {
     return absl::NotFoundError(absl::StrCat(path, ": no nvkv store (create_if_missing is off)"));

@@ -326,7 +326,7 @@ AppendAttempt AppendPageWrite(const HeadAppender& appender, LogWriter& writer,
 }  // namespace
 
 absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
-  NVKV_RETURN_IF_ERROR(CheckOpen());
+  NVKV_RETURN_IF_ERROR(CheckWritable());
   if (error_.failed()) return error_.status();
   if (ops.empty()) return absl::OkStatus();
   NVKV_ASSIGN_OR_RETURN(const AppendedWrite appended, AppendWrite(ops, durable));
@@ -342,7 +342,7 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
 
 absl::Status Engine::Impl::WriteAsync(std::span<const WriteOp> ops, bool durable,
                                       WriteCallback done) {
-  NVKV_RETURN_IF_ERROR(CheckOpen());
+  NVKV_RETURN_IF_ERROR(CheckWritable());
   if (error_.failed()) return error_.status();
   NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, ThisThreadQueue());
   AsyncWrites& writes = queue->writes;

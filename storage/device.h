@@ -108,6 +108,7 @@ struct DeviceInfo {
   // again when it fails to make a store of it (RemoveCreatedFile).
   bool created = false;
   bool zoned = false;                 // zoned namespace or block device (see allow_zoned)
+  bool read_only = false;             // DeviceOptions::read_only: writes and flushes refused
   uint32_t nsid = 0;                  // NVMe namespace id, 0 elsewhere
   RingFeatures ring;
   std::vector<std::string> notes;     // fallbacks taken at open, one sentence each
@@ -207,10 +208,14 @@ struct DeviceOptions {
   bool zero_fill_on_create = true;
   // The device must hold at least this many bytes, else kFailedPrecondition ("too small").
   uint64_t min_bytes = 0;
-  // Claim the device exclusively (device_lock.h: flock, on both nodes of an NVMe namespace, and
-  // O_EXCL on a block device); a second opener gets kFailedPrecondition, after waiting up to
-  // lock_wait_ms.
-  bool exclusive_lock = true;
+  // Open for reading only: O_RDONLY (a file the user may only read opens), no file is created
+  // (create_bytes must be 0), and the device refuses writes and flushes (kFailedPrecondition).
+  bool read_only = false;
+  // Claim the device (device_lock.h): exclusively (flock, on both nodes of an NVMe namespace,
+  // and O_EXCL on a block device), or with read_only a shared lock that other read-only openers
+  // share and a writer's exclusive claim excludes. An opener the claim keeps off gets
+  // kFailedPrecondition, after waiting up to lock_wait_ms.
+  bool lock_device = true;
   uint32_t lock_wait_ms = 1000;
   // Allow falling back to pread/pwrite when io_uring is unavailable (files only).
   bool allow_sync_fallback = true;
@@ -240,7 +245,8 @@ absl::Status FlushDevice(Device& device);
 // Reap), after which requests may not have run.
 absl::Status RunAll(Device& device, std::span<IoRequest> requests);
 
-// Checks the parts of a request every backend checks the same way (length, bounds, alignment).
+// Checks the parts of a request every backend checks the same way (length, bounds, alignment,
+// no write or flush on a read-only device).
 absl::Status ValidateRequest(const DeviceInfo& info, const IoRequest& request);
 
 }  // namespace nvkv::storage

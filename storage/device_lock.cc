@@ -70,27 +70,36 @@ std::string PairedNode(const std::string& sys_root, const std::string& dev_root,
 }
 
 absl::Status InUse(const std::string& path, std::string_view what, uint32_t wait_ms) {
+  // The "in use by another opener" prefix is what callers and users match on.
   return absl::FailedPreconditionError(absl::StrCat(
       path, ": in use by another opener (", std::string(what), "; waited ", wait_ms, " ms)"));
 }
 
-// flock(LOCK_EX) on `fd` of `path`, retried until `deadline`.
-absl::Status LockUntil(int fd, const std::string& path, absl::Time deadline, uint32_t wait_ms) {
-  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+// flock on `fd` of `path` (LOCK_EX or LOCK_SH, by `mode`), retried until `deadline`.
+absl::Status LockUntil(int fd, const std::string& path, ClaimMode mode, absl::Time deadline,
+                       uint32_t wait_ms) {
+  const int operation = mode == ClaimMode::kExclusive ? LOCK_EX : LOCK_SH;
+  while (flock(fd, operation | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     if (errno != EWOULDBLOCK) return absl::ErrnoToStatus(errno, absl::StrCat("flock ", path));
-    if (absl::Now() >= deadline) return InUse(path, "exclusive lock held", wait_ms);
+    if (absl::Now() >= deadline) {
+      return InUse(path,
+                   mode == ClaimMode::kExclusive ? "locked by a writer or by readers"
+                                                 : "locked by a writer",
+                   wait_ms);
+    }
     absl::SleepFor(absl::Milliseconds(5));
   }
   return absl::OkStatus();
 }
 
-// A read-only file of block device `path` opened with O_EXCL (the kernel's exclusive claim),
-// retried until `deadline` while someone else holds the claim.
-absl::StatusOr<int> ClaimBlockUntil(const std::string& path, absl::Time deadline,
-                                    uint32_t wait_ms) {
+// A read-only file of block device `path`, for kExclusive opened with O_EXCL (the kernel's
+// exclusive claim), retried until `deadline` while someone else holds that claim.
+absl::StatusOr<int> ClaimBlockUntil(const std::string& path, ClaimMode mode,
+                                    absl::Time deadline, uint32_t wait_ms) {
+  const int exclusive = mode == ClaimMode::kExclusive ? O_EXCL : 0;
   while (true) {
-    const int fd = open(path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
+    const int fd = open(path.c_str(), O_RDONLY | exclusive | O_CLOEXEC);
     if (fd >= 0) return fd;
     if (errno == EINTR) continue;
     if (errno != EBUSY) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
@@ -126,10 +135,6 @@ NamespaceNodes FindNamespaceNodes(const std::string& path, const struct stat& st
   return nodes;
 }
 
-absl::Status LockDeviceFile(int fd, const std::string& path, uint32_t wait_ms) {
-  return LockUntil(fd, path, absl::Now() + absl::Milliseconds(wait_ms), wait_ms);
-}
-
 DeviceClaim::DeviceClaim(DeviceClaim&& other) noexcept
     : held_fds_(std::exchange(other.held_fds_, {})) {}
 
@@ -146,20 +151,20 @@ void DeviceClaim::Close() {
   held_fds_.clear();
 }
 
-absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path, uint32_t wait_ms,
-                                        std::vector<std::string>* notes) {
+absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path, ClaimMode mode,
+                                        uint32_t wait_ms, std::vector<std::string>* notes) {
   const absl::Time deadline = absl::Now() + absl::Milliseconds(wait_ms);
   struct stat st;
   if (fstat(io_fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fstat ", path));
   DeviceClaim claim;
   if (!S_ISBLK(st.st_mode) && !S_ISCHR(st.st_mode)) {
-    NVKV_RETURN_IF_ERROR(LockUntil(io_fd, path, deadline, wait_ms));
+    NVKV_RETURN_IF_ERROR(LockUntil(io_fd, path, mode, deadline, wait_ms));
     return claim;
   }
   const NamespaceNodes nodes = FindNamespaceNodes(path, st, notes);
   // 1. The generic node.
   if (S_ISCHR(st.st_mode)) {
-    NVKV_RETURN_IF_ERROR(LockUntil(io_fd, path, deadline, wait_ms));
+    NVKV_RETURN_IF_ERROR(LockUntil(io_fd, path, mode, deadline, wait_ms));
   } else if (!nodes.generic.empty()) {
     const int fd = open(nodes.generic.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -168,14 +173,14 @@ absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path, uint
                                     "): an opener of it is not kept off"));
     } else {
       claim.held_fds_.push_back(fd);
-      NVKV_RETURN_IF_ERROR(LockUntil(fd, nodes.generic, deadline, wait_ms));
+      NVKV_RETURN_IF_ERROR(LockUntil(fd, nodes.generic, mode, deadline, wait_ms));
     }
   }
-  // 2. The block node: claimed with O_EXCL, and locked. Two files of one inode lock each other
+  // 2. The block node: claimed with O_EXCL (kExclusive), and locked. Two files of one inode lock each other
   //    out even in one process, so when the I/O file is the block node, it is the one locked.
   if (!nodes.block.empty()) {
     const bool io_is_block = S_ISBLK(st.st_mode);
-    absl::StatusOr<int> claimed = ClaimBlockUntil(nodes.block, deadline, wait_ms);
+    absl::StatusOr<int> claimed = ClaimBlockUntil(nodes.block, mode, deadline, wait_ms);
     if (!claimed.ok()) {
       if (io_is_block ||
           !(absl::IsNotFound(claimed.status()) || absl::IsPermissionDenied(claimed.status()))) {
@@ -187,7 +192,8 @@ absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path, uint
     } else {
       claim.held_fds_.push_back(*claimed);
       NVKV_RETURN_IF_ERROR(LockUntil(io_is_block ? io_fd : *claimed,
-                                     io_is_block ? path : nodes.block, deadline, wait_ms));
+                                     io_is_block ? path : nodes.block, mode, deadline,
+                                     wait_ms));
     }
   }
   return claim;

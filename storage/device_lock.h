@@ -1,5 +1,6 @@
-// The exclusive claim that keeps a second opener off a device: two writers would interleave
-// their logs on the same segments.
+// The claim that keeps a second opener off a device: two writers would interleave their logs on
+// the same segments, and a reader beside a writer would read a log that changes under it. A
+// writer claims the device exclusively; readers share a claim that keeps writers off.
 //
 // Linux gives an NVMe namespace two nodes, the generic character device /dev/ngXnY (passthrough)
 // and the block device /dev/nvmeXnY, and a lock on one inode does not cover the other. So the
@@ -24,10 +25,12 @@
 
 namespace nvkv::storage {
 
-// Takes an exclusive advisory lock (flock) on `fd`, the I/O file of `path`, retried for up to
-// `wait_ms` while another open file holds it; then kFailedPrecondition, saying how long it
-// waited.
-absl::Status LockDeviceFile(int fd, const std::string& path, uint32_t wait_ms);
+// How a device is claimed: by one writer alone, or by any number of readers at once (and then
+// by no writer).
+enum class ClaimMode : uint8_t {
+  kExclusive,  // flock LOCK_EX on each node, and O_EXCL on the block node
+  kShared,     // flock LOCK_SH on each node, no O_EXCL (which would keep other readers off)
+};
 
 // The two nodes of the NVMe namespace a device node belongs to, as /dev paths; each empty when
 // there is none (a regular file has neither; a block device that is not a whole NVMe namespace,
@@ -62,23 +65,27 @@ class DeviceClaim {
 
  private:
   friend absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path,
-                                                 uint32_t wait_ms, std::vector<std::string>* notes);
+                                                 ClaimMode mode, uint32_t wait_ms,
+                                                 std::vector<std::string>* notes);
   void Close();
   std::vector<int> held_fds_;
 };
 
-// Claims the device that `io_fd` (opened from `path`) is the I/O file of, waiting up to
-// `wait_ms` in all, in this order:
+// Claims the device that `io_fd` (opened from `path`) is the I/O file of, in `mode`, waiting up
+// to `wait_ms` in all, in this order:
 //   1. the namespace's generic node is locked (flock): `io_fd` itself when it is that node;
-//   2. the block node is opened read-only with O_EXCL and that file locked (flock); when `io_fd`
-//      is the block node, it is locked too, since it is the file a dead opener's rings hold;
+//   2. the block node is opened read-only (kExclusive: with O_EXCL) and that file locked
+//      (flock); when `io_fd` is the block node, it is locked too, since it is the file a dead
+//      opener's rings hold;
 //   3. a regular file: `io_fd` is locked.
+// A shared claim needs no O_EXCL to keep a writer off: the writer's exclusive lock on the same
+// node waits for every shared one.
 // A paired node that cannot be opened (missing, or no permission: udev makes /dev/ngXnY
 // root-only) is skipped with a note in `notes`: an opener of that node is then not kept off.
 // Errors: kFailedPrecondition "in use" when a lock or the O_EXCL claim is still held by someone
 // else after the wait; errno statuses for other failures.
-absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path, uint32_t wait_ms,
-                                        std::vector<std::string>* notes);
+absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path, ClaimMode mode,
+                                        uint32_t wait_ms, std::vector<std::string>* notes);
 
 }  // namespace nvkv::storage
 

@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<DirectFileDevice>> DirectFileDevice::Open(
   if (!opened.ok()) return opened.status();
   opened->info.kind = DeviceKind::kDirectFile;
   auto device = Create(opened->fd, std::move(opened->info), options);
-  if (device.ok()) (*device)->HoldClaim(std::move(opened->claim), options.exclusive_lock);
+  if (device.ok()) (*device)->HoldClaim(std::move(opened->claim), options.lock_device);
   return device;
 }
 

@@ -31,14 +31,19 @@ struct FdCloser {
   }
 };
 
-absl::Status OpenError(int err, const std::string& path) {
+absl::Status OpenError(int err, const std::string& path, bool read_only) {
   switch (err) {
     case ENOENT:
       return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
     case EACCES:
     case EPERM:
+      return absl::PermissionDeniedError(absl::StrCat(
+          path, read_only ? ": permission denied (need read access)"
+                          : ": permission denied (need read and write access; a reader may open "
+                            "it read-only)"));
+    case EROFS:
       return absl::PermissionDeniedError(
-          absl::StrCat(path, ": permission denied (need read and write access)"));
+          absl::StrCat(path, ": on a read-only file system (a reader may open it read-only)"));
     case EINVAL:
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": the file system does not support O_DIRECT"));
@@ -107,7 +112,10 @@ bool UnderDev(const std::string& path) {
 absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
                                                const DeviceOptions& options) {
   if (path.empty()) return absl::InvalidArgumentError("empty device path");
-  int flags = O_RDWR | O_DIRECT | O_CLOEXEC;
+  if (options.read_only && options.create_bytes > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": a read-only open creates no file"));
+  }
+  const int flags = (options.read_only ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC;
   bool created = false;
   int fd = open(path.c_str(), flags);
   if (fd < 0 && errno == ENOENT && options.create_bytes > 0) {
@@ -120,7 +128,7 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
     fd = open(path.c_str(), flags | O_CREAT | O_EXCL, 0644);
     created = fd >= 0;
   }
-  if (fd < 0) return OpenError(errno, path);
+  if (fd < 0) return OpenError(errno, path, options.read_only);
   FdCloser closer{fd};
   // A file this call created is removed again if the open fails later on.
   struct CreatedFileRemover {
@@ -144,9 +152,11 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": neither a regular file nor a block device"));
   }
-  if (options.exclusive_lock) {
+  if (options.lock_device) {
     NVKV_ASSIGN_OR_RETURN(opened.claim,
-                          ClaimDevice(fd, path, options.lock_wait_ms, &opened.info.notes));
+                          ClaimDevice(fd, path,
+                                      options.read_only ? ClaimMode::kShared : ClaimMode::kExclusive,
+                                      options.lock_wait_ms, &opened.info.notes));
   }
 
   uint64_t size_bytes = 0;
@@ -211,6 +221,7 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
                      options.min_bytes));
   }
   opened.info.created = created;
+  opened.info.read_only = options.read_only;
   opened.fd = fd;
   closer.fd = -1;
   remover.armed = false;

@@ -14,7 +14,7 @@ namespace nvkv::storage {
 struct OpenedFile {
   int fd = -1;      // owned by the caller once returned
   DeviceInfo info;  // path, lba_bytes, lba_count, memory_alignment, block_device, zoned
-  DeviceClaim claim;  // with options.exclusive_lock: the files that lock the paired node
+  DeviceClaim claim;  // with options.lock_device: the files that lock the paired node
 };
 
 // Opens `path` with O_DIRECT (creating and sizing a regular file when options.create_bytes asks),

@@ -99,7 +99,8 @@ absl::Status OpenError(int err, const std::string& path) {
     case EPERM:
       return absl::PermissionDeniedError(absl::StrCat(
           path, ": permission denied: NVMe passthrough needs read and write access to the node "
-                "(udev creates /dev/ngXnY root-only), and CAP_SYS_ADMIN on Linux 6.1 (6.2+ lets "
+                "(read access to open it read-only; udev creates /dev/ngXnY root-only), and "
+                "CAP_SYS_ADMIN on Linux 6.1 (6.2+ lets "
                 "other users send Identify and the I/O commands the controller's Commands "
                 "Supported and Effects log allows)"));
     default:
@@ -240,14 +241,17 @@ absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions
   if (path.empty()) return absl::InvalidArgumentError("empty device path");
   NVKV_RETURN_IF_ERROR(CheckNvmeGeneric(path));
   // No O_DIRECT: a character device has no page cache to bypass.
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  const int fd = open(path.c_str(), (options.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
   if (fd < 0) return OpenError(errno, path);
   FdCloser closer{fd};
-  if (options.exclusive_lock) {
-    NVKV_ASSIGN_OR_RETURN(*claim, ClaimDevice(fd, path, options.lock_wait_ms, &info->notes));
+  if (options.lock_device) {
+    NVKV_ASSIGN_OR_RETURN(
+        *claim, ClaimDevice(fd, path, options.read_only ? ClaimMode::kShared : ClaimMode::kExclusive,
+                            options.lock_wait_ms, &info->notes));
   }
   info->kind = DeviceKind::kNvmePassthrough;
   info->path = path;
+  info->read_only = options.read_only;
   NVKV_RETURN_IF_ERROR(ReadGeometry(fd, options.allow_zoned, info, queue_limits));
   if (info->capacity_bytes() < options.min_bytes) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": too small: ",
@@ -276,7 +280,7 @@ absl::StatusOr<std::unique_ptr<NvmeDevice>> NvmeDevice::Open(const std::string& 
   DeviceClaim claim;
   NVKV_ASSIGN_OR_RETURN(const int fd, OpenAndIdentify(path, options, &info, &limits, &claim));
   auto device = Create(fd, std::move(info), limits, options);
-  if (device.ok()) (*device)->HoldClaim(std::move(claim), options.exclusive_lock);
+  if (device.ok()) (*device)->HoldClaim(std::move(claim), options.lock_device);
   return device;
 }
 

@@ -3,12 +3,13 @@
 // bypass the block layer's request merging and scheduler; the geometry comes from Identify.
 //
 // Requirements (checked at open, each failure a clear Status):
-//   - read and write access to /dev/ngXnY (udev makes it root-only by default);
+//   - read and write access to /dev/ngXnY (udev makes it root-only by default); read access
+//     for a read-only open (DeviceOptions::read_only), which opens the node O_RDONLY;
 //   - CAP_SYS_ADMIN on Linux 6.1 for every passthrough command, Identify included. From 6.2 the
 //     driver's nvme_cmd_allowed() lets other users send Identify Controller/Namespace (CNS 0x00,
 //     0x01, 0x05, 0x06, 0x08) and I/O commands that the controller's Commands Supported and
 //     Effects log marks supported without intrusive effects; writes only on an fd opened for
-//     writing (we always open O_RDWR);
+//     writing (O_RDWR unless read-only);
 //   - io_uring with SQE128|CQE32 and IORING_OP_URING_CMD (5.19; fixed buffers 6.1);
 //   - a namespace of the NVM command set in a format without metadata; zoned namespaces are
 //     refused ("zoned namespace: not supported yet") unless DeviceOptions::allow_zoned, which

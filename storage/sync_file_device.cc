@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<SyncFileDevice>> SyncFileDevice::Open(
   opened->info.ring.queue_depth = options.ring.queue_depth;
   auto device = std::unique_ptr<SyncFileDevice>(
       new SyncFileDevice(std::move(opened->info), opened->fd, std::move(*pool), options));
-  device->unlock_on_close_ = options.exclusive_lock;
+  device->unlock_on_close_ = options.lock_device;
   device->claim_ = std::move(opened->claim);
   return device;
 }

@@ -530,6 +530,38 @@ int main(void) {
   nvkv_close(db, &err);
   CHECK_NO_ERROR(err);
 
+  StartPhase("read_only");
+  {
+    /* Two readers at once; a write on either fails; a writer waits for them. */
+    nvkv_options_t* options = nvkv_options_create();
+    nvkv_options_set_read_only(options, 1);
+    nvkv_options_set_lock_wait_ms(options, 0);
+    nvkv_t* first = nvkv_open(options, hash_path, &err);
+    CHECK_NO_ERROR(err);
+    nvkv_t* second = nvkv_open(options, hash_path, &err);
+    CHECK_NO_ERROR(err);
+    CheckGet(first, "one", "1");
+    CheckGet(second, "two", "2");
+    nvkv_put(first, NULL, "three", 5, "3", 1, &err);
+    CHECK_ERROR_CODE(err, NVKV_FAILED_PRECONDITION);
+    nvkv_delete(second, NULL, "one", 3, &err);
+    CHECK_ERROR_CODE(err, NVKV_FAILED_PRECONDITION);
+    nvkv_options_set_read_only(options, 0);
+    nvkv_t* writer = nvkv_open(options, hash_path, &err);
+    CHECK(writer == NULL);
+    CHECK_ERROR_CODE(err, NVKV_FAILED_PRECONDITION);
+    nvkv_close(first, &err);
+    CHECK_NO_ERROR(err);
+    nvkv_close(second, &err);
+    CHECK_NO_ERROR(err);
+    writer = nvkv_open(options, hash_path, &err);
+    CHECK_NO_ERROR(err);
+    CheckGet(writer, "one", "1");
+    nvkv_close(writer, &err);
+    CHECK_NO_ERROR(err);
+    nvkv_options_destroy(options);
+  }
+
   fprintf(stderr, "c_api_test: PASS\n");
   return 0;
 }

@@ -189,7 +189,7 @@ class LoopDevice {
 
 DeviceOptions Options() {
   DeviceOptions options;
-  options.exclusive_lock = true;
+  options.lock_device = true;
   options.lock_wait_ms = 50;
   return options;
 }
@@ -227,6 +227,63 @@ TEST(BlockClaimTest, OpenBlockDeviceKeepsOthersClaimOff) {
   const int after = open(loop.path().c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
   EXPECT_GE(after, 0) << strerror(errno);
   if (after >= 0) close(after);
+}
+
+DeviceOptions ReaderOptions() {
+  DeviceOptions options = Options();
+  options.read_only = true;
+  return options;
+}
+
+// Readers share a device and keep a writer off; a writer keeps readers off. A read-only device
+// refuses writes and flushes. On a regular file and, where loop devices can be set up, on a
+// block device (whose readers take no O_EXCL claim, which would keep each other off).
+void ExpectReadersShareAndKeepTheWriterOff(const std::string& path) {
+  {
+    auto first = OpenDevice(path, ReaderOptions());
+    ASSERT_THAT(first, IsOk());
+    EXPECT_TRUE((*first)->info().read_only);
+    auto second = OpenDevice(path, ReaderOptions());
+    ASSERT_THAT(second, IsOk());
+    EXPECT_THAT(OpenDevice(path, Options()),
+                StatusIs(absl::StatusCode::kFailedPrecondition, "locked by a writer or by readers"));
+    Device& device = **first;
+    Buffer page = device.buffers().GetPage();
+    ASSERT_TRUE(page.valid());
+    EXPECT_THAT(ReadBlocks(device, 0, 4096 / device.info().lba_bytes, page), IsOk());
+    EXPECT_THAT(WriteBlocks(device, 0, 4096 / device.info().lba_bytes, page),
+                StatusIs(absl::StatusCode::kFailedPrecondition, "opened read-only"));
+    EXPECT_THAT(FlushDevice(device), StatusIs(absl::StatusCode::kFailedPrecondition));
+    device.buffers().PutPage(page);
+  }
+  auto writer = OpenDevice(path, Options());
+  ASSERT_THAT(writer, IsOk());
+  EXPECT_FALSE((*writer)->info().read_only);
+  EXPECT_THAT(OpenDevice(path, ReaderOptions()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "locked by a writer"));
+}
+
+TEST(SharedClaimTest, ReadersOfAFileShareItAndKeepTheWriterOff) {
+  nvkv::testing::TempDir dir;
+  const std::string path = dir.File("store");
+  {
+    DeviceOptions create = Options();
+    create.create_bytes = 1 << 20;
+    ASSERT_THAT(OpenDevice(path, create), IsOk());
+  }
+  ExpectReadersShareAndKeepTheWriterOff(path);
+  DeviceOptions create_read_only = ReaderOptions();
+  create_read_only.create_bytes = 1 << 20;
+  EXPECT_THAT(OpenDevice(dir.File("new"), create_read_only),
+              StatusIs(absl::StatusCode::kInvalidArgument, "creates no file"));
+  EXPECT_NE(access(dir.File("new").c_str(), F_OK), 0);
+}
+
+TEST(SharedClaimTest, ReadersOfABlockDeviceShareItAndKeepTheWriterOff) {
+  nvkv::testing::TempDir dir;
+  LoopDevice loop(dir.File("backing"), 8 << 20);
+  if (loop.path().empty()) GTEST_SKIP() << "no loop device here (needs root and loop support)";
+  ExpectReadersShareAndKeepTheWriterOff(loop.path());
 }
 
 }  // namespace

@@ -246,6 +246,31 @@ TEST_F(CliTest, FormatOfAStoreInUseSaysSoAndDoesNotSuggestForce) {
   EXPECT_THAT(refused.err, Not(HasSubstr("--force")));
 }
 
+// The commands that only read (get, scan, dump, check, stats, info) open the store read-only:
+// they run while another reader has it (a shared lock, here held as a reader holds it), write
+// no byte of it, and leave it to a writer only when no reader has it.
+TEST_F(CliTest, ReadCommandsShareTheStoreAndWriteNothing) {
+  Ok({"format", "--capacity", "64m", "--ordered"});
+  Ok({"load", "-"}, "a\t1\nb\t2\nc\t3\n");
+  const std::string before = ReadFile(db_);
+  const int reader = open(db_.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  ASSERT_EQ(flock(reader, LOCK_SH), 0);  // another reader, as far as nvkv can tell
+  EXPECT_EQ(Ok({"get", "b"}).out, "2");
+  EXPECT_EQ(Ok({"scan", "--from", "a", "--to", "c"}).out, "a\t1\nb\t2\n");
+  EXPECT_THAT(Ok({"dump"}).out, HasSubstr("c\t3\n"));
+  EXPECT_THAT(Ok({"check"}).out, HasSubstr("no problems"));
+  EXPECT_THAT(Ok({"stats"}).out, ContainsRegex("live keys +3\n"));
+  EXPECT_THAT(Ok({"info"}).out, HasSubstr("index     ordered"));
+  ExpectError(Db({"put", "d", "4"}), 3, "in use by another opener");
+  ExpectError(Db({"del", "a"}), 3, "in use by another opener");
+  ExpectError(Db({"compact"}), 3, "in use by another opener");
+  close(reader);
+  EXPECT_TRUE(ReadFile(db_) == before) << "a read command wrote to the store";
+  Ok({"put", "d", "4"});
+  EXPECT_EQ(Ok({"get", "d"}).out, "4");
+}
+
 // Only format creates a store: a data command given a path without one (a typo, say) says how
 // to make one, and leaves nothing there (put and load used to create a 1 GiB file).
 TEST_F(CliTest, EveryCommandButFormatNeedsAStore) {

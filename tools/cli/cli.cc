@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<DB>> Context::Open(Use use) const {
   // wrong path says so instead of making a 1 GiB file there.
   Options options;
   options.create_if_missing = false;
+  options.read_only = use == Use::kRead;
   options.background_compaction = use == Use::kWrite;
   options.index_mode = index_mode;
   options.backend = backend;

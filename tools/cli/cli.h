@@ -56,7 +56,7 @@ struct Context {
 
   // What a command does with the store it opens.
   enum class Use {
-    kRead,     // background compaction off: a read has nothing to clean
+    kRead,     // read-only (Options::read_only): a shared lock, so readers run side by side
     kWrite,    // background compaction on: writes may need the space it frees
     kCompact,  // CompactAll, on this thread alone (see RunCompact)
   };

@@ -23,11 +23,14 @@
 // buffers) the first time it reads from a DB, one per DB, and gives it back when it exits, so
 // threads may come and go; a DB closed first has released it already.
 //
-// One opener at a time: Open takes an exclusive lock on the path, so a second Open of the same
-// store (from this or another process) fails with kFailedPrecondition until the first DB is
-// closed. On an NVMe namespace the lock covers both its nodes (/dev/ngXnY and /dev/nvmeXnY),
-// and a block device is also claimed with O_EXCL, which keeps mkfs and mounts off it (and
-// keeps nvkv off a device that is mounted).
+// One writer at a time, or any number of readers: Open takes an exclusive lock on the path, so
+// a second Open of the same store (from this or another process) fails with
+// kFailedPrecondition until the first DB is closed. On an NVMe namespace the lock covers both
+// its nodes (/dev/ngXnY and /dev/nvmeXnY), and a block device is also claimed with O_EXCL,
+// which keeps mkfs and mounts off it (and keeps nvkv off a device that is mounted). An Open
+// with Options::read_only takes a shared lock instead: read-only DBs of one store may be open
+// at once (in any processes), but not beside a writer; they write nothing to the device, and
+// their writes fail with kFailedPrecondition.
 //
 // Errors are returned, never thrown, and nothing aborts on bad input or device errors. Every
 // method may also return kFailedPrecondition after Close(). When a write's durability becomes
@@ -113,7 +116,8 @@ class DB {
   //                        cannot grow for a new key (memory refused, or a shard's table of
   //                        2^32 slots full): nothing of the write is applied, and writes that
   //                        add no key (overwrites, deletes) still work
-  //   kFailedPrecondition  the DB is closed, or an earlier write failed (see above)
+  //   kFailedPrecondition  the DB is closed or was opened read-only, or an earlier write
+  //                        failed (see above)
   //   kDataLoss, kInternal, other codes: the device failed; the write may or may not be durable,
   //                        and the DB refuses further writes
 
@@ -232,13 +236,14 @@ class DB {
 
   // ----- Maintenance. -----
 
-  // Makes every write that returned before this call durable, including non-durable ones.
-  // Errors: as for writes (a failed flush leaves durability unknown and stops later writes).
+  // Makes every write that returned before this call durable, including non-durable ones (on a
+  // read-only DB there are none: OK). Errors: as for writes (a failed flush leaves durability
+  // unknown and stops later writes).
   absl::Status Flush();
 
   // Cleans every segment that holds dead records, now; returns when done. Background
   // compaction makes this unnecessary in normal operation. Errors: kFailedPrecondition after
-  // Close(), device errors.
+  // Close() or on a read-only DB, device errors.
   absl::Status CompactAll();
 
   // Reads every page of the store: checks both superblocks, every page's checksum, the records

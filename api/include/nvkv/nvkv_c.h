@@ -99,6 +99,8 @@ extern void nvkv_options_destroy(nvkv_options_t* options);
 extern void nvkv_options_set_create_if_missing(nvkv_options_t* options, uint8_t value);
 extern void nvkv_options_set_error_if_exists(nvkv_options_t* options, uint8_t value);
 extern void nvkv_options_set_force_format(nvkv_options_t* options, uint8_t value);
+/* Options::read_only: a shared lock, nothing written; writes fail with NVKV_FAILED_PRECONDITION. */
+extern void nvkv_options_set_read_only(nvkv_options_t* options, uint8_t value);
 /* Options::lock_wait_ms: how long nvkv_open waits for a store another opener holds. */
 extern void nvkv_options_set_lock_wait_ms(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_capacity_bytes(nvkv_options_t* options, uint64_t value);

@@ -90,9 +90,21 @@ struct Options {
   // Default: false. Scope: per Open.
   bool force_format = false;
 
-  // One process at a time may have a store open: Open takes an exclusive lock on the device
-  // (on an NVMe namespace, on both its nodes, and on a block device an O_EXCL claim too), and
-  // waits up to this long when another holder has it. A process killed with the store open
+  // Open the store for reading only. Open then takes a shared lock, so that several read-only
+  // openers (in this and other processes: `nvkv-cli get`, `scan`, `check`, `stats`) may have
+  // the store at once, but none beside a writer; it opens the device O_RDONLY (a file the user
+  // may only read, or on a read-only file system, opens) and writes nothing, not at Open and
+  // not at Close: it formats nothing (no store: kNotFound), leaves a damaged superblock copy or
+  // an older format version as they are (Check reports them; the next writer repairs and
+  // upgrades), runs no compaction and writes no checkpoint. Put, Delete, Write, their async
+  // forms and CompactAll fail with kFailedPrecondition; Flush succeeds (nothing is unwritten).
+  // A store that was not closed (a crash) is recovered in memory, as a writer would, each time.
+  // Default: false. Scope: per Open.
+  bool read_only = false;
+
+  // One process at a time may write a store: Open takes an exclusive lock on the device
+  // (on an NVMe namespace, on both its nodes, and on a block device an O_EXCL claim too), or
+  // with read_only a shared one, and waits up to this long when another holder keeps it off. A process killed with the store open
   // (kill -9, a crash) holds it until the kernel has torn down its I/O queues, some 100 ms after
   // it died; the lock's release is the sign that none of its writes can still land. After the
   // wait, Open fails with kFailedPrecondition ("in use by another opener ... waited N ms").

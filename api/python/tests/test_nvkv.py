@@ -102,6 +102,22 @@ class NvkvTest(unittest.TestCase):
             with self.open() as db:
                 db.put(42, b"v")
 
+    def test_readers_share_a_store_and_cannot_write(self):
+        with self.open() as db:
+            db.put(b"k", b"v")
+        with nvkv.DB(self.path, read_only=True) as first, \
+                nvkv.DB(self.path, read_only=True) as second:
+            self.assertEqual(first.get(b"k"), b"v")
+            self.assertEqual(second.get(b"k"), b"v")
+            with self.assertRaises(nvkv.Error) as raised:
+                first.put(b"k", b"new")
+            self.assertEqual(raised.exception.code_name, "FAILED_PRECONDITION")
+            with self.assertRaises(nvkv.Error) as raised:
+                nvkv.DB(self.path, lock_wait_ms=0)  # no writer beside readers
+            self.assertEqual(raised.exception.code_name, "FAILED_PRECONDITION")
+        with self.open() as db:
+            self.assertEqual(db.get(b"k"), b"v")
+
     def test_a_closed_store_refuses_calls(self):
         db = self.open()
         db.close()
