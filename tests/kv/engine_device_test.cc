@@ -234,6 +234,41 @@ TEST_P(EngineDeviceTest, PutGetDeleteAcrossReopen) {
   EXPECT_EQ(engine->Stats().live_keys, 301u);
 }
 
+// Readers of the namespace (EngineOptions::read_only: the node opened O_RDONLY, a shared claim)
+// open it together and read from the device; a writer waits for them, and they for it.
+TEST_P(EngineDeviceTest, ReadersShareTheNamespace) {
+  auto engine = Open();
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_THAT(Put(*engine, "r" + std::to_string(i), ValueOf("r", i, 300)), IsOk());
+  }
+  EngineOptions reader = ExistingStore();
+  reader.read_only = true;
+  reader.device.lock_wait_ms = 100;
+  EXPECT_THAT(Engine::Open(path_, reader),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "in use by another opener"));
+  ASSERT_THAT(engine->Close(), IsOk());
+  engine.reset();
+  auto first = Open(reader);
+  ASSERT_NE(first, nullptr);
+  auto second = Open(reader);
+  ASSERT_NE(second, nullptr);
+  EngineOptions writer = ExistingStore();
+  writer.device.lock_wait_ms = 100;
+  EXPECT_THAT(Engine::Open(path_, writer),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "in use by another opener"));
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(*first->Get("r" + std::to_string(i)), ValueOf("r", i, 300));
+    EXPECT_EQ(*second->Get("r" + std::to_string(i)), ValueOf("r", i, 300));
+  }
+  EXPECT_THAT(Put(*first, "new", "x"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_THAT(first->Close(), IsOk());
+  ASSERT_THAT(second->Close(), IsOk());
+  engine = Open(ExistingStore());
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->Stats().live_keys, 200u);
+}
+
 TEST_P(EngineDeviceTest, BatchIsAppliedWholeAcrossReopen) {
   auto engine = Open();
   ASSERT_NE(engine, nullptr);
