@@ -438,6 +438,7 @@ EngineStats Engine::Impl::Stats() {
                               : 0;
   s.pages_written = write_counters_.pages_written.load();
   s.page_reads = lookup_ != nullptr ? lookup_->page_reads() : 0;
+  s.key_check_page_reads = lookup_ != nullptr ? lookup_->key_check_page_reads() : 0;
   s.flushes = write_counters_.flushes.load();
   s.fua_writes = write_counters_.fua_writes.load();
   s.verify_reads = counters_.verify_reads.load();

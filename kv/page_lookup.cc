@@ -199,6 +199,9 @@ void PageLookup::IssueRead(ReadOp* op) const {
   op->request.on_done = OnPageRead;
   op->request.context = op;
   page_reads_.fetch_add(1, std::memory_order_relaxed);
+  if (op->purpose == ReadPurpose::kKeyCheck) {
+    key_check_page_reads_.fetch_add(1, std::memory_order_relaxed);
+  }
   absl::Status status = op->queue->device->Enqueue(&op->request);
   if (!status.ok()) FinishOp(op, status);
 }

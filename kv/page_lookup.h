@@ -42,7 +42,12 @@ class PageLookup {
   // memory, or issues its first page read; the queue's reaping drives it on from there.
   void Start(ReadOp* op) const;
 
+  // Pages read, by every lookup (Stats::page_reads), and by writes' key checks alone
+  // (ReadPurpose::kKeyCheck, Stats::key_check_page_reads).
   uint64_t page_reads() const { return page_reads_.load(std::memory_order_relaxed); }
+  uint64_t key_check_page_reads() const {
+    return key_check_page_reads_.load(std::memory_order_relaxed);
+  }
 
  private:
   // Walks the candidates on from `next_candidate`: pages in memory answer at once, the next one
@@ -83,6 +88,7 @@ class PageLookup {
   const std::vector<std::unique_ptr<Shard>>& shards_;
   const SequenceRanges& dropped_;
   mutable std::atomic<uint64_t> page_reads_{0};
+  mutable std::atomic<uint64_t> key_check_page_reads_{0};
 };
 
 // Ends `op` with `result` (the value, or why there is none) and runs or queues its callback.

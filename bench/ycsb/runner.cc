@@ -345,6 +345,7 @@ StoreDelta Delta(const Stats& before, const Stats& after) {
   d.gets = after.gets - before.gets;
   d.puts = after.puts - before.puts;
   d.page_reads = after.page_reads - before.page_reads;
+  d.key_check_page_reads = after.key_check_page_reads - before.key_check_page_reads;
   d.pages_written = after.pages_written - before.pages_written;
   d.verify_reads = after.verify_reads - before.verify_reads;
   d.blind_writes = after.blind_writes - before.blind_writes;

@@ -107,6 +107,25 @@ TEST_F(BlindWriteTest, UniformOverwritesOfUncachedKeysReadNoPage) {
   ExpectValues(*engine, versions);
 }
 
+// The pages a delete reads to find its key are the writes' (key_check_page_reads), apart from
+// the gets': a benchmark's pages per get leaves them out (they were counted as the gets' once).
+TEST_F(BlindWriteTest, KeyChecksPageReadsAreCountedApartFromTheGets) {
+  constexpr int kKeys = 200;
+  auto engine = Loaded(kKeys);
+  ASSERT_NE(engine, nullptr);
+  const EngineStats before = engine->Stats();
+  for (int i = 0; i < kKeys; i += 2) ASSERT_THAT(Delete(*engine, Key(i)), IsOk());
+  const EngineStats deleted = engine->Stats();
+  const uint64_t checks = deleted.key_check_page_reads - before.key_check_page_reads;
+  EXPECT_EQ(deleted.verify_reads - before.verify_reads, uint64_t{kKeys / 2});
+  EXPECT_GE(checks, uint64_t{kKeys / 2});  // each delete read its key's page at least
+  EXPECT_EQ(deleted.page_reads - before.page_reads, checks);
+  for (int i = 1; i < kKeys; i += 2) ASSERT_THAT(engine->Get(Key(i)), IsOk());
+  const EngineStats read = engine->Stats();
+  EXPECT_EQ(read.key_check_page_reads, deleted.key_check_page_reads);
+  EXPECT_GE(read.page_reads - deleted.page_reads, uint64_t{kKeys / 2});
+}
+
 TEST_F(BlindWriteTest, GetsSeeTheNewestOfManyBlindOverwrites) {
   constexpr int kKeys = 300;
   auto engine = Loaded(kKeys);

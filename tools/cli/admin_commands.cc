@@ -248,10 +248,10 @@ Outcome RunStats(const Context& context) {
                                              FormatBytes(s.compaction_bytes_written),
                                              s.write_amplification));
   table.Row("device operations",
-            absl::StrFormat("%d page writes, %d page reads, %d flushes, %d FUA writes, %d "
-                            "verify reads",
-                            s.pages_written, s.page_reads, s.flushes, s.fua_writes,
-                            s.verify_reads));
+            absl::StrFormat("%d page writes, %d page reads (%d of them by %d writes' key "
+                            "checks), %d flushes, %d FUA writes",
+                            s.pages_written, s.page_reads, s.key_check_page_reads,
+                            s.verify_reads, s.flushes, s.fua_writes));
   table.Row("hash overwrites",
             absl::StrFormat("%d blind writes; compaction settled %d stale entries with %d page "
                             "reads",

@@ -81,10 +81,17 @@ struct Stats {
 
   // Device operations.
   uint64_t pages_written = 0;
+  // Pages read to answer Get, MultiGet, GetAsync and scans, and for key_check_page_reads.
   uint64_t page_reads = 0;
+  // Of page_reads, those that hash-mode writes made to find their key's current record (the
+  // hash index holds no keys): pages read per read operation are page_reads minus these, over
+  // `gets`.
+  uint64_t key_check_page_reads = 0;
   uint64_t flushes = 0;
   uint64_t fua_writes = 0;
-  uint64_t verify_reads = 0;  // page reads of hash-mode deletes, to find every entry of their key
+  // Hash-mode writes that read their key's pages (key_check_page_reads) to find its current
+  // record: deletes, and overwrites that could not be written blind.
+  uint64_t verify_reads = 0;
   // Hash mode: overwrites written without reading the key's page (its first candidate was on the
   // device); they leave the key's older entry stale until compaction settles it, erasing
   // `stale_entries_settled` entries with `settle_page_reads` page reads outside its victims.
