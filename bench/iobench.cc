@@ -74,7 +74,7 @@ struct BenchOptions {
 };
 
 const char kUsage[] =
-    "usage: nvkv-iobench --filename=PATH [options]\n"
+    "Usage: nvkv-iobench --filename=PATH [options]\n"
     "\n"
     "Drives one nvkv storage::Device queue like fio's t/io_uring and reports IOPS, bandwidth,\n"
     "I/Os per system call and latency.\n"

@@ -7,7 +7,8 @@ packages=(build-essential cmake ninja-build pkg-config
   liburing-dev libabsl-dev libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev fio
   clang libclang-rt-14-dev  # clang: tools/ci/clang.sh, tsan.sh, fuzz.sh (TSan, libFuzzer)
   librocksdb-dev liblmdb-dev  # optional peers of nvkv-ycsb (--engine), built and tested when present
-  python3 python3-venv python3-pip python3-setuptools python3-wheel)  # api/python: tests, pip install
+  python3 python3-venv python3-pip python3-setuptools python3-wheel  # api/python: tests, pip install
+  help2man)  # the tools' man pages (man/CMakeLists.txt)
 
 missing=()
 for p in "${packages[@]}"; do

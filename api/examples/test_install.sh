@@ -56,6 +56,12 @@ fi
 step "install into $prefix"
 cmake --install "$build_dir" --prefix "$prefix" >/dev/null
 [ -f "$prefix/include/nvkv/db.h" ] || fail "include/nvkv/db.h not installed"
+# The man pages the build made (with help2man) are installed beside the tools.
+for page in "$build_dir"/man/*.1; do
+  [ -e "$page" ] || continue
+  [ -s "$prefix/share/man/man1/$(basename "$page")" ] || fail "$(basename "$page") not installed"
+  echo "ok: man page $(basename "$page") installed"
+done
 for dir in kv storage util; do
   [ ! -e "$prefix/include/$dir" ] || fail "internal headers installed: include/$dir"
 done

@@ -21,7 +21,7 @@ namespace nvkv::ycsb {
 namespace {
 
 const char kUsage[] =
-    "usage: nvkv-ycsb [-load | -run | -t] -P WORKLOAD_FILE [-P ...] [-p name=value]...\n"
+    "Usage: nvkv-ycsb [-load | -run | -t] -P WORKLOAD_FILE [-P ...] [-p name=value]...\n"
     "                 [-threads T] [--db PATH] [--keep] [--json] [--svg FILE] [--quiet]\n"
     "\n"
     "Runs a YCSB core workload (A-F, see bench/ycsb/workloads/) against an nvkv store.\n"
