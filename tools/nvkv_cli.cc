@@ -43,6 +43,8 @@ const std::vector<OptionSpec>& GlobalOptions() {
        "the ordered index (also NVKV_ORDERED=1): format records it, an open uses it"},
       {"--hash", nullptr, "the hash index: open a store formatted --ordered without key order"},
       {"--hex", nullptr, "keys and values are given and printed in hex"},
+      {"--key-hex", nullptr, "keys only are given and printed in hex"},
+      {"--value-hex", nullptr, "values only are given and printed in hex"},
       {"--backend", "B", "auto (default), nvme, direct or sync"},
       {"--help", nullptr, "help for the tool, or for the command it follows"},
       {"--version", nullptr, "print the version"},
@@ -68,15 +70,17 @@ const std::vector<CommandSpec>& Commands() {
        RunFormat},
       {"put", "KEY VALUE", 2, 2, "set KEY to VALUE ('-': read VALUE from stdin)",
        "Sets KEY to VALUE, durably. VALUE '-' reads the value from stdin, all of it, any bytes\n"
-       "(with --hex, stdin holds hex digits; white space between them is ignored). The store\n"
+       "(with --hex or --value-hex, stdin holds hex digits; white space between them is\n"
+       "ignored). The store\n"
        "must exist (see format). A key that starts with '-' goes after '--'.",
        {},
        RunPut},
       {"get", "KEY", 1, 1, "print KEY's value",
        "Prints KEY's value to stdout as it is stored, raw bytes with no newline added (with\n"
-       "--hex: in hex, and a newline). Exit status 1 when KEY is not in the store.\n"
-       "With --json, one JSON object: {\"key\": ..., \"value\": ...} as strings when they are\n"
-       "UTF-8 text, else (or with --hex) \"key_hex\" and \"value_hex\" in hex: no byte is lost.",
+       "--hex or --value-hex: in hex, and a newline). Exit status 1 when KEY is not in the\n"
+       "store. With --json, one JSON object: {\"key\": ..., \"value\": ...} as strings when they\n"
+       "are UTF-8 text, else (or with their --hex flag) \"key_hex\" and \"value_hex\" in hex: no\n"
+       "byte is lost.",
        {{"--json", nullptr, "one JSON object: the key and its value"}},
        RunGet},
       {"del", "KEY", 1, 1, "delete KEY",
@@ -151,12 +155,14 @@ const OptionSpec* FindOption(const std::vector<OptionSpec>& options, std::string
 constexpr const char* kDumpFormatHelp =
     "Dump format (dump and scan write it, load reads it): one pair per line,\n"
     "  KEY<TAB>VALUE\n"
-    "after a header line '# nvkv-cli dump v1 encoding=escaped' (or encoding=hex). In the\n"
-    "escaped encoding printable ASCII stands for itself, except \\\\ (backslash), \\t (tab),\n"
-    "\\n (line feed), \\r (carriage return), and \\xHH for every other byte and for a '#' that\n"
-    "starts a key. An empty VALUE is an empty field. With --hex (encoding=hex) both fields\n"
-    "are lowercase hex. load skips empty lines and lines starting with '#'; a header line\n"
-    "sets the encoding, and without one --hex decides. A CR before the LF is ignored.\n";
+    "after a header line '# nvkv-cli dump v1 encoding=escaped' (or encoding=hex, or\n"
+    "encoding=KEYS,VALUES such as hex,escaped). In the escaped encoding printable ASCII\n"
+    "stands for itself, except \\\\ (backslash), \\t (tab), \\n (line feed), \\r (carriage\n"
+    "return), and \\xHH for every other byte and for a '#' that starts a key. An empty VALUE\n"
+    "is an empty field. With --hex (encoding=hex) both fields are lowercase hex; --key-hex\n"
+    "and --value-hex make one of them hex. load skips empty lines and lines starting with\n"
+    "'#'; a header line sets the encodings, and without one the flags decide. A CR before\n"
+    "the LF is ignored.\n";
 
 std::string OptionLines(const std::vector<OptionSpec>& options) {
   std::string out;
@@ -323,7 +329,11 @@ Outcome MakeContext(const ParsedLine& parsed, Context* context) {
   } else if (global.count("--hash") != 0) {
     context->index_mode = IndexMode::kHash;
   }
-  context->encoding = global.count("--hex") != 0 ? Encoding::kHex : Encoding::kEscaped;
+  const bool hex = global.count("--hex") != 0;
+  context->encodings.key =
+      hex || global.count("--key-hex") != 0 ? Encoding::kHex : Encoding::kEscaped;
+  context->encodings.value =
+      hex || global.count("--value-hex") != 0 ? Encoding::kHex : Encoding::kEscaped;
   if (auto it = global.find("--backend"); it != global.end()) {
     const std::string& name = it->second;
     if (name == "auto") {

@@ -334,6 +334,45 @@ TEST_F(CliTest, HexKeysAndValuesGoInAndComeOutAsHex) {
   EXPECT_EQ(Ok({"--hex", "get", "02"}).out, "\n");
 }
 
+// --key-hex and --value-hex: one field in hex, the other as it is; scan and dump write each
+// field in its own encoding, and dump's header names both, so that load reads them back
+// whatever load's own flags.
+TEST_F(CliTest, KeyHexAndValueHexEncodeOneFieldEach) {
+  Ok({"format", "--capacity", "64m", "--ordered"});
+  Ok({"--key-hex", "put", "00ff", "plain value"});
+  Ok({"--value-hex", "put", "plain key", "00ff"});
+  EXPECT_EQ(Ok({"--key-hex", "get", "00ff"}).out, "plain value");
+  EXPECT_EQ(Ok({"--value-hex", "get", "plain key"}).out, "00ff\n");
+  EXPECT_EQ(Ok({"get", "plain key"}).out, std::string("\x00\xff", 2));
+  EXPECT_EQ(Ok({"--key-hex", "get", "--json", "00ff"}).out,
+            "{\"key_hex\":\"00ff\",\"value\":\"plain value\"}\n");
+  Ok({"--value-hex", "put", "stdin key", "-"}, "61 62\n63\n");
+  EXPECT_EQ(Ok({"get", "stdin key"}).out, "abc");
+  EXPECT_EQ(Ok({"--key-hex", "scan", "--to", "01"}).out, "00ff\tplain value\n");
+  EXPECT_EQ(Ok({"--key-hex", "scan", "--keys-only"}).out,
+            "00ff\n706c61696e206b6579\n737464696e206b6579\n");
+  const std::string dump = Ok({"--key-hex", "dump"}).out;
+  EXPECT_EQ(dump,
+            "# nvkv-cli dump v1 encoding=hex,escaped\n"
+            "00ff\tplain value\n"
+            "706c61696e206b6579\t\\x00\\xff\n"
+            "737464696e206b6579\tabc\n");
+  EXPECT_EQ(Ok({"--value-hex", "dump"}).out,
+            "# nvkv-cli dump v1 encoding=escaped,hex\n"
+            "\\x00\\xff\t706c61696e2076616c7565\n"
+            "plain key\t00ff\n"
+            "stdin key\t616263\n");
+  // Loaded into another store with no flag: the header decides.
+  const std::string copy = dir_.File("copy.db");
+  ASSERT_EQ(Cli({"--db", copy, "format", "--capacity", "64m"}).exit_code, 0);
+  const CliResult loaded = Cli({"--db", copy, "load", "-"}, dump);
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  EXPECT_EQ(Cli({"--db", copy, "--value-hex", "get", "plain key"}).out, "00ff\n");
+  EXPECT_EQ(Cli({"--db", copy, "--key-hex", "get", "00ff"}).out, "plain value");
+  ExpectError(Cli({"--db", copy, "load", "-"}, "# nvkv-cli dump v1 encoding=hex,base64\n"), 3,
+              "unknown encoding 'hex,base64'");
+}
+
 TEST_F(CliTest, StorePathComesFromDbThenNvkvDbThenTheDefault) {
   ASSERT_EQ(Cli({"format", "--capacity", "64m"}).exit_code, 0);  // ./nvkv.db
   EXPECT_EQ(access(dir_.File("nvkv.db").c_str(), F_OK), 0);

@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<DB>> Context::Open(Use use) const {
   return db;
 }
 
-absl::StatusOr<std::string> Context::DecodeArgument(std::string_view text) const {
+absl::StatusOr<std::string> Context::DecodeArgument(std::string_view text, Encoding encoding) {
   if (encoding == Encoding::kHex) return FromHex(text);
   return std::string(text);
 }

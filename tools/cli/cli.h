@@ -48,7 +48,7 @@ struct Context {
   std::map<std::string, std::string> options;  // the command's own options: "--limit" -> "10"
   std::string db_path;
   IndexMode index_mode = IndexMode::kAsFormatted;  // --ordered, --hash, else the store's
-  Encoding encoding = Encoding::kEscaped;
+  FieldEncodings encodings;  // --hex (both), --key-hex, --value-hex; else escaped
   Backend backend = Backend::kAuto;
 
   bool Has(const std::string& option) const { return options.count(option) != 0; }
@@ -63,8 +63,16 @@ struct Context {
   // Opens the store at db_path. A missing store is an error that says how to create one (only
   // `format` creates).
   absl::StatusOr<std::unique_ptr<DB>> Open(Use use) const;
-  // A key or value given on the command line, decoded per --hex.
-  absl::StatusOr<std::string> DecodeArgument(std::string_view text) const;
+  // A key, or a value, given on the command line: as it is, or decoded from hex (encodings).
+  absl::StatusOr<std::string> DecodeKey(std::string_view text) const {
+    return DecodeArgument(text, encodings.key);
+  }
+  absl::StatusOr<std::string> DecodeValue(std::string_view text) const {
+    return DecodeArgument(text, encodings.value);
+  }
+
+ private:
+  static absl::StatusOr<std::string> DecodeArgument(std::string_view text, Encoding encoding);
 };
 
 // Writes to stdout; false when stdout failed (see StdoutOutcome).

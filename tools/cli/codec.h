@@ -21,6 +21,13 @@ namespace nvkv::cli {
 
 enum class Encoding { kEscaped, kHex };
 
+// How keys and how values are written: on the command line (--hex, --key-hex, --value-hex) and
+// in the dump format (its header line names them).
+struct FieldEncodings {
+  Encoding key = Encoding::kEscaped;
+  Encoding value = Encoding::kEscaped;
+};
+
 std::string Escape(std::string_view bytes, bool is_key);
 absl::StatusOr<std::string> Unescape(std::string_view text);
 

@@ -25,7 +25,7 @@ constexpr size_t kLoadBatchPairs = 1024;
 // A key as it is shown in a message: in the encoding of the command line, cut when long.
 std::string ShowKey(const Context& context, std::string_view key) {
   constexpr size_t kShownBytes = 64;
-  std::string shown = Encode(key.substr(0, kShownBytes), context.encoding, /*is_key=*/false);
+  std::string shown = Encode(key.substr(0, kShownBytes), context.encodings.key, /*is_key=*/false);
   if (key.size() > kShownBytes) absl::StrAppend(&shown, "... (", key.size(), " bytes)");
   return shown;
 }
@@ -45,7 +45,7 @@ absl::StatusOr<std::string> ReadStdin() {
 
 // Decodes a key operand; an empty key is refused here, with the store's own words.
 absl::StatusOr<std::string> KeyArgument(const Context& context, std::string_view text) {
-  absl::StatusOr<std::string> key = context.DecodeArgument(text);
+  absl::StatusOr<std::string> key = context.DecodeKey(text);
   if (!key.ok()) return absl::InvalidArgumentError(absl::StrCat("KEY: ", key.status().message()));
   if (key->empty()) return absl::InvalidArgumentError("KEY: empty key");
   return key;
@@ -64,10 +64,10 @@ Outcome RunPut(const Context& context) {
   if (context.args[1] == "-") {
     absl::StatusOr<std::string> input = ReadStdin();
     if (!input.ok()) return FromStatus(input.status());
-    value = context.encoding == Encoding::kHex ? FromHex(*input, /*skip_space=*/true)
-                                               : std::move(*input);
+    value = context.encodings.value == Encoding::kHex ? FromHex(*input, /*skip_space=*/true)
+                                                      : std::move(*input);
   } else {
-    value = context.DecodeArgument(context.args[1]);
+    value = context.DecodeValue(context.args[1]);
   }
   if (!value.ok()) return Usage(absl::StrCat("VALUE: ", value.status().message()));
   absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kWrite);
@@ -76,8 +76,9 @@ Outcome RunPut(const Context& context) {
   return CloseDb(**db);
 }
 
-// `bytes` as field `name` of a JSON object: a string when it is UTF-8 text (and not `hex`), else
-// field `name`_hex in hex, so that no byte is lost.
+// `bytes` as field `name` of a JSON object: a string when it is UTF-8 text (and not `hex`: its
+// field's --hex, --key-hex or --value-hex), else field `name`_hex in hex, so that no byte is
+// lost.
 void AddBytesField(util::JsonObject& json, const std::string& name, std::string_view bytes,
                    bool hex) {
   if (hex || !util::IsWellFormedUtf8(bytes)) {
@@ -99,13 +100,12 @@ Outcome RunGet(const Context& context) {
   if (!value.ok()) return FromStatus(value.status());
   // A failed write shows in FinishStdout (the stream's error flag).
   if (context.Has("--json")) {
-    const bool hex = context.encoding == Encoding::kHex;
     util::JsonObject json;
-    AddBytesField(json, "key", *key, hex);
-    AddBytesField(json, "value", *value, hex);
+    AddBytesField(json, "key", *key, context.encodings.key == Encoding::kHex);
+    AddBytesField(json, "value", *value, context.encodings.value == Encoding::kHex);
     (void)WriteOut(json.Finish() + "\n");
   } else {
-    (void)WriteOut(context.encoding == Encoding::kHex ? ToHex(*value) + "\n" : *value);
+    (void)WriteOut(context.encodings.value == Encoding::kHex ? ToHex(*value) + "\n" : *value);
   }
   if (Outcome out = FinishStdout(); out.exit_code != kExitOk) return out;
   return CloseDb(**db);
@@ -129,12 +129,12 @@ Outcome RunScan(const Context& context) {
   }
   std::string from, to;
   if (context.Has("--from")) {
-    absl::StatusOr<std::string> decoded = context.DecodeArgument(context.Get("--from"));
+    absl::StatusOr<std::string> decoded = context.DecodeKey(context.Get("--from"));
     if (!decoded.ok()) return Usage(absl::StrCat("--from: ", decoded.status().message()));
     from = std::move(*decoded);
   }
   if (context.Has("--to")) {
-    absl::StatusOr<std::string> decoded = context.DecodeArgument(context.Get("--to"));
+    absl::StatusOr<std::string> decoded = context.DecodeKey(context.Get("--to"));
     if (!decoded.ok()) return Usage(absl::StrCat("--to: ", decoded.status().message()));
     to = std::move(*decoded);
   }
@@ -158,8 +158,8 @@ Outcome RunScan(const Context& context) {
   for (it->Seek(from); it->Valid() && count < limit; it->Next()) {
     if (!to.empty() && it->key() >= to) break;
     const std::string line =
-        keys_only ? Encode(it->key(), context.encoding, /*is_key=*/true) + "\n"
-                  : DumpPairLine(it->key(), it->value(), context.encoding);
+        keys_only ? Encode(it->key(), context.encodings.key, /*is_key=*/true) + "\n"
+                  : DumpPairLine(it->key(), it->value(), context.encodings);
     if (!WriteOut(line)) return FinishStdout();
     ++count;
   }
@@ -174,7 +174,7 @@ Outcome RunScan(const Context& context) {
 Outcome RunDump(const Context& context) {
   absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
-  if (!WriteOut(DumpHeaderLine(context.encoding))) return FinishStdout();
+  if (!WriteOut(DumpHeaderLine(context.encodings))) return FinishStdout();
   bool out_failed = false;
   if ((*db)->GetStats().index_mode == IndexMode::kOrdered) {
     // Key order: the same store dumps to the same text.
@@ -183,7 +183,7 @@ Outcome RunDump(const Context& context) {
     uint64_t done = 0;
     std::unique_ptr<Iterator> it = (*db)->NewIterator();
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      if (!WriteOut(DumpPairLine(it->key(), it->value(), context.encoding))) {
+      if (!WriteOut(DumpPairLine(it->key(), it->value(), context.encodings))) {
         out_failed = true;
         break;
       }
@@ -195,7 +195,7 @@ Outcome RunDump(const Context& context) {
     Progress progress("dump", "segments");
     absl::Status walked = (*db)->ForEachLive(
         [&](std::string_view key, std::string_view value) {
-          if (!WriteOut(DumpPairLine(key, value, context.encoding))) {
+          if (!WriteOut(DumpPairLine(key, value, context.encodings))) {
             out_failed = true;
             return absl::CancelledError("stdout failed");
           }
@@ -218,7 +218,7 @@ namespace {
 // Reads pair lines, and writes them in batches.
 class Loader {
  public:
-  Loader(const Context& context, DB& db) : db_(db), encoding_(context.encoding) {
+  Loader(const Context& context, DB& db) : db_(db), encodings_(context.encodings) {
     // A batch takes only records that fit a page (a larger value is written by itself), and at
     // most max_batch_bytes() of them. Half a page is a bound on "fits" that needs no knowledge
     // of the page header.
@@ -230,7 +230,7 @@ class Loader {
   absl::Status Line(std::string_view line) {
     ++line_number_;
     DumpLine parsed;
-    if (absl::Status status = ParseDumpLine(line, &encoding_, &parsed); !status.ok()) {
+    if (absl::Status status = ParseDumpLine(line, &encodings_, &parsed); !status.ok()) {
       return Error(status.message());
     }
     if (!parsed.is_pair) return absl::OkStatus();
@@ -282,7 +282,7 @@ class Loader {
   }
 
   DB& db_;
-  Encoding encoding_;
+  FieldEncodings encodings_;
   size_t solo_bytes_ = 0;
   uint64_t batch_bytes_ = 0;
   WriteBatch batch_;
