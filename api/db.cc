@@ -59,6 +59,7 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   engine.error_if_exists = options.error_if_exists;
   engine.force_format = options.force_format;
   engine.read_only = options.read_only;
+  engine.grow_store = options.grow_store;
   engine.capacity_bytes = options.capacity_bytes;
   engine.page_bytes = options.page_bytes;
   engine.segment_bytes = options.segment_bytes;
@@ -98,6 +99,7 @@ static_assert(kOptions.create_if_missing == kEngine.create_if_missing);
 static_assert(kOptions.error_if_exists == kEngine.error_if_exists);
 static_assert(kOptions.force_format == kEngine.force_format);
 static_assert(kOptions.read_only == kEngine.read_only);
+static_assert(kOptions.grow_store == kEngine.grow_store);
 static_assert(std::string_view(DB::kFormatRefusedPayload) == kv::kFormatRefusedPayload);
 static_assert(kOptions.capacity_bytes == kEngine.capacity_bytes);
 static_assert(kOptions.page_bytes == kEngine.page_bytes);

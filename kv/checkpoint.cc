@@ -362,7 +362,8 @@ class Loader {
       return Refuse("written in the other index mode");
     }
     // Every count is checked against the bytes left before anything is sized by it.
-    if (header.store_segments != g_.segment_count ||
+    // (A store grown since has more segments: the map says the new ones are free.)
+    if (header.store_segments > g_.segment_count ||
         header.filter_probes != segments_.filter_probes() || header.next_sequence == 0 ||
         header.next_generation == 0 ||
         header.dropped_ranges > in_.remaining() / sizeof(CheckpointRange) ||

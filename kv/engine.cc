@@ -101,6 +101,9 @@ absl::Status ValidateOptions(const EngineOptions& o) {
   if (o.write_queue_depth == 0 || o.write_queue_depth > 65536) {
     return absl::InvalidArgumentError("write_queue_depth must be between 1 and 65536");
   }
+  if (o.read_only && o.grow_store) {
+    return absl::InvalidArgumentError("grow_store needs a writer: a read-only open writes nothing");
+  }
   if (static_cast<int>(o.durable_writes) > static_cast<int>(DurableWrites::kFlush)) {
     return absl::InvalidArgumentError("unknown durable_writes");
   }

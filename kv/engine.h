@@ -91,6 +91,9 @@ struct EngineOptions {
   // a shared claim, nothing is formatted, repaired or written (not at Open, not at Close), no
   // writer or compaction runs, and writes fail with kFailedPrecondition.
   bool read_only = false;
+  // Grow the store to what its device holds, a store file first extended to capacity_bytes
+  // (Options::grow_store).
+  bool grow_store = false;
 };
 
 // One Put or Delete of a Write call. Views must stay valid for the call.

@@ -169,6 +169,11 @@ class Engine::Impl final {
   absl::StatusOr<Superblock> FormatStore(const std::string& path, const SuperblockProbe& probe);
   // Takes the store's geometry, when it fits this device.
   absl::Status AdoptGeometry(const std::string& path, const Superblock& superblock);
+  // Options::grow_store: extends a store file to capacity_bytes, then gives the store (adopted
+  // as `*superblock`) every segment the device holds beyond its own: the segment map moves to
+  // its new place after them, then both superblocks say so (kv/FORMAT.md "Growing a store").
+  // Updates *superblock and the geometry when it grew.
+  absl::Status GrowStore(const std::string& path, Superblock* superblock);
   // The steps of StartEngine: recovery of a store that holds data (recovery_), the log writer
   // with its queue and the heads' page buffers (and the HeadAppender over them), the compactor
   // with its queue.

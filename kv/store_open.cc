@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "kv/engine_impl.h"
 #include "kv/segment_read.h"
+#include "storage/base/status_macros.h"
 #include "storage/base/check.h"
 
 namespace nvkv::kv {
@@ -40,6 +41,31 @@ uint32_t AutoSegmentBytes(uint64_t capacity_bytes, uint32_t page_bytes) {
     segment_bytes /= 2;
   }
   return std::max(segment_bytes, 16 * page_bytes);
+}
+
+// The most segments of `pages_per_segment` pages that `capacity_bytes` holds, with the superblocks
+// before them and their map after them.
+uint64_t SegmentsFitting(uint64_t capacity_bytes, uint32_t page_bytes,
+                         uint32_t pages_per_segment) {
+  const uint64_t pages = capacity_bytes / page_bytes;
+  uint64_t segment_count =
+      pages > kSuperblockPages ? (pages - kSuperblockPages) / pages_per_segment : 0;
+  while (segment_count > 0 &&
+         kSuperblockPages + segment_count * pages_per_segment +
+                 MapPagesFor(segment_count, page_bytes) >
+             pages) {
+    --segment_count;
+  }
+  return segment_count;
+}
+
+// Whether two superblock copies say the same of the store (all but which copy each is).
+bool SameStore(const Superblock& a, const Superblock& b) {
+  return a.format_version == b.format_version && a.page_bytes == b.page_bytes &&
+         a.pages_per_segment == b.pages_per_segment && a.lba_bytes == b.lba_bytes &&
+         a.segment_count == b.segment_count &&
+         std::memcmp(a.store_id, b.store_id, sizeof(a.store_id)) == 0 &&
+         a.format_time_unix_s == b.format_time_unix_s && a.index_mode == b.index_mode;
 }
 
 bool AllZero(const uint8_t* data, size_t bytes) {
@@ -85,16 +111,19 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
       return absl::AlreadyExistsError(absl::StrCat(path, ": a store already exists"));
     }
     uint32_t good = probe->copies[0].ok() ? 0 : 1;
-    // The newer copy when both verify (an upgrade cut short between its two writes).
+    // When both verify but differ, an upgrade or a grow was cut short between its two writes.
+    // Both write copy 0 first, so it is the newer one; only a copy 1 of a newer format version
+    // (written by an nvkv that wrote copy 1 first) wins over it.
     if (probe->copies[0].ok() && probe->copies[1].ok() &&
         probe->copies[1]->format_version > probe->copies[0]->format_version) {
       good = 1;
     }
     superblock = *probe->copies[good];
-    // (A reader leaves a damaged or older copy as it is: Check reports it, and the next writer
-    // repairs it.)
+    // The other copy is made the same: a damaged one, or one that an upgrade or a grow did not
+    // reach (left as it is, a later Open that found the good copy damaged would take the store
+    // for what it was before). A reader leaves it (Check reports it; the next writer repairs it).
     if (!read_only_ && (!probe->copies[1 - good].ok() ||
-                        probe->copies[1 - good]->format_version != superblock.format_version)) {
+                        !SameStore(*probe->copies[1 - good], superblock))) {
       absl::Status repaired = RepairSuperblock(superblock, 1 - good);
       if (!repaired.ok()) return repaired;
     }
@@ -119,6 +148,9 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
       absl::Status upgraded = RepairSuperblock(superblock, which);
       if (!upgraded.ok()) return upgraded;
     }
+  }
+  if (options_.grow_store && !formatted_now) {
+    NVKV_RETURN_IF_ERROR(GrowStore(path, &superblock));
   }
   return StartEngine(formatted_now);
 }
@@ -219,21 +251,14 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
     return absl::NotFoundError(absl::StrCat(path, ": no nvkv store (create_if_missing is off)"));
   }
   const uint32_t lba_bytes = device_info_.lba_bytes;
-  const uint64_t pages = device_info_.capacity_bytes() / options_.page_bytes;
   const uint32_t segment_bytes =
       options_.segment_bytes != EngineOptions::kAutoSegmentBytes
           ? options_.segment_bytes
           : AutoSegmentBytes(device_info_.capacity_bytes(), options_.page_bytes);
   const uint32_t pages_per_segment = segment_bytes / options_.page_bytes;
   // Segments and their map after them (FORMAT.md "Device layout").
-  uint64_t segment_count =
-      pages > kSuperblockPages ? (pages - kSuperblockPages) / pages_per_segment : 0;
-  while (segment_count > 0 &&
-         kSuperblockPages + segment_count * pages_per_segment +
-                 MapPagesFor(segment_count, options_.page_bytes) >
-             pages) {
-    --segment_count;
-  }
+  const uint64_t segment_count =
+      SegmentsFitting(device_info_.capacity_bytes(), options_.page_bytes, pages_per_segment);
   // The reserve, an open segment per shard, and four segments of data.
   const uint64_t need =
       uint64_t{SegmentTable::UserReserveFor(options_.shard_count)} + options_.shard_count + 4;
@@ -273,6 +298,104 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
   device.buffers().PutChunk(page);
   if (!written.ok()) return written;
   return superblock;
+}
+
+absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superblock) {
+  // 1. A store file is extended to capacity_bytes (a file system that fills up leaves it partly
+  //    extended, the store as it was). Queues opened before keep the old size: the open queue is
+  //    made again.
+  const bool regular_file = !device_info_.block_device &&
+                            (device_info_.kind == storage::DeviceKind::kDirectFile ||
+                             device_info_.kind == storage::DeviceKind::kSyncFile);
+  if (regular_file && options_.capacity_bytes > device_info_.capacity_bytes()) {
+    open_queue_.reset();
+    NVKV_RETURN_IF_ERROR(base_device_->GrowFile(options_.capacity_bytes));
+    device_info_ = base_device_->info();
+    NVKV_ASSIGN_OR_RETURN(open_queue_, OpenQueue(LargeIoQueueOptions()));
+  }
+  // 2. The segments the device holds now (at most 2^31 pages in all, AdoptGeometry's limit).
+  const Geometry old = geometry_;
+  const uint64_t usable_bytes = std::min<uint64_t>(device_info_.capacity_bytes(),
+                                                   ((uint64_t{1} << 31) - 1) * old.page_bytes);
+  const uint64_t segment_count =
+      SegmentsFitting(usable_bytes, old.page_bytes, old.pages_per_segment);
+  if (segment_count <= old.segment_count) return absl::OkStatus();
+  Superblock grown = *superblock;
+  grown.segment_count = segment_count;
+  const Geometry g = GeometryOf(grown);
+
+  // 3. The map at its new place, after the new segments (where nothing of the store is): the old
+  //    entries, and the new segments free. An old page that does not verify leaves its entries
+  //    unknown (0), which makes recovery read those segments, as it would have. Every page gets
+  //    the highest floors of the old pages: recovery takes the highest anyway, and the new
+  //    segments never held anything.
+  std::vector<SegmentMapEntry> entries(g.map_pages() * MapEntriesPerPage(g.page_bytes));
+  for (uint64_t s = old.segment_count; s < segment_count; ++s) {
+    entries[s].state = static_cast<uint8_t>(MapState::kFree);
+  }
+  SegmentMapPageHeader floors{};
+  storage::Device& device = *open_queue_;
+  storage::Buffer chunk = device.buffers().GetChunk();
+  NVKV_CHECK(chunk.valid());
+  const uint32_t per_page = MapEntriesPerPage(old.page_bytes);
+  const uint64_t pages_per_chunk = chunk.bytes / old.page_bytes;
+  absl::Status status;
+  for (uint64_t first = 0; first < old.map_pages() && status.ok(); first += pages_per_chunk) {
+    const uint64_t count = std::min(pages_per_chunk, old.map_pages() - first);
+    if (!storage::ReadBlocks(device, (old.map_first_page() + first) * blocks_per_page_,
+                             static_cast<uint32_t>(count * blocks_per_page_), chunk)
+             .ok()) {
+      continue;  // unknown, as a page that does not verify
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t index = first + i;
+      const SegmentMapEntry* read = nullptr;
+      absl::StatusOr<SegmentMapPageHeader> page_floors =
+          DecodeMapPage(chunk.data + i * old.page_bytes, old, store_seed_,
+                        old.map_first_page() + index, &read);
+      if (!page_floors.ok()) continue;
+      floors.sequence_floor = std::max(floors.sequence_floor, page_floors->sequence_floor);
+      floors.generation_floor = std::max(floors.generation_floor, page_floors->generation_floor);
+      const uint64_t described = std::min<uint64_t>(per_page, old.segment_count - index * per_page);
+      std::memcpy(&entries[index * per_page], read, described * sizeof(SegmentMapEntry));
+    }
+  }
+  for (uint64_t first = 0; first < g.map_pages() && status.ok(); first += pages_per_chunk) {
+    const uint64_t count = std::min(pages_per_chunk, g.map_pages() - first);
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t index = first + i;
+      const uint32_t described =
+          static_cast<uint32_t>(std::min<uint64_t>(per_page, segment_count - index * per_page));
+      EncodeMapPage(chunk.data + i * g.page_bytes, g, store_seed_, g.map_first_page() + index,
+                    static_cast<uint32_t>(index), floors, &entries[index * per_page], described,
+                    /*write_count=*/0);
+    }
+    status = storage::WriteBlocks(device, (g.map_first_page() + first) * blocks_per_page_,
+                                  static_cast<uint32_t>(count * blocks_per_page_), chunk);
+  }
+  if (status.ok() && device_info_.volatile_write_cache) status = storage::FlushDevice(device);
+  // 4. The superblocks, one after the other (each with FUA). Until copy 0 is on the device the
+  //    store is as it was; once it is, Open takes it (copy 0 wins when both verify) and writes
+  //    copy 1 from it if this stops before.
+  for (uint32_t which : {0u, 1u}) {
+    if (status.ok()) status = RepairSuperblock(grown, which);
+  }
+  // 5. The old map's pages lie in new, free segments now: zeros there, so that no page of the
+  //    old map stays behind (one that did would be a stale page of a free segment; harmless).
+  for (uint64_t first = 0; first < old.map_pages() && status.ok(); first += pages_per_chunk) {
+    const uint64_t count = std::min(pages_per_chunk, old.map_pages() - first);
+    std::memset(chunk.data, 0, count * old.page_bytes);
+    status = storage::WriteBlocks(device, (old.map_first_page() + first) * blocks_per_page_,
+                                  static_cast<uint32_t>(count * blocks_per_page_), chunk);
+  }
+  device.buffers().PutChunk(chunk);
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat(path, ": growing the store from ",
+                                                    old.segment_count, " to ", segment_count,
+                                                    " segments failed: ", status.message()));
+  }
+  *superblock = grown;
+  return AdoptGeometry(path, grown);
 }
 
 absl::Status Engine::Impl::AdoptGeometry(const std::string& path, const Superblock& superblock) {

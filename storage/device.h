@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "storage/buffer_pool.h"
 
 namespace nvkv::storage {
@@ -167,6 +168,19 @@ class Device {
   // Opens another queue (own ring, own buffer pool, same geometry and ring flags) on the same
   // device, for another issuing thread, with its own depth and buffers.
   virtual absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) = 0;
+
+  // Extends the regular file under this device to `bytes` (rounded down to whole blocks),
+  // allocated and written with zeros over the new part and made durable, so that queues opened
+  // from then on see the larger capacity (this queue's info() says it too; queues opened before
+  // keep the old one). A file already that large stays as it is. Errors: kUnimplemented on
+  // anything but a regular file; kResourceExhausted when the file system is full (the file may
+  // then be left partly extended, with zeros); kFailedPrecondition on a read-only device.
+  // Called by the first queue's thread while no other queue of the device is open.
+  virtual absl::Status GrowFile(uint64_t bytes) {
+    (void)bytes;
+    return absl::UnimplementedError(
+        absl::StrCat(info().path, ": only a regular file can be grown"));
+  }
 
   // OpenQueue with this queue's own depth and buffer pool shape.
   absl::StatusOr<std::unique_ptr<Device>> OpenSimilarQueue() {

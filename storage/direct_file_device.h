@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "storage/file_open.h"
 #include "storage/ring_device.h"
 
 namespace nvkv::storage {
@@ -20,6 +21,7 @@ class DirectFileDevice final : public RingDevice {
                                                                 const DeviceOptions& options);
 
   absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) override;
+  absl::Status GrowFile(uint64_t bytes) override { return GrowRegularFile(fd(), bytes, &info_); }
 
  private:
   using RingDevice::RingDevice;

@@ -24,6 +24,10 @@ struct OpenedFile {
 absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
                                                const DeviceOptions& options);
 
+// Device::GrowFile for the file-backed devices: extends the regular file `fd` (described by
+// `info`, whose lba_count it updates) to `bytes`.
+absl::Status GrowRegularFile(int fd, uint64_t bytes, DeviceInfo* info);
+
 // Duplicates `fd` for another queue on the same open file (shares the lock).
 absl::StatusOr<int> DuplicateFd(int fd);
 

@@ -11,6 +11,7 @@
 
 #include "storage/device.h"
 #include "storage/device_lock.h"
+#include "storage/file_open.h"
 
 namespace nvkv::storage {
 
@@ -30,6 +31,7 @@ class SyncFileDevice final : public Device {
   }
   const IoStats& stats() const override { return stats_; }
   absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) override;
+  absl::Status GrowFile(uint64_t bytes) override { return GrowRegularFile(fd_, bytes, &info_); }
 
   // Records why this backend was chosen (shown by info().notes).
   void AddNote(std::string note) { info_.notes.push_back(std::move(note)); }

@@ -134,6 +134,14 @@ const std::vector<CommandSpec>& Commands() {
        "it took).",
        {{"--json", nullptr, "one JSON object instead of the table"}},
        RunInfo},
+      {"resize", "", 0, 0, "grow a store, keeping its data",
+       "Gives the store more room, keeping every key: a store file is first extended to\n"
+       "--capacity bytes (the new part written with zeros), and the store then takes every\n"
+       "segment its file or device holds beyond its own (a file extended by other means, a\n"
+       "block device or namespace made larger). A store never shrinks. Safe against a crash\n"
+       "at any point: the store opens afterwards at its old size or its new one, whole.",
+       {{"--capacity", "SIZE", "the store file's new size (files only; default: as it is)"}},
+       RunResize},
   };
   return commands;
 }

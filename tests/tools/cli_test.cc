@@ -159,7 +159,7 @@ TEST_F(CliTest, HelpDescribesCommandsDumpFormatAndExitCodes) {
   EXPECT_THAT(run.err, IsEmpty());
   EXPECT_THAT(run.out, StartsWith("Usage: nvkv-cli [OPTIONS] COMMAND"));
   for (const char* command : {"format", "put", "get", "del", "scan", "load", "dump", "stats",
-                              "check", "compact", "info"}) {
+                              "check", "compact", "info", "resize"}) {
     EXPECT_THAT(run.out, HasSubstr(absl::StrCat("\n  ", command, " "))) << command;
   }
   EXPECT_THAT(run.out, HasSubstr("# nvkv-cli dump v1 encoding=escaped"));
@@ -169,7 +169,7 @@ TEST_F(CliTest, HelpDescribesCommandsDumpFormatAndExitCodes) {
 
 TEST_F(CliTest, EveryCommandHasHelp) {
   for (const char* command : {"format", "put", "get", "del", "scan", "load", "dump", "stats",
-                              "check", "compact", "info"}) {
+                              "check", "compact", "info", "resize"}) {
     const CliResult run = Cli({command, "--help"});
     EXPECT_EQ(run.exit_code, 0) << command;
     EXPECT_THAT(run.out, StartsWith(absl::StrCat("Usage: nvkv-cli [OPTIONS] ", command)));
@@ -269,6 +269,24 @@ TEST_F(CliTest, ReadCommandsShareTheStoreAndWriteNothing) {
   EXPECT_TRUE(ReadFile(db_) == before) << "a read command wrote to the store";
   Ok({"put", "d", "4"});
   EXPECT_EQ(Ok({"get", "d"}).out, "4");
+}
+
+// resize grows a store file to --capacity (never shrinks it), keeping every key, and takes a
+// file extended by other means; the new room is the store's from then on.
+TEST_F(CliTest, ResizeGrowsAStoreFileAndKeepsItsData) {
+  Ok({"format", "--capacity", "16m"});
+  Ok({"load", "-"}, "a\t1\nb\t2\n");
+  EXPECT_THAT(Ok({"resize"}).out, HasSubstr("unchanged"));
+  ExpectError(Db({"resize", "--capacity", "8m"}), 2, "a store never shrinks");
+  EXPECT_THAT(Ok({"resize", "--capacity", "64m"}).out,
+              ContainsRegex("resized .*: 15.8 MiB -> 63.8 MiB for the log \\(63 -> 255 "
+                            "segments\\), every key kept\n"));
+  EXPECT_EQ(Ok({"get", "b"}).out, "2");
+  EXPECT_THAT(Ok({"info"}).out, HasSubstr("255 segments"));
+  ASSERT_EQ(truncate(db_.c_str(), 128 << 20), 0);
+  EXPECT_THAT(Ok({"resize"}).out, HasSubstr("(255 -> 511 segments)"));
+  EXPECT_THAT(Ok({"check"}).out, HasSubstr("no problems"));
+  EXPECT_EQ(Ok({"get", "a"}).out, "1");
 }
 
 // Only format creates a store: a data command given a path without one (a typo, say) says how

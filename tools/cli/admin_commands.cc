@@ -382,6 +382,58 @@ Outcome RunCompact(const Context& context) {
                              FormatBytes(after.live_bytes)));
 }
 
+// ----- resize -----
+
+Outcome RunResize(const Context& context) {
+  Options options = context.OptionsFor(Context::Use::kCompact);  // nothing cleans meanwhile
+  options.grow_store = true;
+  options.capacity_bytes = 0;  // the file as it is, unless --capacity
+  struct stat st;
+  const bool regular_file = stat(context.db_path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  if (context.Has("--capacity")) {
+    absl::StatusOr<uint64_t> size = util::ParsePositiveSize(context.Get("--capacity"));
+    if (!size.ok()) return Usage(absl::StrCat("--capacity: ", size.status().message()));
+    if (!regular_file) {
+      return Usage(absl::StrCat("--capacity: ", context.db_path,
+                                " is not a store file; a store on a device grows to the device "
+                                "(resize without --capacity)"));
+    }
+    if (*size < static_cast<uint64_t>(st.st_size)) {
+      return Usage(absl::StrCat("--capacity: a store never shrinks; ", context.db_path, " is ",
+                                FormatBytes(static_cast<uint64_t>(st.st_size)), " already"));
+    }
+    options.capacity_bytes = *size;
+  }
+  uint64_t before_bytes = 0, before_segments = 0;
+  {
+    absl::StatusOr<std::unique_ptr<DB>> reader = context.Open(Context::Use::kRead);
+    if (!reader.ok()) return FromStatus(reader.status());
+    const Stats before = (*reader)->GetStats();
+    before_bytes = before.capacity_bytes;
+    before_segments = before.segments_total;
+    if (Outcome closed = FromStatus((*reader)->Close()); closed.exit_code != kExitOk) {
+      return closed;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<DB>> db = context.Open(options);
+  if (!db.ok()) return FromStatus(db.status());
+  const Stats after = (*db)->GetStats();
+  if (after.segments_total == before_segments) {
+    return PrintAndClose(
+        **db, absl::StrFormat("%s: unchanged, %s for the log (%d segments): its %s holds no "
+                              "more%s\n",
+                              context.db_path, FormatBytes(after.capacity_bytes),
+                              after.segments_total, regular_file ? "file" : "device",
+                              regular_file ? "; give --capacity to grow the file" : ""));
+  }
+  return PrintAndClose(
+      **db, absl::StrFormat("resized %s: %s -> %s for the log (%d -> %d segments), every key "
+                            "kept\n",
+                            context.db_path, FormatBytes(before_bytes),
+                            FormatBytes(after.capacity_bytes), before_segments,
+                            after.segments_total));
+}
+
 // ----- info -----
 
 Outcome RunInfo(const Context& context) {

@@ -26,7 +26,7 @@ std::string OneLine(absl::string_view text) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<DB>> Context::Open(Use use) const {
+Options Context::OptionsFor(Use use) const {
   // Only `format` creates a store (it opens with options of its own): a data command given a
   // wrong path says so instead of making a 1 GiB file there.
   Options options;
@@ -35,6 +35,10 @@ absl::StatusOr<std::unique_ptr<DB>> Context::Open(Use use) const {
   options.background_compaction = use == Use::kWrite;
   options.index_mode = index_mode;
   options.backend = backend;
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<DB>> Context::Open(const Options& options) const {
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, db_path);
   if (absl::IsNotFound(db.status())) {
     return absl::NotFoundError(absl::StrCat("no store at ", db_path, "; create one with 'nvkv-cli --db ",

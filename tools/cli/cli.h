@@ -60,9 +60,12 @@ struct Context {
     kWrite,    // background compaction on: writes may need the space it frees
     kCompact,  // CompactAll, on this thread alone (see RunCompact)
   };
-  // Opens the store at db_path. A missing store is an error that says how to create one (only
-  // `format` creates).
-  absl::StatusOr<std::unique_ptr<DB>> Open(Use use) const;
+  // The options a command of `use` opens the store with (the index mode, backend, and no
+  // store created), and the store opened with them. A missing store is an error that says how
+  // to create one (only `format` creates).
+  Options OptionsFor(Use use) const;
+  absl::StatusOr<std::unique_ptr<DB>> Open(Use use) const { return Open(OptionsFor(use)); }
+  absl::StatusOr<std::unique_ptr<DB>> Open(const Options& options) const;
   // A key, or a value, given on the command line: as it is, or decoded from hex (encodings).
   absl::StatusOr<std::string> DecodeKey(std::string_view text) const {
     return DecodeArgument(text, encodings.key);
@@ -95,6 +98,7 @@ Outcome RunStats(const Context& context);
 Outcome RunCheck(const Context& context);
 Outcome RunCompact(const Context& context);
 Outcome RunInfo(const Context& context);
+Outcome RunResize(const Context& context);
 
 }  // namespace nvkv::cli
 

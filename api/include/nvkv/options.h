@@ -113,9 +113,20 @@ struct Options {
   uint32_t lock_wait_ms = 1000;
 
   // Size of the store file Open creates when the path is a missing regular file. An existing
-  // file keeps its size; a block device or NVMe namespace is used whole.
-  // Default: 1 GiB. Unit: bytes. Scope: at format.
+  // file keeps its size (unless grow_store); a block device or NVMe namespace is used whole.
+  // Default: 1 GiB. Unit: bytes. Scope: at format, and at an Open with grow_store.
   uint64_t capacity_bytes = uint64_t{1} << 30;
+
+  // Grow the store at Open, keeping every key: a store file smaller than capacity_bytes is first
+  // extended to it (the new part allocated and written with zeros), and then the store takes
+  // every whole segment its file or device holds beyond its own (a file extended by other
+  // means, a block device or namespace made larger). The superblocks record the new size, and
+  // later Opens use it without this option. A store never shrinks: a capacity_bytes below the
+  // file's size changes nothing. It is safe against a crash at any point: an Open after it
+  // finds the store at its old size or at its new one, with all its data. Takes about a second
+  // per GiB added to a file (the zeros), and a few page writes. Not with read_only.
+  // Default: false (a store keeps the size it was formatted with). Scope: per Open.
+  bool grow_store = false;
 
   // See IndexMode. A new store records kHash or kOrdered as given (kAsFormatted: kHash);
   // DB::GetStats().index_mode says which mode an Open chose.
