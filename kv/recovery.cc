@@ -147,48 +147,30 @@ class Recovery {
       storage::Buffer chunk = device_.buffers().GetChunk();
       if (!chunk.valid()) return absl::InternalError("no buffer to read the segment map into");
       const uint32_t per_page = MapEntriesPerPage(g_.page_bytes);
-      const uint64_t pages_per_chunk = chunk.bytes / g_.page_bytes;
-      absl::Status status;
-      for (uint64_t first = 0; first < g_.map_pages() && status.ok(); first += pages_per_chunk) {
-        const uint64_t count = std::min(pages_per_chunk, g_.map_pages() - first);
-        const absl::Status read = storage::ReadBlocks(
-            device_, (g_.map_first_page() + first) * options_.blocks_per_page,
-            static_cast<uint32_t>(count * options_.blocks_per_page), chunk);
-        if (!read.ok()) {
-          // Read what it names, all of it; a failing device shows itself in the segments.
-          report_.map_pages_damaged += count;
-          continue;
-        }
-        for (uint64_t i = 0; i < count; ++i) {
-          const uint64_t index = first + i;
-          const SegmentMapEntry* entries = nullptr;
-          absl::StatusOr<SegmentMapPageHeader> floors =
-              DecodeMapPage(chunk.data + i * g_.page_bytes, g_, options_.store_seed,
-                            g_.map_first_page() + index, &entries);
-          if (!floors.ok()) {
-            ++report_.map_pages_damaged;
-            continue;
-          }
-          floors_.sequence_floor = std::max(floors_.sequence_floor, floors->sequence_floor);
-          floors_.generation_floor = std::max(floors_.generation_floor, floors->generation_floor);
-          const uint64_t segments =
-              std::min<uint64_t>(per_page, g_.segment_count - index * per_page);
-          map->LoadPage(index, entries);
-          for (uint64_t e = 0; e < segments; ++e) {
-            const uint64_t segment = index * per_page + e;
-            const SegmentMapEntry& entry = entries[e];
-            free[segment] = entry.state == static_cast<uint8_t>(MapState::kFree);
-            map_in_use_[segment] = entry.state == static_cast<uint8_t>(MapState::kInUse) ||
-                                   entry.state == static_cast<uint8_t>(MapState::kSummarized);
-            if (entry.state == static_cast<uint8_t>(MapState::kSummarized)) {
-              summarized[segment] = SummaryPlace{entry.summary_first, entry.summary_pages};
+      // A page that cannot be read or does not verify says nothing: every segment it names is
+      // read (a failing device shows itself in the segments).
+      report_.map_pages_damaged += ReadMapPages(
+          device_, g_, options_.store_seed, options_.blocks_per_page, chunk,
+          [&](uint64_t index, const SegmentMapPageHeader& floors,
+              const SegmentMapEntry* entries, uint64_t segments) {
+            floors_.sequence_floor = std::max(floors_.sequence_floor, floors.sequence_floor);
+            floors_.generation_floor =
+                std::max(floors_.generation_floor, floors.generation_floor);
+            map->LoadPage(index, entries);
+            for (uint64_t e = 0; e < segments; ++e) {
+              const uint64_t segment = index * per_page + e;
+              const SegmentMapEntry& entry = entries[e];
+              free[segment] = entry.state == static_cast<uint8_t>(MapState::kFree);
+              map_in_use_[segment] = entry.state == static_cast<uint8_t>(MapState::kInUse) ||
+                                     entry.state == static_cast<uint8_t>(MapState::kSummarized);
+              if (entry.state == static_cast<uint8_t>(MapState::kSummarized)) {
+                summarized[segment] = SummaryPlace{entry.summary_first, entry.summary_pages};
+              }
+              if (entry.state == static_cast<uint8_t>(MapState::kCheckpoint)) {
+                checkpoint.push_back({entry.summary_first, {segment, entry.summary_pages}});
+              }
             }
-            if (entry.state == static_cast<uint8_t>(MapState::kCheckpoint)) {
-              checkpoint.push_back({entry.summary_first, {segment, entry.summary_pages}});
-            }
-          }
-        }
-      }
+          });
       device_.buffers().PutChunk(chunk);
     }
     // The checkpoint's segments in its order: segment 0, 1, ... (kept whatever their marks say:

@@ -93,4 +93,36 @@ void SegmentMap::Written(const PageWrite& write, bool ok) {
   }
 }
 
+uint64_t ReadMapPages(storage::Device& device, const Geometry& geometry, uint64_t store_seed,
+                      uint32_t blocks_per_page, const storage::Buffer& chunk,
+                      MapPageVisitor visit) {
+  const uint32_t per_page = MapEntriesPerPage(geometry.page_bytes);
+  const uint64_t pages_per_chunk = chunk.bytes / geometry.page_bytes;
+  uint64_t unusable = 0;
+  for (uint64_t first = 0; first < geometry.map_pages(); first += pages_per_chunk) {
+    const uint64_t count = std::min(pages_per_chunk, geometry.map_pages() - first);
+    const absl::Status read = storage::ReadBlocks(
+        device, (geometry.map_first_page() + first) * blocks_per_page,
+        static_cast<uint32_t>(count * blocks_per_page), chunk);
+    if (!read.ok()) {
+      unusable += count;
+      continue;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t index = first + i;
+      const SegmentMapEntry* entries = nullptr;
+      const absl::StatusOr<SegmentMapPageHeader> floors =
+          DecodeMapPage(chunk.data + i * geometry.page_bytes, geometry, store_seed,
+                        geometry.map_first_page() + index, &entries);
+      if (!floors.ok()) {
+        ++unusable;
+        continue;
+      }
+      visit(index, *floors, entries,
+            std::min<uint64_t>(per_page, geometry.segment_count - index * per_page));
+    }
+  }
+  return unusable;
+}
+
 }  // namespace nvkv::kv

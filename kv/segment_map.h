@@ -25,6 +25,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/page_format.h"
+#include "storage/device.h"
 
 namespace nvkv::kv {
 
@@ -92,6 +93,17 @@ class SegmentMap {
   std::atomic<uint64_t> dirty_pages_{0};
   uint64_t write_count_ ABSL_GUARDED_BY(mu_) = 0;  // page writes prepared (diagnostics)
 };
+
+// Reads the segment map of `geometry` as the device holds it, through `device` into `chunk` (a
+// run of pages at a time), and calls `visit` for each page that verifies with its index, floors
+// and the entries of the segments it describes (`count` of them). Returns how many pages could
+// not be read or did not verify: they say nothing (kv/FORMAT.md "Segment map"). Used by
+// recovery, and by a grow that moves the map.
+using MapPageVisitor = absl::FunctionRef<void(uint64_t index, const SegmentMapPageHeader& floors,
+                                              const SegmentMapEntry* entries, uint64_t count)>;
+uint64_t ReadMapPages(storage::Device& device, const Geometry& geometry, uint64_t store_seed,
+                      uint32_t blocks_per_page, const storage::Buffer& chunk,
+                      MapPageVisitor visit);
 
 }  // namespace nvkv::kv
 

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "kv/engine_impl.h"
 #include "kv/segment_read.h"
-#include "storage/base/status_macros.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
@@ -339,27 +339,16 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
   NVKV_CHECK(chunk.valid());
   const uint32_t per_page = MapEntriesPerPage(old.page_bytes);
   const uint64_t pages_per_chunk = chunk.bytes / old.page_bytes;
+  ReadMapPages(device, old, store_seed_, blocks_per_page_, chunk,
+               [&](uint64_t index, const SegmentMapPageHeader& page_floors,
+                   const SegmentMapEntry* read, uint64_t count) {
+                 floors.sequence_floor =
+                     std::max(floors.sequence_floor, page_floors.sequence_floor);
+                 floors.generation_floor =
+                     std::max(floors.generation_floor, page_floors.generation_floor);
+                 std::memcpy(&entries[index * per_page], read, count * sizeof(SegmentMapEntry));
+               });
   absl::Status status;
-  for (uint64_t first = 0; first < old.map_pages() && status.ok(); first += pages_per_chunk) {
-    const uint64_t count = std::min(pages_per_chunk, old.map_pages() - first);
-    if (!storage::ReadBlocks(device, (old.map_first_page() + first) * blocks_per_page_,
-                             static_cast<uint32_t>(count * blocks_per_page_), chunk)
-             .ok()) {
-      continue;  // unknown, as a page that does not verify
-    }
-    for (uint64_t i = 0; i < count; ++i) {
-      const uint64_t index = first + i;
-      const SegmentMapEntry* read = nullptr;
-      absl::StatusOr<SegmentMapPageHeader> page_floors =
-          DecodeMapPage(chunk.data + i * old.page_bytes, old, store_seed_,
-                        old.map_first_page() + index, &read);
-      if (!page_floors.ok()) continue;
-      floors.sequence_floor = std::max(floors.sequence_floor, page_floors->sequence_floor);
-      floors.generation_floor = std::max(floors.generation_floor, page_floors->generation_floor);
-      const uint64_t described = std::min<uint64_t>(per_page, old.segment_count - index * per_page);
-      std::memcpy(&entries[index * per_page], read, described * sizeof(SegmentMapEntry));
-    }
-  }
   for (uint64_t first = 0; first < g.map_pages() && status.ok(); first += pages_per_chunk) {
     const uint64_t count = std::min(pages_per_chunk, g.map_pages() - first);
     for (uint64_t i = 0; i < count; ++i) {

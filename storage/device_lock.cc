@@ -176,8 +176,9 @@ absl::StatusOr<DeviceClaim> ClaimDevice(int io_fd, const std::string& path, Clai
       NVKV_RETURN_IF_ERROR(LockUntil(fd, nodes.generic, mode, deadline, wait_ms));
     }
   }
-  // 2. The block node: claimed with O_EXCL (kExclusive), and locked. Two files of one inode lock each other
-  //    out even in one process, so when the I/O file is the block node, it is the one locked.
+  // 2. The block node: claimed with O_EXCL (kExclusive), and locked. Two files of one inode lock
+  //    each other out even in one process, so when the I/O file is the block node, it is the one
+  //    locked.
   if (!nodes.block.empty()) {
     const bool io_is_block = S_ISBLK(st.st_mode);
     absl::StatusOr<int> claimed = ClaimBlockUntil(nodes.block, mode, deadline, wait_ms);

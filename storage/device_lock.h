@@ -32,6 +32,11 @@ enum class ClaimMode : uint8_t {
   kShared,     // flock LOCK_SH on each node, no O_EXCL (which would keep other readers off)
 };
 
+// A writer's claim, or a reader's (DeviceOptions::read_only).
+inline ClaimMode ClaimModeFor(bool read_only) {
+  return read_only ? ClaimMode::kShared : ClaimMode::kExclusive;
+}
+
 // The two nodes of the NVMe namespace a device node belongs to, as /dev paths; each empty when
 // there is none (a regular file has neither; a block device that is not a whole NVMe namespace,
 // a partition say, has only itself as `block`).

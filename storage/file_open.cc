@@ -155,8 +155,7 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
   }
   if (options.lock_device) {
     NVKV_ASSIGN_OR_RETURN(opened.claim,
-                          ClaimDevice(fd, path,
-                                      options.read_only ? ClaimMode::kShared : ClaimMode::kExclusive,
+                          ClaimDevice(fd, path, ClaimModeFor(options.read_only),
                                       options.lock_wait_ms, &opened.info.notes));
   }
 

@@ -245,9 +245,8 @@ absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions
   if (fd < 0) return OpenError(errno, path);
   FdCloser closer{fd};
   if (options.lock_device) {
-    NVKV_ASSIGN_OR_RETURN(
-        *claim, ClaimDevice(fd, path, options.read_only ? ClaimMode::kShared : ClaimMode::kExclusive,
-                            options.lock_wait_ms, &info->notes));
+    NVKV_ASSIGN_OR_RETURN(*claim, ClaimDevice(fd, path, ClaimModeFor(options.read_only),
+                                              options.lock_wait_ms, &info->notes));
   }
   info->kind = DeviceKind::kNvmePassthrough;
   info->path = path;

@@ -38,8 +38,8 @@ RingDevice::~RingDevice() {
 
 absl::Status ValidateRequest(const DeviceInfo& info, const IoRequest& request) {
   if (info.read_only && (request.op == IoOp::kWrite || request.op == IoOp::kFlush)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(info.path, ": opened read-only; no ", request.op == IoOp::kWrite ? "write" : "flush"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.path, ": opened read-only; no ", request.op == IoOp::kWrite ? "write" : "flush"));
   }
   if (request.op == IoOp::kFlush) return absl::OkStatus();
   if (request.op == IoOp::kWaitEvent) {

@@ -3,7 +3,6 @@
 // segment map after a crash) or at Close (no checkpoint). "Nothing" is checked on the bytes of
 // the store file, before and after.
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nvkv/db.h"
+#include "tests/testutil/killed_writer.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -184,26 +184,10 @@ TEST_P(ReadOnlyTest, AReaderAndAWriterKeepEachOtherOff) {
 // second reader recovers the same, and the writer after them too.
 TEST_P(ReadOnlyTest, AReaderOfACrashedStoreRecoversInMemoryOnly) {
   WriteKeys(path_, GetParam());
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(pipe_fds[0]);
-    WriteUntilKilled(path_, pipe_fds[1]);
-  }
-  close(pipe_fds[1]);
-  int64_t acknowledged = -1;
-  uint32_t index = 0;
-  while (acknowledged < 300 && read(pipe_fds[0], &index, sizeof(index)) == sizeof(index)) {
-    acknowledged = index;
-  }
-  ASSERT_EQ(kill(child, SIGKILL), 0);
-  int wait_status = 0;
-  ASSERT_EQ(waitpid(child, &wait_status, 0), child);
-  while (read(pipe_fds[0], &index, sizeof(index)) == sizeof(index)) acknowledged = index;
-  close(pipe_fds[0]);
-  ASSERT_TRUE(WIFSIGNALED(wait_status)) << "the writer exited by itself: " << wait_status;
+  absl::StatusOr<int64_t> killed = nvkv::testing::KillWriterAfter(
+      300, [this](int ack_fd) { WriteUntilKilled(path_, ack_fd); });
+  ASSERT_THAT(killed, IsOk());
+  const int64_t acknowledged = *killed;
 
   // The dead writer's rings hold the lock until the kernel has torn them down: once it is
   // free, no write of the writer can still land, and the bytes are the crash's.

@@ -2,8 +2,6 @@
 // finds every acknowledged durable write. The dead process's io_uring rings are torn down by the
 // kernel after the process is gone, holding the device file (and its lock) meanwhile: Open waits
 // for the lock, a bounded time (Options::lock_wait_ms).
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "nvkv/db.h"
+#include "tests/testutil/killed_writer.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -57,30 +56,12 @@ TEST(RestartTest, OpenRightAfterKillNineFindsEveryAcknowledgedWrite) {
   absl::Duration slowest_open;
   for (uint32_t round = 0; round < kRounds; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
-    int pipe_fds[2];
-    ASSERT_EQ(pipe(pipe_fds), 0);
-    const pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      close(pipe_fds[0]);
-      WriteUntilKilled(path, round, pipe_fds[1]);
-    }
-    close(pipe_fds[1]);
     // Let it write a few (a varying number), then kill it mid-write.
     const uint32_t wanted = 5 + round * 7 % 40;
-    int64_t acknowledged = -1;
-    uint32_t index = 0;
-    while (acknowledged + 1 < wanted && read(pipe_fds[0], &index, sizeof(index)) == sizeof(index)) {
-      acknowledged = index;
-    }
-    ASSERT_EQ(kill(child, SIGKILL), 0);
-    int wait_status = 0;
-    ASSERT_EQ(waitpid(child, &wait_status, 0), child);
-    // Acknowledgements already in the pipe count too: the kill may have come after them.
-    while (read(pipe_fds[0], &index, sizeof(index)) == sizeof(index)) acknowledged = index;
-    close(pipe_fds[0]);
-    ASSERT_TRUE(WIFSIGNALED(wait_status)) << "the writer exited by itself: status "
-                                          << wait_status;
+    absl::StatusOr<int64_t> killed = nvkv::testing::KillWriterAfter(
+        wanted, [&path, round](int ack_fd) { WriteUntilKilled(path, round, ack_fd); });
+    ASSERT_THAT(killed, IsOk());
+    const int64_t acknowledged = *killed;
     ASSERT_GE(acknowledged + 1, wanted);
 
     const absl::Time start = absl::Now();

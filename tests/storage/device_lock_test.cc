@@ -245,8 +245,8 @@ void ExpectReadersShareAndKeepTheWriterOff(const std::string& path) {
     EXPECT_TRUE((*first)->info().read_only);
     auto second = OpenDevice(path, ReaderOptions());
     ASSERT_THAT(second, IsOk());
-    EXPECT_THAT(OpenDevice(path, Options()),
-                StatusIs(absl::StatusCode::kFailedPrecondition, "locked by a writer or by readers"));
+    EXPECT_THAT(OpenDevice(path, Options()), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                                      "locked by a writer or by readers"));
     Device& device = **first;
     Buffer page = device.buffers().GetPage();
     ASSERT_TRUE(page.valid());

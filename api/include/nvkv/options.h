@@ -104,10 +104,11 @@ struct Options {
 
   // One process at a time may write a store: Open takes an exclusive lock on the device
   // (on an NVMe namespace, on both its nodes, and on a block device an O_EXCL claim too), or
-  // with read_only a shared one, and waits up to this long when another holder keeps it off. A process killed with the store open
-  // (kill -9, a crash) holds it until the kernel has torn down its I/O queues, some 100 ms after
-  // it died; the lock's release is the sign that none of its writes can still land. After the
-  // wait, Open fails with kFailedPrecondition ("in use by another opener ... waited N ms").
+  // with read_only a shared one, and waits up to this long when another holder keeps it off. A
+  // process killed with the store open (kill -9, a crash) holds it until the kernel has torn
+  // down its I/O queues, some 100 ms after it died; the lock's release is the sign that none of
+  // its writes can still land. After the wait, Open fails with kFailedPrecondition ("in use by
+  // another opener ... waited N ms").
   // 0: fail at once.
   // Default: 1000. Unit: milliseconds. Scope: per Open.
   uint32_t lock_wait_ms = 1000;
