@@ -97,6 +97,20 @@ absl::Status ZeroFill(int fd, uint64_t from, uint64_t to, uint32_t alignment) {
   return status;
 }
 
+// Reserves bytes [from, to) of the regular file `fd` (posix_fallocate: a full file system shows
+// up now, not mid-write) and, with `zero_fill`, writes zeros over them (ZeroFill): a store file
+// created, or grown.
+absl::Status AllocateRange(int fd, const std::string& path, uint64_t from, uint64_t to,
+                           uint32_t alignment, bool zero_fill) {
+  const int err = posix_fallocate(fd, static_cast<off_t>(from), static_cast<off_t>(to - from));
+  if (err == ENOSPC) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path, ": no space for a ", to, "-byte store"));
+  }
+  if (err != 0) return absl::ErrnoToStatus(err, absl::StrCat("fallocate ", path));
+  return zero_fill ? ZeroFill(fd, from, to, alignment) : absl::OkStatus();
+}
+
 // True when `path`'s directory, with symbolic links and dot-dots resolved, is /dev or below.
 bool UnderDev(const std::string& path) {
   std::error_code error;
@@ -187,28 +201,13 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
     opened.info.memory_alignment = memory_align;
     if (created) {
       const uint64_t want = AlignDown(options.create_bytes, offset_align);
+      // (On an error, `remover` takes the file away again.)
       if (want == 0) {
-        unlink(path.c_str());
         return absl::InvalidArgumentError(
             absl::StrCat("cannot create ", path, " with ", options.create_bytes, " bytes"));
       }
-      // Reserve the blocks now so a full file system shows up at open, not mid-write.
-      const int err = posix_fallocate(fd, 0, static_cast<off_t>(want));
-      if (err != 0) {
-        unlink(path.c_str());
-        if (err == ENOSPC) {
-          return absl::ResourceExhaustedError(
-              absl::StrCat(path, ": no space to create a ", want, "-byte store"));
-        }
-        return absl::ErrnoToStatus(err, absl::StrCat("fallocate ", path));
-      }
-      if (options.zero_fill_on_create) {
-        absl::Status zeroed = ZeroFill(fd, 0, want, offset_align);
-        if (!zeroed.ok()) {
-          unlink(path.c_str());
-          return zeroed;
-        }
-      }
+      NVKV_RETURN_IF_ERROR(
+          AllocateRange(fd, path, 0, want, offset_align, options.zero_fill_on_create));
       size_bytes = want;
     } else {
       size_bytes = static_cast<uint64_t>(st.st_size);
@@ -294,13 +293,8 @@ absl::Status GrowRegularFile(int fd, uint64_t bytes, DeviceInfo* info) {
   const uint64_t from = static_cast<uint64_t>(st.st_size);
   const uint64_t to = bytes / info->lba_bytes * info->lba_bytes;
   if (to > from) {
-    const int err = posix_fallocate(fd, static_cast<off_t>(from), static_cast<off_t>(to - from));
-    if (err == ENOSPC) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(info->path, ": no space to grow the store to ", to, " bytes"));
-    }
-    if (err != 0) return absl::ErrnoToStatus(err, absl::StrCat("fallocate ", info->path));
-    NVKV_RETURN_IF_ERROR(ZeroFill(fd, from, to, info->lba_bytes));
+    NVKV_RETURN_IF_ERROR(AllocateRange(fd, info->path, from, to, info->lba_bytes,
+                                       /*zero_fill=*/true));
   }
   info->lba_count = std::max<uint64_t>(to, from) / info->lba_bytes;
   return absl::OkStatus();
