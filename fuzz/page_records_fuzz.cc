@@ -51,13 +51,16 @@ void CheckSummaryPage(const uint8_t* page, const Geometry& g, uint64_t seed) {
     uint32_t visited = 0;
     absl::StatusOr<SummaryFound> found = ReadSummary(
         g, seed, segment, first, 1, with_keys, [&](uint32_t) { return page; },
-        [&](const SummaryRecord& r) {
-          ++visited;
-          FUZZ_REQUIRE(r.page_in_segment < first);
-          FUZZ_REQUIRE(r.sequence > 0);
-          FUZZ_REQUIRE(r.record_bytes > sizeof(RecordHeader));
-          FUZZ_REQUIRE(r.record_bytes <= sizeof(RecordHeader) + kMaxKeyBytes + g.max_value_bytes());
-          FUZZ_REQUIRE(with_keys == !r.key.empty());
+        [&](absl::Span<const SummaryRecord> records) {
+          for (const SummaryRecord& r : records) {
+            ++visited;
+            FUZZ_REQUIRE(r.page_in_segment < first);
+            FUZZ_REQUIRE(r.sequence > 0);
+            FUZZ_REQUIRE(r.record_bytes > sizeof(RecordHeader));
+            FUZZ_REQUIRE(r.record_bytes <= sizeof(RecordHeader) + kMaxKeyBytes +
+                                               g.max_value_bytes());
+            FUZZ_REQUIRE(with_keys == !r.key.empty());
+          }
         },
         /*newer_than=*/0);
     if (!found.ok()) {

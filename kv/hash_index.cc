@@ -131,6 +131,10 @@ absl::Status HashIndex::MakeRoomFor(uint64_t inserts) {
   return Rehash(std::min(std::max(grown, CapacityFor(size_ + inserts)), kMaxCapacity));
 }
 
+void HashIndex::Prefetch(uint64_t hash) const {
+  if (capacity_ > 0) __builtin_prefetch(slots_.get() + Home(TagOf(hash)), 1);
+}
+
 void HashIndex::Place(uint64_t entry) {
   NVKV_DCHECK(size_ < MaxEntries(capacity_));
   const uint32_t tag = EntryTag(entry);

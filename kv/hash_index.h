@@ -92,6 +92,7 @@ class HashIndex final : public Index {
   std::optional<uint64_t> SavedValue(uint64_t word) const override;
   absl::Status RestoreEntry(std::string_view key, uint64_t word) override;
   void Reserve(uint64_t expected_entries) override;
+  void Prefetch(uint64_t hash) const override;
 
  private:
   struct FreeDeleter {

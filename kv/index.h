@@ -123,6 +123,11 @@ class Index {
   // Adds an entry ForEachSaved gave, after the ones restored before it. Errors: as Insert.
   virtual absl::Status RestoreEntry(std::string_view key, uint64_t word) = 0;
 
+  // A hint that Insert or Find of `hash` follows soon: the hash index asks the CPU to fetch the
+  // slot it will start at, so that a caller with many keys at hand (recovery) overlaps their
+  // memory accesses. The ordered index does nothing.
+  virtual void Prefetch(uint64_t /*hash*/) const {}
+
   // Pre-sizes the index for `expected_entries` live entries so that inserting up to that many
   // does not resize (used by recovery, which knows the count from the log). Best effort: if the
   // allocation fails the index keeps its current size and a later Insert reports the error.

@@ -411,9 +411,11 @@ void Checker::CheckSummary(uint64_t segment, const SegmentScanResult& scan) {
   const absl::StatusOr<SummaryFound> found = ReadSummary(
       g_, engine_.store_seed(), segment, place.first, place.pages, /*with_keys=*/false,
       [&](uint32_t i) { return reader_.page(place.first + i); },
-      [&](const SummaryRecord& r) {
-        in_summary.push_back(
-            {r.hash, r.sequence, r.page_in_segment, r.record_bytes, r.is_delete});
+      [&](absl::Span<const SummaryRecord> records) {
+        for (const SummaryRecord& r : records) {
+          in_summary.push_back(
+              {r.hash, r.sequence, r.page_in_segment, r.record_bytes, r.is_delete});
+        }
       },
       /*newer_than=*/0);
   const std::string where = absl::StrCat(

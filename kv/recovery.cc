@@ -2,6 +2,7 @@
 #include "kv/recovery.h"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <cstring>
 
@@ -32,6 +33,41 @@ struct FoundRecord {
   uint32_t record_bytes = 0;
   uint64_t sequence = 0;
   bool is_delete = false;
+};
+
+// Items wait in a short queue before they are handled: the caller prefetches what handling an
+// item will touch as it pushes it, and handling the items ahead of it covers the time the memory
+// takes to arrive. Recovery's tables and indexes are far larger than the caches: a probe that
+// waited for memory took most of its time.
+template <typename Item>
+class Lookahead {
+ public:
+  static constexpr size_t kDepth = 16;  // enough to cover one memory access
+
+  // Queues `item`, handling the oldest first when the queue is full.
+  template <typename Handle>
+  void Push(const Item& item, Handle handle) {
+    if (count_ == kDepth) {
+      handle(items_[first_]);
+      first_ = (first_ + 1) % kDepth;
+      --count_;
+    }
+    items_[(first_ + count_) % kDepth] = item;
+    ++count_;
+  }
+
+  // Handles every item queued, in the order pushed.
+  template <typename Handle>
+  void Drain(Handle handle) {
+    for (; count_ > 0; --count_) {
+      handle(items_[first_]);
+      first_ = (first_ + 1) % kDepth;
+    }
+  }
+
+ private:
+  std::array<Item, kDepth> items_{};
+  size_t first_ = 0, count_ = 0;
 };
 
 NewestRecords::Record NewestOf(const FoundRecord& record) {
@@ -74,11 +110,22 @@ absl::Status DrainHashed(Sink& sink, Shard& shard, NewestRecords& table)
   });
   shard.index->Reserve(live);
   absl::Status status;
+  struct Live {
+    uint64_t hash_lo = 0;
+    NewestRecords::Record newest;
+  };
+  const auto insert = [&](const Live& live) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!status.ok()) return;
+    status = sink.InsertLive(shard, live.hash_lo, {}, live.newest.page, live.newest.record_bytes);
+  };
+  Lookahead<Live> queue;
   table.ForEach([&](uint64_t hash_lo, const NewestRecords::Record& newest)
                     ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (!status.ok() || newest.is_delete) return;
-    status = sink.InsertLive(shard, hash_lo, {}, newest.page, newest.record_bytes);
+    if (newest.is_delete) return;
+    shard.index->Prefetch(hash_lo);
+    queue.Push(Live{hash_lo, newest}, insert);
   });
+  queue.Drain(insert);
   table.Clear();
   return status;
 }
@@ -333,24 +380,25 @@ class Recovery {
       return false;
     }
     // The entry count the summary's first page gives, to size the segment's key filter once it
-    // is known to verify (the first record visited).
+    // is known to verify (when its records are visited).
     SummaryHeader peeked;
     std::memcpy(&peeked, pages + sizeof(PageHeader), sizeof(peeked));
-    bool first = true;
     const absl::StatusOr<SummaryFound> found = ReadSummary(
         g_, options_.store_seed, segment, place.first, place.pages, options_.ordered,
         [&](uint32_t i) { return pages + size_t{i} * g_.page_bytes; },
-        [&](const SummaryRecord& record) {
-          if (first) segments_.SizeRecoveredFilter(segment, peeked.entry_count);
-          first = false;
-          FoundRecord found;
-          found.hash = record.hash;
-          found.key = record.key;
-          found.page_number = g_.FirstPageOf(segment) + record.page_in_segment;
-          found.record_bytes = record.record_bytes;
-          found.sequence = record.sequence;
-          found.is_delete = record.is_delete;
-          NoteRecord(segment, found);
+        [&](absl::Span<const SummaryRecord> records) {
+          segments_.SizeRecoveredFilter(segment, peeked.entry_count);
+          for (const SummaryRecord& record : records) {
+            FoundRecord found;
+            found.hash = record.hash;
+            found.key = record.key;
+            found.page_number = g_.FirstPageOf(segment) + record.page_in_segment;
+            found.record_bytes = record.record_bytes;
+            found.sequence = record.sequence;
+            found.is_delete = record.is_delete;
+            NoteRecord(segment, found);
+          }
+          ApplyNoted();  // while the keys are valid
         },
         /*newer_than=*/freed_at);
     if (!found.ok()) return false;
@@ -425,6 +473,7 @@ class Recovery {
           found.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
           NoteRecord(segment, found);
         });
+    ApplyNoted();  // while the keys are valid: the read's buffers are reused after this
     in_use_[segment] = scan.in_use;
     generation_[segment] = scan.generation;
     // A whole log that ends with its summary (written before a crash, but not yet in the map):
@@ -435,7 +484,7 @@ class Recovery {
           g_, options_.store_seed, segment, scan.summary.first, scan.summary.pages,
           // An ordered Open names only summaries it could use itself (with keys).
           options_.ordered, [&](uint32_t i) { return read.page(scan.summary.first + i); },
-          [](const SummaryRecord&) {}, /*newer_than=*/0);
+          [](absl::Span<const SummaryRecord>) {}, /*newer_than=*/0);
       if (found.ok() && found->generation == scan.generation &&
           found->header.entry_count == scan.records) {
         summary_[segment] = scan.summary;
@@ -452,8 +501,28 @@ class Recovery {
     return absl::OkStatus();
   }
 
-  // One record recovery applies, found in `segment`.
+  // One record recovery applies, found in `segment`. It waits in a short queue (noted_, a
+  // Lookahead) while the table slot it will probe is fetched, and is applied when the queue is
+  // full or by ApplyNoted, which the caller runs while its keys are still valid and before
+  // records of another segment are noted.
   void NoteRecord(uint64_t segment, const FoundRecord& record) {
+    newest_[ShardIndexFor(record.hash, shards_.size())].Prefetch(record.hash);
+    noted_.Push(Noted{segment, record}, [this](const Noted& noted) { ApplyRecord(noted); });
+  }
+
+  // Applies every record NoteRecord holds, in the order noted.
+  void ApplyNoted() {
+    noted_.Drain([this](const Noted& noted) { ApplyRecord(noted); });
+  }
+
+  struct Noted {
+    uint64_t segment = 0;
+    FoundRecord record;
+  };
+
+  void ApplyRecord(const Noted& noted) {
+    const uint64_t segment = noted.segment;
+    const FoundRecord& record = noted.record;
     const KeyHash& hash = record.hash;
     const uint32_t shard = ShardIndexFor(hash, shards_.size());
     NewestRecords::Record newest = NewestOf(record);
@@ -536,6 +605,7 @@ class Recovery {
   // The newest record of each key, one table per shard.
   std::vector<NewestRecords> newest_;
   std::vector<uint64_t> found_;  // ApplyToOrderedIndex's, kept to save an allocation per record
+  Lookahead<Noted> noted_;  // records noted and not yet applied (NoteRecord)
   std::vector<bool> in_use_;        // per segment: it holds a log
   std::vector<uint64_t> generation_;  // per segment: its log's
   std::vector<SummaryPlace> summary_;  // per segment: its summary, when the map may name it

@@ -201,7 +201,7 @@ std::string SummaryBuilder::Take(uint32_t data_pages, uint32_t summary_pages,
 absl::StatusOr<SummaryFound> ReadSummary(
     const Geometry& geometry, uint64_t store_seed, uint64_t segment, uint32_t first,
     uint32_t count, bool with_keys, const std::function<const uint8_t*(uint32_t)>& page_at,
-    const std::function<void(const SummaryRecord&)>& visit, uint64_t newer_than) {
+    const std::function<void(absl::Span<const SummaryRecord>)>& visit, uint64_t newer_than) {
   const uint64_t first_page = geometry.FirstPageOf(segment) + first;
   if (count == 0 || first == 0 || uint64_t{first} + count > geometry.log_pages()) {
     return absl::DataLossError(absl::StrCat("segment ", segment, ": no summary fits pages ",
@@ -251,7 +251,7 @@ absl::StatusOr<SummaryFound> ReadSummary(
   if (!with_keys) {
     for (SummaryRecord& record : records) record.key = {};
   }
-  for (const SummaryRecord& record : records) visit(record);
+  visit(records);
   return found;
 }
 

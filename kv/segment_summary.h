@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "kv/key_hash.h"
 #include "kv/page_format.h"
 
@@ -102,7 +103,7 @@ class SummaryBuilder {
 // One record of a summary, as recovery applies it.
 struct SummaryRecord {
   KeyHash hash;
-  std::string_view key;  // empty unless the summary has keys; valid while the record is visited
+  std::string_view key;  // empty unless the summary has keys; valid while the records are visited
   uint64_t sequence = 0;
   bool is_delete = false;
   uint32_t page_in_segment = 0;
@@ -118,14 +119,14 @@ struct SummaryFound {
 
 // Reads the summary of a segment at pages [first, first + count) of it: `page_at(i)` gives page
 // first + i (null when the device could not read it). Every page must verify as a kSummary page
-// of one log at its place, and the header and entries must account for every byte; then
-// `visit` sees every record in log order. kDataLoss saying what failed otherwise, before any
+// of one log at its place, and the header and entries must account for every byte; then one
+// call of `visit` sees every record, in log order (their keys valid during the call). kDataLoss saying what failed otherwise, before any
 // visit. `with_keys` asks for keys (kFailedPrecondition when the summary has none). A log of a
 // generation up to `newer_than` (the segment's last free marker's) was freed since: kDataLoss.
 absl::StatusOr<SummaryFound> ReadSummary(
     const Geometry& geometry, uint64_t store_seed, uint64_t segment, uint32_t first,
     uint32_t count, bool with_keys, const std::function<const uint8_t*(uint32_t)>& page_at,
-    const std::function<void(const SummaryRecord&)>& visit, uint64_t newer_than);
+    const std::function<void(absl::Span<const SummaryRecord>)>& visit, uint64_t newer_than);
 
 // Builds page `index` of a summary (`summary` as SummaryBuilder::Take gave it) of the log of
 // `generation` whose first summary page is `first_in_segment` with head counter

@@ -87,10 +87,12 @@ absl::StatusOr<SummaryFound> Read(const Geometry& g, const Encoded& e, bool with
   return ReadSummary(
       g, kSeed, 2, e.first, static_cast<uint32_t>(e.pages.size()), with_keys,
       [&](uint32_t i) { return e.pages[i].data(); },
-      [&](const SummaryRecord& r) {
-        records->push_back(r);
-        records->back().key = {};  // it views the reader's bytes, valid only while visited
-        if (keys != nullptr) keys->emplace_back(r.key);
+      [&](absl::Span<const SummaryRecord> visited) {
+        for (const SummaryRecord& r : visited) {
+          records->push_back(r);
+          records->back().key = {};  // it views the reader's bytes, valid only while visited
+          if (keys != nullptr) keys->emplace_back(r.key);
+        }
       },
       newer_than);
 }
