@@ -60,7 +60,15 @@ StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const Checkpoi
     out.Append(&range, sizeof(range));
     ++counts.dropped_ranges;
   });
-  segments.ForEachSaved([&](const SegmentTable::SavedSegment& saved) {
+  // A head whose summary is kept has every put of its segment in it (below, after the
+  // segments): its segment's full-size key filter is left out, and rebuilt from those at Open.
+  std::vector<uint64_t> filters_left_out;
+  for (const auto& shard : shards) {
+    absl::MutexLock lock(&shard->mu);
+    LogHead& head = shard->head;  // (not const: clang 14's thread-safety analysis)
+    if (head.has_segment && !head.summary.abandoned()) filters_left_out.push_back(head.segment);
+  }
+  segments.ForEachSaved(filters_left_out, [&](const SegmentTable::SavedSegment& saved) {
     out.Append(&saved.fields, sizeof(saved.fields));
     out.Append(saved.tombstones.data(), saved.tombstones.size() * sizeof(CheckpointTombstone));
     out.Append(saved.filter.data(), saved.filter.size() * sizeof(uint64_t));
@@ -510,18 +518,22 @@ class Loader {
     resumed.shard = shard;
     resumed.place = HeadPlace{saved.segment, saved.generation, saved.next_page,
                               saved.next_counter};
+    std::vector<KeyHash> puts;  // of its summary: its segment's key filter, when left out
     if ((saved.flags & kHeadSummaryKept) != 0) {
-      const absl::Status summary =
-          resumed.summary.Resume(options_.ordered, g_, entries, saved.summary_entries,
-                                 saved.summary_page_bytes, saved.next_page,
-                                 header_.next_sequence);
+      const absl::Status summary = resumed.summary.Resume(
+          options_.ordered, g_, entries, saved.summary_entries, saved.summary_page_bytes,
+          saved.next_page, header_.next_sequence, [&](absl::Span<const SummaryRecord> records) {
+            for (const SummaryRecord& record : records) {
+              if (!record.is_delete) puts.push_back(record.hash);
+            }
+          });
       if (!summary.ok()) {
         return Refuse(absl::StrCat("shard ", shard, "'s head: its summary: ", summary.message()));
       }
     } else if (saved.summary_entries != 0 || saved.summary_bytes != 0) {
       return Refuse(absl::StrCat("shard ", shard, "'s head: entries of a summary it has not"));
     }
-    const absl::Status taken = segments_.ResumeHead(saved.segment, saved.generation);
+    const absl::Status taken = segments_.ResumeHead(saved.segment, saved.generation, puts);
     if (!taken.ok()) return Refuse(std::string(taken.message()));
     log_end_[saved.segment] = saved.next_page;  // the head writes from there on
     loaded_heads_.push_back(std::move(resumed));

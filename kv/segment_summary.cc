@@ -144,7 +144,8 @@ void SummaryBuilder::Add(const KeyHash& hash, std::string_view key, const Record
 absl::Status SummaryBuilder::Resume(bool with_keys, const Geometry& geometry,
                                    std::string_view entries, uint32_t entry_count,
                                    uint64_t page_bytes, uint32_t data_pages,
-                                   uint64_t next_sequence) {
+                                   uint64_t next_sequence,
+                                   const std::function<void(absl::Span<const SummaryRecord>)>& visit) {
   Reset(with_keys, geometry);
   Abandon();  // until the entries are known to be good
   if (sizeof(SummaryHeader) + entries.size() > limit_bytes_ || page_bytes > limit_bytes_) {
@@ -160,6 +161,7 @@ absl::Status SummaryBuilder::Resume(bool with_keys, const Geometry& geometry,
                                               ", not below the next one, ", next_sequence));
     }
   }
+  visit(records);
   entries_.assign(entries);
   entry_count_ = entry_count;
   abandoned_ = false;

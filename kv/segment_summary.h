@@ -46,6 +46,16 @@ uint32_t MaxSummaryPages(const Geometry& geometry);
 // Pages a summary of `summary_bytes` (header included) takes.
 uint32_t SummaryPagesFor(uint64_t summary_bytes, const Geometry& geometry);
 
+// One record of a summary, as recovery applies it.
+struct SummaryRecord {
+  KeyHash hash;
+  std::string_view key;  // empty unless the summary has keys; valid while the records are visited
+  uint64_t sequence = 0;
+  bool is_delete = false;
+  uint32_t page_in_segment = 0;
+  uint32_t record_bytes = 0;
+};
+
 class SummaryBuilder {
  public:
   // Starts the summary of a fresh segment; `with_keys` keeps the keys' bytes (ordered mode).
@@ -83,11 +93,13 @@ class SummaryBuilder {
   // Goes on with the summary of a segment its head returns to (the clean-close checkpoint,
   // checkpoint.h): `entries`, `entry_count` and `page_bytes` as entries(), entry_count() and
   // bytes_per_page() gave them, of a log whose data pages are [0, data_pages) and whose records
-  // are all below `next_sequence`. kDataLoss, and the builder abandoned, when they are not what
-  // a builder gives. (An abandoned summary is resumed by Abandon.)
+  // are all below `next_sequence`. Once they are known to be good, one call of `visit` sees
+  // their records (as ReadSummary's). kDataLoss, and the builder abandoned, when they are not
+  // what a builder gives. (An abandoned summary is resumed by Abandon.)
   absl::Status Resume(bool with_keys, const Geometry& geometry, std::string_view entries,
                       uint32_t entry_count, uint64_t page_bytes, uint32_t data_pages,
-                      uint64_t next_sequence);
+                      uint64_t next_sequence,
+                      const std::function<void(absl::Span<const SummaryRecord>)>& visit);
 
  private:
   std::string entries_;
@@ -100,16 +112,6 @@ class SummaryBuilder {
   uint64_t max_page_bytes_ = 0;  // most entry bytes of a page before it
 };
 
-// One record of a summary, as recovery applies it.
-struct SummaryRecord {
-  KeyHash hash;
-  std::string_view key;  // empty unless the summary has keys; valid while the records are visited
-  uint64_t sequence = 0;
-  bool is_delete = false;
-  uint32_t page_in_segment = 0;
-  uint32_t record_bytes = 0;
-};
-
 // A summary that verified.
 struct SummaryFound {
   SummaryHeader header{};
@@ -120,9 +122,10 @@ struct SummaryFound {
 // Reads the summary of a segment at pages [first, first + count) of it: `page_at(i)` gives page
 // first + i (null when the device could not read it). Every page must verify as a kSummary page
 // of one log at its place, and the header and entries must account for every byte; then one
-// call of `visit` sees every record, in log order (their keys valid during the call). kDataLoss saying what failed otherwise, before any
-// visit. `with_keys` asks for keys (kFailedPrecondition when the summary has none). A log of a
-// generation up to `newer_than` (the segment's last free marker's) was freed since: kDataLoss.
+// call of `visit` sees every record, in log order (their keys valid during the call). kDataLoss
+// saying what failed otherwise, before any visit. `with_keys` asks for keys (kFailedPrecondition
+// when the summary has none). A log of a generation up to `newer_than` (the segment's last free
+// marker's) was freed since: kDataLoss.
 absl::StatusOr<SummaryFound> ReadSummary(
     const Geometry& geometry, uint64_t store_seed, uint64_t segment, uint32_t first,
     uint32_t count, bool with_keys, const std::function<const uint8_t*(uint32_t)>& page_at,

@@ -515,7 +515,8 @@ void SegmentTable::FinishRecovery() {
   }
 }
 
-void SegmentTable::ForEachSaved(const std::function<void(const SavedSegment&)>& visit) {
+void SegmentTable::ForEachSaved(const std::vector<uint64_t>& filters_left_out,
+                                const std::function<void(const SavedSegment&)>& visit) {
   absl::MutexLock lock(&mu_);
   SavedSegment saved;
   for (uint64_t s = 0; s < segment_count_; ++s) {
@@ -541,8 +542,9 @@ void SegmentTable::ForEachSaved(const std::function<void(const SavedSegment&)>& 
     }
     f.tombstone_samples = static_cast<uint32_t>(saved.tombstones.size());
     saved.filter.clear();
-
-    if (info.filter != nullptr) info.filter->CopyTo(&saved.filter);
+    const bool left_out = std::find(filters_left_out.begin(), filters_left_out.end(), s) !=
+                          filters_left_out.end();
+    if (info.filter != nullptr && !left_out) info.filter->CopyTo(&saved.filter);
     f.filter_words = saved.filter.size();
     visit(saved);
   }
@@ -595,7 +597,8 @@ absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {
   return absl::OkStatus();
 }
 
-absl::Status SegmentTable::ResumeHead(uint64_t segment, uint64_t generation) {
+absl::Status SegmentTable::ResumeHead(uint64_t segment, uint64_t generation,
+                                      absl::Span<const KeyHash> puts) {
   const auto refuse = [&] {
     return absl::DataLossError(absl::StrCat("segment ", segment,
                                             " is not a log a head could go on with"));
@@ -603,9 +606,15 @@ absl::Status SegmentTable::ResumeHead(uint64_t segment, uint64_t generation) {
   if (segment >= segment_count_) return refuse();
   absl::MutexLock lock(&mu_);
   Info& info = info_[segment];
-  if (info.state != SegmentState::kSealed ||
-      info.generation != generation || info.summary.pages != 0 || info.filter == nullptr ||
-      info.filter->words() != open_filter_words_) {
+  if (info.state != SegmentState::kSealed || info.generation != generation ||
+      info.summary.pages != 0) {
+    return refuse();
+  }
+  if (info.filter == nullptr) {
+    if (puts.size() != info.puts.load()) return refuse();
+    info.filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
+    for (const KeyHash& hash : puts) info.filter->Add(hash);
+  } else if (info.filter->words() != open_filter_words_) {
     return refuse();
   }
   info.state = SegmentState::kOpen;

@@ -62,6 +62,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "kv/engine.h"
 #include "kv/key_hash.h"
 #include "kv/page_format.h"
@@ -226,17 +227,24 @@ class SegmentTable {
     std::vector<CheckpointTombstone> tombstones;  // its sample (at most 8)
     std::vector<uint64_t> filter;                 // its key filter's words; empty: none
   };
-  // Calls `visit` for every segment holding a log, in segment order. Only while nothing else
-  // changes the table (Close, once the writer and compaction have stopped).
-  void ForEachSaved(const std::function<void(const SavedSegment&)>& visit);
+  // Calls `visit` for every segment holding a log, in segment order, without the key filters of
+  // `filters_left_out` (log heads' segments whose puts the checkpoint holds anyway, in the
+  // head's summary so far: ResumeHead rebuilds them). Only while nothing else changes the table
+  // (Close, once the writer and compaction have stopped).
+  void ForEachSaved(const std::vector<uint64_t>& filters_left_out,
+                    const std::function<void(const SavedSegment&)>& visit);
   // Recovery from a checkpoint, before FinishRecovery: `saved` is a segment holding a log,
   // sealed (ResumeHead makes a head's open again). kDataLoss for what ForEachSaved never gives (a segment out of range or given twice, a
   // filter whose size is no power of two, too many tombstones, a summary outside the log).
   absl::Status RestoreSegment(const SavedSegment& saved);
   // Recovery from a checkpoint: restored `segment`, of the log of `generation`, is a log head's
-  // again (kOpen), as it was at Close. kDataLoss when it is not a restored segment of that
-  // generation without a summary, with a full-size key filter, taken by no other head.
-  absl::Status ResumeHead(uint64_t segment, uint64_t generation);
+  // again (kOpen), as it was at Close, with its key filter at full size: the one restored, or,
+  // when the checkpoint left it out, one made of `puts`, the hashes of every put its log holds.
+  // kDataLoss when it is not a restored segment of that generation without a summary, taken by
+  // no other head, whose restored filter is full size, or which has none and `puts` are not
+  // as many as the puts it holds.
+  absl::Status ResumeHead(uint64_t segment, uint64_t generation,
+                          absl::Span<const KeyHash> puts);
   uint32_t filter_probes() const { return probes_; }
   // The most a SavedSegment may hold: filter words, and tombstone samples.
   uint64_t max_filter_words() const { return open_filter_words_; }

@@ -346,6 +346,52 @@ TEST_P(CheckpointTest, TheHeadsGoOnInTheirSegmentsAfterACleanClose) {
   ExpectCheckFindsNothing(**read_all);
 }
 
+// A head's segment has a key filter sized for the most puts a segment can hold (128 KiB for
+// 1 MiB segments), which the checkpoint need not carry: the head's summary so far, which it
+// carries, holds every put of the segment, and Open rebuilds the filter from it (its bits are
+// checked in segment_table_test). So a store of one key reads a page or two at Open.
+TEST_P(CheckpointTest, AResumedHeadsKeyFilterIsRebuiltNotSaved) {
+  constexpr uint32_t kLargePages = 256;  // 1 MiB segments
+  const MemDeviceOptions large = MemStoreOptions(16, kLargePages, kPageBytes);
+  auto created = MemDevice::Create(large);
+  ASSERT_THAT(created, IsOk());
+  const std::shared_ptr<MemStorage> storage = (*created)->storage();
+  EngineOptions options = StoreOptions(Shape{.mode = std::nullopt, .shards = 1}, GetParam());
+  options.segment_bytes = uint64_t{kLargePages} * kPageBytes;
+  options.summary_min_segment_pages = 128;
+  const auto open = [&](const std::shared_ptr<MemStorage>& on) {
+    auto device = MemDevice::Open(on, large);
+    EXPECT_THAT(device, IsOk());
+    return Engine::OpenOnDevice(std::move(*device), options);
+  };
+  {
+    auto engine = Engine::OpenOnDevice(std::move(*created), options);
+    ASSERT_THAT(engine, IsOk());
+    WriteOp op{false, "only", "one key"};
+    ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), true), IsOk());
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  EXPECT_LE(CheckpointPages(*storage).size(), 2u) << "the head's key filter was saved";
+  {
+    auto engine = open(storage);
+    ASSERT_THAT(engine, IsOk());
+    EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    EXPECT_EQ((*engine)->Stats().recovery_heads_resumed, 1u);
+    EXPECT_LE((*engine)->Stats().recovery_pages_scanned, 2u);
+    EXPECT_EQ((*engine)->Get("only").value_or(""), "one key");
+    const std::string value(3000, 'x');
+    WriteOp more{false, "second", value};
+    ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&more, 1), true), IsOk());
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  auto engine = open(storage);
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->Stats().recovery_heads_resumed, 1u);
+  EXPECT_EQ((*engine)->Get("only").value_or(""), "one key");
+  EXPECT_EQ((*engine)->Get("second").value_or(""), std::string(3000, 'x'));
+  ExpectCheckFindsNothing(**engine);
+}
+
 // A session that writes no record but makes the heads leave their segments (CompactAll seals
 // them, writing their summaries, even when no segment is worth cleaning) wrote to the log: its
 // Close writes a new checkpoint, whose heads have no segment. The checkpoint it read, marked

@@ -345,6 +345,58 @@ TEST(SegmentTableTest, MayHoldOlderFindsEveryKeyOfOlderSegmentsInUse) {
   EXPECT_FALSE(table->MayHoldOlder(HashKey("key0"), 5000, *victim));
 }
 
+// The clean-close checkpoint may leave a log head's key filter out (its puts are in the head's
+// summary so far): ResumeHead then makes the same full-size filter of those puts, and refuses
+// puts that are not as many as the segment holds.
+TEST(SegmentTableTest, AResumedHeadsKeyFilterLeftOutIsRebuiltFromItsPuts) {
+  auto table = FreshTable(4, 0);
+  uint64_t generation = 0;
+  absl::StatusOr<uint64_t> head = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
+  ASSERT_THAT(head, IsOk());
+  std::vector<KeyHash> puts;
+  for (uint64_t i = 0; i < 300; ++i) {
+    const KeyHash hash = HashKey(absl::StrCat("key", i));
+    table->NoteRecord(*head, hash, 10 + i, 40, /*is_delete=*/false);
+    puts.push_back(hash);
+  }
+  table->NoteRecord(*head, HashKey("gone"), 400, 30, /*is_delete=*/true);
+  std::vector<SegmentTable::SavedSegment> whole, left_out;
+  table->ForEachSaved({}, [&](const SegmentTable::SavedSegment& s) { whole.push_back(s); });
+  table->ForEachSaved({*head}, [&](const SegmentTable::SavedSegment& s) { left_out.push_back(s); });
+  ASSERT_EQ(whole.size(), 1u);
+  ASSERT_EQ(left_out.size(), 1u);
+  ASSERT_FALSE(whole[0].filter.empty());
+  EXPECT_TRUE(left_out[0].filter.empty());
+  EXPECT_EQ(left_out[0].fields.filter_words, 0u);
+
+  Geometry geometry;
+  geometry.page_bytes = kPageBytes;
+  geometry.pages_per_segment = kPagesPerSegment;
+  geometry.segment_count = 4;
+  const auto restored = [&](const SegmentTable::SavedSegment& saved) {
+    auto again = std::make_unique<SegmentTable>(geometry, 0);
+    EXPECT_THAT(again->RestoreSegment(saved), IsOk());
+    return again;
+  };
+  // As many puts as it holds, or one fewer, or one more.
+  std::vector<KeyHash> fewer(puts.begin(), puts.end() - 1), more = puts;
+  more.push_back(HashKey("never put"));
+  EXPECT_THAT(restored(left_out[0])->ResumeHead(*head, generation, fewer),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(restored(left_out[0])->ResumeHead(*head, generation, more),
+              StatusIs(absl::StatusCode::kDataLoss));
+  auto again = restored(left_out[0]);
+  ASSERT_THAT(again->ResumeHead(*head, generation, puts), IsOk());
+  EXPECT_EQ(again->state(*head), SegmentState::kOpen);
+  std::vector<SegmentTable::SavedSegment> rebuilt;
+  again->ForEachSaved({}, [&](const SegmentTable::SavedSegment& s) { rebuilt.push_back(s); });
+  ASSERT_EQ(rebuilt.size(), 1u);
+  EXPECT_EQ(rebuilt[0].filter, whole[0].filter) << "not the filter the head had";
+  // A saved filter is taken as it is: no puts are needed.
+  auto kept = restored(whole[0]);
+  ASSERT_THAT(kept->ResumeHead(*head, generation, {}), IsOk());
+}
+
 TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
   auto table = FreshTable(5, 0);
   EXPECT_EQ(table->MinSequenceExcept(0), UINT64_MAX);
