@@ -141,11 +141,10 @@ void SummaryBuilder::Add(const KeyHash& hash, std::string_view key, const Record
   ++entry_count_;
 }
 
-absl::Status SummaryBuilder::Resume(bool with_keys, const Geometry& geometry,
-                                   std::string_view entries, uint32_t entry_count,
-                                   uint64_t page_bytes, uint32_t data_pages,
-                                   uint64_t next_sequence,
-                                   const std::function<void(absl::Span<const SummaryRecord>)>& visit) {
+absl::Status SummaryBuilder::Resume(
+    bool with_keys, const Geometry& geometry, std::string_view entries, uint32_t entry_count,
+    uint64_t page_bytes, uint32_t data_pages, uint64_t next_sequence,
+    const std::function<void(absl::Span<const SummaryRecord>)>& visit) {
   Reset(with_keys, geometry);
   Abandon();  // until the entries are known to be good
   if (sizeof(SummaryHeader) + entries.size() > limit_bytes_ || page_bytes > limit_bytes_) {
