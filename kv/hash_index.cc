@@ -135,7 +135,7 @@ void HashIndex::Prefetch(uint64_t hash) const {
   if (capacity_ > 0) __builtin_prefetch(slots_.get() + Home(TagOf(hash)), 1);
 }
 
-void HashIndex::Place(uint64_t entry) {
+uint64_t HashIndex::Place(uint64_t entry) {
   NVKV_DCHECK(size_ < MaxEntries(capacity_));
   const uint32_t tag = EntryTag(entry);
   uint64_t pos = Home(tag);
@@ -144,7 +144,7 @@ void HashIndex::Place(uint64_t entry) {
     if (current == kEmpty) {
       slots_[pos] = entry;
       ++size_;
-      return;
+      return pos;
     }
     const uint64_t distance = Distance(current, pos);
     if (distance < probe) break;  // `current` has a later home: `entry` goes before it
@@ -164,6 +164,26 @@ void HashIndex::Place(uint64_t entry) {
   std::memmove(slots + pos + 1, slots + pos, (end - pos) * sizeof(uint64_t));
   slots[pos] = entry;
   ++size_;
+  return pos;
+}
+
+bool HashIndex::PlaceRightAfter(uint64_t pos, uint64_t entry) {
+  NVKV_DCHECK(size_ < MaxEntries(capacity_));
+  // Not across the table's end: there homes would have to be compared cyclically.
+  if (pos >= capacity_ || pos + 1 == capacity_) return false;
+  const uint64_t before = slots_[pos];
+  if (before == kEmpty || slots_[pos + 1] != kEmpty) return false;
+  // `before` ends its run (slot pos + 1 is empty), whose entries are in (home, tag) order and
+  // fill every slot from before's home to `pos` (invariants 1 and 2). An entry that sorts at or
+  // after `before` and whose home lies in [before's home, pos + 1] goes at the run's end. (An
+  // entry that wrapped around the table's end has a home above pos + 1: never taken here.)
+  const uint32_t tag = EntryTag(entry), tag_before = EntryTag(before);
+  const uint64_t home = Home(tag), home_before = Home(tag_before);
+  if (home < home_before || home > pos + 1) return false;
+  if (home == home_before && tag < tag_before) return false;
+  slots_[pos + 1] = entry;
+  ++size_;
+  return true;
 }
 
 bool HashIndex::Replace(uint64_t hash, std::string_view /*key*/, uint64_t old_page,
@@ -229,7 +249,11 @@ absl::Status HashIndex::RestoreEntry(std::string_view /*key*/, uint64_t word) {
     return absl::InvalidArgumentError("hash index: a restored entry must be an occupied slot");
   }
   NVKV_RETURN_IF_ERROR(MakeRoomFor(1));
-  Place(word);
+  if (PlaceRightAfter(restored_at_, word)) {
+    ++restored_at_;
+  } else {
+    restored_at_ = Place(word);
+  }
   NoteChange();
   return absl::OkStatus();
 }

@@ -109,8 +109,12 @@ class HashIndex final : public Index {
 
   // The slot of one entry equal to (tag, page), or kNotFound.
   uint64_t Locate(uint32_t tag, uint64_t page) const;
-  // Places `entry` in order. REQUIRES: size_ < MaxEntries(capacity_).
-  void Place(uint64_t entry);
+  // Places `entry` in order; returns its slot. REQUIRES: size_ < MaxEntries(capacity_).
+  uint64_t Place(uint64_t entry);
+  // Places `entry` in slot `pos` + 1 when that is its place in order without moving anything:
+  // the entry in slot `pos` ends its run, `entry` sorts after it, and `entry`'s home is in that
+  // run or is slot `pos` + 1. Returns whether it did. REQUIRES: as Place.
+  bool PlaceRightAfter(uint64_t pos, uint64_t entry);
   // Empties slot `pos` and backward-shifts the entries after it.
   void RemoveAt(uint64_t pos);
   // Moves every entry into a new table of `capacity` slots. The index is unchanged on error.
@@ -119,6 +123,9 @@ class HashIndex final : public Index {
   std::unique_ptr<uint64_t[], FreeDeleter> slots_;  // capacity_ slots, or null when 0
   uint64_t capacity_ = 0;
   uint64_t size_ = 0;  // occupied slots
+  // The slot of the entry RestoreEntry placed last: saved entries come in order, so the next
+  // one mostly goes right after it (PlaceRightAfter checks). A guess, checked before use.
+  uint64_t restored_at_ = kNotFound;
 };
 
 }  // namespace nvkv::kv

@@ -303,6 +303,106 @@ TEST(HashIndexTest, EntriesOfOneTagComeNewestFirstThroughGrowthAndErase) {
   EXPECT_THAT(pages, ElementsAre(104u, 7u, 101u, 100u));
 }
 
+// The checkpoint saves the table's slot words (ForEachSaved) and Open restores them one by one
+// (RestoreEntry), into a table reserved for that many entries: a table of another size than the
+// saved one. Restored, it answers every Find as the saved one did, candidates in the same order
+// (a tag's newest entry first), whatever the sizes, with tags shared by several entries and holes
+// left by erases.
+TEST(HashIndexTest, RestoredSavedEntriesAnswerAsTheSavedTable) {
+  std::mt19937_64 random(7);
+  for (const uint64_t keys : {1u, 10u, 1000u, 20000u}) {
+    SCOPED_TRACE(absl::StrFormat("%d keys", keys));
+    auto saved = NewHashIndex();
+    std::vector<uint64_t> hashes;
+    for (uint64_t i = 0; i < keys; ++i) {
+      // One in eight shares its tag with an earlier key.
+      uint64_t hash = SyntheticHash(i);
+      if (i % 8 == 7) hash = HashWithTag(static_cast<uint32_t>(hashes[random() % i]), 1);
+      hashes.push_back(hash);
+      ASSERT_THAT(saved->Insert(hash, Key(i), 2 * i + 1), IsOk());
+    }
+    for (uint64_t i = 0; i < keys; i += 5) saved->Erase(hashes[i], Key(i), 2 * i + 1);
+    std::vector<uint64_t> words;
+    saved->ForEachSaved([&](std::string_view, uint64_t word) { words.push_back(word); });
+    ASSERT_EQ(words.size(), saved->stats().entries);
+    // The same words in another order that keeps each tag's in theirs (RestoreEntry's contract):
+    // the restore must not count on the saved order.
+    std::vector<uint64_t> scrambled = words;
+    std::shuffle(scrambled.begin(), scrambled.end(), random);
+    std::map<uint32_t, std::vector<uint64_t>> by_tag;  // each tag's words in the saved order
+    for (const uint64_t word : words) by_tag[static_cast<uint32_t>(word >> 32)].push_back(word);
+    std::map<uint32_t, size_t> next_of_tag;
+    for (uint64_t& word : scrambled) {
+      const uint32_t tag = static_cast<uint32_t>(word >> 32);
+      word = by_tag[tag][next_of_tag[tag]++];
+    }
+    // Reserved as Open does, smaller (it grows while restoring) and larger; then scrambled.
+    struct Restore {
+      uint64_t reserve;
+      const std::vector<uint64_t>* order;
+    };
+    for (const Restore& r : {Restore{words.size(), &words}, Restore{words.size() / 3, &words},
+                             Restore{words.size() * 3, &words},
+                             Restore{words.size(), &scrambled}}) {
+      const uint64_t reserve = r.reserve;
+      auto restored = NewHashIndex();
+      restored->Reserve(reserve);
+      for (const uint64_t word : *r.order) {
+        ASSERT_THAT(restored->RestoreEntry({}, word), IsOk());
+      }
+      EXPECT_EQ(restored->stats().entries, words.size());
+      std::vector<uint64_t> want, got;
+      for (uint64_t i = 0; i < keys; ++i) {
+        saved->Find(hashes[i], Key(i), &want);
+        restored->Find(hashes[i], Key(i), &got);
+        ASSERT_EQ(got, want) << "key " << i << ", reserved for " << reserve
+                             << (r.order == &words ? "" : ", scrambled");
+      }
+      std::vector<uint64_t> again;
+      restored->ForEachSaved([&](std::string_view, uint64_t word) { again.push_back(word); });
+      std::vector<uint64_t> sorted_again = again, sorted_words = words;
+      std::sort(sorted_again.begin(), sorted_again.end());
+      std::sort(sorted_words.begin(), sorted_words.end());
+      EXPECT_EQ(sorted_again, sorted_words);
+    }
+  }
+}
+
+// Two entries with one home, restored larger tag first: the second must go before the first,
+// not after it where the restore's shortcut would put an entry that comes in order.
+TEST(HashIndexTest, AnEntryRestoredOutOfOrderGoesInItsPlace) {
+  // The slot word (tag, page) of each hash, as ForEachSaved gives it.
+  const auto word_of = [](uint64_t hash) {
+    auto index = NewHashIndex();
+    EXPECT_THAT(index->Insert(hash, "", 1), IsOk());
+    uint64_t word = 0;
+    index->ForEachSaved([&](std::string_view, uint64_t w) { word = w; });
+    return word;
+  };
+  // A small table (16 slots) homes a tag by its top 4 bits: find two hashes sharing them.
+  const uint64_t first = SyntheticHash(0);
+  const uint64_t first_word = word_of(first);
+  uint64_t second = 0, second_word = 0;
+  for (uint64_t i = 1; second_word == 0; ++i) {
+    const uint64_t word = word_of(SyntheticHash(i));
+    if (word >> 60 == first_word >> 60 && word >> 32 != first_word >> 32) {
+      second = SyntheticHash(i);
+      second_word = word;
+    }
+  }
+  const bool first_smaller = first_word < second_word;
+  const uint64_t smaller = first_smaller ? first : second;
+  const uint64_t larger = first_smaller ? second : first;
+  const uint64_t smaller_word = std::min(first_word, second_word) + 10;  // pages 11
+  const uint64_t larger_word = std::max(first_word, second_word) + 20;   // and 21
+  auto restored = NewHashIndex();
+  restored->Reserve(4);
+  ASSERT_THAT(restored->RestoreEntry({}, larger_word), IsOk());
+  ASSERT_THAT(restored->RestoreEntry({}, smaller_word), IsOk());
+  EXPECT_THAT(FindPages(*restored, smaller, ""), ElementsAre(11u));
+  EXPECT_THAT(FindPages(*restored, larger, ""), ElementsAre(21u));
+}
+
 TEST(HashIndexTest, ThousandKeysSharingOneTagAreAllCandidates) {
   auto index = NewHashIndex();
   std::vector<uint64_t> expected;
