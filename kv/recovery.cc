@@ -387,7 +387,7 @@ class Recovery {
         g_, options_.store_seed, segment, place.first, place.pages, options_.ordered,
         [&](uint32_t i) { return pages + size_t{i} * g_.page_bytes; },
         [&](absl::Span<const SummaryRecord> records) {
-          segments_.SizeRecoveredFilter(segment, peeked.entry_count);
+          if (!records.empty()) segments_.SizeRecoveredFilter(segment, peeked.entry_count);
           for (const SummaryRecord& record : records) {
             FoundRecord found;
             found.hash = record.hash;
@@ -506,8 +506,9 @@ class Recovery {
   // full or by ApplyNoted, which the caller runs while its keys are still valid and before
   // records of another segment are noted.
   void NoteRecord(uint64_t segment, const FoundRecord& record) {
-    newest_[ShardIndexFor(record.hash, shards_.size())].Prefetch(record.hash);
-    noted_.Push(Noted{segment, record}, [this](const Noted& noted) { ApplyRecord(noted); });
+    const uint32_t shard = ShardIndexFor(record.hash, shards_.size());
+    newest_[shard].Prefetch(record.hash);
+    noted_.Push(Noted{segment, shard, record}, [this](const Noted& noted) { ApplyRecord(noted); });
   }
 
   // Applies every record NoteRecord holds, in the order noted.
@@ -517,6 +518,7 @@ class Recovery {
 
   struct Noted {
     uint64_t segment = 0;
+    uint32_t shard = 0;  // the record's
     FoundRecord record;
   };
 
@@ -524,7 +526,7 @@ class Recovery {
     const uint64_t segment = noted.segment;
     const FoundRecord& record = noted.record;
     const KeyHash& hash = record.hash;
-    const uint32_t shard = ShardIndexFor(hash, shards_.size());
+    const uint32_t shard = noted.shard;
     NewestRecords::Record newest = NewestOf(record);
     if (options_.ordered) newest.page = newest.record_bytes = 0;  // the index keeps them
     switch (newest_[shard].KeepIfNewer(hash, newest)) {
