@@ -132,7 +132,7 @@ absl::Status HashIndex::MakeRoomFor(uint64_t inserts) {
 }
 
 void HashIndex::Prefetch(uint64_t hash) const {
-  if (capacity_ > 0) __builtin_prefetch(slots_.get() + Home(TagOf(hash)), 1);
+  if (capacity_ > 0) __builtin_prefetch(slots_ + Home(TagOf(hash)), 1);
 }
 
 uint64_t HashIndex::Place(uint64_t entry) {
@@ -155,7 +155,7 @@ uint64_t HashIndex::Place(uint64_t entry) {
   // it. At load 0.9 that is ~50 slots on average, so move them with memmove, not one by one.
   uint64_t end = Next(pos);
   while (slots_[end] != kEmpty) end = Next(end);
-  uint64_t* slots = slots_.get();
+  uint64_t* slots = slots_;
   if (end < pos) {  // the run wraps: shift [0, end) first, then carry the last slot to slot 0
     std::memmove(slots + 1, slots, end * sizeof(uint64_t));
     slots[0] = slots[capacity_ - 1];
@@ -273,15 +273,15 @@ void HashIndex::Reserve(uint64_t expected_entries) {
 absl::Status HashIndex::Rehash(uint64_t capacity) {
   NVKV_CHECK(capacity <= kMaxCapacity);
   NVKV_CHECK(MaxEntries(capacity) >= size_);
-  // calloc: zeroed slots are empty, and large tables come from fresh, already-zero mmap pages.
-  std::unique_ptr<uint64_t[], FreeDeleter> slots(
-      static_cast<uint64_t*>(std::calloc(capacity, sizeof(uint64_t))));
-  if (slots == nullptr) {
+  // Zeroed slots are empty; a large table comes in huge pages (ZeroedBlock).
+  ZeroedBlock table = ZeroedBlock::Allocate(capacity * sizeof(uint64_t));
+  if (table.data() == nullptr) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "hash index: cannot allocate %d bytes to grow to %d slots (%d entries)",
         capacity * sizeof(uint64_t), capacity, size_));
   }
-  std::unique_ptr<uint64_t[], FreeDeleter> old_slots = std::exchange(slots_, std::move(slots));
+  const ZeroedBlock old_table = std::exchange(table_, std::move(table));
+  const uint64_t* old_slots = std::exchange(slots_, static_cast<uint64_t*>(table_.data()));
   const uint64_t old_capacity = std::exchange(capacity_, capacity);
   const uint64_t old_size = std::exchange(size_, 0);
   if (old_size == 0) return absl::OkStatus();

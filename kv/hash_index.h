@@ -51,13 +51,12 @@
 #define NVKV_KV_HASH_INDEX_H_
 
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "kv/index.h"
+#include "kv/zeroed_block.h"
 
 namespace nvkv::kv {
 
@@ -95,10 +94,6 @@ class HashIndex final : public Index {
   void Prefetch(uint64_t hash) const override;
 
  private:
-  struct FreeDeleter {
-    void operator()(uint64_t* slots) const { std::free(slots); }
-  };
-
   static constexpr uint64_t kEmpty = 0;
   static constexpr uint64_t kNotFound = ~uint64_t{0};
 
@@ -120,7 +115,8 @@ class HashIndex final : public Index {
   // Moves every entry into a new table of `capacity` slots. The index is unchanged on error.
   absl::Status Rehash(uint64_t capacity);
 
-  std::unique_ptr<uint64_t[], FreeDeleter> slots_;  // capacity_ slots, or null when 0
+  ZeroedBlock table_;           // the slots' memory (empty when capacity_ is 0)
+  uint64_t* slots_ = nullptr;  // capacity_ slots: table_'s
   uint64_t capacity_ = 0;
   uint64_t size_ = 0;  // occupied slots
   // The slot of the entry RestoreEntry placed last: saved entries come in order, so the next

@@ -1,7 +1,5 @@
 #include "kv/newest_records.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <utility>
@@ -23,8 +21,6 @@ constexpr int kCheckBits = 19;
 constexpr int kCheckFirstBit = 4;  // hash.hi bits 0..3 choose the partition
 
 constexpr uint64_t kMinCapacity = 8;
-// Slot arrays of at least this many bytes are mapped, not allocated from the heap.
-constexpr uint64_t kMapBytes = 16 << 10;
 
 static_assert(NewestRecords::kPartitions == uint32_t{1} << kCheckFirstBit,
               "the partition bits sit below the check bits");
@@ -43,37 +39,12 @@ uint64_t CheckOf(const KeyHash& hash) {
 
 }  // namespace
 
-NewestRecords::SlotArray::SlotArray(uint64_t slot_count) : capacity(slot_count) {
-  const uint64_t bytes = slot_count * sizeof(Entry);
-  if (bytes >= kMapBytes) {
-    void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    // Out of memory while recovering: nothing to hand back to a caller that could go on.
-    NVKV_CHECK(mapped != MAP_FAILED);
-    // Huge pages where the system gives them: the table is probed at random, and with 4 KiB
-    // pages nearly every probe missed the TLB as well as the caches. Only a hint.
-    madvise(mapped, bytes, MADV_HUGEPAGE);
-    data = static_cast<Entry*>(mapped);
-    mapped_ = true;
-  } else {
-    data = static_cast<Entry*>(std::calloc(slot_count, sizeof(Entry)));
-    NVKV_CHECK(data != nullptr);
-  }
-}
-
-NewestRecords::SlotArray& NewestRecords::SlotArray::operator=(SlotArray&& other) noexcept {
-  std::swap(data, other.data);
-  std::swap(capacity, other.capacity);
-  std::swap(mapped_, other.mapped_);
-  return *this;
-}
-
-NewestRecords::SlotArray::~SlotArray() {
-  if (data == nullptr) return;
-  if (mapped_) {
-    munmap(data, capacity * sizeof(Entry));
-  } else {
-    std::free(data);
-  }
+NewestRecords::SlotArray::SlotArray(uint64_t slot_count)
+    : block(ZeroedBlock::Allocate(slot_count * sizeof(Entry))),
+      data(static_cast<Entry*>(block.data())),
+      capacity(slot_count) {
+  // Out of memory while recovering: nothing to hand back to a caller that could go on.
+  NVKV_CHECK(data != nullptr);
 }
 
 NewestRecords::Entry NewestRecords::Pack(const KeyHash& hash, const Record& record) {

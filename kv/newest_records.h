@@ -22,8 +22,8 @@
 // Sub-tables: each is an open-addressing table with linear probing, home = fastrange of the top
 // 32 bits of hash.lo, maximum load 7/8, growing by 1.25x. Growing one sub-table copies 1/16 of
 // a shard's entries, so the table never holds two copies of itself, as one big table would
-// while it grows (2-3x its size). Large slot arrays are mapped from the system and unmapped
-// when replaced, so the arrays a growth frees never stay resident as holes in the heap. At 7/8
+// while it grows (2-3x its size). Slot arrays are ZeroedBlocks: large ones are mapped from the
+// system in huge pages and unmapped when replaced, leaving no holes in the heap. At 7/8
 // before and 0.7 after a growth, an entry costs 27-34 bytes per key.
 //
 // Thread contract: not thread-safe.
@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kv/key_hash.h"
+#include "kv/zeroed_block.h"
 
 namespace nvkv::kv {
 
@@ -103,20 +104,14 @@ class NewestRecords {
   };
   static_assert(sizeof(Entry) == 24);
 
-  // A zeroed array of entries: mapped from the system when large, from the heap when small.
-  class SlotArray {
-   public:
+  // A zeroed array of entries (ZeroedBlock: huge pages where large).
+  struct SlotArray {
     SlotArray() = default;
     explicit SlotArray(uint64_t capacity);
-    SlotArray(SlotArray&& other) noexcept { *this = std::move(other); }
-    SlotArray& operator=(SlotArray&& other) noexcept;
-    ~SlotArray();
 
+    ZeroedBlock block;
     Entry* data = nullptr;
     uint64_t capacity = 0;
-
-   private:
-    bool mapped_ = false;
   };
 
   struct Partition {

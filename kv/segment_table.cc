@@ -30,9 +30,49 @@ uint64_t FilterStep(const KeyHash& hash) {
 }  // namespace
 
 SegmentTable::KeyFilter::KeyFilter(uint64_t words, uint32_t probes)
-    : words_(words), probes_(probes), bits_(new std::atomic<uint64_t>[words]) {
+    : words_(words),
+      probes_(probes),
+      own_bits_(new std::atomic<uint64_t>[words]),
+      bits_(own_bits_.get()) {
   NVKV_CHECK((words & (words - 1)) == 0);
   for (uint64_t i = 0; i < words; ++i) bits_[i].store(0, std::memory_order_relaxed);
+}
+
+SegmentTable::KeyFilter::KeyFilter(uint64_t words, uint32_t probes, FilterBlocks& blocks)
+    : words_(words), probes_(probes), bits_(blocks.Take(words, &shared_block_)) {
+  NVKV_CHECK((words & (words - 1)) == 0);
+  for (uint64_t i = 0; i < words; ++i) new (&bits_[i]) std::atomic<uint64_t>(0);
+}
+
+SegmentTable::KeyFilter::KeyFilter(absl::Span<const uint64_t> words, uint32_t probes,
+                                   FilterBlocks& blocks)
+    : words_(words.size()), probes_(probes), bits_(blocks.Take(words.size(), &shared_block_)) {
+  NVKV_CHECK((words_ & (words_ - 1)) == 0);
+  for (uint64_t i = 0; i < words_; ++i) new (&bits_[i]) std::atomic<uint64_t>(words[i]);
+}
+
+std::atomic<uint64_t>* SegmentTable::FilterBlocks::Take(uint64_t words,
+                                                        std::shared_ptr<ZeroedBlock>* block) {
+  constexpr uint64_t kBlockWords = (uint64_t{2} << 20) / sizeof(uint64_t);
+  constexpr uint64_t kPopulateWords = (uint64_t{256} << 10) / sizeof(uint64_t);
+  if (block_ == nullptr || used_words_ + words > block_->bytes() / sizeof(uint64_t)) {
+    block_ = std::make_shared<ZeroedBlock>(ZeroedBlock::Allocate(
+        std::max(kBlockWords, words) * sizeof(uint64_t), ZeroedBlock::Pages::kSmall));
+    // Out of memory while recovering: nothing to hand back to a caller that could go on.
+    NVKV_CHECK(block_->data() != nullptr);
+    used_words_ = 0;
+    populated_words_ = 0;
+  }
+  if (used_words_ + words > populated_words_) {
+    const uint64_t count = std::max(kPopulateWords, used_words_ + words - populated_words_);
+    block_->Populate(populated_words_ * sizeof(uint64_t), count * sizeof(uint64_t));
+    populated_words_ += count;
+  }
+  *block = block_;
+  std::atomic<uint64_t>* const at =
+      static_cast<std::atomic<uint64_t>*>(block_->data()) + used_words_;
+  used_words_ += words;
+  return at;
 }
 
 void SegmentTable::KeyFilter::Add(const KeyHash& hash) {
@@ -62,11 +102,6 @@ void SegmentTable::KeyFilter::CopyTo(std::vector<uint64_t>* words) const {
   for (uint64_t i = 0; i < words_; ++i) (*words)[i] = bits_[i].load(std::memory_order_relaxed);
 }
 
-void SegmentTable::KeyFilter::CopyFrom(const std::vector<uint64_t>& words) {
-  NVKV_CHECK(words.size() == words_);
-  for (uint64_t i = 0; i < words_; ++i) bits_[i].store(words[i], std::memory_order_relaxed);
-}
-
 void SegmentTable::KeyFilter::FoldTo(uint64_t words) {
   NVKV_CHECK((words & (words - 1)) == 0);
   if (words >= words_) return;
@@ -78,7 +113,9 @@ void SegmentTable::KeyFilter::FoldTo(uint64_t words) {
     for (uint64_t j = i; j < words_; j += words) bits |= bits_[j].load(std::memory_order_relaxed);
     folded[i].store(bits, std::memory_order_relaxed);
   }
-  bits_ = std::move(folded);
+  own_bits_ = std::move(folded);
+  shared_block_.reset();
+  bits_ = own_bits_.get();
   words_ = words;
 }
 
@@ -459,7 +496,8 @@ void SegmentTable::SizeRecoveredFilter(uint64_t segment, uint64_t puts) {
   absl::MutexLock lock(&mu_);
   Info& info = info_[segment];
   if (info.filter == nullptr) {
-    info.filter = std::make_unique<KeyFilter>(FilterWordsFor(std::max<uint64_t>(puts, 1)), probes_);
+    info.filter = std::make_unique<KeyFilter>(FilterWordsFor(std::max<uint64_t>(puts, 1)), probes_,
+                                              recovered_filters_);
   }
 }
 
@@ -495,6 +533,7 @@ void SegmentTable::RecoverSegment(uint64_t segment, const RecoveredSegment& foun
 
 void SegmentTable::FinishRecovery() {
   absl::MutexLock lock(&mu_);
+  recovered_filters_.Close();
   free_.clear();
   announcing_.clear();
   ready_.clear();
@@ -582,8 +621,7 @@ absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {
   info.puts.store(f.puts);
   info.filter.reset();
   if (words > 0) {
-    info.filter = std::make_unique<KeyFilter>(words, probes_);
-    info.filter->CopyFrom(saved.filter);
+    info.filter = std::make_unique<KeyFilter>(saved.filter, probes_, recovered_filters_);
   }
   info.sample_count = static_cast<uint32_t>(saved.tombstones.size());
   info.samples.reset();

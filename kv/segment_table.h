@@ -67,6 +67,7 @@
 #include "kv/key_hash.h"
 #include "kv/page_format.h"
 #include "kv/segment_map.h"
+#include "kv/zeroed_block.h"
 
 namespace nvkv::kv {
 
@@ -282,23 +283,42 @@ class SegmentTable {
   // A Bloom filter of keys, of a power of two bits: `probes` bits per key, at (lo + i * step)
   // modulo the size, so that folding (ORing the upper half into the lower) keeps every key's
   // bits. A query stops at the first clear bit: mostly one memory access for a key not there.
+  class FilterBlocks;
   class KeyFilter {
    public:
-    KeyFilter(uint64_t words, uint32_t probes);
+    KeyFilter(uint64_t words, uint32_t probes);  // empty, in memory of its own
+    KeyFilter(uint64_t words, uint32_t probes, FilterBlocks& blocks);  // empty, in `blocks`'
+    // A filter of the saved `words` (the checkpoint's), kept in `blocks`' memory.
+    KeyFilter(absl::Span<const uint64_t> words, uint32_t probes, FilterBlocks& blocks);
     // Add may run beside MayContain (relaxed atomic words), but not beside another Add (the
     // thread filling the segment, under its shard's lock, or recovery); FoldTo beside neither.
     void Add(const KeyHash& hash);
     bool MayContain(const KeyHash& hash) const;
     void FoldTo(uint64_t words);  // a power of two; no-op unless smaller
     uint64_t words() const { return words_; }
-    // Its words (the checkpoint's); CopyFrom takes as many as the filter has.
-    void CopyTo(std::vector<uint64_t>* words) const;
-    void CopyFrom(const std::vector<uint64_t>& words);
+    void CopyTo(std::vector<uint64_t>* words) const;  // its words (the checkpoint's)
 
    private:
     uint64_t words_;
     const uint32_t probes_;
-    std::unique_ptr<std::atomic<uint64_t>[]> bits_;
+    std::unique_ptr<std::atomic<uint64_t>[]> own_bits_;  // bits_ when they are its own
+    std::shared_ptr<ZeroedBlock> shared_block_;  // the block bits_ lie in when in FilterBlocks'
+    std::atomic<uint64_t>* bits_;
+  };
+  // Memory for the filters recovery makes, a thousand or more at once: blocks of 2 MiB or more
+  // that the filters in them share, each freed with the last of them, filled from the front and
+  // faulted in 256 KiB at a time (ZeroedBlock::Populate), instead of a heap allocation per filter
+  // and, on a fresh heap, a page fault per 4 KiB.
+  class FilterBlocks {
+   public:
+    // Room for `words` words, in the block `*block` is given a share of.
+    std::atomic<uint64_t>* Take(uint64_t words, std::shared_ptr<ZeroedBlock>* block);
+    void Close() { block_.reset(); }  // no more filters: the block goes with its filters
+
+   private:
+    std::shared_ptr<ZeroedBlock> block_;
+    uint64_t used_words_ = 0;
+    uint64_t populated_words_ = 0;  // of block_, from its start
   };
   // The filter size (64-bit words, a power of two) giving `puts` keys bits_per_put_ bits each.
   uint64_t FilterWordsFor(uint64_t puts) const;
@@ -386,6 +406,8 @@ class SegmentTable {
   // joined free_; cleared by AnnounceMore once nothing more is. Read without the lock, so that
   // the writer's passes take mu_ only when there is something to announce.
   std::atomic<bool> announce_due_{true};
+  // The memory of the filters RestoreSegment and SizeRecoveredFilter make, until FinishRecovery.
+  FilterBlocks recovered_filters_ ABSL_GUARDED_BY(mu_);
   // Free segments of every kind.
   uint64_t FreeCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return free_.size() + announcing_.size() + ready_.size();

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <thread>
@@ -395,6 +396,57 @@ TEST(SegmentTableTest, AResumedHeadsKeyFilterLeftOutIsRebuiltFromItsPuts) {
   // A saved filter is taken as it is: no puts are needed.
   auto kept = restored(whole[0]);
   ASSERT_THAT(kept->ResumeHead(*head, generation, {}), IsOk());
+}
+
+// Restored key filters share blocks of memory (more than one here): each answers as the filter
+// that was saved, and keeps doing so while the segments beside it in its block are freed.
+TEST(SegmentTableTest, RestoredKeyFiltersAreTheSavedOnesAndOutliveTheirNeighbours) {
+  Geometry geometry;
+  geometry.page_bytes = kPageBytes;
+  geometry.pages_per_segment = 256;
+  geometry.segment_count = 160;
+  auto table = std::make_unique<SegmentTable>(geometry, 0);
+  table->FinishRecovery();
+  std::vector<uint64_t> segments;
+  for (uint64_t s = 0; s < geometry.segment_count; ++s) {
+    uint64_t generation = 0;
+    absl::StatusOr<uint64_t> segment =
+        table->Allocate(SegmentUse::kCompaction, &generation, &never_awaits_map);
+    ASSERT_THAT(segment, IsOk());
+    for (uint64_t i = 0; i < 5000; ++i) {
+      table->NoteRecord(*segment, HashKey(absl::StrCat(*segment, "/", i)), 1 + i, 40, false);
+    }
+    table->AddLive(*segment, 40);
+    table->Seal(*segment);
+    segments.push_back(*segment);
+  }
+  std::vector<SegmentTable::SavedSegment> saved;
+  table->ForEachSaved({}, [&](const SegmentTable::SavedSegment& s) { saved.push_back(s); });
+  ASSERT_EQ(saved.size(), segments.size());
+  uint64_t filter_bytes = 0;
+  for (const SegmentTable::SavedSegment& s : saved) filter_bytes += s.filter.size() * 8;
+  ASSERT_GT(filter_bytes, uint64_t{2} << 20) << "the filters fit one block";
+
+  auto again = std::make_unique<SegmentTable>(geometry, 0);
+  for (const SegmentTable::SavedSegment& s : saved) ASSERT_THAT(again->RestoreSegment(s), IsOk());
+  again->FinishRecovery();
+  // Half the segments freed (compaction's way): their filters go, the others' memory stays.
+  for (size_t i = 0; i < segments.size() / 2; ++i) {
+    const std::optional<uint64_t> victim =
+        again->PickVictim(CompactionPolicy::kGreedy, 100000, false);
+    ASSERT_TRUE(victim.has_value());
+    again->Free(*victim);
+  }
+  std::vector<SegmentTable::SavedSegment> kept;
+  again->ForEachSaved({}, [&](const SegmentTable::SavedSegment& s) { kept.push_back(s); });
+  ASSERT_EQ(kept.size(), saved.size() - segments.size() / 2);
+  for (const SegmentTable::SavedSegment& k : kept) {
+    const auto same = std::find_if(saved.begin(), saved.end(), [&](const auto& s) {
+      return s.fields.segment == k.fields.segment;
+    });
+    ASSERT_NE(same, saved.end());
+    EXPECT_EQ(k.filter, same->filter) << "segment " << k.fields.segment;
+  }
 }
 
 TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
