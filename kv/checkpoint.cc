@@ -195,19 +195,33 @@ class PageOut {
   absl::Status status_;
 };
 
-// Reads the stream back from the checkpoint's pages, verifying each as it is loaded.
+// Reads the stream back from the checkpoint's pages, verifying each as it is loaded. The pages
+// are read in runs of a chunk's worth, read ahead: while one run is loaded, the next ones (one
+// per further chunk it is given) are in flight.
 class PageIn {
  public:
   PageIn(const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
-         const storage::Buffer& chunk, const std::vector<CheckpointPlace>& places)
+         absl::Span<const storage::Buffer> chunks, const std::vector<CheckpointPlace>& places)
       : options_(options),
         g_(geometry),
         device_(device),
-        chunk_(chunk),
-        pages_per_chunk_(chunk.bytes / geometry.page_bytes),
-        places_(places) {
+        pages_per_chunk_(chunks.front().bytes / geometry.page_bytes),
+        places_(places),
+        runs_(chunks.size()) {
     for (const CheckpointPlace& place : places) total_pages_ += place.pages;
+    for (size_t i = 0; i < chunks.size(); ++i) runs_[i].chunk = chunks[i];
   }
+  // Waits for the reads still in flight: their chunks go back to the pool after it.
+  ~PageIn() {
+    for (; issued_ > loaded_; ++loaded_) {
+      const Run& run = runs_[loaded_ % runs_.size()];
+      while (run.in_flight && device_.Reap(1).ok()) {
+      }
+      if (run.in_flight) break;  // a queue that cannot reap completes nothing more
+    }
+  }
+  PageIn(const PageIn&) = delete;
+  PageIn& operator=(const PageIn&) = delete;
 
   // Copies the next `count` bytes of the stream to `out`; false once a page fails (status()).
   bool Read(void* out, size_t count) {
@@ -265,7 +279,7 @@ class PageIn {
     }
     if (k_ == run_end_ && !ReadRun()) return false;
     const uint64_t page_number = PageNumber(k_);
-    page_ = chunk_.data + size_t(k_ - run_start_) * g_.page_bytes;
+    page_ = run_data_ + size_t(k_ - run_start_) * g_.page_bytes;
     const absl::StatusOr<PageHeader> header =
         VerifyPage(page_, g_, options_.store_seed, page_number);
     if (!header.ok()) return Fail(page_number, std::string(header.status().message()));
@@ -301,33 +315,83 @@ class PageIn {
     return g_.FirstPageOf(places_[k / g_.log_pages()].segment) + PlaceInSegment(g_, k);
   }
 
-  // Reads pages k_.. of one segment, as many as the chunk holds.
-  bool ReadRun() {
-    const uint64_t in_segment = k_ % g_.log_pages();
-    const uint64_t left = places_[k_ / g_.log_pages()].pages - in_segment;
-    const uint32_t count = static_cast<uint32_t>(std::min<uint64_t>(left, pages_per_chunk_));
-    status_ = storage::ReadBlocks(device_, PageNumber(k_) * options_.blocks_per_page,
-                                  count * options_.blocks_per_page, chunk_);
-    if (!status_.ok()) {
-      status_ = absl::DataLossError(absl::StrCat("checkpoint page ", PageNumber(k_),
-                                                 ": cannot be read: ", status_.message()));
-      return false;
+  // One chunk and the run of pages read into it.
+  struct Run {
+    storage::Buffer chunk;
+    storage::IoRequest request;
+    uint64_t first = 0;  // the stream's page k of its first page
+    uint32_t count = 0;
+    bool in_flight = false;
+  };
+
+  static void OnRunRead(storage::IoRequest* request) {
+    static_cast<Run*>(request->context)->in_flight = false;
+  }
+
+  // Sends the reads of the next runs while a chunk is free (the run loaded last holds none: its
+  // pages are used up when this is called). Run i goes to chunk i modulo their number.
+  bool IssueRuns() {
+    while (issued_ - loaded_ < runs_.size() && next_k_ < total_pages_) {
+      Run& run = runs_[issued_ % runs_.size()];
+      const uint64_t in_segment = next_k_ % g_.log_pages();
+      const uint64_t left = places_[next_k_ / g_.log_pages()].pages - in_segment;
+      run.first = next_k_;
+      run.count = static_cast<uint32_t>(std::min<uint64_t>(left, pages_per_chunk_));
+      run.request = storage::IoRequest{};
+      run.request.op = storage::IoOp::kRead;
+      run.request.lba = PageNumber(next_k_) * options_.blocks_per_page;
+      run.request.lba_count = run.count * options_.blocks_per_page;
+      run.request.buffer = run.chunk;
+      run.request.buffer.bytes = run.count * g_.page_bytes;
+      run.request.on_done = OnRunRead;
+      run.request.context = &run;
+      const absl::Status queued = device_.Enqueue(&run.request);
+      if (!queued.ok()) return CannotRead(next_k_, queued);
+      run.in_flight = true;
+      next_k_ += run.count;
+      ++issued_;
     }
-    run_start_ = k_;
-    run_end_ = k_ + count;
+    const absl::StatusOr<uint32_t> submitted = device_.Submit();
+    if (!submitted.ok()) return CannotRead(next_k_, submitted.status());
     return true;
+  }
+
+  // Makes the next run, pages k_.., the one loaded, once read.
+  bool ReadRun() {
+    if (!IssueRuns()) return false;
+    const Run& run = runs_[loaded_ % runs_.size()];
+    NVKV_CHECK(issued_ > loaded_ && run.first == k_);
+    while (run.in_flight) {
+      const absl::StatusOr<uint32_t> reaped = device_.Reap(1);
+      if (!reaped.ok()) return CannotRead(k_, reaped.status());
+    }
+    ++loaded_;
+    if (!run.request.status.ok()) return CannotRead(k_, run.request.status);
+    run_start_ = run.first;
+    run_end_ = run.first + run.count;
+    run_data_ = run.chunk.data;
+    return true;
+  }
+
+  bool CannotRead(uint64_t k, const absl::Status& why) {
+    status_ = absl::DataLossError(
+        absl::StrCat("checkpoint page ", PageNumber(k), ": cannot be read: ", why.message()));
+    return false;
   }
 
   const CheckpointOptions& options_;
   const Geometry& g_;
   storage::Device& device_;
-  const storage::Buffer& chunk_;
   const uint32_t pages_per_chunk_;
   const std::vector<CheckpointPlace>& places_;
+  std::vector<Run> runs_;  // one per chunk; never resized (reads in flight point into it)
+  uint64_t issued_ = 0, loaded_ = 0;  // runs whose reads were sent, and of those, taken
+  uint64_t next_k_ = 0;               // the first page of the next run to send
   uint64_t total_pages_ = 0;
   uint64_t stream_bytes_ = 0;  // once the header is read
   uint64_t k_ = 0;             // the next page to load
-  uint64_t run_start_ = 0, run_end_ = 0;  // pages in the chunk
+  uint64_t run_start_ = 0, run_end_ = 0;  // pages of the run loaded last
+  const uint8_t* run_data_ = nullptr;     // its first page
   uint64_t generation_ = 0;
   const uint8_t* page_ = nullptr;  // the page loaded last
   uint32_t used_ = 0, at_ = 0;     // its payload bytes, and how many were read
@@ -620,12 +684,20 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options
                                               " ", place.pages, " of its pages"));
     }
   }
-  storage::Buffer chunk = device.buffers().GetChunk();
-  if (!chunk.valid()) return absl::InternalError("no buffer to read the checkpoint into");
-  PageIn in(options, geometry, device, chunk, places);
-  absl::StatusOr<LoadedCheckpoint> loaded =
-      Loader(options, geometry, in, places, map_in_use, segments, shards).Run();
-  device.buffers().PutChunk(chunk);
+  // Up to four chunks: one run loaded while three are read.
+  constexpr size_t kChunks = 4;
+  std::vector<storage::Buffer> chunks;
+  for (storage::Buffer chunk;
+       chunks.size() < kChunks && (chunk = device.buffers().GetChunk()).valid();) {
+    chunks.push_back(chunk);
+  }
+  if (chunks.empty()) return absl::InternalError("no buffer to read the checkpoint into");
+  absl::StatusOr<LoadedCheckpoint> loaded;
+  {
+    PageIn in(options, geometry, device, chunks, places);
+    loaded = Loader(options, geometry, in, places, map_in_use, segments, shards).Run();
+  }
+  for (const storage::Buffer& chunk : chunks) device.buffers().PutChunk(chunk);
   return loaded;
 }
 

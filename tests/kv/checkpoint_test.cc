@@ -18,6 +18,7 @@
 #include "kv/engine.h"
 #include "kv/page_format.h"
 #include "kv/segment_scan.h"
+#include "storage/fault_device.h"
 #include "storage/mem_device.h"
 #include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
@@ -284,6 +285,47 @@ TEST_P(CheckpointTest, ADamagedCheckpointIsSetAsideAndTheLogRead) {
     EXPECT_EQ(stats.live_keys, before.live_keys);
     ExpectAll(**engine);
     ExpectCheckFindsNothing(**engine);
+  }
+}
+
+// The checkpoint is read ahead, several runs of pages in flight while one is loaded: a page that
+// does not verify, or that the device cannot read, anywhere in a checkpoint of more runs than
+// the loader has chunks sets it aside (with the reads still in flight finished first), and the
+// log gives every key.
+TEST_P(CheckpointTest, ACheckpointReadAheadIsSetAsideWhereverAPageFails) {
+  const EngineStats before = WriteAndClose(/*small_keys=*/40000);
+  const std::vector<uint64_t> pages = CheckpointPages(*storage_);
+  // Runs of at most a segment's pages (15 here); the loader has at most 4 chunks.
+  ASSERT_GT(pages.size(), 5 * (kPagesPerSegment - 1)) << "too few runs to read ahead";
+  {
+    auto engine = Open(CopyOf(*storage_));
+    ASSERT_THAT(engine, IsOk());
+    EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    EXPECT_EQ((*engine)->Stats().live_keys, before.live_keys);
+    ExpectAll(**engine);
+  }
+  for (const uint64_t page : {pages[1], pages[pages.size() / 2], pages[pages.size() - 2]}) {
+    for (const bool unreadable : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("page ", page, unreadable ? " unreadable" : " damaged"));
+      const std::shared_ptr<MemStorage> copy = CopyOf(*storage_);
+      absl::StatusOr<std::unique_ptr<storage::Device>> device = MemDevice::Open(copy, MemOptions());
+      ASSERT_THAT(device, IsOk());
+      if (unreadable) {
+        auto faulty = storage::FaultDevice::Create(std::move(*device), {});
+        ASSERT_THAT(faulty, IsOk());
+        ASSERT_THAT((*faulty)->FailReadsOf(page, 1), IsOk());  // 4 KiB blocks: LBA = page
+        device = std::unique_ptr<storage::Device>(std::move(*faulty));
+      } else {
+        copy->Corrupt(page * kPageBytes + kPageBytes - 100, 1);
+      }
+      auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions({}, GetParam()));
+      ASSERT_THAT(engine, IsOk());
+      const EngineStats stats = (*engine)->Stats();
+      EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
+      EXPECT_EQ(stats.recovery_checkpoints_unused, 1u);
+      EXPECT_EQ(stats.live_keys, before.live_keys);
+      ExpectAll(**engine);
+    }
   }
 }
 
