@@ -18,6 +18,7 @@
 #include "kv/engine.h"
 #include "kv/page_format.h"
 #include "kv/segment_scan.h"
+#include "storage/fault_device.h"
 #include "storage/mem_device.h"
 #include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
@@ -408,6 +409,67 @@ TEST_P(SummaryRecoveryTest, ADamagedSummaryMakesRecoveryReadItsSegment) {
   EXPECT_EQ(stats.recovery_summaries_unused, 1u);
   EXPECT_EQ(stats.recovery_segments_summarized, logs.size() - 1);
   ExpectAll(**engine);
+}
+
+// Open reads summaries in batches, as many as the queue's chunks hold. A store of hundreds of
+// summarized segments takes more than one; a summary that does not verify and one the device
+// cannot read, in the later part, have their segments read instead, and the state is the one
+// reading every segment gives.
+TEST_P(SummaryRecoveryTest, ManySummariesAreReadInBatchesAndAFailedOneIsReadWhole) {
+  constexpr uint64_t kManySegments = 640;
+  const MemDeviceOptions mem = MemStoreOptions(kManySegments, kPagesPerSegment, kPageBytes);
+  auto created = MemDevice::Create(mem);
+  ASSERT_THAT(created, IsOk());
+  const std::shared_ptr<MemStorage> storage = (*created)->storage();
+  std::map<std::string, std::string> expected;
+  {
+    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions(GetParam()));
+    ASSERT_THAT(engine, IsOk());
+    std::vector<std::string> keys, values;
+    for (int k = 0; k < 24000; ++k) {
+      keys.push_back(absl::StrCat("many", k));
+      values.push_back(Value(k, 1));
+      expected[keys.back()] = values.back();
+      if (keys.size() < 20) continue;
+      std::vector<WriteOp> ops;
+      for (size_t i = 0; i < keys.size(); ++i) ops.push_back(WriteOp{false, keys[i], values[i]});
+      ASSERT_THAT((*engine)->Write(ops, /*durable=*/false), IsOk());
+      keys.clear();
+      values.clear();
+    }
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  storage_ = storage;  // for Logs() and StoreLayout()
+  const std::map<uint64_t, SegmentScanResult> logs = Logs();
+  ASSERT_GE(logs.size(), 500u) << "too few summaries for more than one batch";
+  std::vector<std::pair<uint64_t, SegmentScanResult>> in_order(logs.begin(), logs.end());
+  const Layout layout = StoreLayout();
+  const auto summary_page = [&](size_t i) {
+    return layout.g.FirstPageOf(in_order[i].first) + in_order[i].second.summary.first;
+  };
+  const std::shared_ptr<MemStorage> damaged = CopyOf(*storage);
+  damaged->Corrupt(summary_page(in_order.size() - 40) * kPageBytes + 2000, 1);
+  auto device = MemDevice::Open(damaged, mem);
+  ASSERT_THAT(device, IsOk());
+  auto faulty = storage::FaultDevice::Create(std::move(*device), {});
+  ASSERT_THAT(faulty, IsOk());
+  ASSERT_THAT((*faulty)->FailReadsOf(summary_page(in_order.size() / 2), 1), IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*faulty), StoreOptions(GetParam()));
+  ASSERT_THAT(engine, IsOk());
+  const EngineStats stats = (*engine)->Stats();
+  EXPECT_EQ(stats.recovery_summaries_unused, 2u);
+  EXPECT_EQ(stats.recovery_segments_summarized, logs.size() - 2);
+  for (const auto& [key, value] : expected) {
+    absl::StatusOr<std::string> got = (*engine)->Get(key);
+    ASSERT_THAT(got, IsOk()) << key;
+    ASSERT_EQ(*got, value) << key;
+  }
+  auto device_all = MemDevice::Open(CopyOf(*storage), mem);
+  ASSERT_THAT(device_all, IsOk());
+  auto read_all = Engine::OpenOnDevice(std::move(*device_all), StoreOptions(GetParam(), true));
+  ASSERT_THAT(read_all, IsOk());
+  EXPECT_EQ(stats.live_keys, (*read_all)->Stats().live_keys);
+  EXPECT_EQ(stats.live_bytes, (*read_all)->Stats().live_bytes);
 }
 
 // Compaction frees a segment with free markers, and the map says so later, lazily: a power cut
