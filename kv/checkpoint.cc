@@ -352,7 +352,7 @@ class PageIn {
       ++issued_;
     }
     const absl::StatusOr<uint32_t> submitted = device_.Submit();
-    if (!submitted.ok()) return CannotRead(next_k_, submitted.status());
+    if (!submitted.ok()) return CannotRead(k_, submitted.status());  // (next_k_ may be the end)
     return true;
   }
 
