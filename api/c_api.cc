@@ -275,6 +275,9 @@ void nvkv_options_set_write_queue_depth(nvkv_options_t* o, uint32_t v) {
   o->options.write_queue_depth = v;
 }
 void nvkv_options_set_cache_bytes(nvkv_options_t* o, uint64_t v) { o->options.cache_bytes = v; }
+void nvkv_options_set_recovery_memory_bytes(nvkv_options_t* o, uint64_t v) {
+  o->options.recovery_memory_bytes = v;
+}
 void nvkv_options_set_lock_wait_ms(nvkv_options_t* o, uint32_t v) { o->options.lock_wait_ms = v; }
 void nvkv_options_set_backend(nvkv_options_t* o, int v) {
   o->options.backend = EnumFromC<nvkv::Backend>(v);

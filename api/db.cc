@@ -73,6 +73,7 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   engine.read_queue_depth = options.read_queue_depth;
   engine.write_queue_depth = options.write_queue_depth;
   engine.cache_bytes = options.cache_bytes;
+  engine.recovery_memory_bytes = options.recovery_memory_bytes;
 
   storage::DeviceOptions& device = engine.device;
   device.backend = ToEngine(options.backend);
@@ -114,6 +115,7 @@ static_assert(kOptions.compaction_policy == kEngine.compaction_policy);
 static_assert(kOptions.read_queue_depth == kEngine.read_queue_depth);
 static_assert(kOptions.write_queue_depth == kEngine.write_queue_depth);
 static_assert(kOptions.cache_bytes == kEngine.cache_bytes);
+static_assert(kOptions.recovery_memory_bytes == kEngine.recovery_memory_bytes);
 static_assert(kOptions.backend == Backend::kAuto &&
               kEngine.device.backend == storage::Backend::kAuto);
 static_assert(kOptions.allow_sync_fallback == kEngine.device.allow_sync_fallback);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "kv/checkpoint.h"
 #include "kv/engine_impl.h"
+#include "kv/memory_headroom.h"
 #include "kv/read_queue.h"
 #include "storage/base/align.h"
 #include "storage/base/check.h"
@@ -208,6 +209,13 @@ absl::Status Engine::Impl::Recover() {
   recovery_options.blocks_per_page = blocks_per_page_;
   recovery_options.ordered = ordered_;
   recovery_options.read_all = options_.recovery_reads_all;
+  recovery_options.table_budget_bytes = options_.recovery_memory_bytes;
+  if (recovery_options.table_budget_bytes == 0) {
+    // Half what the limits leave: the index, the segments' key filters and the queues' buffers
+    // grow beside the tables.
+    const std::optional<uint64_t> headroom = MemoryHeadroomBytes();
+    if (headroom) recovery_options.table_budget_bytes = std::max<uint64_t>(1, *headroom / 2);
+  }
   NVKV_ASSIGN_OR_RETURN(recovery_,
                         RecoverStore(recovery_options, geometry_, *open_queue_, *segments_, shards_));
   next_sequence_.store(recovery_.next_sequence);
@@ -467,6 +475,7 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_batches_discarded = recovery_.batches_discarded;
   s.recovery_damaged_pages = recovery_.damaged_pages;
   s.recovery_table_bytes = recovery_.table_bytes_peak;
+  s.recovery_passes = recovery_.passes;
   s.segments_retained = segments_->retained().size();
   s.compaction_damaged_pages = compactor_ != nullptr ? compactor_->damaged_pages() : 0;
   s.unreadable_pages = recovery_.unreadable_pages +

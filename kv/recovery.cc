@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <deque>
 #include <cstring>
 
@@ -101,14 +102,21 @@ struct Sink {
   }
 };
 
-// Builds `shard`'s index from the newest record of each of its keys, then frees the table.
-absl::Status DrainHashed(Sink& sink, Shard& shard, NewestRecords& table)
+// Adds to `shard`'s index the newest record of each key of its table, then frees the table.
+// `passes_left` counts this one: the passes after it will add about as many, so the index is
+// sized once for them all.
+absl::Status DrainHashed(Sink& sink, Shard& shard, NewestRecords& table, uint32_t passes_left)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   uint64_t live = 0;
   table.ForEach([&](uint64_t, const NewestRecords::Record& newest) {
     live += newest.is_delete ? 0 : 1;
   });
-  shard.index->Reserve(live);
+  // Each pass takes a random share of the keys: this one's count, taken for each pass to come,
+  // errs by about passes_left * sqrt(live). Three times that more, so that a later pass hardly
+  // ever has to grow the index (which briefly holds it twice).
+  const uint64_t error =
+      passes_left > 1 ? static_cast<uint64_t>(3 * std::sqrt(static_cast<double>(live)) + 1) : 0;
+  shard.index->Reserve(shard.index->stats().entries + (live + error) * passes_left);
   absl::Status status;
   struct Live {
     uint64_t hash_lo = 0;
@@ -131,21 +139,21 @@ absl::Status DrainHashed(Sink& sink, Shard& shard, NewestRecords& table)
 }
 
 // Ordered mode: `shard`'s index was built during the scan; its entries' records are live.
-void AddLiveOfIndex(Sink& sink, Shard& shard, NewestRecords& table)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+void AddLiveOfIndex(Sink& sink, Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   shard.index->ForEachValue([&](uint64_t value) {
     const Location location = Location::FromIndexValue(value);
     sink.segments.AddLive(sink.geometry.SegmentOf(location.page), location.record_bytes);
   });
-  table.Clear();
 }
 
 // One recovery: what it gathers while it reads the segments, and how it builds the indexes.
 class Recovery {
  public:
-  Recovery(const RecoveryOptions& options, const Geometry& geometry, storage::Device& device,
-           SegmentTable& segments, const std::vector<std::unique_ptr<Shard>>& shards)
+  Recovery(const RecoveryOptions& options, uint32_t passes, const Geometry& geometry,
+           storage::Device& device, SegmentTable& segments,
+           const std::vector<std::unique_ptr<Shard>>& shards)
       : options_(options),
+        passes_(passes),
         g_(geometry),
         device_(device),
         segments_(segments),
@@ -157,6 +165,10 @@ class Recovery {
         map_in_use_(geometry.segment_count, false),
         min_seq_(geometry.segment_count, UINT64_MAX),
         max_seq_(geometry.segment_count, 0) {}
+
+  // More passes than this recovery was given, when its tables outgrew the budget (Run then
+  // returned kResourceExhausted): the caller starts again with as many. 0 otherwise.
+  uint32_t passes_needed() const { return passes_needed_; }
 
   absl::StatusOr<RecoveryReport> Run() {
     const absl::Time start = absl::Now();
@@ -173,10 +185,16 @@ class Recovery {
     // are free (and found to hold none).
     for (const CheckpointPlace& place : checkpoint_) to_read_.push_back(place.segment);
     std::sort(to_read_.begin(), to_read_.end());
-    NVKV_RETURN_IF_ERROR(ReadSummaries());
-    NVKV_RETURN_IF_ERROR(ReadAllSegments());
-    if (!refused_.ok()) return refused_;
-    NVKV_RETURN_IF_ERROR(BuildIndexes());
+    report_.passes = passes_;
+    for (pass_ = 0; pass_ < passes_; ++pass_) {
+      pass_pages_done_ = 0;
+      NVKV_RETURN_IF_ERROR(ReadSummaries());
+      NVKV_RETURN_IF_ERROR(ReadAllSegments());
+      if (!refused_.ok()) return refused_;
+      if (pass_ == 0) RecoverSegments();
+      NVKV_RETURN_IF_ERROR(BuildPassIndexes());
+    }
+    FinishIndexes();
     report_.next_sequence = std::max(max_sequence_ + 1, floors_.sequence_floor);
     report_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
     return std::move(report_);
@@ -289,15 +307,21 @@ class Recovery {
   // Reads the summaries the map names (with each segment's last page, for a free marker newer
   // than the summary), many in flight at once, and applies those that verify; the segment of
   // any other is read whole instead (to_read_).
+  // The first pass reads the summaries the map names; a later one those the first used.
   absl::Status ReadSummaries() {
-    if (summarized_.empty()) return absl::OkStatus();
-    // Room for the keys the summaries name (about: an entry is 32 bytes and its key's, in
-    // ordered mode), so that the tables do not grow step by step as they fill.
+    const std::vector<Summarized>& summaries = pass_ == 0 ? summarized_ : used_;
+    pass_pages_ = to_read_.size() * g_.pages_per_segment;
+    for (const Summarized& s : summaries) pass_pages_ += s.place.pages + 1;
+    if (summaries.empty()) return absl::OkStatus();
+    // Room for this pass's share of the keys the summaries name (about: an entry is 32 bytes
+    // and its key's, in ordered mode), so that the tables do not grow step by step as they fill.
     uint64_t summary_pages = 0;
-    for (const Summarized& s : summarized_) summary_pages += s.place.pages;
+    for (const Summarized& s : summaries) summary_pages += s.place.pages;
     const uint64_t entry_bytes = sizeof(SummaryEntry) + (options_.ordered ? 16 : 0);
-    const uint64_t records = summary_pages * g_.payload_bytes() / entry_bytes;
+    const uint64_t records = summary_pages * g_.payload_bytes() / entry_bytes / passes_;
     for (NewestRecords& table : newest_) table.Reserve(records / newest_.size());
+    // Tables that will not fit are known before anything is read.
+    NVKV_RETURN_IF_ERROR(CheckBudget(/*projected=*/TableBytes()));
     storage::BufferPool& pool = device_.buffers();
     std::vector<storage::Buffer> chunks;
     for (storage::Buffer chunk = pool.GetChunk(); chunk.valid(); chunk = pool.GetChunk()) {
@@ -307,7 +331,7 @@ class Recovery {
     const uint32_t pages_per_chunk = pool.chunk_bytes() / g_.page_bytes;
     absl::Status status;
     size_t next = 0;
-    while (next < summarized_.size() && status.ok()) {
+    while (next < summaries.size() && status.ok()) {
       // As many summaries as the chunks take: the summary's pages, then the last page.
       struct Placed {
         Summarized summarized;
@@ -317,12 +341,11 @@ class Recovery {
       std::vector<Placed> placed;
       std::vector<storage::IoRequest> requests;
       uint32_t chunk = 0, used = 0;
-      while (next < summarized_.size()) {
-        const Summarized& s = summarized_[next];
+      while (next < summaries.size()) {
+        const Summarized& s = summaries[next];
         const uint32_t need = s.place.pages + 1;
         if (need > pages_per_chunk) {  // larger than a chunk: read the segment instead
-          ++report_.summaries_unused;
-          to_read_.push_back(s.segment);
+          ReadWholeInstead(s);
           ++next;
           continue;
         }
@@ -352,11 +375,19 @@ class Recovery {
       for (const Placed& p : placed) {
         if (!status.ok()) break;
         const bool read = requests[p.request].status.ok() && requests[p.request + 1].status.ok();
-        if (!read || !ApplySummary(p.summarized, p.pages)) {
-          ++report_.summaries_unused;
-          to_read_.push_back(p.summarized.segment);
+        const bool applied = read && ApplySummary(p.summarized, p.pages);
+        pass_pages_done_ += p.summarized.place.pages + 1;
+        if (applied) {
+          if (pass_ == 0) used_.push_back(p.summarized);
+        } else if (pass_ == 0) {
+          ReadWholeInstead(p.summarized);
+        } else {
+          status = absl::UnavailableError(absl::StrCat(
+              "segment ", p.summarized.segment, ": its summary verified in the first pass of "
+              "recovery but not in pass ", pass_ + 1, " (the device reads differently)"));
         }
       }
+      if (status.ok()) status = CheckBudget(TableBytes());
     }
     for (const storage::Buffer& chunk : chunks) pool.PutChunk(chunk);
     if (!status.ok()) return status;
@@ -364,8 +395,16 @@ class Recovery {
     return absl::OkStatus();
   }
 
+  // The first pass: summary `s` is not used, its segment is read whole instead.
+  void ReadWholeInstead(const Summarized& s) {
+    ++report_.summaries_unused;
+    to_read_.push_back(s.segment);
+    pass_pages_ += g_.pages_per_segment;
+  }
+
   // Applies one summary read with its segment's last page (`pages`); false when it does not
   // verify, or the segment was freed after it was written: its segment is then read instead.
+  // Every pass applies its records; the first also notes what the summary says of its segment.
   bool ApplySummary(const Summarized& summarized, const uint8_t* pages) {
     const uint64_t segment = summarized.segment;
     const SummaryPlace& place = summarized.place;
@@ -387,7 +426,9 @@ class Recovery {
         g_, options_.store_seed, segment, place.first, place.pages, options_.ordered,
         [&](uint32_t i) { return pages + size_t{i} * g_.page_bytes; },
         [&](absl::Span<const SummaryRecord> records) {
-          if (!records.empty()) segments_.SizeRecoveredFilter(segment, peeked.entry_count);
+          if (!records.empty() && pass_ == 0) {
+            segments_.SizeRecoveredFilter(segment, peeked.entry_count);
+          }
           for (const SummaryRecord& record : records) {
             FoundRecord found;
             found.hash = record.hash;
@@ -402,13 +443,14 @@ class Recovery {
         },
         /*newer_than=*/freed_at);
     if (!found.ok()) return false;
+    report_.pages += place.pages + 1;
+    if (pass_ > 0) return true;
     in_use_[segment] = true;
     generation_[segment] = found->generation;
     summary_[segment] = place;
     max_generation_ = std::max(max_generation_, found->generation);
     floors_.sequence_floor = std::max(floors_.sequence_floor, found->header.sequence_floor);
     floors_.generation_floor = std::max(floors_.generation_floor, found->header.generation_floor);
-    report_.pages += place.pages + 1;
     ++report_.segments_summarized;
     return true;
   }
@@ -431,6 +473,7 @@ class Recovery {
     }
     std::deque<SegmentBuffer*> in_flight;
     size_t next = 0;
+    size_t scanned = 0;  // to_read_[scanned] is the next to scan
     while (next < to_read_.size() || !in_flight.empty()) {
       while (next < to_read_.size() && in_flight.size() < parallel) {
         SegmentBuffer* buffer = buffers[next % parallel].get();
@@ -441,14 +484,25 @@ class Recovery {
       while (!read.done()) {
         NVKV_RETURN_IF_ERROR(device_.Reap(1).status());
       }
-      NVKV_RETURN_IF_ERROR(ScanRead(read));
+      NVKV_RETURN_IF_ERROR(ScanRead(read, scanned++));
       in_flight.pop_front();
+      pass_pages_done_ += g_.pages_per_segment;
+      const absl::Status budget = CheckBudget(TableBytes());
+      if (!budget.ok()) {
+        // Recovery starts again on this queue: no read may still land in these buffers.
+        for (SegmentBuffer* buffer : in_flight) {
+          while (!buffer->done()) NVKV_RETURN_IF_ERROR(device_.Reap(1).status());
+        }
+        return budget;
+      }
     }
     return absl::OkStatus();
   }
 
-  // Scans one segment read whole into `read`.
-  absl::Status ScanRead(SegmentBuffer& read) {
+  // Scans one segment read whole into `read`, to_read_[position]. Every pass applies its
+  // records; the first notes what the scan says of the segment, and a later one checks that it
+  // found the same.
+  absl::Status ScanRead(SegmentBuffer& read, size_t position) {
     const uint64_t segment = read.segment();
     // Pages the device cannot read are damaged ones (segment_read.h), unless none of the
     // segment can be read: then the device, not a block, is failing, and a store opened without
@@ -459,7 +513,6 @@ class Recovery {
                           absl::StrCat("segment ", segment, ": no page of it can be read: ",
                                        read.status().message()));
     }
-    report_.unreadable_pages += failed;
     const auto page_at = [&read](uint32_t i) { return read.page(i); };
     const SegmentScanResult scan = ScanSegment(
         g_, options_.store_seed, segment, page_at, /*assemble=*/false,
@@ -474,6 +527,17 @@ class Recovery {
           NoteRecord(segment, found);
         });
     ApplyNoted();  // while the keys are valid: the read's buffers are reused after this
+    report_.pages += g_.pages_per_segment;
+    const ScanFacts facts{scan.in_use,    scan.generation,        scan.hole_pages,
+                          scan.records,   scan.batches_discarded, failed};
+    if (pass_ > 0) {
+      if (facts == scanned_[position]) return absl::OkStatus();
+      return absl::UnavailableError(absl::StrCat(
+          "segment ", segment, ": pass ", pass_ + 1, " of recovery found its log other than the "
+          "first did (the device reads differently)"));
+    }
+    scanned_.push_back(facts);
+    report_.unreadable_pages += failed;
     in_use_[segment] = scan.in_use;
     generation_[segment] = scan.generation;
     // A whole log that ends with its summary (written before a crash, but not yet in the map):
@@ -494,7 +558,6 @@ class Recovery {
     // Sequences of pages outside every log count too: a new record must never lose to an old one
     // that a later recovery might read.
     max_sequence_ = std::max(max_sequence_, scan.max_sequence);
-    report_.pages += g_.pages_per_segment;
     report_.batches_discarded += scan.batches_discarded;
     report_.dropped_batch_records.AddAll(scan.dropped);
     report_.damaged_pages += scan.hole_pages;
@@ -505,10 +568,21 @@ class Recovery {
   // Lookahead) while the table slot it will probe is fetched, and is applied when the queue is
   // full or by ApplyNoted, which the caller runs while its keys are still valid and before
   // records of another segment are noted.
+  // A record of another pass's keys is noted in the first pass only (for the segment table).
   void NoteRecord(uint64_t segment, const FoundRecord& record) {
+    const bool in_pass = PassOf(record.hash) == pass_;
+    if (!in_pass && pass_ > 0) return;
     const uint32_t shard = ShardIndexFor(record.hash, shards_.size());
-    newest_[shard].Prefetch(record.hash);
-    noted_.Push(Noted{segment, shard, record}, [this](const Noted& noted) { ApplyRecord(noted); });
+    if (in_pass) newest_[shard].Prefetch(record.hash);
+    noted_.Push(Noted{segment, shard, in_pass, record},
+                [this](const Noted& noted) { ApplyRecord(noted); });
+  }
+
+  // The pass that takes `hash`'s key: hash bits 23..31, which neither the tables (bits 0..22 of
+  // hash.hi) nor the shard (bits 32..63) use, so that each pass's keys spread over every shard
+  // and sub-table.
+  uint32_t PassOf(const KeyHash& hash) const {
+    return static_cast<uint32_t>((((hash.hi >> 23) & 0x1ff) * passes_) >> 9);
   }
 
   // Applies every record NoteRecord holds, in the order noted.
@@ -518,7 +592,8 @@ class Recovery {
 
   struct Noted {
     uint64_t segment = 0;
-    uint32_t shard = 0;  // the record's
+    uint32_t shard = 0;    // the record's
+    bool in_pass = false;  // its key is this pass's
     FoundRecord record;
   };
 
@@ -527,6 +602,14 @@ class Recovery {
     const FoundRecord& record = noted.record;
     const KeyHash& hash = record.hash;
     const uint32_t shard = noted.shard;
+    if (pass_ == 0) {
+      min_seq_[segment] = std::min(min_seq_[segment], record.sequence);
+      max_seq_[segment] = std::max(max_seq_[segment], record.sequence);
+      max_sequence_ = std::max(max_sequence_, record.sequence);
+      segments_.NoteRecord(segment, hash, record.sequence, record.record_bytes, record.is_delete);
+      ++report_.records;
+    }
+    if (!noted.in_pass) return;
     NewestRecords::Record newest = NewestOf(record);
     if (options_.ordered) newest.page = newest.record_bytes = 0;  // the index keeps them
     switch (newest_[shard].KeepIfNewer(hash, newest)) {
@@ -543,11 +626,6 @@ class Recovery {
         }
         break;
     }
-    min_seq_[segment] = std::min(min_seq_[segment], record.sequence);
-    max_seq_[segment] = std::max(max_seq_[segment], record.sequence);
-    max_sequence_ = std::max(max_sequence_, record.sequence);
-    segments_.NoteRecord(segment, hash, record.sequence, record.record_bytes, record.is_delete);
-    ++report_.records;
   }
 
   // Ordered mode: `record` is its key's newest so far: the key's entry says so (a delete removes
@@ -570,9 +648,8 @@ class Recovery {
     }
   }
 
-  // The segment table, then each shard's index: hash mode builds it from the shard's table,
-  // which is freed before the next shard's index is built; ordered mode has built it already.
-  absl::Status BuildIndexes() {
+  // After the first pass: what it found of each segment, for the segment table.
+  void RecoverSegments() {
     for (uint64_t s = 0; s < g_.segment_count; ++s) {
       SegmentTable::RecoveredSegment found;
       found.in_use = in_use_[s];
@@ -582,23 +659,71 @@ class Recovery {
       found.summary = summary_[s];
       segments_.RecoverSegment(s, found);
     }
+  }
+
+  // After each pass, each shard's index entries of the pass's keys: hash mode builds them from
+  // the shard's table, which is freed before the next shard's are built; ordered mode has built
+  // them already.
+  absl::Status BuildPassIndexes() {
+    report_.table_bytes_total_peak = std::max(report_.table_bytes_total_peak, TableBytes());
     Sink sink{g_, options_.ordered, segments_};
     for (const auto& shard : shards_) {
       NewestRecords& table = newest_[shard->id];
       report_.table_bytes_peak = std::max(report_.table_bytes_peak, table.allocated_bytes());
       absl::MutexLock lock(&shard->mu);
       if (options_.ordered) {
-        AddLiveOfIndex(sink, *shard, table);
+        table.Clear();
       } else {
-        NVKV_RETURN_IF_ERROR(DrainHashed(sink, *shard, table));
+        NVKV_RETURN_IF_ERROR(DrainHashed(sink, *shard, table, passes_ - pass_));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // After the last pass: ordered mode's live bytes, and the segment table ready for use.
+  void FinishIndexes() {
+    Sink sink{g_, options_.ordered, segments_};
+    if (options_.ordered) {
+      for (const auto& shard : shards_) {
+        absl::MutexLock lock(&shard->mu);
+        AddLiveOfIndex(sink, *shard);
       }
     }
     segments_.SetNextGeneration(std::max(max_generation_ + 1, floors_.generation_floor));
     segments_.FinishRecovery();
-    return absl::OkStatus();
+  }
+
+  uint64_t TableBytes() const {
+    uint64_t bytes = 0;
+    for (const NewestRecords& table : newest_) bytes += table.allocated_bytes();
+    return bytes;
+  }
+
+  // kResourceExhausted, with passes_needed_ set, when the tables hold more than the budget
+  // (`bytes` of them now): as many passes as would keep them within it, projected from the
+  // share of this pass's pages read so far (a quarter more, so that one restart does), or all of
+  // `bytes` when nothing is read yet (the room reserved for the summaries' keys).
+  absl::Status CheckBudget(uint64_t bytes) {
+    const uint64_t budget = options_.table_budget_bytes;
+    if (budget == 0 || bytes <= budget || passes_ >= kMaxRecoveryPasses) return absl::OkStatus();
+    double projected = static_cast<double>(bytes) * passes_;
+    if (pass_pages_done_ > 0) {
+      projected *= 1.25 * static_cast<double>(std::max(pass_pages_, pass_pages_done_)) /
+                   static_cast<double>(pass_pages_done_);
+    }
+    const double needed = std::ceil(projected / static_cast<double>(budget));
+    passes_needed_ = static_cast<uint32_t>(
+        std::clamp<double>(needed, passes_ + 1, kMaxRecoveryPasses));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "recovery's tables outgrew ", budget, " bytes in ", passes_, " pass(es)"));
   }
 
   const RecoveryOptions options_;
+  const uint32_t passes_;      // over the log, each for a share of the keys (PassOf)
+  uint32_t pass_ = 0;          // the one under way
+  uint32_t passes_needed_ = 0;  // when the tables outgrew the budget (CheckBudget)
+  uint64_t pass_pages_ = 0;  // pages the pass reads (summaries with their last pages, segments)
+  uint64_t pass_pages_done_ = 0;  // of them, read and applied
   const Geometry& g_;
   storage::Device& device_;
   SegmentTable& segments_;
@@ -612,6 +737,16 @@ class Recovery {
   std::vector<uint64_t> generation_;  // per segment: its log's
   std::vector<SummaryPlace> summary_;  // per segment: its summary, when the map may name it
   std::vector<Summarized> summarized_;  // the segments the map says are summarized, and where
+  std::vector<Summarized> used_;        // of them, those whose summaries the first pass used
+  // What the first pass's scan found of each segment read whole (to_read_'s order), which every
+  // later pass must find again.
+  struct ScanFacts {
+    bool in_use = false;
+    uint64_t generation = 0, hole_pages = 0, records = 0, batches_discarded = 0;
+    uint32_t unreadable_pages = 0;
+    bool operator==(const ScanFacts&) const = default;
+  };
+  std::vector<ScanFacts> scanned_;
   std::vector<uint64_t> to_read_;   // the segments recovery reads, in order
   std::vector<bool> map_in_use_;    // per segment: the map says it holds a log
   std::vector<CheckpointPlace> checkpoint_;  // the checkpoint's segments the map names, in order
@@ -629,7 +764,23 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
                                             const Geometry& geometry, storage::Device& device,
                                             SegmentTable& segments,
                                             const std::vector<std::unique_ptr<Shard>>& shards) {
-  return Recovery(options, geometry, device, segments, shards).Run();
+  uint32_t passes = 1;
+  for (uint32_t restarts = 0;; ++restarts) {
+    Recovery recovery(options, passes, geometry, device, segments, shards);
+    absl::StatusOr<RecoveryReport> report = recovery.Run();
+    if (recovery.passes_needed() == 0) {
+      if (report.ok()) report->restarts = restarts;
+      return report;
+    }
+    // The tables outgrew the budget: start again from nothing in more passes.
+    passes = recovery.passes_needed();
+    for (const auto& shard : shards) {
+      absl::MutexLock lock(&shard->mu);
+      shard->index = options.ordered ? NewOrderedIndex() : NewHashIndex();
+      shard->stale_entries = 0;
+    }
+    segments.ForgetRecovered();
+  }
 }
 
 }  // namespace nvkv::kv

@@ -18,6 +18,20 @@
 // Hash mode then builds each shard's index from its table and frees the table before the next
 // shard's; ordered mode builds its index during the reads (it holds the keys), so its tables
 // keep only each key's newest sequence. The largest table is RecoveryReport::table_bytes_peak.
+//
+// Passes: the tables grow with the keys of the log, not with the index, and a process whose
+// memory is limited (a cgroup kills it as it touches pages past the limit) may hold the index but
+// not the tables beside it. Under RecoveryOptions::table_budget_bytes, recovery reads the log in
+// as many passes as keep the tables within it: each pass takes the keys of its share of the hash
+// space (hash bits no table or shard choice uses), reads the same summaries and segments again,
+// and builds their index entries before the next pass. The first pass also gives the segment
+// table every record. The number of passes is estimated from the summaries' sizes before
+// anything is read; when the tables outgrow the budget all the same (segments read whole, whose
+// records are not known beforehand), recovery starts again with more passes, from what the
+// tables took for the part read (RecoveryReport::restarts). Every pass after the first must find
+// what the first found (the same summaries verifying, the same holes and logs in each segment
+// read whole); kUnavailable otherwise, a device that reads differently from one read to the next.
+// At most kMaxRecoveryPasses: past that the budget is exceeded rather than Open refused.
 #ifndef NVKV_KV_RECOVERY_H_
 #define NVKV_KV_RECOVERY_H_
 
@@ -36,6 +50,8 @@
 
 namespace nvkv::kv {
 
+inline constexpr uint32_t kMaxRecoveryPasses = 64;
+
 struct RecoveryOptions {
   uint64_t store_seed = 0;
   uint32_t blocks_per_page = 1;
@@ -43,6 +59,9 @@ struct RecoveryOptions {
   // Read every segment, whatever the segment map says (EngineOptions::recovery_reads_all); a
   // checkpoint is then not used either.
   bool read_all = false;
+  // The most bytes the tables of newest records may take together (0: no bound): a log whose
+  // tables would take more is read in several passes ("Memory" above).
+  uint64_t table_budget_bytes = 0;
 };
 
 // What recovery found, for the engine and its Stats.
@@ -53,6 +72,9 @@ struct RecoveryReport {
   uint64_t damaged_pages = 0;      // holes inside logs
   uint64_t unreadable_pages = 0;   // pages the device failed to read (each also a hole)
   uint64_t table_bytes_peak = 0;   // the largest per-shard newest-record table it held
+  uint64_t table_bytes_total_peak = 0;  // the most all the shards' tables held at once
+  uint32_t passes = 1;             // over the log, to keep within table_budget_bytes
+  uint32_t restarts = 0;           // times the tables outgrew the budget and it started again
   uint64_t segments_skipped = 0;   // free by the segment map: not read
   uint64_t map_pages_damaged = 0;  // map pages that failed to read or verify (their segments read)
   uint64_t segments_summarized = 0;  // read by their summaries (segment_summary.h)

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "kv/engine.h"
 #include "kv/page_format.h"
+#include "kv/recovery.h"
 #include "kv/segment_scan.h"
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
@@ -470,6 +471,148 @@ TEST_P(SummaryRecoveryTest, ManySummariesAreReadInBatchesAndAFailedOneIsReadWhol
   ASSERT_THAT(read_all, IsOk());
   EXPECT_EQ(stats.live_keys, (*read_all)->Stats().live_keys);
   EXPECT_EQ(stats.live_bytes, (*read_all)->Stats().live_bytes);
+}
+
+// Under a budget for its tables of newest records (EngineOptions::recovery_memory_bytes),
+// recovery reads the log in passes, each for a share of the keys, and ends with the state one
+// pass gives: every key, live bytes, and a store that Check finds sound. A budget of one byte
+// takes the most passes. By summaries the passes are known before anything is read; segments
+// read whole (read_all) name their records only as they are read, so recovery starts again.
+TEST_P(SummaryRecoveryTest, UnderATableBudgetRecoveryReadsTheLogInPassesToTheSameState) {
+  WriteAndClose();
+  auto once = Open(storage_, GetParam());
+  ASSERT_THAT(once, IsOk());
+  const EngineStats one_pass = (*once)->Stats();
+  ASSERT_EQ(one_pass.recovery_passes, 1u);
+  ASSERT_GT(one_pass.recovery_segments_summarized, 0u);
+  ASSERT_THAT((*once)->Close(), IsOk());
+  for (const bool read_all : {false, true}) {
+    SCOPED_TRACE(read_all ? "every segment read whole" : "by summaries");
+    auto device = MemDevice::Open(CopyOf(*storage_), MemOptions());
+    ASSERT_THAT(device, IsOk());
+    EngineOptions options = StoreOptions(GetParam(), read_all);
+    options.recovery_memory_bytes = 1;
+    auto engine = Engine::OpenOnDevice(std::move(*device), options);
+    ASSERT_THAT(engine, IsOk());
+    const EngineStats stats = (*engine)->Stats();
+    EXPECT_EQ(stats.recovery_passes, kMaxRecoveryPasses);
+    EXPECT_EQ(stats.recovery_segments_summarized,
+              read_all ? 0u : one_pass.recovery_segments_summarized);
+    // Every pass reads the log again.
+    EXPECT_GE(stats.recovery_pages_scanned, kMaxRecoveryPasses * (read_all ? kPagesPerSegment : 2));
+    EXPECT_EQ(stats.recovery_records, one_pass.recovery_records);
+    EXPECT_EQ(stats.live_keys, one_pass.live_keys);
+    EXPECT_EQ(stats.live_bytes, one_pass.live_bytes);
+    ExpectAll(**engine);
+    absl::StatusOr<CheckReport> check = (*engine)->Check();
+    ASSERT_THAT(check, IsOk());
+    for (const std::string& problem : check->problems) ADD_FAILURE() << problem;
+    // New writes go on above every sequence the passes found.
+    WriteOp op{false, "key3", "newest"};
+    ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), true), IsOk());
+    absl::StatusOr<std::string> got = (*engine)->Get("key3");
+    ASSERT_THAT(got, IsOk());
+    EXPECT_EQ(*got, "newest");
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+}
+
+// Between one byte and no bound: the passes it takes keep the tables within the budget, and a
+// store of many summaries (more than one batch a pass) recovers as in one pass.
+TEST_P(SummaryRecoveryTest, TheTablesOfEachPassStayWithinTheBudget) {
+  constexpr uint64_t kManySegments = 640;
+  const MemDeviceOptions mem = MemStoreOptions(kManySegments, kPagesPerSegment, kPageBytes);
+  auto created = MemDevice::Create(mem);
+  ASSERT_THAT(created, IsOk());
+  const std::shared_ptr<MemStorage> storage = (*created)->storage();
+  {
+    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions(GetParam()));
+    ASSERT_THAT(engine, IsOk());
+    std::vector<std::string> keys;
+    std::vector<WriteOp> ops;
+    for (int k = 0; k < 24000; ++k) {
+      keys.push_back(absl::StrCat("many", k % 16000));  // a third of them twice
+      if (keys.size() < 20) continue;
+      const std::string value = Value(k, 1);
+      ops.clear();
+      for (const std::string& key : keys) ops.push_back(WriteOp{false, key, value});
+      ASSERT_THAT((*engine)->Write(ops, /*durable=*/false), IsOk());
+      keys.clear();
+    }
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  const auto open = [&](uint64_t budget) {
+    auto device = MemDevice::Open(CopyOf(*storage), mem);
+    EXPECT_THAT(device, IsOk());
+    EngineOptions options = StoreOptions(GetParam());
+    options.recovery_memory_bytes = budget;
+    return Engine::OpenOnDevice(std::move(*device), options);
+  };
+  auto once = open(/*budget=*/uint64_t{1} << 40);
+  ASSERT_THAT(once, IsOk());
+  const EngineStats one_pass = (*once)->Stats();
+  ASSERT_EQ(one_pass.recovery_passes, 1u);
+  ASSERT_EQ(one_pass.live_keys, 16000u);
+  // The tables one pass held, all shards together.
+  const uint64_t tables = one_pass.recovery_table_bytes * StoreOptions(GetParam()).shard_count;
+  for (const uint64_t parts : {3, 8}) {
+    SCOPED_TRACE(::testing::Message() << "a budget of 1/" << parts << " of the tables");
+    auto engine = open(tables / parts);
+    ASSERT_THAT(engine, IsOk());
+    const EngineStats stats = (*engine)->Stats();
+    EXPECT_GE(stats.recovery_passes, parts);
+    EXPECT_LE(stats.recovery_passes, 2 * parts);
+    EXPECT_LE(stats.recovery_table_bytes * StoreOptions(GetParam()).shard_count, tables / parts);
+    EXPECT_EQ(stats.live_keys, one_pass.live_keys);
+    EXPECT_EQ(stats.live_bytes, one_pass.live_bytes);
+    for (int k = 0; k < 16000; k += 7) {
+      absl::StatusOr<std::string> got = (*engine)->Get(absl::StrCat("many", k));
+      ASSERT_THAT(got, IsOk()) << k;
+    }
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+}
+
+// A later pass must read what the first read: a read that fails only then (a summary's, or a
+// segment's read whole) fails Open with kUnavailable rather than build an index from two
+// different logs.
+TEST_P(SummaryRecoveryTest, APassThatReadsOtherwiseThanTheFirstFailsOpen) {
+  WriteAndClose();
+  for (const bool read_all : {false, true}) {
+    SCOPED_TRACE(read_all ? "every segment read whole" : "by summaries");
+    EngineOptions options = StoreOptions(GetParam(), read_all);
+    options.recovery_memory_bytes = 1;
+    // How many reads an Open in passes makes, without faults.
+    uint64_t reads = 0;
+    {
+      auto device = MemDevice::Open(CopyOf(*storage_), MemOptions());
+      ASSERT_THAT(device, IsOk());
+      auto faulty = storage::FaultDevice::Create(std::move(*device), {});
+      ASSERT_THAT(faulty, IsOk());
+      storage::FaultDevice* counted = faulty->get();
+      auto engine = Engine::OpenOnDevice(std::move(*faulty), options);
+      ASSERT_THAT(engine, IsOk());
+      ASSERT_EQ((*engine)->Stats().recovery_passes, kMaxRecoveryPasses);
+      reads = counted->fault_stats().reads;
+      ASSERT_THAT((*engine)->Close(), IsOk());
+    }
+    // The last read of recovery is in its last pass. A segment's read that fails is read again
+    // a page at a time (segment_read.h): its first page's read fails too, so that the page is
+    // unreadable in that pass only.
+    auto device = MemDevice::Open(CopyOf(*storage_), MemOptions());
+    ASSERT_THAT(device, IsOk());
+    auto faulty = storage::FaultDevice::Create(std::move(*device), {});
+    ASSERT_THAT(faulty, IsOk());
+    for (const uint64_t nth : {reads, reads + 1}) {
+      if (nth > reads && !read_all) break;
+      ASSERT_THAT((*faulty)->FailOperation({.nth = nth, .filter = storage::OpFilter::kRead}),
+                  IsOk());
+    }
+    auto engine = Engine::OpenOnDevice(std::move(*faulty), options);
+    EXPECT_THAT(engine, StatusIs(absl::StatusCode::kUnavailable));
+    EXPECT_THAT(std::string(engine.status().message()),
+                ::testing::HasSubstr("the device reads differently"));
+  }
 }
 
 // Compaction frees a segment with free markers, and the map says so later, lazily: a power cut

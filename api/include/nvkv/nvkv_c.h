@@ -123,6 +123,9 @@ extern void nvkv_options_set_read_queue_depth(nvkv_options_t* options, uint32_t 
 extern void nvkv_options_set_write_queue_depth(nvkv_options_t* options, uint32_t value);
 /* Options::cache_bytes: bytes for the record cache; 0 turns it off. */
 extern void nvkv_options_set_cache_bytes(nvkv_options_t* options, uint64_t value);
+/* Options::recovery_memory_bytes: the most memory recovery from the log may use beside the
+   index; 0 takes it from the process's memory limits. */
+extern void nvkv_options_set_recovery_memory_bytes(nvkv_options_t* options, uint64_t value);
 /* NVKV_BACKEND_*; anything else makes nvkv_open fail. */
 extern void nvkv_options_set_backend(nvkv_options_t* options, int value);
 extern void nvkv_options_set_allow_sync_fallback(nvkv_options_t* options, uint8_t value);

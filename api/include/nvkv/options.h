@@ -208,6 +208,16 @@ struct Options {
   // Default: 32 MiB. Unit: bytes. Scope: per Open.
   uint64_t cache_bytes = uint64_t{32} << 20;
 
+  // The most memory Open may use, beside the index it builds, to rebuild the index from the log
+  // after a crash (its tables of the newest record of every key, about 30 bytes a key): a log
+  // whose tables would take more is read in several passes, each for a share of the keys, which
+  // reads the summaries and segments again each time (Stats::recovery_passes). Open after a
+  // clean Close reads its checkpoint and needs none. 0: half the memory the process may still
+  // take under its limits when Open starts (its memory cgroup's, RLIMIT_AS), or no bound when
+  // none applies; a process past a cgroup's limit is killed, not refused an allocation.
+  // Default: 0. Unit: bytes. Scope: per Open.
+  uint64_t recovery_memory_bytes = 0;
+
   // -------------------------------------------------------------------------------------------
   // Performance: device and io_uring
 

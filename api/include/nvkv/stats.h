@@ -158,6 +158,10 @@ struct Stats {
   // The largest table of newest records recovery held for one shard beside the index it built:
   // the part of Open's peak memory that is freed when Open returns.
   uint64_t recovery_table_bytes = 0;
+  // Passes recovery made over the log: more than one when its tables would not fit the memory
+  // it may use (Options::recovery_memory_bytes), each reading the log again for a share of the
+  // keys.
+  uint32_t recovery_passes = 1;
   double recovery_seconds = 0;
 
   // Layout and configuration in force.

@@ -132,6 +132,7 @@ for _name, _ctype in [
         ("compaction_policy", _int), ("durable_writes", _int), ("page_bytes", _u32),
         ("segment_bytes", _u32), ("shard_count", _u32), ("page_buffers_per_shard", _u32),
         ("read_queue_depth", _u32), ("write_queue_depth", _u32), ("cache_bytes", _u64),
+        ("recovery_memory_bytes", _u64),
         ("backend", _int), ("allow_sync_fallback", _u8), ("queue_depth", _u32),
         ("single_issuer", _u8), ("register_ring_fd", _u8), ("register_file", _u8),
         ("fixed_buffers", _u8), ("sqpoll", _u8), ("sqpoll_idle_ms", _u32), ("iopoll", _u8)]:
