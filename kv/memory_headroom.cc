@@ -106,6 +106,10 @@ std::optional<uint64_t> MemoryHeadroomBytes(const MemoryLimitSources& sources) {
     const uint64_t limit = *sources.address_space_limit;
     least = limit > sources.address_space_used ? limit - sources.address_space_used : 0;
   }
+  // MemAvailable is in kB.
+  const std::optional<uint64_t> available =
+      StatField(sources.root + "/proc/meminfo", "MemAvailable:");
+  if (available) least = Least(least, *available * 1024);
   // /proc/self/cgroup: "id:controllers:path" per line; v1 names "memory" among the controllers,
   // v2's one line is "0::path".
   const std::optional<std::string> cgroups = ReadFile(sources.root + "/proc/self/cgroup");

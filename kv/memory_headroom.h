@@ -5,8 +5,9 @@
 //
 // Limits read: the process's memory cgroup and every cgroup above it (v1: memory.stat's
 // hierarchical_memory_limit less memory.usage_in_bytes; v2: memory.max less memory.current at
-// each level), and RLIMIT_AS less the address space already mapped (VmSize). The least headroom
-// wins. Swap is not counted as room.
+// each level), RLIMIT_AS less the address space already mapped (VmSize), and the machine's
+// MemAvailable (/proc/meminfo: free memory and what the kernel can reclaim without swapping).
+// The least headroom wins. Swap is not counted as room.
 //
 // Thread contract: the functions are thread-safe (they read files and call getrlimit).
 #ifndef NVKV_KV_MEMORY_HEADROOM_H_
@@ -21,8 +22,8 @@ namespace nvkv::kv {
 // The headroom under every limit that applies, or nullopt when none does (or none can be read).
 std::optional<uint64_t> MemoryHeadroomBytes();
 
-// What MemoryHeadroomBytes reads, for tests: the filesystem root below which /proc and
-// /sys/fs/cgroup are looked for ("" for the real ones), and RLIMIT_AS with the process's address
+// What MemoryHeadroomBytes reads, for tests: the filesystem root below which /proc (self/cgroup,
+// meminfo) and /sys/fs/cgroup are looked for ("" for the real ones), and RLIMIT_AS with the process's address
 // space, when the caller gives them (nullopt: not limited).
 struct MemoryLimitSources {
   std::string root;

@@ -85,6 +85,17 @@ TEST_F(MemoryHeadroomTest, AnAddressSpaceLimitCountsWithTheCgroups) {
   EXPECT_EQ(MemoryHeadroomBytes(sources), 0u);
 }
 
+// The machine's available memory (MemAvailable, in kB) is one more limit.
+TEST_F(MemoryHeadroomTest, TheMachinesAvailableMemoryIsALimitToo) {
+  Write("/proc/meminfo",
+        "MemTotal:       24576000 kB\nMemFree:  100 kB\nMemAvailable:    2048000 kB\n");
+  EXPECT_EQ(MemoryHeadroomBytes(Sources()), uint64_t{2048000} * 1024);
+  Write("/proc/self/cgroup", "0::/app\n");
+  Write("/sys/fs/cgroup/app/memory.max", "104857600\n");
+  Write("/sys/fs/cgroup/app/memory.current", "0\n");
+  EXPECT_EQ(MemoryHeadroomBytes(Sources()), 100 * kMiB);
+}
+
 // This process's own limits, whatever they are, give an answer without failing.
 TEST_F(MemoryHeadroomTest, ThisProcessIsReadWithoutFailing) {
   const std::optional<uint64_t> headroom = MemoryHeadroomBytes();

@@ -213,8 +213,9 @@ struct Options {
   // whose tables would take more is read in several passes, each for a share of the keys, which
   // reads the summaries and segments again each time (Stats::recovery_passes). Open after a
   // clean Close reads its checkpoint and needs none. 0: half the memory the process may still
-  // take under its limits when Open starts (its memory cgroup's, RLIMIT_AS), or no bound when
-  // none applies; a process past a cgroup's limit is killed, not refused an allocation.
+  // take when Open starts, under its memory cgroup's limit, RLIMIT_AS and the machine's
+  // available memory (a process past a cgroup's limit, or the machine's, is killed, not refused
+  // an allocation).
   // Default: 0. Unit: bytes. Scope: per Open.
   uint64_t recovery_memory_bytes = 0;
 
