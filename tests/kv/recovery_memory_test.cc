@@ -223,11 +223,25 @@ OpenMemory OpenMeasured(const std::shared_ptr<storage::MemStorage>& bytes,
   EXPECT_THAT((*engine)->Close(), IsOk());
   return memory;
 }
-OpenMemory OpenFromCheckpoint(const std::shared_ptr<storage::MemStorage>& bytes, IndexMode mode,
-                              EngineStats* stats) {
-  EngineOptions options = Options(/*checkpoint=*/true);
-  options.index_mode = mode;
-  return OpenMeasured(bytes, options, stats);
+// What the keys cost an Open with `options`: its peak and what it keeps of `full`, less those
+// of `empty`, each the least of three Opens (after one unmeasured Open of `full`, as above).
+// `stats` are the last Open of `full`'s.
+struct KeysCost {
+  double peak = 0, kept = 0;
+};
+KeysCost WhatTheKeysCost(const std::shared_ptr<storage::MemStorage>& empty,
+                         const std::shared_ptr<storage::MemStorage>& full,
+                         const EngineOptions& options, EngineStats* stats) {
+  OpenMeasured(full, options, stats);
+  OpenMemory fixed{UINT64_MAX, UINT64_MAX}, keys{UINT64_MAX, UINT64_MAX};
+  for (int run = 0; run < 3; ++run) {
+    const OpenMemory e = OpenMeasured(empty, options, stats);
+    fixed = {std::min(fixed.peak, e.peak), std::min(fixed.kept, e.kept)};
+    const OpenMemory f = OpenMeasured(full, options, stats);
+    keys = {std::min(keys.peak, f.peak), std::min(keys.kept, f.kept)};
+  }
+  return {static_cast<double>(keys.peak > fixed.peak ? keys.peak - fixed.peak : 0),
+          static_cast<double>(keys.kept > fixed.kept ? keys.kept - fixed.kept : 0)};
 }
 
 // An Open from the checkpoint holds no table of every key beside what it builds: it reads the
@@ -245,27 +259,19 @@ TEST(RecoveryMemoryTest, AnOpenFromTheCheckpointPeaksLittleAboveWhatItBuilds) {
   ASSERT_NE(empty, nullptr);
   ASSERT_NE(full, nullptr);
   for (IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
+    EngineOptions options = Options(/*checkpoint=*/true);
+    options.index_mode = mode;
     EngineStats stats;
-    OpenFromCheckpoint(full, mode, &stats);  // unmeasured, as above; and in this mode after it
-    // The least of three of each, the empty store's taken off: what the keys cost.
-    OpenMemory fixed{UINT64_MAX, UINT64_MAX}, keys{UINT64_MAX, UINT64_MAX};
-    for (int run = 0; run < 3; ++run) {
-      const OpenMemory e = OpenFromCheckpoint(empty, mode, &stats);
-      fixed = {std::min(fixed.peak, e.peak), std::min(fixed.kept, e.kept)};
-      const OpenMemory f = OpenFromCheckpoint(full, mode, &stats);
-      ASSERT_EQ(stats.recovery_from_checkpoint, 1u);
-      // (The checkpoint keeps the index as it was: a few blind overwrites' stale entries too.)
-      ASSERT_GE(stats.live_keys + stats.stale_entries, kKeys);
-      keys = {std::min(keys.peak, f.peak), std::min(keys.kept, f.kept)};
-    }
-    const double peak = static_cast<double>(keys.peak > fixed.peak ? keys.peak - fixed.peak : 0);
-    const double kept = static_cast<double>(keys.kept > fixed.kept ? keys.kept - fixed.kept : 0);
+    const KeysCost cost = WhatTheKeysCost(empty, full, options, &stats);
+    ASSERT_EQ(stats.recovery_from_checkpoint, 1u);
+    // (The checkpoint keeps the index as it was: a few blind overwrites' stale entries too.)
+    ASSERT_GE(stats.live_keys + stats.stale_entries, kKeys);
     std::printf("%s: open from the checkpoint: %.1f bytes per key at the peak, %.1f kept "
                 "(index %.1f)\n",
-                mode == IndexMode::kHash ? "hash" : "ordered", peak / kKeys, kept / kKeys,
-                stats.index_bytes_per_key);
-    EXPECT_GE(kept, static_cast<double>(stats.index_bytes));
-    EXPECT_LE(peak, kept * 1.10);
+                mode == IndexMode::kHash ? "hash" : "ordered", cost.peak / kKeys,
+                cost.kept / kKeys, stats.index_bytes_per_key);
+    EXPECT_GE(cost.kept, static_cast<double>(stats.index_bytes));
+    EXPECT_LE(cost.peak, cost.kept * 1.10);
   }
 }
 
@@ -289,26 +295,18 @@ TEST(RecoveryMemoryTest, AnOpenFromTheLogWithinATableBudgetPeaksLittleAboveWhatI
   // A byte a key: a twentieth of what the engine keeps per key.
   options.recovery_memory_bytes = kKeys;
   EngineStats stats;
-  OpenMeasured(full, options, &stats);  // unmeasured, as above
-  OpenMemory fixed{UINT64_MAX, UINT64_MAX}, keys{UINT64_MAX, UINT64_MAX};
-  for (int run = 0; run < 3; ++run) {
-    const OpenMemory e = OpenMeasured(empty, options, &stats);
-    fixed = {std::min(fixed.peak, e.peak), std::min(fixed.kept, e.kept)};
-    const OpenMemory f = OpenMeasured(full, options, &stats);
-    ASSERT_EQ(stats.recovery_from_checkpoint, 0u);
-    ASSERT_EQ(stats.live_keys, kKeys);
-    keys = {std::min(keys.peak, f.peak), std::min(keys.kept, f.kept)};
-  }
-  const double peak = static_cast<double>(keys.peak > fixed.peak ? keys.peak - fixed.peak : 0);
-  const double kept = static_cast<double>(keys.kept > fixed.kept ? keys.kept - fixed.kept : 0);
+  const KeysCost cost = WhatTheKeysCost(empty, full, options, &stats);
+  ASSERT_EQ(stats.recovery_from_checkpoint, 0u);
+  ASSERT_EQ(stats.live_keys, kKeys);
   std::printf("hash: open from the log within %llu bytes of tables: %u passes, %.1f bytes per "
               "key at the peak, %.1f kept (index %.1f)\n",
               static_cast<unsigned long long>(options.recovery_memory_bytes),
-              stats.recovery_passes, peak / kKeys, kept / kKeys, stats.index_bytes_per_key);
+              stats.recovery_passes, cost.peak / kKeys, cost.kept / kKeys,
+              stats.index_bytes_per_key);
   EXPECT_GT(stats.recovery_passes, 1u);
   EXPECT_LE(stats.recovery_table_bytes * options.shard_count, options.recovery_memory_bytes);
-  EXPECT_GE(kept, static_cast<double>(stats.index_bytes));
-  EXPECT_LE(peak, kept * 1.10);
+  EXPECT_GE(cost.kept, static_cast<double>(stats.index_bytes));
+  EXPECT_LE(cost.peak, cost.kept * 1.10);
 }
 
 }  // namespace
