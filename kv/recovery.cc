@@ -665,7 +665,6 @@ class Recovery {
   // the shard's table, which is freed before the next shard's are built; ordered mode has built
   // them already.
   absl::Status BuildPassIndexes() {
-    report_.table_bytes_total_peak = std::max(report_.table_bytes_total_peak, TableBytes());
     Sink sink{g_, options_.ordered, segments_};
     for (const auto& shard : shards_) {
       NewestRecords& table = newest_[shard->id];

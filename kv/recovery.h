@@ -72,7 +72,6 @@ struct RecoveryReport {
   uint64_t damaged_pages = 0;      // holes inside logs
   uint64_t unreadable_pages = 0;   // pages the device failed to read (each also a hole)
   uint64_t table_bytes_peak = 0;   // the largest per-shard newest-record table it held
-  uint64_t table_bytes_total_peak = 0;  // the most all the shards' tables held at once
   uint32_t passes = 1;             // over the log, to keep within table_budget_bytes
   uint32_t restarts = 0;           // times the tables outgrew the budget and it started again
   uint64_t segments_skipped = 0;   // free by the segment map: not read
