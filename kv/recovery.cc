@@ -320,7 +320,7 @@ class Recovery {
     const uint64_t entry_bytes = sizeof(SummaryEntry) + (options_.ordered ? 16 : 0);
     const uint64_t records = summary_pages * g_.payload_bytes() / entry_bytes / passes_;
     for (NewestRecords& table : newest_) table.Reserve(records / newest_.size());
-    // Tables that will not fit are known before anything is read.
+    // Tables that will not fit are known before any summary is read.
     NVKV_RETURN_IF_ERROR(CheckBudget(/*projected=*/TableBytes()));
     storage::BufferPool& pool = device_.buffers();
     std::vector<storage::Buffer> chunks;

@@ -25,10 +25,11 @@
 // as many passes as keep the tables within it: each pass takes the keys of its share of the hash
 // space (hash bits no table or shard choice uses), reads the same summaries and segments again,
 // and builds their index entries before the next pass. The first pass also gives the segment
-// table every record. The number of passes is estimated from the summaries' sizes before
-// anything is read; when the tables outgrow the budget all the same (segments read whole, whose
-// records are not known beforehand), recovery starts again with more passes, from what the
-// tables took for the part read (RecoveryReport::restarts). Every pass after the first must find
+// table every record. The number of passes is estimated from the summaries' sizes once the
+// segment map is read, before any summary is (a try in fewer passes stops there and starts
+// again); when the tables outgrow the budget all the same (segments read whole, whose records
+// are not known beforehand), recovery starts again with more passes, from what the tables took
+// for the part read. RecoveryReport::restarts counts both. Every pass after the first must find
 // what the first found (the same summaries verifying, the same holes and logs in each segment
 // read whole); kUnavailable otherwise, a device that reads differently from one read to the next.
 // At most kMaxRecoveryPasses: past that the budget is exceeded rather than Open refused.
