@@ -602,29 +602,30 @@ class Recovery {
     const FoundRecord& record = noted.record;
     const KeyHash& hash = record.hash;
     const uint32_t shard = noted.shard;
+    if (noted.in_pass) {
+      NewestRecords::Record newest = NewestOf(record);
+      if (options_.ordered) newest.page = newest.record_bytes = 0;  // the index keeps them
+      switch (newest_[shard].KeepIfNewer(hash, newest)) {
+        case NewestRecords::Kept::kNewest:
+          if (options_.ordered) ApplyToOrderedIndex(*shards_[shard], hash, record);
+          break;
+        case NewestRecords::Kept::kOlder:
+          break;
+        case NewestRecords::Kept::kRefused:
+          if (refused_.ok()) {
+            refused_ = absl::DataLossError(absl::StrCat(
+                "page ", record.page_number, ": record sequence ", record.sequence,
+                " is not below 2^56, which no nvkv store reaches"));
+          }
+          break;
+      }
+    }
     if (pass_ == 0) {
       min_seq_[segment] = std::min(min_seq_[segment], record.sequence);
       max_seq_[segment] = std::max(max_seq_[segment], record.sequence);
       max_sequence_ = std::max(max_sequence_, record.sequence);
       segments_.NoteRecord(segment, hash, record.sequence, record.record_bytes, record.is_delete);
       ++report_.records;
-    }
-    if (!noted.in_pass) return;
-    NewestRecords::Record newest = NewestOf(record);
-    if (options_.ordered) newest.page = newest.record_bytes = 0;  // the index keeps them
-    switch (newest_[shard].KeepIfNewer(hash, newest)) {
-      case NewestRecords::Kept::kNewest:
-        if (options_.ordered) ApplyToOrderedIndex(*shards_[shard], hash, record);
-        break;
-      case NewestRecords::Kept::kOlder:
-        break;
-      case NewestRecords::Kept::kRefused:
-        if (refused_.ok()) {
-          refused_ = absl::DataLossError(absl::StrCat(
-              "page ", record.page_number, ": record sequence ", record.sequence,
-              " is not below 2^56, which no nvkv store reaches"));
-        }
-        break;
     }
   }
 
