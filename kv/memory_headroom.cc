@@ -1,11 +1,9 @@
-// Memory headroom (memory_headroom.h): reads the cgroup files and RLIMIT_AS.
+// Memory headroom (memory_headroom.h): reads the cgroup files, /proc/meminfo and RLIMIT_AS.
 #include "kv/memory_headroom.h"
 
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
+#include "storage/base/text_file.h"
 
 namespace nvkv::kv {
 namespace {
@@ -21,27 +19,17 @@ namespace {
 // Limits at or above this are "no limit" (cgroup v1 writes 2^63 less a page for none).
 constexpr uint64_t kUnlimited = uint64_t{1} << 62;
 
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The file's first word as a number; nullopt when absent, "max" or not a number.
+// The file's number; nullopt when absent, "max" or not a number.
 std::optional<uint64_t> ReadNumber(const std::string& path) {
-  const std::optional<std::string> text = ReadFile(path);
+  const std::optional<std::string> text = ReadTextFile(path);
   if (!text) return std::nullopt;
-  uint64_t value = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &value)) return std::nullopt;
-  return value;
+  return ParseUnsigned(*text);
 }
 
 // The value of `field` in a file of "name value" lines (memory.stat; /proc/self/status, whose
 // names end in ':' and values may be followed by a unit).
 std::optional<uint64_t> StatField(const std::string& path, absl::string_view field) {
-  const std::optional<std::string> text = ReadFile(path);
+  const std::optional<std::string> text = ReadTextFile(path);
   if (!text) return std::nullopt;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     const std::vector<absl::string_view> words =
@@ -112,7 +100,7 @@ std::optional<uint64_t> MemoryHeadroomBytes(const MemoryLimitSources& sources) {
   if (available) least = Least(least, *available * 1024);
   // /proc/self/cgroup: "id:controllers:path" per line; v1 names "memory" among the controllers,
   // v2's one line is "0::path".
-  const std::optional<std::string> cgroups = ReadFile(sources.root + "/proc/self/cgroup");
+  const std::optional<std::string> cgroups = ReadTextFile(sources.root + "/proc/self/cgroup");
   if (!cgroups) return least;
   for (absl::string_view line : absl::StrSplit(*cgroups, '\n')) {
     const std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));

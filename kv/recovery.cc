@@ -765,13 +765,10 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
                                             SegmentTable& segments,
                                             const std::vector<std::unique_ptr<Shard>>& shards) {
   uint32_t passes = 1;
-  for (uint32_t restarts = 0;; ++restarts) {
+  while (true) {
     Recovery recovery(options, passes, geometry, device, segments, shards);
     absl::StatusOr<RecoveryReport> report = recovery.Run();
-    if (recovery.passes_needed() == 0) {
-      if (report.ok()) report->restarts = restarts;
-      return report;
-    }
+    if (recovery.passes_needed() == 0) return report;
     // The tables outgrew the budget: start again from nothing in more passes.
     passes = recovery.passes_needed();
     for (const auto& shard : shards) {

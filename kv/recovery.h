@@ -29,10 +29,10 @@
 // segment map is read, before any summary is (a try in fewer passes stops there and starts
 // again); when the tables outgrow the budget all the same (segments read whole, whose records
 // are not known beforehand), recovery starts again with more passes, from what the tables took
-// for the part read. RecoveryReport::restarts counts both. Every pass after the first must find
-// what the first found (the same summaries verifying, the same holes and logs in each segment
-// read whole); kUnavailable otherwise, a device that reads differently from one read to the next.
-// At most kMaxRecoveryPasses: past that the budget is exceeded rather than Open refused.
+// for the part read. Every pass after the first must find what the first found (the same
+// summaries verifying, the same holes and logs in each segment read whole); kUnavailable
+// otherwise, a device that reads differently from one read to the next. At most
+// kMaxRecoveryPasses: past that the budget is exceeded rather than Open refused.
 #ifndef NVKV_KV_RECOVERY_H_
 #define NVKV_KV_RECOVERY_H_
 
@@ -74,7 +74,6 @@ struct RecoveryReport {
   uint64_t unreadable_pages = 0;   // pages the device failed to read (each also a hole)
   uint64_t table_bytes_peak = 0;   // the largest per-shard newest-record table it held
   uint32_t passes = 1;             // over the log, to keep within table_budget_bytes
-  uint32_t restarts = 0;           // times the tables outgrew the budget and it started again
   uint64_t segments_skipped = 0;   // free by the segment map: not read
   uint64_t map_pages_damaged = 0;  // map pages that failed to read or verify (their segments read)
   uint64_t segments_summarized = 0;  // read by their summaries (segment_summary.h)

@@ -11,12 +11,11 @@
 #include <cerrno>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
+#include "storage/base/text_file.h"
 #include "storage/device_lock.h"
 #include "storage/file_open.h"
 #include "storage/nvme_command.h"
@@ -43,22 +42,6 @@ struct FdCloser {
     if (fd >= 0) close(fd);
   }
 };
-
-std::optional<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::optional<uint64_t> ParseUnsigned(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-  uint64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 // OK when `path` is a character device of the nvme-generic class; else why not.
 absl::Status CheckNvmeGeneric(const std::string& path) {

@@ -54,6 +54,16 @@ bool ResetPeak() {
   return clear_refs.good();
 }
 
+// Why this process's peak resident memory cannot be measured here, or null when it can.
+const char* WhyPeaksCannotBeMeasured() {
+#ifdef NVKV_UNDER_ASAN
+  return "resident memory under AddressSanitizer (redzones, quarantine) is not the program's";
+#else
+  if (!ResetPeak()) return "/proc/self/clear_refs cannot reset the peak (Linux < 4.0)";
+  return nullptr;
+#endif
+}
+
 // How far resident memory rose above where it stood while `body` ran, in bytes. Freed heap is
 // handed back to the system first, so memory the body would reuse from earlier allocations is
 // counted rather than hidden.
@@ -128,11 +138,7 @@ uint64_t PeakOfOpen(const std::shared_ptr<storage::MemStorage>& bytes, EngineSta
 }
 
 TEST(RecoveryMemoryTest, RecoveryNeedsLittleMoreMemoryPerKeyThanTheIndex) {
-#ifdef NVKV_UNDER_ASAN
-  GTEST_SKIP() << "resident memory under AddressSanitizer (redzones, quarantine) is not the "
-                  "program's";
-#endif
-  if (!ResetPeak()) GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak (Linux < 4.0)";
+  if (const char* why = WhyPeaksCannotBeMeasured()) GTEST_SKIP() << why;
   std::shared_ptr<storage::MemStorage> empty = StoreWith(0);
   std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys);
   ASSERT_NE(empty, nullptr);
@@ -249,11 +255,7 @@ KeysCost WhatTheKeysCost(const std::shared_ptr<storage::MemStorage>& empty,
 // at most a tenth above what the opened engine keeps (issue: peak memory of Open at most the
 // index plus 10%).
 TEST(RecoveryMemoryTest, AnOpenFromTheCheckpointPeaksLittleAboveWhatItBuilds) {
-#ifdef NVKV_UNDER_ASAN
-  GTEST_SKIP() << "resident memory under AddressSanitizer (redzones, quarantine) is not the "
-                  "program's";
-#endif
-  if (!ResetPeak()) GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak (Linux < 4.0)";
+  if (const char* why = WhyPeaksCannotBeMeasured()) GTEST_SKIP() << why;
   std::shared_ptr<storage::MemStorage> empty = StoreWith(0, /*checkpoint=*/true);
   std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys, /*checkpoint=*/true);
   ASSERT_NE(empty, nullptr);
@@ -281,11 +283,7 @@ TEST(RecoveryMemoryTest, AnOpenFromTheCheckpointPeaksLittleAboveWhatItBuilds) {
 // above what the opened engine keeps (issue: peak memory of Open at most the index plus 10%),
 // the price being a read of the log per pass.
 TEST(RecoveryMemoryTest, AnOpenFromTheLogWithinATableBudgetPeaksLittleAboveWhatItBuilds) {
-#ifdef NVKV_UNDER_ASAN
-  GTEST_SKIP() << "resident memory under AddressSanitizer (redzones, quarantine) is not the "
-                  "program's";
-#endif
-  if (!ResetPeak()) GTEST_SKIP() << "/proc/self/clear_refs cannot reset the peak (Linux < 4.0)";
+  if (const char* why = WhyPeaksCannotBeMeasured()) GTEST_SKIP() << why;
   std::shared_ptr<storage::MemStorage> empty = StoreWith(0);
   std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys);
   ASSERT_NE(empty, nullptr);
