@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -31,7 +32,26 @@ struct FdCloser {
   }
 };
 
+// Why a file of type `mode` (st_mode) cannot hold a store: only a regular file or a block device
+// can (an NVMe generic character device is the passthrough backend's, nvme_device.h).
+absl::Status NotAStoreFile(const std::string& path, mode_t mode) {
+  const char* what = S_ISDIR(mode)    ? ": is a directory"
+                     : S_ISCHR(mode)  ? ": is a character device; only NVMe generic devices "
+                                        "(/dev/ngXnY) are supported as character devices"
+                     : S_ISFIFO(mode) ? ": is a FIFO (named pipe), not a store file or device"
+                     : S_ISSOCK(mode) ? ": is a socket, not a store file or device"
+                                      : ": neither a regular file nor a block device";
+  return absl::InvalidArgumentError(absl::StrCat(path, what));
+}
+
 absl::Status OpenError(int err, const std::string& path, bool read_only) {
+  // O_DIRECT is refused (EINVAL) before the kind of file is looked at: a directory or a
+  // character device is named as such, not taken for a file system without direct I/O.
+  struct stat st;
+  if (err == EINVAL && stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
+      !S_ISBLK(st.st_mode)) {
+    return NotAStoreFile(path, st.st_mode);
+  }
   switch (err) {
     case ENOENT:
       return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
@@ -102,6 +122,15 @@ absl::Status ZeroFill(int fd, uint64_t from, uint64_t to, uint32_t alignment) {
 // created, or grown.
 absl::Status AllocateRange(int fd, const std::string& path, uint64_t from, uint64_t to,
                            uint32_t alignment, bool zero_fill) {
+  // Past the file size limit (ulimit -f) the kernel sends SIGXFSZ, which ends the process unless
+  // it is ignored: the limit is checked first.
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      to > limit.rlim_cur) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path, ": a ", to, "-byte store is over the file size limit (ulimit -f) of ",
+                     limit.rlim_cur, " bytes"));
+  }
   const int err = posix_fallocate(fd, static_cast<off_t>(from), static_cast<off_t>(to - from));
   if (err == ENOSPC) {
     return absl::ResourceExhaustedError(
@@ -130,7 +159,9 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
   if (options.read_only && options.create_bytes > 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": a read-only open creates no file"));
   }
-  const int flags = (options.read_only ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC;
+  // O_NONBLOCK: opening a FIFO would wait for a writer otherwise (it is refused below, and the
+  // flag cleared on what is kept: io_uring must not see it on a file).
+  const int flags = (options.read_only ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC | O_NONBLOCK;
   bool created = false;
   int fd = open(path.c_str(), flags);
   if (fd < 0 && errno == ENOENT && options.create_bytes > 0) {
@@ -158,14 +189,9 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
   if (fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fstat ", path));
   OpenedFile opened;
   opened.info.path = path;
-  if (S_ISCHR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is a character device; only NVMe generic devices (/dev/ngXnY) are "
-                           "supported as character devices"));
-  }
-  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": neither a regular file nor a block device"));
+  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) return NotAStoreFile(path, st.st_mode);
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("fcntl ", path));
   }
   if (options.lock_device) {
     NVKV_ASSIGN_OR_RETURN(opened.claim,

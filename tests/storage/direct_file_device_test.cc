@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -241,8 +242,73 @@ TEST(DirectFileDeviceTest, MissingDeviceUnderDevIsNotFoundAndNothingIsCreated) {
 
 TEST(DirectFileDeviceTest, DirectoryIsInvalidArgument) {
   nvkv::testing::TempDir dir;
-  EXPECT_THAT(OpenDevice(dir.path(), FileOptions()),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  for (const bool read_only : {false, true}) {
+    DeviceOptions options = FileOptions();
+    options.read_only = read_only;
+    options.create_bytes = 0;
+    EXPECT_THAT(OpenDevice(dir.path(), options),
+                StatusIs(absl::StatusCode::kInvalidArgument, "is a directory"));
+  }
+}
+
+// A character device other than an NVMe generic one says so, whichever way it is opened (O_DIRECT
+// refuses it before the type is looked at).
+TEST(DirectFileDeviceTest, OtherCharacterDeviceIsInvalidArgument) {
+  for (const bool read_only : {false, true}) {
+    DeviceOptions options = FileOptions();
+    options.read_only = read_only;
+    options.create_bytes = 0;
+    EXPECT_THAT(OpenDevice("/dev/null", options),
+                StatusIs(absl::StatusCode::kInvalidArgument, "is a character device"));
+  }
+}
+
+// Runs in a forked child: opening the FIFO at `path`, which no process has open, must fail at
+// once (no writer will ever come); SIGALRM ends a child that waits.
+[[noreturn]] void OpenFifo(const std::string& path, bool read_only) {
+  alarm(10);
+  DeviceOptions options = FileOptions();
+  options.read_only = read_only;
+  options.create_bytes = 0;
+  auto opened = OpenDevice(path, options);
+  if (!absl::IsInvalidArgument(opened.status())) std::_Exit(11);
+  if (opened.status().message().find("is a FIFO") == absl::string_view::npos) std::_Exit(12);
+  std::_Exit(0);
+}
+
+TEST(DirectFileDeviceTest, FifoIsInvalidArgumentAndDoesNotWait) {
+  nvkv::testing::TempDir dir;
+  ASSERT_EQ(mkfifo(dir.File("fifo").c_str(), 0644), 0);
+  EXPECT_EXIT(OpenFifo(dir.File("fifo"), /*read_only=*/true), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(OpenFifo(dir.File("fifo"), /*read_only=*/false), ::testing::ExitedWithCode(0), "");
+}
+
+// Runs in a forked child under a file size limit (ulimit -f) of `limit` bytes: creating a store
+// file of kFileBytes, and growing one to that, must fail with an error naming the limit, where
+// the kernel would end the process with SIGXFSZ. Nothing is left created.
+[[noreturn]] void CreateUnderFileSizeLimit(const std::string& dir, uint64_t limit) {
+  const struct rlimit rlimit = {limit, limit};
+  if (setrlimit(RLIMIT_FSIZE, &rlimit) != 0) std::_Exit(10);
+  auto created = OpenDevice(dir + "/new", FileOptions());
+  if (!absl::IsResourceExhausted(created.status())) std::_Exit(11);
+  if (created.status().message().find("file size limit") == absl::string_view::npos) {
+    std::_Exit(12);
+  }
+  if (access((dir + "/new").c_str(), F_OK) == 0) std::_Exit(13);
+  DeviceOptions small = FileOptions();
+  small.create_bytes = limit;
+  auto opened = OpenDevice(dir + "/small", small);
+  if (!opened.ok()) std::_Exit(14);
+  const absl::Status grown = (*opened)->GrowFile(kFileBytes);
+  if (!absl::IsResourceExhausted(grown)) std::_Exit(15);
+  if (grown.message().find("file size limit") == absl::string_view::npos) std::_Exit(16);
+  if ((*opened)->info().capacity_bytes() != limit) std::_Exit(17);
+  std::_Exit(0);
+}
+
+TEST(DirectFileDeviceTest, FileSizeLimitIsAnErrorNotASignal) {
+  nvkv::testing::TempDir dir;
+  EXPECT_EXIT(CreateUnderFileSizeLimit(dir.path(), 1 << 20), ::testing::ExitedWithCode(0), "");
 }
 
 // Runs in a forked child: as an unprivileged user, opening a file it may not write must fail
