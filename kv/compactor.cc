@@ -10,6 +10,7 @@
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
+#include "storage/base/start_thread.h"
 #include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
@@ -36,9 +37,9 @@ Compactor::~Compactor() {
   for (const storage::Buffer& buffer : prefetch_buffers_) queue_->buffers().PutPage(buffer);
 }
 
-void Compactor::Start() {
+absl::Status Compactor::Start() {
   NVKV_CHECK(!thread_.joinable());
-  thread_ = std::thread([this] { Loop(); });
+  return StartThread("the compaction thread", thread_, [this] { Loop(); });
 }
 
 void Compactor::Stop() {

@@ -82,7 +82,8 @@ class Compactor {
   Compactor(const Compactor&) = delete;
   Compactor& operator=(const Compactor&) = delete;
 
-  void Start();
+  // kResourceExhausted when the system will not start the thread.
+  absl::Status Start();
   // Finishes the segment being cleaned and exits; CompactAll refuses from then on. Idempotent.
   void Stop();
   // Free segments may be running low: look now rather than at the next tick.

@@ -198,9 +198,8 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   NVKV_RETURN_IF_ERROR(StartWriter());
   NVKV_RETURN_IF_ERROR(StartCompactor());
   head_counters_at_open_ = appender_->HeadCountersSum();
-  writer_->Start();
-  compactor_->Start();
-  return absl::OkStatus();
+  NVKV_RETURN_IF_ERROR(writer_->Start());
+  return compactor_->Start();
 }
 
 absl::Status Engine::Impl::Recover() {

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "kv/segment_summary.h"
 #include "storage/base/check.h"
+#include "storage/base/start_thread.h"
 #include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
@@ -60,9 +61,9 @@ void LogWriter::QueueSummary(SummaryWrite write) {
   Wake();
 }
 
-void LogWriter::Start() {
+absl::Status LogWriter::Start() {
   NVKV_CHECK(!thread_.joinable());
-  thread_ = std::thread([this] { Loop(); });
+  return StartThread("the log writer thread", thread_, [this] { Loop(); });
 }
 
 void LogWriter::Stop() {

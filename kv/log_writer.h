@@ -121,7 +121,8 @@ class LogWriter {
   // The queue the pages are written with: the shards' page buffers come from its pool.
   storage::Device& queue() { return *queue_; }
 
-  void Start();
+  // kResourceExhausted when the system will not start the thread.
+  absl::Status Start();
   bool started() const { return thread_.joinable(); }
   // Writes every page still sealed or open, and returns once the thread has exited. Waiters
   // then find Status() failing. Idempotent.

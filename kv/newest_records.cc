@@ -42,10 +42,7 @@ uint64_t CheckOf(const KeyHash& hash) {
 NewestRecords::SlotArray::SlotArray(uint64_t slot_count)
     : block(ZeroedBlock::Allocate(slot_count * sizeof(Entry))),
       data(static_cast<Entry*>(block.data())),
-      capacity(slot_count) {
-  // Out of memory while recovering: nothing to hand back to a caller that could go on.
-  NVKV_CHECK(data != nullptr);
-}
+      capacity(data != nullptr ? slot_count : 0) {}
 
 NewestRecords::Entry NewestRecords::Pack(const KeyHash& hash, const Record& record) {
   NVKV_CHECK(record.page < kPageLimit);
@@ -93,7 +90,9 @@ NewestRecords::Kept NewestRecords::KeepIfNewer(const KeyHash& hash, const Record
     }
   }
   if (partition.size + 1 > MaxEntries(capacity)) {
-    Resize(partition, std::max(kMinCapacity, capacity + capacity / 4));
+    if (!Resize(partition, std::max(kMinCapacity, capacity + capacity / 4))) {
+      return Kept::kNoMemory;
+    }
     capacity = partition.slots.capacity;
   }
   uint64_t pos = Home(hash.lo, capacity);
@@ -112,13 +111,14 @@ void NewestRecords::Reserve(uint64_t keys) {
   // every slot more is memory touched at random (measured: a load of 2/3 recovered slower).
   const uint64_t capacity = std::max(kMinCapacity, per_partition + per_partition / 7 + 1);
   for (Partition& partition : partitions_) {
-    if (partition.slots.capacity < capacity) Resize(partition, capacity);
+    if (partition.slots.capacity < capacity && !Resize(partition, capacity)) return;
   }
 }
 
-void NewestRecords::Resize(Partition& partition, uint64_t capacity) {
+bool NewestRecords::Resize(Partition& partition, uint64_t capacity) {
   const uint64_t old_capacity = partition.slots.capacity;
   SlotArray slots(capacity);
+  if (slots.data == nullptr) return false;
   for (uint64_t i = 0; i < old_capacity; ++i) {
     const Entry& entry = partition.slots.data[i];
     if (entry.sequence == 0) continue;
@@ -127,6 +127,7 @@ void NewestRecords::Resize(Partition& partition, uint64_t capacity) {
     slots.data[pos] = entry;
   }
   partition.slots = std::move(slots);
+  return true;
 }
 
 uint64_t NewestRecords::allocated_bytes() const {

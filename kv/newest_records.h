@@ -60,6 +60,7 @@ class NewestRecords {
     kNewest,   // `record` is now the key's newest
     kOlder,    // the key's newest held has an equal or higher sequence: nothing changed
     kRefused,  // record.sequence is not in [1, kSequenceLimit): nothing kept
+    kNoMemory,  // the table had to grow and the system had no memory for it: nothing kept
   };
   // Keeps `record` as `hash`'s newest unless one with an equal or higher sequence is held
   // (equal sequences are one record copied by compaction: either copy will do).
@@ -87,7 +88,8 @@ class NewestRecords {
   }
 
   // Makes room for about `keys` keys in all, so that holding them needs no growth (each growth
-  // copies a sub-table). An estimate: more keys still fit, fewer leave the room unused.
+  // copies a sub-table). An estimate: more keys still fit, fewer leave the room unused. Only a
+  // hint: without memory for it the table stays as it is (KeepIfNewer then says kNoMemory).
   void Reserve(uint64_t keys);
 
   uint64_t size() const { return size_; }
@@ -104,7 +106,8 @@ class NewestRecords {
   };
   static_assert(sizeof(Entry) == 24);
 
-  // A zeroed array of entries (ZeroedBlock: huge pages where large).
+  // A zeroed array of entries (ZeroedBlock: huge pages where large); data null when the system
+  // had no memory for it.
   struct SlotArray {
     SlotArray() = default;
     explicit SlotArray(uint64_t capacity);
@@ -123,8 +126,9 @@ class NewestRecords {
   static Record Unpack(const Entry& entry);
   static bool SameKey(const Entry& entry, const Entry& probe);
   static uint64_t Home(uint64_t lo, uint64_t capacity) { return ((lo >> 32) * capacity) >> 32; }
-  // Moves `partition` into `capacity` slots (more than it holds).
-  static void Resize(Partition& partition, uint64_t capacity);
+  // Moves `partition` into `capacity` slots (more than it holds); false, and `partition` as it
+  // was, when the system has no memory for them.
+  static bool Resize(Partition& partition, uint64_t capacity);
 
   std::vector<Partition> partitions_ = std::vector<Partition>(kPartitions);
   uint64_t size_ = 0;

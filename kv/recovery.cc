@@ -427,7 +427,8 @@ class Recovery {
         [&](uint32_t i) { return pages + size_t{i} * g_.page_bytes; },
         [&](absl::Span<const SummaryRecord> records) {
           if (!records.empty() && pass_ == 0) {
-            segments_.SizeRecoveredFilter(segment, peeked.entry_count);
+            const absl::Status sized = segments_.SizeRecoveredFilter(segment, peeked.entry_count);
+            if (!sized.ok() && refused_.ok()) refused_ = sized;
           }
           for (const SummaryRecord& record : records) {
             FoundRecord found;
@@ -616,6 +617,14 @@ class Recovery {
             refused_ = absl::DataLossError(absl::StrCat(
                 "page ", record.page_number, ": record sequence ", record.sequence,
                 " is not below 2^56, which no nvkv store reaches"));
+          }
+          break;
+        case NewestRecords::Kept::kNoMemory:
+          if (refused_.ok()) {
+            refused_ = absl::ResourceExhaustedError(absl::StrCat(
+                "recovery: no memory to grow the table of newest records beyond ",
+                newest_[shard].allocated_bytes(), " bytes (Options::recovery_memory_bytes reads "
+                "the log in passes within less)"));
           }
           break;
       }

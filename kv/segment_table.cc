@@ -27,6 +27,11 @@ uint64_t FilterStep(const KeyHash& hash) {
   return ((hash.hi ^ (hash.lo >> 32 | hash.lo << 32)) * 0x9e3779b97f4a7c15ull) | 1;
 }
 
+absl::Status NoMemoryForFilter(uint64_t segment, uint64_t words) {
+  return absl::ResourceExhaustedError(absl::StrCat("no memory for the key filter of segment ",
+                                                   segment, " (", words * 8, " bytes)"));
+}
+
 // Adds `value` to `counter`, whose one writer is the caller: readers on other threads see the
 // old sum or the new one.
 template <typename T>
@@ -45,17 +50,24 @@ SegmentTable::KeyFilter::KeyFilter(uint64_t words, uint32_t probes)
   for (uint64_t i = 0; i < words; ++i) bits_[i].store(0, std::memory_order_relaxed);
 }
 
-SegmentTable::KeyFilter::KeyFilter(uint64_t words, uint32_t probes, FilterBlocks& blocks)
-    : words_(words), probes_(probes), bits_(blocks.Take(words, &shared_block_)) {
+SegmentTable::KeyFilter::KeyFilter(uint64_t words, uint32_t probes, const uint64_t* saved,
+                                   std::atomic<uint64_t>* bits,
+                                   std::shared_ptr<ZeroedBlock> block)
+    : words_(words), probes_(probes), shared_block_(std::move(block)), bits_(bits) {
   NVKV_CHECK((words & (words - 1)) == 0);
-  for (uint64_t i = 0; i < words; ++i) new (&bits_[i]) std::atomic<uint64_t>(0);
+  for (uint64_t i = 0; i < words; ++i) {
+    new (&bits_[i]) std::atomic<uint64_t>(saved != nullptr ? saved[i] : 0);
+  }
 }
 
-SegmentTable::KeyFilter::KeyFilter(absl::Span<const uint64_t> words, uint32_t probes,
-                                   FilterBlocks& blocks)
-    : words_(words.size()), probes_(probes), bits_(blocks.Take(words.size(), &shared_block_)) {
-  NVKV_CHECK((words_ & (words_ - 1)) == 0);
-  for (uint64_t i = 0; i < words_; ++i) new (&bits_[i]) std::atomic<uint64_t>(words[i]);
+std::unique_ptr<SegmentTable::KeyFilter> SegmentTable::KeyFilter::InBlocks(uint64_t words,
+                                                                           uint32_t probes,
+                                                                           FilterBlocks& blocks,
+                                                                           const uint64_t* saved) {
+  std::shared_ptr<ZeroedBlock> block;
+  std::atomic<uint64_t>* const bits = blocks.Take(words, &block);
+  if (bits == nullptr) return nullptr;
+  return std::unique_ptr<KeyFilter>(new KeyFilter(words, probes, saved, bits, std::move(block)));
 }
 
 std::atomic<uint64_t>* SegmentTable::FilterBlocks::Take(uint64_t words,
@@ -63,10 +75,10 @@ std::atomic<uint64_t>* SegmentTable::FilterBlocks::Take(uint64_t words,
   constexpr uint64_t kBlockWords = (uint64_t{2} << 20) / sizeof(uint64_t);
   constexpr uint64_t kPopulateWords = (uint64_t{256} << 10) / sizeof(uint64_t);
   if (block_ == nullptr || used_words_ + words > block_->bytes() / sizeof(uint64_t)) {
-    block_ = std::make_shared<ZeroedBlock>(ZeroedBlock::Allocate(
-        std::max(kBlockWords, words) * sizeof(uint64_t), ZeroedBlock::Pages::kSmall));
-    // Out of memory while recovering: nothing to hand back to a caller that could go on.
-    NVKV_CHECK(block_->data() != nullptr);
+    ZeroedBlock fresh = ZeroedBlock::Allocate(std::max(kBlockWords, words) * sizeof(uint64_t),
+                                              ZeroedBlock::Pages::kSmall);
+    if (fresh.data() == nullptr) return nullptr;
+    block_ = std::make_shared<ZeroedBlock>(std::move(fresh));
     used_words_ = 0;
     populated_words_ = 0;
   }
@@ -499,13 +511,14 @@ uint32_t SegmentTable::KeptSamples(uint64_t segment) {
   return kept;
 }
 
-void SegmentTable::SizeRecoveredFilter(uint64_t segment, uint64_t puts) {
+absl::Status SegmentTable::SizeRecoveredFilter(uint64_t segment, uint64_t puts) {
   absl::MutexLock lock(&mu_);
   Info& info = info_[segment];
-  if (info.filter == nullptr) {
-    info.filter = std::make_unique<KeyFilter>(FilterWordsFor(std::max<uint64_t>(puts, 1)), probes_,
-                                              recovered_filters_);
-  }
+  if (info.filter != nullptr) return absl::OkStatus();
+  const uint64_t words = FilterWordsFor(std::max<uint64_t>(puts, 1));
+  info.filter = KeyFilter::InBlocks(words, probes_, recovered_filters_);
+  if (info.filter == nullptr) return NoMemoryForFilter(segment, words);
+  return absl::OkStatus();
 }
 
 void SegmentTable::StartRecoveredFilter(uint64_t segment) {
@@ -628,7 +641,8 @@ absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {
   info.puts.store(f.puts);
   info.filter.reset();
   if (words > 0) {
-    info.filter = std::make_unique<KeyFilter>(saved.filter, probes_, recovered_filters_);
+    info.filter = KeyFilter::InBlocks(words, probes_, recovered_filters_, saved.filter.data());
+    if (info.filter == nullptr) return NoMemoryForFilter(f.segment, words);
   }
   info.sample_count = static_cast<uint32_t>(saved.tombstones.size());
   info.samples.reset();

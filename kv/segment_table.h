@@ -211,8 +211,8 @@ class SegmentTable {
   };
   // Recovery is about to note up to `puts` puts of `segment` (from its summary): the segment's
   // key filter is made that size at once, where it would otherwise start at full size and be
-  // folded.
-  void SizeRecoveredFilter(uint64_t segment, uint64_t puts);
+  // folded. kResourceExhausted when the system has no memory for it.
+  absl::Status SizeRecoveredFilter(uint64_t segment, uint64_t puts);
   // Recovery fills these before the engine starts (NoteRecord first, for every record it
   // finds; RecoverSegment then shrinks the segment's key filter, or drops it when not in use).
   void RecoverSegment(uint64_t segment, const RecoveredSegment& found);
@@ -287,9 +287,11 @@ class SegmentTable {
   class KeyFilter {
    public:
     KeyFilter(uint64_t words, uint32_t probes);  // empty, in memory of its own
-    KeyFilter(uint64_t words, uint32_t probes, FilterBlocks& blocks);  // empty, in `blocks`'
-    // A filter of the saved `words` (the checkpoint's), kept in `blocks`' memory.
-    KeyFilter(absl::Span<const uint64_t> words, uint32_t probes, FilterBlocks& blocks);
+    // A filter of `words` words in `blocks`' memory, empty or holding `saved` words (the
+    // checkpoint's); null when the system has no memory to give.
+    static std::unique_ptr<KeyFilter> InBlocks(uint64_t words, uint32_t probes,
+                                               FilterBlocks& blocks,
+                                               const uint64_t* saved = nullptr);
     // Add may run beside MayContain (relaxed atomic words), but not beside another Add (the
     // thread filling the segment, under its shard's lock, or recovery); FoldTo beside neither.
     void Add(const KeyHash& hash);
@@ -299,6 +301,10 @@ class SegmentTable {
     void CopyTo(std::vector<uint64_t>* words) const;  // its words (the checkpoint's)
 
    private:
+    // InBlocks': `bits` in `block`, set to `saved` (zero when null).
+    KeyFilter(uint64_t words, uint32_t probes, const uint64_t* saved, std::atomic<uint64_t>* bits,
+              std::shared_ptr<ZeroedBlock> block);
+
     uint64_t words_;
     const uint32_t probes_;
     std::unique_ptr<std::atomic<uint64_t>[]> own_bits_;  // bits_ when they are its own
@@ -311,7 +317,8 @@ class SegmentTable {
   // and, on a fresh heap, a page fault per 4 KiB.
   class FilterBlocks {
    public:
-    // Room for `words` words, in the block `*block` is given a share of.
+    // Room for `words` zeroed words, in the block `*block` is given a share of; null when the
+    // system has no memory for a block they need.
     std::atomic<uint64_t>* Take(uint64_t words, std::shared_ptr<ZeroedBlock>* block);
     void Close() { block_.reset(); }  // no more filters: the block goes with its filters
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -18,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nvkv/db.h"
+#include "tests/testutil/killed_writer.h"
+#include "tests/testutil/sanitizers.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -83,6 +86,140 @@ TEST_P(LowLockedMemoryTest, StoreOpensReadsAndWritesAndSaysWhatItGaveUp) {
 
 INSTANTIATE_TEST_SUITE_P(Limits, LowLockedMemoryTest,
                          ::testing::Values(rlim_t{0}, rlim_t{64} << 10, rlim_t{256} << 10));
+
+// ----- No thread to be had (ulimit -u) -----
+
+// In a forked child: becomes "nobody" (root is not bound by the limit) with RLIMIT_NPROC at 1,
+// this process itself, and opens the store at `path` to write, which needs the writer's and
+// compaction's threads. Exit code 0 when the open fails with kResourceExhausted saying so.
+// (Through pread and pwrite: io_uring's own worker threads are bound by the limit too, and a
+// flush it cannot hand to one fails as cancelled before the engine's threads are started.)
+[[noreturn]] void OpenWithNoThreadToBeHad(const std::string& path) {
+  const rlimit limit{1, 1};
+  if (setrlimit(RLIMIT_NPROC, &limit) != 0) std::_Exit(10);
+  if (geteuid() == 0 && setresuid(65534, 65534, 65534) != 0) std::_Exit(11);
+  Options options = StoreOptions();
+  options.backend = Backend::kSyncFile;
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, path);
+  std::fprintf(stderr, "open: %s\n", db.status().ToString().c_str());
+  if (db.ok() || !absl::IsResourceExhausted(db.status())) std::_Exit(12);
+  if (db.status().message().find("cannot start the log writer thread") == std::string::npos) {
+    std::_Exit(13);
+  }
+  std::_Exit(0);
+}
+
+TEST(ThreadLimitTest, AnOpenThatCannotStartItsThreadsSaysSo) {
+  nvkv::testing::TempDir dir;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
+  const std::string path = dir.File("store");
+  {
+    auto db = DB::Open(StoreOptions(), path);  // created by this (root) process
+    ASSERT_THAT(db, IsOk());
+    ASSERT_THAT((*db)->Put("key", "value"), IsOk());
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  EXPECT_EXIT(OpenWithNoThreadToBeHad(path), ::testing::ExitedWithCode(0), "");
+  // Nothing was lost: the store opens as before.
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
+  ASSERT_THAT(db, IsOk());
+  EXPECT_EQ((*db)->Get("key").value_or(""), "value");
+}
+
+// ----- A tight address space (ulimit -v) -----
+
+// Bytes the calling process has mapped (VmSize), 0 when /proc says nothing.
+uint64_t MappedBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) << 10;
+  }
+  return 0;
+}
+
+// A writer that puts durably until it is killed, sending each write's index to `ack_fd`.
+[[noreturn]] void PutUntilKilled(const std::string& path, int ack_fd) {
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
+  if (!db.ok()) std::_Exit(20);
+  const std::string value(200, 'v');
+  for (uint32_t i = 0;; ++i) {
+    // A sixth of the writes overwrite earlier keys: recovery's tables sort out the newest.
+    const uint32_t key = i % 6 == 5 ? i / 2 : i;
+    WriteOptions options;
+    options.durable = i % 500 == 499;  // the rest reach the device as pages fill
+    if (!(*db)->Put(absl::StrCat("key-", key), value, options).ok()) std::_Exit(21);
+    if (write(ack_fd, &i, sizeof(i)) != sizeof(i)) std::_Exit(22);
+  }
+}
+
+// In a forked child: caps the address space at what the process maps now plus `extra_bytes`
+// and opens the store at `path` (`read_only`, or to write: then a put too, which starts the
+// writer's and compaction's threads). Exit code 0 when that works, or fails with a status that
+// says why; an abort, std::thread's exception or a signal ends the child otherwise.
+[[noreturn]] void OpenUnderAddressSpaceLimit(const std::string& path, bool read_only,
+                                             uint64_t extra_bytes) {
+  const uint64_t mapped = MappedBytes();
+  if (mapped == 0) std::_Exit(10);
+  const rlimit limit{mapped + extra_bytes, mapped + extra_bytes};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(11);
+  Options options = StoreOptions();
+  options.read_only = read_only;
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, path);
+  if (!db.ok()) {
+    const bool says_why = !db.status().message().empty();
+    std::fprintf(stderr, "open: %s\n", db.status().ToString().c_str());
+    std::_Exit(says_why ? 0 : 12);
+  }
+  if (!read_only) {
+    const absl::Status put = (*db)->Put("under-the-limit", "value");
+    if (!put.ok()) std::fprintf(stderr, "put: %s\n", put.ToString().c_str());
+    if (!put.ok() && put.message().empty()) std::_Exit(13);
+  }
+  std::_Exit(0);
+}
+
+// Under every address-space limit from what the process maps to 48 MiB more, an Open of a
+// store whose writer was killed (recovery reads its log: tables of newest records, key filters)
+// and of one closed cleanly (the checkpoint's filters, then the writer's and compaction's
+// threads, whose stacks take 8 MiB each) either works or returns an error: none ends the process.
+TEST(AddressSpaceLimitTest, AnOpenUnderAnyLimitWorksOrSaysWhyItCannot) {
+#if defined(NVKV_UNDER_ASAN) || defined(NVKV_UNDER_TSAN)
+  GTEST_SKIP() << "a sanitizer maps terabytes of shadow memory: no address-space limit fits";
+#endif
+  nvkv::testing::TempDir dir;
+  const std::string killed = dir.File("killed"), closed = dir.File("closed");
+  ASSERT_THAT(DB::Open(StoreOptions(), killed), IsOk());  // created, then closed
+  absl::StatusOr<int64_t> acknowledged = nvkv::testing::KillWriterAfter(
+      6000, [&](int ack_fd) { PutUntilKilled(killed, ack_fd); });
+  ASSERT_THAT(acknowledged, IsOk());
+  // The killed writer's rings hold the lock until the kernel has torn them down.
+  for (int waited_ms = 0;; waited_ms += 5) {
+    Options reader = StoreOptions();
+    reader.read_only = true;
+    absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(reader, killed);
+    if (db.ok()) {
+      ASSERT_EQ((*db)->GetStats().recovery_from_checkpoint, 0u);  // the log is read
+      break;
+    }
+    ASSERT_LT(waited_ms, 5000) << db.status();
+    usleep(5000);
+  }
+  {
+    absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), closed);
+    ASSERT_THAT(db, IsOk());
+    for (int i = 0; i < 6000; ++i) {
+      ASSERT_THAT((*db)->Put(absl::StrCat("key-", i), "value"), IsOk());
+    }
+  }
+  for (uint64_t extra = 0; extra <= (uint64_t{48} << 20); extra += uint64_t{1} << 20) {
+    SCOPED_TRACE(absl::StrCat(extra >> 20, " MiB above what is mapped"));
+    EXPECT_EXIT(OpenUnderAddressSpaceLimit(killed, /*read_only=*/true, extra),
+                ::testing::ExitedWithCode(0), "");
+    EXPECT_EXIT(OpenUnderAddressSpaceLimit(closed, /*read_only=*/false, extra),
+                ::testing::ExitedWithCode(0), "");
+  }
+}
 
 }  // namespace
 }  // namespace nvkv

@@ -2,13 +2,18 @@
 #include "kv/newest_records.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <map>
 #include <random>
 #include <set>
 #include <utility>
 #include <vector>
+
+#include "tests/testutil/sanitizers.h"
 
 namespace nvkv::kv {
 namespace {
@@ -140,6 +145,47 @@ TEST(NewestRecordsTest, ReservedRoomHoldsThatManyKeysWithoutGrowing) {
   uint64_t pages = 0;
   table.ForEach([&](uint64_t, const NewestRecords::Record& r) { pages += r.page; });
   EXPECT_EQ(pages, kKeys * (kKeys - 1) / 2);
+}
+
+// Bytes the calling process has mapped (VmSize).
+uint64_t MappedBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) << 10;
+  }
+  return 0;
+}
+
+// In a forked child whose address space is capped 64 MiB above what it maps: a table that cannot
+// grow says kNoMemory and keeps what it held; a Reserve beyond the limit leaves it as it was.
+[[noreturn]] void FillUntilNoMemory() {
+  const uint64_t limit_bytes = MappedBytes() + (uint64_t{64} << 20);
+  const rlimit limit{limit_bytes, limit_bytes};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(10);
+  NewestRecords table;
+  table.Reserve(uint64_t{1} << 30);  // 24 GiB of slots: refused, nothing changes
+  if (table.allocated_bytes() != 0) std::_Exit(11);
+  uint64_t kept = 0;
+  for (;; ++kept) {
+    const Kept result = table.KeepIfNewer(KeyHash{kept * 0x9e3779b97f4a7c15ull, kept}, At(1, 1));
+    if (result == Kept::kNoMemory) break;
+    if (result != Kept::kNewest || kept > (uint64_t{1} << 24)) std::_Exit(12);
+  }
+  if (kept < 100000 || table.size() != kept) std::_Exit(13);
+  // What it held is intact, and an older record of a held key is still told apart.
+  if (table.KeepIfNewer(KeyHash{0, 0}, At(1, 2)) != Kept::kOlder) std::_Exit(14);
+  uint64_t visited = 0;
+  table.ForEach([&](uint64_t, const Record&) { ++visited; });
+  if (visited != kept) std::_Exit(15);
+  std::_Exit(0);
+}
+
+TEST(NewestRecordsTest, ATableWithoutMemoryToGrowSaysSoAndKeepsWhatItHeld) {
+#if defined(NVKV_UNDER_ASAN) || defined(NVKV_UNDER_TSAN)
+  GTEST_SKIP() << "a sanitizer maps terabytes of shadow memory: no address-space limit fits";
+#endif
+  EXPECT_EXIT(FillUntilNoMemory(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

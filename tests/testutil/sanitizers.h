@@ -12,4 +12,13 @@
 #endif
 #endif
 
+// NVKV_UNDER_TSAN: built with ThreadSanitizer.
+#if defined(__SANITIZE_THREAD__)
+#define NVKV_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NVKV_UNDER_TSAN 1
+#endif
+#endif
+
 #endif  // NVKV_TESTS_TESTUTIL_SANITIZERS_H_

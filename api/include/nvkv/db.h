@@ -82,12 +82,15 @@ class DB {
   //   kNotFound            also: a path under /dev that does not exist (no store file is ever
   //                        created there)
   //   kDataLoss            both superblocks are damaged or unreadable
-  //   kInvalidArgument     an option is out of range
-  //   kPermissionDenied, kResourceExhausted (no space to create the file; for NVMe
-  //                        passthrough, a locked-memory limit too low for its rings: the message
-  //                        says how to raise it), kUnimplemented (the kernel lacks a required
-  //                        io_uring feature), other device errors (a segment none of whose
-  //                        pages the device can read)
+  //   kInvalidArgument     an option is out of range; the path is a directory, a FIFO, a socket
+  //                        or a character device other than an NVMe generic one
+  //   kPermissionDenied, kResourceExhausted (no space to create the file, or a file size limit
+  //                        below it; for NVMe passthrough, a locked-memory limit too low for its
+  //                        rings: the message says how to raise it; no memory for recovery's
+  //                        tables or key filters, no thread for the writer or compaction, under
+  //                        an address-space or process limit), kUnimplemented (the kernel
+  //                        lacks a required io_uring feature), other device errors (a segment
+  //                        none of whose pages the device can read)
   static absl::StatusOr<std::unique_ptr<DB>> Open(const Options& options,
                                                   const std::string& path);
 
