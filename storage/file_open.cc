@@ -293,6 +293,13 @@ absl::Status FileIoError(int err, const char* call, const IoRequest& request,
                          info.path);
   }
   const char* meaning = info.block_device ? BlockStatusMeaning(err) : nullptr;
+  if (err == ECANCELED) {
+    // nvkv cancels no request: io_uring does, when it has to hand one to a worker thread (a
+    // flush, or a write the file system cannot take at once) and cannot start one.
+    return absl::ResourceExhaustedError(absl::StrCat(
+        where, ": cancelled by io_uring, which could not start a worker thread for it (the limit "
+               "on processes, ulimit -u, may be too low)"));
+  }
   if (err == ENOSPC) {
     return absl::ResourceExhaustedError(absl::StrCat(
         where, ": no space left", meaning != nullptr ? absl::StrCat(" (", meaning, ")") : ""));

@@ -33,7 +33,7 @@ absl::StatusOr<int> DuplicateFd(int fd);
 
 // The status of `request` failed with errno `err` by `call` ("read", "pwrite", "fdatasync") on a
 // file or block device: "write 8 blocks at LBA 16 of /dev/nvme0n1: No data available (medium
-// error: ...)". ENOSPC is kResourceExhausted. On a block device the kernel turns the drive's
+// error: ...)". ENOSPC is kResourceExhausted; so is ECANCELED (io_uring found no worker thread). On a block device the kernel turns the drive's
 // status into an errno (the NVMe driver's Write Fault becomes ENODATA, Capacity Exceeded ENOSPC,
 // LBA Out of Range EREMOTEIO, ...): the message says what the drive reported.
 absl::Status FileIoError(int err, const char* call, const IoRequest& request,

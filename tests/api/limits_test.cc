@@ -90,22 +90,21 @@ INSTANTIATE_TEST_SUITE_P(Limits, LowLockedMemoryTest,
 // ----- No thread to be had (ulimit -u) -----
 
 // In a forked child: becomes "nobody" (root is not bound by the limit) with RLIMIT_NPROC at 1,
-// this process itself, and opens the store at `path` to write, which needs the writer's and
-// compaction's threads. Exit code 0 when the open fails with kResourceExhausted saying so.
-// (Through pread and pwrite: io_uring's own worker threads are bound by the limit too, and a
-// flush it cannot hand to one fails as cancelled before the engine's threads are started.)
-[[noreturn]] void OpenWithNoThreadToBeHad(const std::string& path) {
+// this process itself, and opens the store at `path` to write through `backend`. Exit code 0
+// when the open fails with kResourceExhausted containing `says`. Through pread and pwrite the
+// engine's own threads (the writer's, compaction's) cannot start; through io_uring its worker
+// threads cannot either, and the first flush it must hand to one comes back cancelled.
+[[noreturn]] void OpenWithNoThreadToBeHad(const std::string& path, Backend backend,
+                                          const std::string& says) {
   const rlimit limit{1, 1};
   if (setrlimit(RLIMIT_NPROC, &limit) != 0) std::_Exit(10);
   if (geteuid() == 0 && setresuid(65534, 65534, 65534) != 0) std::_Exit(11);
   Options options = StoreOptions();
-  options.backend = Backend::kSyncFile;
+  options.backend = backend;
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, path);
   std::fprintf(stderr, "open: %s\n", db.status().ToString().c_str());
   if (db.ok() || !absl::IsResourceExhausted(db.status())) std::_Exit(12);
-  if (db.status().message().find("cannot start the log writer thread") == std::string::npos) {
-    std::_Exit(13);
-  }
+  if (db.status().message().find(says) == std::string::npos) std::_Exit(13);
   std::_Exit(0);
 }
 
@@ -119,7 +118,11 @@ TEST(ThreadLimitTest, AnOpenThatCannotStartItsThreadsSaysSo) {
     ASSERT_THAT((*db)->Put("key", "value"), IsOk());
   }
   ASSERT_EQ(chmod(path.c_str(), 0666), 0);
-  EXPECT_EXIT(OpenWithNoThreadToBeHad(path), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(OpenWithNoThreadToBeHad(path, Backend::kSyncFile,
+                                      "cannot start the log writer thread"),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(OpenWithNoThreadToBeHad(path, Backend::kDirectFile, "ulimit -u"),
+              ::testing::ExitedWithCode(0), "");
   // Nothing was lost: the store opens as before.
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
   ASSERT_THAT(db, IsOk());
