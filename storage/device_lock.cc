@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "storage/base/errno_status.h"
 #include "storage/base/status_macros.h"
 
 namespace nvkv::storage {
@@ -102,7 +103,7 @@ absl::StatusOr<int> ClaimBlockUntil(const std::string& path, ClaimMode mode,
     const int fd = open(path.c_str(), O_RDONLY | exclusive | O_CLOEXEC);
     if (fd >= 0) return fd;
     if (errno == EINTR) continue;
-    if (errno != EBUSY) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+    if (errno != EBUSY) return ErrnoStatus(errno, absl::StrCat("open ", path));
     if (absl::Now() >= deadline) {
       return InUse(path,
                    "claimed exclusively: another opener, a mounted file system or a "

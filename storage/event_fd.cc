@@ -9,19 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
+#include "storage/base/errno_status.h"
 
 namespace nvkv::storage {
 
 absl::StatusOr<std::unique_ptr<EventFd>> EventFd::Create() {
   const int fd = eventfd(0, EFD_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    if (error == EMFILE || error == ENFILE) {
-      return absl::ResourceExhaustedError(
-          "no file descriptor left for an eventfd (raise the open-files limit, ulimit -n)");
-    }
-    return absl::ErrnoToStatus(error, "eventfd");
-  }
+  if (fd < 0) return ErrnoStatus(errno, "eventfd");
   return std::unique_ptr<EventFd>(new EventFd(fd));
 }
 

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/align.h"
+#include "storage/base/errno_status.h"
 #include "storage/base/status_macros.h"
 #include "storage/device_lock.h"
 
@@ -70,7 +71,7 @@ absl::Status OpenError(int err, const std::string& path, bool read_only) {
     case EISDIR:
       return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory"));
     default:
-      return absl::ErrnoToStatus(err, absl::StrCat("open ", path));
+      return ErrnoStatus(err, absl::StrCat("open ", path));
   }
 }
 
@@ -335,7 +336,7 @@ absl::Status GrowRegularFile(int fd, uint64_t bytes, DeviceInfo* info) {
 
 absl::StatusOr<int> DuplicateFd(int fd) {
   const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return absl::ErrnoToStatus(errno, "dup");
+  if (copy < 0) return ErrnoStatus(errno, "dup of the store's file for another queue");
   return copy;
 }
 

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
+#include "storage/base/errno_status.h"
 #include "storage/base/status_macros.h"
 #include "storage/base/text_file.h"
 #include "storage/device_lock.h"
@@ -87,7 +88,7 @@ absl::Status OpenError(int err, const std::string& path) {
                 "other users send Identify and the I/O commands the controller's Commands "
                 "Supported and Effects log allows)"));
     default:
-      return absl::ErrnoToStatus(err, absl::StrCat("open ", path));
+      return ErrnoStatus(err, absl::StrCat("open ", path));
   }
 }
 

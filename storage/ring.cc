@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "storage/base/errno_status.h"
 
 namespace nvkv::storage {
 namespace {
@@ -33,7 +34,7 @@ absl::Status SetupError(int err) {
           "for a systemd service, --ulimit memlock=-1 for docker run)"));
     }
     default:
-      return absl::ErrnoToStatus(err, "io_uring_setup");
+      return ErrnoStatus(err, "io_uring_setup");
   }
 }
 

@@ -2,6 +2,7 @@
 // up. RLIMIT_MEMLOCK bounds what an unprivileged process may lock, and io_uring charges its rings
 // and registered buffers to it (root, with CAP_IPC_LOCK, is not bound): each queue that cannot
 // have them falls back step by step, and Stats::device.notes says so.
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -127,6 +128,49 @@ TEST(ThreadLimitTest, AnOpenThatCannotStartItsThreadsSaysSo) {
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
   ASSERT_THAT(db, IsOk());
   EXPECT_EQ((*db)->Get("key").value_or(""), "value");
+}
+
+// ----- Few file descriptors (ulimit -n) -----
+
+// File descriptors the calling process has open.
+int OpenDescriptors() {
+  int count = 0;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    while (readdir(dir) != nullptr) ++count;
+    closedir(dir);
+    count -= 3;  // ".", ".." and the directory's own descriptor
+  }
+  return count;
+}
+
+// In a forked child: allows `more` descriptors beyond those open, then opens the store at `path`,
+// puts and closes. Exit code 0 when that works, or when what fails names the open-files limit.
+[[noreturn]] void UseStoreWithFewDescriptors(const std::string& path, int more) {
+  const rlim_t allowed = static_cast<rlim_t>(OpenDescriptors() + more);
+  const rlimit limit{allowed, allowed};
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) std::_Exit(10);
+  const auto check = [](const char* what, const absl::Status& status) {
+    if (status.ok()) return;
+    std::fprintf(stderr, "%s: %s\n", what, status.ToString().c_str());
+    std::_Exit(status.message().find("ulimit -n") != std::string::npos ? 0 : 12);
+  };
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
+  check("open", db.status());
+  check("put", (*db)->Put("few-descriptors", "value"));
+  check("close", (*db)->Close());
+  std::_Exit(0);
+}
+
+// With each number of descriptors left from none to 24, using the store works or fails saying
+// which limit to raise: never a bare "Too many open files" from a call the user never made.
+TEST(DescriptorLimitTest, UsingTheStoreWithFewDescriptorsWorksOrNamesTheLimit) {
+  nvkv::testing::TempDir dir;
+  const std::string path = dir.File("store");
+  ASSERT_THAT(DB::Open(StoreOptions(), path), IsOk());
+  for (int more = 0; more <= 24; ++more) {
+    SCOPED_TRACE(absl::StrCat(more, " descriptors left"));
+    EXPECT_EXIT(UseStoreWithFewDescriptors(path, more), ::testing::ExitedWithCode(0), "");
+  }
 }
 
 // ----- A tight address space (ulimit -v) -----
