@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <vector>
 
@@ -527,7 +528,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
   }
   const storage::DeviceInfo info = device->info();
   auto impl = std::make_unique<Impl>(options, std::move(device));
-  absl::Status opened = impl->OpenStore(path);
+  absl::Status opened;
+  try {
+    opened = impl->OpenStore(path);
+  } catch (const std::bad_alloc&) {
+    // The allocations that grow with the store report their failure (recovery's tables, the
+    // index, the key filters, the buffers); any other one that fails under a tight memory limit
+    // ends the Open here, with the same cleanup as an error. Recovery writes nothing, and Close
+    // writes nothing before the writer has started (after recovery).
+    opened = absl::ResourceExhaustedError(absl::StrCat(
+        path, ": out of memory while opening the store (under a memory limit: ulimit -v or -d, "
+              "or a memory cgroup)"));
+  }
   if (!opened.ok()) {
     (void)impl->Close();
     impl.reset();  // every queue closed

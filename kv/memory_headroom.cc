@@ -1,4 +1,5 @@
-// Memory headroom (memory_headroom.h): reads the cgroup files, /proc/meminfo and RLIMIT_AS.
+// Memory headroom (memory_headroom.h): reads the cgroup files, /proc/meminfo, RLIMIT_AS and
+// RLIMIT_DATA.
 #include "kv/memory_headroom.h"
 
 #include <sys/resource.h>
@@ -94,6 +95,10 @@ std::optional<uint64_t> MemoryHeadroomBytes(const MemoryLimitSources& sources) {
     const uint64_t limit = *sources.address_space_limit;
     least = limit > sources.address_space_used ? limit - sources.address_space_used : 0;
   }
+  if (sources.data_limit) {
+    const uint64_t limit = *sources.data_limit;
+    least = Least(least, limit > sources.data_used ? limit - sources.data_used : 0);
+  }
   // MemAvailable is in kB.
   const std::optional<uint64_t> available =
       StatField(sources.root + "/proc/meminfo", "MemAvailable:");
@@ -122,6 +127,10 @@ std::optional<uint64_t> MemoryHeadroomBytes() {
     sources.address_space_limit = limit.rlim_cur;
     sources.address_space_used =
         StatField("/proc/self/status", "VmSize:").value_or(0) * 1024;  // kB
+  }
+  if (getrlimit(RLIMIT_DATA, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    sources.data_limit = limit.rlim_cur;
+    sources.data_used = StatField("/proc/self/status", "VmData:").value_or(0) * 1024;  // kB
   }
   return MemoryHeadroomBytes(sources);
 }

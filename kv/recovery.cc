@@ -620,6 +620,8 @@ class Recovery {
           }
           break;
         case NewestRecords::Kept::kNoMemory:
+          // CheckBudget starts recovery again in more passes, when it can.
+          if (tables_failed_at_ == 0) tables_failed_at_ = TableBytes();
           if (refused_.ok()) {
             refused_ = absl::ResourceExhaustedError(absl::StrCat(
                 "recovery: no memory to grow the table of newest records beyond ",
@@ -711,9 +713,16 @@ class Recovery {
   // kResourceExhausted, with passes_needed_ set, when the tables hold more than the budget
   // (`bytes` of them now): as many passes as would keep them within it, projected from the
   // share of this pass's pages read so far (a quarter more, so that one restart does), or all of
-  // `bytes` when nothing is read yet (the room reserved for the summaries' keys).
+  // `bytes` when nothing is read yet (the room reserved for the summaries' keys). A table that
+  // could not grow (the system had no memory for it: the limits MemoryHeadroomBytes reads are
+  // not all there is, and the index and key filters grow beside the tables) makes the budget
+  // half of what the tables held then.
   absl::Status CheckBudget(uint64_t bytes) {
-    const uint64_t budget = options_.table_budget_bytes;
+    uint64_t budget = options_.table_budget_bytes;
+    if (tables_failed_at_ > 0) {
+      const uint64_t half = std::max<uint64_t>(tables_failed_at_ / 2, 1);
+      budget = budget == 0 ? half : std::min(budget, half);
+    }
     if (budget == 0 || bytes <= budget || passes_ >= kMaxRecoveryPasses) return absl::OkStatus();
     double projected = static_cast<double>(bytes) * passes_;
     if (pass_pages_done_ > 0) {
@@ -731,6 +740,7 @@ class Recovery {
   const uint32_t passes_;      // over the log, each for a share of the keys (PassOf)
   uint32_t pass_ = 0;          // the one under way
   uint32_t passes_needed_ = 0;  // when the tables outgrew the budget (CheckBudget)
+  uint64_t tables_failed_at_ = 0;  // the tables' bytes when one could not grow (0: none failed)
   uint64_t pass_pages_ = 0;  // pages the pass reads (summaries with their last pages, segments)
   uint64_t pass_pages_done_ = 0;  // of them, read and applied
   const Geometry& g_;

@@ -85,6 +85,20 @@ TEST_F(MemoryHeadroomTest, AnAddressSpaceLimitCountsWithTheCgroups) {
   EXPECT_EQ(MemoryHeadroomBytes(sources), 0u);
 }
 
+// RLIMIT_DATA counts the process's data (heap and private mappings, VmData): what it holds
+// already is taken off, and the tightest of the limits wins.
+TEST_F(MemoryHeadroomTest, ADataLimitCountsWithTheOthers) {
+  MemoryLimitSources sources = Sources();
+  sources.data_limit = 256 * kMiB;
+  sources.data_used = 56 * kMiB;
+  EXPECT_EQ(MemoryHeadroomBytes(sources), 200 * kMiB);
+  sources.address_space_limit = 512 * kMiB;
+  sources.address_space_used = 400 * kMiB;
+  EXPECT_EQ(MemoryHeadroomBytes(sources), 112 * kMiB);
+  sources.data_used = 300 * kMiB;
+  EXPECT_EQ(MemoryHeadroomBytes(sources), 0u);
+}
+
 // The machine's available memory (MemAvailable, in kB) is one more limit.
 TEST_F(MemoryHeadroomTest, TheMachinesAvailableMemoryIsALimitToo) {
   Write("/proc/meminfo",
