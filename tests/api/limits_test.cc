@@ -165,6 +165,11 @@ int OpenDescriptors() {
 // With each number of descriptors left from none to 24, using the store works or fails saying
 // which limit to raise: never a bare "Too many open files" from a call the user never made.
 TEST(DescriptorLimitTest, UsingTheStoreWithFewDescriptorsWorksOrNamesTheLimit) {
+#if defined(NVKV_UNDER_ASAN)
+  // UBSan (built with ASan) opens files of its own to check a pointer's type, and with no
+  // descriptor left reports every virtual call as one through an invalid vptr.
+  GTEST_SKIP() << "the sanitizers need file descriptors of their own";
+#endif
   nvkv::testing::TempDir dir;
   const std::string path = dir.File("store");
   ASSERT_THAT(DB::Open(StoreOptions(), path), IsOk());
