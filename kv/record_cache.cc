@@ -2,6 +2,8 @@
 #include "kv/record_cache.h"
 
 #include <algorithm>
+#include <new>
+#include <utility>
 
 #include "storage/base/check.h"
 
@@ -66,27 +68,42 @@ void RecordCache::Put(std::string_view key, uint64_t hash_lo, std::string_view v
   if (it != map_.end()) {
     // An overwrite: the entry keeps its place and its reads; only its size changes.
     Entry* entry = it->second;
-    List& list = ListOf(*entry);
-    list.bytes -= ChargeFor(entry->key.size(), entry->value.size());
-    entry->value.assign(value);
+    const uint64_t old_charge = ChargeFor(entry->key.size(), entry->value.size());
+    try {
+      entry->value.assign(value);  // unchanged if it throws
+    } catch (const std::bad_alloc&) {
+      // No memory for the new value: the entry would say what the index no longer does.
+      Remove(entry);
+      return;
+    }
     entry->location = location;
-    list.bytes += charge;
+    List& list = ListOf(*entry);
+    list.bytes = list.bytes - old_charge + charge;
     MakeRoom(0);
     return;
   }
   MakeRoom(charge);
   // The entry evicted last, if any, with its strings' memory: a cache that is full evicts one
   // entry for each it takes in, and reusing it spares the allocations.
-  Entry* raw = spare_ != nullptr ? spare_ : new Entry;
-  spare_ = nullptr;
-  raw->key.assign(key);
-  raw->value.assign(value);
+  Entry* raw = std::exchange(spare_, nullptr);
+  try {
+    if (raw == nullptr) raw = new Entry;
+    raw->key.assign(key);
+    raw->value.assign(value);
+  } catch (const std::bad_alloc&) {
+    // No memory for the entry's bytes (under a tight memory limit): the key, which had none, is
+    // not cached. The cache is only ever a shortcut to what the index says. (Only std::string
+    // and new are caught: they leave everything as it was, where Abseil's tables promise
+    // nothing after a failed allocation.)
+    spare_ = raw;
+    return;
+  }
+  map_.emplace(std::string_view(raw->key), raw);
   raw->location = location;
   raw->hash_lo = hash_lo;
   raw->reads = 0;
   // A key evicted from the small FIFO not long ago was wanted again: straight to the main one.
   const bool was_ghost = ghost_.erase(hash_lo) > 0;
-  map_.emplace(std::string_view(raw->key), raw);
   PushNewest(raw, was_ghost ? Entry::Queue::kMain : Entry::Queue::kSmall);
 }
 

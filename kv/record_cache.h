@@ -76,7 +76,8 @@ class RecordCache {
   const Entry* Peek(std::string_view key) const;
 
   // `key` now has `value` at `location`: replaces its entry, or adds one (`hash_lo`: the key's
-  // hash, for the ghost). A value too large to cache leaves no entry.
+  // hash, for the ghost). A value too large to cache leaves no entry; so does one whose bytes
+  // the system has no memory for (a write must not fail for its cache).
   void Put(std::string_view key, uint64_t hash_lo, std::string_view value, Location location);
   // `key`'s record moved from `from` to `to` (compaction): its entry, if it has one there,
   // follows.

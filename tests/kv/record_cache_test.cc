@@ -2,10 +2,15 @@
 // its hot keys (S3-FIFO).
 #include "kv/record_cache.h"
 
+#include <sys/resource.h>
+
+#include <fstream>
+#include <new>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/sanitizers.h"
 
 namespace nvkv::kv {
 namespace {
@@ -138,6 +143,57 @@ TEST(RecordCacheTest, AKeyTheGhostHasForgottenStartsInTheSmallQueueAgain) {
   Put(cache, "returning", value, 2);
   for (int i = 0; i < 5000; ++i) Put(cache, absl::StrCat("b", i), value, 10000 + i);
   EXPECT_EQ(cache.Peek("returning"), nullptr);
+}
+
+// Bytes the calling process has mapped (VmSize).
+uint64_t MappedBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) << 10;
+  }
+  return 0;
+}
+
+// In a forked child whose address space is capped 64 MiB above what it maps: a cache far larger
+// than that takes 1 MiB values until the system has no memory for one more. Put neither throws
+// nor keeps a key it could not store (a new one, or an overwrite: the old value would be
+// stale); what it held before is intact.
+[[noreturn]] void PutUntilNoMemory() {
+  const std::string value(1 << 20, 'v'), larger(2 << 20, 'w');  // before the limit
+  const uint64_t limit_bytes = MappedBytes() + (uint64_t{64} << 20);
+  const rlimit limit{limit_bytes, limit_bytes};
+  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(10);
+  RecordCache cache(uint64_t{64} << 30);
+  int stored = 0;
+  try {
+    for (;; ++stored) {
+      const std::string key = absl::StrCat("key-", stored);
+      Put(cache, key, value, static_cast<uint64_t>(stored));
+      if (cache.Peek(key) == nullptr) break;  // not stored: no memory for it
+      if (stored > 1000) std::_Exit(11);
+    }
+    if (stored < 8) std::_Exit(12);
+    // An overwrite with a value larger than the old one cannot be stored either: the key goes.
+    Put(cache, "key-0", larger, 999);
+    if (cache.Peek("key-0") != nullptr) std::_Exit(13);
+    for (int i = 1; i < stored; ++i) {
+      const RecordCache::Entry* entry = cache.Peek(absl::StrCat("key-", i));
+      if (entry == nullptr || entry->value != value || entry->location.page != uint64_t(i)) {
+        std::_Exit(14);
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    std::_Exit(15);
+  }
+  std::_Exit(0);
+}
+
+TEST(RecordCacheTest, PutWithoutMemoryCachesNothingAndThrowsNothing) {
+#if defined(NVKV_UNDER_ASAN) || defined(NVKV_UNDER_TSAN)
+  GTEST_SKIP() << "a sanitizer maps terabytes of shadow memory: no address-space limit fits";
+#endif
+  EXPECT_EXIT(PutUntilNoMemory(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
