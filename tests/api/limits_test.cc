@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <fstream>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -22,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "nvkv/db.h"
 #include "tests/testutil/killed_writer.h"
+#include "tests/testutil/process_memory.h"
 #include "tests/testutil/sanitizers.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
@@ -181,16 +181,6 @@ TEST(DescriptorLimitTest, UsingTheStoreWithFewDescriptorsWorksOrNamesTheLimit) {
 
 // ----- A tight address space (ulimit -v) -----
 
-// Bytes the calling process has mapped (VmSize), 0 when /proc says nothing.
-uint64_t MappedBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) << 10;
-  }
-  return 0;
-}
-
 // A writer that puts durably until it is killed, sending each write's index to `ack_fd`.
 [[noreturn]] void PutUntilKilled(const std::string& path, int ack_fd) {
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
@@ -206,16 +196,37 @@ uint64_t MappedBytes() {
   }
 }
 
+// Creates the store at `path` (of `capacity_bytes`) and puts into it from a child process killed
+// after `writes` acknowledged writes, then waits until the store can be opened again (the dead
+// writer's rings hold its lock until the kernel has torn them down).
+void MakeKilledStore(const std::string& path, uint64_t capacity_bytes, uint32_t writes) {
+  Options options = StoreOptions();
+  options.capacity_bytes = capacity_bytes;
+  ASSERT_THAT(DB::Open(options, path), IsOk());  // created, then closed
+  ASSERT_THAT(nvkv::testing::KillWriterAfter(
+                  writes, [&](int ack_fd) { PutUntilKilled(path, ack_fd); }),
+              IsOk());
+  for (int waited_ms = 0;; waited_ms += 5) {
+    Options reader = StoreOptions();
+    reader.read_only = true;
+    absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(reader, path);
+    if (db.ok()) {
+      ASSERT_EQ((*db)->GetStats().recovery_from_checkpoint, 0u);  // the log is read
+      ASSERT_EQ((*db)->GetStats().recovery_passes, 1u);
+      return;
+    }
+    ASSERT_LT(waited_ms, 5000) << db.status();
+    usleep(5000);
+  }
+}
+
 // In a forked child: caps the address space at what the process maps now plus `extra_bytes`
 // and opens the store at `path` (`read_only`, or to write: then a put too, which starts the
 // writer's and compaction's threads). Exit code 0 when that works, or fails with a status that
 // says why; an abort, std::thread's exception or a signal ends the child otherwise.
 [[noreturn]] void OpenUnderAddressSpaceLimit(const std::string& path, bool read_only,
                                              uint64_t extra_bytes) {
-  const uint64_t mapped = MappedBytes();
-  if (mapped == 0) std::_Exit(10);
-  const rlimit limit{mapped + extra_bytes, mapped + extra_bytes};
-  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(11);
+  if (!nvkv::testing::LimitAddressSpaceTo(extra_bytes)) std::_Exit(10);
   Options options = StoreOptions();
   options.read_only = read_only;
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, path);
@@ -242,22 +253,7 @@ TEST(AddressSpaceLimitTest, AnOpenUnderAnyLimitWorksOrSaysWhyItCannot) {
 #endif
   nvkv::testing::TempDir dir;
   const std::string killed = dir.File("killed"), closed = dir.File("closed");
-  ASSERT_THAT(DB::Open(StoreOptions(), killed), IsOk());  // created, then closed
-  absl::StatusOr<int64_t> acknowledged = nvkv::testing::KillWriterAfter(
-      6000, [&](int ack_fd) { PutUntilKilled(killed, ack_fd); });
-  ASSERT_THAT(acknowledged, IsOk());
-  // The killed writer's rings hold the lock until the kernel has torn them down.
-  for (int waited_ms = 0;; waited_ms += 5) {
-    Options reader = StoreOptions();
-    reader.read_only = true;
-    absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(reader, killed);
-    if (db.ok()) {
-      ASSERT_EQ((*db)->GetStats().recovery_from_checkpoint, 0u);  // the log is read
-      break;
-    }
-    ASSERT_LT(waited_ms, 5000) << db.status();
-    usleep(5000);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeKilledStore(killed, StoreOptions().capacity_bytes, 6000));
   {
     absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), closed);
     ASSERT_THAT(db, IsOk());
@@ -276,16 +272,6 @@ TEST(AddressSpaceLimitTest, AnOpenUnderAnyLimitWorksOrSaysWhyItCannot) {
 
 // ----- A tight data limit (ulimit -d) -----
 
-// The process's data (VmData: heap and private mappings), which RLIMIT_DATA bounds.
-uint64_t DataBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmData:", 0) == 0) return std::stoull(line.substr(7)) << 10;
-  }
-  return 0;
-}
-
 // How OpenUnderDataLimit's child ended.
 enum DataLimitOutcome : int {
   kOpenedInOnePass = 0,
@@ -297,10 +283,7 @@ enum DataLimitOutcome : int {
 // store at `path` read-only and reads its first key. Exits with a DataLimitOutcome, or another
 // code when something else went wrong.
 [[noreturn]] void OpenUnderDataLimit(const std::string& path, uint64_t extra_bytes) {
-  const uint64_t data = DataBytes();
-  if (data == 0) std::_Exit(10);
-  const rlimit limit{data + extra_bytes, data + extra_bytes};
-  if (setrlimit(RLIMIT_DATA, &limit) != 0) std::_Exit(11);
+  if (!nvkv::testing::LimitDataTo(extra_bytes)) std::_Exit(10);
   Options options = StoreOptions();
   options.read_only = true;
   absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, path);
@@ -322,24 +305,7 @@ TEST(DataLimitTest, AnOpenUnderAnyDataLimitWorksOrSaysWhyItCannot) {
 #endif
   nvkv::testing::TempDir dir;
   const std::string killed = dir.File("killed");
-  Options options = StoreOptions();
-  options.capacity_bytes = 128 << 20;
-  ASSERT_THAT(DB::Open(options, killed), IsOk());  // created, then closed
-  absl::StatusOr<int64_t> acknowledged = nvkv::testing::KillWriterAfter(
-      120000, [&](int ack_fd) { PutUntilKilled(killed, ack_fd); });
-  ASSERT_THAT(acknowledged, IsOk());
-  for (int waited_ms = 0;; waited_ms += 5) {
-    Options reader = StoreOptions();
-    reader.read_only = true;
-    absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(reader, killed);
-    if (db.ok()) {
-      ASSERT_EQ((*db)->GetStats().recovery_from_checkpoint, 0u);  // the log is read
-      ASSERT_EQ((*db)->GetStats().recovery_passes, 1u);
-      break;
-    }
-    ASSERT_LT(waited_ms, 5000) << db.status();
-    usleep(5000);
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeKilledStore(killed, 128 << 20, 120000));
   std::map<int, int> outcomes;  // DataLimitOutcome: how many children ended so
   for (uint64_t extra = 0; extra <= (uint64_t{16} << 20); extra += uint64_t{256} << 10) {
     SCOPED_TRACE(absl::StrCat(extra >> 10, " KiB above what the process holds"));

@@ -2,17 +2,15 @@
 #include "kv/newest_records.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <cstdint>
-#include <fstream>
-#include <string>
 #include <map>
 #include <random>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "tests/testutil/process_memory.h"
 #include "tests/testutil/sanitizers.h"
 
 namespace nvkv::kv {
@@ -147,22 +145,10 @@ TEST(NewestRecordsTest, ReservedRoomHoldsThatManyKeysWithoutGrowing) {
   EXPECT_EQ(pages, kKeys * (kKeys - 1) / 2);
 }
 
-// Bytes the calling process has mapped (VmSize).
-uint64_t MappedBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) << 10;
-  }
-  return 0;
-}
-
 // In a forked child whose address space is capped 64 MiB above what it maps: a table that cannot
 // grow says kNoMemory and keeps what it held; a Reserve beyond the limit leaves it as it was.
 [[noreturn]] void FillUntilNoMemory() {
-  const uint64_t limit_bytes = MappedBytes() + (uint64_t{64} << 20);
-  const rlimit limit{limit_bytes, limit_bytes};
-  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(10);
+  if (!nvkv::testing::LimitAddressSpaceTo(uint64_t{64} << 20)) std::_Exit(10);
   NewestRecords table;
   table.Reserve(uint64_t{1} << 30);  // 24 GiB of slots: refused, nothing changes
   if (table.allocated_bytes() != 0) std::_Exit(11);

@@ -2,14 +2,12 @@
 // its hot keys (S3-FIFO).
 #include "kv/record_cache.h"
 
-#include <sys/resource.h>
-
-#include <fstream>
 #include <new>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testutil/process_memory.h"
 #include "tests/testutil/sanitizers.h"
 
 namespace nvkv::kv {
@@ -145,25 +143,13 @@ TEST(RecordCacheTest, AKeyTheGhostHasForgottenStartsInTheSmallQueueAgain) {
   EXPECT_EQ(cache.Peek("returning"), nullptr);
 }
 
-// Bytes the calling process has mapped (VmSize).
-uint64_t MappedBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmSize:", 0) == 0) return std::stoull(line.substr(7)) << 10;
-  }
-  return 0;
-}
-
 // In a forked child whose address space is capped 64 MiB above what it maps: a cache far larger
 // than that takes 1 MiB values until the system has no memory for one more. Put neither throws
 // nor keeps a key it could not store (a new one, or an overwrite: the old value would be
 // stale); what it held before is intact.
 [[noreturn]] void PutUntilNoMemory() {
   const std::string value(1 << 20, 'v'), larger(2 << 20, 'w');  // before the limit
-  const uint64_t limit_bytes = MappedBytes() + (uint64_t{64} << 20);
-  const rlimit limit{limit_bytes, limit_bytes};
-  if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(10);
+  if (!nvkv::testing::LimitAddressSpaceTo(uint64_t{64} << 20)) std::_Exit(10);
   RecordCache cache(uint64_t{64} << 30);
   int stored = 0;
   try {
