@@ -535,7 +535,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
     // The allocations that grow with the store report their failure (recovery's tables, the
     // index, the key filters, the buffers); any other one that fails under a tight memory limit
     // ends the Open here, with the same cleanup as an error. Recovery writes nothing, and Close
-    // writes nothing before the writer has started (after recovery).
+    // writes nothing before the writer has started (after recovery). (Seen from std::vector;
+    // an Abseil table whose growth failed is unsound after it, so a table that grows with the
+    // store should report the failure itself, as the hash index does, not throw.)
     opened = absl::ResourceExhaustedError(absl::StrCat(
         path, ": out of memory while opening the store (under a memory limit: ulimit -v or -d, "
               "or a memory cgroup)"));

@@ -50,6 +50,9 @@ uint64_t InUse(uint64_t charged, std::optional<uint64_t> inactive_file) {
   return charged > reclaimable ? charged - reclaimable : 0;
 }
 
+// What a limit leaves once `used` is taken (none when it is taken already).
+uint64_t RoomUnder(uint64_t limit, uint64_t used) { return limit > used ? limit - used : 0; }
+
 std::optional<uint64_t> Least(std::optional<uint64_t> a, std::optional<uint64_t> b) {
   if (!a) return b;
   if (!b) return a;
@@ -65,7 +68,7 @@ std::optional<uint64_t> CgroupV1Headroom(const std::string& root, absl::string_v
   const std::optional<uint64_t> usage = ReadNumber(dir + "/memory.usage_in_bytes");
   if (!usage) return std::nullopt;
   const uint64_t used = InUse(*usage, StatField(dir + "/memory.stat", "total_inactive_file"));
-  return *limit > used ? *limit - used : 0;
+  return RoomUnder(*limit, used);
 }
 
 // cgroup v2: memory.max less memory.current at the process's cgroup and every one above it.
@@ -78,7 +81,7 @@ std::optional<uint64_t> CgroupV2Headroom(const std::string& root, absl::string_v
     const std::optional<uint64_t> current = ReadNumber(base + "/memory.current");
     if (limit && *limit < kUnlimited && current) {
       const uint64_t used = InUse(*current, StatField(base + "/memory.stat", "inactive_file"));
-      least = Least(least, *limit > used ? *limit - used : 0);
+      least = Least(least, RoomUnder(*limit, used));
     }
     if (dir == "/" || dir.empty()) break;
     const size_t slash = dir.rfind('/');
@@ -92,13 +95,9 @@ std::optional<uint64_t> CgroupV2Headroom(const std::string& root, absl::string_v
 std::optional<uint64_t> MemoryHeadroomBytes(const MemoryLimitSources& sources) {
   std::optional<uint64_t> least;
   if (sources.address_space_limit) {
-    const uint64_t limit = *sources.address_space_limit;
-    least = limit > sources.address_space_used ? limit - sources.address_space_used : 0;
+    least = RoomUnder(*sources.address_space_limit, sources.address_space_used);
   }
-  if (sources.data_limit) {
-    const uint64_t limit = *sources.data_limit;
-    least = Least(least, limit > sources.data_used ? limit - sources.data_used : 0);
-  }
+  if (sources.data_limit) least = Least(least, RoomUnder(*sources.data_limit, sources.data_used));
   // MemAvailable is in kB.
   const std::optional<uint64_t> available =
       StatField(sources.root + "/proc/meminfo", "MemAvailable:");

@@ -11,7 +11,6 @@
 //  3. Wait (durable writes): until the head's durable_through covers the last page appended.
 #include <algorithm>
 #include <cstring>
-#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -375,13 +374,7 @@ absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
   NVKV_RETURN_IF_ERROR(ValidateOps(geometry_, max_batch_bytes(), ops));
   if (ops.empty()) return AppendedWrite{};
   WritePlan& plan = ThreadWritePlan();
-  try {
-    PlanWrite(*appender_, ops, &plan);
-  } catch (const std::bad_alloc&) {
-    // Nothing is changed yet: the write is refused whole.
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "no memory to plan a write of ", ops.size(), " operations (under a memory limit)"));
-  }
+  PlanWrite(*appender_, ops, &plan);
   bool may_write_blind = true;
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
     // 1. Resolve every key's current record without holding locks.
