@@ -1,0 +1,145 @@
+// What the engine's tables do when the allocator refuses them memory (a process
+// under ulimit -v or -d, where an allocation fails instead of the process being
+// killed): an index that cannot grow says so and stays whole, so that every
+// entry it held is still found and the writes after the memory came back go on.
+// This binary replaces the global operator new so that the test's own thread
+// can make large allocations fail.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kv/index.h"
+#include "kv/key_hash.h"
+#include "kv/ordered_index.h"
+#include "tests/testutil/status_matchers.h"
+
+namespace {
+
+// Allocations of at least this many bytes fail on this thread (SIZE_MAX: none).
+thread_local size_t refuse_from_bytes = SIZE_MAX;
+
+void *Allocate(size_t bytes, size_t alignment) {
+  if (bytes >= refuse_from_bytes)
+    return nullptr;
+  if (alignment <= alignof(std::max_align_t))
+    return std::malloc(bytes == 0 ? 1 : bytes);
+  return std::aligned_alloc(alignment,
+                            (bytes + alignment - 1) / alignment * alignment);
+}
+
+void *AllocateOrThrow(size_t bytes, size_t alignment) {
+  void *p = Allocate(bytes, alignment);
+  if (p == nullptr)
+    throw std::bad_alloc();
+  return p;
+}
+
+constexpr size_t kPlain = alignof(std::max_align_t);
+
+} // namespace
+
+void *operator new(size_t bytes) { return AllocateOrThrow(bytes, kPlain); }
+void *operator new[](size_t bytes) { return AllocateOrThrow(bytes, kPlain); }
+void *operator new(size_t bytes, const std::nothrow_t &) noexcept {
+  return Allocate(bytes, kPlain);
+}
+void *operator new[](size_t bytes, const std::nothrow_t &) noexcept {
+  return Allocate(bytes, kPlain);
+}
+void *operator new(size_t bytes, std::align_val_t align) {
+  return AllocateOrThrow(bytes, static_cast<size_t>(align));
+}
+void *operator new[](size_t bytes, std::align_val_t align) {
+  return AllocateOrThrow(bytes, static_cast<size_t>(align));
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete[](void *p) noexcept { std::free(p); }
+void operator delete(void *p, size_t) noexcept { std::free(p); }
+void operator delete[](void *p, size_t) noexcept { std::free(p); }
+void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void *p, size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void *p, size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+
+std::string KeyNumber(int i) { return absl::StrCat("key", int64_t{i} * 7919); }
+
+// Inserts keys first, first + 1, ... below `end` the way the write path does
+// (room first, then the entry) until one is refused; returns the first key not
+// inserted.
+int InsertUntilRefused(Index &index, int first, int end,
+                       absl::Status *refusal) {
+  for (int i = first; i < end; ++i) {
+    const std::string key = KeyNumber(i);
+    const absl::Status room = index.MakeRoomFor(1);
+    if (!room.ok()) {
+      *refusal = room;
+      return i;
+    }
+    const absl::Status inserted = index.Insert(HashKey(key).lo, key, 1000 + i);
+    if (!inserted.ok()) {
+      *refusal = inserted;
+      return i;
+    }
+  }
+  return end;
+}
+
+void ExpectEveryKeyFound(const Index &index, int keys) {
+  std::vector<uint64_t> pages;
+  int missing = 0;
+  for (int i = 0; i < keys; ++i) {
+    const std::string key = KeyNumber(i);
+    index.Find(HashKey(key).lo, key, &pages);
+    bool found = false;
+    for (uint64_t page : pages)
+      found |= page == static_cast<uint64_t>(1000 + i);
+    if (!found)
+      ++missing;
+  }
+  EXPECT_EQ(missing, 0) << "of " << keys << " keys";
+  EXPECT_EQ(index.stats().entries, static_cast<uint64_t>(keys));
+}
+
+// The ordered index's hash table is on the heap (the hash index's slots are
+// mapped by ZeroedBlock, which this replacement does not reach; its growth
+// allocates before it changes anything).
+TEST(OrderedIndexAllocationFailureTest,
+     ATableThatCannotGrowRefusesTheKeyAndKeepsEveryEntry) {
+  auto index = std::make_unique<OrderedIndex>();
+  absl::Status refusal;
+  ASSERT_EQ(InsertUntilRefused(*index, 0, 3000, &refusal), 3000) << refusal;
+  // From here on the table's array (tens of KiB) cannot be allocated anew; an
+  // entry or a tree node (well under 4 KiB) can.
+  refuse_from_bytes = 4096;
+  const int inserted = InsertUntilRefused(*index, 3000, 1'000'000, &refusal);
+  refuse_from_bytes = SIZE_MAX;
+  ASSERT_LT(inserted, 1'000'000) << "the table never had to grow";
+  EXPECT_EQ(refusal.code(), absl::StatusCode::kResourceExhausted) << refusal;
+  ExpectEveryKeyFound(*index, inserted);
+  // With memory back, the table grows and takes the rest.
+  for (int i = inserted; i < inserted + 20000; ++i) {
+    const std::string key = KeyNumber(i);
+    ASSERT_THAT(index->MakeRoomFor(1), IsOk());
+    ASSERT_THAT(index->Insert(HashKey(key).lo, key, 1000 + i), IsOk());
+  }
+  ExpectEveryKeyFound(*index, inserted + 20000);
+}
+
+} // namespace
+} // namespace nvkv::kv
