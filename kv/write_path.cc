@@ -11,6 +11,7 @@
 //  3. Wait (durable writes): until the head's durable_through covers the last page appended.
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -126,23 +127,30 @@ void PointAt(const HeadAppender& appender, const WriteOp& op, PreparedOp* p) {
 }
 
 // The ops of a write that decide it, the last of each key, in shard order (the lock order), into
-// *prepared, whose elements (and their vectors) are reused: a single op allocates nothing.
+// *prepared, whose elements (and their vectors) are reused: a single op allocates nothing. Only
+// std::vector allocates here (a failed allocation leaves *prepared to be prepared again): an
+// Abseil table whose growth fails is left broken, even for its destructor.
 void PrepareOps(const HeadAppender& appender, std::span<const WriteOp> ops,
                 std::vector<PreparedOp>* prepared) {
-  if (ops.size() == 1) {
-    prepared->resize(1);
-    PointAt(appender, ops[0], &prepared->front());
-    return;
+  prepared->resize(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) PointAt(appender, ops[i], &(*prepared)[i]);
+  if (ops.size() == 1) return;
+  // By shard, then key, then place in the batch (ops[] is in batch order): each key's ops side
+  // by side, its last one last.
+  std::sort(prepared->begin(), prepared->end(), [](const PreparedOp& a, const PreparedOp& b) {
+    if (a.shard->id != b.shard->id) return a.shard->id < b.shard->id;
+    if (a.op->key != b.op->key) return a.op->key < b.op->key;
+    return a.op < b.op;
+  });
+  size_t kept = 0;
+  for (size_t i = 0; i < prepared->size(); ++i) {
+    const bool last_of_key =
+        i + 1 == prepared->size() || (*prepared)[i + 1].op->key != (*prepared)[i].op->key;
+    if (!last_of_key) continue;
+    if (kept != i) std::swap((*prepared)[kept], (*prepared)[i]);
+    ++kept;
   }
-  absl::flat_hash_map<std::string_view, size_t> last;
-  for (size_t i = 0; i < ops.size(); ++i) last[ops[i].key] = i;
-  prepared->resize(last.size());
-  size_t next = 0;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (last[ops[i].key] == i) PointAt(appender, ops[i], &(*prepared)[next++]);
-  }
-  std::sort(prepared->begin(), prepared->end(),
-            [](const PreparedOp& a, const PreparedOp& b) { return a.shard->id < b.shard->id; });
+  prepared->resize(kept);
 }
 
 // Whether every key's index entries are still those its resolve saw. REQUIRES: every shard of
@@ -225,7 +233,8 @@ WritePlan& ThreadWritePlan() {
   return plan;
 }
 
-void PlanWrite(const HeadAppender& appender, std::span<const WriteOp> ops, WritePlan* plan) {
+// The plan of `ops` into *plan (its vectors reused).
+void PlanOps(const HeadAppender& appender, std::span<const WriteOp> ops, WritePlan* plan) {
   PrepareOps(appender, ops, &plan->prepared);
   plan->single = plan->prepared.size() == 1;
   plan->planned.clear();
@@ -239,6 +248,21 @@ void PlanWrite(const HeadAppender& appender, std::span<const WriteOp> ops, Write
     all_deletes = all_deletes && p.op->is_delete;
   }
   plan->use = all_deletes ? SegmentUse::kUserDelete : SegmentUse::kUserPut;
+}
+
+// Errors: kResourceExhausted when the plan's vectors cannot grow. Nothing is locked or changed
+// yet, and only std::vector allocates, so the failure is safe to return.
+absl::Status PlanWrite(const HeadAppender& appender, std::span<const WriteOp> ops,
+                       WritePlan* plan) {
+  try {
+    PlanOps(appender, ops, plan);
+  } catch (const std::bad_alloc&) {
+    plan->prepared.clear();
+    plan->planned.clear();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no memory to plan a write of ", ops.size(), " ops"));
+  }
+  return absl::OkStatus();
 }
 
 // How one attempt to append a resolved write went.
@@ -374,7 +398,7 @@ absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
   NVKV_RETURN_IF_ERROR(ValidateOps(geometry_, max_batch_bytes(), ops));
   if (ops.empty()) return AppendedWrite{};
   WritePlan& plan = ThreadWritePlan();
-  PlanWrite(*appender_, ops, &plan);
+  NVKV_RETURN_IF_ERROR(PlanWrite(*appender_, ops, &plan));
   bool may_write_blind = true;
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
     // 1. Resolve every key's current record without holding locks.

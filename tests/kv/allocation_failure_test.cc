@@ -1,23 +1,26 @@
-// What the engine's tables do when the allocator refuses them memory (a process
-// under ulimit -v or -d, where an allocation fails instead of the process being
-// killed): an index that cannot grow says so and stays whole, so that every
-// entry it held is still found and the writes after the memory came back go on.
-// This binary replaces the global operator new so that the test's own thread
-// can make large allocations fail.
+// What the engine's tables do when the allocator refuses them memory (a process under ulimit -v or
+// -d, where an allocation fails instead of the process being killed): an index that cannot grow
+// says so and stays whole, so that every entry it held is still found and the writes after the
+// memory came back go on. This binary replaces the global operator new so that the test's own
+// thread can make large allocations fail.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kv/engine.h"
 #include "kv/index.h"
 #include "kv/key_hash.h"
 #include "kv/ordered_index.h"
+#include "storage/mem_device.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace {
@@ -25,52 +28,42 @@ namespace {
 // Allocations of at least this many bytes fail on this thread (SIZE_MAX: none).
 thread_local size_t refuse_from_bytes = SIZE_MAX;
 
-void *Allocate(size_t bytes, size_t alignment) {
-  if (bytes >= refuse_from_bytes)
-    return nullptr;
-  if (alignment <= alignof(std::max_align_t))
-    return std::malloc(bytes == 0 ? 1 : bytes);
-  return std::aligned_alloc(alignment,
-                            (bytes + alignment - 1) / alignment * alignment);
+void* Allocate(size_t bytes, size_t alignment) {
+  if (bytes >= refuse_from_bytes) return nullptr;
+  if (alignment <= alignof(std::max_align_t)) return std::malloc(bytes == 0 ? 1 : bytes);
+  return std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
 }
 
-void *AllocateOrThrow(size_t bytes, size_t alignment) {
-  void *p = Allocate(bytes, alignment);
-  if (p == nullptr)
-    throw std::bad_alloc();
+void* AllocateOrThrow(size_t bytes, size_t alignment) {
+  void* p = Allocate(bytes, alignment);
+  if (p == nullptr) throw std::bad_alloc();
   return p;
 }
 
 constexpr size_t kPlain = alignof(std::max_align_t);
 
-} // namespace
+}  // namespace
 
-void *operator new(size_t bytes) { return AllocateOrThrow(bytes, kPlain); }
-void *operator new[](size_t bytes) { return AllocateOrThrow(bytes, kPlain); }
-void *operator new(size_t bytes, const std::nothrow_t &) noexcept {
+void* operator new(size_t bytes) { return AllocateOrThrow(bytes, kPlain); }
+void* operator new[](size_t bytes) { return AllocateOrThrow(bytes, kPlain); }
+void* operator new(size_t bytes, const std::nothrow_t&) noexcept { return Allocate(bytes, kPlain); }
+void* operator new[](size_t bytes, const std::nothrow_t&) noexcept {
   return Allocate(bytes, kPlain);
 }
-void *operator new[](size_t bytes, const std::nothrow_t &) noexcept {
-  return Allocate(bytes, kPlain);
-}
-void *operator new(size_t bytes, std::align_val_t align) {
+void* operator new(size_t bytes, std::align_val_t align) {
   return AllocateOrThrow(bytes, static_cast<size_t>(align));
 }
-void *operator new[](size_t bytes, std::align_val_t align) {
+void* operator new[](size_t bytes, std::align_val_t align) {
   return AllocateOrThrow(bytes, static_cast<size_t>(align));
 }
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete[](void *p) noexcept { std::free(p); }
-void operator delete(void *p, size_t) noexcept { std::free(p); }
-void operator delete[](void *p, size_t) noexcept { std::free(p); }
-void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void *p, size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void *p, size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace nvkv::kv {
 namespace {
@@ -79,11 +72,9 @@ using ::nvkv::testing::IsOk;
 
 std::string KeyNumber(int i) { return absl::StrCat("key", int64_t{i} * 7919); }
 
-// Inserts keys first, first + 1, ... below `end` the way the write path does
-// (room first, then the entry) until one is refused; returns the first key not
-// inserted.
-int InsertUntilRefused(Index &index, int first, int end,
-                       absl::Status *refusal) {
+// Inserts keys first, first + 1, ... below `end` the way the write path does (room first, then the
+// entry) until one is refused; returns the first key not inserted.
+int InsertUntilRefused(Index& index, int first, int end, absl::Status* refusal) {
   for (int i = first; i < end; ++i) {
     const std::string key = KeyNumber(i);
     const absl::Status room = index.MakeRoomFor(1);
@@ -100,32 +91,28 @@ int InsertUntilRefused(Index &index, int first, int end,
   return end;
 }
 
-void ExpectEveryKeyFound(const Index &index, int keys) {
+void ExpectEveryKeyFound(const Index& index, int keys) {
   std::vector<uint64_t> pages;
   int missing = 0;
   for (int i = 0; i < keys; ++i) {
     const std::string key = KeyNumber(i);
     index.Find(HashKey(key).lo, key, &pages);
     bool found = false;
-    for (uint64_t page : pages)
-      found |= page == static_cast<uint64_t>(1000 + i);
-    if (!found)
-      ++missing;
+    for (uint64_t page : pages) found |= page == static_cast<uint64_t>(1000 + i);
+    if (!found) ++missing;
   }
   EXPECT_EQ(missing, 0) << "of " << keys << " keys";
   EXPECT_EQ(index.stats().entries, static_cast<uint64_t>(keys));
 }
 
-// The ordered index's hash table is on the heap (the hash index's slots are
-// mapped by ZeroedBlock, which this replacement does not reach; its growth
-// allocates before it changes anything).
-TEST(OrderedIndexAllocationFailureTest,
-     ATableThatCannotGrowRefusesTheKeyAndKeepsEveryEntry) {
+// The ordered index's hash table is on the heap (the hash index's slots are mapped by ZeroedBlock,
+// which this replacement does not reach; its growth allocates before it changes anything).
+TEST(OrderedIndexAllocationFailureTest, ATableThatCannotGrowRefusesTheKeyAndKeepsEveryEntry) {
   auto index = std::make_unique<OrderedIndex>();
   absl::Status refusal;
   ASSERT_EQ(InsertUntilRefused(*index, 0, 3000, &refusal), 3000) << refusal;
-  // From here on the table's array (tens of KiB) cannot be allocated anew; an
-  // entry or a tree node (well under 4 KiB) can.
+  // From here on the table's array (tens of KiB) cannot be allocated anew; an entry or a tree node
+  // (well under 4 KiB) can.
   refuse_from_bytes = 4096;
   const int inserted = InsertUntilRefused(*index, 3000, 1'000'000, &refusal);
   refuse_from_bytes = SIZE_MAX;
@@ -141,5 +128,65 @@ TEST(OrderedIndexAllocationFailureTest,
   ExpectEveryKeyFound(*index, inserted + 20000);
 }
 
-} // namespace
-} // namespace nvkv::kv
+// A batch whose plan the engine cannot allocate (before it locks anything) is refused whole with
+// kResourceExhausted, not thrown at the caller; nothing acknowledged before is lost, and the same
+// batch goes in once the memory is back. Each index mode on a thread of its own, whose write plan
+// has not grown yet.
+void WriteABatchWithoutMemoryForItsPlan(IndexMode mode) {
+  storage::MemDeviceOptions mem;
+  mem.lba_bytes = 4096;
+  mem.lba_count = (64 << 20) / mem.lba_bytes;
+  EngineOptions options;
+  options.index_mode = mode;
+  options.background_compaction = false;
+  auto device = storage::MemDevice::Create(mem);
+  ASSERT_THAT(device, IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*device), options);
+  ASSERT_THAT(engine, IsOk());
+  for (int i = 0; i < 100; ++i) {
+    WriteOp op{false, KeyNumber(i), "before"};
+    ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), true), IsOk());
+  }
+  // 400 ops of 100-byte values: their plan takes tens of KiB.
+  const std::string value(100, 'b');
+  std::vector<std::string> keys;
+  for (int i = 0; i < 400; ++i) keys.push_back(KeyNumber(i));
+  std::vector<WriteOp> batch;
+  for (const std::string& key : keys) batch.push_back(WriteOp{false, key, value});
+  refuse_from_bytes = 16 << 10;
+  absl::Status refused;
+  try {
+    refused = (*engine)->Write(batch, true);
+  } catch (const std::bad_alloc&) {
+    refused = absl::InternalError("Write threw std::bad_alloc");
+  }
+  refuse_from_bytes = SIZE_MAX;
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  for (int i = 0; i < 400; ++i) {
+    absl::StatusOr<std::string> got = (*engine)->Get(keys[i]);
+    if (i < 100) {
+      ASSERT_THAT(got, IsOk()) << i;
+      EXPECT_EQ(*got, "before") << i;
+    } else {
+      EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << i;
+    }
+  }
+  ASSERT_THAT((*engine)->Write(batch, true), IsOk());
+  for (int i = 0; i < 400; ++i) {
+    absl::StatusOr<std::string> got = (*engine)->Get(keys[i]);
+    ASSERT_THAT(got, IsOk()) << i;
+    EXPECT_EQ(*got, value) << i;
+  }
+  ASSERT_THAT((*engine)->Close(), IsOk());
+}
+
+TEST(EngineAllocationFailureTest, ABatchWithoutMemoryForItsPlanIsRefusedWholeAndLosesNothing) {
+  for (const IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
+    SCOPED_TRACE(mode == IndexMode::kHash ? "hash" : "ordered");
+    std::thread writer(WriteABatchWithoutMemoryForItsPlan, mode);
+    writer.join();
+  }
+}
+
+}  // namespace
+}  // namespace nvkv::kv
