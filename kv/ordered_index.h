@@ -3,17 +3,15 @@
 //
 // Layout: each key lives in one Entry (its bytes and its value in a single allocation that stays
 // put while the key is in the index), reached two ways: a B-tree of Entry pointers in key order
-// (absl::btree_set) for Scan, and a hash table of the same pointers (EntryTable below, hashed by
+// (absl::btree_set) for Scan, and a hash table of the same pointers (kv/keyed_table.h, hashed by
 // key bytes) for Find, Insert, Replace and Erase. A point lookup thus costs a hash of the key
 // and one or two cache misses instead of a walk down the B-tree, whose every comparison reads
 // another key's bytes (about 20 cache misses at 1M keys).
 //
-// Why a table of its own and not absl::flat_hash_set: the engine grows the table ahead of a
-// write (MakeRoomFor) and refuses the write when the system has no memory for it. Abseil's table
-// (Debian 12's release) records its new capacity before it allocates the new array, so a growth
-// that fails with std::bad_alloc leaves it probing an array of the old size: entries are no
-// longer found, and compaction would drop the records of keys the index lost. EntryTable
-// allocates first and changes nothing when that fails.
+// The engine grows the table ahead of a write (MakeRoomFor) and refuses the write when the
+// system has no memory for it: KeyedTable's growth changes nothing when it fails (an Abseil table
+// was left broken, its entries no longer found, and compaction would have dropped the records of
+// keys the index lost).
 //
 // Thread contract: not thread-safe; callers serialize (the owning shard's mutex).
 // Invariant: at most one entry per key; every entry is in both the tree and the table; the
@@ -43,6 +41,7 @@
 #include "absl/container/btree_set.h"
 #include "absl/status/status.h"
 #include "kv/index.h"
+#include "kv/keyed_table.h"
 
 namespace nvkv::kv {
 
@@ -139,80 +138,19 @@ class OrderedIndex final : public Index {
   };
   using Tree = absl::btree_set<Entry*, KeyLess, CountingAllocator<Entry*>>;
 
-  // The hash table from a key to its Entry: open addressing with linear probing over one array
-  // of `capacity` slots, each an Entry pointer and a control byte (empty, erased, or 7 bits of
-  // the key's hash that rule out most other keys without reading their bytes). Home slot: the
-  // 64-bit hash scaled onto [0, capacity) ("fastrange"), so any capacity works. An erased slot
-  // becomes empty at once when the slot after it is empty (no probe can pass through it then),
-  // else a tombstone that probes step over until the next rehash. At most 7/8 of the slots are
-  // used (entries and tombstones), so every probe ends at an empty slot. Growth doubles the
-  // capacity; tombstones alone (when at least a quarter of the room) are cleared at the same
-  // capacity. The array comes from operator new (nothrow), and every growth allocates before it
-  // changes anything: MakeRoomFor fails cleanly, and once it succeeded the next `inserts`
-  // Insert calls allocate nothing.
-  class EntryTable {
-   public:
-    EntryTable() = default;
-    EntryTable(const EntryTable&) = delete;
-    EntryTable& operator=(const EntryTable&) = delete;
-    ~EntryTable() { Free(); }
-
-    Entry* Find(std::string_view key) const;
-    // False, and the table unchanged, when the system has no memory for a larger array.
-    bool MakeRoomFor(uint64_t inserts);
-    // REQUIRES: room made for it (MakeRoomFor), no entry of the same key.
-    void Insert(Entry* entry);
-    // REQUIRES: `entry` is in the table.
-    void Erase(const Entry* entry);
-    // Frees the array: for an index emptied (the entries are the caller's).
-    void Clear();
-
-    uint64_t size() const { return size_; }
-    // Bytes of the array as malloc takes them.
-    uint64_t memory_bytes() const;
-    template <typename Visit>
-    void ForEach(Visit visit) const {
-      for (uint64_t i = 0; i < capacity_; ++i) {
-        if (control_[i] >= kFullBit) visit(slots_[i]);
-      }
-    }
-
-   private:
-    static constexpr uint8_t kEmpty = 0;
-    static constexpr uint8_t kErased = 1;
-    static constexpr uint8_t kFullBit = 0x80;  // a used slot: 0x80 | hash bits 0..6
-    static constexpr uint64_t kMinCapacity = 16;
-    static constexpr uint64_t kMaxCapacity = uint64_t{1} << 58;  // 2^58 slots of 9 bytes
-
-    static uint64_t MaxUsed(uint64_t capacity) { return capacity / 8 * 7 + capacity % 8 * 7 / 8; }
-    static uint8_t ControlOf(uint64_t hash) { return kFullBit | (hash & 0x7f); }
-    uint64_t Home(uint64_t hash) const {
-      return static_cast<uint64_t>((static_cast<unsigned __int128>(hash) * capacity_) >> 64);
-    }
-    uint64_t Next(uint64_t pos) const { return pos + 1 == capacity_ ? 0 : pos + 1; }
-    // The slot where `entry` is. REQUIRES: it is in the table.
-    uint64_t SlotOf(const Entry* entry) const;
-    // Puts `entry` in the first free slot from its home. REQUIRES: a free slot.
-    void Place(Entry* entry, uint64_t hash);
-    // Moves every entry into a new array of `capacity` slots; false (nothing changed) when the
-    // system has no memory for it.
-    bool Rehash(uint64_t capacity);
-    void Free();
-
-    Entry** slots_ = nullptr;    // capacity_ pointers, then capacity_ control bytes
-    uint8_t* control_ = nullptr;
-    uint64_t capacity_ = 0;
-    uint64_t size_ = 0;
-    uint64_t erased_ = 0;  // tombstones
+  struct KeyOfEntry {
+    std::string_view operator()(const Entry* entry) const { return entry->key(); }
   };
 
   Entry* FindEntry(std::string_view key) const { return table_.Find(key); }
+  // The table's array as malloc takes it.
+  uint64_t TableBytes() const;
 
   // Declared before the tree: its allocator points at it, and it must outlive it.
   uint64_t container_bytes_ = 0;  // tree nodes
   uint64_t entry_bytes_ = 0;      // chunk bytes of the entries
   Tree tree_;
-  EntryTable table_;
+  KeyedTable<Entry, KeyOfEntry> table_;  // its array from operator new, not counted above
 };
 
 }  // namespace nvkv::kv

@@ -18,15 +18,16 @@ constexpr uint8_t kMaxReads = 3;
 }  // namespace
 
 uint64_t RecordCache::ChargeFor(size_t key_bytes, size_t value_bytes) {
-  // The map slot: a string_view and a pointer, one control byte, at most 7/8 full.
-  constexpr uint64_t kSlotBytes = (sizeof(std::string_view) + sizeof(Entry*) + 1) * 8 / 7;
+  // The map slot (a pointer and a control byte), the map at most 7/8 full.
+  constexpr uint64_t kSlotBytes = decltype(map_)::kSlotBytes * 8 / 7;
   return sizeof(Entry) + kSlotBytes + key_bytes + value_bytes;
 }
 
 RecordCache::RecordCache(uint64_t capacity_bytes)
     : capacity_bytes_(capacity_bytes),
       ghost_capacity_(capacity_bytes / kGhostShareDivisor / kGhostEntryBytes),
-      entries_capacity_(capacity_bytes - ghost_capacity_ * kGhostEntryBytes) {}
+      entries_capacity_(capacity_bytes - ghost_capacity_ * kGhostEntryBytes),
+      ghost_(ghost_capacity_) {}
 
 RecordCache::~RecordCache() {
   delete spare_;
@@ -40,34 +41,31 @@ RecordCache::~RecordCache() {
 }
 
 const RecordCache::Entry* RecordCache::Find(std::string_view key) {
-  auto it = map_.find(key);
-  if (it == map_.end()) {
+  Entry* entry = map_.Find(key);
+  if (entry == nullptr) {
     ++counters_.misses;
     return nullptr;
   }
-  Entry* entry = it->second;
   entry->reads = static_cast<uint8_t>(std::min<int>(entry->reads + 1, kMaxReads));
   ++counters_.hits;
   return entry;
 }
 
 const RecordCache::Entry* RecordCache::Peek(std::string_view key) const {
-  auto it = map_.find(key);
-  return it == map_.end() ? nullptr : it->second;
+  return map_.Find(key);
 }
 
 void RecordCache::Put(std::string_view key, uint64_t hash_lo, std::string_view value,
                       Location location) {
   const uint64_t charge = ChargeFor(key.size(), value.size());
-  auto it = map_.find(key);
+  Entry* entry = map_.Find(key);
   if (charge > entries_capacity_ / kSmallShareDivisor) {
     // Larger than the small FIFO's share: it would flush the hot set. Not cached.
-    if (it != map_.end()) Remove(it->second);
+    if (entry != nullptr) Remove(entry);
     return;
   }
-  if (it != map_.end()) {
+  if (entry != nullptr) {
     // An overwrite: the entry keeps its place and its reads; only its size changes.
-    Entry* entry = it->second;
     const uint64_t old_charge = ChargeFor(entry->key.size(), entry->value.size());
     try {
       entry->value.assign(value);  // unchanged if it throws
@@ -83,6 +81,7 @@ void RecordCache::Put(std::string_view key, uint64_t hash_lo, std::string_view v
     return;
   }
   MakeRoom(charge);
+  if (!map_.MakeRoomFor(1)) return;  // no memory for the map to grow: the key is not cached
   // The entry evicted last, if any, with its strings' memory: a cache that is full evicts one
   // entry for each it takes in, and reusing it spares the allocations.
   Entry* raw = std::exchange(spare_, nullptr);
@@ -92,18 +91,17 @@ void RecordCache::Put(std::string_view key, uint64_t hash_lo, std::string_view v
     raw->value.assign(value);
   } catch (const std::bad_alloc&) {
     // No memory for the entry's bytes (under a tight memory limit): the key, which had none, is
-    // not cached. The cache is only ever a shortcut to what the index says. (Only std::string
-    // and new are caught: they leave everything as it was, where Abseil's tables promise
-    // nothing after a failed allocation.)
+    // not cached. The cache is only ever a shortcut to what the index says. (std::string and
+    // new leave everything as it was when they throw; the tables here never throw.)
     spare_ = raw;
     return;
   }
-  map_.emplace(std::string_view(raw->key), raw);
+  map_.Insert(raw);
   raw->location = location;
   raw->hash_lo = hash_lo;
   raw->reads = 0;
   // A key evicted from the small FIFO not long ago was wanted again: straight to the main one.
-  const bool was_ghost = ghost_.erase(hash_lo) > 0;
+  const bool was_ghost = ghost_.Forget(hash_lo);
   PushNewest(raw, was_ghost ? Entry::Queue::kMain : Entry::Queue::kSmall);
 }
 
@@ -115,13 +113,12 @@ RecordCache::Counters RecordCache::counters() const {
 }
 
 void RecordCache::Move(std::string_view key, Location from, Location to) {
-  auto it = map_.find(key);
-  if (it != map_.end() && it->second->location == from) it->second->location = to;
+  Entry* entry = map_.Find(key);
+  if (entry != nullptr && entry->location == from) entry->location = to;
 }
 
 void RecordCache::Erase(std::string_view key) {
-  auto it = map_.find(key);
-  if (it != map_.end()) Remove(it->second);
+  if (Entry* entry = map_.Find(key)) Remove(entry);
 }
 
 void RecordCache::PushNewest(Entry* entry, Entry::Queue queue) {
@@ -153,7 +150,7 @@ void RecordCache::Unlink(Entry* entry) {
 
 void RecordCache::Remove(Entry* entry) {
   Unlink(entry);
-  map_.erase(std::string_view(entry->key));
+  map_.Erase(entry);
   delete entry;
 }
 
@@ -191,20 +188,83 @@ void RecordCache::EvictOne() {
 }
 
 void RecordCache::Recycle(Entry* entry) {
-  map_.erase(std::string_view(entry->key));
+  map_.Erase(entry);
   delete spare_;
   spare_ = entry;
 }
 
-void RecordCache::RememberGhost(uint64_t hash_lo) {
-  if (ghost_capacity_ == 0) return;
-  if (!ghost_.insert(hash_lo).second) return;
-  ghost_fifo_.push_back(hash_lo);
-  while (ghost_fifo_.size() > ghost_capacity_) {
-    // A hash that left the ghost early (its key came back) is gone from the set already.
-    ghost_.erase(ghost_fifo_.front());
-    ghost_fifo_.pop_front();
+void RecordCache::RememberGhost(uint64_t hash_lo) { ghost_.Remember(hash_lo); }
+
+// --- Ghost ---
+
+uint64_t RecordCache::Ghost::SlotOf(uint64_t stored) const {
+  if (set_slots_ == 0) return 0;
+  for (uint64_t pos = Home(stored);; pos = Next(pos)) {
+    if (set_[pos] == stored) return pos;
+    if (set_[pos] == 0) return set_slots_;
   }
+}
+
+void RecordCache::Ghost::Place(uint64_t stored) {
+  uint64_t pos = Home(stored);
+  while (set_[pos] != 0) pos = Next(pos);
+  set_[pos] = stored;
+  ++size_;
+}
+
+bool RecordCache::Ghost::Grow() {
+  const uint64_t ring_slots = std::min(capacity_, std::max(kMinRing, 2 * ring_slots_));
+  std::unique_ptr<uint64_t[]> ring(new (std::nothrow) uint64_t[ring_slots]);
+  std::unique_ptr<uint64_t[]> set(new (std::nothrow) uint64_t[2 * ring_slots]());
+  if (ring == nullptr || set == nullptr) return false;
+  // The ring's hashes oldest first (it is full when it grows), then the set anew.
+  for (uint64_t i = 0; i < ring_used_; ++i) ring[i] = ring_[(next_ + i) % ring_slots_];
+  const std::unique_ptr<uint64_t[]> old_set = std::exchange(set_, std::move(set));
+  const uint64_t old_set_slots = std::exchange(set_slots_, 2 * ring_slots);
+  ring_ = std::move(ring);
+  ring_slots_ = ring_slots;
+  next_ = ring_used_;
+  size_ = 0;
+  for (uint64_t i = 0; i < old_set_slots; ++i) {
+    if (old_set[i] != 0) Place(old_set[i]);
+  }
+  return true;
+}
+
+void RecordCache::Ghost::Remember(uint64_t hash) {
+  if (capacity_ == 0) return;
+  const uint64_t stored = Stored(hash);
+  if (SlotOf(stored) != set_slots_) return;
+  if (ring_used_ == ring_slots_ && (ring_slots_ == capacity_ || !Grow())) {
+    if (ring_slots_ == 0) return;  // not even the first ring could be had
+    // Full: the oldest goes. A hash that left the ghost early (its key came back) is gone from
+    // the set already.
+    Forget(ring_[next_]);
+  } else {
+    ++ring_used_;
+  }
+  ring_[next_] = stored;
+  next_ = next_ + 1 == ring_slots_ ? 0 : next_ + 1;
+  Place(stored);
+}
+
+bool RecordCache::Ghost::Forget(uint64_t hash) {
+  uint64_t hole = SlotOf(Stored(hash));
+  if (hole == set_slots_) return false;
+  // Backward shift: move each later hash of the run into the hole when the hole lies between
+  // its home and its slot (cyclically), so that no probe meets an empty slot before its hash.
+  for (uint64_t pos = Next(hole); set_[pos] != 0; pos = Next(pos)) {
+    const uint64_t home = Home(set_[pos]);
+    const bool hole_on_its_path =
+        hole <= pos ? (home <= hole || home > pos) : (home <= hole && home > pos);
+    if (hole_on_its_path) {
+      set_[hole] = set_[pos];
+      hole = pos;
+    }
+  }
+  set_[hole] = 0;
+  --size_;
+  return true;
 }
 
 }  // namespace nvkv::kv

@@ -25,13 +25,11 @@
 #define NVKV_KV_RECORD_CACHE_H_
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
+#include "kv/keyed_table.h"
 #include "kv/location.h"
 
 namespace nvkv::kv {
@@ -96,6 +94,46 @@ class RecordCache {
   };
   static constexpr uint64_t kGhostEntryBytes = 24;  // a hash in the FIFO and in the set
 
+  // The ghost: the hashes of the last `capacity` keys evicted from the small FIFO, in a ring (the
+  // oldest overwritten first) and in a set to look them up (linear probing over twice as many
+  // slots as the ring, erased by shifting back, 0 meaning empty). Both grow by doubling as the
+  // ghost fills, up to `capacity`; a growth the system has no memory for is skipped (the ghost
+  // stays smaller and forgets sooner), so remembering a hash never throws.
+  class Ghost {
+   public:
+    explicit Ghost(uint64_t capacity) : capacity_(capacity) {}
+    // Remembers `hash`, forgetting the oldest when full.
+    void Remember(uint64_t hash);
+    // Forgets `hash`; whether it was remembered.
+    bool Forget(uint64_t hash);
+    uint64_t size() const { return size_; }
+
+   private:
+    static constexpr uint64_t kMinRing = 64;
+    static uint64_t Stored(uint64_t hash) { return hash == 0 ? 1 : hash; }
+    uint64_t Home(uint64_t stored) const {
+      return static_cast<uint64_t>((static_cast<unsigned __int128>(stored) * set_slots_) >> 64);
+    }
+    uint64_t Next(uint64_t pos) const { return pos + 1 == set_slots_ ? 0 : pos + 1; }
+    // The slot holding `stored`, or set_slots_.
+    uint64_t SlotOf(uint64_t stored) const;
+    void Place(uint64_t stored);
+    // Doubles the ring and the set (at most to capacity_); false when the system has no memory.
+    bool Grow();
+
+    const uint64_t capacity_;
+    std::unique_ptr<uint64_t[]> ring_;  // the FIFO; ring_[next_] the oldest once it is full
+    uint64_t ring_slots_ = 0;
+    uint64_t next_ = 0;
+    uint64_t ring_used_ = 0;
+    std::unique_ptr<uint64_t[]> set_;
+    uint64_t set_slots_ = 0;
+    uint64_t size_ = 0;
+  };
+  struct KeyOfEntry {
+    std::string_view operator()(const Entry* entry) const { return entry->key; }
+  };
+
   List& ListOf(const Entry& entry) {
     return entry.queue == Entry::Queue::kSmall ? small_ : main_;
   }
@@ -116,13 +154,12 @@ class RecordCache {
   const uint64_t capacity_bytes_;
   const uint64_t ghost_capacity_;       // ghost hashes kept
   const uint64_t entries_capacity_;     // bytes for entries: capacity less the ghost's share
-  absl::flat_hash_map<std::string_view, Entry*> map_;  // keys are the entries' own
+  KeyedTable<Entry, KeyOfEntry> map_;
   // The last evicted entry, kept for the next insert (its strings' capacity is not charged: one
   // entry's worth, whatever the capacity).
   Entry* spare_ = nullptr;
   List small_, main_;
-  std::deque<uint64_t> ghost_fifo_;
-  absl::flat_hash_set<uint64_t> ghost_;
+  Ghost ghost_;
   Counters counters_;  // hits, misses, evictions (bytes and entries are computed)
 };
 

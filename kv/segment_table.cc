@@ -42,12 +42,23 @@ void AddBySoleWriter(std::atomic<T>& counter, T value) {
 }  // namespace
 
 SegmentTable::KeyFilter::KeyFilter(uint64_t words, uint32_t probes)
-    : words_(words),
-      probes_(probes),
-      own_bits_(new std::atomic<uint64_t>[words]),
-      bits_(own_bits_.get()) {
+    : KeyFilter(words, probes, std::unique_ptr<std::atomic<uint64_t>[]>(
+                                   new std::atomic<uint64_t>[words])) {}
+
+SegmentTable::KeyFilter::KeyFilter(uint64_t words, uint32_t probes,
+                                   std::unique_ptr<std::atomic<uint64_t>[]> own_bits)
+    : words_(words), probes_(probes), own_bits_(std::move(own_bits)), bits_(own_bits_.get()) {
   NVKV_CHECK((words & (words - 1)) == 0);
   for (uint64_t i = 0; i < words; ++i) bits_[i].store(0, std::memory_order_relaxed);
+}
+
+std::unique_ptr<SegmentTable::KeyFilter> SegmentTable::KeyFilter::OwnOrNull(uint64_t words,
+                                                                            uint32_t probes) {
+  std::unique_ptr<std::atomic<uint64_t>[]> bits(new (std::nothrow) std::atomic<uint64_t>[words]);
+  std::unique_ptr<KeyFilter> filter(bits == nullptr ? nullptr
+                                                    : new (std::nothrow) KeyFilter(
+                                                          words, probes, std::move(bits)));
+  return filter;
 }
 
 SegmentTable::KeyFilter::KeyFilter(uint64_t words, uint32_t probes, const uint64_t* saved,
@@ -190,6 +201,13 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
         absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
                      " and compaction finds nothing to reclaim"));
   }
+  // The new segment's key filter first: without memory for it, no segment is taken.
+  std::unique_ptr<KeyFilter> filter = KeyFilter::OwnOrNull(open_filter_words_, probes_);
+  if (filter == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no memory for a new segment's key filter (", open_filter_words_ * 8,
+                     " bytes)"));
+  }
   uint64_t segment = 0;
   if (map_ == nullptr) {
     segment = free_.back();
@@ -206,7 +224,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   NVKV_CHECK(info.state == SegmentState::kFree);
   info.state = SegmentState::kOpen;
   Reset(info);
-  info.filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
+  info.filter = std::move(filter);
   taken_.fetch_add(1, std::memory_order_relaxed);
   *generation = next_generation_.fetch_add(1);
   info.generation = *generation;

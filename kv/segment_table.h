@@ -287,6 +287,8 @@ class SegmentTable {
   class KeyFilter {
    public:
     KeyFilter(uint64_t words, uint32_t probes);  // empty, in memory of its own
+    // The same, null when the system has no memory for it.
+    static std::unique_ptr<KeyFilter> OwnOrNull(uint64_t words, uint32_t probes);
     // A filter of `words` words in `blocks`' memory, empty or holding `saved` words (the
     // checkpoint's); null when the system has no memory to give.
     static std::unique_ptr<KeyFilter> InBlocks(uint64_t words, uint32_t probes,
@@ -301,6 +303,8 @@ class SegmentTable {
     void CopyTo(std::vector<uint64_t>* words) const;  // its words (the checkpoint's)
 
    private:
+    // Empty, in `own_bits` (`words` of them).
+    KeyFilter(uint64_t words, uint32_t probes, std::unique_ptr<std::atomic<uint64_t>[]> own_bits);
     // InBlocks': `bits` in `block`, set to `saved` (zero when null).
     KeyFilter(uint64_t words, uint32_t probes, const uint64_t* saved, std::atomic<uint64_t>* bits,
               std::shared_ptr<ZeroedBlock> block);

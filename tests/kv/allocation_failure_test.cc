@@ -20,6 +20,7 @@
 #include "kv/index.h"
 #include "kv/key_hash.h"
 #include "kv/ordered_index.h"
+#include "kv/record_cache.h"
 #include "storage/mem_device.h"
 #include "tests/testutil/status_matchers.h"
 
@@ -184,6 +185,98 @@ TEST(EngineAllocationFailureTest, ABatchWithoutMemoryForItsPlanIsRefusedWholeAnd
   for (const IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
     SCOPED_TRACE(mode == IndexMode::kHash ? "hash" : "ordered");
     std::thread writer(WriteABatchWithoutMemoryForItsPlan, mode);
+    writer.join();
+  }
+}
+
+// The record cache's tables (its key map, the ghost's ring and set) that cannot grow: Put keeps
+// no key it has no room for and throws nothing, every entry it keeps says what was put, and the
+// cache grows again once the memory is back.
+TEST(RecordCacheAllocationFailureTest, TablesThatCannotGrowSkipKeysAndThrowNothing) {
+  RecordCache cache(4 << 20);  // a ghost of up to 8738 hashes: its ring alone outgrows 4 KiB
+  const std::string value(100, 'v');
+  auto put = [&](int i) {
+    const std::string key = KeyNumber(i);
+    cache.Put(key, HashKey(key).lo, value + std::to_string(i), Location{.page = uint64_t(i)});
+  };
+  auto expect_kept_entries_right = [&](int keys) {
+    int kept = 0;
+    for (int i = 0; i < keys; ++i) {
+      const RecordCache::Entry* entry = cache.Peek(KeyNumber(i));
+      if (entry == nullptr) continue;
+      ++kept;
+      EXPECT_EQ(entry->value, value + std::to_string(i));
+      EXPECT_EQ(entry->location.page, uint64_t(i));
+    }
+    EXPECT_EQ(cache.counters().entries, uint64_t(kept));
+    return kept;
+  };
+  refuse_from_bytes = 4096;
+  bool threw = false;
+  try {
+    for (int i = 0; i < 60'000; ++i) put(i);
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  refuse_from_bytes = SIZE_MAX;
+  ASSERT_FALSE(threw) << "Put threw std::bad_alloc";
+  const int kept_without_memory = expect_kept_entries_right(60'000);
+  EXPECT_GT(kept_without_memory, 0);
+  EXPECT_LT(kept_without_memory, 500) << "4 KiB of map slots hold fewer keys";
+  for (int i = 60'000; i < 120'000; ++i) put(i);
+  EXPECT_GT(expect_kept_entries_right(120'000), 10 * kept_without_memory);
+}
+
+// Single puts while large allocations fail, until a head needs a new segment, whose key filter
+// (128 KiB or more) cannot be had: the put is refused with kResourceExhausted before a segment is
+// taken, every put acknowledged before reads back, and the puts go on once memory is back.
+void PutUntilASegmentCannotBeTaken(IndexMode mode) {
+  storage::MemDeviceOptions mem;
+  mem.lba_bytes = 4096;
+  mem.lba_count = (64 << 20) / mem.lba_bytes;
+  EngineOptions options;
+  options.index_mode = mode;
+  options.background_compaction = false;
+  auto device = storage::MemDevice::Create(mem);
+  ASSERT_THAT(device, IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*device), options);
+  ASSERT_THAT(engine, IsOk());
+  const std::string value(100, 'p');
+  // Warm: what the puts grow (the thread's plan and queue, the index) has grown.
+  int acknowledged = 0;
+  for (; acknowledged < 20'000; ++acknowledged) {
+    WriteOp op{false, KeyNumber(acknowledged), value};
+    ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), false), IsOk());
+  }
+  refuse_from_bytes = 64 << 10;
+  absl::Status refused;
+  try {
+    for (; acknowledged < 200'000; ++acknowledged) {
+      const std::string key = KeyNumber(acknowledged);
+      WriteOp op{false, key, value};
+      refused = (*engine)->Write(std::span<const WriteOp>(&op, 1), false);
+      if (!refused.ok()) break;
+    }
+  } catch (const std::bad_alloc&) {
+    refused = absl::InternalError("Write threw std::bad_alloc");
+  }
+  refuse_from_bytes = SIZE_MAX;
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  for (int i = 0; i < acknowledged; ++i) {
+    absl::StatusOr<std::string> got = (*engine)->Get(KeyNumber(i));
+    ASSERT_THAT(got, IsOk()) << i;
+    ASSERT_EQ(*got, value) << i;
+  }
+  for (int i = acknowledged; i < acknowledged + 20'000; ++i) {
+    WriteOp op{false, KeyNumber(i), value};
+    ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), false), IsOk()) << i;
+  }
+  ASSERT_THAT((*engine)->Close(), IsOk());
+}
+
+TEST(EngineAllocationFailureTest, APutThatNeedsASegmentWithoutMemoryIsRefusedAndLosesNothing) {
+  for (const IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
+    std::thread writer(PutUntilASegmentCannotBeTaken, mode);
     writer.join();
   }
 }
