@@ -1,8 +1,10 @@
-// What the engine's tables do when the allocator refuses them memory (a process under ulimit -v or
-// -d, where an allocation fails instead of the process being killed): an index that cannot grow
-// says so and stays whole, so that every entry it held is still found and the writes after the
-// memory came back go on. This binary replaces the global operator new so that the test's own
-// thread can make large allocations fail.
+// What the engine and its tables do when the allocator refuses them memory (a process under
+// ulimit -v or -d, where an allocation fails instead of the process being killed): a table that
+// cannot grow says so and stays whole, a write that cannot get its memory is refused with
+// kResourceExhausted (never thrown), nothing acknowledged is lost, and the writes go on once the
+// memory is back. This binary replaces the global operator new
+// (tests/testutil/replaced_operator_new.h) so that the test's own thread can make large
+// allocations fail.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -15,13 +17,16 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kv/engine.h"
 #include "kv/index.h"
 #include "kv/key_hash.h"
 #include "kv/ordered_index.h"
 #include "kv/record_cache.h"
+#include "storage/base/status_macros.h"
 #include "storage/mem_device.h"
+#include "tests/testutil/replaced_operator_new.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace {
@@ -29,42 +34,11 @@ namespace {
 // Allocations of at least this many bytes fail on this thread (SIZE_MAX: none).
 thread_local size_t refuse_from_bytes = SIZE_MAX;
 
-void* Allocate(size_t bytes, size_t alignment) {
-  if (bytes >= refuse_from_bytes) return nullptr;
-  if (alignment <= alignof(std::max_align_t)) return std::malloc(bytes == 0 ? 1 : bytes);
-  return std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
-}
-
-void* AllocateOrThrow(size_t bytes, size_t alignment) {
-  void* p = Allocate(bytes, alignment);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-
-constexpr size_t kPlain = alignof(std::max_align_t);
-
 }  // namespace
 
-void* operator new(size_t bytes) { return AllocateOrThrow(bytes, kPlain); }
-void* operator new[](size_t bytes) { return AllocateOrThrow(bytes, kPlain); }
-void* operator new(size_t bytes, const std::nothrow_t&) noexcept { return Allocate(bytes, kPlain); }
-void* operator new[](size_t bytes, const std::nothrow_t&) noexcept {
-  return Allocate(bytes, kPlain);
+void* nvkv::testing::TestAllocate(size_t bytes, size_t alignment) {
+  return bytes >= refuse_from_bytes ? nullptr : SystemAllocate(bytes, alignment);
 }
-void* operator new(size_t bytes, std::align_val_t align) {
-  return AllocateOrThrow(bytes, static_cast<size_t>(align));
-}
-void* operator new[](size_t bytes, std::align_val_t align) {
-  return AllocateOrThrow(bytes, static_cast<size_t>(align));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace nvkv::kv {
 namespace {
@@ -129,20 +103,25 @@ TEST(OrderedIndexAllocationFailureTest, ATableThatCannotGrowRefusesTheKeyAndKeep
   ExpectEveryKeyFound(*index, inserted + 20000);
 }
 
+// An engine on a 64 MiB in-memory device, without background compaction.
+absl::StatusOr<std::unique_ptr<Engine>> OpenOnMemDevice(IndexMode mode) {
+  storage::MemDeviceOptions mem;
+  mem.lba_bytes = 4096;
+  mem.lba_count = (64 << 20) / mem.lba_bytes;
+  NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::MemDevice> device,
+                        storage::MemDevice::Create(mem));
+  EngineOptions options;
+  options.index_mode = mode;
+  options.background_compaction = false;
+  return Engine::OpenOnDevice(std::move(device), options);
+}
+
 // A batch whose plan the engine cannot allocate (before it locks anything) is refused whole with
 // kResourceExhausted, not thrown at the caller; nothing acknowledged before is lost, and the same
 // batch goes in once the memory is back. Each index mode on a thread of its own, whose write plan
 // has not grown yet.
 void WriteABatchWithoutMemoryForItsPlan(IndexMode mode) {
-  storage::MemDeviceOptions mem;
-  mem.lba_bytes = 4096;
-  mem.lba_count = (64 << 20) / mem.lba_bytes;
-  EngineOptions options;
-  options.index_mode = mode;
-  options.background_compaction = false;
-  auto device = storage::MemDevice::Create(mem);
-  ASSERT_THAT(device, IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*device), options);
+  auto engine = OpenOnMemDevice(mode);
   ASSERT_THAT(engine, IsOk());
   for (int i = 0; i < 100; ++i) {
     WriteOp op{false, KeyNumber(i), "before"};
@@ -231,15 +210,7 @@ TEST(RecordCacheAllocationFailureTest, TablesThatCannotGrowSkipKeysAndThrowNothi
 // (128 KiB or more) cannot be had: the put is refused with kResourceExhausted before a segment is
 // taken, every put acknowledged before reads back, and the puts go on once memory is back.
 void PutUntilASegmentCannotBeTaken(IndexMode mode) {
-  storage::MemDeviceOptions mem;
-  mem.lba_bytes = 4096;
-  mem.lba_count = (64 << 20) / mem.lba_bytes;
-  EngineOptions options;
-  options.index_mode = mode;
-  options.background_compaction = false;
-  auto device = storage::MemDevice::Create(mem);
-  ASSERT_THAT(device, IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*device), options);
+  auto engine = OpenOnMemDevice(mode);
   ASSERT_THAT(engine, IsOk());
   const std::string value(100, 'p');
   // Warm: what the puts grow (the thread's plan and queue, the index) has grown.

@@ -1,8 +1,9 @@
 // A single Put allocates nothing on the calling thread once the store is warm: overwrites of
 // cached keys, blind overwrites of uncached ones (hash mode), ordered-mode overwrites, durable
 // or not. What may still allocate is amortized growth (a new segment's bookkeeping, a table that
-// grows), a small fraction of the puts; before, every put allocated one to three times. This binary replaces the
-// global operator new to count the allocations the test's own thread makes.
+// grows), a small fraction of the puts; before, every put allocated one to three times. This
+// binary replaces the global operator new (tests/testutil/replaced_operator_new.h) to count the
+// allocations the test's own thread makes.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "kv/engine.h"
 #include "storage/mem_device.h"
 #include "tests/kv/engine_ops.h"
+#include "tests/testutil/replaced_operator_new.h"
 #include "tests/testutil/sanitizers.h"
 #include "tests/testutil/status_matchers.h"
 
@@ -23,37 +25,12 @@ namespace {
 thread_local bool counting = false;
 thread_local uint64_t allocations = 0;
 
-void* Allocate(size_t bytes) {
-  if (counting) ++allocations;
-  void* p = std::malloc(bytes == 0 ? 1 : bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-
-void* AllocateAligned(size_t bytes, std::align_val_t align) {
-  if (counting) ++allocations;
-  const size_t alignment = static_cast<size_t>(align);
-  void* p = std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-
 }  // namespace
 
-void* operator new(size_t bytes) { return Allocate(bytes); }
-void* operator new[](size_t bytes) { return Allocate(bytes); }
-void* operator new(size_t bytes, std::align_val_t align) { return AllocateAligned(bytes, align); }
-void* operator new[](size_t bytes, std::align_val_t align) {
-  return AllocateAligned(bytes, align);
+void* nvkv::testing::TestAllocate(size_t bytes, size_t alignment) {
+  if (counting) ++allocations;
+  return SystemAllocate(bytes, alignment);
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace nvkv::kv {
 namespace {
