@@ -16,6 +16,22 @@ OrderedIndex::~OrderedIndex() {
   for (Entry* entry : entries) DeleteEntry(entry);
 }
 
+void OrderedIndex::AddToTreeThenTable(Entry* entry, Tree::iterator position, bool hint) {
+  // The tree first: a node it cannot allocate throws with nothing changed (the entry is freed),
+  // and the table's insert cannot fail once room was made for it.
+  try {
+    if (hint) {
+      tree_.insert(position, entry);
+    } else {
+      tree_.insert(entry);
+    }
+  } catch (const std::bad_alloc&) {
+    DeleteEntry(entry);
+    throw;
+  }
+  table_.Insert(entry);
+}
+
 OrderedIndex::Entry* OrderedIndex::NewEntry(std::string_view key, uint64_t value) {
   void* memory = ::operator new(sizeof(Entry) + key.size());
   Entry* entry = new (memory) Entry;
@@ -46,8 +62,7 @@ absl::Status OrderedIndex::Insert(uint64_t /*hash*/, std::string_view key, uint6
   }
   NVKV_RETURN_IF_ERROR(MakeRoomFor(1));
   Entry* entry = NewEntry(key, page);
-  table_.Insert(entry);
-  tree_.insert(entry);
+  AddToTreeThenTable(entry, tree_.end(), /*hint=*/false);
   NoteChange();
   return absl::OkStatus();
 }
@@ -67,7 +82,7 @@ bool OrderedIndex::Erase(uint64_t /*hash*/, std::string_view key, uint64_t page)
   table_.Erase(entry);
   tree_.erase(entry);
   DeleteEntry(entry);
-  if (table_.size() == 0) table_.Clear();  // an empty index holds no array
+  // The table keeps its array, even empty: room made for inserts (MakeRoomFor) stays made.
   NoteChange();
   return true;
 }
@@ -99,8 +114,7 @@ absl::Status OrderedIndex::RestoreEntry(std::string_view key, uint64_t word) {
   }
   NVKV_RETURN_IF_ERROR(MakeRoomFor(1));
   Entry* entry = NewEntry(key, word);
-  table_.Insert(entry);
-  tree_.insert(tree_.end(), entry);  // keys come in order: the hint is right
+  AddToTreeThenTable(entry, tree_.end(), /*hint=*/true);  // keys come in order: the hint is right
   NoteChange();
   return absl::OkStatus();
 }

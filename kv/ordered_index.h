@@ -143,6 +143,9 @@ class OrderedIndex final : public Index {
   };
 
   Entry* FindEntry(std::string_view key) const { return table_.Find(key); }
+  // Puts a new entry in the tree (at `position` when `hint`), then in the table. REQUIRES: room
+  // made in the table. Rethrows the tree's std::bad_alloc with the entry freed, nothing changed.
+  void AddToTreeThenTable(Entry* entry, Tree::iterator position, bool hint);
   // The table's array as malloc takes it.
   uint64_t TableBytes() const;
 

@@ -80,8 +80,8 @@ void RecordCache::Put(std::string_view key, uint64_t hash_lo, std::string_view v
     MakeRoom(0);
     return;
   }
-  MakeRoom(charge);
   if (!map_.MakeRoomFor(1)) return;  // no memory for the map to grow: the key is not cached
+  MakeRoom(charge);
   // The entry evicted last, if any, with its strings' memory: a cache that is full evicts one
   // entry for each it takes in, and reusing it spares the allocations.
   Entry* raw = std::exchange(spare_, nullptr);

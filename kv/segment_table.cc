@@ -201,7 +201,11 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
         absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
                      " and compaction finds nothing to reclaim"));
   }
-  // The new segment's key filter first: without memory for it, no segment is taken.
+  if (map_ != nullptr && ready_.empty()) {
+    *awaiting_map = true;
+    return 0;
+  }
+  // The new segment's key filter before the segment: without memory for it, none is taken.
   std::unique_ptr<KeyFilter> filter = KeyFilter::OwnOrNull(open_filter_words_, probes_);
   if (filter == nullptr) {
     return absl::ResourceExhaustedError(
@@ -212,13 +216,10 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   if (map_ == nullptr) {
     segment = free_.back();
     free_.pop_back();
-  } else if (!ready_.empty()) {
+  } else {
     segment = ready_.front();
     ready_.erase(ready_.begin());
     announce_due_.store(true, std::memory_order_release);
-  } else {
-    *awaiting_map = true;
-    return 0;
   }
   Info& info = info_[segment];
   NVKV_CHECK(info.state == SegmentState::kFree);

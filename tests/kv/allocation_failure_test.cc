@@ -1,8 +1,9 @@
 // What the engine and its tables do when the allocator refuses them memory (a process under
 // ulimit -v or -d, where an allocation fails instead of the process being killed): a table that
-// cannot grow says so and stays whole, a write that cannot get its memory is refused with
-// kResourceExhausted (never thrown), nothing acknowledged is lost, and the writes go on once the
-// memory is back. This binary replaces the global operator new
+// cannot grow says so and stays whole; a write whose plan, index room or new segment cannot be
+// had is refused with kResourceExhausted, not thrown; nothing acknowledged is lost, and the
+// writes go on once the memory is back. (Not every allocation of a write is covered yet: some
+// inside its critical section still throw.) This binary replaces the global operator new
 // (tests/testutil/replaced_operator_new.h) so that the test's own thread can make large
 // allocations fail.
 #include <gtest/gtest.h>
@@ -103,6 +104,24 @@ TEST(OrderedIndexAllocationFailureTest, ATableThatCannotGrowRefusesTheKeyAndKeep
   ExpectEveryKeyFound(*index, inserted + 20000);
 }
 
+// Room made for an insert stays made when erases in between empty the index: a batch may delete
+// a shard's last key before it inserts a new one, and its room was made before either.
+TEST(OrderedIndexAllocationFailureTest, RoomMadeStaysMadeThroughErasesThatEmptyTheIndex) {
+  OrderedIndex index;
+  ASSERT_THAT(index.Insert(0, "a", 1), IsOk());
+  ASSERT_THAT(index.MakeRoomFor(1), IsOk());
+  // An entry and a one-key tree node still fit; the table's array of 16 slots does not.
+  refuse_from_bytes = 128;
+  const bool erased = index.Erase(0, "a", 1);
+  const absl::Status inserted = index.Insert(0, "b", 2);
+  refuse_from_bytes = SIZE_MAX;
+  EXPECT_TRUE(erased);
+  EXPECT_THAT(inserted, IsOk());
+  std::vector<uint64_t> pages;
+  index.Find(0, "b", &pages);
+  EXPECT_EQ(pages, std::vector<uint64_t>{2});
+}
+
 // An engine on a 64 MiB in-memory device, without background compaction.
 absl::StatusOr<std::unique_ptr<Engine>> OpenOnMemDevice(IndexMode mode) {
   storage::MemDeviceOptions mem;
@@ -168,11 +187,11 @@ TEST(EngineAllocationFailureTest, ABatchWithoutMemoryForItsPlanIsRefusedWholeAnd
   }
 }
 
-// The record cache's tables (its key map, the ghost's ring and set) that cannot grow: Put keeps
-// no key it has no room for and throws nothing, every entry it keeps says what was put, and the
-// cache grows again once the memory is back.
-TEST(RecordCacheAllocationFailureTest, TablesThatCannotGrowSkipKeysAndThrowNothing) {
-  RecordCache cache(4 << 20);  // a ghost of up to 8738 hashes: its ring alone outgrows 4 KiB
+// The record cache's key map that cannot grow: Put keeps no key it has no room for and throws
+// nothing, every entry it keeps says what was put, and the cache grows again once the memory is
+// back.
+TEST(RecordCacheAllocationFailureTest, AMapThatCannotGrowSkipsKeysAndThrowsNothing) {
+  RecordCache cache(4 << 20);  // far more than 4 KiB of map slots can serve: nothing is evicted
   const std::string value(100, 'v');
   auto put = [&](int i) {
     const std::string key = KeyNumber(i);
@@ -206,6 +225,39 @@ TEST(RecordCacheAllocationFailureTest, TablesThatCannotGrowSkipKeysAndThrowNothi
   EXPECT_GT(expect_kept_entries_right(120'000), 10 * kept_without_memory);
 }
 
+// The ghost that cannot grow (its ring of 64 hashes is had, the next 128 are not) while a small
+// cache evicts thousands of keys: it forgets the oldest sooner, and Put throws nothing.
+TEST(RecordCacheAllocationFailureTest, AGhostThatCannotGrowForgetsSoonerAndThrowsNothing) {
+  RecordCache cache(64 << 10);  // some 40 entries of 1.5 KiB; a ghost of up to 136 hashes
+  const std::string value(1500, 'g');
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5000; ++i) keys.push_back(KeyNumber(i));
+  refuse_from_bytes = 2048;  // the entries' bytes fit; the ghost's set of 256 slots does not
+  bool threw = false;
+  try {
+    for (int round = 0; round < 2; ++round) {
+      for (int i = 0; i < 5000; ++i) {
+        cache.Put(keys[i], HashKey(keys[i]).lo, value, Location{.page = uint64_t(i)});
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  refuse_from_bytes = SIZE_MAX;
+  ASSERT_FALSE(threw) << "Put threw std::bad_alloc";
+  EXPECT_GT(cache.counters().evictions, 5000u);
+  // At most the 64 hashes of the ring it had, beside the entries.
+  EXPECT_LE(cache.counters().bytes, (64u << 10) - 136 * 24 + 64 * 24);
+  int kept = 0;
+  for (int i = 0; i < 5000; ++i) {
+    const RecordCache::Entry* entry = cache.Peek(keys[i]);
+    if (entry == nullptr) continue;
+    ++kept;
+    EXPECT_EQ(entry->location.page, uint64_t(i));
+  }
+  EXPECT_GT(kept, 0);
+}
+
 // Single puts while large allocations fail, until a head needs a new segment, whose key filter
 // (128 KiB or more) cannot be had: the put is refused with kResourceExhausted before a segment is
 // taken, every put acknowledged before reads back, and the puts go on once memory is back.
@@ -233,6 +285,11 @@ void PutUntilASegmentCannotBeTaken(IndexMode mode) {
   }
   refuse_from_bytes = SIZE_MAX;
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  // The hash index's table is mapped (ZeroedBlock), out of this refusal's reach, so a new
+  // segment's filter is what fails; the ordered index's table may fail first, as it should.
+  if (mode == IndexMode::kHash) {
+    EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("key filter"));
+  }
   for (int i = 0; i < acknowledged; ++i) {
     absl::StatusOr<std::string> got = (*engine)->Get(KeyNumber(i));
     ASSERT_THAT(got, IsOk()) << i;
