@@ -143,7 +143,8 @@ void WriteABatchWithoutMemoryForItsPlan(IndexMode mode) {
   auto engine = OpenOnMemDevice(mode);
   ASSERT_THAT(engine, IsOk());
   for (int i = 0; i < 100; ++i) {
-    WriteOp op{false, KeyNumber(i), "before"};
+    const std::string key = KeyNumber(i);
+    WriteOp op{false, key, "before"};
     ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), true), IsOk());
   }
   // 400 ops of 100-byte values: their plan takes tens of KiB.
@@ -268,7 +269,8 @@ void PutUntilASegmentCannotBeTaken(IndexMode mode) {
   // Warm: what the puts grow (the thread's plan and queue, the index) has grown.
   int acknowledged = 0;
   for (; acknowledged < 20'000; ++acknowledged) {
-    WriteOp op{false, KeyNumber(acknowledged), value};
+    const std::string key = KeyNumber(acknowledged);
+    WriteOp op{false, key, value};
     ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), false), IsOk());
   }
   refuse_from_bytes = 64 << 10;
@@ -296,7 +298,8 @@ void PutUntilASegmentCannotBeTaken(IndexMode mode) {
     ASSERT_EQ(*got, value) << i;
   }
   for (int i = acknowledged; i < acknowledged + 20'000; ++i) {
-    WriteOp op{false, KeyNumber(i), value};
+    const std::string key = KeyNumber(i);
+    WriteOp op{false, key, value};
     ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), false), IsOk()) << i;
   }
   ASSERT_THAT((*engine)->Close(), IsOk());
