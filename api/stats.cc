@@ -103,6 +103,9 @@ const char* DurableWritesName(DurableWrites method) {
 
 std::string Stats::recovery_source() const {
   if (recovery_from_checkpoint != 0) return "from the clean-close checkpoint";
+  if (recovery_from_base_checkpoint != 0) {
+    return "from the last checkpoint and the log written after it";
+  }
   if (recovery_checkpoints_unused != 0) {
     return absl::StrCat("from the log (its checkpoint was not usable: ",
                         recovery_checkpoint_unused_why, ")");
@@ -148,9 +151,9 @@ std::string Stats::ToString() const {
                         cache_hits, cache_misses, cache_evictions, cache_entries, cache_bytes,
                         cache_capacity_bytes);
   absl::StrAppendFormat(&out, "space: %u of %u bytes live, %u usable; segments %u total, "
-                              "%u free, %u cleaned\n",
+                              "%u free, %u holding the checkpoint, %u cleaned\n",
                         live_bytes, capacity_bytes, usable_bytes, segments_total, segments_free,
-                        segments_cleaned);
+                        segments_checkpoint, segments_cleaned);
   absl::StrAppendFormat(&out, "damage: %u segments retained, %u damaged pages met by "
                               "compaction, %u pages unreadable\n",
                         segments_retained, compaction_damaged_pages, unreadable_pages);
@@ -202,6 +205,7 @@ std::string Stats::ToJson() const {
   json.Add("live_bytes", live_bytes);
   json.Add("segments_total", segments_total);
   json.Add("segments_free", segments_free);
+  json.Add("segments_checkpoint", segments_checkpoint);
   json.Add("segments_cleaned", segments_cleaned);
   json.Add("segments_retained", segments_retained);
   json.Add("compaction_damaged_pages", compaction_damaged_pages);
@@ -212,6 +216,7 @@ std::string Stats::ToJson() const {
   json.Add("recovery_segments_summarized", recovery_segments_summarized);
   json.Add("recovery_summaries_unused", recovery_summaries_unused);
   json.Add("recovery_from_checkpoint", recovery_from_checkpoint);
+  json.Add("recovery_from_base_checkpoint", recovery_from_base_checkpoint);
   json.Add("recovery_checkpoints_unused", recovery_checkpoints_unused);
   json.Add("recovery_checkpoint_unused_why", recovery_checkpoint_unused_why);
   json.Add("recovery_heads_resumed", recovery_heads_resumed);

@@ -403,7 +403,7 @@ class PageIn {
 class Loader {
  public:
   Loader(const CheckpointOptions& options, const Geometry& geometry, PageIn& in,
-         const std::vector<CheckpointPlace>& places, const std::vector<bool>& map_in_use,
+         const std::vector<CheckpointPlace>& places, const std::vector<bool>* map_in_use,
          SegmentTable& segments, const std::vector<std::unique_ptr<Shard>>& shards)
       : options_(options),
         g_(geometry),
@@ -488,7 +488,7 @@ class Loader {
         return Refuse(absl::StrCat("segment ", f.segment,
                                    " holds what is newer than the checkpoint"));
       }
-      if (!map_in_use_[f.segment]) {
+      if (map_in_use_ != nullptr && !(*map_in_use_)[f.segment]) {
         return Refuse(absl::StrCat("it says segment ", f.segment,
                                    " holds a log, which the map does not"));
       }
@@ -501,8 +501,8 @@ class Loader {
       NVKV_RETURN_IF_ERROR(segments_.RestoreSegment(saved));
       restored_[f.segment] = true;
     }
-    for (uint64_t s = 0; s < g_.segment_count; ++s) {
-      if (map_in_use_[s] && !restored_[s]) {
+    for (uint64_t s = 0; map_in_use_ != nullptr && s < g_.segment_count; ++s) {
+      if ((*map_in_use_)[s] && !restored_[s]) {
         return Refuse(absl::StrCat("the map says segment ", s,
                                    " holds a log, which the checkpoint leaves out"));
       }
@@ -608,7 +608,7 @@ class Loader {
   const Geometry& g_;
   PageIn& in_;
   const std::vector<CheckpointPlace>& places_;
-  const std::vector<bool>& map_in_use_;
+  const std::vector<bool>* map_in_use_;  // null: not compared (a base checkpoint)
   SegmentTable& segments_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
   CheckpointHeader header_{};   // once read
@@ -665,15 +665,10 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
   return absl::OkStatus();
 }
 
-void MarkCheckpointAgain(const std::vector<CheckpointPlace>& places, SegmentTable& segments) {
-  NVKV_CHECK(segments.segments_taken() == 0);
-  MarkPlaces(places, segments);
-}
-
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options,
                                                 const Geometry& geometry, storage::Device& device,
                                                 const std::vector<CheckpointPlace>& places,
-                                                const std::vector<bool>& map_in_use,
+                                                const std::vector<bool>* map_in_use,
                                                 SegmentTable& segments,
                                                 const std::vector<std::unique_ptr<Shard>>& shards) {
   if (places.empty()) return absl::DataLossError("checkpoint: no segment holds it");

@@ -69,13 +69,6 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
                              const std::vector<std::unique_ptr<Shard>>& shards);
 
 
-// Close, when nothing was written to the log since the Open that read the checkpoint at
-// `places` (no segment taken, SegmentTable::segments_taken(), and no page assigned by a head,
-// HeadAppender::HeadCountersSum()): that checkpoint still stands for the log, and its pages are
-// intact (they are in free segments, which only a segment taken writes). Marks its segments in the map again;
-// the caller writes the map. A session that only reads thus writes a map page, not the index.
-void MarkCheckpointAgain(const std::vector<CheckpointPlace>& places, SegmentTable& segments);
-
 // A log head that goes on in its segment: the checkpoint's segment table has it open already.
 struct ResumedHead {
   uint32_t shard = 0;
@@ -94,7 +87,9 @@ struct LoadedCheckpoint {
 
 // Reads the checkpoint whose segments the map names (`places`, in their order) and fills the
 // empty indexes of `shards` and the table `segments` as it reads. `map_in_use` says, per
-// segment, whether the map says it holds a log: the checkpoint must name exactly those.
+// segment, whether the map says it holds a log: the checkpoint must name exactly those. Null for
+// a checkpoint the log may have gone on after (MapState::kBaseCheckpoint): the caller finds out
+// what changed since.
 // kDataLoss, saying what is wrong, when it cannot be used (a page that fails to read or verify,
 // content that disagrees with itself or the map, a different shard count or index mode): the
 // indexes and the table are then partly filled, and the caller must make them anew before it
@@ -102,7 +97,7 @@ struct LoadedCheckpoint {
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options,
                                                 const Geometry& geometry, storage::Device& device,
                                                 const std::vector<CheckpointPlace>& places,
-                                                const std::vector<bool>& map_in_use,
+                                                const std::vector<bool>* map_in_use,
                                                 SegmentTable& segments,
                                                 const std::vector<std::unique_ptr<Shard>>& shards);
 

@@ -400,9 +400,9 @@ absl::Status Engine::Impl::WriteCheckpointAtClose() {
       appender_->HeadCountersSum() == head_counters_at_open_) {
     // Nothing was written since Open read the checkpoint: no head assigned a page (records,
     // summaries, compaction's copies all go through them) and no segment was taken (compaction
-    // takes its victims so, before it writes their free markers). It stands, and its pages are
-    // intact.
-    MarkCheckpointAgain(recovery_.checkpoint, *segments_);
+    // takes its victims so, before it writes their free markers). It stands for the log as it
+    // is again, and its pages are intact (kept since, SegmentTable::KeepCheckpoint).
+    segments_->MarkKeptCheckpointCurrent();
     return WriteMapAlone(**queue);
   }
   CheckpointOptions options;
@@ -415,9 +415,13 @@ absl::Status Engine::Impl::WriteCheckpointAtClose() {
   globals.next_generation = globals.generation + 1;
   globals.dropped = &recovery_.dropped_batch_records;
   absl::Status status = WriteCheckpoint(options, geometry_, **queue, globals, *segments_, shards_);
-  // The pages are made durable before the map names them: WriteMapAlone flushes first.
-  if (status.ok()) status = WriteMapAlone(**queue);
-  return status;
+  if (!status.ok()) return status;  // the checkpoint kept, if any, stays the next Open's base
+  // The new one replaces the one kept: the map write that names it frees that one's segments.
+  // (A cut that leaves part of the write on the device leaves the marks of both, or of neither
+  // whole: recovery then reads the log.) The pages are made durable before the map names them:
+  // WriteMapAlone flushes first.
+  segments_->ReleaseCheckpoint();
+  return WriteMapAlone(**queue);
 }
 
 EngineStats Engine::Impl::Stats() {
@@ -458,6 +462,7 @@ EngineStats Engine::Impl::Stats() {
   s.settle_page_reads = compactor_ != nullptr ? compactor_->settle_page_reads() : 0;
   s.segments_total = segments_->count();
   s.segments_free = segments_->free_count();
+  s.segments_checkpoint = segments_->checkpoint_segments_kept();
   s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
   s.capacity_bytes = geometry_.segment_count * geometry_.segment_bytes();
   s.live_bytes = segments_->live_bytes_total();
@@ -468,6 +473,7 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_segments_summarized = recovery_.segments_summarized;
   s.recovery_summaries_unused = recovery_.summaries_unused;
   s.recovery_from_checkpoint = recovery_.from_checkpoint ? 1 : 0;
+  s.recovery_from_base_checkpoint = recovery_.from_base_checkpoint ? 1 : 0;
   s.recovery_heads_resumed = recovery_.heads_resumed;
   s.recovery_checkpoints_unused = recovery_.checkpoint_unused.empty() ? 0 : 1;
   s.recovery_checkpoint_unused_why = recovery_.checkpoint_unused;

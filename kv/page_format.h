@@ -67,6 +67,12 @@ enum class MapState : uint8_t {
   // summary_first is the segment's place among the checkpoint's segments, summary_pages the
   // pages of it written there. No log is written anywhere until the map says otherwise.
   kCheckpoint = 4,
+  // Holds part of a checkpoint that stands for the log as it was when the checkpoint was
+  // written (kv/checkpoint.h), as kCheckpoint; the log may have been written since: recovery
+  // reads the checkpoint and then the log written after it. The Open that reads a kCheckpoint
+  // checkpoint marks it so before anything is written. (A version 5 nvkv reads such a segment
+  // as one holding no log, and the log whole: the same state.)
+  kBaseCheckpoint = 5,
 };
 
 // Persisted: record types.

@@ -149,10 +149,11 @@ void AddLiveOfIndex(Sink& sink, Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shar
 // One recovery: what it gathers while it reads the segments, and how it builds the indexes.
 class Recovery {
  public:
-  Recovery(const RecoveryOptions& options, uint32_t passes, const Geometry& geometry,
-           storage::Device& device, SegmentTable& segments,
+  Recovery(const RecoveryOptions& options, bool use_checkpoint, uint32_t passes,
+           const Geometry& geometry, storage::Device& device, SegmentTable& segments,
            const std::vector<std::unique_ptr<Shard>>& shards)
       : options_(options),
+        use_checkpoint_(use_checkpoint),
         passes_(passes),
         g_(geometry),
         device_(device),
@@ -164,7 +165,13 @@ class Recovery {
         summary_(geometry.segment_count),
         map_in_use_(geometry.segment_count, false),
         min_seq_(geometry.segment_count, UINT64_MAX),
-        max_seq_(geometry.segment_count, 0) {}
+        max_seq_(geometry.segment_count, 0),
+        read_before_(geometry.segment_count, false),
+        tail_from_(geometry.segment_count, 0) {}
+
+  // Why the base checkpoint was set aside after recovery had begun to apply the log after it
+  // (Run then returned kDataLoss): the caller starts again without it. Empty otherwise.
+  const std::string& base_failed() const { return base_failed_; }
 
   // More passes than this recovery was given, when its tables outgrew the budget (Run then
   // returned kResourceExhausted): the caller starts again with as many. 0 otherwise.
@@ -173,17 +180,24 @@ class Recovery {
   absl::StatusOr<RecoveryReport> Run() {
     const absl::Time start = absl::Now();
     NVKV_RETURN_IF_ERROR(ReadMap());
-    if (!checkpoint_.empty() && !options_.read_all) {
-      const absl::Status used = UseCheckpoint();
-      if (used.ok()) {
+    if (!checkpoint_.empty() && !options_.read_all && use_checkpoint_) {
+      const absl::Status used = base_ ? UseBase() : UseCheckpoint();
+      if (used.ok() && !base_) {
         report_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
         return std::move(report_);
       }
-      report_.checkpoint_unused = std::string(used.message());
+      if (!used.ok()) {
+        report_.checkpoint_unused = std::string(used.message());
+        base_ = false;
+      }
+    } else {
+      base_ = false;
     }
-    // A checkpoint not used holds no log; its segments are read like any the map does not say
-    // are free (and found to hold none).
-    for (const CheckpointPlace& place : checkpoint_) to_read_.push_back(place.segment);
+    if (!base_) {
+      // A checkpoint not used holds no log; its segments are read like any the map does not say
+      // are free (and found to hold none).
+      for (const CheckpointPlace& place : checkpoint_) to_read_.push_back(place.segment);
+    }
     std::sort(to_read_.begin(), to_read_.end());
     report_.passes = passes_;
     for (pass_ = 0; pass_ < passes_; ++pass_) {
@@ -193,9 +207,10 @@ class Recovery {
       if (!refused_.ok()) return refused_;
       if (pass_ == 0) RecoverSegments();
       NVKV_RETURN_IF_ERROR(BuildPassIndexes());
+      if (!base_failed_.empty()) return absl::DataLossError(base_failed_);
     }
     FinishIndexes();
-    report_.next_sequence = std::max(max_sequence_ + 1, floors_.sequence_floor);
+    report_.next_sequence = std::max({max_sequence_ + 1, floors_.sequence_floor, base_sequence_});
     report_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
     return std::move(report_);
   }
@@ -231,8 +246,13 @@ class Recovery {
               if (entry.state == static_cast<uint8_t>(MapState::kSummarized)) {
                 summarized[segment] = SummaryPlace{entry.summary_first, entry.summary_pages};
               }
-              if (entry.state == static_cast<uint8_t>(MapState::kCheckpoint)) {
+              if (entry.state == static_cast<uint8_t>(MapState::kCheckpoint) ||
+                  entry.state == static_cast<uint8_t>(MapState::kBaseCheckpoint)) {
                 checkpoint.push_back({entry.summary_first, {segment, entry.summary_pages}});
+                // One mark of a base is enough: an Open that read the checkpoint marks it so
+                // before anything is written, and a cut may leave only some pages of that map
+                // write on the device.
+                base_ = base_ || entry.state == static_cast<uint8_t>(MapState::kBaseCheckpoint);
               }
             }
           });
@@ -254,6 +274,7 @@ class Recovery {
     }
     std::vector<bool> in_checkpoint(g_.segment_count, false);
     for (const CheckpointPlace& place : checkpoint_) in_checkpoint[place.segment] = true;
+    map_free_ = free;
     for (uint64_t s = 0; s < g_.segment_count; ++s) {
       if (in_checkpoint[s]) {
         continue;  // Run decides
@@ -277,14 +298,9 @@ class Recovery {
     const CheckpointOptions options{options_.store_seed, options_.blocks_per_page,
                                     options_.ordered};
     absl::StatusOr<LoadedCheckpoint> loaded =
-        LoadCheckpoint(options, g_, device_, checkpoint_, map_in_use_, segments_, shards_);
+        LoadCheckpoint(options, g_, device_, checkpoint_, &map_in_use_, segments_, shards_);
     if (!loaded.ok()) {
-      for (const auto& shard : shards_) {
-        absl::MutexLock lock(&shard->mu);
-        shard->index = options_.ordered ? NewOrderedIndex() : NewHashIndex();
-        shard->stale_entries = 0;
-      }
-      segments_.ForgetRecovered();
+      ForgetAll();
       return loaded.status();
     }
     // The heads go on where they were at Close: nothing has been written since.
@@ -300,8 +316,150 @@ class Recovery {
     report_.next_sequence = std::max(loaded->next_sequence, floors_.sequence_floor);
     report_.dropped_batch_records = std::move(loaded->dropped);
     segments_.SetNextGeneration(std::max(loaded->next_generation, floors_.generation_floor));
+    KeepCheckpoint();
     segments_.FinishRecovery();
     return absl::OkStatus();
+  }
+
+  // What a checkpoint set aside had filled is made anew.
+  void ForgetAll() {
+    for (const auto& shard : shards_) {
+      absl::MutexLock lock(&shard->mu);
+      shard->index = options_.ordered ? NewOrderedIndex() : NewHashIndex();
+      shard->stale_entries = 0;
+    }
+    segments_.ForgetRecovered();
+  }
+
+  // The checkpoint recovery started from stays on the device, the base of the next recovery
+  // after a crash: the map says so from the Open's first map write on (MapState::kBaseCheckpoint).
+  void KeepCheckpoint() {
+    for (size_t i = 0; i < checkpoint_.size(); ++i) {
+      segments_.KeepCheckpoint(checkpoint_[i].segment, static_cast<uint32_t>(i),
+                               checkpoint_[i].pages);
+    }
+  }
+
+  // Reads the checkpoint the map names as the base of the log written after it (a crash came
+  // after the Open that read it): the indexes and the table as they were then. Then finds what
+  // changed since: the segments it says hold a log are read no more, but for the heads' (the
+  // pages after the checkpoint's end of their logs: tail_from_); every other segment the map
+  // does not say is free holds log written after it, read as usual (summaries and segments) and
+  // applied over it (BuildPassIndexes). When that cannot be told apart, the checkpoint is set
+  // aside (the indexes and the table made anew) and the reason returned.
+  absl::Status UseBase() {
+    if (!checkpoint_unusable_.empty()) return absl::DataLossError(checkpoint_unusable_);
+    const CheckpointOptions options{options_.store_seed, options_.blocks_per_page,
+                                    options_.ordered};
+    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(
+        options, g_, device_, checkpoint_, /*map_in_use=*/nullptr, segments_, shards_);
+    absl::Status status = loaded.status();
+    if (status.ok()) status = FindTail(*loaded);
+    if (!status.ok()) {
+      ForgetAll();
+      tail_from_.assign(g_.segment_count, 0);
+      return status;
+    }
+    report_.from_base_checkpoint = true;
+    report_.checkpoint = checkpoint_;
+    report_.pages += loaded->pages;
+    base_sequence_ = loaded->next_sequence;
+    base_generation_ = loaded->next_generation;
+    base_dropped_ = loaded->dropped;
+    report_.dropped_batch_records = std::move(loaded->dropped);
+    return absl::OkStatus();
+  }
+
+  // UseBase: which segments hold log written after the checkpoint `loaded` (to_read_ and
+  // summarized_ keep only those); fails when one it says holds a log changed since (compaction
+  // freed it), or when that cannot be told.
+  absl::Status FindTail(const LoadedCheckpoint& loaded) {
+    std::vector<bool> restored(g_.segment_count, false);
+    std::vector<uint64_t> logs;  // the checkpoint's segments holding a log
+    for (uint64_t s = 0; s < g_.segment_count; ++s) {
+      if (segments_.state(s) == SegmentState::kFree) continue;
+      restored[s] = true;
+      logs.push_back(s);
+    }
+    for (const CheckpointPlace& place : checkpoint_) {
+      if (restored[place.segment]) {
+        return absl::DataLossError(absl::StrCat("checkpoint: it says segment ", place.segment,
+                                                ", where it lies itself, holds a log"));
+      }
+    }
+    for (const ResumedHead& head : loaded.heads) {
+      tail_from_[head.place.segment] = g_.FirstPageOf(head.place.segment) + head.place.next_page;
+    }
+    // A segment that still holds the log the checkpoint knows has no free marker newer than that
+    // log on its last page: compaction writes one there first when it frees the segment, before
+    // the map says so, and a head takes it again only after.
+    std::vector<uint64_t> last_pages;
+    for (const uint64_t s : logs) {
+      if (map_free_[s]) {
+        return absl::DataLossError(
+            absl::StrCat("segment ", s, " was freed after the checkpoint"));
+      }
+      last_pages.push_back(g_.FirstPageOf(s) + g_.pages_per_segment - 1);
+    }
+    NVKV_RETURN_IF_ERROR(ReadPages(last_pages, [&](size_t i, const uint8_t* page,
+                                                   const absl::Status& read) -> absl::Status {
+      const uint64_t s = logs[i];
+      absl::StatusOr<PageHeader> last =
+          read.ok() ? VerifyPage(page, g_, options_.store_seed, last_pages[i]) : read;
+      if (absl::IsNotFound(last.status())) return absl::OkStatus();  // never freed
+      if (last.ok() && last->type == static_cast<uint8_t>(PageType::kFree)) {
+        if (GenerationOf(*last) < segments_.generation(s)) return absl::OkStatus();
+        return absl::DataLossError(
+            absl::StrCat("segment ", s, " was freed after the checkpoint"));
+      }
+      return absl::DataLossError(absl::StrCat("segment ", s, ": its last page cannot tell "
+                                              "whether it changed after the checkpoint"));
+    }));
+    // The log after the checkpoint: the heads' segments from where the checkpoint ends them,
+    // read whole, and every segment it does not know.
+    std::vector<Summarized> tail_summaries;
+    for (const Summarized& s : summarized_) {
+      if (!restored[s.segment]) tail_summaries.push_back(s);
+    }
+    summarized_ = std::move(tail_summaries);
+    std::vector<uint64_t> tail_segments;
+    for (const uint64_t s : to_read_) {
+      if (!restored[s]) tail_segments.push_back(s);
+    }
+    for (const ResumedHead& head : loaded.heads) tail_segments.push_back(head.place.segment);
+    to_read_ = std::move(tail_segments);
+    for (const uint64_t s : logs) read_before_[s] = true;
+    return absl::OkStatus();
+  }
+
+  // Reads `pages` (one page each), a chunk of them at a time, and calls `visit(i, page, status)`
+  // for each in order; stops at the first error `visit` returns.
+  template <typename Visit>
+  absl::Status ReadPages(const std::vector<uint64_t>& pages, Visit visit) {
+    storage::Buffer chunk = device_.buffers().GetChunk();
+    if (!chunk.valid()) return absl::InternalError("no buffer to read pages into");
+    const size_t per_chunk = chunk.bytes / g_.page_bytes;
+    absl::Status status;
+    std::vector<storage::IoRequest> requests;
+    for (size_t first = 0; first < pages.size() && status.ok(); first += per_chunk) {
+      const size_t count = std::min(per_chunk, pages.size() - first);
+      requests.assign(count, storage::IoRequest{});
+      for (size_t i = 0; i < count; ++i) {
+        storage::IoRequest& request = requests[i];
+        request.op = storage::IoOp::kRead;
+        request.lba = pages[first + i] * options_.blocks_per_page;
+        request.lba_count = options_.blocks_per_page;
+        request.buffer = chunk;
+        request.buffer.data = chunk.data + i * g_.page_bytes;
+        request.buffer.bytes = g_.page_bytes;
+      }
+      status = storage::RunAll(device_, requests);
+      for (size_t i = 0; i < count && status.ok(); ++i) {
+        status = visit(first + i, chunk.data + i * g_.page_bytes, requests[i].status);
+      }
+    }
+    device_.buffers().PutChunk(chunk);
+    return status;
   }
 
   // Reads the summaries the map names (with each segment's last page, for a free marker newer
@@ -538,6 +696,11 @@ class Recovery {
           "first did (the device reads differently)"));
     }
     scanned_.push_back(facts);
+    if (read_before_[segment] && (!scan.in_use || scan.generation != segments_.generation(segment))) {
+      // A head's segment of the base checkpoint holds another log than the one it knew, though
+      // its last page said nothing changed (damage where the log began).
+      base_failed_ = absl::StrCat("segment ", segment, " holds another log than the checkpoint's");
+    }
     report_.unreadable_pages += failed;
     in_use_[segment] = scan.in_use;
     generation_[segment] = scan.generation;
@@ -560,7 +723,15 @@ class Recovery {
     // that a later recovery might read.
     max_sequence_ = std::max(max_sequence_, scan.max_sequence);
     report_.batches_discarded += scan.batches_discarded;
-    report_.dropped_batch_records.AddAll(scan.dropped);
+    if (read_before_[segment]) {
+      // Of a head's segment the base checkpoint knows, the batches written after it only: it
+      // holds those before (which a hole found now would drop: their records read as damaged).
+      scan.dropped.ForEach([&](uint64_t first, uint64_t last) {
+        if (first >= base_sequence_) report_.dropped_batch_records.Add(first, last);
+      });
+    } else {
+      report_.dropped_batch_records.AddAll(scan.dropped);
+    }
     report_.damaged_pages += scan.hole_pages;
     return absl::OkStatus();
   }
@@ -571,6 +742,8 @@ class Recovery {
   // records of another segment are noted.
   // A record of another pass's keys is noted in the first pass only (for the segment table).
   void NoteRecord(uint64_t segment, const FoundRecord& record) {
+    // A head's segment the base checkpoint knows up to its end of the log then.
+    if (record.page_number < tail_from_[segment]) return;
     const bool in_pass = PassOf(record.hash) == pass_;
     if (!in_pass && pass_ > 0) return;
     const uint32_t shard = ShardIndexFor(record.hash, shards_.size());
@@ -663,7 +836,10 @@ class Recovery {
   // After the first pass: what it found of each segment, for the segment table.
   void RecoverSegments() {
     for (uint64_t s = 0; s < g_.segment_count; ++s) {
+      // What the base checkpoint knows of a segment stands, but for a head's log gone on since.
+      if (read_before_[s] && tail_from_[s] == 0) continue;
       SegmentTable::RecoveredSegment found;
+      found.extends_restored = read_before_[s];
       found.in_use = in_use_[s];
       found.generation = generation_[s];
       found.min_sequence = min_seq_[s];
@@ -684,6 +860,8 @@ class Recovery {
       absl::MutexLock lock(&shard->mu);
       if (options_.ordered) {
         table.Clear();
+      } else if (base_) {
+        NVKV_RETURN_IF_ERROR(ApplyTailHashed(sink, *shard, table));
       } else {
         NVKV_RETURN_IF_ERROR(DrainHashed(sink, *shard, table, passes_ - pass_));
       }
@@ -695,13 +873,96 @@ class Recovery {
   void FinishIndexes() {
     Sink sink{g_, options_.ordered, segments_};
     if (options_.ordered) {
+      // Over a base checkpoint the index's entries are the live records, each with its size:
+      // counted again, whatever the log after it replaced.
+      if (base_) segments_.ClearLiveBytes();
       for (const auto& shard : shards_) {
         absl::MutexLock lock(&shard->mu);
         AddLiveOfIndex(sink, *shard);
       }
     }
-    segments_.SetNextGeneration(std::max(max_generation_ + 1, floors_.generation_floor));
+    segments_.SetNextGeneration(
+        std::max({max_generation_ + 1, floors_.generation_floor, base_generation_}));
+    if (base_) KeepCheckpoint();
     segments_.FinishRecovery();
+  }
+
+  // Over a base checkpoint, hash mode: the newest record of each key of `shard`'s table that the
+  // log after the checkpoint holds. A put gets an entry of its own before any the key had (a
+  // blind overwrite, kv/README.md: the older entries are stale, as if the put had been written
+  // blind); a delete erases every entry of the key, found by reading the pages of the entries
+  // with its tag. A page that cannot be read sets the checkpoint aside (base_failed_).
+  absl::Status ApplyTailHashed(Sink& sink, Shard& shard, NewestRecords& table)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    uint64_t puts = 0;
+    table.ForEach([&](uint64_t, const NewestRecords::Record& newest) {
+      puts += newest.is_delete ? 0 : 1;
+    });
+    NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(puts));
+    absl::Status status;
+    table.ForEach([&](uint64_t hash_lo, const NewestRecords::Record& newest)
+                      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (!status.ok() || !base_failed_.empty()) return;
+      shard.index->Find(hash_lo, {}, &found_);
+      if (!newest.is_delete) {
+        if (!found_.empty()) {
+          const uint64_t first = Location::FromIndexValue(found_.front()).page;
+          segments_.AddLikelyStale(g_.SegmentOf(first), newest.record_bytes);
+          ++shard.stale_entries;
+        }
+        status = sink.InsertLive(shard, hash_lo, {}, newest.page, newest.record_bytes);
+        return;
+      }
+      const std::vector<uint64_t> candidates = found_;
+      uint64_t erased = 0;
+      for (const uint64_t candidate : candidates) {
+        const uint64_t page = Location::FromIndexValue(candidate).page;
+        const absl::StatusOr<uint32_t> bytes = KeysRecordBytes(page, hash_lo);
+        if (!bytes.ok()) {
+          base_failed_ = std::string(bytes.status().message());
+          return;
+        }
+        if (*bytes == 0) continue;  // another key's with the same tag
+        shard.index->Erase(hash_lo, {}, candidate);
+        segments_.AddLive(g_.SegmentOf(page), -static_cast<int64_t>(*bytes));
+        ++erased;
+      }
+      if (erased > 1) shard.ErasedStale(erased - 1);
+    });
+    table.Clear();
+    return status;
+  }
+
+  // The bytes of the newest record on `page` whose key's hash has the low half `hash_lo`, the
+  // records of dropped batches left out; 0 when none has. kDataLoss when the page cannot be read
+  // or verified as a data page.
+  absl::StatusOr<uint32_t> KeysRecordBytes(uint64_t page, uint64_t hash_lo) {
+    absl::StatusOr<uint32_t> bytes = 0;
+    const absl::Status read = ReadPages({page}, [&](size_t, const uint8_t* data,
+                                                    const absl::Status& status) {
+      absl::StatusOr<PageHeader> header =
+          status.ok() ? VerifyPage(data, g_, options_.store_seed, page) : status;
+      if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) {
+        bytes = absl::DataLossError(absl::StrCat(
+            "page ", page, ", which an entry of the checkpoint names, cannot be read as data"));
+        return absl::OkStatus();
+      }
+      RecordIterator records(data, *header);
+      RecordView record;
+      uint64_t newest = 0;
+      while (records.Next(&record)) {
+        const uint64_t sequence = record.header.sequence;
+        if (base_dropped_.Contains(sequence) || HashKey(record.key).lo != hash_lo) continue;
+        if (sequence >= newest) {
+          newest = sequence;
+          bytes = RecordBytes(record.key.size(), record.header.value_bytes);
+        }
+      }
+      if (!records.status().ok()) bytes = records.status();
+      return absl::OkStatus();
+    });
+    if (!read.ok()) return read;
+    return bytes;
   }
 
   uint64_t TableBytes() const {
@@ -737,6 +998,7 @@ class Recovery {
   }
 
   const RecoveryOptions options_;
+  const bool use_checkpoint_;  // false: the map's checkpoint was set aside once already
   const uint32_t passes_;      // over the log, each for a share of the keys (PassOf)
   uint32_t pass_ = 0;          // the one under way
   uint32_t passes_needed_ = 0;  // when the tables outgrew the budget (CheckBudget)
@@ -775,6 +1037,18 @@ class Recovery {
   uint64_t max_sequence_ = 0;
   uint64_t max_generation_ = 0;
   absl::Status refused_;  // a record recovery cannot keep
+  // The checkpoint the map names is a base: the log may have gone on after it (UseBase).
+  bool base_ = false;
+  std::vector<bool> map_free_;  // per segment: the map says it is free
+  // Over a base: per segment, whether the checkpoint knows its log (read_before_), and for a
+  // head's segment the first page written after it (tail_from_; 0 for any other segment).
+  std::vector<bool> read_before_;
+  std::vector<uint64_t> tail_from_;
+  uint64_t base_sequence_ = 0, base_generation_ = 0;  // the base's next ones
+  SequenceRanges base_dropped_;  // the records of dropped batches the base names
+  // Why the base was set aside once recovery had begun to apply the log after it (a page an
+  // entry of it names cannot be read): RecoverStore starts again without it.
+  std::string base_failed_;
 };
 
 }  // namespace
@@ -784,12 +1058,22 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
                                             SegmentTable& segments,
                                             const std::vector<std::unique_ptr<Shard>>& shards) {
   uint32_t passes = 1;
+  bool use_checkpoint = true;
+  std::string checkpoint_unused;
   while (true) {
-    Recovery recovery(options, passes, geometry, device, segments, shards);
+    Recovery recovery(options, use_checkpoint, passes, geometry, device, segments, shards);
     absl::StatusOr<RecoveryReport> report = recovery.Run();
-    if (recovery.passes_needed() == 0) return report;
-    // The tables outgrew the budget: start again from nothing in more passes.
-    passes = recovery.passes_needed();
+    if (report.ok() && !checkpoint_unused.empty()) report->checkpoint_unused = checkpoint_unused;
+    if (!recovery.base_failed().empty()) {
+      // The base checkpoint cannot be used after all: start again from nothing, reading the log.
+      use_checkpoint = false;
+      checkpoint_unused = recovery.base_failed();
+    } else if (recovery.passes_needed() != 0) {
+      // The tables outgrew the budget: start again from nothing in more passes.
+      passes = recovery.passes_needed();
+    } else {
+      return report;
+    }
     for (const auto& shard : shards) {
       absl::MutexLock lock(&shard->mu);
       shard->index = options.ordered ? NewOrderedIndex() : NewHashIndex();

@@ -79,6 +79,8 @@ struct RecoveryReport {
   uint64_t segments_summarized = 0;  // read by their summaries (segment_summary.h)
   uint64_t summaries_unused = 0;     // summaries the map named that did not verify: segments read
   bool from_checkpoint = false;  // it read the clean-close checkpoint and nothing else
+  // It read a checkpoint as the base of the log written after it, and that log.
+  bool from_base_checkpoint = false;
   std::vector<CheckpointPlace> checkpoint;  // where that checkpoint is, in its order
   uint64_t heads_resumed = 0;  // log heads that went on in their segments (from the checkpoint)
   // Why a checkpoint the map named was not used (the log was read instead); empty when none was

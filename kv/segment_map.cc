@@ -23,8 +23,8 @@ void SegmentMap::LoadPage(uint64_t index, const SegmentMapEntry* entries) {
 }
 
 SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state, const SummaryPlace& summary) {
-  NVKV_CHECK((state == MapState::kSummarized || state == MapState::kCheckpoint) ==
-             (summary.pages > 0));
+  NVKV_CHECK((state == MapState::kSummarized || state == MapState::kCheckpoint ||
+              state == MapState::kBaseCheckpoint) == (summary.pages > 0));
   absl::MutexLock lock(&mu_);
   const uint64_t index = segment / per_page_;
   PageState& page = pages_[index];

@@ -52,7 +52,7 @@ class SegmentMap {
   // as the segments it describes.
   void LoadPage(uint64_t index, const SegmentMapEntry* entries);
   // Changes `segment`'s entry (`summary` only with kSummarized, which needs one, and with
-  // kCheckpoint, for its place in the checkpoint); nothing to do
+  // kCheckpoint and kBaseCheckpoint, for its place in the checkpoint); nothing to do
   // when it says so already (the ticket of the page's current version).
   Ticket Set(uint64_t segment, MapState state, const SummaryPlace& summary = {});
   // Whether the change that gave `ticket` is on the device.

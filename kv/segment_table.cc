@@ -196,6 +196,8 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   absl::MutexLock lock(&mu_);
   const uint64_t keep = KeepFor(use);
   *awaiting_map = false;
+  // A kept checkpoint only saves recovery time: the room it takes comes first.
+  if (FreeCountLocked() <= keep) ReleaseCheckpointLocked();
   if (FreeCountLocked() <= keep) {
     return absl::ResourceExhaustedError(
         absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
@@ -235,6 +237,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
 absl::Status SegmentTable::CheckReserve(SegmentUse use) {
   if (use == SegmentUse::kCompaction) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
+  if (FreeCountLocked() <= KeepFor(use)) ReleaseCheckpointLocked();
   if (FreeCountLocked() > KeepFor(use)) return absl::OkStatus();
   return absl::ResourceExhaustedError(
       absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
@@ -566,6 +569,7 @@ void SegmentTable::RecoverSegment(uint64_t segment, const RecoveredSegment& foun
     info.summary = in_use ? found.summary : SummaryPlace{};
   }
   info.state = in_use ? SegmentState::kSealed : SegmentState::kFree;
+  if (found.extends_restored) return;  // NoteRecord widened the restored sequences
   info.min_sequence.store(found.min_sequence);
   info.max_sequence.store(found.max_sequence);
 }
@@ -585,6 +589,8 @@ void SegmentTable::FinishRecovery() {
     if (map_ == nullptr) continue;
     if (free) {
       map_->Set(s - 1, MapState::kFree);
+    } else if (info.state == SegmentState::kCheckpoint) {
+      map_->Set(s - 1, MapState::kBaseCheckpoint, info.summary);
     } else if (info.summary.pages > 0) {
       map_->Set(s - 1, MapState::kSummarized, info.summary);
     } else {
@@ -599,7 +605,7 @@ void SegmentTable::ForEachSaved(const std::vector<uint64_t>& filters_left_out,
   SavedSegment saved;
   for (uint64_t s = 0; s < segment_count_; ++s) {
     Info& info = info_[s];
-    if (info.state == SegmentState::kFree) continue;
+    if (info.state == SegmentState::kFree || info.state == SegmentState::kCheckpoint) continue;
     CheckpointSegment& f = saved.fields;
     f = CheckpointSegment{};
     f.segment = s;
@@ -724,6 +730,62 @@ void SegmentTable::MarkCheckpoint(uint64_t segment, uint32_t position, uint32_t 
   absl::MutexLock lock(&mu_);
   NVKV_CHECK(info_[segment].state == SegmentState::kFree);
   map_->Set(segment, MapState::kCheckpoint, SummaryPlace{position, pages});
+}
+
+void SegmentTable::KeepCheckpoint(uint64_t segment, uint32_t position, uint32_t pages) {
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[segment];
+  NVKV_CHECK(info.state == SegmentState::kFree);
+  info.state = SegmentState::kCheckpoint;
+  info.summary = SummaryPlace{position, pages};
+}
+
+void SegmentTable::MarkKeptCheckpointCurrent() {
+  NVKV_CHECK(map_ != nullptr);
+  absl::MutexLock lock(&mu_);
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    if (info_[s].state == SegmentState::kCheckpoint) {
+      map_->Set(s, MapState::kCheckpoint, info_[s].summary);
+    }
+  }
+}
+
+void SegmentTable::ReleaseCheckpoint() {
+  absl::MutexLock lock(&mu_);
+  ReleaseCheckpointLocked();
+}
+
+uint64_t SegmentTable::ReleaseCheckpointLocked() {
+  uint64_t released = 0;
+  for (uint64_t s = segment_count_; s > 0; --s) {
+    Info& info = info_[s - 1];
+    if (info.state != SegmentState::kCheckpoint) continue;
+    info.state = SegmentState::kFree;
+    info.summary = SummaryPlace{};
+    free_.push_back(s - 1);
+    if (map_ != nullptr) map_->Set(s - 1, MapState::kFree);
+    ++released;
+  }
+  if (released > 0) announce_due_.store(true, std::memory_order_release);
+  return released;
+}
+
+uint64_t SegmentTable::checkpoint_segments_kept() {
+  absl::MutexLock lock(&mu_);
+  uint64_t kept = 0;
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    kept += info_[s].state == SegmentState::kCheckpoint ? 1 : 0;
+  }
+  return kept;
+}
+
+uint64_t SegmentTable::generation(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  return info_[segment].generation;
+}
+
+void SegmentTable::ClearLiveBytes() {
+  for (uint64_t s = 0; s < segment_count_; ++s) info_[s].live_bytes.store(0);
 }
 
 uint64_t SegmentTable::free_count() {

@@ -78,6 +78,9 @@ enum class SegmentState : uint8_t {
   kCompacting,  // being cleaned
   kRetained,    // cleaned, but records on damaged pages are still indexed: never picked until
                 // no index entry points into it (Unretain)
+  kCheckpoint,  // holds no log but part of the checkpoint recovery starts from after a crash
+                // (MapState::kBaseCheckpoint): not free until a newer one replaces it, or the
+                // store needs the room (ReleaseCheckpoint)
 };
 
 // The head that wrote a segment and the head counter of its last page. Compaction waits until
@@ -208,6 +211,9 @@ class SegmentTable {
     uint64_t generation = 0;  // the log's
     uint64_t min_sequence = UINT64_MAX, max_sequence = 0;  // of its records
     SummaryPlace summary;  // a durable summary of the whole log, if it has one
+    // The segment was restored from a checkpoint (a head's, whose log went on after it): its
+    // records were noted on top of what the checkpoint gave, sequences included.
+    bool extends_restored = false;
   };
   // Recovery is about to note up to `puts` puts of `segment` (from its summary): the segment's
   // key filter is made that size at once, where it would otherwise start at full size and be
@@ -258,6 +264,24 @@ class SegmentTable {
   // Close: `segment`, free, holds page `position`.. of the checkpoint, `pages` of them; the map
   // says so once the caller writes it.
   void MarkCheckpoint(uint64_t segment, uint32_t position, uint32_t pages);
+  // Recovery, before FinishRecovery: free `segment` holds page `position`.. of the checkpoint
+  // it started from, `pages` of them. It stays so (kCheckpoint), and the map says it holds part
+  // of the checkpoint the log after it is read with (MapState::kBaseCheckpoint), until
+  // ReleaseCheckpoint.
+  void KeepCheckpoint(uint64_t segment, uint32_t position, uint32_t pages);
+  // Close, when nothing was written since the Open that read the checkpoint kept: the map says
+  // again that it stands for the log as it is (MapState::kCheckpoint).
+  void MarkKeptCheckpointCurrent();
+  // The kept checkpoint's segments are free again (the map says so once written): a newer
+  // checkpoint replaced it, or the store needs the room (Allocate does so when no other
+  // segment is free). Recovery after a crash then reads the log.
+  void ReleaseCheckpoint();
+  uint64_t checkpoint_segments_kept();
+  // The generation of the log `segment` holds (0: free).
+  uint64_t generation(uint64_t segment);
+  // Recovery over a checkpoint, ordered mode: every segment's live bytes 0, before the index's
+  // entries are counted again (AddLive).
+  void ClearLiveBytes();
 
   uint64_t free_count();
   uint64_t live_bytes_total() const;
@@ -419,6 +443,8 @@ class SegmentTable {
   std::atomic<bool> announce_due_{true};
   // The memory of the filters RestoreSegment and SizeRecoveredFilter make, until FinishRecovery.
   FilterBlocks recovered_filters_ ABSL_GUARDED_BY(mu_);
+  // ReleaseCheckpoint's; returns how many segments it freed.
+  uint64_t ReleaseCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Free segments of every kind.
   uint64_t FreeCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return free_.size() + announcing_.size() + ready_.size();

@@ -18,7 +18,8 @@
 // map does not say are free, must find what a reopen of a copy of the same bytes finds reading
 // every segment. Each check ends with a clean Close, whose checkpoint the next life reads: its
 // log heads go on in the segments they were filling, so its cuts fall on logs written by two
-// sessions.
+// sessions, and the reopen after the cut starts from that checkpoint, kept as the base of the log
+// written after it (unless compaction freed a segment it knows: then it reads the log).
 // The test also tallies what the cuts did (CutReport) and requires most of them to fall in the
 // middle of the workload and some to drop and tear unflushed writes: a crash test whose cuts all
 // came after everything was flushed would pass without testing anything. In hash mode it also
@@ -254,6 +255,10 @@ struct CutTally {
   // reopens that read a checkpoint (after such a Close, or the clean close ending each check).
   uint64_t cut_in_close = 0, closed_before_the_cut = 0;
   uint64_t reopened_from_checkpoint = 0;
+  // Reopens after a cut that read the checkpoint kept by the Open before (the base) and the log
+  // written after it; and reopens that set a checkpoint aside (damaged, of the other index mode,
+  // or a base whose segments compaction freed since), reading the log instead.
+  uint64_t reopened_from_base = 0, checkpoints_set_aside = 0;
   // Lives whose workload went on in the log heads' segments of the clean Close before them
   // (each check ends with one), the cut then falling on pages of logs two sessions wrote.
   uint64_t lives_on_resumed_heads = 0;
@@ -571,6 +576,8 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   tally->segments_skipped += (*engine)->Stats().recovery_segments_skipped;
   tally->segments_summarized += (*engine)->Stats().recovery_segments_summarized;
   tally->reopened_from_checkpoint += (*engine)->Stats().recovery_from_checkpoint;
+  tally->reopened_from_base += (*engine)->Stats().recovery_from_base_checkpoint;
+  tally->checkpoints_set_aside += (*engine)->Stats().recovery_checkpoints_unused;
   // Except for keys the media damaged (and the keys of their batches): reading a segment whole
   // finds the damaged page and drops its records (and their batches), where its summary still
   // names them, and a Get then says kDataLoss, as it did before the cut (FORMAT.md "Segment
@@ -581,7 +588,8 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
     EXPECT_EQ(value.substr(0, 40), read_all[key].substr(0, 40))
         << "key " << key << ": recovery guided by the segment map and "
         << (*engine)->Stats().recovery_segments_summarized << " summaries (checkpoint: "
-        << (*engine)->Stats().recovery_from_checkpoint << ") found another "
+        << (*engine)->Stats().recovery_from_checkpoint << ", base checkpoint: "
+        << (*engine)->Stats().recovery_from_base_checkpoint << ") found another "
         << "value than reading every segment";
   }
   ASSERT_FALSE(::testing::Test::HasFailure());
@@ -704,9 +712,10 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "the other index mode; %llu blind writes, %llu stale entries settled; %llu "
               "asynchronous writes reported durable; %llu segments not read by the reopens "
               "(free in the segment map), %llu read by their summaries; %llu cuts during a "
-              "Close, %llu right after one; %llu reopens from a checkpoint; %llu lives wrote on "
-              "in the heads' segments of the Close before them; %llu reopens read the log in "
-              "passes\n",
+              "Close, %llu right after one; %llu reopens from a checkpoint, %llu after a cut "
+              "from the base checkpoint and the log after it, %llu set a checkpoint aside; %llu "
+              "lives wrote on in the heads' segments of the Close before them; %llu reopens read "
+              "the log in passes\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
@@ -723,6 +732,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.cut_in_close),
               static_cast<unsigned long long>(tally.closed_before_the_cut),
               static_cast<unsigned long long>(tally.reopened_from_checkpoint),
+              static_cast<unsigned long long>(tally.reopened_from_base),
+              static_cast<unsigned long long>(tally.checkpoints_set_aside),
               static_cast<unsigned long long>(tally.lives_on_resumed_heads),
               static_cast<unsigned long long>(tally.reopened_in_passes));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
@@ -739,6 +750,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   EXPECT_GT(tally.cut_in_close, 0u);
   EXPECT_GT(tally.closed_before_the_cut, 0u);
   EXPECT_GT(tally.reopened_from_checkpoint, tally.runs);  // after each check, and after Closes
+  // Lives after the first begin with the checkpoint of the check before (in their own mode).
+  EXPECT_GE(tally.reopened_from_base * 8, tally.runs) << "few cuts recovered from a base";
   // Lives after the first whose check before reopened in the run's own index mode (a checkpoint
   // of the other mode is set aside): one in three with the default NVKV_CRASH_LIVES.
   if (Lives() > 2) {

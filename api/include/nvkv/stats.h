@@ -121,6 +121,9 @@ struct Stats {
   uint64_t live_bytes = 0;      // held by live records (headers, keys and values)
   uint64_t segments_total = 0;
   uint64_t segments_free = 0;
+  // Holding the checkpoint recovery starts from after a crash (the last one Open read or Close
+  // wrote): not free, until a newer checkpoint replaces it or the store needs the room.
+  uint64_t segments_checkpoint = 0;
   uint64_t segments_cleaned = 0;
   // Damage. A segment compaction cleaned but could not free, because records on its damaged
   // pages are still indexed (they read as kDataLoss until written again), is retained; it is
@@ -145,6 +148,9 @@ struct Stats {
   // recovery_checkpoints_unused when the store had one that could not be used (damaged, or not
   // agreeing with the segment map): the log was read instead.
   uint64_t recovery_from_checkpoint = 0;
+  // 1 when recovery read the checkpoint as the base of the log written after it (a crash came
+  // after the Open that read it), and then only that log.
+  uint64_t recovery_from_base_checkpoint = 0;
   uint64_t recovery_checkpoints_unused = 0;
   std::string recovery_checkpoint_unused_why;  // why it was not used, in one line
   // Log heads that went on in the segments they were filling at that clean Close (from the
