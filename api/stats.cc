@@ -217,6 +217,7 @@ std::string Stats::ToJson() const {
   json.Add("recovery_summaries_unused", recovery_summaries_unused);
   json.Add("recovery_from_checkpoint", recovery_from_checkpoint);
   json.Add("recovery_from_base_checkpoint", recovery_from_base_checkpoint);
+  json.Add("recovery_base_segments_freed", recovery_base_segments_freed);
   json.Add("recovery_checkpoints_unused", recovery_checkpoints_unused);
   json.Add("recovery_checkpoint_unused_why", recovery_checkpoint_unused_why);
   json.Add("recovery_heads_resumed", recovery_heads_resumed);

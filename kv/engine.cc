@@ -474,6 +474,7 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_summaries_unused = recovery_.summaries_unused;
   s.recovery_from_checkpoint = recovery_.from_checkpoint ? 1 : 0;
   s.recovery_from_base_checkpoint = recovery_.from_base_checkpoint ? 1 : 0;
+  s.recovery_base_segments_freed = recovery_.base_segments_freed;
   s.recovery_heads_resumed = recovery_.heads_resumed;
   s.recovery_checkpoints_unused = recovery_.checkpoint_unused.empty() ? 0 : 1;
   s.recovery_checkpoint_unused_why = recovery_.checkpoint_unused;

@@ -226,6 +226,27 @@ void HashIndex::ForEachValue(const std::function<void(uint64_t value)>& visit) c
   }
 }
 
+uint64_t HashIndex::EraseIf(const std::function<bool(uint64_t value)>& doomed) {
+  if (size_ == 0) return 0;
+  // From an empty slot on, once around: a removal shifts only entries after it (up to that
+  // empty slot at most) into its slot, which is looked at again.
+  uint64_t start = 0;
+  while (slots_[start] != kEmpty) ++start;
+  uint64_t erased = 0;
+  for (uint64_t i = 1; i < capacity_;) {
+    const uint64_t pos = (start + i) % capacity_;
+    const uint64_t entry = slots_[pos];
+    if (entry != kEmpty && doomed(entry & kPageMask)) {
+      RemoveAt(pos);
+      ++erased;
+    } else {
+      ++i;
+    }
+  }
+  if (erased > 0) NoteChange();
+  return erased;
+}
+
 void HashIndex::ForEachSaved(
     const std::function<void(std::string_view key, uint64_t word)>& visit) const {
   if (size_ == 0) return;

@@ -111,6 +111,11 @@ class Index {
   // segment compaction could not empty?), never on a hot path.
   virtual void ForEachValue(const std::function<void(uint64_t value)>& visit) const = 0;
 
+  // Removes every entry whose value (a Location's index_value()) `doomed` is true of; returns
+  // how many it removed. O(entries), for recovery (the entries of a checkpoint that point into
+  // segments compaction freed since).
+  virtual uint64_t EraseIf(const std::function<bool(uint64_t value)>& doomed) = 0;
+
   // The clean-close checkpoint (kv/checkpoint.h). ForEachSaved calls `visit` for every entry
   // with what RestoreEntry needs to put it back, in an order that makes the restored index
   // answer every Find as this one does: the hash index gives its slot word (`key` empty), a

@@ -101,6 +101,20 @@ void OrderedIndex::ForEachValue(const std::function<void(uint64_t value)>& visit
   table_.ForEach([&](const Entry* entry) { visit(entry->value); });
 }
 
+uint64_t OrderedIndex::EraseIf(const std::function<bool(uint64_t value)>& doomed) {
+  std::vector<Entry*> erased;
+  for (Entry* entry : tree_) {
+    if (doomed(entry->value)) erased.push_back(entry);
+  }
+  for (Entry* entry : erased) {
+    table_.Erase(entry);
+    tree_.erase(entry);
+    DeleteEntry(entry);
+  }
+  if (!erased.empty()) NoteChange();
+  return erased.size();
+}
+
 void OrderedIndex::ForEachSaved(
     const std::function<void(std::string_view key, uint64_t word)>& visit) const {
   for (const Entry* entry : tree_) visit(entry->key(), entry->value);

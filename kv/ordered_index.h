@@ -102,6 +102,7 @@ class OrderedIndex final : public Index {
   bool Erase(uint64_t hash, std::string_view key, uint64_t page) override;
   IndexStats stats() const override;
   void ForEachValue(const std::function<void(uint64_t value)>& visit) const override;
+  uint64_t EraseIf(const std::function<bool(uint64_t value)>& doomed) override;
   // Visits the keys in order, so that restoring them appends to the tree.
   void ForEachSaved(
       const std::function<void(std::string_view key, uint64_t word)>& visit) const override;

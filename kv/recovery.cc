@@ -371,8 +371,8 @@ class Recovery {
   }
 
   // UseBase: which segments hold log written after the checkpoint `loaded` (to_read_ and
-  // summarized_ keep only those); fails when one it says holds a log changed since (compaction
-  // freed it), or when that cannot be told.
+  // summarized_ keep only those), and what it knows of segments compaction freed since (which
+  // it forgets). Fails when a segment's last page cannot tell whether it was freed.
   absl::Status FindTail(const LoadedCheckpoint& loaded) {
     std::vector<bool> restored(g_.segment_count, false);
     std::vector<uint64_t> logs;  // the checkpoint's segments holding a log
@@ -387,34 +387,59 @@ class Recovery {
                                                 ", where it lies itself, holds a log"));
       }
     }
-    for (const ResumedHead& head : loaded.heads) {
-      tail_from_[head.place.segment] = g_.FirstPageOf(head.place.segment) + head.place.next_page;
-    }
-    // A segment that still holds the log the checkpoint knows has no free marker newer than that
-    // log on its last page: compaction writes one there first when it frees the segment, before
-    // the map says so, and a head takes it again only after.
-    std::vector<uint64_t> last_pages;
+    // Compaction freed some of those since: the map says so, or, as it says so lazily, the
+    // segment's last page does. A segment that still holds the log the checkpoint knows has no
+    // free marker newer than that log there: compaction writes one there first when it frees
+    // the segment, and a head takes it again only after.
+    std::vector<bool> freed(g_.segment_count, false);
+    std::vector<uint64_t> last_pages, asked;
     for (const uint64_t s : logs) {
       if (map_free_[s]) {
-        return absl::DataLossError(
-            absl::StrCat("segment ", s, " was freed after the checkpoint"));
+        freed[s] = true;
+      } else {
+        asked.push_back(s);
+        last_pages.push_back(g_.FirstPageOf(s) + g_.pages_per_segment - 1);
       }
-      last_pages.push_back(g_.FirstPageOf(s) + g_.pages_per_segment - 1);
     }
     NVKV_RETURN_IF_ERROR(ReadPages(last_pages, [&](size_t i, const uint8_t* page,
                                                    const absl::Status& read) -> absl::Status {
-      const uint64_t s = logs[i];
+      const uint64_t s = asked[i];
       absl::StatusOr<PageHeader> last =
           read.ok() ? VerifyPage(page, g_, options_.store_seed, last_pages[i]) : read;
       if (absl::IsNotFound(last.status())) return absl::OkStatus();  // never freed
       if (last.ok() && last->type == static_cast<uint8_t>(PageType::kFree)) {
-        if (GenerationOf(*last) < segments_.generation(s)) return absl::OkStatus();
-        return absl::DataLossError(
-            absl::StrCat("segment ", s, " was freed after the checkpoint"));
+        freed[s] = GenerationOf(*last) > segments_.generation(s);
+        return absl::OkStatus();
       }
       return absl::DataLossError(absl::StrCat("segment ", s, ": its last page cannot tell "
                                               "whether it changed after the checkpoint"));
     }));
+    // What the checkpoint knows of a freed segment is gone: its index entries (the live records
+    // compaction copied from it are in the log after the checkpoint, as newer entries) and its
+    // place in the table. It holds nothing, or a log begun after the checkpoint, read as such.
+    uint64_t freed_count = 0;
+    for (const uint64_t s : logs) {
+      if (!freed[s]) continue;
+      ++freed_count;
+      restored[s] = false;
+      segments_.ForgetRecoveredSegment(s);
+    }
+    if (freed_count > 0) {
+      for (const auto& shard : shards_) {
+        absl::MutexLock lock(&shard->mu);
+        shard->index->EraseIf([&](uint64_t value) {
+          return freed[g_.SegmentOf(Location::FromIndexValue(value).page)];
+        });
+        // Some of those may have been stale: the count is an estimate (compaction settles).
+        shard->stale_entries = std::min(shard->stale_entries, shard->index->stats().entries);
+      }
+    }
+    report_.base_segments_freed = freed_count;
+    std::erase_if(logs, [&](uint64_t s) { return freed[s]; });
+    for (const ResumedHead& head : loaded.heads) {
+      const uint64_t s = head.place.segment;
+      if (!freed[s]) tail_from_[s] = g_.FirstPageOf(s) + head.place.next_page;
+    }
     // The log after the checkpoint: the heads' segments from where the checkpoint ends them,
     // read whole, and every segment it does not know.
     std::vector<Summarized> tail_summaries;
@@ -426,7 +451,9 @@ class Recovery {
     for (const uint64_t s : to_read_) {
       if (!restored[s]) tail_segments.push_back(s);
     }
-    for (const ResumedHead& head : loaded.heads) tail_segments.push_back(head.place.segment);
+    for (const ResumedHead& head : loaded.heads) {
+      if (restored[head.place.segment]) tail_segments.push_back(head.place.segment);
+    }
     to_read_ = std::move(tail_segments);
     for (const uint64_t s : logs) read_before_[s] = true;
     return absl::OkStatus();

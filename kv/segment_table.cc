@@ -716,6 +716,14 @@ void SegmentTable::ForgetRecovered() {
   recovering_ = UINT64_MAX;
 }
 
+void SegmentTable::ForgetRecoveredSegment(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  Reset(info_[segment]);
+  info_[segment].samples.reset();
+  info_[segment].state = SegmentState::kFree;
+  if (recovering_ == segment) recovering_ = UINT64_MAX;
+}
+
 std::vector<uint64_t> SegmentTable::FreeSegments(uint64_t count) {
   absl::MutexLock lock(&mu_);
   std::vector<uint64_t> found;

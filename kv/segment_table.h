@@ -258,6 +258,8 @@ class SegmentTable {
   static constexpr uint32_t max_tombstone_samples() { return kTombstoneSamples; }
   // Recovery set aside a checkpoint it had partly restored: every segment free and empty again.
   void ForgetRecovered();
+  // Recovery over a checkpoint: restored `segment` was freed since; free and empty again.
+  void ForgetRecoveredSegment(uint64_t segment);
   // Up to `count` free segments, highest first: the checkpoint's, at Close (they stay free).
   // Heads fill the device from the front, so the next Open's heads take others first.
   std::vector<uint64_t> FreeSegments(uint64_t count);

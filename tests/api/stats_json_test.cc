@@ -99,7 +99,7 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"unreadable_pages\":0,\"recovery_pages_scanned\":5,\"recovery_segments_skipped\":60,"
       "\"recovery_map_pages_damaged\":1,\"recovery_segments_summarized\":7,"
       "\"recovery_summaries_unused\":2,\"recovery_from_checkpoint\":1,"
-      "\"recovery_from_base_checkpoint\":0,"
+      "\"recovery_from_base_checkpoint\":0,\"recovery_base_segments_freed\":0,"
       "\"recovery_checkpoints_unused\":0,\"recovery_checkpoint_unused_why\":\"\","
       "\"recovery_heads_resumed\":3,"
       "\"recovery_records\":4,"

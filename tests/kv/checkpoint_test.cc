@@ -263,6 +263,41 @@ TEST_P(CheckpointTest, TheOpenThatReadsACheckpointKeepsItAsTheBaseOfTheLogAfterI
   ExpectCheckFindsNothing(**again);
 }
 
+// Compaction frees segments the base checkpoint says hold a log (the map says so lazily, their
+// last pages at once) and takes them again for new logs: recovery after a crash forgets what the
+// base says of them (their index entries and their place in the table) and reads them as part of
+// the log after it.
+TEST_P(CheckpointTest, SegmentsFreedAfterTheBaseAreReadAsPartOfTheLogAfterIt) {
+  WriteAndClose();
+  auto engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  for (int round = 2; round < 6; ++round) {
+    Write(**engine, round);
+    ASSERT_THAT((*engine)->CompactAll(), IsOk());
+  }
+  Write(**engine, 6);
+  ASSERT_THAT((*engine)->Flush(), IsOk());
+  const EngineStats before = (*engine)->Stats();
+  ASSERT_GT(before.segments_cleaned, 0u);
+  const std::shared_ptr<MemStorage> read_all_copy = CopyOf(*storage_);
+  auto crashed = Open(CopyOf(*storage_));  // no Close
+  ASSERT_THAT(crashed, IsOk());
+  const EngineStats stats = (*crashed)->Stats();
+  EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
+  EXPECT_GT(stats.recovery_base_segments_freed, 0u);
+  EXPECT_EQ(stats.live_keys, before.live_keys);
+  ExpectAll(**crashed);
+  ExpectCheckFindsNothing(**crashed);
+  auto read_all = Open(read_all_copy, Shape{.mode = std::nullopt, .read_all = true});
+  ASSERT_THAT(read_all, IsOk());
+  EXPECT_EQ((*read_all)->Stats().live_keys, before.live_keys);
+  // What the store holds then compacts and recovers as any other.
+  ASSERT_THAT((*crashed)->CompactAll(), IsOk());
+  ExpectAll(**crashed);
+  ASSERT_THAT((*crashed)->Close(), IsOk());
+}
+
 // A session that writes nothing leaves the log as the checkpoint it read describes: Close marks
 // that checkpoint again instead of writing the index anew. One that writes gets a new one.
 TEST_P(CheckpointTest, ASessionThatWritesNothingKeepsTheCheckpointItRead) {

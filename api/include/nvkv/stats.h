@@ -151,6 +151,9 @@ struct Stats {
   // 1 when recovery read the checkpoint as the base of the log written after it (a crash came
   // after the Open that read it), and then only that log.
   uint64_t recovery_from_base_checkpoint = 0;
+  // Of the segments that base says hold a log, those compaction freed after it (recovery
+  // forgot what it said of them).
+  uint64_t recovery_base_segments_freed = 0;
   uint64_t recovery_checkpoints_unused = 0;
   std::string recovery_checkpoint_unused_why;  // why it was not used, in one line
   // Log heads that went on in the segments they were filling at that clean Close (from the
