@@ -7,12 +7,14 @@
 // marker), as a stream of bytes across the payloads of kCheckpoint pages. The segment map marks
 // those segments kCheckpoint, with their order, only once every page is durable.
 //
-// When it counts: it stands for the log as it is at Close, so it may be used only while no log
-// page has been written since. Open writes the segment map before anything else is written, and
-// the map it writes says those segments are free again: a map on the device that names a
-// checkpoint names one that is current. A checkpoint that cannot be read whole, does not verify,
-// or does not agree with itself or with the map is not used: recovery reads the log instead
-// (summaries and segments), which finds the same state.
+// When it counts: marked kCheckpoint, it stands for the log as it is at Close, and Open reads it
+// and nothing else. The Open that reads it writes the segment map before anything else is
+// written, and the map it writes marks it kBaseCheckpoint: from then on it stands for the log as
+// it was, and recovery after a crash reads it and then the log written after it (recovery.h). It
+// stays so, its segments not free, until a later Close writes a newer one (whose map write frees
+// its segments) or the store needs the room (SegmentTable::ReleaseCheckpoint). A checkpoint that
+// cannot be read whole, does not verify, or does not agree with itself or with the map is not
+// used: recovery reads the log instead (summaries and segments), which finds the same state.
 //
 // Cost: 8 bytes per index entry in hash mode (16 and the key in ordered mode), ~100 bytes per
 // segment holding a log and its key filter (2.5-8 bytes per put it holds), and each head's

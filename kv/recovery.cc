@@ -358,6 +358,7 @@ class Recovery {
     if (!status.ok()) {
       ForgetAll();
       tail_from_.assign(g_.segment_count, 0);
+      report_.base_segments_freed = 0;
       return status;
     }
     report_.from_base_checkpoint = true;
@@ -401,6 +402,7 @@ class Recovery {
         last_pages.push_back(g_.FirstPageOf(s) + g_.pages_per_segment - 1);
       }
     }
+    report_.pages += last_pages.size();
     NVKV_RETURN_IF_ERROR(ReadPages(last_pages, [&](size_t i, const uint8_t* page,
                                                    const absl::Status& read) -> absl::Status {
       const uint64_t s = asked[i];
@@ -965,6 +967,7 @@ class Recovery {
   // or verified as a data page.
   absl::StatusOr<uint32_t> KeysRecordBytes(uint64_t page, uint64_t hash_lo) {
     absl::StatusOr<uint32_t> bytes = 0;
+    ++report_.pages;
     const absl::Status read = ReadPages({page}, [&](size_t, const uint8_t* data,
                                                     const absl::Status& status) {
       absl::StatusOr<PageHeader> header =

@@ -1,8 +1,13 @@
 // Recovery: rebuilds the shards' indexes and the segment table from the log at Open.
 //
 // After a clean Close the segment map names a checkpoint (checkpoint.h) of what this would
-// rebuild: recovery reads it and nothing else. A checkpoint that cannot be used is set aside
-// (the indexes and the table are made anew) and the log is read, as follows.
+// rebuild: recovery reads it and nothing else. After a crash it names the checkpoint the last
+// Open read, the base of the log written since (kv/FORMAT.md "Recovery from a base"): recovery
+// reads it, forgets what it says of segments compaction freed since (their last pages tell),
+// and applies over it the log the heads went on with in their segments and the segments it does
+// not know (read as below); in hash mode a delete among those reads the pages of its tag's
+// entries, to erase its key's. A checkpoint that cannot be used is set aside (the indexes and
+// the table are made anew) and the log is read, as follows.
 //
 // The segment map says which segments hold nothing (not read) and which have a summary
 // (segment_summary.h: recovery reads the summary and the segment's last page, many at once, and
