@@ -140,30 +140,42 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
     return before;
   }
 
-  // The pages of the checkpoint that the segment map on `storage` names with `state`, in its
-  // order.
-  std::vector<uint64_t> CheckpointPages(const MemStorage& storage,
-                                        MapState state = MapState::kCheckpoint) const {
+  // What the segment map on `storage` says of each segment.
+  std::vector<SegmentMapEntry> MapEntries(const MemStorage& storage) const {
     const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
     absl::StatusOr<Superblock> superblock = DecodeSuperblock(bytes.data(), kPageBytes);
     EXPECT_THAT(superblock, IsOk());
+    if (!superblock.ok()) return {};
     const Geometry g = GeometryOf(*superblock);
     const uint64_t seed = StoreSeed(superblock->store_id);
-    std::map<uint32_t, std::pair<uint64_t, uint32_t>> places;  // place -> segment, pages
     const uint32_t per_page = MapEntriesPerPage(kPageBytes);
+    std::vector<SegmentMapEntry> all;
     for (uint64_t s = 0; s < g.segment_count; ++s) {
       const uint64_t map_page = g.map_first_page() + s / per_page;
       const SegmentMapEntry* entries = nullptr;
       EXPECT_THAT(DecodeMapPage(bytes.data() + map_page * kPageBytes, g, seed, map_page, &entries),
                   IsOk());
-      const SegmentMapEntry& entry = entries[s % per_page];
-      if (entry.state == static_cast<uint8_t>(state)) {
-        places[entry.summary_first] = {s, entry.summary_pages};
+      all.push_back(entries == nullptr ? SegmentMapEntry{} : entries[s % per_page]);
+    }
+    return all;
+  }
+
+  // The pages of the checkpoint that the segment map on `storage` names with `state`, in its
+  // order.
+  std::vector<uint64_t> CheckpointPages(const MemStorage& storage,
+                                        MapState state = MapState::kCheckpoint) const {
+    std::map<uint32_t, std::pair<uint64_t, uint32_t>> places;  // place -> segment, pages
+    const std::vector<SegmentMapEntry> entries = MapEntries(storage);
+    for (uint64_t s = 0; s < entries.size(); ++s) {
+      if (entries[s].state == static_cast<uint8_t>(state)) {
+        places[entries[s].summary_first] = {s, entries[s].summary_pages};
       }
     }
     std::vector<uint64_t> pages;
     for (const auto& [place, where] : places) {
-      for (uint32_t i = 0; i < where.second; ++i) pages.push_back(g.FirstPageOf(where.first) + i);
+      for (uint32_t i = 0; i < where.second; ++i) {
+        pages.push_back(2 + where.first * kPagesPerSegment + i);  // FORMAT.md "Device layout"
+      }
     }
     return pages;
   }
@@ -296,6 +308,78 @@ TEST_P(CheckpointTest, SegmentsFreedAfterTheBaseAreReadAsPartOfTheLogAfterIt) {
   ASSERT_THAT((*crashed)->CompactAll(), IsOk());
   ExpectAll(**crashed);
   ASSERT_THAT((*crashed)->Close(), IsOk());
+}
+
+// A Close after a session that began from a base writes a new checkpoint; the map write that
+// names it frees the base's segments.
+TEST_P(CheckpointTest, ANewCheckpointReplacesTheBase) {
+  WriteAndClose();
+  const std::vector<uint64_t> first = CheckpointPages(*storage_);
+  auto engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  Write(**engine, 2);
+  ASSERT_THAT((*engine)->Close(), IsOk());
+  const std::vector<uint64_t> second = CheckpointPages(*storage_);
+  ASSERT_FALSE(second.empty());
+  EXPECT_TRUE(CheckpointPages(*storage_, MapState::kBaseCheckpoint).empty());
+  for (const uint64_t page : first) {
+    const uint64_t segment = (page - 2) / kPagesPerSegment;
+    EXPECT_EQ(MapEntries(*storage_)[segment].state, static_cast<uint8_t>(MapState::kFree))
+        << "segment " << segment << " of the first checkpoint";
+  }
+  engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  EXPECT_EQ(CheckpointPages(*storage_, MapState::kBaseCheckpoint), second);
+  ExpectAll(**engine);
+}
+
+// The base only saves recovery time: a store that runs out of free segments takes its segments
+// (their marks gone first), and a crash then recovers from the log.
+TEST_P(CheckpointTest, AStoreOutOfRoomTakesTheBasesSegments) {
+  WriteAndClose();
+  auto engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_GT((*engine)->Stats().segments_checkpoint, 0u);
+  absl::Status status;
+  for (int k = 0; status.ok(); ++k) {
+    const std::string key = absl::StrCat("fill", k), value(1000, 'f');
+    WriteOp op{false, key, value};
+    status = (*engine)->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false);
+    if (status.ok()) expected_[key] = value;
+  }
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ((*engine)->Stats().segments_checkpoint, 0u);
+  ASSERT_THAT((*engine)->Flush(), IsOk());
+  EXPECT_TRUE(CheckpointPages(*storage_, MapState::kBaseCheckpoint).empty());
+  auto crashed = Open(CopyOf(*storage_));
+  ASSERT_THAT(crashed, IsOk());
+  EXPECT_EQ((*crashed)->Stats().recovery_from_base_checkpoint, 0u);
+  ExpectAll(**crashed);
+}
+
+// A segment of the base whose last page cannot be read or verified may have been freed and
+// taken again since: the base is set aside, and the log read.
+TEST_P(CheckpointTest, ABaseIsSetAsideWhenALastPageCannotTellWhetherItsSegmentChanged) {
+  WriteAndClose();
+  auto engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  Write(**engine, 2);
+  ASSERT_THAT((*engine)->Flush(), IsOk());
+  const std::shared_ptr<MemStorage> crashed = CopyOf(*storage_);
+  // Heads fill the store from the front: segment 0 holds a log the base knows.
+  const std::vector<SegmentMapEntry> entries = MapEntries(*crashed);
+  ASSERT_NE(entries[0].state, static_cast<uint8_t>(MapState::kFree));
+  const uint64_t last_page = 2 + kPagesPerSegment - 1;
+  crashed->Corrupt(last_page * kPageBytes + 100, 1);
+  auto reopened = Open(crashed);
+  ASSERT_THAT(reopened, IsOk());
+  const EngineStats stats = (*reopened)->Stats();
+  EXPECT_EQ(stats.recovery_from_base_checkpoint, 0u);
+  EXPECT_EQ(stats.recovery_checkpoints_unused, 1u);
+  EXPECT_NE(stats.recovery_checkpoint_unused_why.find("last page"), std::string::npos)
+      << stats.recovery_checkpoint_unused_why;
+  ExpectAll(**reopened);
 }
 
 // A session that writes nothing leaves the log as the checkpoint it read describes: Close marks
