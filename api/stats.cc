@@ -206,6 +206,8 @@ std::string Stats::ToJson() const {
   json.Add("segments_total", segments_total);
   json.Add("segments_free", segments_free);
   json.Add("segments_checkpoint", segments_checkpoint);
+  json.Add("checkpoints_written", checkpoints_written);
+  json.Add("checkpoints_failed", checkpoints_failed);
   json.Add("segments_cleaned", segments_cleaned);
   json.Add("segments_retained", segments_retained);
   json.Add("compaction_damaged_pages", compaction_damaged_pages);

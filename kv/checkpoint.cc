@@ -112,13 +112,6 @@ uint32_t PlaceInSegment(const Geometry& g, uint64_t k) {
   return static_cast<uint32_t>(k % g.log_pages());
 }
 
-// Marks the checkpoint's segments in the map, in their order (the caller writes the map).
-void MarkPlaces(const std::vector<CheckpointPlace>& places, SegmentTable& segments) {
-  for (size_t i = 0; i < places.size(); ++i) {
-    segments.MarkCheckpoint(places[i].segment, static_cast<uint32_t>(i), places[i].pages);
-  }
-}
-
 // Cuts the stream into kCheckpoint pages and writes them, a chunk's worth of consecutive pages
 // at a time.
 class PageOut {
@@ -620,10 +613,10 @@ class Loader {
 
 }  // namespace
 
-absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& geometry,
-                             storage::Device& device, const CheckpointGlobals& globals,
-                             SegmentTable& segments,
-                             const std::vector<std::unique_ptr<Shard>>& shards) {
+absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
+    const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
+    const CheckpointGlobals& globals, SegmentTable& segments,
+    const std::vector<std::unique_ptr<Shard>>& shards) {
   NVKV_CHECK(globals.dropped != nullptr && globals.next_generation > globals.generation);
   CheckpointHeader header{};
   header.shard_count = static_cast<uint32_t>(shards.size());
@@ -642,27 +635,32 @@ absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& g
   const uint64_t pages = (counted.bytes + geometry.payload_bytes() - 1) / geometry.payload_bytes();
   const uint64_t segment_count = (pages + geometry.log_pages() - 1) / geometry.log_pages();
   header.segment_count = static_cast<uint32_t>(segment_count);
-  const std::vector<uint64_t> taken = segments.FreeSegments(segment_count);
-  if (taken.size() < segment_count) {
-    return absl::ResourceExhaustedError(absl::StrCat("the checkpoint needs ", segment_count,
-                                                     " free segments; ", taken.size(),
-                                                     " are free"));
+  std::vector<uint64_t> taken;
+  if (!segments.TakeForCheckpoint(segment_count, globals.keep_free, &taken)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the checkpoint needs ", segment_count, " free segments, and ", globals.keep_free,
+        " more must stay free; ", segments.free_count(), " are"));
   }
   storage::Buffer chunk = device.buffers().GetChunk();
-  if (!chunk.valid()) return absl::InternalError("no buffer to write the checkpoint from");
+  if (!chunk.valid()) {
+    segments.AbandonCheckpoint();
+    return absl::InternalError("no buffer to write the checkpoint from");
+  }
   PageOut out(options, geometry, device, chunk, taken, globals.generation);
   EmitStream(out, header, options, globals, oldest, segments, shards);
   const absl::Status status = out.Finish();
   device.buffers().PutChunk(chunk);
   NVKV_CHECK(out.written() == header.stream_bytes);
-  if (!status.ok()) return status;
-  std::vector<CheckpointPlace> places;
-  for (uint64_t i = 0; i < segment_count; ++i) {
-    const uint64_t in_it = std::min<uint64_t>(geometry.log_pages(), pages - i * geometry.log_pages());
-    places.push_back({taken[i], static_cast<uint32_t>(in_it)});
+  if (!status.ok()) {
+    segments.AbandonCheckpoint();
+    return status;
   }
-  MarkPlaces(places, segments);
-  return absl::OkStatus();
+  std::vector<uint32_t> pages_in;
+  for (uint64_t i = 0; i < segment_count; ++i) {
+    pages_in.push_back(
+        static_cast<uint32_t>(std::min<uint64_t>(geometry.log_pages(), pages - i * geometry.log_pages())));
+  }
+  return pages_in;
 }
 
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options,

@@ -57,19 +57,20 @@ struct CheckpointGlobals {
   uint64_t generation = 0;     // a fresh one, for the checkpoint's pages
   uint64_t next_generation = 0;  // above `generation`
   const SequenceRanges* dropped = nullptr;  // records of batches recovery dropped
+  uint64_t keep_free = 0;  // free segments the checkpoint must leave (SegmentTable::TakeForCheckpoint)
 };
 
 // Writes the checkpoint of `shards` and `segments` into free segments through `device` (a queue
-// with chunk buffers) and marks its segments in the map. The caller then makes the pages durable
-// and only then writes the map, which makes the checkpoint count (the engine's WriteMapAlone
-// flushes before it writes a map page). The engine is closing: nothing else may change the
-// shards or the table. kResourceExhausted when the free segments cannot hold it (nothing
-// written or marked); device errors (nothing marked).
-absl::Status WriteCheckpoint(const CheckpointOptions& options, const Geometry& geometry,
-                             storage::Device& device, const CheckpointGlobals& globals,
-                             SegmentTable& segments,
-                             const std::vector<std::unique_ptr<Shard>>& shards);
-
+// with chunk buffers), which the table holds for it (SegmentTable::TakeForCheckpoint), and
+// returns how many of its pages each of those holds. The caller makes the pages durable, and only
+// then has the table adopt it (SegmentTable::AdoptCheckpoint), which makes the map name it. Nothing
+// may change the shards or the table meanwhile: the engine is closing, or holds its writes back
+// with compaction paused (a checkpoint while running). kResourceExhausted when the free segments
+// cannot hold it (nothing written); device errors (its segments free again).
+absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
+    const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
+    const CheckpointGlobals& globals, SegmentTable& segments,
+    const std::vector<std::unique_ptr<Shard>>& shards);
 
 // A log head that goes on in its segment: the checkpoint's segment table has it open already.
 struct ResumedHead {

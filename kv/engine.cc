@@ -198,9 +198,37 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   if (read_only_) return absl::OkStatus();
   NVKV_RETURN_IF_ERROR(StartWriter());
   NVKV_RETURN_IF_ERROR(StartCompactor());
-  head_counters_at_open_ = appender_->HeadCountersSum();
+  StartCheckpointer();
   NVKV_RETURN_IF_ERROR(writer_->Start());
-  return compactor_->Start();
+  NVKV_RETURN_IF_ERROR(compactor_->Start());
+  return checkpointer_->Start();
+}
+
+void Engine::Impl::StartCheckpointer() {
+  Checkpointer::Options config;
+  config.log_ratio = options_.checkpoint_log_ratio;
+  config.min_log_bytes = options_.checkpoint_min_log_bytes;
+  config.page_bytes = geometry_.page_bytes;
+  checkpointer_ = std::make_unique<Checkpointer>(
+      config, [this] { return appender_->HeadCountersSum(); },
+      [this]() -> absl::StatusOr<uint64_t> {
+        absl::MutexLock lock(&checkpoint_mu_);
+        return CheckpointLocked();
+      });
+  const uint64_t log_pages_now = appender_->HeadCountersSum();
+  // The log recovery read beyond the checkpoint it started from (all of it without one): the
+  // next crash would read it again, until a checkpoint stands for it.
+  uint64_t log_pages_after = 0;
+  if (recovery_.from_base_checkpoint) {
+    log_pages_after = recovery_.segments_after_base * geometry_.log_pages();
+  } else if (!recovery_.from_checkpoint) {
+    log_pages_after = (segments_->count() - segments_->free_count()) * geometry_.log_pages();
+  }
+  checkpointer_->StartFrom(log_pages_now, recovery_.checkpoint_pages, log_pages_after);
+  absl::MutexLock lock(&checkpoint_mu_);
+  kept_checkpoint_current_ = recovery_.from_checkpoint;
+  head_counters_at_checkpoint_ = log_pages_now;
+  segments_taken_at_checkpoint_ = segments_->segments_taken();
 }
 
 absl::Status Engine::Impl::Recover() {
@@ -359,8 +387,11 @@ absl::Status Engine::Impl::CompactAll() {
 
 absl::Status Engine::Impl::Close() {
   if (closed_.exchange(true)) return absl::OkStatus();
-  // Compaction stops first: until it has, it may copy records and wait for the copies to be
-  // durable, so the writer must still be there.
+  // The checkpoint thread stops first (a checkpoint under way finishes), then compaction: until
+  // it has, it may copy records and wait for the copies to be durable, so the writer must still
+  // be there.
+  if (checkpointer_ != nullptr) checkpointer_->Stop();
+  absl::MutexLock checkpoints(&checkpoint_mu_);  // an Engine::Checkpoint under way finishes
   if (compactor_ != nullptr) compactor_->Stop();
   absl::Status status;
   if (writer_ != nullptr && writer_->started()) {
@@ -371,8 +402,10 @@ absl::Status Engine::Impl::Close() {
         appender_->SealOpenPages();
       } else {
         // The heads leave their segments, each with its summary: the next Open reads summaries
-        // only (the writer puts them in the segment map before it exits).
+        // only (the writer puts them in the segment map before it exits, with the segments of
+        // the checkpoint kept free again).
         appender_->SealHeads();
+        segments_->ReleaseCheckpoint();
       }
       status = writer_->WaitAllDurable();
     }
@@ -396,15 +429,31 @@ absl::Status Engine::Impl::Close() {
 absl::Status Engine::Impl::WriteCheckpointAtClose() {
   absl::StatusOr<std::unique_ptr<storage::Device>> queue = OpenQueue(LargeIoQueueOptions());
   if (!queue.ok()) return queue.status();
-  if (recovery_.from_checkpoint && segments_->segments_taken() == 0 &&
-      appender_->HeadCountersSum() == head_counters_at_open_) {
-    // Nothing was written since Open read the checkpoint: no head assigned a page (records,
-    // summaries, compaction's copies all go through them) and no segment was taken (compaction
-    // takes its victims so, before it writes their free markers). It stands for the log as it
-    // is again, and its pages are intact (kept since, SegmentTable::KeepCheckpoint).
+  if (KeptCheckpointCurrent()) {
+    // Nothing was written since the checkpoint kept was: it stands for the log as it is again,
+    // and its pages are intact (kept since, SegmentTable::AdoptCheckpoint and KeepCheckpoint).
     segments_->MarkKeptCheckpointCurrent();
     return WriteMapAlone(**queue);
   }
+  // A checkpoint that cannot be written leaves the one kept, if any, the next Open's base.
+  NVKV_RETURN_IF_ERROR(
+      WriteCheckpointThrough(**queue, MapState::kCheckpoint, /*keep_free=*/0, nullptr).status());
+  // The pages are made durable before the map names them: WriteMapAlone flushes first.
+  return WriteMapAlone(**queue);
+}
+
+bool Engine::Impl::KeptCheckpointCurrent() {
+  // No head assigned a page since (records, summaries, compaction's copies all go through
+  // them) and no segment was taken (compaction takes its victims so, before it writes their
+  // free markers).
+  return kept_checkpoint_current_ && segments_->checkpoint_segments_kept() > 0 &&
+         segments_->segments_taken() == segments_taken_at_checkpoint_ &&
+         appender_->HeadCountersSum() == head_counters_at_checkpoint_;
+}
+
+absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
+    storage::Device& queue, MapState mark, uint64_t keep_free,
+    std::vector<SegmentMap::Ticket>* tickets) {
   CheckpointOptions options;
   options.store_seed = store_seed_;
   options.blocks_per_page = blocks_per_page_;
@@ -414,14 +463,67 @@ absl::Status Engine::Impl::WriteCheckpointAtClose() {
   globals.generation = segments_->NextGeneration();
   globals.next_generation = globals.generation + 1;
   globals.dropped = &recovery_.dropped_batch_records;
-  absl::Status status = WriteCheckpoint(options, geometry_, **queue, globals, *segments_, shards_);
-  if (!status.ok()) return status;  // the checkpoint kept, if any, stays the next Open's base
-  // The new one replaces the one kept: the map write that names it frees that one's segments.
-  // (A cut that leaves part of the write on the device leaves the marks of both, or of neither
-  // whole: recovery then reads the log.) The pages are made durable before the map names them:
-  // WriteMapAlone flushes first.
-  segments_->ReleaseCheckpoint();
-  return WriteMapAlone(**queue);
+  globals.keep_free = keep_free;
+  NVKV_ASSIGN_OR_RETURN(const std::vector<uint32_t> pages,
+                        WriteCheckpoint(options, geometry_, queue, globals, *segments_, shards_));
+  if (mark == MapState::kBaseCheckpoint && device_info_.volatile_write_cache) {
+    // The writer writes the map that names it: its pages must be durable before.
+    const absl::Status flushed = storage::FlushDevice(queue);
+    if (!flushed.ok()) {
+      segments_->AbandonCheckpoint();
+      return flushed;
+    }
+  }
+  std::vector<SegmentMap::Ticket> adopted = segments_->AdoptCheckpoint(pages, mark);
+  if (tickets != nullptr) *tickets = std::move(adopted);
+  kept_checkpoint_current_ = true;
+  head_counters_at_checkpoint_ = appender_->HeadCountersSum();
+  segments_taken_at_checkpoint_ = segments_->segments_taken();
+  uint64_t total = 0;
+  for (const uint32_t p : pages) total += p;
+  return total;
+}
+
+absl::Status Engine::Impl::Checkpoint() {
+  NVKV_RETURN_IF_ERROR(CheckWritable());
+  absl::MutexLock lock(&checkpoint_mu_);
+  NVKV_RETURN_IF_ERROR(CheckWritable());  // (Close may have begun meanwhile)
+  return CheckpointLocked().status();
+}
+
+absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
+  if (error_.failed()) return error_.status();
+  if (closed_.load()) return absl::FailedPreconditionError("the store is closing");
+  NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue, OpenQueue(LargeIoQueueOptions()));
+  uint64_t pages = 0;
+  std::vector<SegmentMap::Ticket> tickets;
+  {
+    // No victim is being cleaned meanwhile: compaction copies a record only while it is its
+    // key's newest, which a copy decided before the checkpoint and written after would not be.
+    Compactor::Pause pause(*compactor_);
+    absl::MutexLock gate(&append_gate_);
+    // Every page written so far durable: the checkpoint's entries point at them. The heads go
+    // on in their segments afterwards, as after a clean Close.
+    appender_->SealOpenPages();
+    NVKV_RETURN_IF_ERROR(writer_->WaitAllDurable());
+    // The heads and compaction must still find free segments afterwards.
+    const uint64_t keep_free = segments_->user_reserve() + shards_.size();
+    NVKV_ASSIGN_OR_RETURN(
+        pages, WriteCheckpointThrough(*queue, MapState::kBaseCheckpoint, keep_free, &tickets));
+    checkpointer_->Wrote(head_counters_at_checkpoint_, pages);
+  }
+  // Writes go on while the writer writes the map pages that name it; it counts once they are
+  // on the device.
+  Shard& shard = *shards_.front();
+  for (const SegmentMap::Ticket& ticket : tickets) {
+    while (!segments_->MapDurable(ticket)) {
+      if (error_.failed()) return error_.status();
+      writer_->Wake();
+      absl::MutexLock lock(&shard.mu);
+      shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
+    }
+  }
+  return pages;
 }
 
 EngineStats Engine::Impl::Stats() {
@@ -463,6 +565,10 @@ EngineStats Engine::Impl::Stats() {
   s.segments_total = segments_->count();
   s.segments_free = segments_->free_count();
   s.segments_checkpoint = segments_->checkpoint_segments_kept();
+  if (checkpointer_ != nullptr) {
+    s.checkpoints_written = checkpointer_->written();
+    s.checkpoints_failed = checkpointer_->failed();
+  }
   s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
   s.capacity_bytes = geometry_.segment_count * geometry_.segment_bytes();
   s.live_bytes = segments_->live_bytes_total();
@@ -600,6 +706,7 @@ absl::Status Engine::Flush() {
   return impl_->Flush();
 }
 absl::Status Engine::CompactAll() { return impl_->CompactAll(); }
+absl::Status Engine::Checkpoint() { return impl_->Checkpoint(); }
 absl::Status Engine::Scan(std::string_view start, std::string_view end, size_t limit,
                           std::vector<std::pair<std::string, std::string>>* out) {
   return impl_->Scan(start, end, limit, out);

@@ -91,6 +91,12 @@ struct EngineOptions {
   // their segments. Off, Close makes the heads leave their segments with summaries instead, and
   // the next Open reads those. Tests that want Open to read the log turn it off.
   bool checkpoint_at_close = true;
+  // While it runs, the engine writes a checkpoint too (checkpointer.h) once the log written since
+  // the last one reaches checkpoint_log_ratio times that one's size and at least
+  // checkpoint_min_log_bytes: recovery after a crash then reads that checkpoint and the log
+  // written since, not the whole log. 0: only at Close. (Writes wait while one is written.)
+  uint32_t checkpoint_log_ratio = 8;
+  uint64_t checkpoint_min_log_bytes = uint64_t{64} << 20;
   // Open the store for reading only (Options::read_only): the device is opened read-only under
   // a shared claim, nothing is formatted, repaired or written (not at Open, not at Close), no
   // writer or compaction runs, and writes fail with kFailedPrecondition.
@@ -174,6 +180,12 @@ class Engine {
   // Cleans, now (blocking), every segment whose cleaning reclaims space: one holding at least a
   // page of dead records, or so little that it repacks into fewer pages.
   absl::Status CompactAll();
+
+  // Writes a checkpoint now (blocking; writes wait meanwhile), as the engine does on its own
+  // (EngineOptions::checkpoint_log_ratio): recovery after a crash reads it and the log written
+  // after it. Every write made so far is durable when it returns OK. kResourceExhausted when
+  // the free segments cannot hold it; device errors.
+  absl::Status Checkpoint();
 
   // Ordered mode only (else kFailedPrecondition): up to `limit` key/value pairs with
   // start <= key < end (end empty: no upper bound), in key order.

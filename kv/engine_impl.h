@@ -5,7 +5,8 @@
 // Compactor (compactor.h), SegmentTable, ReadQueueSet, StickyError.
 //
 // Locks, in the order they may be taken (never the reverse):
-//   Compactor's cleaning mutex -> Shard::mu (several only in ascending shard id, by batches)
+//   checkpoint_mu_ -> Compactor's cleaning mutex -> append_gate_ -> Shard::mu (several only in
+//   ascending shard id, by batches)
 //   -> SegmentTable's mutex (-> SegmentMap's mutex), LogWriter's mutex, StickyError's mutex
 //   (leaves).
 // ReadQueueSet's mutex (read_queue.h) is a leaf too, taken with no other engine lock held.
@@ -26,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/engine.h"
+#include "kv/checkpointer.h"
 #include "kv/compactor.h"
 #include "kv/head_append.h"
 #include "kv/index.h"
@@ -71,6 +73,9 @@ class Engine::Impl final {
   // CheckOpen, and kFailedPrecondition on a store opened read-only.
   absl::Status CheckWritable() const;
   absl::Status CompactAll();
+  // Engine::Checkpoint: holds writes back (append_gate_) with compaction paused, makes every
+  // write durable, and writes a checkpoint that the map names as the base of recovery.
+  absl::Status Checkpoint();
 
   // --- inspect.cc ---
   absl::StatusOr<CheckReport> Check(const ProgressCallback& progress);
@@ -188,9 +193,25 @@ class Engine::Impl final {
   // Close: writes the checkpoint of the indexes and the segment table (checkpoint.h) and the
   // map pages that name it. kResourceExhausted when the free segments cannot hold it; device
   // errors. Either way every write was durable before, and the next Open reads the log.
-  absl::Status WriteCheckpointAtClose();
+  absl::Status WriteCheckpointAtClose() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  // Writes a checkpoint of the engine as it is through `queue` (one with chunk buffers), leaving
+  // `keep_free` segments free, and has the table adopt it with map mark `mark` (kv/FORMAT.md
+  // "When it counts"); returns its pages. Nothing else may append meanwhile.
+  // `*tickets` (when not null) gets the map changes that name it.
+  absl::StatusOr<uint64_t> WriteCheckpointThrough(storage::Device& queue, MapState mark,
+                                                  uint64_t keep_free,
+                                                  std::vector<SegmentMap::Ticket>* tickets)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  // Whether the checkpoint kept still stands for the log as it is: nothing was written since it
+  // was written (or since the Open that read it after a clean Close).
+  bool KeptCheckpointCurrent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
+  // Checkpoint, with checkpoint_mu_ held.
+  absl::StatusOr<uint64_t> CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   absl::Status StartWriter();
   absl::Status StartCompactor();
+  // The checkpoint thread (not started yet), and where the log stands against the checkpoint
+  // recovery started from.
+  void StartCheckpointer();
   // A write found the store full (`status`): gives compaction a chance to free a segment. True
   // when it did (the caller tries again); false when the caller should return `status`: at
   // once when nothing cleans in the background, or when nothing is worth cleaning
@@ -232,6 +253,17 @@ class Engine::Impl final {
   // compaction has stopped.
 
   std::unique_ptr<Compactor> compactor_;
+  // Appends hold it shared (AppendWrite), a checkpoint while running exclusively: while it is
+  // held so, no write is between taking its sequence and updating the index.
+  absl::Mutex append_gate_;
+  // One checkpoint at a time (the checkpoint thread, Engine::Checkpoint, Close), and what they
+  // share: whether the one kept still stands for the log, as of the heads' page counters and
+  // the segments taken then.
+  absl::Mutex checkpoint_mu_;
+  bool kept_checkpoint_current_ ABSL_GUARDED_BY(checkpoint_mu_) = false;
+  uint64_t head_counters_at_checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
+  uint64_t segments_taken_at_checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
+  std::unique_ptr<Checkpointer> checkpointer_;  // stopped first by Close
 
   // Per-thread read queues, found through a thread_local cache (read_path.cc) that shares the
   // set, so a thread outliving the engine never touches the engine itself.
@@ -246,9 +278,6 @@ class Engine::Impl final {
   // What recovery found at Open (written by Open only); dropped_batch_records tells page reads
   // which records on the device belong to no applied batch.
   RecoveryReport recovery_;
-  // HeadAppender::HeadCountersSum() once recovery was done: Close compares it to tell whether
-  // anything was written since.
-  uint64_t head_counters_at_open_ = 0;
 };
 
 }  // namespace nvkv::kv

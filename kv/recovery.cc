@@ -313,6 +313,7 @@ class Recovery {
     report_.from_checkpoint = true;
     report_.checkpoint = checkpoint_;
     report_.pages += loaded->pages;
+    report_.checkpoint_pages = loaded->pages;
     report_.next_sequence = std::max(loaded->next_sequence, floors_.sequence_floor);
     report_.dropped_batch_records = std::move(loaded->dropped);
     segments_.SetNextGeneration(std::max(loaded->next_generation, floors_.generation_floor));
@@ -364,6 +365,8 @@ class Recovery {
     report_.from_base_checkpoint = true;
     report_.checkpoint = checkpoint_;
     report_.pages += loaded->pages;
+    report_.checkpoint_pages = loaded->pages;
+    report_.segments_after_base = summarized_.size() + to_read_.size();
     base_sequence_ = loaded->next_sequence;
     base_generation_ = loaded->next_generation;
     base_dropped_ = loaded->dropped;
@@ -847,6 +850,12 @@ class Recovery {
   void ApplyToOrderedIndex(Shard& shard, const KeyHash& hash, const FoundRecord& record) {
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, record.key, &found_);
+    if (base_ && record.sequence < base_sequence_) {
+      // Over a base, a copy compaction made of an older record (ApplyTailHashed): a delete
+      // hides nothing the base does not know of; a put counts only where the base holds no entry
+      // of its key (which is the copy's original, or newer).
+      if (record.is_delete || !found_.empty()) return;
+    }
     if (record.is_delete) {
       if (!found_.empty()) shard.index->Erase(hash.lo, record.key, found_.front());
       return;
@@ -917,82 +926,142 @@ class Recovery {
   }
 
   // Over a base checkpoint, hash mode: the newest record of each key of `shard`'s table that the
-  // log after the checkpoint holds. A put gets an entry of its own before any the key had (a
-  // blind overwrite, kv/README.md: the older entries are stale, as if the put had been written
-  // blind); a delete erases every entry of the key, found by reading the pages of the entries
-  // with its tag. A page that cannot be read sets the checkpoint aside (base_failed_).
+  // log after the checkpoint holds (kv/FORMAT.md "Recovery from a base"):
+  //   - a record written after the checkpoint (its sequence at least the base's next one): a put
+  //     gets an entry of its own before any the key had (a blind overwrite, kv/README.md: the
+  //     older ones are stale), a delete erases every entry of the key;
+  //   - a copy compaction made of an older record: a delete hides nothing the base does not
+  //     know of (when it was its key's newest the base holds no entry of the key); a put gets
+  //     an entry only when none of the base's entries of the key holds it or a newer record
+  //     (compaction copied it from a segment freed since, or kept it where damage hid which of
+  //     the key's records was current).
+  // The base's entries of a key are found by reading the pages of its tag's entries; entries on
+  // pages of the log after the base are other keys' (two keys with one tag never share a page).
+  // A page that cannot be read, or an index that cannot grow, sets the base aside
+  // (base_failed_: recovery reads the log instead).
   absl::Status ApplyTailHashed(Sink& sink, Shard& shard, NewestRecords& table)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
     uint64_t puts = 0;
     table.ForEach([&](uint64_t, const NewestRecords::Record& newest) {
       puts += newest.is_delete ? 0 : 1;
     });
-    NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(puts));
-    absl::Status status;
+    const absl::Status room = shard.index->MakeRoomFor(puts);
+    if (!room.ok()) {
+      base_failed_ = absl::StrCat("the index cannot grow over the checkpoint: ", room.message());
+      return absl::OkStatus();
+    }
+    std::vector<uint64_t> base_candidates;
     table.ForEach([&](uint64_t hash_lo, const NewestRecords::Record& newest)
                       ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      if (!status.ok() || !base_failed_.empty()) return;
+      if (!base_failed_.empty()) return;
+      const bool copy = newest.sequence < base_sequence_;
+      if (copy && newest.is_delete) return;
       shard.index->Find(hash_lo, {}, &found_);
-      if (!newest.is_delete) {
-        if (!found_.empty()) {
-          const uint64_t first = Location::FromIndexValue(found_.front()).page;
-          segments_.AddLikelyStale(g_.SegmentOf(first), newest.record_bytes);
-          ++shard.stale_entries;
-        }
-        status = sink.InsertLive(shard, hash_lo, {}, newest.page, newest.record_bytes);
+      if (!newest.is_delete && !copy) {
+        InsertTailPut(sink, shard, hash_lo, newest);
         return;
       }
-      const std::vector<uint64_t> candidates = found_;
+      base_candidates.clear();
+      for (const uint64_t candidate : found_) {
+        if (IsBasePage(Location::FromIndexValue(candidate).page)) {
+          base_candidates.push_back(candidate);
+        }
+      }
       uint64_t erased = 0;
-      for (const uint64_t candidate : candidates) {
+      std::optional<uint64_t> base_newest;  // the newest sequence of the key the base holds
+      for (const uint64_t candidate : base_candidates) {
         const uint64_t page = Location::FromIndexValue(candidate).page;
-        const absl::StatusOr<uint32_t> bytes = KeysRecordBytes(page, hash_lo);
-        if (!bytes.ok()) {
-          base_failed_ = std::string(bytes.status().message());
+        const absl::StatusOr<KeysRecord> found = NewestOfKeyOn(page, hash_lo);
+        if (!found.ok()) {
+          base_failed_ = std::string(found.status().message());
           return;
         }
-        if (*bytes == 0) continue;  // another key's with the same tag
-        shard.index->Erase(hash_lo, {}, candidate);
-        segments_.AddLive(g_.SegmentOf(page), -static_cast<int64_t>(*bytes));
-        ++erased;
+        if (!found->holds) continue;  // another key's with the same tag
+        if (newest.is_delete) {
+          shard.index->Erase(hash_lo, {}, candidate);
+          segments_.AddLive(g_.SegmentOf(page), -static_cast<int64_t>(found->record_bytes));
+          ++erased;
+        } else {
+          base_newest = std::max(base_newest.value_or(0), found->sequence);
+        }
       }
-      if (erased > 1) shard.ErasedStale(erased - 1);
+      if (newest.is_delete) {
+        if (erased > 1) shard.ErasedStale(erased - 1);
+        return;
+      }
+      if (base_newest && *base_newest >= newest.sequence) return;  // the base holds it, or newer
+      shard.index->Find(hash_lo, {}, &found_);
+      InsertTailPut(sink, shard, hash_lo, newest);
     });
     table.Clear();
-    return status;
+    return absl::OkStatus();
   }
 
-  // The bytes of the newest record on `page` whose key's hash has the low half `hash_lo`, the
-  // records of dropped batches left out; 0 when none has. kDataLoss when the page cannot be read
-  // or verified as a data page.
-  absl::StatusOr<uint32_t> KeysRecordBytes(uint64_t page, uint64_t hash_lo) {
-    absl::StatusOr<uint32_t> bytes = 0;
+  // ApplyTailHashed: `newest`, a put, gets an entry before the key's others (found_ holds the
+  // tag's entries), which it probably makes stale.
+  void InsertTailPut(Sink& sink, Shard& shard, uint64_t hash_lo,
+                     const NewestRecords::Record& newest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
+    if (!found_.empty()) {
+      const uint64_t first = Location::FromIndexValue(found_.front()).page;
+      segments_.AddLikelyStale(g_.SegmentOf(first), newest.record_bytes);
+      ++shard.stale_entries;
+    }
+    const absl::Status inserted =
+        sink.InsertLive(shard, hash_lo, {}, newest.page, newest.record_bytes);
+    if (!inserted.ok()) {
+      base_failed_ = absl::StrCat("the index cannot grow over the checkpoint: ",
+                                  inserted.message());
+    }
+  }
+
+  // Whether `page` holds what the base checkpoint knows of the log (not the log after it).
+  bool IsBasePage(uint64_t page) const {
+    const uint64_t segment = g_.SegmentOf(page);
+    return read_before_[segment] && (tail_from_[segment] == 0 || page < tail_from_[segment]);
+  }
+
+  // Of the records on a page, the newest of one key (by its hash's low half).
+  struct KeysRecord {
+    bool holds = false;
+    uint64_t sequence = 0;
+    uint32_t record_bytes = 0;
+  };
+  // Reads `page` and finds the newest record on it whose key's hash has the low half `hash_lo`,
+  // leaving out the records of batches recovery dropped (as page reads do, page_lookup.cc).
+  // kDataLoss when the page cannot be read or verified as a data page.
+  absl::StatusOr<KeysRecord> NewestOfKeyOn(uint64_t page, uint64_t hash_lo) {
+    absl::StatusOr<KeysRecord> result = KeysRecord{};
     ++report_.pages;
     const absl::Status read = ReadPages({page}, [&](size_t, const uint8_t* data,
                                                     const absl::Status& status) {
       absl::StatusOr<PageHeader> header =
           status.ok() ? VerifyPage(data, g_, options_.store_seed, page) : status;
       if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) {
-        bytes = absl::DataLossError(absl::StrCat(
+        result = absl::DataLossError(absl::StrCat(
             "page ", page, ", which an entry of the checkpoint names, cannot be read as data"));
         return absl::OkStatus();
       }
       RecordIterator records(data, *header);
       RecordView record;
-      uint64_t newest = 0;
+      KeysRecord newest;
       while (records.Next(&record)) {
         const uint64_t sequence = record.header.sequence;
-        if (base_dropped_.Contains(sequence) || HashKey(record.key).lo != hash_lo) continue;
-        if (sequence >= newest) {
-          newest = sequence;
-          bytes = RecordBytes(record.key.size(), record.header.value_bytes);
+        if ((record.header.flags & kRecordInBatch) != 0 && base_dropped_.Contains(sequence)) {
+          continue;
+        }
+        if (HashKey(record.key).lo != hash_lo) continue;
+        if (!newest.holds || sequence > newest.sequence) {
+          newest.holds = true;
+          newest.sequence = sequence;
+          newest.record_bytes = RecordBytes(record.key.size(), record.header.value_bytes);
         }
       }
-      if (!records.status().ok()) bytes = records.status();
+      result = newest;
+      if (!records.status().ok()) result = records.status();
       return absl::OkStatus();
     });
     if (!read.ok()) return read;
-    return bytes;
+    return result;
   }
 
   uint64_t TableBytes() const {

@@ -87,6 +87,8 @@ struct RecoveryReport {
   // It read a checkpoint as the base of the log written after it, and that log.
   bool from_base_checkpoint = false;
   uint64_t base_segments_freed = 0;  // of its segments holding a log, those freed since
+  uint64_t checkpoint_pages = 0;  // of the checkpoint it read (current or base)
+  uint64_t segments_after_base = 0;  // read (or their summaries) for the log after a base
   std::vector<CheckpointPlace> checkpoint;  // where that checkpoint is, in its order
   uint64_t heads_resumed = 0;  // log heads that went on in their segments (from the checkpoint)
   // Why a checkpoint the map named was not used (the log was read instead); empty when none was

@@ -197,7 +197,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   const uint64_t keep = KeepFor(use);
   *awaiting_map = false;
   // A kept checkpoint only saves recovery time: the room it takes comes first.
-  if (FreeCountLocked() <= keep) ReleaseCheckpointLocked();
+  if (FreeCountLocked() <= keep) FreeCheckpointLocked(kept_checkpoint_);
   if (FreeCountLocked() <= keep) {
     return absl::ResourceExhaustedError(
         absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
@@ -237,7 +237,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
 absl::Status SegmentTable::CheckReserve(SegmentUse use) {
   if (use == SegmentUse::kCompaction) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  if (FreeCountLocked() <= KeepFor(use)) ReleaseCheckpointLocked();
+  if (FreeCountLocked() <= KeepFor(use)) FreeCheckpointLocked(kept_checkpoint_);
   if (FreeCountLocked() > KeepFor(use)) return absl::OkStatus();
   return absl::ResourceExhaustedError(
       absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
@@ -708,6 +708,8 @@ absl::Status SegmentTable::ResumeHead(uint64_t segment, uint64_t generation,
 
 void SegmentTable::ForgetRecovered() {
   absl::MutexLock lock(&mu_);
+  kept_checkpoint_.clear();
+  pending_checkpoint_.clear();
   for (uint64_t s = 0; s < segment_count_; ++s) {
     Reset(info_[s]);
     info_[s].samples.reset();
@@ -724,67 +726,90 @@ void SegmentTable::ForgetRecoveredSegment(uint64_t segment) {
   if (recovering_ == segment) recovering_ = UINT64_MAX;
 }
 
-std::vector<uint64_t> SegmentTable::FreeSegments(uint64_t count) {
+bool SegmentTable::TakeForCheckpoint(uint64_t count, uint64_t keep,
+                                     std::vector<uint64_t>* taken) {
   absl::MutexLock lock(&mu_);
-  std::vector<uint64_t> found;
-  for (uint64_t s = segment_count_; s > 0 && found.size() < count; --s) {
-    if (info_[s - 1].state == SegmentState::kFree) found.push_back(s - 1);
+  NVKV_CHECK(pending_checkpoint_.empty());
+  taken->clear();
+  if (free_.size() < count || FreeCountLocked() < count + keep) return false;
+  // free_ holds the highest numbers first.
+  taken->assign(free_.begin(), free_.begin() + static_cast<ptrdiff_t>(count));
+  free_.erase(free_.begin(), free_.begin() + static_cast<ptrdiff_t>(count));
+  for (const uint64_t segment : *taken) {
+    NVKV_CHECK(info_[segment].state == SegmentState::kFree);
+    info_[segment].state = SegmentState::kCheckpoint;
   }
-  return found;
+  pending_checkpoint_ = *taken;
+  return true;
 }
 
-void SegmentTable::MarkCheckpoint(uint64_t segment, uint32_t position, uint32_t pages) {
-  NVKV_CHECK(map_ != nullptr && pages > 0);
+void SegmentTable::AbandonCheckpoint() {
   absl::MutexLock lock(&mu_);
-  NVKV_CHECK(info_[segment].state == SegmentState::kFree);
-  map_->Set(segment, MapState::kCheckpoint, SummaryPlace{position, pages});
+  FreeCheckpointLocked(pending_checkpoint_);
+}
+
+bool SegmentTable::MapDurable(const SegmentMap::Ticket& ticket) const {
+  return map_ == nullptr || map_->Durable(ticket);
+}
+
+std::vector<SegmentMap::Ticket> SegmentTable::AdoptCheckpoint(std::span<const uint32_t> pages,
+                                                              MapState mark) {
+  NVKV_CHECK(map_ != nullptr &&
+             (mark == MapState::kCheckpoint || mark == MapState::kBaseCheckpoint));
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(pages.size() == pending_checkpoint_.size());
+  FreeCheckpointLocked(kept_checkpoint_);
+  kept_checkpoint_ = std::move(pending_checkpoint_);
+  pending_checkpoint_.clear();
+  std::vector<SegmentMap::Ticket> tickets;
+  for (size_t i = 0; i < kept_checkpoint_.size(); ++i) {
+    Info& info = info_[kept_checkpoint_[i]];
+    info.summary = SummaryPlace{static_cast<uint32_t>(i), pages[i]};
+    tickets.push_back(map_->Set(kept_checkpoint_[i], mark, info.summary));
+  }
+  return tickets;
 }
 
 void SegmentTable::KeepCheckpoint(uint64_t segment, uint32_t position, uint32_t pages) {
   absl::MutexLock lock(&mu_);
   Info& info = info_[segment];
-  NVKV_CHECK(info.state == SegmentState::kFree);
+  NVKV_CHECK(info.state == SegmentState::kFree && position == kept_checkpoint_.size());
   info.state = SegmentState::kCheckpoint;
   info.summary = SummaryPlace{position, pages};
+  kept_checkpoint_.push_back(segment);
 }
 
 void SegmentTable::MarkKeptCheckpointCurrent() {
   NVKV_CHECK(map_ != nullptr);
   absl::MutexLock lock(&mu_);
-  for (uint64_t s = 0; s < segment_count_; ++s) {
-    if (info_[s].state == SegmentState::kCheckpoint) {
-      map_->Set(s, MapState::kCheckpoint, info_[s].summary);
-    }
+  for (const uint64_t segment : kept_checkpoint_) {
+    map_->Set(segment, MapState::kCheckpoint, info_[segment].summary);
   }
 }
 
 void SegmentTable::ReleaseCheckpoint() {
   absl::MutexLock lock(&mu_);
-  ReleaseCheckpointLocked();
+  FreeCheckpointLocked(kept_checkpoint_);
 }
 
-uint64_t SegmentTable::ReleaseCheckpointLocked() {
-  uint64_t released = 0;
-  for (uint64_t s = segment_count_; s > 0; --s) {
-    Info& info = info_[s - 1];
-    if (info.state != SegmentState::kCheckpoint) continue;
+uint64_t SegmentTable::FreeCheckpointLocked(std::vector<uint64_t>& segments) {
+  for (const uint64_t segment : segments) {
+    Info& info = info_[segment];
+    NVKV_CHECK(info.state == SegmentState::kCheckpoint);
     info.state = SegmentState::kFree;
     info.summary = SummaryPlace{};
-    free_.push_back(s - 1);
-    if (map_ != nullptr) map_->Set(s - 1, MapState::kFree);
-    ++released;
+    free_.push_back(segment);
+    if (map_ != nullptr) map_->Set(segment, MapState::kFree);
   }
-  if (released > 0) announce_due_.store(true, std::memory_order_release);
-  return released;
+  const uint64_t freed = segments.size();
+  segments.clear();
+  if (freed > 0) announce_due_.store(true, std::memory_order_release);
+  return freed;
 }
 
 uint64_t SegmentTable::checkpoint_segments_kept() {
   absl::MutexLock lock(&mu_);
-  uint64_t kept = 0;
-  for (uint64_t s = 0; s < segment_count_; ++s) {
-    kept += info_[s].state == SegmentState::kCheckpoint ? 1 : 0;
-  }
-  return kept;
+  return kept_checkpoint_.size();
 }
 
 uint64_t SegmentTable::generation(uint64_t segment) {

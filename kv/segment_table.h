@@ -57,6 +57,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -260,24 +261,37 @@ class SegmentTable {
   void ForgetRecovered();
   // Recovery over a checkpoint: restored `segment` was freed since; free and empty again.
   void ForgetRecoveredSegment(uint64_t segment);
-  // Up to `count` free segments, highest first: the checkpoint's, at Close (they stay free).
-  // Heads fill the device from the front, so the next Open's heads take others first.
-  std::vector<uint64_t> FreeSegments(uint64_t count);
-  // Close: `segment`, free, holds page `position`.. of the checkpoint, `pages` of them; the map
-  // says so once the caller writes it.
-  void MarkCheckpoint(uint64_t segment, uint32_t position, uint32_t pages);
+  // Checkpoints (checkpoint.h) lie in segments of their own (kCheckpoint): the one kept, which
+  // recovery starts from (the map says kBaseCheckpoint of it, or kCheckpoint after a Close that
+  // left it current), and one being written.
+  // Takes `count` free segments for a checkpoint about to be written, the highest first (heads
+  // fill the device from the front), leaving at least `keep` free; none when there are not as
+  // many (false). Segments announced to the map for heads are not taken.
+  bool TakeForCheckpoint(uint64_t count, uint64_t keep, std::vector<uint64_t>* taken);
+  // The checkpoint being written was not (a device error): its segments are free again.
+  void AbandonCheckpoint();
+  // The checkpoint being written is durable, `pages[i]` of its pages in its i-th segment: it
+  // replaces the one kept, whose segments are free again, and the map says `mark` (kCheckpoint
+  // or kBaseCheckpoint) of its segments with their places, and free of the old one's, once
+  // written. (A cut that leaves part of that map write on the device leaves marks that do not
+  // line up: recovery then reads the log.)
+  // Returns the map changes that name it, for the caller to wait on (SegmentMap::Durable).
+  std::vector<SegmentMap::Ticket> AdoptCheckpoint(std::span<const uint32_t> pages, MapState mark);
+  // Whether the map change of `ticket` is on the device (no map: true).
+  bool MapDurable(const SegmentMap::Ticket& ticket) const;
   // Recovery, before FinishRecovery: free `segment` holds page `position`.. of the checkpoint
   // it started from, `pages` of them. It stays so (kCheckpoint), and the map says it holds part
   // of the checkpoint the log after it is read with (MapState::kBaseCheckpoint), until
   // ReleaseCheckpoint.
   void KeepCheckpoint(uint64_t segment, uint32_t position, uint32_t pages);
-  // Close, when nothing was written since the Open that read the checkpoint kept: the map says
-  // again that it stands for the log as it is (MapState::kCheckpoint).
+  // Close, when nothing was written since the kept checkpoint was (or since the Open that read
+  // it): the map says again that it stands for the log as it is (MapState::kCheckpoint).
   void MarkKeptCheckpointCurrent();
-  // The kept checkpoint's segments are free again (the map says so once written): a newer
-  // checkpoint replaced it, or the store needs the room (Allocate does so when no other
-  // segment is free). Recovery after a crash then reads the log.
+  // The kept checkpoint's segments are free again (the map says so once written): the store
+  // needs the room (Allocate and CheckReserve do so when no other segment is free). Recovery
+  // after a crash then reads the log.
   void ReleaseCheckpoint();
+  // Segments holding the kept checkpoint.
   uint64_t checkpoint_segments_kept();
   // The generation of the log `segment` holds (0: free).
   uint64_t generation(uint64_t segment);
@@ -445,8 +459,12 @@ class SegmentTable {
   std::atomic<bool> announce_due_{true};
   // The memory of the filters RestoreSegment and SizeRecoveredFilter make, until FinishRecovery.
   FilterBlocks recovered_filters_ ABSL_GUARDED_BY(mu_);
-  // ReleaseCheckpoint's; returns how many segments it freed.
-  uint64_t ReleaseCheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees `segments`, the kept checkpoint's or the one being written, and clears the list;
+  // returns how many it freed.
+  uint64_t FreeCheckpointLocked(std::vector<uint64_t>& segments) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The kept checkpoint's segments in its order, and those of the one being written (kCheckpoint).
+  std::vector<uint64_t> kept_checkpoint_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> pending_checkpoint_ ABSL_GUARDED_BY(mu_);
   // Free segments of every kind.
   uint64_t FreeCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return free_.size() + announcing_.size() + ready_.size();

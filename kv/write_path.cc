@@ -412,12 +412,14 @@ absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
     if (plan.single && plan.prepared[0].op->is_delete && !plan.prepared[0].current.found) {
       return AppendedWrite{};
     }
-    // 2. Append (3 steps inside).
+    // 2. Append (3 steps inside), not while a checkpoint is written (Checkpoint).
     AppendAttempt appended;
     if (plan.single_large(geometry_)) {
       NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, ThisThreadQueue());
+      absl::ReaderMutexLock gate(&append_gate_);
       appended = AppendLargeWrite(*appender_, counters_, plan, *queue->device, durable);
     } else {
+      absl::ReaderMutexLock gate(&append_gate_);
       appended = AppendPageWrite(*appender_, *writer_, counters_, plan, durable);
     }
     switch (appended.outcome) {

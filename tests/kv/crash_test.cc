@@ -1,5 +1,5 @@
 // Crash tests: the engine on a FaultDevice loses power at a seeded random point during puts,
-// deletes, batches, flushes and compaction (unflushed writes kept, dropped or torn at 512-byte
+// deletes, batches, flushes, compaction and checkpoints (unflushed writes kept, dropped or torn at 512-byte
 // sectors). After each cut the store is reopened on the same bytes and must hold every write
 // acknowledged as durable, never a value that was not written, and each batch whole or not at
 // all. Each run lives through Lives() cuts on the same bytes: after each reopen what recovery
@@ -259,6 +259,7 @@ struct CutTally {
   // written after it; and reopens that set a checkpoint aside (damaged, of the other index mode,
   // or a base whose segments compaction freed since), reading the log instead.
   uint64_t reopened_from_base = 0, checkpoints_set_aside = 0;
+  uint64_t checkpoints_while_running = 0;  // Engine::Checkpoint calls that returned OK
   // Lives whose workload went on in the log heads' segments of the clean Close before them
   // (each check ends with one), the cut then falling on pages of logs two sessions wrote.
   uint64_t lives_on_resumed_heads = 0;
@@ -441,8 +442,18 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
     } else if (action < 96) {
       status = (*engine)->Flush();
       if (status.ok()) model->AllAckedDurable();
-    } else {
+    } else if (action < 98) {
       status = (*engine)->CompactAll();
+    } else {
+      // A checkpoint while running (it makes every write durable first), which the reopen
+      // after the cut starts from, unless the cut left its map write incomplete.
+      status = (*engine)->Checkpoint();
+      if (status.ok()) {
+        model->AllAckedDurable();
+        ++tally->checkpoints_while_running;
+      } else if (absl::IsResourceExhausted(status)) {
+        status = absl::OkStatus();  // no room for it: the store goes on without
+      }
     }
     if (!status.ok() && !absl::IsNotFound(status)) {
       // Only the power cut may end the workload early: any other error is a failure.
@@ -714,6 +725,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "(free in the segment map), %llu read by their summaries; %llu cuts during a "
               "Close, %llu right after one; %llu reopens from a checkpoint, %llu after a cut "
               "from the base checkpoint and the log after it, %llu set a checkpoint aside; %llu "
+              "checkpoints written while running; %llu "
               "lives wrote on in the heads' segments of the Close before them; %llu reopens read "
               "the log in passes\n",
               static_cast<unsigned long long>(tally.runs),
@@ -734,6 +746,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.reopened_from_checkpoint),
               static_cast<unsigned long long>(tally.reopened_from_base),
               static_cast<unsigned long long>(tally.checkpoints_set_aside),
+              static_cast<unsigned long long>(tally.checkpoints_while_running),
               static_cast<unsigned long long>(tally.lives_on_resumed_heads),
               static_cast<unsigned long long>(tally.reopened_in_passes));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
@@ -752,6 +765,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   EXPECT_GT(tally.reopened_from_checkpoint, tally.runs);  // after each check, and after Closes
   // Lives after the first begin with the checkpoint of the check before (in their own mode).
   EXPECT_GE(tally.reopened_from_base * 8, tally.runs) << "few cuts recovered from a base";
+  EXPECT_GT(tally.checkpoints_while_running, tally.runs);
   // Lives after the first whose check before reopened in the run's own index mode (a checkpoint
   // of the other mode is set aside): one in three with the default NVKV_CRASH_LIVES.
   if (Lives() > 2) {

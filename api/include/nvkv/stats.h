@@ -124,6 +124,10 @@ struct Stats {
   // Holding the checkpoint recovery starts from after a crash (the last one Open read or Close
   // wrote): not free, until a newer checkpoint replaces it or the store needs the room.
   uint64_t segments_checkpoint = 0;
+  // Checkpoints written while the store ran (this session: kv/checkpointer.h), and those the
+  // engine could not write on its own (no room, a device error).
+  uint64_t checkpoints_written = 0;
+  uint64_t checkpoints_failed = 0;
   uint64_t segments_cleaned = 0;
   // Damage. A segment compaction cleaned but could not free, because records on its damaged
   // pages are still indexed (they read as kDataLoss until written again), is retained; it is
