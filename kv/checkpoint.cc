@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -224,6 +225,18 @@ class PageIn {
       const size_t take = std::min<size_t>(count, used_ - at_);
       std::memcpy(to, page_ + sizeof(PageHeader) + at_, take);
       to += take;
+      count -= take;
+      at_ += take;
+      consumed_ += take;
+    }
+    return true;
+  }
+
+  // Passes over the next `count` bytes of the stream; false once a page fails (status()).
+  bool Skip(uint64_t count) {
+    while (count > 0) {
+      if (at_ == used_ && !NextPage()) return false;
+      const uint64_t take = std::min<uint64_t>(count, used_ - at_);
       count -= take;
       at_ += take;
       consumed_ += take;
@@ -485,6 +498,8 @@ class Loader {
         return Refuse(absl::StrCat("it says segment ", f.segment,
                                    " holds a log, which the map does not"));
       }
+      put_bytes_ += static_cast<uint64_t>(std::max<int64_t>(0, f.record_bytes - f.tombstone_bytes));
+      puts_ += f.puts;
       saved.tombstones.resize(f.tombstone_samples);
       saved.filter.resize(f.filter_words);
       if (!in_.Read(saved.tombstones.data(), saved.tombstones.size() * sizeof(CheckpointTombstone)) ||
@@ -512,7 +527,7 @@ class Loader {
       return Refuse("a shard of more entries than it holds");
     }
     absl::MutexLock lock(&shard.mu);
-    shard.index->Reserve(saved.entries);
+    shard.index->Reserve(saved.entries + RoomPerShard());
     std::string key;
     for (uint64_t i = 0; i < saved.entries; ++i) {
       uint64_t word = 0;
@@ -569,12 +584,19 @@ class Loader {
                                                                       g_.payload_bytes())) {
       return Refuse(absl::StrCat("shard ", shard, "'s head at a place no log of its has"));
     }
-    std::string entries(saved.summary_bytes, '\0');
-    if (!in_.Read(entries.data(), entries.size())) return in_.status();
     ResumedHead resumed;
     resumed.shard = shard;
     resumed.place = HeadPlace{saved.segment, saved.generation, saved.next_page,
                               saved.next_counter};
+    if (!options_.resume_heads) {
+      // Where the head's log stood is all the caller needs: it reads the segment.
+      if (!in_.Skip(saved.summary_bytes)) return in_.status();
+      log_end_[saved.segment] = saved.next_page;
+      loaded_heads_.push_back(std::move(resumed));
+      return absl::OkStatus();
+    }
+    std::string entries(saved.summary_bytes, '\0');
+    if (!in_.Read(entries.data(), entries.size())) return in_.status();
     std::vector<KeyHash> puts;  // of its summary: its segment's key filter, when left out
     if ((saved.flags & kHeadSummaryKept) != 0) {
       const absl::Status summary = resumed.summary.Resume(
@@ -609,6 +631,19 @@ class Loader {
   // Per segment: the pages its log may have; a head's segment ends where the head goes on.
   std::vector<uint32_t> log_end_;
   std::vector<ResumedHead> loaded_heads_;
+  // Of the segments it restored: the bytes of their puts, and how many.
+  uint64_t put_bytes_ = 0, puts_ = 0;
+
+  // CheckpointOptions::room_after's, spread over the shards (asked once).
+  uint64_t RoomPerShard() {
+    if (!options_.room_after) return 0;
+    if (!room_per_shard_) {
+      const uint64_t put_bytes = puts_ > 0 ? std::max<uint64_t>(put_bytes_ / puts_, 1) : 64;
+      room_per_shard_ = options_.room_after(restored_, log_end_, put_bytes) / shards_.size();
+    }
+    return *room_per_shard_;
+  }
+  std::optional<uint64_t> room_per_shard_;
 };
 
 }  // namespace

@@ -26,6 +26,7 @@
 #define NVKV_KV_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,18 @@ struct CheckpointOptions {
   uint64_t store_seed = 0;
   uint32_t blocks_per_page = 1;
   bool ordered = false;  // the index mode
+  // LoadCheckpoint: how many entries beyond the checkpoint's the indexes are sized for, so that
+  // they do not grow afterwards (recovery over a base adds the log written after it). Called
+  // once the checkpoint's segments are known, before any index entry is restored, with: per
+  // segment, whether the checkpoint names its log (`restored`) and how many pages of it
+  // (`log_end`: a head's place, else every page); and the mean bytes of the puts it names.
+  std::function<uint64_t(const std::vector<bool>& restored, const std::vector<uint32_t>& log_end,
+                         uint64_t put_bytes)>
+      room_after;
+  // LoadCheckpoint: the heads go on in their segments (after a clean Close): their summaries so
+  // far and key filters are made. Not over a base: recovery reads those segments, and makes
+  // their key filters as it reads them; LoadedCheckpoint::heads then gives their places only.
+  bool resume_heads = true;
 };
 
 // One segment of a checkpoint as the map names it.

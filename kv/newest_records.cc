@@ -103,13 +103,24 @@ NewestRecords::Kept NewestRecords::KeepIfNewer(const KeyHash& hash, const Record
   return Kept::kNewest;
 }
 
-void NewestRecords::Reserve(uint64_t keys) {
-  // The keys of a sub-table vary around keys / kPartitions (by about its square root): 5% more,
+namespace {
+// The slots of each sub-table Reserve(keys) makes.
+uint64_t ReservedCapacity(uint64_t keys, uint64_t partitions, uint64_t min_capacity) {
+  // The keys of a sub-table vary around keys / partitions (by about its square root): 5% more,
   // and a little for small tables, so that hardly one grows.
-  const uint64_t per_partition = keys / kPartitions + keys / kPartitions / 20 + 64;
+  const uint64_t per_partition = keys / partitions + keys / partitions / 20 + 64;
   // Slots for them at the most load a sub-table takes (7/8): the estimate is high already, and
   // every slot more is memory touched at random (measured: a load of 2/3 recovered slower).
-  const uint64_t capacity = std::max(kMinCapacity, per_partition + per_partition / 7 + 1);
+  return std::max(min_capacity, per_partition + per_partition / 7 + 1);
+}
+}  // namespace
+
+uint64_t NewestRecords::BytesFor(uint64_t keys) {
+  return kPartitions * ReservedCapacity(keys, kPartitions, kMinCapacity) * sizeof(Entry);
+}
+
+void NewestRecords::Reserve(uint64_t keys) {
+  const uint64_t capacity = ReservedCapacity(keys, kPartitions, kMinCapacity);
   for (Partition& partition : partitions_) {
     if (partition.slots.capacity < capacity && !Resize(partition, capacity)) return;
   }

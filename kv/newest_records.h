@@ -91,6 +91,8 @@ class NewestRecords {
   // copies a sub-table). An estimate: more keys still fit, fewer leave the room unused. Only a
   // hint: without memory for it the table stays as it is (KeepIfNewer then says kNoMemory).
   void Reserve(uint64_t keys);
+  // The bytes a table of nothing but Reserve(keys) allocates (allocated_bytes then).
+  static uint64_t BytesFor(uint64_t keys);
 
   uint64_t size() const { return size_; }
   // Bytes of the slot arrays.

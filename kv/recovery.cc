@@ -155,6 +155,7 @@ class Recovery {
       : options_(options),
         use_checkpoint_(use_checkpoint),
         passes_(passes),
+        budget_(options.table_budget_bytes),
         g_(geometry),
         device_(device),
         segments_(segments),
@@ -189,6 +190,8 @@ class Recovery {
       if (!used.ok()) {
         report_.checkpoint_unused = std::string(used.message());
         base_ = false;
+      } else {
+        PlanTailPasses();
       }
     } else {
       base_ = false;
@@ -295,8 +298,10 @@ class Recovery {
   // it cannot, the indexes and the table are made anew, and the reason returned.
   absl::Status UseCheckpoint() {
     if (!checkpoint_unusable_.empty()) return absl::DataLossError(checkpoint_unusable_);
-    const CheckpointOptions options{options_.store_seed, options_.blocks_per_page,
-                                    options_.ordered};
+    CheckpointOptions options;
+    options.store_seed = options_.store_seed;
+    options.blocks_per_page = options_.blocks_per_page;
+    options.ordered = options_.ordered;
     absl::StatusOr<LoadedCheckpoint> loaded =
         LoadCheckpoint(options, g_, device_, checkpoint_, &map_in_use_, segments_, shards_);
     if (!loaded.ok()) {
@@ -350,8 +355,33 @@ class Recovery {
   // aside (the indexes and the table made anew) and the reason returned.
   absl::Status UseBase() {
     if (!checkpoint_unusable_.empty()) return absl::DataLossError(checkpoint_unusable_);
-    const CheckpointOptions options{options_.store_seed, options_.blocks_per_page,
-                                    options_.ordered};
+    CheckpointOptions options;
+    options.store_seed = options_.store_seed;
+    options.blocks_per_page = options_.blocks_per_page;
+    options.ordered = options_.ordered;
+    // Room for the entries the log after it may add (the summaries' records, spread over the
+    // shards), made as the index is first sized: growing it later would hold it twice.
+    options.room_after = [this](const std::vector<bool>& restored,
+                                const std::vector<uint32_t>& log_end, uint64_t put_bytes) {
+      const uint64_t entry_bytes = sizeof(SummaryEntry) + (options_.ordered ? 16 : 0);
+      uint64_t records = 0;
+      std::vector<bool> summarized(g_.segment_count, false);
+      for (const Summarized& s : summarized_) {
+        summarized[s.segment] = true;
+        if (!restored[s.segment]) records += s.place.pages * g_.payload_bytes() / entry_bytes;
+      }
+      for (uint64_t s = 0; s < g_.segment_count; ++s) {
+        // Segments the log after it may have gone on in (read whole): those it does not name,
+        // and the heads' after their places.
+        if (!map_in_use_[s] || (!restored[s] && summarized[s])) continue;
+        const uint64_t pages = restored[s] ? g_.log_pages() - log_end[s] : g_.log_pages();
+        records += pages * g_.payload_bytes() / put_bytes;
+      }
+      return records;
+    };
+    // The heads' segments are read, and their key filters made as they are (one at a time at
+    // full size): no head goes on in its segment after a crash.
+    options.resume_heads = false;
     absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(
         options, g_, device_, checkpoint_, /*map_in_use=*/nullptr, segments_, shards_);
     absl::Status status = loaded.status();
@@ -372,6 +402,36 @@ class Recovery {
     base_dropped_ = loaded->dropped;
     report_.dropped_batch_records = std::move(loaded->dropped);
     return absl::OkStatus();
+  }
+
+  // Over a base: the tables of the log after it may take a sixteenth of the index the base gave
+  // (Open's memory is to stay within the index plus a tenth, and reading the segments read whole
+  // needs some too), and at least kMinBaseTableBudget, within the option's budget; as many passes as keep the tables its summaries call for
+  // within that (ReadSummaries sizes them so), planned now rather than found too few after the
+  // base was read.
+  void PlanTailPasses() {
+    uint64_t index_bytes = 0;
+    for (const auto& shard : shards_) {
+      absl::MutexLock lock(&shard->mu);
+      index_bytes += shard->index->stats().memory_bytes;
+    }
+    const uint64_t share = std::max(index_bytes / kBaseTableShare, kMinBaseTableBudget);
+    budget_ = budget_ == 0 ? share : std::min(budget_, share);
+    const uint64_t records = SummarizedRecords();
+    while (passes_ < kMaxRecoveryPasses &&
+           newest_.size() * NewestRecords::BytesFor(records / passes_ / newest_.size()) > budget_) {
+      ++passes_;
+    }
+    report_.passes = passes_;
+  }
+
+  // About how many records the summaries recovery is to read name (an entry is 32 bytes and its
+  // key's, in ordered mode): ReadSummaries sizes the tables for them.
+  uint64_t SummarizedRecords() const {
+    uint64_t summary_pages = 0;
+    for (const Summarized& s : summarized_) summary_pages += s.place.pages;
+    const uint64_t entry_bytes = sizeof(SummaryEntry) + (options_.ordered ? 16 : 0);
+    return summary_pages * g_.payload_bytes() / entry_bytes;
   }
 
   // UseBase: which segments hold log written after the checkpoint `loaded` (to_read_ and
@@ -774,8 +834,12 @@ class Recovery {
   // records of another segment are noted.
   // A record of another pass's keys is noted in the first pass only (for the segment table).
   void NoteRecord(uint64_t segment, const FoundRecord& record) {
-    // A head's segment the base checkpoint knows up to its end of the log then.
-    if (record.page_number < tail_from_[segment]) return;
+    // A head's segment the base checkpoint knows up to its end of the log then: of those
+    // records, the key filter only (it left the filter out, UseBase).
+    if (record.page_number < tail_from_[segment]) {
+      if (pass_ == 0 && !record.is_delete) segments_.NoteRestoredPut(segment, record.hash);
+      return;
+    }
     const bool in_pass = PassOf(record.hash) == pass_;
     if (!in_pass && pass_ > 0) return;
     const uint32_t shard = ShardIndexFor(record.hash, shards_.size());
@@ -1078,7 +1142,7 @@ class Recovery {
   // not all there is, and the index and key filters grow beside the tables) makes the budget
   // half of what the tables held then.
   absl::Status CheckBudget(uint64_t bytes) {
-    uint64_t budget = options_.table_budget_bytes;
+    uint64_t budget = budget_;
     if (tables_failed_at_ > 0) {
       const uint64_t half = std::max<uint64_t>(tables_failed_at_ / 2, 1);
       budget = budget == 0 ? half : std::min(budget, half);
@@ -1098,7 +1162,12 @@ class Recovery {
 
   const RecoveryOptions options_;
   const bool use_checkpoint_;  // false: the map's checkpoint was set aside once already
-  const uint32_t passes_;      // over the log, each for a share of the keys (PassOf)
+  // Over the log, each for a share of the keys (PassOf); over a base, planned before the first
+  // (PlanTailPasses).
+  uint32_t passes_;
+  // The most bytes the tables of newest records may take (0: no bound): the option's, and over
+  // a base at most a share of the index it loaded (PlanTailPasses).
+  uint64_t budget_ = 0;
   uint32_t pass_ = 0;          // the one under way
   uint32_t passes_needed_ = 0;  // when the tables outgrew the budget (CheckBudget)
   uint64_t tables_failed_at_ = 0;  // the tables' bytes when one could not grow (0: none failed)

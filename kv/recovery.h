@@ -57,6 +57,10 @@
 namespace nvkv::kv {
 
 inline constexpr uint32_t kMaxRecoveryPasses = 64;
+// Recovery over a base checkpoint keeps its tables within 1/kBaseTableShare of the index it
+// loaded, or kMinBaseTableBudget when that is more (passes, "Passes" above).
+inline constexpr uint64_t kBaseTableShare = 16;
+inline constexpr uint64_t kMinBaseTableBudget = uint64_t{256} << 10;
 
 struct RecoveryOptions {
   uint64_t store_seed = 0;

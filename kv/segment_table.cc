@@ -481,6 +481,12 @@ void SegmentTable::NoteRecord(uint64_t segment, const KeyHash& hash, uint64_t se
   }
 }
 
+void SegmentTable::NoteRestoredPut(uint64_t segment, const KeyHash& hash) {
+  Info& info = info_[segment];
+  if (info.filter == nullptr) StartRecoveredFilter(segment);
+  info.filter->Add(hash);
+}
+
 uint64_t SegmentTable::MinSequenceExcept(uint64_t except) {
   absl::MutexLock lock(&mu_);
   uint64_t min = UINT64_MAX;

@@ -183,6 +183,9 @@ class SegmentTable {
   // of the shard whose head owns it), or by recovery before the engine starts.
   void NoteRecord(uint64_t segment, const KeyHash& hash, uint64_t sequence, uint32_t record_bytes,
                   bool is_delete);
+  // Recovery over a checkpoint: a put of `hash` is in restored `segment`, whose counts the
+  // checkpoint gave but not its key filter (a log head's): the filter only.
+  void NoteRestoredPut(uint64_t segment, const KeyHash& hash);
   void AddPending(uint64_t segment, int32_t pages) {
     info_[segment].pages_pending.fetch_add(pages, std::memory_order_acq_rel);
   }
