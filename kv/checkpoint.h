@@ -1,7 +1,8 @@
-// The clean-close checkpoint: at a clean Close the engine writes down what recovery would
-// otherwise rebuild from the log (every shard's index entries, what the segment table knows of
-// each segment holding a log, the next sequence and generation, the records of dropped
-// batches), so that the next Open reads that and nothing else (kv/FORMAT.md "Checkpoint").
+// Checkpoints: at a clean Close, and while it runs (checkpointer.h), the engine writes down what
+// recovery would otherwise rebuild from the log (every shard's index entries, what the segment
+// table knows of each segment holding a log, the next sequence and generation, the records of
+// dropped batches), so that the next Open reads that and nothing else after a clean Close, and
+// that and the log written after it after a crash (kv/FORMAT.md "Checkpoint").
 //
 // Where: in free segments, pages 0 .. log_pages - 1 of each (the last page keeps its free
 // marker), as a stream of bytes across the payloads of kCheckpoint pages. The segment map marks

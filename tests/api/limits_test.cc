@@ -181,9 +181,12 @@ TEST(DescriptorLimitTest, UsingTheStoreWithFewDescriptorsWorksOrNamesTheLimit) {
 
 // ----- A tight address space (ulimit -v) -----
 
-// A writer that puts durably until it is killed, sending each write's index to `ack_fd`.
-[[noreturn]] void PutUntilKilled(const std::string& path, int ack_fd) {
-  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
+// A writer that creates the store at `path` (of `capacity_bytes`) and puts durably until it is
+// killed, sending each write's index to `ack_fd`.
+[[noreturn]] void PutUntilKilled(const std::string& path, uint64_t capacity_bytes, int ack_fd) {
+  Options options = StoreOptions();
+  options.capacity_bytes = capacity_bytes;
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, path);
   if (!db.ok()) std::_Exit(20);
   const std::string value(200, 'v');
   for (uint32_t i = 0;; ++i) {
@@ -198,13 +201,11 @@ TEST(DescriptorLimitTest, UsingTheStoreWithFewDescriptorsWorksOrNamesTheLimit) {
 
 // Creates the store at `path` (of `capacity_bytes`) and puts into it from a child process killed
 // after `writes` acknowledged writes, then waits until the store can be opened again (the dead
-// writer's rings hold its lock until the kernel has torn them down).
+// writer's rings hold its lock until the kernel has torn them down). The store has no
+// checkpoint (no Close, and too little log for one while running): Open reads the log.
 void MakeKilledStore(const std::string& path, uint64_t capacity_bytes, uint32_t writes) {
-  Options options = StoreOptions();
-  options.capacity_bytes = capacity_bytes;
-  ASSERT_THAT(DB::Open(options, path), IsOk());  // created, then closed
   ASSERT_THAT(nvkv::testing::KillWriterAfter(
-                  writes, [&](int ack_fd) { PutUntilKilled(path, ack_fd); }),
+                  writes, [&](int ack_fd) { PutUntilKilled(path, capacity_bytes, ack_fd); }),
               IsOk());
   for (int waited_ms = 0;; waited_ms += 5) {
     Options reader = StoreOptions();
@@ -212,6 +213,7 @@ void MakeKilledStore(const std::string& path, uint64_t capacity_bytes, uint32_t 
     absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(reader, path);
     if (db.ok()) {
       ASSERT_EQ((*db)->GetStats().recovery_from_checkpoint, 0u);  // the log is read
+      ASSERT_EQ((*db)->GetStats().recovery_from_base_checkpoint, 0u);
       ASSERT_EQ((*db)->GetStats().recovery_passes, 1u);
       return;
     }

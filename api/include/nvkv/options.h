@@ -215,7 +215,9 @@ struct Options {
   // clean Close reads its checkpoint and needs none. 0: half the memory the process may still
   // take when Open starts, under its memory cgroup's limit, RLIMIT_AS and the machine's
   // available memory (a process past a cgroup's limit, or the machine's, is killed, not refused
-  // an allocation).
+  // an allocation); and after a crash that came after a checkpoint (the engine writes them while
+  // it runs), at most a sixteenth of the index it holds (or 256 KiB), for the keys of the log
+  // written after that checkpoint.
   // Default: 0. Unit: bytes. Scope: per Open.
   uint64_t recovery_memory_bytes = 0;
 
