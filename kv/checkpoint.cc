@@ -527,7 +527,9 @@ class Loader {
       return Refuse("a shard of more entries than it holds");
     }
     absl::MutexLock lock(&shard.mu);
-    shard.index->Reserve(saved.entries + RoomPerShard());
+    // (At most as many again, or 64Ki: announced segments that hold nothing count as full.)
+    shard.index->Reserve(saved.entries +
+                         std::min(RoomPerShard(), std::max<uint64_t>(saved.entries, 1 << 16)));
     std::string key;
     for (uint64_t i = 0; i < saved.entries; ++i) {
       uint64_t word = 0;
@@ -652,13 +654,12 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
     const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
     const CheckpointGlobals& globals, SegmentTable& segments,
     const std::vector<std::unique_ptr<Shard>>& shards) {
-  NVKV_CHECK(globals.dropped != nullptr && globals.next_generation > globals.generation);
+  NVKV_CHECK(globals.dropped != nullptr);
   CheckpointHeader header{};
   header.shard_count = static_cast<uint32_t>(shards.size());
   header.flags = (options.ordered ? kCheckpointOrdered : 0) | kCheckpointHeads;
   header.filter_probes = segments.filter_probes();
   header.next_sequence = globals.next_sequence;
-  header.next_generation = globals.next_generation;
   header.store_segments = geometry.segment_count;
   const uint64_t oldest = segments.MinSequenceExcept(UINT64_MAX);
   CountingOut counted;
@@ -681,7 +682,11 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
     segments.AbandonCheckpoint();
     return absl::InternalError("no buffer to write the checkpoint from");
   }
-  PageOut out(options, geometry, device, chunk, taken, globals.generation);
+  // A fresh generation for its pages, once it has its segments (none is spent on a checkpoint
+  // that finds no room); the generations of logs taken after are above it.
+  const uint64_t generation = segments.NextGeneration();
+  header.next_generation = generation + 1;
+  PageOut out(options, geometry, device, chunk, taken, generation);
   EmitStream(out, header, options, globals, oldest, segments, shards);
   const absl::Status status = out.Finish();
   device.buffers().PutChunk(chunk);

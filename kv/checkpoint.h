@@ -68,8 +68,6 @@ struct CheckpointPlace {
 // What Close knows beside the shards and the segment table.
 struct CheckpointGlobals {
   uint64_t next_sequence = 0;  // the engine's: above every record's
-  uint64_t generation = 0;     // a fresh one, for the checkpoint's pages
-  uint64_t next_generation = 0;  // above `generation`
   const SequenceRanges* dropped = nullptr;  // records of batches recovery dropped
   uint64_t keep_free = 0;  // free segments the checkpoint must leave (SegmentTable::TakeForCheckpoint)
 };

@@ -41,6 +41,11 @@ void Checkpointer::Wrote(uint64_t log_pages_now, uint64_t checkpoint_pages) {
   checkpoint_pages_ = checkpoint_pages;
 }
 
+uint64_t Checkpointer::last_pages() {
+  absl::MutexLock lock(&mu_);
+  return checkpoint_pages_;
+}
+
 bool Checkpointer::Due() {
   if (options_.log_ratio == 0) return false;
   const uint64_t now = log_pages_();

@@ -57,6 +57,8 @@ class Checkpointer {
   void Wrote(uint64_t log_pages_now, uint64_t checkpoint_pages);
   // Whether the log written since the last checkpoint calls for one.
   bool Due();
+  // The last checkpoint's pages (0 before any).
+  uint64_t last_pages();
 
   // Checkpoints written (by the thread, or asked for) and failed.
   uint64_t written() const { return written_.load(); }
@@ -64,6 +66,7 @@ class Checkpointer {
 
  private:
   void Loop();
+  // (Lock order: a leaf; write_ is called without it.)
 
   const Options options_;
   const std::function<uint64_t()> log_pages_;

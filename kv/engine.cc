@@ -460,8 +460,6 @@ absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
   options.ordered = ordered_;
   CheckpointGlobals globals;
   globals.next_sequence = next_sequence_.load();
-  globals.generation = segments_->NextGeneration();
-  globals.next_generation = globals.generation + 1;
   globals.dropped = &recovery_.dropped_batch_records;
   globals.keep_free = keep_free;
   NVKV_ASSIGN_OR_RETURN(const std::vector<uint32_t> pages,
@@ -494,6 +492,16 @@ absl::Status Engine::Impl::Checkpoint() {
 absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
   if (error_.failed()) return error_.status();
   if (closed_.load()) return absl::FailedPreconditionError("the store is closing");
+  // The heads and compaction must still find free segments afterwards.
+  const uint64_t keep_free = segments_->user_reserve() + shards_.size();
+  // Without room for one as large as the last, writes are not held back to find that out.
+  const uint64_t needed = (checkpointer_->last_pages() + geometry_.log_pages() - 1) /
+                          geometry_.log_pages();
+  if (segments_->free_count() < needed + keep_free) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no room for a checkpoint: ", segments_->free_count(), " free segments, ", needed,
+        " for it and ", keep_free, " to keep free"));
+  }
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue, OpenQueue(LargeIoQueueOptions()));
   uint64_t pages = 0;
   std::vector<SegmentMap::Ticket> tickets;
@@ -506,8 +514,6 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
     // on in their segments afterwards, as after a clean Close.
     appender_->SealOpenPages();
     NVKV_RETURN_IF_ERROR(writer_->WaitAllDurable());
-    // The heads and compaction must still find free segments afterwards.
-    const uint64_t keep_free = segments_->user_reserve() + shards_.size();
     NVKV_ASSIGN_OR_RETURN(
         pages, WriteCheckpointThrough(*queue, MapState::kBaseCheckpoint, keep_free, &tickets));
     checkpointer_->Wrote(head_counters_at_checkpoint_, pages);

@@ -9,7 +9,8 @@
 //   ascending shard id, by batches)
 //   -> SegmentTable's mutex (-> SegmentMap's mutex), LogWriter's mutex, StickyError's mutex
 //   (leaves).
-// ReadQueueSet's mutex (read_queue.h) is a leaf too, taken with no other engine lock held.
+// ReadQueueSet's mutex (read_queue.h) and Checkpointer's are leaves too, taken with no other
+// engine lock held.
 // No lock is held across device I/O, except that a shard's pages are sealed under its lock.
 #ifndef NVKV_KV_ENGINE_IMPL_H_
 #define NVKV_KV_ENGINE_IMPL_H_

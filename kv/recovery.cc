@@ -415,7 +415,9 @@ class Recovery {
       absl::MutexLock lock(&shard->mu);
       index_bytes += shard->index->stats().memory_bytes;
     }
-    const uint64_t share = std::max(index_bytes / kBaseTableShare, kMinBaseTableBudget);
+    // (At least twice what the shards' tables take empty: else no number of passes fits.)
+    const uint64_t share = std::max({index_bytes / kBaseTableShare, kMinBaseTableBudget,
+                                     2 * newest_.size() * NewestRecords::BytesFor(0)});
     budget_ = budget_ == 0 ? share : std::min(budget_, share);
     const uint64_t records = SummarizedRecords();
     while (passes_ < kMaxRecoveryPasses &&

@@ -267,8 +267,9 @@ class SegmentTable {
   // Checkpoints (checkpoint.h) lie in segments of their own (kCheckpoint): the one kept, which
   // recovery starts from (the map says kBaseCheckpoint of it, or kCheckpoint after a Close that
   // left it current), and one being written.
-  // Takes `count` free segments for a checkpoint about to be written, the highest first (heads
-  // fill the device from the front), leaving at least `keep` free; none when there are not as
+  // Takes `count` free segments for a checkpoint about to be written (the highest numbers when
+  // the free list is as recovery made it: heads fill the device from the front), leaving at
+  // least `keep` free; none when there are not as
   // many (false). Segments announced to the map for heads are not taken.
   bool TakeForCheckpoint(uint64_t count, uint64_t keep, std::vector<uint64_t>* taken);
   // The checkpoint being written was not (a device error): its segments are free again.
