@@ -298,12 +298,8 @@ class Recovery {
   // it cannot, the indexes and the table are made anew, and the reason returned.
   absl::Status UseCheckpoint() {
     if (!checkpoint_unusable_.empty()) return absl::DataLossError(checkpoint_unusable_);
-    CheckpointOptions options;
-    options.store_seed = options_.store_seed;
-    options.blocks_per_page = options_.blocks_per_page;
-    options.ordered = options_.ordered;
-    absl::StatusOr<LoadedCheckpoint> loaded =
-        LoadCheckpoint(options, g_, device_, checkpoint_, &map_in_use_, segments_, shards_);
+    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(
+        CheckpointLoadOptions(), g_, device_, checkpoint_, &map_in_use_, segments_, shards_);
     if (!loaded.ok()) {
       ForgetAll();
       return loaded.status();
@@ -325,6 +321,14 @@ class Recovery {
     KeepCheckpoint();
     segments_.FinishRecovery();
     return absl::OkStatus();
+  }
+
+  CheckpointOptions CheckpointLoadOptions() const {
+    CheckpointOptions options;
+    options.store_seed = options_.store_seed;
+    options.blocks_per_page = options_.blocks_per_page;
+    options.ordered = options_.ordered;
+    return options;
   }
 
   // What a checkpoint set aside had filled is made anew.
@@ -355,10 +359,7 @@ class Recovery {
   // aside (the indexes and the table made anew) and the reason returned.
   absl::Status UseBase() {
     if (!checkpoint_unusable_.empty()) return absl::DataLossError(checkpoint_unusable_);
-    CheckpointOptions options;
-    options.store_seed = options_.store_seed;
-    options.blocks_per_page = options_.blocks_per_page;
-    options.ordered = options_.ordered;
+    CheckpointOptions options = CheckpointLoadOptions();
     // Room for the entries the log after it may add (the summaries' records, spread over the
     // shards), made as the index is first sized: growing it later would hold it twice.
     options.room_after = [this](const std::vector<bool>& restored,

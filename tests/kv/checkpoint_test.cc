@@ -149,6 +149,37 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
     return before;
   }
 
+  // A crash now (no Close): opens a copy of the store as it is, which must recover from the base
+  // checkpoint and the log written after it, hold what the test expects (with `live_keys`, when
+  // given) and pass Check, as an Open of another copy that reads every segment must. Returns the
+  // engine that recovered from the base (null when it could not open).
+  std::unique_ptr<Engine> CrashAndRecoverFromBase(const Shape& shape,
+                                                  std::optional<uint64_t> live_keys) {
+    const std::shared_ptr<MemStorage> read_all_copy = CopyOf(*storage_);
+    auto crashed = Open(CopyOf(*storage_), shape);
+    EXPECT_THAT(crashed, IsOk());
+    if (!crashed.ok()) return nullptr;
+    const EngineStats stats = (*crashed)->Stats();
+    EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
+    if (live_keys) {
+      EXPECT_EQ(stats.live_keys, *live_keys);
+    }
+    ExpectAll(**crashed);
+    ExpectCheckFindsNothing(**crashed);
+    Shape every_segment = shape;
+    every_segment.read_all = true;
+    auto read_all = Open(read_all_copy, every_segment);
+    EXPECT_THAT(read_all, IsOk());
+    if (read_all.ok()) {
+      EXPECT_EQ((*read_all)->Stats().recovery_from_base_checkpoint, 0u);
+      if (live_keys) {
+        EXPECT_EQ((*read_all)->Stats().live_keys, *live_keys);
+      }
+      ExpectAll(**read_all);
+    }
+    return std::move(*crashed);
+  }
+
   // What the segment map on `storage` says of each segment.
   std::vector<SegmentMapEntry> MapEntries(const MemStorage& storage) const {
     const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
@@ -301,22 +332,13 @@ TEST_P(CheckpointTest, SegmentsFreedAfterTheBaseAreReadAsPartOfTheLogAfterIt) {
   ASSERT_THAT((*engine)->Flush(), IsOk());
   const EngineStats before = (*engine)->Stats();
   ASSERT_GT(before.segments_cleaned, 0u);
-  const std::shared_ptr<MemStorage> read_all_copy = CopyOf(*storage_);
-  auto crashed = Open(CopyOf(*storage_));  // no Close
-  ASSERT_THAT(crashed, IsOk());
-  const EngineStats stats = (*crashed)->Stats();
-  EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
-  EXPECT_GT(stats.recovery_base_segments_freed, 0u);
-  EXPECT_EQ(stats.live_keys, before.live_keys);
-  ExpectAll(**crashed);
-  ExpectCheckFindsNothing(**crashed);
-  auto read_all = Open(read_all_copy, Shape{.mode = std::nullopt, .read_all = true});
-  ASSERT_THAT(read_all, IsOk());
-  EXPECT_EQ((*read_all)->Stats().live_keys, before.live_keys);
+  std::unique_ptr<Engine> crashed = CrashAndRecoverFromBase({}, before.live_keys);
+  ASSERT_NE(crashed, nullptr);
+  EXPECT_GT(crashed->Stats().recovery_base_segments_freed, 0u);
   // What the store holds then compacts and recovers as any other.
-  ASSERT_THAT((*crashed)->CompactAll(), IsOk());
-  ExpectAll(**crashed);
-  ASSERT_THAT((*crashed)->Close(), IsOk());
+  ASSERT_THAT(crashed->CompactAll(), IsOk());
+  ExpectAll(*crashed);
+  ASSERT_THAT(crashed->Close(), IsOk());
 }
 
 // A Close after a session that began from a base writes a new checkpoint; the map write that
@@ -409,19 +431,7 @@ TEST_P(CheckpointTest, ACheckpointWhileRunningBecomesTheBase) {
   ASSERT_FALSE(second.empty());
   EXPECT_NE(second, first);
   EXPECT_TRUE(CheckpointPages(*storage_).empty());
-  const EngineStats before = (*engine)->Stats();
-  const std::shared_ptr<MemStorage> read_all_copy = CopyOf(*storage_);
-  auto crashed = Open(CopyOf(*storage_));  // no Close
-  ASSERT_THAT(crashed, IsOk());
-  const EngineStats stats = (*crashed)->Stats();
-  EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
-  EXPECT_EQ(stats.live_keys, before.live_keys);
-  ExpectAll(**crashed);
-  ExpectCheckFindsNothing(**crashed);
-  auto read_all = Open(read_all_copy, Shape{.mode = std::nullopt, .read_all = true});
-  ASSERT_THAT(read_all, IsOk());
-  EXPECT_EQ((*read_all)->Stats().live_keys, before.live_keys);
-  ExpectAll(**read_all);
+  EXPECT_NE(CrashAndRecoverFromBase({}, (*engine)->Stats().live_keys), nullptr);
 }
 
 // A Close with nothing written since the last checkpoint written while running marks that one
@@ -518,15 +528,7 @@ TEST_P(CheckpointTest, ACopyOfAnOldTombstoneAfterTheBaseDeletesNothing) {
   ASSERT_THAT(engine->CompactAll(), IsOk());
   ASSERT_THAT(engine->Flush(), IsOk());
   ASSERT_GT(engine->Stats().segments_cleaned, 0u);
-  const std::shared_ptr<MemStorage> read_all_copy = CopyOf(*storage_);
-  auto crashed = Open(CopyOf(*storage_), one_shard);  // no Close
-  ASSERT_THAT(crashed, IsOk());
-  EXPECT_EQ((*crashed)->Stats().recovery_from_base_checkpoint, 1u)
-      << (*crashed)->Stats().recovery_checkpoint_unused_why;
-  ExpectAll(**crashed);
-  auto read_all = Open(read_all_copy, Shape{.mode = std::nullopt, .shards = 1, .read_all = true});
-  ASSERT_THAT(read_all, IsOk());
-  ExpectAll(**read_all);
+  EXPECT_NE(CrashAndRecoverFromBase(one_shard, std::nullopt), nullptr);
 }
 
 // A session that writes nothing leaves the log as the checkpoint it read describes: Close marks
