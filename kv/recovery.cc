@@ -1057,8 +1057,7 @@ class Recovery {
         return;
       }
       if (base_newest && *base_newest >= newest.sequence) return;  // the base holds it, or newer
-      shard.index->Find(hash_lo, {}, &found_);
-      InsertTailPut(sink, shard, hash_lo, newest);
+      InsertTailPut(sink, shard, hash_lo, newest);  // (found_ is still the tag's entries)
     });
     table.Clear();
     return absl::OkStatus();
