@@ -653,7 +653,7 @@ class Loader {
 absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
     const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
     const CheckpointGlobals& globals, SegmentTable& segments,
-    const std::vector<std::unique_ptr<Shard>>& shards) {
+    const std::vector<std::unique_ptr<Shard>>& shards, MakeMapDurable make_map_durable) {
   NVKV_CHECK(globals.dropped != nullptr);
   CheckpointHeader header{};
   header.shard_count = static_cast<uint32_t>(shards.size());
@@ -677,15 +677,23 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
         "the checkpoint needs ", segment_count, " free segments, and ", globals.keep_free,
         " more must stay free; ", segments.free_count(), " are"));
   }
+  // A fresh generation for its pages, once it has its segments (none is spent on a checkpoint
+  // that finds no room); the generations of logs taken after are above it.
+  const uint64_t generation = segments.NextGeneration();
+  header.next_generation = generation + 1;
+  // Its segments are free in the map, which recovery does not read: until the map names them, a
+  // cut leaves only the map's floors to keep the generations handed out after it above theirs.
+  // (A head given one of them under a lower generation would write a log that these pages, which
+  // stand for a free marker, hide.)
+  if (absl::Status floors = make_map_durable(segments.RaiseMapFloors()); !floors.ok()) {
+    segments.AbandonCheckpoint();
+    return floors;
+  }
   storage::Buffer chunk = device.buffers().GetChunk();
   if (!chunk.valid()) {
     segments.AbandonCheckpoint();
     return absl::InternalError("no buffer to write the checkpoint from");
   }
-  // A fresh generation for its pages, once it has its segments (none is spent on a checkpoint
-  // that finds no room); the generations of logs taken after are above it.
-  const uint64_t generation = segments.NextGeneration();
-  header.next_generation = generation + 1;
   PageOut out(options, geometry, device, chunk, taken, generation);
   EmitStream(out, header, options, globals, oldest, segments, shards);
   const absl::Status status = out.Finish();

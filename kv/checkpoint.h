@@ -31,9 +31,11 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kv/page_format.h"
+#include "kv/segment_map.h"
 #include "kv/segment_table.h"
 #include "kv/sequence_ranges.h"
 #include "kv/shard.h"
@@ -79,10 +81,14 @@ struct CheckpointGlobals {
 // may change the shards or the table meanwhile: the engine is closing, or holds its writes back
 // with compaction paused (a checkpoint while running). kResourceExhausted when the free segments
 // cannot hold it (nothing written); device errors (its segments free again).
+// `make_map_durable` writes the map change of a ticket and returns once it is on the device: the
+// pages go into segments the map calls free, and a map floor above their generation is made
+// durable before them (SegmentTable::RaiseMapFloors).
+using MakeMapDurable = absl::FunctionRef<absl::Status(const SegmentMap::Ticket&)>;
 absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
     const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
     const CheckpointGlobals& globals, SegmentTable& segments,
-    const std::vector<std::unique_ptr<Shard>>& shards);
+    const std::vector<std::unique_ptr<Shard>>& shards, MakeMapDurable make_map_durable);
 
 // A log head that goes on in its segment: the checkpoint's segment table has it open already.
 struct ResumedHead {

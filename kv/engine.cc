@@ -103,6 +103,9 @@ absl::Status ValidateOptions(const EngineOptions& o) {
   if (o.write_queue_depth == 0 || o.write_queue_depth > 65536) {
     return absl::InvalidArgumentError("write_queue_depth must be between 1 and 65536");
   }
+  if (o.checkpoint_log_ratio > 1024) {
+    return absl::InvalidArgumentError("checkpoint_log_ratio must be between 0 and 1024");
+  }
   if (o.read_only && o.grow_store) {
     return absl::InvalidArgumentError("grow_store needs a writer: a read-only open writes nothing");
   }
@@ -462,8 +465,13 @@ absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
   globals.next_sequence = next_sequence_.load();
   globals.dropped = &recovery_.dropped_batch_records;
   globals.keep_free = keep_free;
+  auto make_map_durable = [&](const SegmentMap::Ticket& ticket) {
+    // While running the writer writes the map; at Close it has stopped.
+    return writer_->started() ? WaitMapDurable(ticket) : WriteMapAlone(queue);
+  };
   NVKV_ASSIGN_OR_RETURN(const std::vector<uint32_t> pages,
-                        WriteCheckpoint(options, geometry_, queue, globals, *segments_, shards_));
+                        WriteCheckpoint(options, geometry_, queue, globals, *segments_, shards_,
+                                        make_map_durable));
   if (mark == MapState::kBaseCheckpoint && device_info_.volatile_write_cache) {
     // The writer writes the map that names it: its pages must be durable before.
     const absl::Status flushed = storage::FlushDevice(queue);
@@ -520,16 +528,19 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
   }
   // Writes go on while the writer writes the map pages that name it; it counts once they are
   // on the device.
-  Shard& shard = *shards_.front();
-  for (const SegmentMap::Ticket& ticket : tickets) {
-    while (!segments_->MapDurable(ticket)) {
-      if (error_.failed()) return error_.status();
-      writer_->Wake();
-      absl::MutexLock lock(&shard.mu);
-      shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
-    }
-  }
+  for (const SegmentMap::Ticket& ticket : tickets) NVKV_RETURN_IF_ERROR(WaitMapDurable(ticket));
   return pages;
+}
+
+absl::Status Engine::Impl::WaitMapDurable(const SegmentMap::Ticket& ticket) {
+  Shard& shard = *shards_.front();  // the writer signals every shard once it wrote map pages
+  while (!segments_->MapDurable(ticket)) {
+    if (error_.failed()) return error_.status();
+    writer_->Wake();
+    absl::MutexLock lock(&shard.mu);
+    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
+  }
+  return absl::OkStatus();
 }
 
 EngineStats Engine::Impl::Stats() {

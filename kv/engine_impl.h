@@ -188,6 +188,9 @@ class Engine::Impl final {
   // corrections, the first announced segments, a checkpoint's segments free again) before the
   // writer starts, and at Close (a checkpoint's marks) after it stopped.
   absl::Status WriteMapAlone(storage::Device& device);
+  // While the writer runs: returns once it has written the map change of `ticket` (the writer's
+  // error if it fails first).
+  absl::Status WaitMapDurable(const SegmentMap::Ticket& ticket);
   // The options of the queue that Open reads through (chunk buffers for large reads), which
   // Close's checkpoint writes through too.
   static storage::QueueOptions LargeIoQueueOptions();

@@ -43,6 +43,15 @@ SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state, const Summa
   return Ticket{index, page.version};
 }
 
+SegmentMap::Ticket SegmentMap::Rewrite(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t index = segment / per_page_;
+  PageState& page = pages_[index];
+  if (page.version == page.written) dirty_pages_.fetch_add(1, std::memory_order_release);
+  ++page.version;
+  return Ticket{index, page.version};
+}
+
 bool SegmentMap::Durable(const Ticket& ticket) const {
   absl::MutexLock lock(&mu_);
   return pages_[ticket.index].written >= ticket.version;

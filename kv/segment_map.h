@@ -55,6 +55,9 @@ class SegmentMap {
   // kCheckpoint and kBaseCheckpoint, for its place in the checkpoint); nothing to do
   // when it says so already (the ticket of the page's current version).
   Ticket Set(uint64_t segment, MapState state, const SummaryPlace& summary = {});
+  // Has the page holding `segment` written again, unchanged but for its floors, which its next
+  // write takes then: above every generation and sequence taken before this call.
+  Ticket Rewrite(uint64_t segment);
   // Whether the change that gave `ticket` is on the device.
   bool Durable(const Ticket& ticket) const;
   // Whether some page has changes not yet written (or being written); takes no lock.

@@ -754,6 +754,11 @@ void SegmentTable::AbandonCheckpoint() {
   FreeCheckpointLocked(pending_checkpoint_);
 }
 
+SegmentMap::Ticket SegmentTable::RaiseMapFloors() {
+  if (map_ == nullptr) return SegmentMap::Ticket{};
+  return map_->Rewrite(0);
+}
+
 bool SegmentTable::MapDurable(const SegmentMap::Ticket& ticket) const {
   return map_ == nullptr || map_->Durable(ticket);
 }

@@ -281,6 +281,11 @@ class SegmentTable {
   // line up: recovery then reads the log.)
   // Returns the map changes that name it, for the caller to wait on (SegmentMap::Durable).
   std::vector<SegmentMap::Ticket> AdoptCheckpoint(std::span<const uint32_t> pages, MapState mark);
+  // A map write to come whose floors are above every generation taken so far (a page written
+  // again): a checkpoint's pages go into segments the map calls free, which recovery does not
+  // read, so such a floor must be durable before they are written (kv/FORMAT.md "Checkpoint").
+  // No map: a ticket that is durable already.
+  SegmentMap::Ticket RaiseMapFloors();
   // Whether the map change of `ticket` is on the device (no map: true).
   bool MapDurable(const SegmentMap::Ticket& ticket) const;
   // Recovery, before FinishRecovery: free `segment` holds page `position`.. of the checkpoint
