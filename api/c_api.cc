@@ -278,6 +278,12 @@ void nvkv_options_set_cache_bytes(nvkv_options_t* o, uint64_t v) { o->options.ca
 void nvkv_options_set_recovery_memory_bytes(nvkv_options_t* o, uint64_t v) {
   o->options.recovery_memory_bytes = v;
 }
+void nvkv_options_set_checkpoint_log_ratio(nvkv_options_t* o, uint32_t v) {
+  o->options.checkpoint_log_ratio = v;
+}
+void nvkv_options_set_checkpoint_min_log_bytes(nvkv_options_t* o, uint64_t v) {
+  o->options.checkpoint_min_log_bytes = v;
+}
 void nvkv_options_set_lock_wait_ms(nvkv_options_t* o, uint32_t v) { o->options.lock_wait_ms = v; }
 void nvkv_options_set_backend(nvkv_options_t* o, int v) {
   o->options.backend = EnumFromC<nvkv::Backend>(v);
@@ -400,6 +406,10 @@ uint32_t nvkv_pending_writes(nvkv_t* db) { return db->db->PendingWrites(); }
 
 void nvkv_flush(nvkv_t* db, char** errptr) {
   Guard(errptr, [&] { SaveError(db->db->Flush(), errptr); });
+}
+
+void nvkv_checkpoint(nvkv_t* db, char** errptr) {
+  Guard(errptr, [&] { SaveError(db->db->Checkpoint(), errptr); });
 }
 
 void nvkv_compact_all(nvkv_t* db, char** errptr) {

@@ -74,6 +74,8 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   engine.write_queue_depth = options.write_queue_depth;
   engine.cache_bytes = options.cache_bytes;
   engine.recovery_memory_bytes = options.recovery_memory_bytes;
+  engine.checkpoint_log_ratio = options.checkpoint_log_ratio;
+  engine.checkpoint_min_log_bytes = options.checkpoint_min_log_bytes;
 
   storage::DeviceOptions& device = engine.device;
   device.backend = ToEngine(options.backend);
@@ -116,6 +118,8 @@ static_assert(kOptions.read_queue_depth == kEngine.read_queue_depth);
 static_assert(kOptions.write_queue_depth == kEngine.write_queue_depth);
 static_assert(kOptions.cache_bytes == kEngine.cache_bytes);
 static_assert(kOptions.recovery_memory_bytes == kEngine.recovery_memory_bytes);
+static_assert(kOptions.checkpoint_log_ratio == kEngine.checkpoint_log_ratio);
+static_assert(kOptions.checkpoint_min_log_bytes == kEngine.checkpoint_min_log_bytes);
 static_assert(kOptions.backend == Backend::kAuto &&
               kEngine.device.backend == storage::Backend::kAuto);
 static_assert(kOptions.allow_sync_fallback == kEngine.device.allow_sync_fallback);
@@ -362,6 +366,11 @@ absl::Status DB::Scan(std::string_view start, std::string_view end, size_t limit
 absl::Status DB::Flush() {
   if (rep_->is_closed()) return ClosedError();
   return rep_->engine->Flush();
+}
+
+absl::Status DB::Checkpoint() {
+  if (rep_->is_closed()) return ClosedError();
+  return rep_->engine->Checkpoint();
 }
 
 absl::Status DB::CompactAll() {

@@ -50,7 +50,9 @@ const char kUsage[] =
     "nvkv.max_write_delay_us, nvkv.durable_writes=auto|fua|flush, nvkv.single_issuer,\n"
     "nvkv.cache (record cache bytes, default\n"
     "32m; 0 off), nvkv.recovery_memory (bytes for recovery's tables after a crash; default\n"
-    "0: from the memory limits), nvkv.seed; warmupoperationcount=N runs N operations of the\n"
+    "0: from the memory limits), nvkv.checkpoint_log_ratio and nvkv.checkpoint_min_log\n"
+    "(checkpoints while running: Options::checkpoint_log_ratio, 8, and checkpoint_min_log_bytes,\n"
+    "64m), nvkv.seed; warmupoperationcount=N runs N operations of the\n"
     "mix before the run phase, unmeasured (reported as phase \"warmup\").\n"
     "Exit status: 0 ok, 1 failed, 2 bad usage, 3 some operations failed.\n";
 
@@ -131,6 +133,10 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   NVKV_ASSIGN(o.cache_bytes, p.GetBytes("nvkv.cache", o.cache_bytes));
   NVKV_ASSIGN(o.recovery_memory_bytes,
               p.GetBytes("nvkv.recovery_memory", o.recovery_memory_bytes));
+  NVKV_ASSIGN(value, p.GetUint("nvkv.checkpoint_log_ratio", o.checkpoint_log_ratio));
+  o.checkpoint_log_ratio = static_cast<uint32_t>(value);
+  NVKV_ASSIGN(o.checkpoint_min_log_bytes,
+              p.GetBytes("nvkv.checkpoint_min_log", o.checkpoint_min_log_bytes));
   NVKV_ASSIGN(value, p.GetUint("nvkv.shards", o.shard_count));
   o.shard_count = static_cast<uint32_t>(value);
   NVKV_ASSIGN(value, p.GetUint("nvkv.page_bytes", o.page_bytes));
@@ -226,7 +232,7 @@ constexpr const char* kNvkvProperties[] = {
     "nvkv.queuedepth", "nvkv.submitbatch", "nvkv.durable", "nvkv.load.durable",
     "nvkv.capacity", "nvkv.index", "nvkv.cache", "nvkv.shards", "nvkv.page_bytes",
     "nvkv.single_issuer", "nvkv.max_write_delay_us", "nvkv.durable_writes", "nvkv.backend",
-    "nvkv.recovery_memory", "nvkv.seed"};
+    "nvkv.recovery_memory", "nvkv.checkpoint_log_ratio", "nvkv.checkpoint_min_log", "nvkv.seed"};
 
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   CommandLine cl;

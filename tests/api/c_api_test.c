@@ -141,6 +141,8 @@ static nvkv_t* OpenStore(const char* path, int index_mode, char** err) {
   nvkv_options_t* options = nvkv_options_create();
   nvkv_options_set_capacity_bytes(options, 32u << 20);
   nvkv_options_set_index_mode(options, index_mode);
+  nvkv_options_set_checkpoint_log_ratio(options, 16);
+  nvkv_options_set_checkpoint_min_log_bytes(options, 8u << 20);
   /* Durable writes by flush: the puts below are durable all the same. */
   nvkv_options_set_durable_writes(options, NVKV_DURABLE_WRITES_FLUSH);
   nvkv_t* db = nvkv_open(options, path, err);
@@ -469,6 +471,8 @@ int main(void) {
   nvkv_flush(db, &err);
   CHECK_NO_ERROR(err);
   nvkv_compact_all(db, &err);
+  CHECK_NO_ERROR(err);
+  nvkv_checkpoint(db, &err);
   CHECK_NO_ERROR(err);
 
   StartPhase("stats");

@@ -125,6 +125,14 @@ TEST_F(DBTest, EmptyKeyIsInvalidArgument) {
   EXPECT_THAT(db->Delete(""), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST_F(DBTest, ACheckpointLogRatioAbove1024IsRefused) {
+  options_.checkpoint_log_ratio = 1025;
+  EXPECT_THAT(DB::Open(options_, path_),
+              StatusIs(absl::StatusCode::kInvalidArgument, "checkpoint_log_ratio"));
+  options_.checkpoint_log_ratio = 1024;
+  EXPECT_THAT(DB::Open(options_, path_), IsOk());
+}
+
 TEST_F(DBTest, KeyOfMaxKeyBytesIsAccepted) {
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
@@ -648,6 +656,7 @@ TEST_F(DBTest, EveryCallAfterCloseIsFailedPrecondition) {
   EXPECT_THAT(it->status(), StatusIs(kClosed));
   EXPECT_THAT(db->Flush(), StatusIs(kClosed));
   EXPECT_THAT(db->CompactAll(), StatusIs(kClosed));
+  EXPECT_THAT(db->Checkpoint(), StatusIs(kClosed));
   EXPECT_THAT(db->Close(), StatusIs(kClosed));
   EXPECT_EQ(db->PendingReads(), 0u);
   EXPECT_EQ(db->GetStats().live_keys, 1u);  // as when Close() began

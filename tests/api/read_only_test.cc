@@ -140,6 +140,7 @@ TEST_P(ReadOnlyTest, WritesOnAReaderFailAndChangeNothing) {
   EXPECT_FALSE(called);
   EXPECT_EQ(reader.PendingWrites(), 0u);
   EXPECT_THAT(reader.CompactAll(), refused);
+  EXPECT_THAT(reader.Checkpoint(), refused);
   EXPECT_THAT(reader.Flush(), IsOk());  // nothing is unwritten
   ExpectEveryKey(reader);
   EXPECT_EQ(reader.GetStats().puts, 0u);

@@ -79,6 +79,62 @@ TEST(RestartTest, OpenRightAfterKillNineFindsEveryAcknowledgedWrite) {
 }
 
 // While another opener holds the store, Open waits lock_wait_ms, then says so.
+// In a forked child: writes kEarlier keys, then (with `checkpoint`) DB::Checkpoint, then durably
+// as WriteUntilKilled. No checkpoint while running but the one asked for.
+constexpr uint32_t kEarlier = 3000;
+[[noreturn]] void WriteCheckpointThenUntilKilled(const std::string& path, bool checkpoint,
+                                                 int ack_fd) {
+  Options options = StoreOptions();
+  options.checkpoint_log_ratio = 0;
+  absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, path);
+  if (!db.ok()) std::_Exit(20);
+  for (uint32_t i = 0; i < kEarlier; ++i) {
+    if (!(*db)->Put(Key(0, i), Value(0, i), WriteOptions{}).ok()) std::_Exit(21);
+  }
+  if (checkpoint && !(*db)->Checkpoint().ok()) std::_Exit(23);
+  WriteOptions durable;
+  durable.durable = true;
+  for (uint32_t i = 0;; ++i) {
+    if (!(*db)->Put(Key(1, i), Value(1, i), durable).ok()) std::_Exit(21);
+    if (write(ack_fd, &i, sizeof(i)) != sizeof(i)) std::_Exit(22);
+  }
+}
+
+// DB::Checkpoint: an Open after a kill reads the checkpoint and only the log written after it;
+// without it (and none while running), the log since the Close that created the store.
+TEST(RestartTest, AnOpenAfterAKillReadsOnlyTheLogAfterTheCheckpointAskedFor) {
+  for (const bool checkpoint : {true, false}) {
+    SCOPED_TRACE(checkpoint ? "DB::Checkpoint" : "no checkpoint");
+    nvkv::testing::TempDir dir;
+    const std::string path = dir.File("store");
+    ASSERT_THAT(DB::Open(StoreOptions(), path), IsOk());  // created, closed: an empty checkpoint
+    absl::StatusOr<int64_t> killed = nvkv::testing::KillWriterAfter(
+        20, [&path, checkpoint](int ack_fd) {
+          WriteCheckpointThenUntilKilled(path, checkpoint, ack_fd);
+        });
+    ASSERT_THAT(killed, IsOk());
+    absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
+    ASSERT_THAT(db, IsOk());
+    const Stats stats = (*db)->GetStats();
+    EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
+    if (checkpoint) {
+      EXPECT_LT(stats.recovery_records, kEarlier / 2) << "the keys before the checkpoint were read";
+    } else {
+      EXPECT_GE(stats.recovery_records, kEarlier);
+    }
+    for (uint32_t i = 0; i < kEarlier; ++i) {
+      auto got = (*db)->Get(Key(0, i));
+      ASSERT_THAT(got, IsOk()) << i;
+      EXPECT_EQ(*got, Value(0, i));
+    }
+    for (uint32_t i = 0; i <= *killed; ++i) {
+      auto got = (*db)->Get(Key(1, i));
+      ASSERT_THAT(got, IsOk()) << "acknowledged write " << i << " of " << *killed;
+      EXPECT_EQ(*got, Value(1, i));
+    }
+  }
+}
+
 TEST(RestartTest, OpenOfAStoreInUseWaitsThenSaysHowLong) {
   nvkv::testing::TempDir dir;
   const std::string path = dir.File("store");

@@ -244,6 +244,14 @@ class DB {
   // unknown and stops later writes).
   absl::Status Flush();
 
+  // Writes a checkpoint of the index now, as the engine does on its own while it runs
+  // (Options::checkpoint_log_ratio) and at Close: once it returns OK, Open after a crash reads
+  // that checkpoint and only the log written after it. Makes every earlier write durable first
+  // (as Flush); writes wait while it is written. Errors: kFailedPrecondition after Close() or on
+  // a read-only DB; kResourceExhausted when the free segments cannot hold it (the last one
+  // stays in use); device errors.
+  absl::Status Checkpoint();
+
   // Cleans every segment that holds dead records, now; returns when done. Background
   // compaction makes this unnecessary in normal operation. Errors: kFailedPrecondition after
   // Close() or on a read-only DB, device errors.

@@ -126,6 +126,10 @@ extern void nvkv_options_set_cache_bytes(nvkv_options_t* options, uint64_t value
 /* Options::recovery_memory_bytes: the most memory recovery from the log may use beside the
    index; 0 takes it from the process's memory limits. */
 extern void nvkv_options_set_recovery_memory_bytes(nvkv_options_t* options, uint64_t value);
+/* Options::checkpoint_log_ratio and checkpoint_min_log_bytes: when the engine writes a
+   checkpoint while it runs (ratio 0: never). */
+extern void nvkv_options_set_checkpoint_log_ratio(nvkv_options_t* options, uint32_t value);
+extern void nvkv_options_set_checkpoint_min_log_bytes(nvkv_options_t* options, uint64_t value);
 /* NVKV_BACKEND_*; anything else makes nvkv_open fail. */
 extern void nvkv_options_set_backend(nvkv_options_t* options, int value);
 extern void nvkv_options_set_allow_sync_fallback(nvkv_options_t* options, uint8_t value);
@@ -191,6 +195,8 @@ extern uint32_t nvkv_pending_writes(nvkv_t* db);
 
 /* Makes every earlier write durable. */
 extern void nvkv_flush(nvkv_t* db, char** errptr);
+/* Writes a checkpoint now (DB::Checkpoint): Open after a crash reads it and the log after it. */
+extern void nvkv_checkpoint(nvkv_t* db, char** errptr);
 /* Cleans every segment holding dead records, now. */
 extern void nvkv_compact_all(nvkv_t* db, char** errptr);
 

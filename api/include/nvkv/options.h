@@ -221,6 +221,20 @@ struct Options {
   // Default: 0. Unit: bytes. Scope: per Open.
   uint64_t recovery_memory_bytes = 0;
 
+  // While it runs, the engine writes a checkpoint of the index (as Close does, see DB::Close)
+  // once the log written since the last one reaches checkpoint_log_ratio times that
+  // checkpoint's size, and at least checkpoint_min_log_bytes: Open after a crash then reads that
+  // checkpoint and only the log written after it, within recovery_memory_bytes' share above. A
+  // checkpoint writes about the index's size (10-20 bytes a key in hash mode); writes wait
+  // while it is written. The ratio bounds what checkpoints add to the device's writes (a
+  // ratio-th of the log's) and, with the minimum, how much log a crash leaves to read.
+  // 0: never while running (Open after a crash reads the log written since the last clean
+  // Close). 0..1024. See also DB::Checkpoint.
+  // Default: 8. Scope: per Open.
+  uint32_t checkpoint_log_ratio = 8;
+  // Default: 64 MiB. Unit: bytes of log. Scope: per Open.
+  uint64_t checkpoint_min_log_bytes = uint64_t{64} << 20;
+
   // -------------------------------------------------------------------------------------------
   // Performance: device and io_uring
 

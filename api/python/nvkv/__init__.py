@@ -106,6 +106,7 @@ _batch_put = _declare("nvkv_writebatch_put", None, _vp, ctypes.c_char_p, _sz, ct
 _batch_delete = _declare("nvkv_writebatch_delete", None, _vp, ctypes.c_char_p, _sz)
 _write = _declare("nvkv_write", None, _vp, _vp, _vp, ctypes.POINTER(_vp))
 _flush = _declare("nvkv_flush", None, _vp, ctypes.POINTER(_vp))
+_checkpoint = _declare("nvkv_checkpoint", None, _vp, ctypes.POINTER(_vp))
 _compact_all = _declare("nvkv_compact_all", None, _vp, ctypes.POINTER(_vp))
 _walk = _declare("nvkv_walk", None, _vp, _PAIR_CALLBACK, _vp, ctypes.POINTER(_vp))
 _scan = _declare("nvkv_scan", None, _vp, ctypes.c_char_p, _sz, ctypes.c_char_p, _sz, _sz,
@@ -132,7 +133,8 @@ for _name, _ctype in [
         ("compaction_policy", _int), ("durable_writes", _int), ("page_bytes", _u32),
         ("segment_bytes", _u32), ("shard_count", _u32), ("page_buffers_per_shard", _u32),
         ("read_queue_depth", _u32), ("write_queue_depth", _u32), ("cache_bytes", _u64),
-        ("recovery_memory_bytes", _u64),
+        ("recovery_memory_bytes", _u64), ("checkpoint_log_ratio", _u32),
+        ("checkpoint_min_log_bytes", _u64),
         ("backend", _int), ("allow_sync_fallback", _u8), ("queue_depth", _u32),
         ("single_issuer", _u8), ("register_ring_fd", _u8), ("register_file", _u8),
         ("fixed_buffers", _u8), ("sqpoll", _u8), ("sqpoll_idle_ms", _u32), ("iopoll", _u8)]:
@@ -291,6 +293,10 @@ class DB:
     def flush(self):
         """Makes every earlier write durable."""
         _call(_flush, self._handle())
+
+    def checkpoint(self):
+        """Writes a checkpoint now: Open after a crash reads it and the log written after it."""
+        _call(_checkpoint, self._handle())
 
     def compact_all(self):
         _call(_compact_all, self._handle())

@@ -46,6 +46,17 @@ class NvkvTest(unittest.TestCase):
             self.assertIsNone(db.get(b"k"))
             self.assertEqual(db.stats()["live_keys"], 3)
 
+    def test_a_checkpoint_on_request(self):
+        with self.open(checkpoint_log_ratio=0, checkpoint_min_log_bytes=1 << 20) as db:
+            db.put(b"k", b"v")
+            self.assertEqual(db.stats()["checkpoints_written"], 0)
+            db.checkpoint()
+            self.assertEqual(db.stats()["checkpoints_written"], 1)
+        with self.open(read_only=True) as db:
+            self.assertEqual(db.get(b"k"), b"v")
+            with self.assertRaises(nvkv.Error):
+                db.checkpoint()
+
     def test_a_batch_is_applied_whole(self):
         with self.open() as db:
             db.put(b"old", b"1")
