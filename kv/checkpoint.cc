@@ -46,9 +46,16 @@ CheckpointHead SavedHead(Shard& shard, std::string_view* summary)
   return place;
 }
 
-// Hands the checkpoint's stream, in order, to `out.Append(bytes, count)`; `header` goes first as
-// given. The ranges of dropped records kept are those the device may still hold records of: none
-// below `oldest`, the oldest sequence of any segment holding a log.
+// How much of the stream `out` gathers under a lock before the lock is let go and `out.Drain()`
+// writes it: no lock is held across a device write (a running checkpoint would stall the shard's
+// Gets and the log writer), and the stream is not held whole in memory either.
+constexpr size_t kStageBytes = size_t{256} << 10;
+
+// Hands the checkpoint's stream, in order, to `out.Append(bytes, count)`, and has `out.Drain()`
+// write what it gathered whenever no lock is held; `header` goes first as given. The ranges of
+// dropped records kept are those the device may still hold records of: none below `oldest`, the
+// oldest sequence of any segment holding a log. The shards and the table must not change
+// meanwhile (WriteCheckpoint's contract), though their locks are let go between pieces.
 template <typename Out>
 StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const CheckpointOptions& options,
                         const CheckpointGlobals& globals, uint64_t oldest, SegmentTable& segments,
@@ -69,34 +76,56 @@ StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const Checkpoi
     LogHead& head = shard->head;  // (not const: clang 14's thread-safety analysis)
     if (head.has_segment && !head.summary.abandoned()) filters_left_out.push_back(head.segment);
   }
-  segments.ForEachSaved(filters_left_out, [&](const SegmentTable::SavedSegment& saved) {
-    out.Append(&saved.fields, sizeof(saved.fields));
-    out.Append(saved.tombstones.data(), saved.tombstones.size() * sizeof(CheckpointTombstone));
-    out.Append(saved.filter.data(), saved.filter.size() * sizeof(uint64_t));
-    ++counts.saved_segments;
-  });
+  out.Drain();
+  uint64_t next_segment = 0;
+  bool segments_done = false;
+  while (!segments_done) {
+    segments_done = segments.SaveSome(
+        next_segment, filters_left_out, [&](const SegmentTable::SavedSegment& saved) {
+          out.Append(&saved.fields, sizeof(saved.fields));
+          out.Append(saved.tombstones.data(),
+                     saved.tombstones.size() * sizeof(CheckpointTombstone));
+          out.Append(saved.filter.data(), saved.filter.size() * sizeof(uint64_t));
+          ++counts.saved_segments;
+          return out.staged_bytes() < kStageBytes;
+        });
+    out.Drain();
+  }
   // Every head before any index entry: the loader then knows where each head's log ends.
   for (const auto& owned : shards) {
     Shard& shard = *owned;
-    absl::MutexLock lock(&shard.mu);
-    std::string_view summary;
-    const CheckpointHead place = SavedHead(shard, &summary);
-    out.Append(&place, sizeof(place));
-    out.Append(summary.data(), summary.size());
+    {
+      absl::MutexLock lock(&shard.mu);
+      std::string_view summary;
+      const CheckpointHead place = SavedHead(shard, &summary);
+      out.Append(&place, sizeof(place));
+      out.Append(summary.data(), summary.size());
+    }
+    out.Drain();
   }
   for (const auto& shard : shards) {
-    absl::MutexLock lock(&shard->mu);
-    const CheckpointShard saved{shard->index->stats().entries, shard->stale_entries};
-    out.Append(&saved, sizeof(saved));
-    shard->index->ForEachSaved([&](std::string_view key, uint64_t word) {
-      if (!options.ordered) {
-        out.Append(&word, sizeof(word));
-        return;
+    Index::SaveCursor cursor;
+    bool done = false;
+    while (!done) {
+      {
+        absl::MutexLock lock(&shard->mu);
+        if (!cursor.started) {
+          const CheckpointShard saved{shard->index->stats().entries, shard->stale_entries};
+          out.Append(&saved, sizeof(saved));
+        }
+        done = shard->index->SaveSome(cursor, [&](std::string_view key, uint64_t word) {
+          if (!options.ordered) {
+            out.Append(&word, sizeof(word));
+          } else {
+            const CheckpointOrderedEntry entry{word, static_cast<uint32_t>(key.size()), 0};
+            out.Append(&entry, sizeof(entry));
+            out.Append(key.data(), key.size());
+          }
+          return out.staged_bytes() < kStageBytes;
+        });
       }
-      const CheckpointOrderedEntry entry{word, static_cast<uint32_t>(key.size()), 0};
-      out.Append(&entry, sizeof(entry));
-      out.Append(key.data(), key.size());
-    });
+      out.Drain();
+    }
   }
   return counts;
 }
@@ -105,6 +134,8 @@ StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const Checkpoi
 struct CountingOut {
   uint64_t bytes = 0;
   void Append(const void*, size_t count) { bytes += count; }
+  size_t staged_bytes() const { return 0; }
+  void Drain() {}
 };
 
 // Where page `k` of a checkpoint goes: segment `k / log_pages` of its list, at the same page
@@ -129,20 +160,28 @@ class PageOut {
     pending_.reserve(g_.payload_bytes());
   }
 
+  // Gathers stream bytes; nothing is written until Drain.
   void Append(const void* data, size_t count) {
-    const char* bytes = static_cast<const char*>(data);
-    while (count > 0) {
-      const size_t take = std::min<size_t>(count, g_.payload_bytes() - pending_.size());
-      pending_.append(bytes, take);
-      bytes += take;
-      count -= take;
-      written_ += take;
+    staged_.append(static_cast<const char*>(data), count);
+    written_ += count;
+  }
+  size_t staged_bytes() const { return staged_.size(); }
+
+  // Cuts what was gathered into pages, and writes each chunk's worth of them.
+  void Drain() {
+    std::string_view bytes = staged_;
+    while (!bytes.empty()) {
+      const size_t take = std::min<size_t>(bytes.size(), g_.payload_bytes() - pending_.size());
+      pending_.append(bytes.data(), take);
+      bytes.remove_prefix(take);
       if (pending_.size() == g_.payload_bytes()) EndPage();
     }
+    staged_.clear();
   }
 
   // Writes what is left; the status of every write.
   absl::Status Finish() {
+    Drain();
     if (!pending_.empty()) EndPage();
     WriteRun();
     return status_;
@@ -181,6 +220,7 @@ class PageOut {
   const uint32_t pages_per_chunk_;
   const std::vector<uint64_t>& segments_;
   const uint64_t generation_;
+  std::string staged_;   // gathered by Append, not yet cut into pages (Drain)
   std::string pending_;  // the payload of the page being filled
   uint64_t pages_ = 0;   // pages cut so far
   uint64_t written_ = 0;

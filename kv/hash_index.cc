@@ -247,17 +247,28 @@ uint64_t HashIndex::EraseIf(const std::function<bool(uint64_t value)>& doomed) {
   return erased;
 }
 
-void HashIndex::ForEachSaved(
-    const std::function<void(std::string_view key, uint64_t word)>& visit) const {
-  if (size_ == 0) return;
+bool HashIndex::SaveSome(SaveCursor& cursor, const SaveVisitor& visit) const {
+  if (!cursor.started) {
+    cursor = SaveCursor();
+    cursor.started = true;
+    cursor.changes = changes();
+  }
+  NVKV_CHECK(cursor.changes == changes());  // (the caller's contract: nothing changed)
+  if (size_ == 0) return true;
   // From the first empty slot on, as Rehash reads them: a run that wraps around the end is then
   // visited in order, and placing the words in this order keeps every tag's entries in theirs.
+  // (The same start every call: the table is as it was.)
   uint64_t start = 0;
   while (slots_[start] != kEmpty) ++start;
-  for (uint64_t i = 1; i <= capacity_; ++i) {
-    const uint64_t entry = slots_[(start + i) % capacity_];
-    if (entry != kEmpty) visit({}, entry);
+  auto slot = [&](uint64_t position) { return slots_[(start + position) % capacity_]; };
+  while (cursor.position < capacity_) {
+    const uint64_t entry = slot(++cursor.position);
+    if (entry == kEmpty || visit({}, entry)) continue;
+    // Stopped: done when only empty slots are left.
+    while (cursor.position < capacity_ && slot(cursor.position + 1) == kEmpty) ++cursor.position;
+    return cursor.position == capacity_;
   }
+  return true;
 }
 
 std::optional<uint64_t> HashIndex::SavedValue(uint64_t word) const {

@@ -87,8 +87,7 @@ class HashIndex final : public Index {
   IndexStats stats() const override;
   void ForEachValue(const std::function<void(uint64_t value)>& visit) const override;
   uint64_t EraseIf(const std::function<bool(uint64_t value)>& doomed) override;
-  void ForEachSaved(
-      const std::function<void(std::string_view key, uint64_t word)>& visit) const override;
+  bool SaveSome(SaveCursor& cursor, const SaveVisitor& visit) const override;
   std::optional<uint64_t> SavedValue(uint64_t word) const override;
   absl::Status RestoreEntry(std::string_view key, uint64_t word) override;
   void Reserve(uint64_t expected_entries) override;

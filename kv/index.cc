@@ -7,6 +7,15 @@ namespace nvkv::kv {
 
 bool Index::ordered() const { return false; }
 
+void Index::ForEachSaved(
+    const std::function<void(std::string_view key, uint64_t word)>& visit) const {
+  SaveCursor cursor;
+  SaveSome(cursor, [&](std::string_view key, uint64_t word) {
+    visit(key, word);
+    return true;
+  });
+}
+
 absl::Status Index::Scan(std::string_view /*start*/, bool /*exclusive*/, size_t /*limit*/,
                          std::vector<std::pair<std::string, uint64_t>>* out) const {
   out->clear();

@@ -116,12 +116,23 @@ class Index {
   // segments compaction freed since).
   virtual uint64_t EraseIf(const std::function<bool(uint64_t value)>& doomed) = 0;
 
-  // The clean-close checkpoint (kv/checkpoint.h). ForEachSaved calls `visit` for every entry
-  // with what RestoreEntry needs to put it back, in an order that makes the restored index
-  // answer every Find as this one does: the hash index gives its slot word (`key` empty), a
-  // tag's entries oldest first; the ordered index gives the key and the entry's value.
-  virtual void ForEachSaved(
-      const std::function<void(std::string_view key, uint64_t word)>& visit) const = 0;
+  // The checkpoint (kv/checkpoint.h). SaveSome calls `visit` for the entries, with what
+  // RestoreEntry needs to put each back, in an order that makes the restored index answer every
+  // Find as this one does: the hash index gives its slot word (`key` empty), a tag's entries
+  // oldest first; the ordered index gives the key and the entry's value. It goes on from where
+  // `cursor` stands (a default one: the first entry) until `visit` returns false (`cursor` then
+  // stands after that entry) or no entry is left (returns true), so that a caller may release
+  // its lock between calls: the index must not change meanwhile (checked).
+  struct SaveCursor {
+    bool started = false;
+    uint64_t changes = 0;   // changes() when the walk started
+    uint64_t position = 0;  // hash index: slots walked
+    std::string last_key;   // ordered index: the last key visited
+  };
+  using SaveVisitor = std::function<bool(std::string_view key, uint64_t word)>;
+  virtual bool SaveSome(SaveCursor& cursor, const SaveVisitor& visit) const = 0;
+  // Every entry, as SaveSome gives them.
+  void ForEachSaved(const std::function<void(std::string_view key, uint64_t word)>& visit) const;
   // The entry's value (a Location's index_value()) that a saved `word` stands for; nullopt for a
   // word ForEachSaved of this kind of index never gives.
   virtual std::optional<uint64_t> SavedValue(uint64_t word) const = 0;

@@ -1,9 +1,11 @@
 #include "kv/ordered_index.h"
 
 #include <cstring>
+#include <iterator>
 #include <new>
 
 #include "absl/strings/str_format.h"
+#include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
@@ -115,9 +117,23 @@ uint64_t OrderedIndex::EraseIf(const std::function<bool(uint64_t value)>& doomed
   return erased.size();
 }
 
-void OrderedIndex::ForEachSaved(
-    const std::function<void(std::string_view key, uint64_t word)>& visit) const {
-  for (const Entry* entry : tree_) visit(entry->key(), entry->value);
+bool OrderedIndex::SaveSome(SaveCursor& cursor, const SaveVisitor& visit) const {
+  auto it = tree_.begin();
+  if (!cursor.started) {
+    cursor = SaveCursor();
+    cursor.started = true;
+    cursor.changes = changes();
+  } else {
+    NVKV_CHECK(cursor.changes == changes());  // (the caller's contract: nothing changed)
+    it = tree_.upper_bound(cursor.last_key);
+  }
+  for (; it != tree_.end(); ++it) {
+    if (!visit((*it)->key(), (*it)->value)) {
+      cursor.last_key.assign((*it)->key());
+      return std::next(it) == tree_.end();
+    }
+  }
+  return true;
 }
 
 absl::Status OrderedIndex::RestoreEntry(std::string_view key, uint64_t word) {

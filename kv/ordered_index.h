@@ -104,8 +104,7 @@ class OrderedIndex final : public Index {
   void ForEachValue(const std::function<void(uint64_t value)>& visit) const override;
   uint64_t EraseIf(const std::function<bool(uint64_t value)>& doomed) override;
   // Visits the keys in order, so that restoring them appends to the tree.
-  void ForEachSaved(
-      const std::function<void(std::string_view key, uint64_t word)>& visit) const override;
+  bool SaveSome(SaveCursor& cursor, const SaveVisitor& visit) const override;
   std::optional<uint64_t> SavedValue(uint64_t word) const override { return word; }
   absl::Status RestoreEntry(std::string_view key, uint64_t word) override;
   // Sizes the hash table for `expected_entries` (a B-tree cannot be pre-sized).

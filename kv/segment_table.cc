@@ -607,9 +607,19 @@ void SegmentTable::FinishRecovery() {
 
 void SegmentTable::ForEachSaved(const std::vector<uint64_t>& filters_left_out,
                                 const std::function<void(const SavedSegment&)>& visit) {
+  uint64_t next = 0;
+  SaveSome(next, filters_left_out, [&](const SavedSegment& saved) {
+    visit(saved);
+    return true;
+  });
+}
+
+bool SegmentTable::SaveSome(uint64_t& next, const std::vector<uint64_t>& filters_left_out,
+                            const std::function<bool(const SavedSegment&)>& visit) {
   absl::MutexLock lock(&mu_);
   SavedSegment saved;
-  for (uint64_t s = 0; s < segment_count_; ++s) {
+  while (next < segment_count_) {
+    const uint64_t s = next++;
     Info& info = info_[s];
     if (info.state == SegmentState::kFree || info.state == SegmentState::kCheckpoint) continue;
     CheckpointSegment& f = saved.fields;
@@ -636,8 +646,9 @@ void SegmentTable::ForEachSaved(const std::vector<uint64_t>& filters_left_out,
                           filters_left_out.end();
     if (info.filter != nullptr && !left_out) info.filter->CopyTo(&saved.filter);
     f.filter_words = saved.filter.size();
-    visit(saved);
+    if (!visit(saved)) return next == segment_count_;
   }
+  return true;
 }
 
 absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {

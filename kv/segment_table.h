@@ -238,10 +238,15 @@ class SegmentTable {
     std::vector<CheckpointTombstone> tombstones;  // its sample (at most 8)
     std::vector<uint64_t> filter;                 // its key filter's words; empty: none
   };
-  // Calls `visit` for every segment holding a log, in segment order, without the key filters of
+  // Calls `visit` for the segments holding a log, in segment order, without the key filters of
   // `filters_left_out` (log heads' segments whose puts the checkpoint holds anyway, in the
-  // head's summary so far: ResumeHead rebuilds them). Only while nothing else changes the table
-  // (Close, once the writer and compaction have stopped).
+  // head's summary so far: ResumeHead rebuilds them), from segment `next` on, until `visit`
+  // returns false (`next` is then the segment after that one) or none is left (returns true).
+  // The caller may write between calls; nothing may change the table's segments meanwhile
+  // (Close, or a checkpoint while running: writes held back, compaction paused).
+  bool SaveSome(uint64_t& next, const std::vector<uint64_t>& filters_left_out,
+                const std::function<bool(const SavedSegment&)>& visit);
+  // Every segment, as SaveSome gives them.
   void ForEachSaved(const std::vector<uint64_t>& filters_left_out,
                     const std::function<void(const SavedSegment&)>& visit);
   // Recovery from a checkpoint, before FinishRecovery: `saved` is a segment holding a log,

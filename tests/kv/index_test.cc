@@ -178,6 +178,38 @@ TEST_P(IndexTest, ResizePreservesEveryEntry) {
   }
 }
 
+// A checkpoint walks the index in pieces, letting its lock go between them (SaveSome): the
+// pieces, whatever their sizes, give the entries of one walk, in its order, each once, and the
+// walk ends where the entries do (an index stopped at its last entry is done).
+TEST_P(IndexTest, ASavedWalkInPiecesGivesTheWholeWalk) {
+  for (uint64_t i = 0; i < 5000; ++i) {
+    ASSERT_THAT(index_->Insert(SyntheticHash(i), Key(i), i * 3), IsOk());
+  }
+  for (uint64_t i = 0; i < 5000; i += 7) index_->Erase(SyntheticHash(i), Key(i), i * 3);
+  std::vector<std::pair<std::string, uint64_t>> whole;
+  index_->ForEachSaved(
+      [&](std::string_view key, uint64_t word) { whole.emplace_back(std::string(key), word); });
+  ASSERT_EQ(whole.size(), index_->stats().entries);
+  for (const size_t piece : {size_t{1}, size_t{2}, size_t{999}, whole.size() - 1, whole.size()}) {
+    SCOPED_TRACE(absl::StrFormat("pieces of %d", piece));
+    std::vector<std::pair<std::string, uint64_t>> pieces;
+    Index::SaveCursor cursor;
+    size_t calls = 0;
+    bool done = false;
+    while (!done && calls <= whole.size() + 1) {
+      ++calls;
+      size_t in_piece = 0;
+      done = index_->SaveSome(cursor, [&](std::string_view key, uint64_t word) {
+        pieces.emplace_back(std::string(key), word);
+        return ++in_piece < piece;
+      });
+    }
+    EXPECT_TRUE(done);
+    EXPECT_EQ(pieces, whole);
+    EXPECT_EQ(calls, (whole.size() + piece - 1) / piece);
+  }
+}
+
 TEST_P(IndexTest, ReserveKeepsExistingEntries) {
   for (uint64_t i = 0; i < 100; ++i) NVKV_ASSERT_OK(index_->Insert(SyntheticHash(i), Key(i), i));
   index_->Reserve(100'000);
