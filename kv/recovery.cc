@@ -207,6 +207,7 @@ class Recovery {
       pass_pages_done_ = 0;
       NVKV_RETURN_IF_ERROR(ReadSummaries());
       NVKV_RETURN_IF_ERROR(ReadAllSegments());
+      if (pass_ > 0) NVKV_RETURN_IF_ERROR(ApplyKeptRecords());
       if (!refused_.ok()) return refused_;
       if (pass_ == 0) RecoverSegments();
       NVKV_RETURN_IF_ERROR(BuildPassIndexes());
@@ -563,7 +564,7 @@ class Recovery {
   // The first pass reads the summaries the map names; a later one those the first used.
   absl::Status ReadSummaries() {
     const std::vector<Summarized>& summaries = pass_ == 0 ? summarized_ : used_;
-    pass_pages_ = to_read_.size() * g_.pages_per_segment;
+    pass_pages_ = SegmentsToReadThisPass().size() * g_.pages_per_segment;
     for (const Summarized& s : summaries) pass_pages_ += s.place.pages + 1;
     if (summaries.empty()) return absl::OkStatus();
     // Room for this pass's share of the keys the summaries name (about: an entry is 32 bytes
@@ -709,8 +710,43 @@ class Recovery {
     return true;
   }
 
-  // Reads the segments of to_read_, several in flight at once (as many as the queue's chunks
-  // allow), and scans each in segment order as its reads complete.
+  // The places in to_read_ of the segments this pass reads: every one in the first; in a later
+  // pass only those where the first found records (an announced segment no head took, or a
+  // free one, adds nothing to any pass, and reading it whole again would cost a segment each).
+  // Nor those whose records the first pass kept (KeepRecords).
+  std::vector<size_t> SegmentsToReadThisPass() const {
+    std::vector<size_t> positions;
+    for (size_t p = 0; p < to_read_.size(); ++p) {
+      if (pass_ == 0 || (scanned_[p].records > 0 && (p >= kept_.size() || kept_[p] == nullptr))) positions.push_back(p);
+    }
+    return positions;
+  }
+
+  // A later pass: applies the records the first kept of segments it read whole, as if read
+  // again.
+  absl::Status ApplyKeptRecords() {
+    for (size_t p = 0; p < kept_.size(); ++p) {
+      if (kept_[p] == nullptr) continue;
+      const uint64_t segment = to_read_[p];
+      NVKV_RETURN_IF_ERROR(kept_[p]->Visit(g_, [&](absl::Span<const SummaryRecord> records) {
+        for (const SummaryRecord& record : records) {
+          FoundRecord found;
+          found.hash = record.hash;
+          found.key = record.key;
+          found.page_number = g_.FirstPageOf(segment) + record.page_in_segment;
+          found.record_bytes = record.record_bytes;
+          found.sequence = record.sequence;
+          found.is_delete = record.is_delete;
+          NoteRecord(segment, found);
+        }
+        ApplyNoted();  // while the keys are valid
+      }));
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads the segments of to_read_ this pass needs, several in flight at once (as many as the
+  // queue's chunks allow), and scans each in segment order as its reads complete.
   absl::Status ReadAllSegments() {
     storage::BufferPool& pool = device_.buffers();
     const uint32_t chunks_per_segment = SegmentBuffer::ChunksFor(g_, pool);
@@ -725,20 +761,21 @@ class Recovery {
                             SegmentBuffer::Make(device_, g_, options_.blocks_per_page));
       buffers.push_back(std::move(buffer));
     }
+    const std::vector<size_t> positions = SegmentsToReadThisPass();
     std::deque<SegmentBuffer*> in_flight;
     size_t next = 0;
-    size_t scanned = 0;  // to_read_[scanned] is the next to scan
-    while (next < to_read_.size() || !in_flight.empty()) {
-      while (next < to_read_.size() && in_flight.size() < parallel) {
+    size_t scanned = 0;  // to_read_[positions[scanned]] is the next to scan
+    while (next < positions.size() || !in_flight.empty()) {
+      while (next < positions.size() && in_flight.size() < parallel) {
         SegmentBuffer* buffer = buffers[next % parallel].get();
-        NVKV_RETURN_IF_ERROR(buffer->Issue(to_read_[next++]));
+        NVKV_RETURN_IF_ERROR(buffer->Issue(to_read_[positions[next++]]));
         in_flight.push_back(buffer);
       }
       SegmentBuffer& read = *in_flight.front();
       while (!read.done()) {
         NVKV_RETURN_IF_ERROR(device_.Reap(1).status());
       }
-      NVKV_RETURN_IF_ERROR(ScanRead(read, scanned++));
+      NVKV_RETURN_IF_ERROR(ScanRead(read, positions[scanned++]));
       in_flight.pop_front();
       pass_pages_done_ += g_.pages_per_segment;
       const absl::Status budget = CheckBudget(TableBytes());
@@ -758,6 +795,14 @@ class Recovery {
   // found the same.
   absl::Status ScanRead(SegmentBuffer& read, size_t position) {
     const uint64_t segment = read.segment();
+    // With passes to come, the first keeps the records it applies, as a summary in memory, so
+    // that they need not read the segment again: within as much memory as the tables may take,
+    // and as long as the segment's would be a summary (MaxSummaryPages: not of small records).
+    std::unique_ptr<SummaryBuilder> keep;
+    if (pass_ == 0 && passes_ > 1 && kept_bytes_ < budget_) {
+      keep = std::make_unique<SummaryBuilder>();
+      keep->Reset(options_.ordered, g_);
+    }
     // Pages the device cannot read are damaged ones (segment_read.h), unless none of the
     // segment can be read: then the device, not a block, is failing, and a store opened without
     // it would look empty there.
@@ -779,8 +824,21 @@ class Recovery {
           found.sequence = record.header.sequence;
           found.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
           NoteRecord(segment, found);
+          if (keep != nullptr && record.page_number >= tail_from_[segment]) {
+            keep->Add(found.hash, options_.ordered ? record.key : std::string_view(),
+                      record.header,
+                      static_cast<uint32_t>(record.page_number - g_.FirstPageOf(segment)));
+          }
         });
     ApplyNoted();  // while the keys are valid: the read's buffers are reused after this
+    if (pass_ == 0) {
+      kept_.resize(to_read_.size());
+      if (keep != nullptr && !keep->abandoned() && keep->entry_count() > 0 &&
+          kept_bytes_ + keep->summary_bytes() <= budget_) {
+        kept_bytes_ += keep->summary_bytes();
+        kept_[position] = std::move(keep);
+      }
+    }
     report_.pages += g_.pages_per_segment;
     const ScanFacts facts{scan.in_use,    scan.generation,        scan.hole_pages,
                           scan.records,   scan.batches_discarded, failed};
@@ -1198,6 +1256,10 @@ class Recovery {
     bool operator==(const ScanFacts&) const = default;
   };
   std::vector<ScanFacts> scanned_;
+  // Per place in to_read_: the records the first pass applied from that segment, for the later
+  // passes (ScanRead); null where it kept none. kept_bytes_ is what they take.
+  std::vector<std::unique_ptr<SummaryBuilder>> kept_;
+  uint64_t kept_bytes_ = 0;
   std::vector<uint64_t> to_read_;   // the segments recovery reads, in order
   std::vector<bool> map_in_use_;    // per segment: the map says it holds a log
   std::vector<CheckpointPlace> checkpoint_;  // the checkpoint's segments the map names, in order

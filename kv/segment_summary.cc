@@ -171,6 +171,16 @@ absl::Status SummaryBuilder::Resume(
   return absl::OkStatus();
 }
 
+absl::Status SummaryBuilder::Visit(
+    const Geometry& geometry,
+    const std::function<void(absl::Span<const SummaryRecord>)>& visit) const {
+  std::vector<SummaryRecord> records;
+  NVKV_RETURN_IF_ERROR(DecodeEntries(entries_, entry_count_, with_keys_, geometry.log_pages(),
+                                     geometry, &records));
+  visit(records);
+  return absl::OkStatus();
+}
+
 uint64_t SummaryBuilder::bytes_per_page() const {
   return std::max(max_page_bytes_, entries_.size() - page_start_);
 }

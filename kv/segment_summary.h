@@ -85,6 +85,10 @@ class SummaryBuilder {
   // abandoned until the next Reset.
   std::string Take(uint32_t data_pages, uint32_t summary_pages, uint64_t sequence_floor,
                    uint64_t generation_floor);
+  // One call of `visit` sees the records added so far (as ReadSummary's: keys valid during the
+  // call). kDataLoss when the entries are not what a builder makes (as Resume).
+  absl::Status Visit(const Geometry& geometry,
+                     const std::function<void(absl::Span<const SummaryRecord>)>& visit) const;
   // Header and entries' bytes as they stand.
   uint64_t summary_bytes() const { return sizeof(SummaryHeader) + entries_.size(); }
   // The entries' bytes as they stand (Take puts a header before them).

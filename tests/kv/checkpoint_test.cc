@@ -49,12 +49,15 @@ struct Shape {
   // While running, one once this much log was written (and as much as the last one's size);
   // 0: the default (none in these small stores).
   uint64_t checkpoint_min_log_bytes = 0;
+  uint32_t summary_min_segment_pages = 0;  // larger than a segment: no summaries
+  uint64_t recovery_memory_bytes = 0;      // 0: the default
 };
 
 EngineOptions StoreOptions(const Shape& shape, IndexMode mode) {
   EngineOptions options;
   options.segment_bytes = kPagesPerSegment * kPageBytes;
-  options.summary_min_segment_pages = 0;
+  options.summary_min_segment_pages = shape.summary_min_segment_pages;
+  options.recovery_memory_bytes = shape.recovery_memory_bytes;
   options.shard_count = shape.shards;
   options.page_buffers_per_shard = 16;
   options.background_compaction = false;
@@ -469,6 +472,30 @@ TEST_P(CheckpointTest, ACheckpointWhileRunningBecomesTheBase) {
   EXPECT_NE(second, first);
   EXPECT_TRUE(CheckpointPages(*storage_).empty());
   EXPECT_NE(CrashAndRecoverFromBase({}, (*engine)->Stats().live_keys), nullptr);
+}
+
+// Recovery over a base in passes (its tables' budget short) reads the log after the base once:
+// the segments it reads whole (here every one: no summaries) are read by the first pass, which
+// keeps their records for the others, as a summary in memory. (Each pass read them again before.)
+TEST_P(CheckpointTest, ALaterPassOfRecoveryReadsNoSegmentWholeAgain) {
+  WriteAndClose();
+  Shape no_summaries;
+  no_summaries.summary_min_segment_pages = kPagesPerSegment + 1;
+  auto engine = Open(storage_, no_summaries);
+  ASSERT_THAT(engine, IsOk());
+  for (int round = 2; round < 6; ++round) Write(**engine, round);
+  ASSERT_THAT((*engine)->Flush(), IsOk());
+  std::unique_ptr<Engine> one_pass = CrashAndRecoverFromBase(no_summaries, std::nullopt);
+  ASSERT_NE(one_pass, nullptr);
+  Shape short_budget = no_summaries;
+  short_budget.recovery_memory_bytes = 48 << 10;
+  std::unique_ptr<Engine> passes = CrashAndRecoverFromBase(short_budget, std::nullopt);
+  ASSERT_NE(passes, nullptr);
+  const EngineStats once = one_pass->Stats(), again = passes->Stats();
+  EXPECT_EQ(once.recovery_passes, 1u);
+  EXPECT_GT(again.recovery_passes, 1u);
+  EXPECT_EQ(again.recovery_pages_scanned, once.recovery_pages_scanned);
+  EXPECT_EQ(again.live_keys, once.live_keys);
 }
 
 // A Close with nothing written since the last checkpoint written while running marks that one
