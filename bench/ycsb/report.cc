@@ -155,7 +155,8 @@ std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
       .Add("device_bytes_written", s.device_bytes_written)
       .Add("compaction_bytes_written", s.compaction_bytes_written)
       .Add("cache_hits", s.cache_hits)
-      .Add("cache_misses", s.cache_misses);
+      .Add("cache_misses", s.cache_misses)
+      .Add("checkpoints_written", s.checkpoints_written);
   json.AddRaw("store", store.Finish());
   const DiskDelta& d = phase.disk;
   if (d.valid) {

@@ -357,6 +357,7 @@ StoreDelta Delta(const Stats& before, const Stats& after) {
   d.compaction_bytes_written = after.compaction_bytes_written - before.compaction_bytes_written;
   d.cache_hits = after.cache_hits - before.cache_hits;
   d.cache_misses = after.cache_misses - before.cache_misses;
+  d.checkpoints_written = after.checkpoints_written - before.checkpoints_written;
   return d;
 }
 

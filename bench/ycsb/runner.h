@@ -64,6 +64,7 @@ struct StoreDelta {
   uint64_t blind_writes = 0, settle_page_reads = 0;  // hash mode (nvkv/stats.h)
   uint64_t user_bytes_written = 0, device_bytes_written = 0, compaction_bytes_written = 0;
   uint64_t cache_hits = 0, cache_misses = 0;
+  uint64_t checkpoints_written = 0;  // while running (Options::checkpoint_log_ratio)
 };
 
 // The block device under the store over a phase, from /proc/diskstats (the whole device: on a

@@ -50,6 +50,7 @@ PhaseResult SamplePhase() {
   phase.store.compaction_bytes_written = 4096;
   phase.store.cache_hits = 150;
   phase.store.cache_misses = 50;
+  phase.store.checkpoints_written = 2;
   phase.disk.valid = true;
   phase.disk.name = "vda";
   phase.disk.reads = 210;
@@ -99,7 +100,7 @@ TEST(YcsbReportTest, JsonLineHasEveryFieldInOrder) {
       "\"store\": {\"gets\": 200, \"puts\": 100, \"page_reads\": 210, \"key_check_page_reads\": 10, \"pages_written\": 40, "
       "\"verify_reads\": 1, \"blind_writes\": 0, \"settle_page_reads\": 0, \"flushes\": 7, \"fua_writes\": 2, \"user_bytes_written\": 110000, "
       "\"device_bytes_written\": 163840, \"compaction_bytes_written\": 4096, "
-      "\"cache_hits\": 150, \"cache_misses\": 50}, "
+      "\"cache_hits\": 150, \"cache_misses\": 50, \"checkpoints_written\": 2}, "
       "\"disk\": {\"name\": \"vda\", \"reads\": 210, \"writes\": 41, \"read_bytes\": 860160, "
       "\"write_bytes\": 167936, \"avg_queue_depth\": 1.250}, "
       "\"first_error\": \"update user1: Unavailable: busy\"}\n");
@@ -118,7 +119,7 @@ TEST(YcsbReportTest, JsonLineWithoutOperationsOrDisk) {
             "\"verify_reads\": 0, \"blind_writes\": 0, \"settle_page_reads\": 0, "
             "\"flushes\": 0, \"fua_writes\": 0, \"user_bytes_written\": 0, "
             "\"device_bytes_written\": 0, \"compaction_bytes_written\": 0, "
-            "\"cache_hits\": 0, \"cache_misses\": 0}, "
+            "\"cache_hits\": 0, \"cache_misses\": 0, \"checkpoints_written\": 0}, "
             "\"first_error\": \"\"}\n");
 }
 
