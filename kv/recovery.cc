@@ -656,6 +656,21 @@ class Recovery {
     pass_pages_ += g_.pages_per_segment;
   }
 
+  // Applies the records of `segment` that a summary gives (read, or kept by the first pass).
+  void ApplySummaryRecords(uint64_t segment, absl::Span<const SummaryRecord> records) {
+    for (const SummaryRecord& record : records) {
+      FoundRecord found;
+      found.hash = record.hash;
+      found.key = record.key;
+      found.page_number = g_.FirstPageOf(segment) + record.page_in_segment;
+      found.record_bytes = record.record_bytes;
+      found.sequence = record.sequence;
+      found.is_delete = record.is_delete;
+      NoteRecord(segment, found);
+    }
+    ApplyNoted();  // while the keys are valid
+  }
+
   // Applies one summary read with its segment's last page (`pages`); false when it does not
   // verify, or the segment was freed after it was written: its segment is then read instead.
   // Every pass applies its records; the first also notes what the summary says of its segment.
@@ -684,17 +699,7 @@ class Recovery {
             const absl::Status sized = segments_.SizeRecoveredFilter(segment, peeked.entry_count);
             if (!sized.ok() && refused_.ok()) refused_ = sized;
           }
-          for (const SummaryRecord& record : records) {
-            FoundRecord found;
-            found.hash = record.hash;
-            found.key = record.key;
-            found.page_number = g_.FirstPageOf(segment) + record.page_in_segment;
-            found.record_bytes = record.record_bytes;
-            found.sequence = record.sequence;
-            found.is_delete = record.is_delete;
-            NoteRecord(segment, found);
-          }
-          ApplyNoted();  // while the keys are valid
+          ApplySummaryRecords(segment, records);
         },
         /*newer_than=*/freed_at);
     if (!found.ok()) return false;
@@ -713,11 +718,12 @@ class Recovery {
   // The places in to_read_ of the segments this pass reads: every one in the first; in a later
   // pass only those where the first found records (an announced segment no head took, or a
   // free one, adds nothing to any pass, and reading it whole again would cost a segment each).
-  // Nor those whose records the first pass kept (KeepRecords).
+  // Nor those whose records the first pass kept (ScanRead).
   std::vector<size_t> SegmentsToReadThisPass() const {
     std::vector<size_t> positions;
     for (size_t p = 0; p < to_read_.size(); ++p) {
-      if (pass_ == 0 || (scanned_[p].records > 0 && (p >= kept_.size() || kept_[p] == nullptr))) positions.push_back(p);
+      const bool kept = p < kept_.size() && kept_[p] != nullptr;
+      if (pass_ == 0 || (scanned_[p].records > 0 && !kept)) positions.push_back(p);
     }
     return positions;
   }
@@ -729,17 +735,7 @@ class Recovery {
       if (kept_[p] == nullptr) continue;
       const uint64_t segment = to_read_[p];
       NVKV_RETURN_IF_ERROR(kept_[p]->Visit(g_, [&](absl::Span<const SummaryRecord> records) {
-        for (const SummaryRecord& record : records) {
-          FoundRecord found;
-          found.hash = record.hash;
-          found.key = record.key;
-          found.page_number = g_.FirstPageOf(segment) + record.page_in_segment;
-          found.record_bytes = record.record_bytes;
-          found.sequence = record.sequence;
-          found.is_delete = record.is_delete;
-          NoteRecord(segment, found);
-        }
-        ApplyNoted();  // while the keys are valid
+        ApplySummaryRecords(segment, records);
       }));
     }
     return absl::OkStatus();
