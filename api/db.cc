@@ -136,8 +136,8 @@ static_assert(kOptions.iopoll == kEngine.device.ring.iopoll);
 
 
 // The DBs whose ForEachLive is running `visit` on this thread (innermost last; walks of
-// different DBs may nest). On such a DB, CompactAll, Check and ForEachLive would wait for the
-// compaction lock the walk holds, so they refuse instead.
+// different DBs may nest). On such a DB, CompactAll, Checkpoint, Check and ForEachLive would
+// wait for the compaction lock the walk holds, so they refuse instead.
 thread_local std::vector<const void*> tls_visiting_dbs;
 
 bool IsVisiting(const void* db) {
@@ -370,6 +370,7 @@ absl::Status DB::Flush() {
 
 absl::Status DB::Checkpoint() {
   if (rep_->is_closed()) return ClosedError();
+  if (IsVisiting(this)) return InsideVisitError("Checkpoint");
   return rep_->engine->Checkpoint();
 }
 

@@ -356,6 +356,7 @@ TEST_F(DBCheckTest, VisitorMayReadButNotCompactOrWalkAgain) {
       EXPECT_EQ(*read, value);
     }
     EXPECT_THAT(db->CompactAll(), StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_THAT(db->Checkpoint(), StatusIs(absl::StatusCode::kFailedPrecondition));
     EXPECT_THAT(db->Check(), StatusIs(absl::StatusCode::kFailedPrecondition));
     EXPECT_THAT(db->ForEachLive([](std::string_view, std::string_view) {
       return absl::OkStatus();
@@ -365,6 +366,7 @@ TEST_F(DBCheckTest, VisitorMayReadButNotCompactOrWalkAgain) {
   }));
   // Outside the visitor they work again.
   NVKV_EXPECT_OK(db->CompactAll());
+  NVKV_EXPECT_OK(db->Checkpoint());
 }
 
 TEST_F(DBCheckTest, CheckAndForEachLiveAfterCloseAreFailedPrecondition) {

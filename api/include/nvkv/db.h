@@ -249,7 +249,7 @@ class DB {
   // that checkpoint and only the log written after it. Makes every earlier write durable first
   // (as Flush); writes wait while it is written. Errors: kFailedPrecondition after Close() or on
   // a read-only DB; kResourceExhausted when the free segments cannot hold it (the last one
-  // stays in use); device errors.
+  // stays in use); kFailedPrecondition from inside a ForEachLive visitor too; device errors.
   absl::Status Checkpoint();
 
   // Cleans every segment that holds dead records, now; returns when done. Background
@@ -273,7 +273,7 @@ class DB {
   // key that no write touches during the walk is visited exactly once, but a key written
   // meanwhile (by `visit` too) may be visited with its old value, its new one, both, or not at
   // all. Background compaction waits until the walk is done. `visit` may read and
-  // write the DB, but must not call CompactAll, Check or ForEachLive (they fail with
+  // write the DB, but must not call CompactAll, Checkpoint, Check or ForEachLive (they fail with
   // kFailedPrecondition inside it). The views passed to `visit` are valid only during the call.
   // Returns the first error `visit` returns (the walk stops there). Errors: kFailedPrecondition
   // after Close() or when the DB refuses writes after a failed device write (pages not yet
