@@ -240,8 +240,8 @@ typedef int (*nvkv_pair_callback)(void* arg, const char* key, size_t keylen, con
                                   size_t vallen);
 /* Every live pair, in either index mode (so a hash store can be listed), segment by segment in
    the order of the log, not in key order (see nvkv::DB::ForEachLive for what a concurrent write
-   may see). `visit` may read and write `db` but must not call nvkv_walk, nvkv_compact_all, nvkv_checkpoint or
-   nvkv_close. *errptr set on an error that stopped the walk. */
+   may see). `visit` may read and write `db` but must not call nvkv_walk, nvkv_compact_all,
+   nvkv_checkpoint or nvkv_close. *errptr set on an error that stopped the walk. */
 extern void nvkv_walk(nvkv_t* db, nvkv_pair_callback visit, void* arg, char** errptr);
 /* The pairs with start <= key < end in key order (endlen 0: no upper bound; startlen 0: from
    the first key), at most `limit` of them (0: no limit), streamed to `visit` (nothing is
