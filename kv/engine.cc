@@ -533,7 +533,7 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
 }
 
 absl::Status Engine::Impl::WaitMapDurable(const SegmentMap::Ticket& ticket) {
-  Shard& shard = *shards_.front();  // the writer signals every shard once it wrote map pages
+  Shard& shard = *shards_.front();  // the writer signals every shard after each map page
   while (!segments_->MapDurable(ticket)) {
     if (error_.failed()) return error_.status();
     writer_->Wake();

@@ -384,8 +384,9 @@ void LogWriter::OnMapWritten(storage::IoRequest* request) {
     return;
   }
   writer.counters_.device_bytes.fetch_add(writer.options_.page_bytes, std::memory_order_relaxed);
-  if (!writer.segments_.MapWritten()) return;
-  // Heads waiting for a segment (HeadAppender::WaitForWriter) find one now.
+  writer.segments_.MapWritten();
+  // Heads waiting for a segment (HeadAppender::WaitForWriter) may find one now, and a checkpoint
+  // waiting for a map change (Engine::Impl::WaitMapDurable) may find it on the device.
   for (const auto& shard : writer.shards_) {
     absl::MutexLock lock(&shard->mu);
     shard->changed.SignalAll();

@@ -207,7 +207,10 @@ class Recovery {
       pass_pages_done_ = 0;
       NVKV_RETURN_IF_ERROR(ReadSummaries());
       NVKV_RETURN_IF_ERROR(ReadAllSegments());
-      if (pass_ > 0) NVKV_RETURN_IF_ERROR(ApplyKeptRecords());
+      if (pass_ > 0) {
+        NVKV_RETURN_IF_ERROR(ApplyKeptRecords());
+        NVKV_RETURN_IF_ERROR(CheckBudget(TableBytes()));
+      }
       if (!refused_.ok()) return refused_;
       if (pass_ == 0) RecoverSegments();
       NVKV_RETURN_IF_ERROR(BuildPassIndexes());
@@ -791,11 +794,12 @@ class Recovery {
   // found the same.
   absl::Status ScanRead(SegmentBuffer& read, size_t position) {
     const uint64_t segment = read.segment();
-    // With passes to come, the first keeps the records it applies, as a summary in memory, so
-    // that they need not read the segment again: within as much memory as the tables may take,
-    // and as long as the segment's would be a summary (MaxSummaryPages: not of small records).
+    // With passes to come, the first keeps the records they apply (not its own keys'), as a
+    // summary in memory, so that they need not read the segment again: within a quarter of the
+    // tables' budget beside it (Open's peak is to stay within the index and a tenth of it), and
+    // as long as the segment's would be a summary (MaxSummaryPages: not of small records).
     std::unique_ptr<SummaryBuilder> keep;
-    if (pass_ == 0 && passes_ > 1 && kept_bytes_ < budget_) {
+    if (pass_ == 0 && passes_ > 1 && kept_bytes_ < budget_ / kKeptShare) {
       keep = std::make_unique<SummaryBuilder>();
       keep->Reset(options_.ordered, g_);
     }
@@ -820,7 +824,8 @@ class Recovery {
           found.sequence = record.header.sequence;
           found.is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
           NoteRecord(segment, found);
-          if (keep != nullptr && record.page_number >= tail_from_[segment]) {
+          if (keep != nullptr && record.page_number >= tail_from_[segment] &&
+              PassOf(found.hash) != 0) {
             keep->Add(found.hash, options_.ordered ? record.key : std::string_view(),
                       record.header,
                       static_cast<uint32_t>(record.page_number - g_.FirstPageOf(segment)));
@@ -829,10 +834,13 @@ class Recovery {
     ApplyNoted();  // while the keys are valid: the read's buffers are reused after this
     if (pass_ == 0) {
       kept_.resize(to_read_.size());
-      if (keep != nullptr && !keep->abandoned() && keep->entry_count() > 0 &&
-          kept_bytes_ + keep->summary_bytes() <= budget_) {
-        kept_bytes_ += keep->summary_bytes();
-        kept_[position] = std::move(keep);
+      // (A segment with none to keep is kept too: a later pass has nothing to read there.)
+      if (keep != nullptr && !keep->abandoned()) {
+        const uint64_t bytes = keep->ShrinkToFit();
+        if (kept_bytes_ + bytes <= budget_ / kKeptShare) {
+          kept_bytes_ += bytes;
+          kept_[position] = std::move(keep);
+        }
       }
     }
     report_.pages += g_.pages_per_segment;
@@ -1256,6 +1264,7 @@ class Recovery {
   // passes (ScanRead); null where it kept none. kept_bytes_ is what they take.
   std::vector<std::unique_ptr<SummaryBuilder>> kept_;
   uint64_t kept_bytes_ = 0;
+  static constexpr uint64_t kKeptShare = 4;  // of budget_
   std::vector<uint64_t> to_read_;   // the segments recovery reads, in order
   std::vector<bool> map_in_use_;    // per segment: the map says it holds a log
   std::vector<CheckpointPlace> checkpoint_;  // the checkpoint's segments the map names, in order

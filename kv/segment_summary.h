@@ -85,6 +85,12 @@ class SummaryBuilder {
   // abandoned until the next Reset.
   std::string Take(uint32_t data_pages, uint32_t summary_pages, uint64_t sequence_floor,
                    uint64_t generation_floor);
+  // Gives back the room Reset reserved beyond what it holds (a builder kept once built); returns
+  // the bytes it then takes.
+  uint64_t ShrinkToFit() {
+    entries_.shrink_to_fit();
+    return entries_.capacity();
+  }
   // One call of `visit` sees the records added so far (as ReadSummary's: keys valid during the
   // call). kDataLoss when the entries are not what a builder makes (as Resume).
   absl::Status Visit(const Geometry& geometry,

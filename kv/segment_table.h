@@ -242,8 +242,9 @@ class SegmentTable {
   // `filters_left_out` (log heads' segments whose puts the checkpoint holds anyway, in the
   // head's summary so far: ResumeHead rebuilds them), from segment `next` on, until `visit`
   // returns false (`next` is then the segment after that one) or none is left (returns true).
-  // The caller may write between calls; nothing may change the table's segments meanwhile
-  // (Close, or a checkpoint while running: writes held back, compaction paused).
+  // The caller may write between calls; meanwhile nothing may change which segments hold a log
+  // or their filters' and samples' sizes (Close, or a checkpoint while running: writes held back,
+  // compaction paused), as the stream's size was counted before.
   bool SaveSome(uint64_t& next, const std::vector<uint64_t>& filters_left_out,
                 const std::function<bool(const SavedSegment&)>& visit);
   // Every segment, as SaveSome gives them.
