@@ -36,8 +36,7 @@ SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state, const Summa
   if (current.state != entry.state || current.summary_first != entry.summary_first ||
       current.summary_pages != entry.summary_pages) {
     current = entry;
-    if (page.version == page.written) dirty_pages_.fetch_add(1, std::memory_order_release);
-    ++page.version;
+    ChangedLocked(index);
     page.announces = page.announces || state == MapState::kInUse;
   }
   return Ticket{index, page.version};
@@ -46,10 +45,14 @@ SegmentMap::Ticket SegmentMap::Set(uint64_t segment, MapState state, const Summa
 SegmentMap::Ticket SegmentMap::Rewrite(uint64_t segment) {
   absl::MutexLock lock(&mu_);
   const uint64_t index = segment / per_page_;
+  ChangedLocked(index);
+  return Ticket{index, pages_[index].version};
+}
+
+void SegmentMap::ChangedLocked(uint64_t index) {
   PageState& page = pages_[index];
   if (page.version == page.written) dirty_pages_.fetch_add(1, std::memory_order_release);
   ++page.version;
-  return Ticket{index, page.version};
 }
 
 bool SegmentMap::Durable(const Ticket& ticket) const {

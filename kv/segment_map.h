@@ -82,6 +82,8 @@ class SegmentMap {
     bool in_flight = false;
     bool announces = false;  // a change not yet written marks a segment in use
   };
+  // Page `index` has a change to write: a new version, and dirty if it was not.
+  void ChangedLocked(uint64_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PageWrite EncodeLocked(uint64_t index, uint8_t* page, Floors floors)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
