@@ -242,10 +242,12 @@ absl::Status Engine::Impl::Recover() {
   recovery_options.read_all = options_.recovery_reads_all;
   recovery_options.table_budget_bytes = options_.recovery_memory_bytes;
   if (recovery_options.table_budget_bytes == 0) {
-    // Half what the limits leave: the index, the segments' key filters and the queues' buffers
-    // grow beside the tables.
+    // At most half what the limits leave: the index, the segments' key filters and the queues'
+    // buffers grow beside the tables.
     const std::optional<uint64_t> headroom = MemoryHeadroomBytes();
-    if (headroom) recovery_options.table_budget_bytes = std::max<uint64_t>(1, *headroom / 2);
+    if (headroom) {
+      recovery_options.table_budget_ceiling_bytes = std::max<uint64_t>(1, *headroom / 2);
+    }
   }
   NVKV_ASSIGN_OR_RETURN(recovery_,
                         RecoverStore(recovery_options, geometry_, *open_queue_, *segments_, shards_));

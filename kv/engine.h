@@ -75,9 +75,9 @@ struct EngineOptions {
   uint32_t read_queue_depth = 64;   // reads in flight per reading thread
   uint32_t write_queue_depth = 64;  // asynchronous writes pending per thread
   uint64_t cache_bytes = uint64_t{32} << 20;  // the record cache, over all shards (0: off)
-  // Options::recovery_memory_bytes: recovery's tables beside the index (0: from the process's
-  // memory limits and the machine's available memory, kv/memory_headroom.h),
-  // RecoveryOptions::table_budget_bytes.
+  // Options::recovery_memory_bytes: recovery's tables beside the index, RecoveryOptions::
+  // table_budget_bytes (0: a share of the index, at most half of what the process's memory limits
+  // and the machine's available memory leave, kv/memory_headroom.h).
   uint64_t recovery_memory_bytes = 0;
   // Recovery reads every segment, whatever the segment map says (kv/FORMAT.md "Recovery"): the
   // state it rebuilds is the same, only slower. For checks and tests.

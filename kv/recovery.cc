@@ -190,12 +190,11 @@ class Recovery {
       if (!used.ok()) {
         report_.checkpoint_unused = std::string(used.message());
         base_ = false;
-      } else {
-        PlanTailPasses();
       }
     } else {
       base_ = false;
     }
+    PlanPasses();
     if (!base_) {
       // A checkpoint not used holds no log; its segments are read like any the map does not say
       // are free (and found to hold none).
@@ -409,21 +408,25 @@ class Recovery {
     return absl::OkStatus();
   }
 
-  // Over a base: the tables of the log after it may take a sixteenth of the index the base gave
-  // (Open's memory is to stay within the index plus a tenth, and reading the segments read whole
-  // needs some too), and at least kMinBaseTableBudget, within the option's budget; as many passes as keep the tables its summaries call for
-  // within that (ReadSummaries sizes them so), planned now rather than found too few after the
-  // base was read.
-  void PlanTailPasses() {
-    uint64_t index_bytes = 0;
-    for (const auto& shard : shards_) {
-      absl::MutexLock lock(&shard->mu);
-      index_bytes += shard->index->stats().memory_bytes;
+  // The tables' budget, and as many passes as keep the tables the summaries call for within it
+  // (ReadSummaries sizes them so), planned before any is read rather than found too few later.
+  // Unless the options give one, the budget is a share of the index a base gave (Open's memory
+  // is to stay within the index plus a tenth, and reading the segments read whole needs some
+  // too): of an empty one without a base, so at least kMinTableBudget. (At least twice what the
+  // shards' tables take empty, too: else no number of passes fits.)
+  void PlanPasses() {
+    if (budget_ == 0) {
+      uint64_t index_bytes = 0;  // without a base: nothing loaded yet
+      for (const auto& shard : shards_) {
+        absl::MutexLock lock(&shard->mu);
+        index_bytes += shard->index->stats().memory_bytes;
+      }
+      budget_ = std::max({index_bytes / kTableShareOfIndex, kMinTableBudget,
+                          2 * newest_.size() * NewestRecords::BytesFor(0)});
+      if (options_.table_budget_ceiling_bytes != 0) {
+        budget_ = std::min(budget_, options_.table_budget_ceiling_bytes);
+      }
     }
-    // (At least twice what the shards' tables take empty: else no number of passes fits.)
-    const uint64_t share = std::max({index_bytes / kBaseTableShare, kMinBaseTableBudget,
-                                     2 * newest_.size() * NewestRecords::BytesFor(0)});
-    budget_ = budget_ == 0 ? share : std::min(budget_, share);
     const uint64_t records = SummarizedRecords();
     while (passes_ < kMaxRecoveryPasses &&
            newest_.size() * NewestRecords::BytesFor(records / passes_ / newest_.size()) > budget_) {
@@ -1226,11 +1229,10 @@ class Recovery {
 
   const RecoveryOptions options_;
   const bool use_checkpoint_;  // false: the map's checkpoint was set aside once already
-  // Over the log, each for a share of the keys (PassOf); over a base, planned before the first
-  // (PlanTailPasses).
+  // Over the log, each for a share of the keys (PassOf), planned before the first (PlanPasses).
   uint32_t passes_;
-  // The most bytes the tables of newest records may take (0: no bound): the option's, and over
-  // a base at most a share of the index it loaded (PlanTailPasses).
+  // The most bytes the tables of newest records may take: the option's, or a share of the index
+  // a base gave (PlanPasses; 0 until then: no bound).
   uint64_t budget_ = 0;
   uint32_t pass_ = 0;          // the one under way
   uint32_t passes_needed_ = 0;  // when the tables outgrew the budget (CheckBudget)

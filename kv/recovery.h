@@ -26,12 +26,12 @@
 //
 // Passes: the tables grow with the keys of the log, not with the index, and a process whose
 // memory is limited (a cgroup kills it as it touches pages past the limit) may hold the index but
-// not the tables beside it. Under RecoveryOptions::table_budget_bytes, recovery reads the log in
-// as many passes as keep the tables within it: each pass takes the keys of its share of the hash
-// space (hash bits no table or shard choice uses), reads the same summaries and segments again,
-// and builds their index entries before the next pass. The first pass also gives the segment
-// table every record. The number of passes is estimated from the summaries' sizes once the
-// segment map is read, before any summary is (a try in fewer passes stops there and starts
+// not the tables beside it. Within a budget for the tables (RecoveryOptions), recovery reads the
+// log in as many passes as keep them within it: each pass takes the keys of its share of the
+// hash space (hash bits no table or shard choice uses), reads the same summaries and segments
+// again, and builds their index entries before the next pass. The first pass also gives the
+// segment table every record. The number of passes is estimated from the summaries' sizes once
+// the segment map is read, before any summary is (a try in fewer passes stops there and starts
 // again); when the tables outgrow the budget all the same (segments read whole, whose records
 // are not known beforehand), recovery starts again with more passes, from what the tables took
 // for the part read. Every pass after the first must find what the first found (the same
@@ -57,10 +57,11 @@
 namespace nvkv::kv {
 
 inline constexpr uint32_t kMaxRecoveryPasses = 64;
-// Recovery over a base checkpoint keeps its tables within 1/kBaseTableShare of the index it
-// loaded, or kMinBaseTableBudget when that is more (passes, "Passes" above).
-inline constexpr uint64_t kBaseTableShare = 16;
-inline constexpr uint64_t kMinBaseTableBudget = uint64_t{256} << 10;
+// By default recovery keeps its tables within 1/kTableShareOfIndex of the index a base
+// checkpoint gave it (none without a base: an empty index), or kMinTableBudget when that is more:
+// Open's peak memory is to stay within the index plus a tenth of it (passes, "Passes" above).
+inline constexpr uint64_t kTableShareOfIndex = 16;
+inline constexpr uint64_t kMinTableBudget = uint64_t{256} << 10;
 
 struct RecoveryOptions {
   uint64_t store_seed = 0;
@@ -69,9 +70,12 @@ struct RecoveryOptions {
   // Read every segment, whatever the segment map says (EngineOptions::recovery_reads_all); a
   // checkpoint is then not used either.
   bool read_all = false;
-  // The most bytes the tables of newest records may take together (0: no bound): a log whose
-  // tables would take more is read in several passes ("Memory" above).
+  // The most bytes the tables of newest records may take together, when not 0: a log whose
+  // tables would take more is read in several passes ("Memory" above). 0: the default share
+  // (kTableShareOfIndex), and at most table_budget_ceiling_bytes when that is not 0 (what the
+  // process's memory limits leave).
   uint64_t table_budget_bytes = 0;
+  uint64_t table_budget_ceiling_bytes = 0;
 };
 
 // What recovery found, for the engine and its Stats.
@@ -82,7 +86,7 @@ struct RecoveryReport {
   uint64_t damaged_pages = 0;      // holes inside logs
   uint64_t unreadable_pages = 0;   // pages the device failed to read (each also a hole)
   uint64_t table_bytes_peak = 0;   // the largest per-shard newest-record table it held
-  uint32_t passes = 1;             // over the log, to keep within table_budget_bytes
+  uint32_t passes = 1;             // over the log, to keep the tables within their budget
   uint64_t segments_skipped = 0;   // free by the segment map: not read
   uint64_t map_pages_damaged = 0;  // map pages that failed to read or verify (their segments read)
   uint64_t segments_summarized = 0;  // read by their summaries (segment_summary.h)
