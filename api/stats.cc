@@ -208,6 +208,8 @@ std::string Stats::ToJson() const {
   json.Add("segments_checkpoint", segments_checkpoint);
   json.Add("checkpoints_written", checkpoints_written);
   json.Add("checkpoints_failed", checkpoints_failed);
+  json.Add("checkpoint_seconds", checkpoint_seconds);
+  json.Add("checkpoint_writes_held_seconds", checkpoint_writes_held_seconds);
   json.Add("segments_cleaned", segments_cleaned);
   json.Add("segments_retained", segments_retained);
   json.Add("compaction_damaged_pages", compaction_damaged_pages);

@@ -3,7 +3,8 @@
 # on a store of KEYS records of 1 KB, OPS operations, with the engine's checkpoints while running
 # (Options::checkpoint_log_ratio 8, the default) and without them (ratio 0), alternating, each run
 # from a copy of the same loaded store with the page cache dropped. Prints per run the throughput,
-# the update and read latency percentiles (microseconds) and the checkpoints written.
+# the update and read latency percentiles (microseconds), the checkpoints written, the time they
+# took and the time writes waited for them (Stats::checkpoint_writes_held_seconds).
 #
 # Usage: bench/checkpoint_stall.sh BUILD_DIR DATA_DIR [KEYS] [OPS] [ROUNDS]  (as root)
 set -eu
@@ -24,10 +25,11 @@ for round in $(seq "$rounds"); do
 import json, sys
 d = json.load(sys.stdin); u = d["ops"]["UPDATE"]; r = d["ops"]["READ"]
 print("round %s ratio %s: %.0f ops/s; update p99 %.0f p99.9 %.0f p99.99 %.0f max %.0f; "
-      "read p99.9 %.0f p99.99 %.0f max %.0f; checkpoints %d" % (
+      "read p99.9 %.0f p99.99 %.0f max %.0f; checkpoints %d taking %.1f ms, writes held %.1f ms" % (
           sys.argv[1], sys.argv[2], d["ops_per_s"], u["p99_us"], u["p99_9_us"], u["p99_99_us"],
           u["max_us"], r["p99_9_us"], r["p99_99_us"], r["max_us"],
-          d["store"]["checkpoints_written"]))' "$round" "$ratio"
+          d["store"]["checkpoints_written"], d["store"].get("checkpoint_seconds", 0) * 1e3,
+          d["store"].get("checkpoint_writes_held_seconds", 0) * 1e3))' "$round" "$ratio"
   done
 done
 rm -f "$dir/base.db" "$dir/run.db"

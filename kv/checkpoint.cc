@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,16 +48,15 @@ CheckpointHead SavedHead(Shard& shard, std::string_view* summary)
   return place;
 }
 
-// How much of the stream `out` gathers under a lock before the lock is let go and `out.Drain()`
-// writes it: no lock is held across a device write (a running checkpoint would stall the shard's
-// Gets and the log writer), and the stream is not held whole in memory either.
+// How much of the stream `out` takes under a lock before the lock is let go (`out.Drain()`):
+// a shard's Gets wait while its part is taken.
 constexpr size_t kStageBytes = size_t{256} << 10;
 
-// Hands the checkpoint's stream, in order, to `out.Append(bytes, count)`, and has `out.Drain()`
-// write what it gathered whenever no lock is held; `header` goes first as given. The ranges of
-// dropped records kept are those the device may still hold records of: none below `oldest`, the
-// oldest sequence of any segment holding a log. The shards and the table must not change
-// meanwhile (WriteCheckpoint's contract), though their locks are let go between pieces.
+// Hands the checkpoint's stream, in order, to `out.Append(bytes, count)`, and calls `out.Drain()`
+// whenever no lock is held; `header` goes first as given. The ranges of dropped records kept are
+// those the device may still hold records of: none below `oldest`, the oldest sequence of any
+// segment holding a log. The shards and the table must not change meanwhile (TakeCheckpoint's
+// contract), though their locks are let go between pieces.
 template <typename Out>
 StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const CheckpointOptions& options,
                         const CheckpointGlobals& globals, uint64_t oldest, SegmentTable& segments,
@@ -130,17 +131,47 @@ StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const Checkpoi
   return counts;
 }
 
-// Counts the stream's bytes (letting the locks go as often as PageOut does, though it writes
-// nothing).
-struct CountingOut {
-  uint64_t bytes = 0;
-  size_t since_drain = 0;
-  void Append(const void*, size_t count) {
-    bytes += count;
-    since_drain += count;
+// Holds the stream in memory, in blocks allocated as it grows (TakenCheckpoint); failed() once
+// one could not be.
+class StagedOut {
+ public:
+  explicit StagedOut(TakenCheckpoint& taken) : taken_(taken) {}
+
+  void Append(const void* data, size_t count) {
+    const auto* from = static_cast<const uint8_t*>(data);
+    since_drain_ += count;
+    const size_t used_now = taken_.bytes % TakenCheckpoint::kBlockBytes;
+    if (used_now != 0 && count <= TakenCheckpoint::kBlockBytes - used_now) {
+      // Most appends are a few bytes into the block being filled.
+      std::memcpy(taken_.blocks.back().get() + used_now, from, count);
+      taken_.bytes += count;
+      return;
+    }
+    while (count > 0 && !failed_) {
+      const size_t used = taken_.bytes % TakenCheckpoint::kBlockBytes;
+      if (used == 0) {
+        std::unique_ptr<uint8_t[]> block(new (std::nothrow) uint8_t[TakenCheckpoint::kBlockBytes]);
+        if (block == nullptr) {
+          failed_ = true;
+          return;
+        }
+        taken_.blocks.push_back(std::move(block));
+      }
+      const size_t take = std::min(count, TakenCheckpoint::kBlockBytes - used);
+      std::memcpy(taken_.blocks.back().get() + used, from, take);
+      taken_.bytes += take;
+      from += take;
+      count -= take;
+    }
   }
-  size_t staged_bytes() const { return since_drain; }
-  void Drain() { since_drain = 0; }
+  size_t staged_bytes() const { return since_drain_; }
+  void Drain() { since_drain_ = 0; }
+  bool failed() const { return failed_; }
+
+ private:
+  TakenCheckpoint& taken_;
+  size_t since_drain_ = 0;  // appended since the last Drain
+  bool failed_ = false;
 };
 
 // Where page `k` of a checkpoint goes: segment `k / log_pages` of its list, at the same page
@@ -165,28 +196,19 @@ class PageOut {
     pending_.reserve(g_.payload_bytes());
   }
 
-  // Gathers stream bytes; nothing is written until Drain.
-  void Append(const void* data, size_t count) {
-    staged_.append(static_cast<const char*>(data), count);
-    written_ += count;
-  }
-  size_t staged_bytes() const { return staged_.size(); }
-
-  // Cuts what was gathered into pages, and writes each chunk's worth of them.
-  void Drain() {
-    std::string_view bytes = staged_;
+  // Cuts stream bytes into pages, and writes each chunk's worth of them.
+  void Append(std::string_view bytes) {
+    written_ += bytes.size();
     while (!bytes.empty()) {
       const size_t take = std::min<size_t>(bytes.size(), g_.payload_bytes() - pending_.size());
       pending_.append(bytes.data(), take);
       bytes.remove_prefix(take);
       if (pending_.size() == g_.payload_bytes()) EndPage();
     }
-    staged_.clear();
   }
 
   // Writes what is left; the status of every write.
   absl::Status Finish() {
-    Drain();
     if (!pending_.empty()) EndPage();
     WriteRun();
     return status_;
@@ -225,7 +247,6 @@ class PageOut {
   const uint32_t pages_per_chunk_;
   const std::vector<uint64_t>& segments_;
   const uint64_t generation_;
-  std::string staged_;   // gathered by Append, not yet cut into pages (Drain)
   std::string pending_;  // the payload of the page being filled
   uint64_t pages_ = 0;   // pages cut so far
   uint64_t written_ = 0;
@@ -695,37 +716,53 @@ class Loader {
 
 }  // namespace
 
-absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
-    const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
-    const CheckpointGlobals& globals, SegmentTable& segments,
-    const std::vector<std::unique_ptr<Shard>>& shards, MakeMapDurable make_map_durable) {
+absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const CheckpointOptions& options,
+                                               const CheckpointGlobals& globals,
+                                               SegmentTable& segments,
+                                               const std::vector<std::unique_ptr<Shard>>& shards) {
   NVKV_CHECK(globals.dropped != nullptr);
-  CheckpointHeader header{};
+  TakenCheckpoint taken;
+  CheckpointHeader& header = taken.header;
   header.shard_count = static_cast<uint32_t>(shards.size());
   header.flags = (options.ordered ? kCheckpointOrdered : 0) | kCheckpointHeads;
   header.filter_probes = segments.filter_probes();
   header.next_sequence = globals.next_sequence;
-  header.store_segments = geometry.segment_count;
   const uint64_t oldest = segments.MinSequenceExcept(UINT64_MAX);
-  CountingOut counted;
-  const StreamCounts counts =
-      EmitStream(counted, header, options, globals, oldest, segments, shards);
+  StagedOut out(taken);
+  const StreamCounts counts = EmitStream(out, header, options, globals, oldest, segments, shards);
+  if (out.failed()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no memory to hold a checkpoint (", taken.bytes, " bytes of it held)"));
+  }
   header.dropped_ranges = counts.dropped_ranges;
   header.saved_segments = counts.saved_segments;
-  header.stream_bytes = counted.bytes;
-  const uint64_t pages = (counted.bytes + geometry.payload_bytes() - 1) / geometry.payload_bytes();
+  header.stream_bytes = taken.bytes;
+  return taken;
+}
+
+absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const CheckpointOptions& options,
+                                                      const Geometry& geometry,
+                                                      storage::Device& device,
+                                                      TakenCheckpoint& taken, uint64_t keep_free,
+                                                      SegmentTable& segments,
+                                                      MakeMapDurable make_map_durable) {
+  CheckpointHeader& header = taken.header;
+  NVKV_CHECK(header.stream_bytes == taken.bytes && !taken.blocks.empty());
+  const uint64_t pages = (taken.bytes + geometry.payload_bytes() - 1) / geometry.payload_bytes();
   const uint64_t segment_count = (pages + geometry.log_pages() - 1) / geometry.log_pages();
   header.segment_count = static_cast<uint32_t>(segment_count);
-  std::vector<uint64_t> taken;
-  if (!segments.TakeForCheckpoint(segment_count, globals.keep_free, &taken)) {
+  header.store_segments = geometry.segment_count;
+  std::vector<uint64_t> places;
+  if (!segments.TakeForCheckpoint(segment_count, keep_free, &places)) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the checkpoint needs ", segment_count, " free segments, and ", globals.keep_free,
+        "the checkpoint needs ", segment_count, " free segments, and ", keep_free,
         " more must stay free; ", segments.free_count(), " are"));
   }
   // A fresh generation for its pages, once it has its segments (none is spent on a checkpoint
   // that finds no room); the generations of logs taken after are above it.
   const uint64_t generation = segments.NextGeneration();
   header.next_generation = generation + 1;
+  std::memcpy(taken.blocks.front().get(), &header, sizeof(header));
   // Its segments are free in the map, which recovery does not read: until the map names them, a
   // cut leaves only the map's floors to keep the generations handed out after it above theirs.
   // (A head given one of them under a lower generation would write a log that these pages, which
@@ -739,8 +776,12 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
     segments.AbandonCheckpoint();
     return absl::InternalError("no buffer to write the checkpoint from");
   }
-  PageOut out(options, geometry, device, chunk, taken, generation);
-  EmitStream(out, header, options, globals, oldest, segments, shards);
+  PageOut out(options, geometry, device, chunk, places, generation);
+  for (uint64_t at = 0; at < taken.bytes; at += TakenCheckpoint::kBlockBytes) {
+    const size_t block = static_cast<size_t>(at / TakenCheckpoint::kBlockBytes);
+    out.Append(std::string_view(reinterpret_cast<const char*>(taken.blocks[block].get()),
+                                std::min<uint64_t>(TakenCheckpoint::kBlockBytes, taken.bytes - at)));
+  }
   const absl::Status status = out.Finish();
   device.buffers().PutChunk(chunk);
   NVKV_CHECK(out.written() == header.stream_bytes);
@@ -750,8 +791,8 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
   }
   std::vector<uint32_t> pages_in;
   for (uint64_t i = 0; i < segment_count; ++i) {
-    pages_in.push_back(
-        static_cast<uint32_t>(std::min<uint64_t>(geometry.log_pages(), pages - i * geometry.log_pages())));
+    pages_in.push_back(static_cast<uint32_t>(
+        std::min<uint64_t>(geometry.log_pages(), pages - i * geometry.log_pages())));
   }
   return pages_in;
 }

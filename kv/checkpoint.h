@@ -26,6 +26,7 @@
 #ifndef NVKV_KV_CHECKPOINT_H_
 #define NVKV_KV_CHECKPOINT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -67,28 +68,50 @@ struct CheckpointPlace {
   uint32_t pages = 0;  // pages of the checkpoint written there
 };
 
-// What Close knows beside the shards and the segment table.
+// What a checkpoint takes beside the shards and the segment table.
 struct CheckpointGlobals {
   uint64_t next_sequence = 0;  // the engine's: above every record's
   const SequenceRanges* dropped = nullptr;  // records of batches recovery dropped
-  uint64_t keep_free = 0;  // free segments the checkpoint must leave (SegmentTable::TakeForCheckpoint)
 };
 
-// Writes the checkpoint of `shards` and `segments` into free segments through `device` (a queue
-// with chunk buffers), which the table holds for it (SegmentTable::TakeForCheckpoint), and
-// returns how many of its pages each of those holds. The caller makes the pages durable, and only
-// then has the table adopt it (SegmentTable::AdoptCheckpoint), which makes the map name it. Nothing
-// may change the shards or the table meanwhile: the engine is closing, or holds its writes back
-// with compaction paused (a checkpoint while running). kResourceExhausted when the free segments
-// cannot hold it (nothing written); device errors (its segments free again).
+// A checkpoint taken (TakeCheckpoint) and not yet written (WriteCheckpoint): its stream as the
+// shards and the table were, held in memory, so that writes may go on while it is written. It
+// takes about what it will on the device: the index entries and the segments' key filters.
+struct TakenCheckpoint {
+  static constexpr size_t kBlockBytes = size_t{256} << 10;
+  CheckpointHeader header{};  // as taken; WriteCheckpoint sets where it goes and the store's size
+  // The stream, the header first, in blocks of kBlockBytes (the last one filled in part).
+  std::vector<std::unique_ptr<uint8_t[]>> blocks;
+  uint64_t bytes = 0;
+};
+
+// Takes the checkpoint of `shards` and `segments` as they are into memory. Nothing may change
+// them meanwhile: the engine is closing, or holds its writes back with compaction paused (a
+// checkpoint while running); it lets their locks go between pieces. kResourceExhausted when
+// the system has no memory for it.
+absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const CheckpointOptions& options,
+                                               const CheckpointGlobals& globals,
+                                               SegmentTable& segments,
+                                               const std::vector<std::unique_ptr<Shard>>& shards);
+
+// Writes `taken` into free segments through `device` (a queue with chunk buffers), which the
+// table holds for it (SegmentTable::TakeForCheckpoint), leaving `keep_free` free, and returns how
+// many of its pages each of those holds. The caller makes the pages durable, and only then has
+// the table adopt it (SegmentTable::AdoptCheckpoint), which makes the map name it. Writes may go
+// on meanwhile (into the heads' segments and segments taken after it: the log after it), but
+// compaction must stay paused until the table adopted it: the segments it names must stay as it
+// took them. kResourceExhausted when the free segments cannot hold it (nothing written);
+// device errors (its segments free again).
 // `make_map_durable` writes the map change of a ticket and returns once it is on the device: the
 // pages go into segments the map calls free, and a map floor above their generation is made
 // durable before them (SegmentTable::RaiseMapFloors).
 using MakeMapDurable = absl::FunctionRef<absl::Status(const SegmentMap::Ticket&)>;
-absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(
-    const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
-    const CheckpointGlobals& globals, SegmentTable& segments,
-    const std::vector<std::unique_ptr<Shard>>& shards, MakeMapDurable make_map_durable);
+absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const CheckpointOptions& options,
+                                                      const Geometry& geometry,
+                                                      storage::Device& device,
+                                                      TakenCheckpoint& taken, uint64_t keep_free,
+                                                      SegmentTable& segments,
+                                                      MakeMapDurable make_map_durable);
 
 // A log head that goes on in its segment: the checkpoint's segment table has it open already.
 struct ResumedHead {

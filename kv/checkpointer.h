@@ -9,7 +9,8 @@
 // keeps tables for beside the index.
 //
 // How: its thread looks every `poll` whether one is due and then calls `write`, the engine's
-// (Engine::Impl::Checkpoint), which holds writes back while it writes. A checkpoint that fails
+// (Engine::Impl::Checkpoint), which holds writes back while it takes the checkpoint into memory,
+// not while it writes it. A checkpoint that fails
 // (no room, a device error) is tried again once as much log again was written.
 //
 // Thread contract: Start, Stop from the engine's owner thread; Wrote and the counters from any.

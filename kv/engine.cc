@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "kv/checkpoint.h"
 #include "kv/engine_impl.h"
 #include "kv/memory_headroom.h"
@@ -441,8 +443,10 @@ absl::Status Engine::Impl::WriteCheckpointAtClose() {
     return WriteMapAlone(**queue);
   }
   // A checkpoint that cannot be written leaves the one kept, if any, the next Open's base.
-  NVKV_RETURN_IF_ERROR(
-      WriteCheckpointThrough(**queue, MapState::kCheckpoint, /*keep_free=*/0, nullptr).status());
+  NVKV_ASSIGN_OR_RETURN(TakenWithCounters taken, TakeCheckpointNow());
+  NVKV_RETURN_IF_ERROR(WriteCheckpointThrough(**queue, taken, MapState::kCheckpoint,
+                                              /*keep_free=*/0, nullptr)
+                           .status());
   // The pages are made durable before the map names them: WriteMapAlone flushes first.
   return WriteMapAlone(**queue);
 }
@@ -456,24 +460,36 @@ bool Engine::Impl::KeptCheckpointCurrent() {
          appender_->HeadCountersSum() == head_counters_at_checkpoint_;
 }
 
-absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
-    storage::Device& queue, MapState mark, uint64_t keep_free,
-    std::vector<SegmentMap::Ticket>* tickets) {
+absl::StatusOr<Engine::Impl::TakenWithCounters> Engine::Impl::TakeCheckpointNow() {
+  CheckpointGlobals globals;
+  globals.next_sequence = next_sequence_.load();
+  globals.dropped = &recovery_.dropped_batch_records;
+  TakenWithCounters taken;
+  NVKV_ASSIGN_OR_RETURN(taken.checkpoint,
+                        TakeCheckpoint(CheckpointOptionsOfStore(), globals, *segments_, shards_));
+  taken.head_counters = appender_->HeadCountersSum();
+  taken.segments_taken = segments_->segments_taken();
+  return taken;
+}
+
+CheckpointOptions Engine::Impl::CheckpointOptionsOfStore() const {
   CheckpointOptions options;
   options.store_seed = store_seed_;
   options.blocks_per_page = blocks_per_page_;
   options.ordered = ordered_;
-  CheckpointGlobals globals;
-  globals.next_sequence = next_sequence_.load();
-  globals.dropped = &recovery_.dropped_batch_records;
-  globals.keep_free = keep_free;
+  return options;
+}
+
+absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
+    storage::Device& queue, TakenWithCounters& taken, MapState mark, uint64_t keep_free,
+    std::vector<SegmentMap::Ticket>* tickets) {
   auto make_map_durable = [&](const SegmentMap::Ticket& ticket) {
     // While running the writer writes the map; at Close it has stopped.
     return writer_->started() ? WaitMapDurable(ticket) : WriteMapAlone(queue);
   };
   NVKV_ASSIGN_OR_RETURN(const std::vector<uint32_t> pages,
-                        WriteCheckpoint(options, geometry_, queue, globals, *segments_, shards_,
-                                        make_map_durable));
+                        WriteCheckpoint(CheckpointOptionsOfStore(), geometry_, queue,
+                                        taken.checkpoint, keep_free, *segments_, make_map_durable));
   if (mark == MapState::kBaseCheckpoint && device_info_.volatile_write_cache) {
     // The writer writes the map that names it: its pages must be durable before.
     const absl::Status flushed = storage::FlushDevice(queue);
@@ -484,9 +500,10 @@ absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
   }
   std::vector<SegmentMap::Ticket> adopted = segments_->AdoptCheckpoint(pages, mark);
   if (tickets != nullptr) *tickets = std::move(adopted);
+  // It stands for the log as it was taken: written since, the engine is not where it stands.
   kept_checkpoint_current_ = true;
-  head_counters_at_checkpoint_ = appender_->HeadCountersSum();
-  segments_taken_at_checkpoint_ = segments_->segments_taken();
+  head_counters_at_checkpoint_ = taken.head_counters;
+  segments_taken_at_checkpoint_ = taken.segments_taken;
   uint64_t total = 0;
   for (const uint32_t p : pages) total += p;
   return total;
@@ -515,22 +532,35 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue, OpenQueue(LargeIoQueueOptions()));
   uint64_t pages = 0;
   std::vector<SegmentMap::Ticket> tickets;
+  const absl::Time start = absl::Now();
+  absl::Duration held;
   {
-    // No victim is being cleaned meanwhile: compaction copies a record only while it is its
-    // key's newest, which a copy decided before the checkpoint and written after would not be.
+    // No victim is being cleaned meanwhile, until the table has adopted it: compaction copies a
+    // record only while it is its key's newest, which a copy decided before the checkpoint was
+    // taken and written after would not be; and the segments it names must stay as it took them.
     Compactor::Pause pause(*compactor_);
-    absl::MutexLock gate(&append_gate_);
-    // Every page written so far durable: the checkpoint's entries point at them. The heads go
-    // on in their segments afterwards, as after a clean Close.
-    appender_->SealOpenPages();
-    NVKV_RETURN_IF_ERROR(writer_->WaitAllDurable());
-    NVKV_ASSIGN_OR_RETURN(
-        pages, WriteCheckpointThrough(*queue, MapState::kBaseCheckpoint, keep_free, &tickets));
+    absl::StatusOr<TakenWithCounters> taken;
+    {
+      // Writes wait only while it is taken. Every page written so far durable first: its
+      // entries point at them. The heads go on in their segments afterwards, as after a clean
+      // Close: what they write from then on is the log after it.
+      absl::MutexLock gate(&append_gate_);
+      const absl::Time gate_start = absl::Now();
+      appender_->SealOpenPages();
+      NVKV_RETURN_IF_ERROR(writer_->WaitAllDurable());
+      taken = TakeCheckpointNow();
+      held = absl::Now() - gate_start;
+    }
+    NVKV_RETURN_IF_ERROR(taken.status());
+    NVKV_ASSIGN_OR_RETURN(pages, WriteCheckpointThrough(*queue, *taken, MapState::kBaseCheckpoint,
+                                                        keep_free, &tickets));
     checkpointer_->Wrote(head_counters_at_checkpoint_, pages);
   }
   // Writes go on while the writer writes the map pages that name it; it counts once they are
   // on the device.
   for (const SegmentMap::Ticket& ticket : tickets) NVKV_RETURN_IF_ERROR(WaitMapDurable(ticket));
+  checkpoint_nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start));
+  checkpoint_held_nanos_.fetch_add(absl::ToInt64Nanoseconds(held));
   return pages;
 }
 
@@ -587,6 +617,8 @@ EngineStats Engine::Impl::Stats() {
   if (checkpointer_ != nullptr) {
     s.checkpoints_written = checkpointer_->written();
     s.checkpoints_failed = checkpointer_->failed();
+    s.checkpoint_seconds = static_cast<double>(checkpoint_nanos_.load()) * 1e-9;
+    s.checkpoint_writes_held_seconds = static_cast<double>(checkpoint_held_nanos_.load()) * 1e-9;
   }
   s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
   s.capacity_bytes = geometry_.segment_count * geometry_.segment_bytes();

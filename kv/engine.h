@@ -94,7 +94,7 @@ struct EngineOptions {
   // While it runs, the engine writes a checkpoint too (checkpointer.h) once the log written since
   // the last one reaches checkpoint_log_ratio times that one's size and at least
   // checkpoint_min_log_bytes: recovery after a crash then reads that checkpoint and the log
-  // written since, not the whole log. 0: only at Close. (Writes wait while one is written.)
+  // written since, not the whole log. 0: only at Close. (Writes wait while one is taken into memory.)
   uint32_t checkpoint_log_ratio = 8;
   uint64_t checkpoint_min_log_bytes = uint64_t{64} << 20;
   // Open the store for reading only (Options::read_only): the device is opened read-only under
@@ -181,7 +181,7 @@ class Engine {
   // page of dead records, or so little that it repacks into fewer pages.
   absl::Status CompactAll();
 
-  // Writes a checkpoint now (blocking; writes wait meanwhile), as the engine does on its own
+  // Writes a checkpoint now (blocking; writes wait while it is taken), as the engine does on its own
   // (EngineOptions::checkpoint_log_ratio): recovery after a crash reads it and the log written
   // after it. Every write made so far is durable when it returns OK. kResourceExhausted when
   // the free segments cannot hold it; device errors.

@@ -74,8 +74,9 @@ class Engine::Impl final {
   // CheckOpen, and kFailedPrecondition on a store opened read-only.
   absl::Status CheckWritable() const;
   absl::Status CompactAll();
-  // Engine::Checkpoint: holds writes back (append_gate_) with compaction paused, makes every
-  // write durable, and writes a checkpoint that the map names as the base of recovery.
+  // Engine::Checkpoint: with compaction paused, holds writes back (append_gate_) while it makes
+  // every write durable and takes a checkpoint into memory, then writes it with writes going
+  // on; the map names it as the base of recovery.
   absl::Status Checkpoint();
 
   // --- inspect.cc ---
@@ -198,12 +199,23 @@ class Engine::Impl final {
   // map pages that name it. kResourceExhausted when the free segments cannot hold it; device
   // errors. Either way every write was durable before, and the next Open reads the log.
   absl::Status WriteCheckpointAtClose() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
-  // Writes a checkpoint of the engine as it is through `queue` (one with chunk buffers), leaving
-  // `keep_free` segments free, and has the table adopt it with map mark `mark` (kv/FORMAT.md
-  // "When it counts"); returns its pages. Nothing else may append meanwhile.
+  // A checkpoint taken into memory, and the counters KeptCheckpointCurrent compares as they were
+  // then.
+  struct TakenWithCounters {
+    TakenCheckpoint checkpoint;
+    uint64_t head_counters = 0;
+    uint64_t segments_taken = 0;
+  };
+  // Takes a checkpoint of the engine as it is (TakeCheckpoint). Nothing else may append
+  // meanwhile.
+  absl::StatusOr<TakenWithCounters> TakeCheckpointNow();
+  CheckpointOptions CheckpointOptionsOfStore() const;
+  // Writes `taken` through `queue` (one with chunk buffers), leaving `keep_free` segments free,
+  // and has the table adopt it with map mark `mark` (kv/FORMAT.md "When it counts"); returns its
+  // pages. Writes may go on meanwhile; compaction must stay paused (WriteCheckpoint).
   // `*tickets` (when not null) gets the map changes that name it.
-  absl::StatusOr<uint64_t> WriteCheckpointThrough(storage::Device& queue, MapState mark,
-                                                  uint64_t keep_free,
+  absl::StatusOr<uint64_t> WriteCheckpointThrough(storage::Device& queue, TakenWithCounters& taken,
+                                                  MapState mark, uint64_t keep_free,
                                                   std::vector<SegmentMap::Ticket>* tickets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   // Whether the checkpoint kept still stands for the log as it is: nothing was written since it
@@ -267,6 +279,8 @@ class Engine::Impl final {
   bool kept_checkpoint_current_ ABSL_GUARDED_BY(checkpoint_mu_) = false;
   uint64_t head_counters_at_checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
   uint64_t segments_taken_at_checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
+  // Stats::checkpoint_seconds and checkpoint_writes_held_seconds, in nanoseconds.
+  std::atomic<uint64_t> checkpoint_nanos_{0}, checkpoint_held_nanos_{0};
   std::unique_ptr<Checkpointer> checkpointer_;  // stopped first by Close
 
   // Per-thread read queues, found through a thread_local cache (read_path.cc) that shares the

@@ -260,7 +260,10 @@ bool HashIndex::SaveSome(SaveCursor& cursor, const SaveVisitor& visit) const {
   // (The same start every call: the table is as it was.)
   uint64_t start = 0;
   while (slots_[start] != kEmpty) ++start;
-  auto slot = [&](uint64_t position) { return slots_[(start + position) % capacity_]; };
+  auto slot = [&](uint64_t position) {
+    const uint64_t at = start + position;  // below twice the capacity (no division per slot)
+    return slots_[at >= capacity_ ? at - capacity_ : at];
+  };
   while (cursor.position < capacity_) {
     const uint64_t entry = slot(++cursor.position);
     if (entry == kEmpty || visit({}, entry)) continue;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <span>
 #include <unordered_set>
 #include <utility>
@@ -147,6 +148,16 @@ class FaultState {
     absl::MutexLock lock(&mu_);
     return powered_;
   }
+  void SetWriteObserver(FaultDevice::WriteObserver observer) {
+    absl::MutexLock lock(&mu_);
+    write_observer_ = observer ? std::make_shared<const FaultDevice::WriteObserver>(
+                                     std::move(observer))
+                               : nullptr;
+  }
+  std::shared_ptr<const FaultDevice::WriteObserver> write_observer() const {
+    absl::MutexLock lock(&mu_);
+    return write_observer_;
+  }
   absl::Status Arm(const OperationFault& fault);
   absl::Status AddBadBlocks(uint64_t lba, uint32_t lba_count, FaultError error);
   void SetCut(uint64_t count, OpFilter filter);
@@ -205,6 +216,7 @@ class FaultState {
   const uint32_t sectors_per_lba_;
   mutable absl::Mutex mu_;
   bool powered_ ABSL_GUARDED_BY(mu_) = true;
+  std::shared_ptr<const FaultDevice::WriteObserver> write_observer_ ABSL_GUARDED_BY(mu_);
   SplitMix64 rng_ ABSL_GUARDED_BY(mu_);
   std::vector<ArmedFault> armed_ ABSL_GUARDED_BY(mu_);
   std::vector<BadBlocks> bad_blocks_ ABSL_GUARDED_BY(mu_);
@@ -575,6 +587,9 @@ absl::Status FaultDevice::Enqueue(IoRequest* request) {
                                                " requests in flight, depth ",
                                                info().ring.queue_depth, "): reap first"));
   }
+  if (request->op == IoOp::kWrite) {
+    if (const auto observer = state_->write_observer()) (*observer)(*request);
+  }
   request->status = absl::OkStatus();
   request->parts_pending = 1;
   request->next_done = nullptr;
@@ -648,6 +663,10 @@ absl::Status FaultDevice::SetCutAfterOperations(uint64_t count, OpFilter filter)
 }
 
 absl::StatusOr<CutReport> FaultDevice::CutPower() { return state_->Cut(*inner_); }
+
+void FaultDevice::SetWriteObserver(WriteObserver observer) {
+  state_->SetWriteObserver(std::move(observer));
+}
 
 FaultStats FaultDevice::fault_stats() const { return state_->stats(); }
 

@@ -90,6 +90,7 @@
 #define NVKV_STORAGE_FAULT_DEVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -241,6 +242,12 @@ class FaultDevice final : public Device {
   absl::Status SetCutAfterOperations(uint64_t count, OpFilter filter = OpFilter::kAny);
   // Cuts power now (see the model above). kFailedPrecondition when power is already off.
   absl::StatusOr<CutReport> CutPower();
+  // Has `observer` see every write Enqueue is given, before it is carried out, on the thread
+  // that enqueues it and with no lock of the family held: a test may hold a write back there,
+  // as a slow device would, to see what goes on meanwhile. Replaces an earlier one; an empty
+  // one removes it.
+  using WriteObserver = std::function<void(const IoRequest&)>;
+  void SetWriteObserver(WriteObserver observer);
 
   FaultStats fault_stats() const;
   std::optional<CutReport> last_cut() const;          // none before the cut

@@ -156,7 +156,9 @@ std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
       .Add("compaction_bytes_written", s.compaction_bytes_written)
       .Add("cache_hits", s.cache_hits)
       .Add("cache_misses", s.cache_misses)
-      .Add("checkpoints_written", s.checkpoints_written);
+      .Add("checkpoints_written", s.checkpoints_written)
+      .Add("checkpoint_seconds", s.checkpoint_seconds)
+      .Add("checkpoint_writes_held_seconds", s.checkpoint_writes_held_seconds);
   json.AddRaw("store", store.Finish());
   const DiskDelta& d = phase.disk;
   if (d.valid) {

@@ -358,6 +358,9 @@ StoreDelta Delta(const Stats& before, const Stats& after) {
   d.cache_hits = after.cache_hits - before.cache_hits;
   d.cache_misses = after.cache_misses - before.cache_misses;
   d.checkpoints_written = after.checkpoints_written - before.checkpoints_written;
+  d.checkpoint_seconds = after.checkpoint_seconds - before.checkpoint_seconds;
+  d.checkpoint_writes_held_seconds =
+      after.checkpoint_writes_held_seconds - before.checkpoint_writes_held_seconds;
   return d;
 }
 

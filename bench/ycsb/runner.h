@@ -65,6 +65,7 @@ struct StoreDelta {
   uint64_t user_bytes_written = 0, device_bytes_written = 0, compaction_bytes_written = 0;
   uint64_t cache_hits = 0, cache_misses = 0;
   uint64_t checkpoints_written = 0;  // while running (Options::checkpoint_log_ratio)
+  double checkpoint_seconds = 0, checkpoint_writes_held_seconds = 0;
 };
 
 // The block device under the store over a phase, from /proc/diskstats (the whole device: on a

@@ -95,6 +95,7 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"cache_capacity_bytes\":1048576,\"capacity_bytes\":33554432,"
       "\"usable_bytes\":30000000,\"live_bytes\":40,\"segments_total\":64,\"segments_free\":62,"
       "\"segments_checkpoint\":0,\"checkpoints_written\":0,\"checkpoints_failed\":0,"
+      "\"checkpoint_seconds\":0,\"checkpoint_writes_held_seconds\":0,"
       "\"segments_cleaned\":0,\"segments_retained\":0,\"compaction_damaged_pages\":0,"
       "\"unreadable_pages\":0,\"recovery_pages_scanned\":5,\"recovery_segments_skipped\":60,"
       "\"recovery_map_pages_damaged\":1,\"recovery_segments_summarized\":7,"

@@ -51,6 +51,8 @@ PhaseResult SamplePhase() {
   phase.store.cache_hits = 150;
   phase.store.cache_misses = 50;
   phase.store.checkpoints_written = 2;
+  phase.store.checkpoint_seconds = 0.25;
+  phase.store.checkpoint_writes_held_seconds = 0.125;
   phase.disk.valid = true;
   phase.disk.name = "vda";
   phase.disk.reads = 210;
@@ -100,7 +102,8 @@ TEST(YcsbReportTest, JsonLineHasEveryFieldInOrder) {
       "\"store\": {\"gets\": 200, \"puts\": 100, \"page_reads\": 210, \"key_check_page_reads\": 10, \"pages_written\": 40, "
       "\"verify_reads\": 1, \"blind_writes\": 0, \"settle_page_reads\": 0, \"flushes\": 7, \"fua_writes\": 2, \"user_bytes_written\": 110000, "
       "\"device_bytes_written\": 163840, \"compaction_bytes_written\": 4096, "
-      "\"cache_hits\": 150, \"cache_misses\": 50, \"checkpoints_written\": 2}, "
+      "\"cache_hits\": 150, \"cache_misses\": 50, \"checkpoints_written\": 2, "
+      "\"checkpoint_seconds\": 0.25, \"checkpoint_writes_held_seconds\": 0.125}, "
       "\"disk\": {\"name\": \"vda\", \"reads\": 210, \"writes\": 41, \"read_bytes\": 860160, "
       "\"write_bytes\": 167936, \"avg_queue_depth\": 1.250}, "
       "\"first_error\": \"update user1: Unavailable: busy\"}\n");
@@ -119,7 +122,8 @@ TEST(YcsbReportTest, JsonLineWithoutOperationsOrDisk) {
             "\"verify_reads\": 0, \"blind_writes\": 0, \"settle_page_reads\": 0, "
             "\"flushes\": 0, \"fua_writes\": 0, \"user_bytes_written\": 0, "
             "\"device_bytes_written\": 0, \"compaction_bytes_written\": 0, "
-            "\"cache_hits\": 0, \"cache_misses\": 0, \"checkpoints_written\": 0}, "
+            "\"cache_hits\": 0, \"cache_misses\": 0, \"checkpoints_written\": 0, "
+            "\"checkpoint_seconds\": 0, \"checkpoint_writes_held_seconds\": 0}, "
             "\"first_error\": \"\"}\n");
 }
 

@@ -13,7 +13,9 @@
 // its seed (CacheBytesFor): without it, hash-mode overwrites are written blind and compaction
 // settles their stale entries (kv/README.md "Blind overwrites"). Some steps are bursts of
 // asynchronous durable puts (WriteAsync, then Poll until every callback ran): a put its callback
-// reported durable must survive. Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds
+// reported durable must survive. Half the checkpoints written while running have writes made
+// while their pages are written (FaultDevice::SetWriteObserver), which they do not make durable.
+// Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds
 // with NVKV_CRASH_SEEDS=<n>. Each reopen after a cut, which reads only the segments the segment
 // map does not say are free, must find what a reopen of a copy of the same bytes finds reading
 // every segment. Each check ends with a clean Close, whose checkpoint the next life reads: its
@@ -29,6 +31,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -260,6 +263,7 @@ struct CutTally {
   // or a base whose segments compaction freed since), reading the log instead.
   uint64_t reopened_from_base = 0, checkpoints_set_aside = 0;
   uint64_t checkpoints_while_running = 0;  // Engine::Checkpoint calls that returned OK
+  uint64_t writes_during_checkpoints = 0;  // acknowledged while a checkpoint's pages were written
   // Lives whose workload went on in the log heads' segments of the clean Close before them
   // (each check ends with one), the cut then falling on pages of logs two sessions wrote.
   uint64_t lives_on_resumed_heads = 0;
@@ -446,10 +450,43 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
       status = (*engine)->CompactAll();
     } else {
       // A checkpoint while running (it makes every write durable first), which the reopen
-      // after the cut starts from, unless the cut left its map write incomplete.
+      // after the cut starts from, unless the cut left its map write incomplete. In half of
+      // them writes go on while its pages are written, made as the device is given its first
+      // page (from this thread, so that the seed replays them): puts durable or not, deletes.
+      // The checkpoint does not make those durable.
+      const int during = rng.Next() % 2 == 0 ? 1 + static_cast<int>(rng.Next() % 6) : 0;
+      bool seen = false;
+      std::set<std::string> not_durable;  // written during it, with no durable write after
+      if (during > 0) {
+        device->SetWriteObserver([&](const storage::IoRequest& request) {
+          PageHeader header;
+          std::memcpy(&header, request.buffer.data, sizeof(header));
+          if (seen || header.type != static_cast<uint8_t>(PageType::kCheckpoint)) return;
+          seen = true;
+          for (int i = 0; i < during; ++i) {
+            const std::string written = "k" + std::to_string(rng.Next() % 64);
+            const bool is_delete = rng.Next() % 4 == 0;
+            const bool durable = is_delete || rng.Next() % 2 == 0;
+            const std::string value = is_delete
+                                          ? std::string(kDeleted)
+                                          : ValueFor(written, ++version, rng, max_value_bytes);
+            model->Attempted(written, value);
+            const WriteOp op{is_delete, written, is_delete ? std::string_view() : value};
+            if (!(*engine)->Write(std::span<const WriteOp>(&op, 1), durable).ok()) return;
+            model->Acked(written, value, durable);
+            ++tally->writes_during_checkpoints;
+            if (durable) {
+              not_durable.clear();
+            } else {
+              not_durable.insert(written);
+            }
+          }
+        });
+      }
       status = (*engine)->Checkpoint();
+      device->SetWriteObserver(nullptr);
       if (status.ok()) {
-        model->AllAckedDurable();
+        model->AllAckedDurable(not_durable);
         ++tally->checkpoints_while_running;
       } else if (absl::IsResourceExhausted(status)) {
         status = absl::OkStatus();  // no room for it: the store goes on without
@@ -725,8 +762,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "(free in the segment map), %llu read by their summaries; %llu cuts during a "
               "Close, %llu right after one; %llu reopens from a checkpoint, %llu after a cut "
               "from the base checkpoint and the log after it, %llu set a checkpoint aside; %llu "
-              "checkpoints written while running; %llu "
-              "lives wrote on in the heads' segments of the Close before them; %llu reopens read "
+              "checkpoints written while running, %llu writes acknowledged while one was "
+              "written; %llu lives wrote on in the heads' segments of the Close before them; %llu reopens read "
               "the log in passes\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
@@ -747,6 +784,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.reopened_from_base),
               static_cast<unsigned long long>(tally.checkpoints_set_aside),
               static_cast<unsigned long long>(tally.checkpoints_while_running),
+              static_cast<unsigned long long>(tally.writes_during_checkpoints),
               static_cast<unsigned long long>(tally.lives_on_resumed_heads),
               static_cast<unsigned long long>(tally.reopened_in_passes));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
@@ -766,6 +804,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   // Lives after the first begin with the checkpoint of the check before (in their own mode).
   EXPECT_GE(tally.reopened_from_base * 8, tally.runs) << "few cuts recovered from a base";
   EXPECT_GT(tally.checkpoints_while_running, tally.runs);
+  EXPECT_GT(tally.writes_during_checkpoints, tally.runs);
   // Lives after the first whose check before reopened in the run's own index mode (a checkpoint
   // of the other mode is set aside): one in three with the default NVKV_CRASH_LIVES.
   if (Lives() > 2) {

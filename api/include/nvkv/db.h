@@ -247,7 +247,8 @@ class DB {
   // Writes a checkpoint of the index now, as the engine does on its own while it runs
   // (Options::checkpoint_log_ratio) and at Close: once it returns OK, Open after a crash reads
   // that checkpoint and only the log written after it. Makes every earlier write durable first
-  // (as Flush); writes wait while it is written. Errors: kFailedPrecondition after Close() or on
+  // (as Flush); writes wait while it is taken into memory, not while it is written (they do not
+  // become durable by it). Errors: kFailedPrecondition after Close() or on
   // a read-only DB; kResourceExhausted when the free segments cannot hold it (the last one
   // stays in use); kFailedPrecondition from inside a ForEachLive visitor too; device errors.
   absl::Status Checkpoint();

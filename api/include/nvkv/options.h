@@ -227,7 +227,8 @@ struct Options {
   // checkpoint's size, and at least checkpoint_min_log_bytes: Open after a crash then reads that
   // checkpoint and only the log written after it, within recovery_memory_bytes' share above. A
   // checkpoint writes about the index's size (10-20 bytes a key in hash mode); writes wait
-  // while it is written. The ratio bounds what checkpoints add to the device's writes (a
+  // only while it is taken into memory, where it stays while it is written (that much memory
+  // more for that long). The ratio bounds what checkpoints add to the device's writes (a
   // ratio-th of the log's) and, with the minimum, how much log a crash leaves to read.
   // 0: never while running (Open after a crash reads the log written since the last clean
   // Close). 0..1024. See also DB::Checkpoint.

@@ -128,6 +128,10 @@ struct Stats {
   // engine could not write on its own (no room, a device error).
   uint64_t checkpoints_written = 0;
   uint64_t checkpoints_failed = 0;
+  // What the checkpoints written while running took, and of that the time writes waited for
+  // them (while each was taken into memory, not while it was written), in seconds.
+  double checkpoint_seconds = 0;
+  double checkpoint_writes_held_seconds = 0;
   uint64_t segments_cleaned = 0;
   // Damage. A segment compaction cleaned but could not free, because records on its damaged
   // pages are still indexed (they read as kDataLoss until written again), is retained; it is
