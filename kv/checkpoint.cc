@@ -131,8 +131,16 @@ StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const Checkpoi
   return counts;
 }
 
-// Holds the stream in memory, in blocks allocated as it grows (TakenCheckpoint); failed() once
-// one could not be.
+// Adds a block to `taken` (false when the system has none to give).
+bool AddBlock(TakenCheckpoint& taken) {
+  std::unique_ptr<uint8_t[]> block(new (std::nothrow) uint8_t[TakenCheckpoint::kBlockBytes]);
+  if (block == nullptr) return false;
+  taken.blocks.push_back(std::move(block));
+  return true;
+}
+
+// Holds the stream in memory, in the blocks made ready for it and more as it grows
+// (TakenCheckpoint); failed() once one could not be allocated.
 class StagedOut {
  public:
   explicit StagedOut(TakenCheckpoint& taken) : taken_(taken) {}
@@ -143,22 +151,20 @@ class StagedOut {
     const size_t used_now = taken_.bytes % TakenCheckpoint::kBlockBytes;
     if (used_now != 0 && count <= TakenCheckpoint::kBlockBytes - used_now) {
       // Most appends are a few bytes into the block being filled.
-      std::memcpy(taken_.blocks.back().get() + used_now, from, count);
+      std::memcpy(taken_.blocks[taken_.bytes / TakenCheckpoint::kBlockBytes].get() + used_now,
+                  from, count);
       taken_.bytes += count;
       return;
     }
     while (count > 0 && !failed_) {
       const size_t used = taken_.bytes % TakenCheckpoint::kBlockBytes;
-      if (used == 0) {
-        std::unique_ptr<uint8_t[]> block(new (std::nothrow) uint8_t[TakenCheckpoint::kBlockBytes]);
-        if (block == nullptr) {
-          failed_ = true;
-          return;
-        }
-        taken_.blocks.push_back(std::move(block));
+      const size_t block = taken_.bytes / TakenCheckpoint::kBlockBytes;
+      if (block == taken_.blocks.size() && !AddBlock(taken_)) {
+        failed_ = true;
+        return;
       }
       const size_t take = std::min(count, TakenCheckpoint::kBlockBytes - used);
-      std::memcpy(taken_.blocks.back().get() + used, from, take);
+      std::memcpy(taken_.blocks[block].get() + used, from, take);
       taken_.bytes += take;
       from += take;
       count -= take;
@@ -716,12 +722,20 @@ class Loader {
 
 }  // namespace
 
+void MakeRoomToTake(uint64_t bytes, TakenCheckpoint& taken) {
+  while (taken.blocks.size() * TakenCheckpoint::kBlockBytes < bytes && AddBlock(taken)) {
+    std::memset(taken.blocks.back().get(), 0, TakenCheckpoint::kBlockBytes);
+  }
+}
+
 absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const CheckpointOptions& options,
                                                const CheckpointGlobals& globals,
                                                SegmentTable& segments,
-                                               const std::vector<std::unique_ptr<Shard>>& shards) {
+                                               const std::vector<std::unique_ptr<Shard>>& shards,
+                                               TakenCheckpoint room) {
   NVKV_CHECK(globals.dropped != nullptr);
-  TakenCheckpoint taken;
+  NVKV_CHECK(room.bytes == 0);
+  TakenCheckpoint taken = std::move(room);
   CheckpointHeader& header = taken.header;
   header.shard_count = static_cast<uint32_t>(shards.size());
   header.flags = (options.ordered ? kCheckpointOrdered : 0) | kCheckpointHeads;

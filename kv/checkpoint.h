@@ -85,14 +85,21 @@ struct TakenCheckpoint {
   uint64_t bytes = 0;
 };
 
-// Takes the checkpoint of `shards` and `segments` as they are into memory. Nothing may change
-// them meanwhile: the engine is closing, or holds its writes back with compaction paused (a
+// Blocks for about `bytes` of stream, allocated and their pages touched, for TakeCheckpoint to
+// fill: made before writes are held back, so that the take does not wait on a page fault for
+// each page of them. As many as the system gives.
+void MakeRoomToTake(uint64_t bytes, TakenCheckpoint& taken);
+
+// Takes the checkpoint of `shards` and `segments` as they are into memory: into `room`'s blocks
+// (MakeRoomToTake; none holding any stream yet), and more as needed. Nothing may change them
+// meanwhile: the engine is closing, or holds its writes back with compaction paused (a
 // checkpoint while running); it lets their locks go between pieces. kResourceExhausted when
 // the system has no memory for it.
 absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const CheckpointOptions& options,
                                                const CheckpointGlobals& globals,
                                                SegmentTable& segments,
-                                               const std::vector<std::unique_ptr<Shard>>& shards);
+                                               const std::vector<std::unique_ptr<Shard>>& shards,
+                                               TakenCheckpoint room = {});
 
 // Writes `taken` into free segments through `device` (a queue with chunk buffers), which the
 // table holds for it (SegmentTable::TakeForCheckpoint), leaving `keep_free` free, and returns how

@@ -460,13 +460,15 @@ bool Engine::Impl::KeptCheckpointCurrent() {
          appender_->HeadCountersSum() == head_counters_at_checkpoint_;
 }
 
-absl::StatusOr<Engine::Impl::TakenWithCounters> Engine::Impl::TakeCheckpointNow() {
+absl::StatusOr<Engine::Impl::TakenWithCounters> Engine::Impl::TakeCheckpointNow(
+    TakenCheckpoint room) {
   CheckpointGlobals globals;
   globals.next_sequence = next_sequence_.load();
   globals.dropped = &recovery_.dropped_batch_records;
   TakenWithCounters taken;
   NVKV_ASSIGN_OR_RETURN(taken.checkpoint,
-                        TakeCheckpoint(CheckpointOptionsOfStore(), globals, *segments_, shards_));
+                        TakeCheckpoint(CheckpointOptionsOfStore(), globals, *segments_, shards_,
+                                       std::move(room)));
   taken.head_counters = appender_->HeadCountersSum();
   taken.segments_taken = segments_->segments_taken();
   return taken;
@@ -539,6 +541,10 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
     // record only while it is its key's newest, which a copy decided before the checkpoint was
     // taken and written after would not be; and the segments it names must stay as it took them.
     Compactor::Pause pause(*compactor_);
+    // Memory for it before writes are held back: as much as the last one took, and a quarter
+    // more (the log grew since).
+    TakenCheckpoint room;
+    MakeRoomToTake(checkpointer_->last_pages() * geometry_.payload_bytes() / 4 * 5, room);
     absl::StatusOr<TakenWithCounters> taken;
     {
       // Writes wait only while it is taken. Every page written so far durable first: its
@@ -548,7 +554,7 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
       const absl::Time gate_start = absl::Now();
       appender_->SealOpenPages();
       NVKV_RETURN_IF_ERROR(writer_->WaitAllDurable());
-      taken = TakeCheckpointNow();
+      taken = TakeCheckpointNow(std::move(room));
       held = absl::Now() - gate_start;
     }
     NVKV_RETURN_IF_ERROR(taken.status());

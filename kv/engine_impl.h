@@ -206,9 +206,9 @@ class Engine::Impl final {
     uint64_t head_counters = 0;
     uint64_t segments_taken = 0;
   };
-  // Takes a checkpoint of the engine as it is (TakeCheckpoint). Nothing else may append
-  // meanwhile.
-  absl::StatusOr<TakenWithCounters> TakeCheckpointNow();
+  // Takes a checkpoint of the engine as it is (TakeCheckpoint), into `room` first. Nothing else
+  // may append meanwhile.
+  absl::StatusOr<TakenWithCounters> TakeCheckpointNow(TakenCheckpoint room = {});
   CheckpointOptions CheckpointOptionsOfStore() const;
   // Writes `taken` through `queue` (one with chunk buffers), leaving `keep_free` segments free,
   // and has the table adopt it with map mark `mark` (kv/FORMAT.md "When it counts"); returns its
