@@ -265,6 +265,34 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
     return pages;
   }
 
+  // The store on `storage` opened on a FaultDevice with `faults`, and a queue of the device's
+  // family that the test keeps, whose fault controls outlive the engine's queues.
+  struct FaultyStore {
+    std::unique_ptr<storage::Device> watch;
+    storage::FaultDevice* device = nullptr;
+    std::unique_ptr<Engine> engine;
+  };
+  FaultyStore OpenFaulty(const std::shared_ptr<MemStorage>& storage,
+                         const storage::FaultDeviceOptions& faults) {
+    FaultyStore store;
+    auto mem = MemDevice::Open(storage, MemOptions());
+    EXPECT_THAT(mem, IsOk());
+    if (!mem.ok()) return store;
+    auto fault = storage::FaultDevice::Create(std::move(*mem), faults);
+    EXPECT_THAT(fault, IsOk());
+    if (!fault.ok()) return store;
+    auto watch = (*fault)->OpenQueue(storage::QueueOptions{});
+    EXPECT_THAT(watch, IsOk());
+    if (!watch.ok()) return store;
+    auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions({}, GetParam()));
+    EXPECT_THAT(engine, IsOk());
+    if (!engine.ok()) return store;
+    store.watch = std::move(*watch);
+    store.device = static_cast<storage::FaultDevice*>(store.watch.get());
+    store.engine = std::move(*engine);
+    return store;
+  }
+
   std::shared_ptr<MemStorage> storage_;
   std::map<std::string, std::string> expected_;
   std::set<std::string> deleted_;
@@ -486,29 +514,24 @@ TEST_P(CheckpointTest, ACheckpointWhileRunningBecomesTheBase) {
 // writes waited for the whole checkpoint.)
 TEST_P(CheckpointTest, WritesGoOnWhileACheckpointsPagesAreWritten) {
   WriteAndClose();
-  auto mem = MemDevice::Open(storage_, MemOptions());
-  ASSERT_THAT(mem, IsOk());
-  auto fault = storage::FaultDevice::Create(std::move(*mem), {});
-  ASSERT_THAT(fault, IsOk());
-  storage::FaultDevice* device = fault->get();  // the engine's, alive as long as it is
+  FaultyStore store = OpenFaulty(storage_, {});
+  ASSERT_NE(store.engine, nullptr);
+  storage::FaultDevice* device = store.device;
+  std::unique_ptr<Engine>& engine = store.engine;
   absl::Mutex mu;
   bool held = false, released = false;
   absl::Duration held_for;  // the checkpoint's pages, at the device
   device->SetWriteObserver([&](const storage::IoRequest& request) {
-    PageHeader header;
-    std::memcpy(&header, request.buffer.data, sizeof(header));
-    if (header.type != static_cast<uint8_t>(PageType::kCheckpoint)) return;
+    if (!WritesCheckpointPages(request)) return;
     absl::MutexLock lock(&mu);
     const absl::Time start = absl::Now();
     held = true;
     mu.AwaitWithTimeout(absl::Condition(&released), absl::Seconds(60));
     held_for += absl::Now() - start;
   });
-  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions({}, GetParam()));
-  ASSERT_THAT(engine, IsOk());
-  Write(**engine, 2);
+  Write(*engine, 2);
   absl::Status checkpointed;
-  std::thread checkpoint([&] { checkpointed = (*engine)->Checkpoint(); });
+  std::thread checkpoint([&] { checkpointed = engine->Checkpoint(); });
   {
     absl::MutexLock lock(&mu);
     EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&held), absl::Seconds(60)));
@@ -517,7 +540,7 @@ TEST_P(CheckpointTest, WritesGoOnWhileACheckpointsPagesAreWritten) {
   absl::Status write_status;
   std::thread writer([&] {
     const WriteOp op{false, "during", "the checkpoint"};
-    write_status = (*engine)->Write(std::span<const WriteOp>(&op, 1), /*durable=*/true);
+    write_status = engine->Write(std::span<const WriteOp>(&op, 1), /*durable=*/true);
     wrote = true;
   });
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -533,15 +556,15 @@ TEST_P(CheckpointTest, WritesGoOnWhileACheckpointsPagesAreWritten) {
   ASSERT_THAT(write_status, IsOk());
   ASSERT_THAT(checkpointed, IsOk());
   expected_["during"] = "the checkpoint";
-  const EngineStats stats = (*engine)->Stats();
+  const EngineStats stats = engine->Stats();
   EXPECT_EQ(stats.checkpoints_written, 1u);
   // Stats tell the time the checkpoint took from the time writes waited for it.
   EXPECT_GT(stats.checkpoint_writes_held_seconds, 0);
   EXPECT_GE(stats.checkpoint_seconds - stats.checkpoint_writes_held_seconds,
             absl::ToDoubleSeconds(held_for));
-  Write(**engine, 3);
-  ASSERT_THAT((*engine)->Flush(), IsOk());
-  EXPECT_NE(CrashAndRecoverFromBase({}, (*engine)->Stats().live_keys), nullptr);
+  Write(*engine, 3);
+  ASSERT_THAT(engine->Flush(), IsOk());
+  EXPECT_NE(CrashAndRecoverFromBase({}, engine->Stats().live_keys), nullptr);
 }
 
 // Recovery over a base in passes (its tables' budget short) reads the log after the base once:
@@ -995,29 +1018,22 @@ TEST_P(CheckpointTest, ACutBeforeTheMapNamesACheckpointLeavesTheMapsFloorAboveIt
       expected_ = expected_before;
       deleted_ = deleted_before;
       const std::shared_ptr<MemStorage> storage = CopyOf(*storage_);
-      auto mem = MemDevice::Open(storage, MemOptions());
-      ASSERT_THAT(mem, IsOk());
       storage::FaultDeviceOptions keep_all;
       keep_all.seed = n;
       keep_all.drop_weight = 0;
       keep_all.tear_weight = 0;
-      auto fault = storage::FaultDevice::Create(std::move(*mem), keep_all);
-      ASSERT_THAT(fault, IsOk());
-      // A queue of the device's family, which shares its faults and outlives the engine's.
-      auto watch = (*fault)->OpenQueue(storage::QueueOptions{});
-      ASSERT_THAT(watch, IsOk());
-      auto* device = static_cast<storage::FaultDevice*>(watch->get());
-      auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions({}, GetParam()));
-      ASSERT_THAT(engine, IsOk());
-      Write(**engine, 2);
+      FaultyStore store = OpenFaulty(storage, keep_all);
+      ASSERT_NE(store.engine, nullptr);
+      storage::FaultDevice* device = store.device;
+      Write(*store.engine, 2);
       ASSERT_THAT(device->SetCutAfterOperations(n), IsOk());
       if (at_close) {
-        (*engine)->Close().IgnoreError();
+        store.engine->Close().IgnoreError();
       } else {
-        (*engine)->Checkpoint().IgnoreError();
+        store.engine->Checkpoint().IgnoreError();
       }
       const bool cut = device->last_cut().has_value();
-      engine->reset();  // (without a cut yet, its Close may meet it: the copy is dropped)
+      store.engine.reset();  // (without a cut yet, its Close may meet it: the copy is dropped)
       if (!cut) break;
       const UnnamedCheckpointPages unnamed = CheckpointPagesInFreeSegments(*storage);
       for (const uint64_t g : unnamed.generations) {
@@ -1051,25 +1067,17 @@ TEST_P(CheckpointTest, ACutWhileWritesGoOnDuringACheckpointLosesNoAcknowledgedWr
     expected_ = expected_before;
     deleted_ = deleted_before;
     const std::shared_ptr<MemStorage> storage = CopyOf(*storage_);
-    auto mem = MemDevice::Open(storage, MemOptions());
-    ASSERT_THAT(mem, IsOk());
     storage::FaultDeviceOptions fates;
     fates.seed = n;
-    auto fault = storage::FaultDevice::Create(std::move(*mem), fates);
-    ASSERT_THAT(fault, IsOk());
-    auto watch = (*fault)->OpenQueue(storage::QueueOptions{});
-    ASSERT_THAT(watch, IsOk());
-    auto* device = static_cast<storage::FaultDevice*>(watch->get());
-    auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions({}, GetParam()));
-    ASSERT_THAT(engine, IsOk());
-    Write(**engine, 2);
-    ASSERT_THAT((*engine)->Flush(), IsOk());
+    FaultyStore store = OpenFaulty(storage, fates);
+    ASSERT_NE(store.engine, nullptr);
+    storage::FaultDevice* device = store.device;
+    Write(*store.engine, 2);
+    ASSERT_THAT(store.engine->Flush(), IsOk());
     bool wrote_during = false, cut_during = false;
     std::set<std::string> unknown;  // a write the cut failed: either value may be found
     device->SetWriteObserver([&](const storage::IoRequest& request) {
-      PageHeader header;
-      std::memcpy(&header, request.buffer.data, sizeof(header));
-      if (wrote_during || header.type != static_cast<uint8_t>(PageType::kCheckpoint)) return;
+      if (wrote_during || !WritesCheckpointPages(request)) return;
       wrote_during = true;
       for (int i = 0; i < 12; ++i) {
         // New keys, overwrites and deletes of earlier ones.
@@ -1077,7 +1085,7 @@ TEST_P(CheckpointTest, ACutWhileWritesGoOnDuringACheckpointLosesNoAcknowledgedWr
         const bool is_delete = i % 4 == 3;
         const std::string value = absl::StrCat("during the checkpoint ", i);
         const WriteOp op{is_delete, key, is_delete ? std::string_view() : value};
-        if (!(*engine)->Write(std::span<const WriteOp>(&op, 1), /*durable=*/true).ok()) {
+        if (!store.engine->Write(std::span<const WriteOp>(&op, 1), /*durable=*/true).ok()) {
           unknown.insert(key);
           cut_during = true;
           return;
@@ -1092,10 +1100,10 @@ TEST_P(CheckpointTest, ACutWhileWritesGoOnDuringACheckpointLosesNoAcknowledgedWr
       }
     });
     ASSERT_THAT(device->SetCutAfterOperations(n), IsOk());
-    (*engine)->Checkpoint().IgnoreError();
+    store.engine->Checkpoint().IgnoreError();
     const bool cut = device->last_cut().has_value();
     device->SetWriteObserver(nullptr);
-    engine->reset();
+    store.engine.reset();
     if (!cut) {
       EXPECT_TRUE(wrote_during);
       break;

@@ -459,9 +459,7 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
       std::set<std::string> not_durable;  // written during it, with no durable write after
       if (during > 0) {
         device->SetWriteObserver([&](const storage::IoRequest& request) {
-          PageHeader header;
-          std::memcpy(&header, request.buffer.data, sizeof(header));
-          if (seen || header.type != static_cast<uint8_t>(PageType::kCheckpoint)) return;
+          if (seen || !WritesCheckpointPages(request)) return;
           seen = true;
           for (int i = 0; i < during; ++i) {
             const std::string written = "k" + std::to_string(rng.Next() % 64);

@@ -5,11 +5,13 @@
 #define NVKV_TESTS_KV_MEM_STORE_H_
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "kv/page_format.h"
 #include "storage/base/check.h"
+#include "storage/device.h"
 #include "storage/mem_device.h"
 
 namespace nvkv::kv {
@@ -34,6 +36,14 @@ inline std::shared_ptr<storage::MemStorage> CopyOf(const storage::MemStorage& st
   const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
   (*copy)->Write(0, storage.lba_count(), bytes.data());
   return *copy;
+}
+
+// Whether `request` (a write, as FaultDevice::SetWriteObserver sees it) begins with a page of a
+// checkpoint.
+inline bool WritesCheckpointPages(const storage::IoRequest& request) {
+  PageHeader header;
+  std::memcpy(&header, request.buffer.data, sizeof(header));
+  return header.type == static_cast<uint8_t>(PageType::kCheckpoint);
 }
 
 }  // namespace nvkv::kv
