@@ -146,6 +146,7 @@ class StagedOut {
   explicit StagedOut(TakenCheckpoint& taken) : taken_(taken) {}
 
   void Append(const void* data, size_t count) {
+    if (count == 0) return;  // (`data` may be null then: an empty summary)
     const auto* from = static_cast<const uint8_t*>(data);
     since_drain_ += count;
     const size_t used_now = taken_.bytes % TakenCheckpoint::kBlockBytes;
