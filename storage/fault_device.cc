@@ -160,6 +160,7 @@ class FaultState {
   }
   absl::Status Arm(const OperationFault& fault);
   absl::Status AddBadBlocks(uint64_t lba, uint32_t lba_count, FaultError error);
+  void ClearBadBlocks();
   void SetCut(uint64_t count, OpFilter filter);
   // Carries `pending->request` out on `inner` (sets its status; fills write_id and
   // flush_horizon). Not OK only when power is off (then nothing was accepted).
@@ -239,6 +240,11 @@ absl::Status FaultState::AddBadBlocks(uint64_t lba, uint32_t lba_count, FaultErr
   absl::MutexLock lock(&mu_);
   bad_blocks_.push_back(BadBlocks{lba, lba_count, error});
   return absl::OkStatus();
+}
+
+void FaultState::ClearBadBlocks() {
+  absl::MutexLock lock(&mu_);
+  bad_blocks_.clear();
 }
 
 absl::Status FaultState::Arm(const OperationFault& fault) {
@@ -655,6 +661,8 @@ absl::Status FaultDevice::FailOperation(const OperationFault& fault) {
 absl::Status FaultDevice::FailReadsOf(uint64_t lba, uint32_t lba_count, FaultError error) {
   return state_->AddBadBlocks(lba, lba_count, error);
 }
+
+void FaultDevice::HealReads() { state_->ClearBadBlocks(); }
 
 absl::Status FaultDevice::SetCutAfterOperations(uint64_t count, OpFilter filter) {
   if (count == 0) return absl::InvalidArgumentError("cut after operations: count from 1");

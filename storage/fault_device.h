@@ -69,7 +69,8 @@
 //      FaultError::kSilent the write reports success instead: a lost or torn write the drive
 //      does not notice.
 //      FailReadsOf makes blocks unreadable instead: every later read touching them fails the same
-//      way (a bad sector), whichever operation it is.
+//      way (a bad sector), whichever operation it is, until HealReads (a transient failure:
+//      the blocks read again, holding what they held).
 //   7. Determinism. Every random choice comes from one SplitMix64 (base/split_mix64.h) seeded
 //      with options.seed and drawn in operation order, so the same seed and the same sequence of
 //      operations give the same faults, fates and bytes. With queues on several threads the
@@ -236,6 +237,9 @@ class FaultDevice final : public Device {
   // family; writes to them still succeed. kInvalidArgument for kSilent or a count of 0.
   absl::Status FailReadsOf(uint64_t lba, uint32_t lba_count,
                            FaultError error = FaultError::kIoError);
+  // Every block FailReadsOf made unreadable reads again from now on: the failure was transient
+  // (a controller reset, a path that came back), and the blocks hold what they held.
+  void HealReads();
   // Cuts power right after the `count`-th matching operation Enqueue accepts from now on is
   // carried out: that request is in flight at the cut (a write may be kept, torn or dropped)
   // and its Enqueue still returns OK. Replaces an earlier setting. kInvalidArgument for 0.

@@ -178,6 +178,18 @@ TEST(FaultDeviceTest, UnreadableBlocksFailEveryReadThatTouchesThem) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A transient read failure: once healed, the blocks read back what they held before.
+TEST(FaultDeviceTest, HealedBlocksReadWhatTheyHeld) {
+  Rig rig = MakeRig();
+  ASSERT_THAT(WritePattern(*rig.device, 0, 16, 7), IsOk());
+  ASSERT_THAT(rig.device->FailReadsOf(5, 2), IsOk());
+  EXPECT_FALSE(ReadBack(*rig.device, 0, 16).ok());
+  rig.device->HealReads();
+  auto read = ReadBack(*rig.device, 0, 16);
+  ASSERT_THAT(read, IsOk());
+  EXPECT_EQ(*read, Pattern(16 * kLbaBytes, 7));
+}
+
 TEST(FaultDeviceTest, FailedWriteWritesNothing) {
   Rig rig = MakeRig();
   ASSERT_THAT(WritePattern(*rig.device, 8, 2, 1), IsOk());
