@@ -242,6 +242,9 @@ void nvkv_options_set_force_format(nvkv_options_t* o, uint8_t v) {
 }
 void nvkv_options_set_read_only(nvkv_options_t* o, uint8_t v) { o->options.read_only = v != 0; }
 void nvkv_options_set_grow_store(nvkv_options_t* o, uint8_t v) { o->options.grow_store = v != 0; }
+void nvkv_options_set_open_degraded(nvkv_options_t* o, uint8_t v) {
+  o->options.open_degraded = v != 0;
+}
 void nvkv_options_set_capacity_bytes(nvkv_options_t* o, uint64_t v) {
   o->options.capacity_bytes = v;
 }

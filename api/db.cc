@@ -60,6 +60,7 @@ kv::EngineOptions ToEngineOptions(const Options& options) {
   engine.force_format = options.force_format;
   engine.read_only = options.read_only;
   engine.grow_store = options.grow_store;
+  engine.open_degraded = options.open_degraded;
   engine.capacity_bytes = options.capacity_bytes;
   engine.page_bytes = options.page_bytes;
   engine.segment_bytes = options.segment_bytes;
@@ -103,6 +104,7 @@ static_assert(kOptions.error_if_exists == kEngine.error_if_exists);
 static_assert(kOptions.force_format == kEngine.force_format);
 static_assert(kOptions.read_only == kEngine.read_only);
 static_assert(kOptions.grow_store == kEngine.grow_store);
+static_assert(kOptions.open_degraded == kEngine.open_degraded);
 static_assert(std::string_view(DB::kFormatRefusedPayload) == kv::kFormatRefusedPayload);
 static_assert(kOptions.capacity_bytes == kEngine.capacity_bytes);
 static_assert(kOptions.page_bytes == kEngine.page_bytes);

@@ -206,6 +206,12 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
   SegmentRecords collected;
   CollectNewestRecords(geometry_, options_.store_seed, segment,
                        [&](uint32_t i) { return victim->page(i); }, &collected);
+  if (options_.dropped_batch_records != nullptr && !options_.dropped_batch_records->empty()) {
+    std::erase_if(collected.records, [&](const ScannedRecord& record) {
+      return (record.header.flags & kRecordInBatch) != 0 &&
+             options_.dropped_batch_records->Contains(record.header.sequence);
+    });
+  }
   // A damaged page's records cannot be copied: those still indexed keep the segment (below).
   damaged_pages_.fetch_add(collected.scan.hole_pages);
   victim_pages_.clear();  // a new victim: its pages are unchecked

@@ -33,6 +33,7 @@
 #include "kv/log_writer.h"
 #include "kv/page_format.h"
 #include "kv/segment_scan.h"
+#include "kv/sequence_ranges.h"
 #include "kv/segment_table.h"
 #include "kv/shard.h"
 #include "kv/sticky_error.h"
@@ -71,6 +72,10 @@ class Compactor {
     uint64_t store_seed = 0;
     uint32_t blocks_per_page = 1;
     bool ordered = false;  // the index is exact: no stale entries to settle
+    // The records of the batches recovery dropped (RecoveryReport::dropped_batch_records), which
+    // are never copied: a victim may hold one whole that recovery found cut (its other pages
+    // unread then). Borrowed: outlives the compactor. Null: none.
+    const SequenceRanges* dropped_batch_records = nullptr;
   };
   // Every argument must outlive the compactor. `next_sequence` is the engine's sequence counter
   // (victim age for cost-benefit); `queue` is the compactor's own.

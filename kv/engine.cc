@@ -211,7 +211,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
 
 void Engine::Impl::StartCheckpointer() {
   Checkpointer::Options config;
-  config.log_ratio = options_.checkpoint_log_ratio;
+  config.log_ratio = writes_checkpoints_ ? options_.checkpoint_log_ratio : 0;
   config.min_log_bytes = options_.checkpoint_min_log_bytes;
   config.page_bytes = geometry_.page_bytes;
   checkpointer_ = std::make_unique<Checkpointer>(
@@ -242,6 +242,7 @@ absl::Status Engine::Impl::Recover() {
   recovery_options.blocks_per_page = blocks_per_page_;
   recovery_options.ordered = ordered_;
   recovery_options.read_all = options_.recovery_reads_all;
+  recovery_options.open_degraded = options_.open_degraded;
   recovery_options.table_budget_bytes = options_.recovery_memory_bytes;
   if (recovery_options.table_budget_bytes == 0) {
     // At most half what the limits leave: the index, the segments' key filters and the queues'
@@ -254,6 +255,19 @@ absl::Status Engine::Impl::Recover() {
   NVKV_ASSIGN_OR_RETURN(recovery_,
                         RecoverStore(recovery_options, geometry_, *open_queue_, *segments_, shards_));
   next_sequence_.store(recovery_.next_sequence);
+  if (!recovery_.unread_pages.empty()) {
+    // Their records may come back at a later Open: nothing this engine does may decide without
+    // them. Its sequences start above theirs (recovery), and the map's floor says so from the
+    // Open's map write on; their segments stay as they are; no checkpoint stands for the log.
+    writes_checkpoints_ = false;
+    uint64_t last_segment = UINT64_MAX;
+    for (const uint64_t page : recovery_.unread_pages) {
+      const uint64_t segment = geometry_.SegmentOf(page);
+      if (segment != last_segment) segments_->HoldUnread(segment);
+      last_segment = segment;
+    }
+    if (!read_only_) (void)segments_->RaiseMapFloors();
+  }
   // After a process crash (not a power cut) recovery may have read pages that still sit in the
   // device's volatile cache. Compaction treats recovered segments as durable (it copies their
   // records as lone records), so make them so. (A reader compacts nothing.)
@@ -380,6 +394,7 @@ absl::Status Engine::Impl::StartCompactor() {
   compactor_config.store_seed = store_seed_;
   compactor_config.blocks_per_page = blocks_per_page_;
   compactor_config.ordered = ordered_;
+  compactor_config.dropped_batch_records = &recovery_.dropped_batch_records;
   compactor_ = std::make_unique<Compactor>(compactor_config, geometry_, shards_, *segments_,
                                            *writer_, error_, write_counters_, *appender_,
                                            next_sequence_, std::move(*compaction_queue));
@@ -402,8 +417,9 @@ absl::Status Engine::Impl::Close() {
   if (compactor_ != nullptr) compactor_->Stop();
   absl::Status status;
   if (writer_ != nullptr && writer_->started()) {
+    const bool checkpoint_at_close = options_.checkpoint_at_close && writes_checkpoints_;
     if (!error_.failed()) {
-      if (options_.checkpoint_at_close) {
+      if (checkpoint_at_close) {
         // The checkpoint keeps the heads in their segments, and the next Open resumes them. (If
         // it cannot be written, recovery reads those segments whole, as after a crash.)
         appender_->SealOpenPages();
@@ -417,7 +433,7 @@ absl::Status Engine::Impl::Close() {
       status = writer_->WaitAllDurable();
     }
     writer_->Stop();
-    if (status.ok() && !error_.failed() && options_.checkpoint_at_close) {
+    if (status.ok() && !error_.failed() && checkpoint_at_close) {
       // Every write is durable already. A checkpoint that could not be written (no room, or a
       // device error) only makes the next Open read the log: Close still succeeds.
       WriteCheckpointAtClose().IgnoreError();
@@ -521,6 +537,11 @@ absl::Status Engine::Impl::Checkpoint() {
 absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
   if (error_.failed()) return error_.status();
   if (closed_.load()) return absl::FailedPreconditionError("the store is closing");
+  if (!writes_checkpoints_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no checkpoint while ", recovery_.unread_pages.size(),
+        " pages of the log Open could not read are missing (open_degraded)"));
+  }
   // The heads and compaction must still find free segments afterwards.
   const uint64_t keep_free = segments_->user_reserve() + shards_.size();
   // Without room for one as large as the last, writes are not held back to find that out.

@@ -82,6 +82,9 @@ struct EngineOptions {
   // Recovery reads every segment, whatever the segment map says (kv/FORMAT.md "Recovery"): the
   // state it rebuilds is the same, only slower. For checks and tests.
   bool recovery_reads_all = false;
+  // Options::open_degraded: open even when pages of the log cannot be read, without their
+  // records (else Open fails naming them).
+  bool open_degraded = false;
   // Sealed segments get summaries (segment_summary.h) when they have at least this many pages.
   // A summary takes at least a page: in the small segments of a small store (which opens in
   // milliseconds anyway) that is more space than the summary saves time. Tests set 0.

@@ -296,6 +296,11 @@ class Engine::Impl final {
   // What recovery found at Open (written by Open only); dropped_batch_records tells page reads
   // which records on the device belong to no applied batch.
   RecoveryReport recovery_;
+  // Whether this engine may write checkpoints (at Close and while running): not after an Open
+  // that went on without pages it could not read (RecoveryReport::unread_pages), as a
+  // checkpoint would stand for the log without their records and the next Open would never read
+  // them again. Set once, at Open.
+  bool writes_checkpoints_ = true;
 };
 
 }  // namespace nvkv::kv

@@ -214,9 +214,11 @@ class Recovery {
       if (pass_ == 0) RecoverSegments();
       NVKV_RETURN_IF_ERROR(BuildPassIndexes());
       if (!base_failed_.empty()) return absl::DataLossError(base_failed_);
+      if (!report_.unread_pages.empty() && !options_.open_degraded) return UnreadRefusal();
     }
     FinishIndexes();
     report_.next_sequence = std::max({max_sequence_ + 1, floors_.sequence_floor, base_sequence_});
+    if (!report_.unread_pages.empty()) report_.next_sequence += UnreadSequenceGap(g_);
     report_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
     return std::move(report_);
   }
@@ -835,6 +837,7 @@ class Recovery {
           }
         });
     ApplyNoted();  // while the keys are valid: the read's buffers are reused after this
+    if (pass_ == 0 && failed > 0) NoteUnread(read, scan);
     if (pass_ == 0) {
       kept_.resize(to_read_.size());
       // (A segment with none to keep is kept too: a later pass has nothing to read there.)
@@ -894,6 +897,44 @@ class Recovery {
     }
     report_.damaged_pages += scan.hole_pages;
     return absl::OkStatus();
+  }
+
+  // `read` has pages the device failed to read (twice). Unless the segment holds no log and its
+  // first page says so, or they are pages of the summary the map names (read whole because the
+  // summary could not be: its log's records are on the pages before), they may hold records:
+  // they are noted (RecoveryReport::unread_pages), and recovery goes on without their records,
+  // as it does past a damaged page. Without open_degraded UnreadRefusal then fails the Open, once
+  // the pass has found whether the recovery it is part of stands (over a base, a head's segment
+  // that cannot be read sets the base aside, and the log read instead may not need these pages).
+  void NoteUnread(const SegmentBuffer& read, const SegmentScanResult& scan) {
+    const uint64_t segment = read.segment();
+    if (!scan.in_use && read.page(0) != nullptr) return;
+    uint32_t records_end = g_.pages_per_segment;
+    for (const Summarized& s : summarized_) {
+      if (s.segment == segment) records_end = s.place.first;
+    }
+    for (uint32_t i = 0; i < records_end; ++i) {
+      if (read.page(i) != nullptr) continue;
+      if (report_.unread_pages.empty()) unread_why_ = std::string(read.status().message());
+      report_.unread_pages.push_back(g_.FirstPageOf(segment) + i);
+    }
+  }
+
+  // Why an Open that is not degraded fails when pages of the log could not be read (NoteUnread):
+  // a read that fails now may work at the next Open, and an Open without their records would
+  // hand out their sequences again and leave their batches half there for compaction to find.
+  absl::Status UnreadRefusal() const {
+    const std::vector<uint64_t>& unread = report_.unread_pages;
+    constexpr size_t kNamed = 8;
+    std::string pages;
+    for (size_t i = 0; i < std::min(unread.size(), kNamed); ++i) {
+      absl::StrAppend(&pages, i == 0 ? "" : ", ", "page ", unread[i]);
+    }
+    if (unread.size() > kNamed) absl::StrAppend(&pages, " and ", unread.size() - kNamed, " more");
+    return absl::UnavailableError(absl::StrCat(
+        pages, " of the log cannot be read (", unread_why_,
+        "); the store does not open without their records: open it again once the device reads "
+        "them, or with Options::open_degraded (nvkv-cli --degraded) to go on without them"));
   }
 
   // One record recovery applies, found in `segment`. It waits in a short queue (noted_, a
@@ -1288,9 +1329,15 @@ class Recovery {
   // Why the base was set aside once recovery had begun to apply the log after it (a page an
   // entry of it names cannot be read): RecoverStore starts again without it.
   std::string base_failed_;
+  std::string unread_why_;  // the failed read of the first page NoteUnread noted
 };
 
 }  // namespace
+
+uint64_t UnreadSequenceGap(const Geometry& geometry) {
+  const uint64_t records_per_page = geometry.payload_bytes() / RecordBytes(0, 0);
+  return 2 * geometry.total_pages() * records_per_page;
+}
 
 absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
                                             const Geometry& geometry, storage::Device& device,

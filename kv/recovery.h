@@ -15,7 +15,9 @@
 // with large reads kept in flight together (device bandwidth, not latency, bounds it), then
 // scanned by ScanSegment (segment_scan.h): damaged pages inside a
 // segment's log are holes whose records are lost, and recovery goes on with the rest of the
-// segment; a segment counts as free only when it holds no log at all. For each key the record
+// segment; a segment counts as free only when it holds no log at all. A page the device fails to
+// read is not damaged (the read may work later): recovery fails, naming it (kUnavailable),
+// unless RecoveryOptions::open_degraded (then it is a hole, noted in the report). For each key the record
 // with the highest sequence wins; a winning delete means the key is absent.
 //
 // Memory: while it reads, recovery keeps the newest record of every key, by hash (87 bits,
@@ -76,7 +78,22 @@ struct RecoveryOptions {
   // process's memory limits leave).
   uint64_t table_budget_bytes = 0;
   uint64_t table_budget_ceiling_bytes = 0;
+  // Pages of a log the device cannot read do not fail recovery (EngineOptions::open_degraded):
+  // it goes on without their records, notes them (RecoveryReport::unread_pages) and starts the
+  // next sequence UnreadSequenceGap above what it read.
+  bool open_degraded = false;
 };
+
+// How far above every sequence it read (and the map's floors) a recovery that could not read
+// some pages of the log starts the next one, so that no record it hands out loses to a record on
+// those pages once they read again. Every sequence above the highest one found was taken by a
+// record that is on a page not read, or that never reached the device (on a page in memory or in
+// flight at the crash): the record with the highest sequence that did reach the device stays on
+// a page of the store until a newer record replaces it (compaction copies a record with its
+// sequence). Either way the record sits on a page of the store, each page holding at most
+// payload_bytes / RecordBytes(0, 0) records: twice the store's pages times that bounds them
+// (for 64 GiB of 4 KiB pages, about 2^33 of the 2^56 sequences).
+uint64_t UnreadSequenceGap(const Geometry& geometry);
 
 // What recovery found, for the engine and its Stats.
 struct RecoveryReport {
@@ -103,6 +120,10 @@ struct RecoveryReport {
   // named, or it was used.
   std::string checkpoint_unused;
   double seconds = 0;
+  // With open_degraded, the pages of logs the device could not read (in page order): their
+  // records are missing; compaction leaves their segments as they are (SegmentTable::HoldUnread)
+  // and no checkpoint is written, so that a later Open that reads them takes them back.
+  std::vector<uint64_t> unread_pages;
   // The records of the batches it dropped, still on the device until compaction frees their
   // segments (which never copies them: segment_scan.h): page reads leave them out.
   SequenceRanges dropped_batch_records;

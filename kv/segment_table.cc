@@ -279,6 +279,11 @@ bool SegmentTable::IsRetained(uint64_t segment) {
   return info_[segment].state == SegmentState::kRetained;
 }
 
+void SegmentTable::HoldUnread(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  info_[segment].held_unread = true;
+}
+
 std::vector<uint64_t> SegmentTable::retained() {
   absl::MutexLock lock(&mu_);
   std::vector<uint64_t> out;
@@ -320,7 +325,7 @@ std::optional<uint64_t> SegmentTable::BestVictim(CompactionPolicy policy, uint64
   double best_score = -1;
   for (uint64_t s = 0; s < segment_count_; ++s) {
     Info& info = info_[s];
-    if (info.state != SegmentState::kSealed) continue;
+    if (info.state != SegmentState::kSealed || info.held_unread) continue;
     if (!with_writes_in_flight && info.pages_pending.load(std::memory_order_acquire) != 0) {
       continue;
     }

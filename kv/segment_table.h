@@ -163,6 +163,10 @@ class SegmentTable {
   // so that compaction frees it.
   void Unretain(uint64_t segment);
   std::vector<uint64_t> retained();
+  // A degraded Open could not read pages of `segment` (RecoveryReport::unread_pages): it is never
+  // a victim while this engine runs, so that no record of those pages, should they read again,
+  // is taken alone from a batch recovery did not apply, and the next Open finds them.
+  void HoldUnread(uint64_t segment);
   // Whether `segment` is retained; without a lock while none is (the common case).
   bool IsRetained(uint64_t segment);
 
@@ -422,6 +426,7 @@ class SegmentTable {
     uint64_t generation = 0;   // of the log it holds (0: free); guarded by mu_
     SummaryPlace summary;      // where the map says its summary is; guarded by mu_
     SegmentState state = SegmentState::kFree;
+    bool held_unread = false;             // HoldUnread; guarded by mu_
     std::optional<LastWrite> last_write;  // guarded by mu_
   };
 

@@ -46,6 +46,9 @@ const std::vector<OptionSpec>& GlobalOptions() {
       {"--key-hex", nullptr, "keys only are given and printed in hex"},
       {"--value-hex", nullptr, "values only are given and printed in hex"},
       {"--backend", "B", "auto (default), nvme, direct or sync"},
+      {"--degraded", nullptr,
+       "open even when pages of the log cannot be read, without their records (a plain open "
+       "fails, naming them); for get, dump, check and the other commands"},
       {"--help", nullptr, "help for the tool, or for the command it follows"},
       {"--version", nullptr, "print the version"},
   };
@@ -337,6 +340,7 @@ Outcome MakeContext(const ParsedLine& parsed, Context* context) {
   } else if (global.count("--hash") != 0) {
     context->index_mode = IndexMode::kHash;
   }
+  context->degraded = global.count("--degraded") != 0;
   const bool hex = global.count("--hex") != 0;
   context->encodings.key =
       hex || global.count("--key-hex") != 0 ? Encoding::kHex : Encoding::kEscaped;

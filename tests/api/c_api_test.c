@@ -540,6 +540,7 @@ int main(void) {
     nvkv_options_t* options = nvkv_options_create();
     nvkv_options_set_read_only(options, 1);
     nvkv_options_set_lock_wait_ms(options, 0);
+    nvkv_options_set_open_degraded(options, 1); /* every page reads: as a plain open */
     nvkv_t* first = nvkv_open(options, hash_path, &err);
     CHECK_NO_ERROR(err);
     nvkv_t* second = nvkv_open(options, hash_path, &err);

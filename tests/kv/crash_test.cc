@@ -15,6 +15,8 @@
 // asynchronous durable puts (WriteAsync, then Poll until every callback ran): a put its callback
 // reported durable must survive. Half the checkpoints written while running have writes made
 // while their pages are written (FaultDevice::SetWriteObserver), which they do not make durable.
+// A third of the reopens are tried first while a page of a log fails to read (a transient read
+// error: read-only opens, by default refused naming the page, and degraded, without it).
 // Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds
 // with NVKV_CRASH_SEEDS=<n>. Each reopen after a cut, which reads only the segments the segment
 // map does not say are free, must find what a reopen of a copy of the same bytes finds reading
@@ -38,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kv/engine.h"
 #include "kv/page_format.h"
 #include "kv/segment_scan.h"
@@ -267,6 +270,10 @@ struct CutTally {
   // Lives whose workload went on in the log heads' segments of the clean Close before them
   // (each check ends with one), the cut then falling on pages of logs two sessions wrote.
   uint64_t lives_on_resumed_heads = 0;
+  // Reopens tried first with a page of a log that fails to read during that Open only: refused
+  // (naming the page), or opened when no record of it was needed (a checkpoint or a summary gave
+  // them); each then opened degraded, without that page.
+  uint64_t opens_refused_unread = 0, opens_past_unread = 0, degraded_opens = 0;
 };
 
 // A value for `key` at `version`: mostly small, one in 20 a large value over several pages, up
@@ -569,6 +576,74 @@ void CheckMapSaysInUseOfEveryLog(const storage::MemStorage& storage) {
   }
 }
 
+// A page of a log on `storage` (by ScanSegment's rules), chosen by `seed`: none when no
+// segment holds a log.
+std::optional<uint64_t> APageOfALog(const storage::MemStorage& storage, uint64_t seed) {
+  const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
+  absl::StatusOr<Superblock> superblock = DecodeSuperblock(bytes.data(), 4096);
+  if (!superblock.ok()) superblock = DecodeSuperblock(bytes.data() + 4096, 4096);
+  if (!superblock.ok()) return std::nullopt;
+  const Geometry g = GeometryOf(*superblock);
+  std::vector<uint64_t> pages;
+  for (uint64_t s = 0; s < g.segment_count; ++s) {
+    const SegmentScanResult scan = ScanSegment(
+        g, StoreSeed(superblock->store_id), s,
+        [&](uint32_t i) { return bytes.data() + (g.FirstPageOf(s) + i) * g.page_bytes; },
+        /*assemble_large_values=*/false, [](const ScannedRecord&) {});
+    if (!scan.in_use) continue;
+    for (uint32_t i = 0; i < scan.log_pages; ++i) pages.push_back(g.FirstPageOf(s) + i);
+  }
+  if (pages.empty()) return std::nullopt;
+  nvkv::SplitMix64 rng(seed);
+  return pages[rng.Below(pages.size())];
+}
+
+// Opens `storage` for reading only (nothing is written, whatever happens) while reads of
+// `page` fail, with `options`.
+absl::StatusOr<std::unique_ptr<Engine>> OpenWhileAPageFailsToRead(
+    std::shared_ptr<storage::MemStorage> storage, uint64_t page, EngineOptions options) {
+  auto mem = MemDevice::Open(storage, MemOptions());
+  if (!mem.ok()) return mem.status();
+  auto fault = FaultDevice::Create(std::move(*mem), {});
+  if (!fault.ok()) return fault.status();
+  constexpr uint32_t kBlocksPerPage = 4096 / 512;  // MemOptions, StoreOptions
+  absl::Status failing = (*fault)->FailReadsOf(page * kBlocksPerPage, kBlocksPerPage);
+  if (!failing.ok()) return failing;
+  options.read_only = true;
+  options.background_compaction = false;
+  return Engine::OpenOnDevice(std::move(*fault), options);
+}
+
+// A transient read failure at Open: a page of a log fails to read during one Open. By default
+// that Open fails and names the page, unless it needed no record of the page; opened degraded,
+// it goes on without it. Neither writes anything (read-only opens): the reopen after it reads
+// the page as the crash left it.
+void TryOpensWhileAPageFailsToRead(const CrashRun& run, int life,
+                                   std::shared_ptr<storage::MemStorage> storage, IndexMode mode,
+                                   CutTally* tally) {
+  const std::optional<uint64_t> page = APageOfALog(*storage, run.seed * 31 + life);
+  if (!page) return;
+  SCOPED_TRACE(::testing::Message() << "page " << *page << " fails to read at Open");
+  auto engine = OpenWhileAPageFailsToRead(storage, *page, StoreOptions(mode, run.seed));
+  if (engine.ok()) {
+    ++tally->opens_past_unread;
+  } else {
+    ++tally->opens_refused_unread;
+    EXPECT_TRUE(absl::IsUnavailable(engine.status())) << engine.status();
+    EXPECT_NE(engine.status().message().find(absl::StrCat("page ", *page, " ")),
+              std::string_view::npos)
+        << engine.status();
+  }
+  EngineOptions degraded = StoreOptions(mode, run.seed);
+  degraded.open_degraded = true;
+  auto opened = OpenWhileAPageFailsToRead(storage, *page, degraded);
+  ASSERT_THAT(opened, IsOk()) << "a degraded open";
+  ++tally->degraded_opens;
+  if (!engine.ok()) {
+    EXPECT_GE((*opened)->Stats().unreadable_pages, 1u);
+  }
+}
+
 // What an Open of a copy of `storage` that reads every segment finds for each of `keys`.
 std::map<std::string, std::string> ReadAllOfCopy(const storage::MemStorage& storage,
                                                  IndexMode mode, uint64_t seed,
@@ -606,6 +681,10 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   for (const Model::Batch& batch : model.batches) keys.insert(batch.keys.begin(), batch.keys.end());
   std::map<std::string, std::string> read_all = ReadAllOfCopy(*storage, mode, run.seed, keys);
   ASSERT_FALSE(::testing::Test::HasFailure()) << "open after the crash, reading every segment";
+  if ((run.seed + life) % 3 == 1) {
+    TryOpensWhileAPageFailsToRead(run, life, storage, mode, tally);
+    ASSERT_FALSE(::testing::Test::HasFailure()) << "opens while a page fails to read";
+  }
   auto mem = MemDevice::Open(storage, MemOptions());
   ASSERT_THAT(mem, IsOk());
   // (Background compaction may run meanwhile: it moves records, never changes what a read
@@ -762,7 +841,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "from the base checkpoint and the log after it, %llu set a checkpoint aside; %llu "
               "checkpoints written while running, %llu writes acknowledged while one was "
               "written; %llu lives wrote on in the heads' segments of the Close before them; %llu reopens read "
-              "the log in passes\n",
+              "the log in passes; %llu opens refused while a page of a log failed to read, %llu "
+              "opened without needing it, %llu opened degraded\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
@@ -784,7 +864,10 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.checkpoints_while_running),
               static_cast<unsigned long long>(tally.writes_during_checkpoints),
               static_cast<unsigned long long>(tally.lives_on_resumed_heads),
-              static_cast<unsigned long long>(tally.reopened_in_passes));
+              static_cast<unsigned long long>(tally.reopened_in_passes),
+              static_cast<unsigned long long>(tally.opens_refused_unread),
+              static_cast<unsigned long long>(tally.opens_past_unread),
+              static_cast<unsigned long long>(tally.degraded_opens));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
   EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
   EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
@@ -793,6 +876,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   EXPECT_GT(tally.pages_damaged, 0u);
   EXPECT_GT(tally.reopened_in_other_mode, 0u);
   EXPECT_GT(tally.reopened_in_passes, 0u) << "no reopen read the log in passes";
+  EXPECT_GT(tally.opens_refused_unread, 0u) << "no open was refused for a page it could not read";
   EXPECT_GT(tally.async_durable_writes, 0u);
   EXPECT_GT(tally.segments_skipped, 0u);
   EXPECT_GT(tally.segments_summarized, 0u);

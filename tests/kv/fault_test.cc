@@ -504,9 +504,10 @@ std::map<std::string, std::set<uint64_t>> PagesOfKeys(const storage::MemStorage&
 }
 
 // One unreadable page (a bad sector: every read of it fails) in the middle of a segment's log.
-// Recovery takes it for a hole: Open succeeds, every key elsewhere reads back, the loss is
-// counted, and `check` says where. It used to fail Open with the read error.
-TEST_P(FaultTest, UnreadablePageIsAHoleForRecoveryNotAFailedOpen) {
+// By default Open fails and names it (unread_pages_test.cc: the read may work later). Opened
+// degraded, recovery takes it for a hole: Open succeeds, every key elsewhere reads back, the
+// loss is counted, and `check` says where.
+TEST_P(FaultTest, UnreadablePageFailsOpenOrIsAHoleForADegradedOne) {
   std::map<std::string, std::string> written;
   {
     auto engine = OpenClean();
@@ -528,9 +529,21 @@ TEST_P(FaultTest, UnreadablePageIsAHoleForRecoveryNotAFailedOpen) {
   ASSERT_FALSE(lost.empty());
   for (const FaultError error : {FaultError::kIoError, FaultError::kMediaError}) {
     SCOPED_TRACE(error == FaultError::kIoError ? "EIO" : "media error");
+    {
+      auto mem = MemDevice::Open(storage_, MemOptions());
+      ASSERT_THAT(mem, IsOk());
+      auto fault = FaultDevice::Create(std::move(*mem), {});
+      ASSERT_THAT(fault, IsOk());
+      ASSERT_THAT((*fault)->FailReadsOf(bad_page, 1, error), IsOk());
+      auto refused = Engine::OpenOnDevice(std::move(*fault), options_);
+      EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable,
+                                    absl::StrCat("page ", bad_page, " of the log cannot be read")));
+    }
+    options_.open_degraded = true;
     auto engine = OpenFaulty({}, [&](FaultDevice& device) {
       ASSERT_THAT(device.FailReadsOf(bad_page, 1, error), IsOk());  // 4 KiB blocks: LBA = page
     });
+    options_.open_degraded = false;
     ASSERT_NE(engine, nullptr);
     const EngineStats stats = engine->Stats();
     EXPECT_GE(stats.recovery_damaged_pages, 1u);

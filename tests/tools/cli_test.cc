@@ -332,6 +332,16 @@ TEST_F(CliTest, PutGetDelAndTheirExitCodes) {
   EXPECT_EQ(Ok({"get", "--", "-dash"}).out, "v");
 }
 
+// --degraded (Options::open_degraded) changes nothing on a store whose pages all read: what a
+// page that fails to read does to an Open is unread_pages_test.cc's (a file gives no such page).
+TEST_F(CliTest, DegradedOpensASoundStoreLikeAPlainOpen) {
+  Format();
+  Ok({"put", "k", "v"});
+  EXPECT_EQ(Ok({"--degraded", "get", "k"}).out, "v");
+  Ok({"--degraded", "check"});
+  EXPECT_THAT(Ok({"--degraded", "dump"}).out, HasSubstr("k"));
+}
+
 TEST_F(CliTest, PutReadsTheValueFromStdin) {
   Format();
   std::string value;

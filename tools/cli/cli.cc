@@ -35,6 +35,7 @@ Options Context::OptionsFor(Use use) const {
   options.background_compaction = use == Use::kWrite;
   options.index_mode = index_mode;
   options.backend = backend;
+  options.open_degraded = degraded;
   return options;
 }
 

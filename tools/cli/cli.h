@@ -50,6 +50,7 @@ struct Context {
   IndexMode index_mode = IndexMode::kAsFormatted;  // --ordered, --hash, else the store's
   FieldEncodings encodings;  // --hex (both), --key-hex, --value-hex; else escaped
   Backend backend = Backend::kAuto;
+  bool degraded = false;  // --degraded: Options::open_degraded
 
   bool Has(const std::string& option) const { return options.count(option) != 0; }
   const std::string& Get(const std::string& option) const { return options.at(option); }

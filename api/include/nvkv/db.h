@@ -82,6 +82,9 @@ class DB {
   //   kNotFound            also: a path under /dev that does not exist (no store file is ever
   //                        created there)
   //   kDataLoss            both superblocks are damaged or unreadable
+  //   kUnavailable         pages of the log cannot be read (the message names them): open again
+  //                        once the device reads them, or with options.open_degraded to go on
+  //                        without their records
   //   kInvalidArgument     an option is out of range; the path is a directory, a FIFO, a socket
   //                        or a character device other than an NVMe generic one
   //   kPermissionDenied, kResourceExhausted (no space to create the file, or a file size limit
@@ -249,7 +252,8 @@ class DB {
   // that checkpoint and only the log written after it. Makes every earlier write durable first
   // (as Flush); writes wait while it is taken into memory, not while it is written (they do not
   // become durable by it). Errors: kFailedPrecondition after Close() or on
-  // a read-only DB; kResourceExhausted when the free segments cannot hold it (the last one
+  // a read-only DB, or after an Open that went on without pages it could not read
+  // (Options::open_degraded); kResourceExhausted when the free segments cannot hold it (the last one
   // stays in use); kFailedPrecondition from inside a ForEachLive visitor too; device errors.
   absl::Status Checkpoint();
 

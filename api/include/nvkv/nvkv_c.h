@@ -106,6 +106,8 @@ extern void nvkv_options_set_lock_wait_ms(nvkv_options_t* options, uint32_t valu
 extern void nvkv_options_set_capacity_bytes(nvkv_options_t* options, uint64_t value);
 /* Options::grow_store: grow the store to capacity_bytes (a file) or to its device. */
 extern void nvkv_options_set_grow_store(nvkv_options_t* options, uint8_t value);
+/* Options::open_degraded: open without the records of log pages the device cannot read. */
+extern void nvkv_options_set_open_degraded(nvkv_options_t* options, uint8_t value);
 /* NVKV_INDEX_HASH, NVKV_INDEX_ORDERED, or NVKV_INDEX_AS_FORMATTED (the default: the mode the
  * store was formatted with, hash for a new one); anything else makes nvkv_open fail. */
 extern void nvkv_options_set_index_mode(nvkv_options_t* options, int value);

@@ -102,6 +102,21 @@ struct Options {
   // Default: false. Scope: per Open.
   bool read_only = false;
 
+  // What Open does when the device fails to read pages of the log (an I/O or media error that
+  // persists when the page is read again alone). By default it fails (kUnavailable, naming the
+  // pages): such a read may work later (a transient error, a controller reset, a path that
+  // comes back), and nothing is lost by waiting. With open_degraded it opens without the
+  // records of those pages, as it does past a damaged page, and counts them in
+  // Stats::unreadable_pages; keys whose newest record was there read as their older value or as
+  // absent, and a batch with a record there is not applied. So that those records may still come
+  // back whole at a later Open that reads them: the store hands out sequences above anything
+  // they could hold (a later write of one of their keys wins over them), compaction leaves their
+  // segments as they are, and no checkpoint is written (DB::Checkpoint fails with
+  // kFailedPrecondition; Close leaves the next Open to read the log). A damaged page (one that
+  // reads but fails its checksum) never fails Open: its records are lost either way.
+  // Default: false. Scope: per Open.
+  bool open_degraded = false;
+
   // One process at a time may write a store: Open takes an exclusive lock on the device
   // (on an NVMe namespace, on both its nodes, and on a block device an O_EXCL claim too), or
   // with read_only a shared one, and waits up to this long when another holder keeps it off. A

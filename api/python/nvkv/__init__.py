@@ -128,7 +128,7 @@ _OPTION_SETTERS = {}
 for _name, _ctype in [
         ("create_if_missing", _u8), ("error_if_exists", _u8), ("force_format", _u8),
         ("read_only", _u8), ("lock_wait_ms", _u32), ("capacity_bytes", _u64),
-        ("grow_store", _u8), ("index_mode", _int),
+        ("grow_store", _u8), ("open_degraded", _u8), ("index_mode", _int),
         ("max_write_delay_us", _u32), ("background_compaction", _u8),
         ("compaction_policy", _int), ("durable_writes", _int), ("page_bytes", _u32),
         ("segment_bytes", _u32), ("shard_count", _u32), ("page_buffers_per_shard", _u32),

@@ -56,6 +56,10 @@ class NvkvTest(unittest.TestCase):
             self.assertEqual(db.get(b"k"), b"v")
             with self.assertRaises(nvkv.Error):
                 db.checkpoint()
+        # Every page reads: a degraded open is a plain one (unread_pages_test.cc tells the rest).
+        with self.open(open_degraded=True) as db:
+            self.assertEqual(db.get(b"k"), b"v")
+            db.checkpoint()
 
     def test_a_batch_is_applied_whole(self):
         with self.open() as db:
