@@ -198,7 +198,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   lookup_config.blocks_per_page = blocks_per_page_;
   lookup_config.ordered = ordered_;
   lookup_ = std::make_unique<PageLookup>(lookup_config, geometry_, shards_,
-                                         recovery_.dropped_batch_records);
+                                         recovery_.dropped_batch_records, *segments_);
   // A reader's store is what recovery found: nothing writes or cleans it.
   if (read_only_) return absl::OkStatus();
   NVKV_RETURN_IF_ERROR(StartWriter());

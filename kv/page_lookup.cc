@@ -92,8 +92,12 @@ void FinishOp(ReadOp* op, absl::StatusOr<std::string> result) {
 
 PageLookup::PageLookup(const Options& options, const Geometry& geometry,
                        const std::vector<std::unique_ptr<Shard>>& shards,
-                       const SequenceRanges& dropped_batch_records)
-    : options_(options), geometry_(geometry), shards_(shards), dropped_(dropped_batch_records) {}
+                       const SequenceRanges& dropped_batch_records, SegmentTable& segments)
+    : options_(options),
+      geometry_(geometry),
+      shards_(shards),
+      dropped_(dropped_batch_records),
+      segments_(segments) {}
 
 // Takes the candidates from the index (or the answer from the cache), then walks them.
 void PageLookup::Start(ReadOp* op) const {
@@ -234,11 +238,16 @@ bool PageLookup::IndexStillHas(const ReadOp* op, uint64_t page_number) const {
 // True when the index still gives the key the candidates the lookup saw, and those read from
 // the device are still there: then what the reads found is the answer. Otherwise a candidate
 // may have moved (compaction) or been replaced since, and a miss is no proof of absence.
-void PageLookup::FillCache(const ReadOp* op, uint64_t page_number,
+void PageLookup::FillCache(const ReadOp* op, uint64_t page_number, uint64_t generation,
                            std::string_view value) const {
   Shard& shard = ShardFor(op->hash);
   absl::MutexLock lock(&shard.mu);
   if (!IndexUnchangedLocked(shard, op)) return;  // a write or compaction came in between
+  // A segment takes a new generation when a head takes it again: a page of the read's log is
+  // not on the device any more, whatever the index says now. (Under the shard lock: a write
+  // that lands the key on this page again is applied under it, after the head took the
+  // segment.)
+  if (segments_.generation(geometry_.SegmentOf(page_number)) != generation) return;
   shard.cache->Put(op->key, op->hash.lo, value,
                    IndexedAt(page_number, RecordBytes(op->key.size(), value.size())));
 }
@@ -354,7 +363,7 @@ void PageLookup::PageRead(ReadOp* op) const {
     return;
   }
   if ((record->header.flags & kRecordLarge) == 0) {
-    FillCache(op, page_number, record->value);
+    FillCache(op, page_number, GenerationOf(*header), record->value);
     FinishOp(op, std::string(record->value));
     return;
   }

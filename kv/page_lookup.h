@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "kv/location.h"
 #include "kv/page_format.h"
+#include "kv/segment_table.h"
 #include "kv/sequence_ranges.h"
 #include "kv/shard.h"
 
@@ -33,10 +34,11 @@ class PageLookup {
     bool ordered = false;  // the index keeps record sizes (Location::Indexed)
   };
   // Every argument must outlive the lookup. `dropped_batch_records`: the sequences of the
-  // batches recovery dropped, whose records on the device page reads leave out.
+  // batches recovery dropped, whose records on the device page reads leave out. `segments`
+  // tells which log each segment holds now (SegmentTable::generation).
   PageLookup(const Options& options, const Geometry& geometry,
              const std::vector<std::unique_ptr<Shard>>& shards,
-             const SequenceRanges& dropped_batch_records);
+             const SequenceRanges& dropped_batch_records, SegmentTable& segments);
 
   // Starts `op` (kStarting or kRunning, key and hash set, `op->lookup` this): answers it from
   // memory, or issues its first page read; the queue's reaping drives it on from there.
@@ -62,9 +64,12 @@ class PageLookup {
   bool IndexUnchanged(const ReadOp* op) const;
   bool IndexUnchangedLocked(Shard& shard, const ReadOp* op) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-  // A read found `value` on `page_number`: it becomes the key's cached value while the index
-  // still gives the key what the read started from (else a newer write may be cached already).
-  void FillCache(const ReadOp* op, uint64_t page_number, std::string_view value) const;
+  // A read found `value` on `page_number`, a page of the log of `generation`: it becomes the
+  // key's cached value while the index still gives the key what the read started from (else a
+  // newer write may be cached already) and the page's segment still holds that log (else it was
+  // freed and written again since the read, maybe with the key at that very page).
+  void FillCache(const ReadOp* op, uint64_t page_number, uint64_t generation,
+                 std::string_view value) const;
   void FinishMiss(ReadOp* op) const;
   // Completions of a candidate's page read and of a large value's continuation pages.
   static void OnPageRead(storage::IoRequest* request);
@@ -87,6 +92,7 @@ class PageLookup {
   const Geometry geometry_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
   const SequenceRanges& dropped_;
+  SegmentTable& segments_;
   mutable std::atomic<uint64_t> page_reads_{0};
   mutable std::atomic<uint64_t> key_check_page_reads_{0};
 };

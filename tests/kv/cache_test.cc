@@ -11,6 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "kv/engine.h"
+#include "storage/fault_device.h"
+#include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -279,6 +282,72 @@ TEST_P(CacheTest, ReadersRacingWritersNeverSeeAnOlderValue) {
     ASSERT_THAT(got, IsOk());
     EXPECT_EQ(got->substr(0, Value(key, kVersions - 1).size()), Value(key, kVersions - 1));
   }
+}
+
+// A read's completion handled late (GetAsync, then Poll) must not fill the cache from a page that
+// was freed and written again since the read began: here compaction moved the key away, its
+// segment was freed, and a new write of the key landed on the very page the read had read, so
+// that the key's index entry is again the one the read started from.
+TEST_P(CacheTest, AReadHandledAfterItsPageWasReusedDoesNotFillTheCache) {
+  constexpr uint32_t kPagesPerSegment = 16;
+  const storage::MemDeviceOptions mem = MemStoreOptions(8, kPagesPerSegment);
+  absl::StatusOr<std::unique_ptr<storage::MemDevice>> created = storage::MemDevice::Create(mem);
+  ASSERT_THAT(created, IsOk());
+  const std::shared_ptr<storage::MemStorage> storage = (*created)->storage();
+  EngineOptions options;
+  options.segment_bytes = kPagesPerSegment * 4096;
+  options.shard_count = 1;
+  options.page_buffers_per_shard = 16;
+  options.index_mode = GetParam();
+  options.background_compaction = false;
+  const std::string key = "<the-key>";
+  // Values of one size (ordered mode's entries hold it), nearly a page each, found in raw bytes.
+  const auto value = [](const std::string& tag, int i) {
+    std::string v = absl::StrCat("<", tag, "-", 10000 + i, ">");
+    v.resize(3900, '.');
+    return v;
+  };
+  const auto page_holds = [&](uint64_t page, const std::string& v) {
+    std::vector<uint8_t> bytes(4096);
+    storage->Read(page, 1, bytes.data());  // 4 KiB blocks: LBA = page
+    return std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())
+               .find(v.substr(0, 12)) != std::string_view::npos;
+  };
+  {
+    auto engine = Engine::OpenOnDevice(std::move(*created), options);
+    ASSERT_THAT(engine, IsOk());
+    for (int i = 0; i < 3; ++i) ASSERT_THAT(Put(**engine, key, value("old", i)), IsOk());
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  uint64_t page = 0;
+  while (page < mem.lba_count && !page_holds(page, value("old", 2))) ++page;
+  ASSERT_LT(page, mem.lba_count);
+  // Reopened: the cache is empty, so the read goes to the device. The fault device carries a
+  // read out when it is queued and completes it at the next Poll.
+  absl::StatusOr<std::unique_ptr<storage::Device>> device = storage::MemDevice::Open(storage, mem);
+  ASSERT_THAT(device, IsOk());
+  auto faulty = storage::FaultDevice::Create(std::move(*device), {});
+  ASSERT_THAT(faulty, IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*faulty), options);
+  ASSERT_THAT(engine, IsOk());
+  std::string read_late;
+  ASSERT_THAT((*engine)->GetAsync(key, [&](absl::StatusOr<std::string> got) {
+    read_late = got.value_or("?");
+  }), IsOk());
+  std::string newest;
+  for (int i = 0; i < 2000 && (newest.empty() || !page_holds(page, newest)); ++i) {
+    if (i % 8 == 0) {
+      ASSERT_THAT((*engine)->CompactAll(), IsOk());
+    }
+    newest = value("new", i);
+    ASSERT_THAT(Put(**engine, key, newest), IsOk());
+  }
+  ASSERT_TRUE(page_holds(page, newest)) << "the key never landed on page " << page << " again";
+  ASSERT_THAT((*engine)->Poll(1), IsOk());
+  EXPECT_EQ(read_late.substr(0, 12), value("old", 2).substr(0, 12));
+  absl::StatusOr<std::string> got = (*engine)->Get(key);
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(got->substr(0, 12), newest.substr(0, 12)) << "the cache took the late read's value";
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CacheTest,
