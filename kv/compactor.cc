@@ -216,6 +216,11 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
   damaged_pages_.fetch_add(collected.scan.hole_pages);
   victim_pages_.clear();  // a new victim: its pages are unchecked
   NVKV_RETURN_IF_ERROR(CopyLiveRecords(segment, *victim, collected.records));
+  // Records that could not be copied (on damaged pages, or in a batch that damage cut) are
+  // still live where they are: never free a segment that an index entry points into. The index
+  // says so, not the live bytes, an estimate that can drift. (Asked while the records' keys,
+  // in the victim's buffers, are there; no entry into the victim is made after its copies.)
+  const bool still_indexed = IndexPointsInto(segment, collected, failed);
   victim.reset();
   // Before the victim's records disappear, whatever replaced them must be durable: the copies
   // made above, and also the newer records that made the others dead. Those may still be in an
@@ -227,10 +232,7 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
   // covers them all.
   absl::Status durable = writer_.WaitAllDurable();
   if (!durable.ok()) return durable;
-  // Records that could not be copied (on damaged pages, or in a batch that damage cut) are
-  // still live where they are: never free a segment that live records point into. Live bytes
-  // say so cheaply; the index has the last word (a repaired key's old entry had no known size).
-  if (segments_.live_bytes(segment) != 0 && IndexEntriesIn({segment})[segment] != 0) {
+  if (still_indexed) {
     segments_.Retain(segment);
     return absl::OkStatus();
   }
@@ -241,6 +243,30 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
   segments_.Free(segment);
   segments_cleaned_.fetch_add(1);
   return absl::OkStatus();
+}
+
+bool Compactor::IndexPointsInto(uint64_t segment, const SegmentRecords& collected,
+                                uint32_t unreadable_pages) {
+  const SegmentScanResult& scan = collected.scan;
+  if (unreadable_pages > 0 || scan.hole_pages > 0 || scan.torn_tail ||
+      scan.batches_discarded > 0) {
+    // Records it could not take (a damaged page, one right after the log's end, a batch that
+    // damage cut) may be indexed, by keys it does not know: walk the whole index.
+    return IndexEntriesIn({segment})[segment] != 0;
+  }
+  // Every record of the victim was read: an entry into it is an entry of one of their keys.
+  std::vector<uint64_t> candidates;
+  for (const ScannedRecord& record : collected.records) {
+    const KeyHash hash = HashKey(record.key);
+    Shard& shard = *shards_[ShardIndexFor(hash, shards_.size())];
+    absl::MutexLock lock(&shard.mu);
+    shard.index->Find(hash.lo, record.key, &candidates);
+    for (const uint64_t candidate : candidates) {
+      const uint64_t page = Location::FromIndexValue(candidate).page;
+      if (page >= kSuperblockPages && geometry_.SegmentOf(page) == segment) return true;
+    }
+  }
+  return false;
 }
 
 absl::Status Compactor::CopyLiveRecords(uint64_t segment, const SegmentBuffer& victim,

@@ -149,6 +149,11 @@ class Compactor {
   // How many index entries point into each of `segments`, in one walk of the index (O(index):
   // for segments compaction could not empty only).
   absl::flat_hash_map<uint64_t, uint64_t> IndexEntriesIn(const std::vector<uint64_t>& segments);
+  // Whether an index entry points into `segment` once its records were copied (`collected`:
+  // what CollectNewestRecords found of it, read with `unreadable_pages` pages it could not read).
+  // By the keys of its records when it read them all, else by a walk of the whole index.
+  bool IndexPointsInto(uint64_t segment, const SegmentRecords& collected,
+                       uint32_t unreadable_pages);
   // Returns retained segments that no index entry points into any more to compaction.
   void RecheckRetained();
   uint64_t LbaOf(uint64_t page) const { return page * options_.blocks_per_page; }
