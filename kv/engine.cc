@@ -529,6 +529,9 @@ absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
 
 absl::Status Engine::Impl::Checkpoint() {
   NVKV_RETURN_IF_ERROR(CheckWritable());
+  // Every earlier write durable first, whatever becomes of the checkpoint (no room for it, a
+  // queue that cannot be opened, a store that writes none): the contract of DB::Checkpoint.
+  NVKV_RETURN_IF_ERROR(Flush());
   absl::MutexLock lock(&checkpoint_mu_);
   NVKV_RETURN_IF_ERROR(CheckWritable());  // (Close may have begun meanwhile)
   return CheckpointLocked().status();

@@ -462,6 +462,31 @@ TEST_P(CheckpointTest, AStoreOutOfRoomTakesTheBasesSegments) {
   ExpectAll(**crashed);
 }
 
+// DB::Checkpoint makes every earlier write durable first, also when it then finds no room for
+// the checkpoint: a power cut that loses every write not yet durable keeps them all.
+TEST_P(CheckpointTest, ACheckpointWithoutRoomStillMakesEveryEarlierWriteDurable) {
+  WriteAndClose();
+  storage::FaultDeviceOptions lose_unflushed;
+  lose_unflushed.keep_weight = 0;
+  lose_unflushed.tear_weight = 0;
+  FaultyStore store = OpenFaulty(storage_, lose_unflushed);
+  ASSERT_NE(store.engine, nullptr);
+  absl::Status status;
+  for (int k = 0; status.ok(); ++k) {
+    const std::string key = absl::StrCat("fill", k), value(1000, 'f');
+    WriteOp op{false, key, value};
+    status = store.engine->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false);
+    if (status.ok()) expected_[key] = value;
+  }
+  ASSERT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(store.engine->Checkpoint(), StatusIs(absl::StatusCode::kResourceExhausted));
+  ASSERT_THAT(store.device->CutPower(), IsOk());
+  store.engine.reset();
+  auto engine = Open(storage_);
+  ASSERT_THAT(engine, IsOk());
+  ExpectAll(**engine);
+}
+
 // A segment of the base whose last page cannot be read or verified may have been freed and
 // taken again since: the base is set aside, and the log read.
 TEST_P(CheckpointTest, ABaseIsSetAsideWhenALastPageCannotTellWhetherItsSegmentChanged) {

@@ -250,11 +250,13 @@ class DB {
   // Writes a checkpoint of the index now, as the engine does on its own while it runs
   // (Options::checkpoint_log_ratio) and at Close: once it returns OK, Open after a crash reads
   // that checkpoint and only the log written after it. Makes every earlier write durable first
-  // (as Flush); writes wait while it is taken into memory, not while it is written (they do not
-  // become durable by it). Errors: kFailedPrecondition after Close() or on
-  // a read-only DB, or after an Open that went on without pages it could not read
-  // (Options::open_degraded); kResourceExhausted when the free segments cannot hold it (the last one
-  // stays in use); kFailedPrecondition from inside a ForEachLive visitor too; device errors.
+  // (as Flush), also when it then fails for want of room or for a store that writes none;
+  // writes wait while it is taken into memory, not while it is written (they do not become
+  // durable by it). Errors: kFailedPrecondition after Close() or on a read-only DB (nothing is
+  // made durable: there is nothing to), from inside a ForEachLive visitor (nothing either), or
+  // after an Open that went on without pages it could not read (Options::open_degraded);
+  // kResourceExhausted when the free segments cannot hold it (the last one stays in use);
+  // device errors (a failed flush: as for Flush).
   absl::Status Checkpoint();
 
   // Cleans every segment that holds dead records, now; returns when done. Background

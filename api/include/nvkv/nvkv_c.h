@@ -197,7 +197,8 @@ extern uint32_t nvkv_pending_writes(nvkv_t* db);
 
 /* Makes every earlier write durable. */
 extern void nvkv_flush(nvkv_t* db, char** errptr);
-/* Writes a checkpoint now (DB::Checkpoint): Open after a crash reads it and the log after it. */
+/* Writes a checkpoint now (DB::Checkpoint): Open after a crash reads it and the log after it.
+   Makes every earlier write durable first, even when it then fails (no room for it). */
 extern void nvkv_checkpoint(nvkv_t* db, char** errptr);
 /* Cleans every segment holding dead records, now. */
 extern void nvkv_compact_all(nvkv_t* db, char** errptr);

@@ -295,7 +295,9 @@ class DB:
         _call(_flush, self._handle())
 
     def checkpoint(self):
-        """Writes a checkpoint now: Open after a crash reads it and the log written after it."""
+        """Writes a checkpoint now: Open after a crash reads it and the log written after it.
+
+        Makes every earlier write durable first, even when it then fails (no room for it)."""
         _call(_checkpoint, self._handle())
 
     def compact_all(self):
