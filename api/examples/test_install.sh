@@ -4,11 +4,14 @@
 # library) and through pkg-config (shared, then static), with no flag but what each gives (C++20
 # comes with them). Runs every build on a fresh store file and checks what it prints. Then the
 # C API's test program (tests/api/c_api_test.c), compiled and linked by the C compiler through
-# pkg-config, shared and static. Exits non-zero, saying what failed, on the first failure.
+# pkg-config, shared and static. Every installed tool runs from the prefix (not a system path).
+# Exits non-zero, saying what failed, on the first failure.
 #
 #   api/examples/test_install.sh                  configure and build nvkv afresh (Release), then
 #                                                 install it
-#   api/examples/test_install.sh --build-dir DIR  install from an existing build directory
+#   api/examples/test_install.sh --build-dir DIR  install from an existing build directory (and
+#                                                 configure, without building, one with the
+#                                                 tests and benchmarks left out)
 #
 # Work files go to a temporary directory under $NVKV_TEST_DIR, else the current directory (the
 # store needs a file system with O_DIRECT, which tmpfs lacks on older kernels); it is removed on
@@ -51,6 +54,10 @@ if [ -z "$build_dir" ]; then
   cmake -S "$src" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DNVKV_BUILD_TESTS=OFF -DNVKV_BUILD_BENCH=OFF >/dev/null
   cmake --build "$build_dir" -j "$jobs"
+else
+  step "configure nvkv without tests and benchmarks (what they need left out)"
+  cmake -S "$src" -B "$work/minimal-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DNVKV_BUILD_TESTS=OFF -DNVKV_BUILD_BENCH=OFF >/dev/null || fail "configure without tests"
 fi
 
 step "install into $prefix"
@@ -61,6 +68,13 @@ for page in "$build_dir"/man/*.1; do
   [ -e "$page" ] || continue
   [ -s "$prefix/share/man/man1/$(basename "$page")" ] || fail "$(basename "$page") not installed"
   echo "ok: man page $(basename "$page") installed"
+done
+# Each installed tool runs from a prefix that is no system path, with no LD_LIBRARY_PATH: one
+# that links libnvkv.so.0 finds the one installed beside it.
+for tool in "$prefix"/bin/*; do
+  [ -x "$tool" ] || continue
+  out=$(env -u LD_LIBRARY_PATH "$tool" --version 2>&1) || fail "$(basename "$tool") --version: $out"
+  echo "ok: $(basename "$tool") runs from the prefix"
 done
 for dir in kv storage util; do
   [ ! -e "$prefix/include/$dir" ] || fail "internal headers installed: include/$dir"
