@@ -288,6 +288,10 @@ absl::Status HeadAppender::ReserveForBatch(Shard& shard,
       if (awaiting_map) NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
       continue;  // the open page was sealed: plan again
     }
+    // The head's segment may be one compaction took from the reserve: a batch must not fill it
+    // while the store is down to what user writes must leave, as a single put must not
+    // (EnsureSegmentRoom). Its pages then open as compaction's, within the room reserved here.
+    NVKV_RETURN_IF_ERROR(segments_.CheckReserve(use));
     if (head.free_slots.size() >= fresh) {
       head.reserved_pages = fresh;
       return absl::OkStatus();

@@ -16,6 +16,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "kv/engine.h"
+#include "kv/key_hash.h"
+#include "kv/shard.h"
+#include "storage/base/status_macros.h"
 #include "storage/mem_device.h"
 #include "tests/testutil/status_matchers.h"
 
@@ -199,6 +202,118 @@ TEST(CapacityTest, DistinctPutsFillTheUsableCapacityThenFailAtOnce) {
     auto got = engine->Get(absl::StrCat("key", 1000000 + i));
     ASSERT_THAT(got, IsOk()) << i;
     EXPECT_EQ(*got, value);
+  }
+}
+
+// `count` keys named after `prefix` that fall in shard `shard` of `shard_count`.
+std::vector<std::string> KeysOfShard(const std::string& prefix, uint32_t shard,
+                                     uint32_t shard_count, size_t count) {
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; keys.size() < count; ++i) {
+    std::string key = absl::StrCat(prefix, 1000000 + i);
+    if (ShardIndexFor(HashKey(key), shard_count) == shard) keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+// Batches keep the free segments user writes must leave, as single puts do: once one shard's
+// puts are refused, a batch to another shard whose log head still has room is refused too. (The
+// head's segment may be one compaction took from the reserve; batches used to fill it, and then
+// drain what compaction needs, while single puts were refused.)
+TEST(CapacityTest, BatchesAreRefusedWhereSinglePutsAre) {
+  EngineOptions options;
+  options.shard_count = 2;
+  options.background_compaction = false;  // nothing frees a segment meanwhile
+  std::shared_ptr<Engine> engine = OpenMemStore(16 << 20, options);
+  ASSERT_NE(engine, nullptr);
+  const std::string value(1000, 'v');
+  const std::vector<std::string> other = KeysOfShard("other", 1, 2, 8);
+  WriteOp first{false, other[0], value};
+  ASSERT_THAT(engine->Write(std::span<const WriteOp>(&first, 1), true), IsOk());  // a head
+  const std::vector<std::string> fill = KeysOfShard("fill", 0, 2, 20000);
+  absl::Status status;
+  for (size_t i = 0; status.ok() && i < fill.size(); ++i) {
+    WriteOp op{false, fill[i], value};
+    status = engine->Write(std::span<const WriteOp>(&op, 1), /*durable=*/false);
+  }
+  ASSERT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
+  WriteOp single{false, other[1], value};
+  EXPECT_THAT(engine->Write(std::span<const WriteOp>(&single, 1), true),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  std::vector<WriteOp> batch;
+  for (size_t i = 2; i < other.size(); ++i) batch.push_back(WriteOp{false, other[i], value});
+  EXPECT_THAT(engine->Write(batch, true), StatusIs(absl::StatusCode::kResourceExhausted));
+  // Deletes still go in, batched or not, and compaction still finds room to work.
+  std::vector<WriteOp> deletes;
+  for (size_t i = 0; i < 200; ++i) deletes.push_back(WriteOp{true, fill[i], {}});
+  EXPECT_THAT(engine->Write(deletes, true), IsOk());
+  EXPECT_THAT(engine->CompactAll(), IsOk());
+  EXPECT_THAT(engine->Write(batch, true), IsOk());
+}
+
+// A store written by batches alone, overwriting and deleting at random, runs full and back
+// without ever wedging: each write returns at once (taken, or refused for room), compaction
+// keeps cleaning, and once deletes have made room the batches go in again.
+TEST(CapacityTest, BatchesAloneFillAndChurnAStoreWithoutWedging) {
+  EngineOptions options;
+  options.shard_count = 2;
+  std::shared_ptr<Engine> engine = OpenMemStore(16 << 20, options);
+  ASSERT_NE(engine, nullptr);
+  struct Model {
+    std::vector<std::string> keys;
+    std::vector<std::string> values;  // "" for absent
+  };
+  auto model = std::make_shared<Model>();
+  for (int i = 0; i < 12000; ++i) {
+    model->keys.push_back(absl::StrCat("churn", 100000 + i));
+    model->values.emplace_back();
+  }
+  std::optional<absl::Status> churned = WithinLimit(
+      [engine, model]() -> absl::Status {
+        uint64_t rng = 42, refused = 0;
+        bool refused_last = false;
+        for (int round = 0; round < 1500; ++round) {
+          std::vector<WriteOp> ops;
+          std::vector<std::pair<size_t, std::string>> applied;
+          const bool deleting = refused_last || round % 7 == 0;
+          for (int i = 0; i < 16; ++i) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            const size_t k = (rng >> 33) % model->keys.size();
+            bool dup = false;
+            for (const auto& a : applied) dup = dup || a.first == k;
+            if (dup) continue;
+            std::string v = deleting ? "" : absl::StrCat("v", round, "-", std::string(1500, 'c'));
+            applied.emplace_back(k, std::move(v));
+          }
+          for (const auto& [k, v] : applied) {
+            ops.push_back(WriteOp{v.empty(), model->keys[k], v});
+          }
+          const absl::Status status = engine->Write(ops, /*durable=*/round % 3 == 0);
+          if (absl::IsResourceExhausted(status)) {
+            if (deleting) return absl::InternalError("a batch of deletes was refused");
+            ++refused;
+            refused_last = true;
+            continue;
+          }
+          if (!status.ok()) return status;
+          refused_last = false;
+          for (const auto& [k, v] : applied) model->values[k] = v;
+        }
+        if (refused == 0) return absl::InternalError("the store never ran full");
+        NVKV_RETURN_IF_ERROR(engine->CompactAll());
+        return absl::OkStatus();
+      },
+      absl::Seconds(120));
+  ASSERT_TRUE(churned.has_value()) << "a batch write or compaction wedged";
+  ASSERT_THAT(*churned, IsOk());
+  for (size_t k = 0; k < model->keys.size(); k += 7) {
+    absl::StatusOr<std::string> got = engine->Get(model->keys[k]);
+    if (model->values[k].empty()) {
+      EXPECT_THAT(got.status(), StatusIs(absl::StatusCode::kNotFound)) << model->keys[k];
+    } else {
+      ASSERT_THAT(got, IsOk()) << model->keys[k];
+      EXPECT_EQ(*got, model->values[k]);
+    }
   }
 }
 
