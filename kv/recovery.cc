@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <deque>
+#include <span>
 #include <cstring>
 
 
@@ -636,7 +637,16 @@ class Recovery {
       status = storage::RunAll(device_, requests);
       for (const Placed& p : placed) {
         if (!status.ok()) break;
-        const bool read = requests[p.request].status.ok() && requests[p.request + 1].status.ok();
+        const std::span<storage::IoRequest> its_reads(&requests[p.request], 2);
+        bool read = its_reads[0].status.ok() && its_reads[1].status.ok();
+        // The first pass read it: a read that fails now is tried again (a transient error), and
+        // only a summary that reads otherwise makes this pass differ.
+        for (uint32_t again = 0; !read && pass_ > 0 && again < kRereadsInLaterPasses; ++again) {
+          status = storage::RunAll(device_, its_reads);
+          if (!status.ok()) break;
+          read = its_reads[0].status.ok() && its_reads[1].status.ok();
+        }
+        if (!status.ok()) break;
         const bool applied = read && ApplySummary(p.summarized, p.pages);
         pass_pages_done_ += p.summarized.place.pages + 1;
         if (applied) {
@@ -811,7 +821,14 @@ class Recovery {
     // Pages the device cannot read are damaged ones (segment_read.h), unless none of the
     // segment can be read: then the device, not a block, is failing, and a store opened without
     // it would look empty there.
-    const uint32_t failed = read.Settle();
+    uint32_t failed = read.Settle();
+    // The first pass read more of it: a read that fails now is tried again (a transient error),
+    // and only a segment that still reads otherwise makes this pass differ.
+    for (uint32_t again = 0; pass_ > 0 && failed > scanned_[position].unreadable_pages &&
+                             again < kRereadsInLaterPasses;
+         ++again) {
+      NVKV_ASSIGN_OR_RETURN(failed, read.Read(segment));
+    }
     if (failed == g_.pages_per_segment) {
       return absl::Status(read.status().code(),
                           absl::StrCat("segment ", segment, ": no page of it can be read: ",
@@ -1308,6 +1325,8 @@ class Recovery {
   std::vector<std::unique_ptr<SummaryBuilder>> kept_;
   uint64_t kept_bytes_ = 0;
   static constexpr uint64_t kKeptShare = 4;  // of budget_
+  // Reads of a later pass that fail where the first pass's worked are tried this many times more.
+  static constexpr uint32_t kRereadsInLaterPasses = 3;
   std::vector<uint64_t> to_read_;   // the segments recovery reads, in order
   std::vector<bool> map_in_use_;    // per segment: the map says it holds a log
   std::vector<CheckpointPlace> checkpoint_;  // the checkpoint's segments the map names, in order

@@ -37,8 +37,9 @@
 // again); when the tables outgrow the budget all the same (segments read whole, whose records
 // are not known beforehand), recovery starts again with more passes, from what the tables took
 // for the part read. Every pass after the first must find what the first found (the same
-// summaries verifying, the same holes and logs in each segment read whole); kUnavailable
-// otherwise, a device that reads differently from one read to the next. At most
+// summaries verifying, the same holes and logs in each segment read whole): a read that fails
+// only in a later pass is tried again (kRereadsInLaterPasses times: a transient error), and
+// kUnavailable when it still differs, a device that reads differently from one read to the next. At most
 // kMaxRecoveryPasses: past that the budget is exceeded rather than Open refused.
 #ifndef NVKV_KV_RECOVERY_H_
 #define NVKV_KV_RECOVERY_H_
