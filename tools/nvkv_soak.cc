@@ -51,6 +51,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -98,6 +99,11 @@ constexpr const char* kUsage =
     "                        survive a kill: later-durable (default; what options.h promises:\n"
     "                        a later durable write, Flush or Close returned OK) or flush\n"
     "                        (only a later Flush or Close: looks past that promise)\n"
+    "  --transient-read-faults  before half of the reopens, open the store (read-only) while a\n"
+    "                        random page of its segments fails to read, as a transient error:\n"
+    "                        refused naming the page, or opened when nothing of it was needed;\n"
+    "                        then opened degraded (Options::open_degraded). Needs\n"
+    "                        libnvkv_fail_pread.so in LD_PRELOAD (tools/ci/soak.sh does it)\n"
     "  --help                this text\n"
     "\n"
     "Exit status: 0 no violation; 1 a violation (lost or torn write, corrupt value, wrong read,\n"
@@ -124,6 +130,7 @@ struct Config {
   // What makes an acknowledged non-durable write must-survive: true, as options.h promises, any
   // later durable write, Flush or Close returning OK; false, only a later Flush or Close.
   bool later_durable_covers = true;
+  bool transient_read_faults = false;  // --transient-read-faults
 };
 
 // Parses argv into *config; returns an error message, or "" on success ("help" for --help).
@@ -133,6 +140,10 @@ std::string ParseArgs(int argc, char** argv, Config* config) {
     if (arg == "--help" || arg == "-h") return "help";
     if (arg == "--fresh") {
       config->fresh = true;
+      continue;
+    }
+    if (arg == "--transient-read-faults") {
+      config->transient_read_faults = true;
       continue;
     }
     if (i + 1 >= argc) return absl::StrCat("missing value after ", arg);
@@ -388,6 +399,7 @@ struct Setup {
   uint32_t value_max = 0;
   uint64_t batch_max = 0;  // bytes of WriteBatch::ApproximateSize() the writer goes up to
   uint32_t page_bytes = 4096;
+  uint64_t segment_pages = 0;  // pages of every segment together (Stats)
 };
 
 // Either index mode may reopen a store whichever wrote it (db.h); each opener picks one.
@@ -744,6 +756,9 @@ struct Counters {
   uint64_t read_errors = 0;
   uint64_t writer_failures = 0;  // the writer saw a wrong read or an unexpected error
   uint64_t other_failures = 0;   // Open or Close failed after a kill, the writer exited
+  // --transient-read-faults: Opens refused naming the page that failed to read, Opens that
+  // needed nothing of it, and degraded Opens.
+  uint64_t opens_refused_unread = 0, opens_past_unread = 0, degraded_opens = 0;
 
   uint64_t Violations() const {
     return lost + corrupt + phantom + torn + read_errors + writer_failures + other_failures;
@@ -769,6 +784,11 @@ class Supervisor {
         return 3;
       }
     }
+    if (config_.transient_read_faults && !FailPreadLoaded()) {
+      std::fprintf(stderr, "nvkv-soak: --transient-read-faults needs libnvkv_fail_pread.so in "
+                           "LD_PRELOAD (tools/ci/soak.sh)\n");
+      return 3;
+    }
     const int setup = Prepare();
     if (setup != 0) return setup;
     std::printf("nvkv-soak: %s, %.0f s, seed %" PRIu64
@@ -779,11 +799,12 @@ class Supervisor {
                 config_.later_durable_covers ? "" : ", --promise flush");
     std::printf(
         "nvkv-soak: reproduce the mix with: nvkv-soak --db %s --seconds %.0f --seed %" PRIu64
-        " --capacity-mib %" PRIu64 " --kill-every-ms %u..%u%s%s\n",
+        " --capacity-mib %" PRIu64 " --kill-every-ms %u..%u%s%s%s\n",
         config_.db.c_str(), config_.seconds, config_.seed, config_.capacity_mib,
         config_.kill_min_ms, config_.kill_max_ms,
         config_.value_max ? absl::StrCat(" --value-max ", config_.value_max).c_str() : "",
-        config_.later_durable_covers ? "" : " --promise flush");
+        config_.later_durable_covers ? "" : " --promise flush",
+        config_.transient_read_faults ? " --transient-read-faults" : "");
     std::fflush(stdout);
     start_ = Now();
     next_report_ = start_ + config_.report_seconds;
@@ -826,6 +847,7 @@ class Supervisor {
     }
     const Stats stats = (*db)->GetStats();
     setup_.page_bytes = stats.page_bytes;
+    setup_.segment_pages = stats.segments_total * stats.pages_per_segment;
     setup_.value_max = (*db)->max_value_bytes();
     if (config_.value_max != 0) setup_.value_max = std::min(setup_.value_max, config_.value_max);
     setup_.value_max = std::max<uint32_t>(setup_.value_max, kHeaderBytes);
@@ -1099,9 +1121,61 @@ class Supervisor {
     if (++violation_lines_ <= 50) std::printf("VIOLATION: %s\n", line.c_str());
   }
 
+  // --transient-read-faults: whether pread fails on the range NVKV_FAIL_PREAD names, as it does
+  // under libnvkv_fail_pread.so.
+  static bool FailPreadLoaded() {
+    const int fd = open("/dev/zero", O_RDONLY);
+    if (fd < 0) return false;
+    setenv("NVKV_FAIL_PREAD", "0:1", 1);
+    char byte = 0;
+    const ssize_t n = pread(fd, &byte, 1, 0);
+    const int error = errno;
+    unsetenv("NVKV_FAIL_PREAD");
+    close(fd);
+    return n < 0 && error == EIO;
+  }
+
+  // A transient read error at Open: a random page of the segments fails to read during one
+  // Open (read-only, by pread: the kSyncFile backend). It is refused, naming the page, or opens
+  // when it needed nothing of it (a free segment, one read by its summary or a checkpoint);
+  // opened degraded it opens. Neither writes anything: the Open after it finds what the kill
+  // left.
+  void TryOpensWhileAPageFailsToRead() {
+    if (setup_.segment_pages == 0) return;
+    const uint64_t page = 2 + rng_() % setup_.segment_pages;  // FORMAT.md: segments from page 2
+    setenv("NVKV_FAIL_PREAD",
+           absl::StrCat(page * setup_.page_bytes, ":", setup_.page_bytes).c_str(), 1);
+    Options options = StoreOptions(config_, (rng_() & 1) != 0);
+    options.read_only = true;
+    options.backend = Backend::kSyncFile;
+    absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options, config_.db);
+    if (db.ok()) {
+      ++c_.opens_past_unread;
+    } else if (absl::IsUnavailable(db.status()) &&
+               absl::StrContains(db.status().message(), absl::StrCat("page ", page, " "))) {
+      ++c_.opens_refused_unread;
+    } else {
+      Violation(absl::StrCat("Open while page ", page, " failed to read: ",
+                             db.status().ToString()));
+      ++c_.other_failures;
+    }
+    db = absl::StatusOr<std::unique_ptr<DB>>();
+    options.open_degraded = true;
+    absl::StatusOr<std::unique_ptr<DB>> degraded = DB::Open(options, config_.db);
+    if (degraded.ok()) {
+      ++c_.degraded_opens;
+    } else {
+      Violation(absl::StrCat("a degraded Open while page ", page, " failed to read: ",
+                             degraded.status().ToString()));
+      ++c_.other_failures;
+    }
+    unsetenv("NVKV_FAIL_PREAD");
+  }
+
   // Opens the store right after the kill, checks every key against the model, and makes what it
   // found the next generation's starting point.
   void Verify() {
+    if (config_.transient_read_faults && (rng_() & 1) != 0) TryOpensWhileAPageFailsToRead();
     absl::StatusOr<std::unique_ptr<DB>> db =
         DB::Open(StoreOptions(config_, (rng_() & 1) != 0), config_.db);
     if (!db.ok()) {
@@ -1254,6 +1328,12 @@ class Supervisor {
                 c_.Violations() == 0 ? "PASS" : "FAIL", Now() - start_, config_.seed, c_.corrupt,
                 c_.phantom, c_.torn, c_.read_errors, c_.writer_failures, c_.other_failures,
                 c_.check_problems, c_.checks);
+    if (config_.transient_read_faults) {
+      std::printf("nvkv-soak: Opens while a page failed to read: %" PRIu64
+                  " refused naming it, %" PRIu64 " needed nothing of it, %" PRIu64
+                  " opened degraded\n",
+                  c_.opens_refused_unread, c_.opens_past_unread, c_.degraded_opens);
+    }
     std::printf("acknowledged writes lost: %" PRIu64 "\n", c_.lost);
     if (trace_ != nullptr) std::fclose(trace_);
     std::fflush(stdout);

@@ -8,6 +8,8 @@
 # Also: NVKV_SOAK_DIR (where the temporary directory goes; default $NVKV_TEST_DIR, else
 # BUILD_DIR: it must support O_DIRECT, so not tmpfs on old kernels), NVKV_SOAK_SEED, and
 # NVKV_SOAK_ARGS (more nvkv-soak options, e.g. "--capacity-mib 256 --kill-every-ms 50..500").
+# Where BUILD_DIR has tools/libnvkv_fail_pread.so, it runs under it (LD_PRELOAD) with
+# --transient-read-faults: half the reopens are tried first while a page fails to read.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-}
@@ -28,8 +30,17 @@ seed_args=()
 [[ -n "${NVKV_SOAK_SEED:-}" ]] && seed_args=(--seed "$NVKV_SOAK_SEED")
 # shellcheck disable=SC2206  # NVKV_SOAK_ARGS is split into words on purpose
 extra=(${NVKV_SOAK_ARGS:-})
+preload=()
+shim=$build/tools/libnvkv_fail_pread.so
+if [[ -f "$shim" ]]; then
+  # A sanitizer's runtime must come first among the preloaded libraries (the ASan build's
+  # nvkv-soak links libasan, and the library is built with it too).
+  runtime=$(ldd "$soak" | awk '/libasan\.so/ { print $3; exit }')
+  preload=(env "LD_PRELOAD=${runtime:+$runtime:}$shim${LD_PRELOAD:+:$LD_PRELOAD}")
+  extra+=(--transient-read-faults)
+fi
 status=0
-NVKV_SOAK_TRACE=$dir/trace "$soak" --db "$dir/store" --seconds "$seconds" \
+NVKV_SOAK_TRACE=$dir/trace "${preload[@]}" "$soak" --db "$dir/store" --seconds "$seconds" \
   "${seed_args[@]}" "${extra[@]}" || status=$?
 if [[ $status -eq 0 ]]; then
   rm -rf "$dir"
