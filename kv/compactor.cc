@@ -208,8 +208,7 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
                        [&](uint32_t i) { return victim->page(i); }, &collected);
   if (options_.dropped_batch_records != nullptr && !options_.dropped_batch_records->empty()) {
     std::erase_if(collected.records, [&](const ScannedRecord& record) {
-      return (record.header.flags & kRecordInBatch) != 0 &&
-             options_.dropped_batch_records->Contains(record.header.sequence);
+      return options_.dropped_batch_records->DropsRecord(record.header);
     });
   }
   // A damaged page's records cannot be copied: those still indexed keep the segment (below).

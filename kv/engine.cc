@@ -211,7 +211,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
 
 void Engine::Impl::StartCheckpointer() {
   Checkpointer::Options config;
-  config.log_ratio = writes_checkpoints_ ? options_.checkpoint_log_ratio : 0;
+  config.log_ratio = WritesCheckpoints() ? options_.checkpoint_log_ratio : 0;
   config.min_log_bytes = options_.checkpoint_min_log_bytes;
   config.page_bytes = geometry_.page_bytes;
   checkpointer_ = std::make_unique<Checkpointer>(
@@ -259,12 +259,8 @@ absl::Status Engine::Impl::Recover() {
     // Their records may come back at a later Open: nothing this engine does may decide without
     // them. Its sequences start above theirs (recovery), and the map's floor says so from the
     // Open's map write on; their segments stay as they are; no checkpoint stands for the log.
-    writes_checkpoints_ = false;
-    uint64_t last_segment = UINT64_MAX;
     for (const uint64_t page : recovery_.unread_pages) {
-      const uint64_t segment = geometry_.SegmentOf(page);
-      if (segment != last_segment) segments_->HoldUnread(segment);
-      last_segment = segment;
+      segments_->HoldUnread(geometry_.SegmentOf(page));
     }
     if (!read_only_) (void)segments_->RaiseMapFloors();
   }
@@ -417,7 +413,7 @@ absl::Status Engine::Impl::Close() {
   if (compactor_ != nullptr) compactor_->Stop();
   absl::Status status;
   if (writer_ != nullptr && writer_->started()) {
-    const bool checkpoint_at_close = options_.checkpoint_at_close && writes_checkpoints_;
+    const bool checkpoint_at_close = options_.checkpoint_at_close && WritesCheckpoints();
     if (!error_.failed()) {
       if (checkpoint_at_close) {
         // The checkpoint keeps the heads in their segments, and the next Open resumes them. (If
@@ -540,7 +536,7 @@ absl::Status Engine::Impl::Checkpoint() {
 absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
   if (error_.failed()) return error_.status();
   if (closed_.load()) return absl::FailedPreconditionError("the store is closing");
-  if (!writes_checkpoints_) {
+  if (!WritesCheckpoints()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no checkpoint while ", recovery_.unread_pages.size(),
         " pages of the log Open could not read are missing (open_degraded)"));

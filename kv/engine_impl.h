@@ -297,10 +297,9 @@ class Engine::Impl final {
   // which records on the device belong to no applied batch.
   RecoveryReport recovery_;
   // Whether this engine may write checkpoints (at Close and while running): not after an Open
-  // that went on without pages it could not read (RecoveryReport::unread_pages), as a
-  // checkpoint would stand for the log without their records and the next Open would never read
-  // them again. Set once, at Open.
-  bool writes_checkpoints_ = true;
+  // that went on without pages it could not read, as a checkpoint would stand for the log
+  // without their records and the next Open would never read them again.
+  bool WritesCheckpoints() const { return recovery_.unread_pages.empty(); }
 };
 
 }  // namespace nvkv::kv

@@ -35,9 +35,7 @@ std::optional<RecordView> FindNewest(const uint8_t* page, const PageHeader& head
   std::optional<RecordView> newest;
   while (it.Next(&record)) {
     if (record.key != key) continue;
-    if ((record.header.flags & kRecordInBatch) != 0 && dropped.Contains(record.header.sequence)) {
-      continue;
-    }
+    if (dropped.DropsRecord(record.header)) continue;
     if (!newest || record.header.sequence > newest->header.sequence) newest = record;
   }
   *status = it.status();

@@ -1235,9 +1235,7 @@ class Recovery {
       KeysRecord newest;
       while (records.Next(&record)) {
         const uint64_t sequence = record.header.sequence;
-        if ((record.header.flags & kRecordInBatch) != 0 && base_dropped_.Contains(sequence)) {
-          continue;
-        }
+        if (base_dropped_.DropsRecord(record.header)) continue;
         if (HashKey(record.key).lo != hash_lo) continue;
         if (!newest.holds || sequence > newest.sequence) {
           newest.holds = true;

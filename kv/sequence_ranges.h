@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/page_format.h"
+
 namespace nvkv::kv {
 
 class SequenceRanges {
@@ -38,6 +40,11 @@ class SequenceRanges {
     return it != ranges_.end() && it->first <= sequence;
   }
   bool empty() const { return ranges_.empty(); }
+  // Whether the record `header` describes is one of the dropped batches' (the one rule every
+  // reader of a page applies: a read, compaction, recovery over a base).
+  bool DropsRecord(const RecordHeader& header) const {
+    return (header.flags & kRecordInBatch) != 0 && Contains(header.sequence);
+  }
   // Calls visit(first, last) for every range, in order.
   template <typename Visit>
   void ForEach(Visit visit) const {
