@@ -876,9 +876,12 @@ class Recovery {
           "first did (the device reads differently)"));
     }
     scanned_.push_back(facts);
-    if (read_before_[segment] && (!scan.in_use || scan.generation != segments_.generation(segment))) {
+    if (read_before_[segment] && (scan.in_use ? scan.generation != segments_.generation(segment)
+                                              : tail_from_[segment] != g_.FirstPageOf(segment))) {
       // A head's segment of the base checkpoint holds another log than the one it knew, though
-      // its last page said nothing changed (damage where the log began).
+      // its last page said nothing changed (damage where the log began). A head the checkpoint
+      // names at its segment's first page had written nothing there: that segment may hold no
+      // log still (a batch took it and was refused, and nothing was written after).
       base_failed_ = absl::StrCat("segment ", segment, " holds another log than the checkpoint's");
     }
     report_.unreadable_pages += failed;

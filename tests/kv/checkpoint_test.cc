@@ -878,6 +878,52 @@ TEST_P(CheckpointTest, TheHeadsGoOnInTheirSegmentsAfterACleanClose) {
   ExpectCheckFindsNothing(**read_all);
 }
 
+// A batch that takes a fresh segment and is then refused (here: the store is down to the free
+// segments user writes must leave) leaves its head holding that segment with nothing in it. The
+// checkpoint Close writes names the head there, at its first page; the Open that reads it resumes
+// the head there, and a crash before anything is written finds the segment as the checkpoint
+// left it, empty: recovery goes on from that base and reads only that segment, instead of setting
+// the base aside as a segment holding "another log" and reading every segment. (Failed before
+// the fix: the base was set aside.)
+TEST_P(CheckpointTest, AHeadOnAStillEmptySegmentKeepsTheBaseAfterACrash) {
+  const Shape one_shard{
+      .mode = std::nullopt, .shards = 1, .summary_min_segment_pages = kPagesPerSegment + 1};
+  {
+    auto engine = Open(storage_, one_shard);
+    ASSERT_THAT(engine, IsOk());
+    absl::Status status;
+    for (int b = 0; status.ok(); ++b) {
+      std::vector<std::string> keys;
+      std::vector<WriteOp> batch;
+      const std::string value(1000, static_cast<char>('a' + b % 26));
+      for (int k = 0; k < 6; ++k) keys.push_back(absl::StrCat("batch", b, "-", k));
+      for (const std::string& key : keys) batch.push_back(WriteOp{false, key, value});
+      status = (*engine)->Write(batch, /*durable=*/false);
+      if (!status.ok()) break;
+      for (const std::string& key : keys) expected_[key] = value;
+    }
+    ASSERT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  ASSERT_FALSE(CheckpointPages(*storage_).empty());
+  auto engine = Open(storage_, one_shard);
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  ASSERT_EQ((*engine)->Stats().recovery_heads_resumed, 1u);
+  // A crash now, before any write.
+  auto crashed = Open(CopyOf(*storage_), one_shard);
+  ASSERT_THAT(crashed, IsOk());
+  const EngineStats stats = (*crashed)->Stats();
+  EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
+  EXPECT_EQ(stats.recovery_checkpoints_unused, 0u) << stats.recovery_checkpoint_unused_why;
+  // The checkpoint, the last page of each segment, and a few segments whole: the head's, those
+  // announced for heads, the map's. (Reading the log reads every segment whole: no summaries.)
+  const uint64_t checkpoint_pages = CheckpointPages(*storage_, MapState::kBaseCheckpoint).size();
+  EXPECT_LE(stats.recovery_pages_scanned, checkpoint_pages + kSegments + 4 * kPagesPerSegment);
+  ExpectAll(**crashed);
+  ExpectCheckFindsNothing(**crashed);
+}
+
 // A head's segment has a key filter sized for the most puts a segment can hold (128 KiB for
 // 1 MiB segments), which the checkpoint need not carry: the head's summary so far, which it
 // carries, holds every put of the segment, and Open rebuilds the filter from it (its bits are
