@@ -90,6 +90,7 @@ void Compactor::Loop() {
       std::optional<uint64_t> victim =
           segments_.PickVictim(options_.compaction_policy, next_sequence_.load(), true);
       if (!victim) break;
+      if (options_.victim_picked != nullptr) (*options_.victim_picked)(*victim);
       absl::Status status;
       {
         absl::MutexLock cleaning(&cleaning_mu_);

@@ -233,7 +233,7 @@ void Engine::Impl::StartCheckpointer() {
   absl::MutexLock lock(&checkpoint_mu_);
   kept_checkpoint_current_ = recovery_.from_checkpoint;
   head_counters_at_checkpoint_ = log_pages_now;
-  segments_taken_at_checkpoint_ = segments_->segments_taken();
+  segment_changes_at_checkpoint_ = segments_->segment_changes();
 }
 
 absl::Status Engine::Impl::Recover() {
@@ -391,6 +391,7 @@ absl::Status Engine::Impl::StartCompactor() {
   compactor_config.blocks_per_page = blocks_per_page_;
   compactor_config.ordered = ordered_;
   compactor_config.dropped_batch_records = &recovery_.dropped_batch_records;
+  compactor_config.victim_picked = options_.victim_picked_for_test;
   compactor_ = std::make_unique<Compactor>(compactor_config, geometry_, shards_, *segments_,
                                            *writer_, error_, write_counters_, *appender_,
                                            next_sequence_, std::move(*compaction_queue));
@@ -465,10 +466,10 @@ absl::Status Engine::Impl::WriteCheckpointAtClose() {
 
 bool Engine::Impl::KeptCheckpointCurrent() {
   // No head assigned a page since (records, summaries, compaction's copies all go through
-  // them) and no segment was taken (compaction takes its victims so, before it writes their
-  // free markers).
+  // them), and no segment was taken or freed: a victim compaction picked before the checkpoint
+  // may be freed after it without a record to copy.
   return kept_checkpoint_current_ && segments_->checkpoint_segments_kept() > 0 &&
-         segments_->segments_taken() == segments_taken_at_checkpoint_ &&
+         segments_->segment_changes() == segment_changes_at_checkpoint_ &&
          appender_->HeadCountersSum() == head_counters_at_checkpoint_;
 }
 
@@ -482,7 +483,7 @@ absl::StatusOr<Engine::Impl::TakenWithCounters> Engine::Impl::TakeCheckpointNow(
                         TakeCheckpoint(CheckpointOptionsOfStore(), globals, *segments_, shards_,
                                        std::move(room)));
   taken.head_counters = appender_->HeadCountersSum();
-  taken.segments_taken = segments_->segments_taken();
+  taken.segment_changes = segments_->segment_changes();
   return taken;
 }
 
@@ -517,7 +518,7 @@ absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
   // It stands for the log as it was taken: written since, the engine is not where it stands.
   kept_checkpoint_current_ = true;
   head_counters_at_checkpoint_ = taken.head_counters;
-  segments_taken_at_checkpoint_ = taken.segments_taken;
+  segment_changes_at_checkpoint_ = taken.segment_changes;
   uint64_t total = 0;
   for (const uint32_t p : pages) total += p;
   return total;

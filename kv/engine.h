@@ -107,6 +107,10 @@ struct EngineOptions {
   // Grow the store to what its device holds, a store file first extended to capacity_bytes
   // (Options::grow_store).
   bool grow_store = false;
+  // Tests only: called on the compactor's thread each time background compaction has picked a
+  // victim, before it waits to clean it (a checkpoint may be taken in between). Borrowed: it
+  // outlives the engine. (A pointer: the options stay a literal type.)
+  const std::function<void(uint64_t segment)>* victim_picked_for_test = nullptr;
 };
 
 // One Put or Delete of a Write call. Views must stay valid for the call.

@@ -204,7 +204,7 @@ class Engine::Impl final {
   struct TakenWithCounters {
     TakenCheckpoint checkpoint;
     uint64_t head_counters = 0;
-    uint64_t segments_taken = 0;
+    uint64_t segment_changes = 0;
   };
   // Takes a checkpoint of the engine as it is (TakeCheckpoint), into `room` first. Nothing else
   // may append meanwhile.
@@ -278,7 +278,7 @@ class Engine::Impl final {
   absl::Mutex checkpoint_mu_;
   bool kept_checkpoint_current_ ABSL_GUARDED_BY(checkpoint_mu_) = false;
   uint64_t head_counters_at_checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
-  uint64_t segments_taken_at_checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
+  uint64_t segment_changes_at_checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
   // Stats::checkpoint_seconds and checkpoint_writes_held_seconds, in nanoseconds.
   std::atomic<uint64_t> checkpoint_nanos_{0}, checkpoint_held_nanos_{0};
   std::unique_ptr<Checkpointer> checkpointer_;  // stopped first by Close

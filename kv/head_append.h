@@ -157,8 +157,8 @@ class HeadAppender final : public RecordMover {
 
   // The pages every head has assigned since it was made or resumed: the sum of their head
   // counters, which grows with every page a head assigns (data, a large record's, a summary's).
-  // Unchanged since Open, with no segment taken (SegmentTable::segments_taken: compaction
-  // takes its victims so), means nothing was written to the log since.
+  // Unchanged since Open, with no segment taken or freed (SegmentTable::segment_changes:
+  // compaction takes its victims so), means nothing was written to the log since.
   uint64_t HeadCountersSum() const;
 
   // The store is closing and writes a checkpoint, which keeps the heads where they are (the next

@@ -228,7 +228,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   info.state = SegmentState::kOpen;
   Reset(info);
   info.filter = std::move(filter);
-  taken_.fetch_add(1, std::memory_order_relaxed);
+  changes_.fetch_add(1, std::memory_order_relaxed);
   *generation = next_generation_.fetch_add(1);
   info.generation = *generation;
   return segment;
@@ -300,7 +300,7 @@ std::optional<uint64_t> SegmentTable::PickVictim(CompactionPolicy policy, uint64
                                             /*with_writes_in_flight=*/false);
   if (best) {
     info_[*best].state = SegmentState::kCompacting;
-    taken_.fetch_add(1, std::memory_order_relaxed);
+    changes_.fetch_add(1, std::memory_order_relaxed);
   }
   return best;
 }
@@ -382,6 +382,7 @@ void SegmentTable::Free(uint64_t segment) {
   Reset(info);
   ++info.incarnation;
   free_.push_back(segment);
+  changes_.fetch_add(1, std::memory_order_relaxed);
   if (map_ != nullptr) map_->Set(segment, MapState::kFree);
   announce_due_.store(true, std::memory_order_release);
 }

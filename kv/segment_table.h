@@ -203,10 +203,11 @@ class SegmentTable {
 
   uint64_t NextGeneration() { return next_generation_.fetch_add(1); }
 
-  // How often a head (Allocate) or compaction (PickVictim) took a segment since the table was
-  // made. Every page of the log is written into a segment taken so: while this is 0, the log on
-  // the device is the one recovery found.
-  uint64_t segments_taken() const { return taken_.load(std::memory_order_relaxed); }
+  // How often a head (Allocate) or compaction (PickVictim) took a segment, or compaction freed
+  // one (Free), since the table was made. Every page of the log is written into a segment taken
+  // so, and a segment leaves the log only so: unchanged, the segments holding a log are those
+  // they were (a victim picked before a checkpoint and freed after it counts at its free).
+  uint64_t segment_changes() const { return changes_.load(std::memory_order_relaxed); }
 
   // A sealed segment's summary is durable at `summary` (segment_summary.h): the map says so,
   // unless the segment no longer holds the log of `generation` (freed since). Returns whether
@@ -465,7 +466,7 @@ class SegmentTable {
   const uint64_t open_filter_words_;  // for the most puts a segment can hold
   std::unique_ptr<Info[]> info_;
   std::atomic<uint64_t> next_generation_{1};
-  std::atomic<uint64_t> taken_{0};  // segments_taken()
+  std::atomic<uint64_t> changes_{0};  // segment_changes()
   std::atomic<uint64_t> retained_count_{0};  // segments in kRetained
   absl::Mutex mu_;
   // Free segments: not announced (free_), being announced (announcing_, with the map change
