@@ -413,24 +413,31 @@ class Recovery {
 
   // The tables' budget, and as many passes as keep the tables the summaries call for within it
   // (ReadSummaries sizes them so), planned before any is read rather than found too few later.
-  // Unless the options give one, the budget is a share of the index a base gave (Open's memory
-  // is to stay within the index plus a tenth, and reading the segments read whole needs some
-  // too): of an empty one without a base, so at least kMinTableBudget. (At least twice what the
-  // shards' tables take empty, too: else no number of passes fits.)
+  // Unless the options give one: over a base, a share of the index it gave (Open's memory is to
+  // stay within the index plus a tenth, and reading the segments read whole needs some too; the
+  // log after a base is a small part of the store). Without a base the tables hold a record of
+  // every key of the log, and a pass more reads the whole log again: the budget is what the
+  // machine's and the cgroup's memory leave (table_budget_ceiling_bytes), so that recovery stays
+  // one pass wherever memory allows (no bound when no limit can be read: /proc/meminfo at
+  // least always can). (At least kMinTableBudget, and twice what the shards' tables take empty,
+  // else no number of passes fits; at most the ceiling.)
   void PlanPasses() {
-    if (budget_ == 0) {
-      uint64_t index_bytes = 0;  // without a base: nothing loaded yet
-      for (const auto& shard : shards_) {
-        absl::MutexLock lock(&shard->mu);
-        index_bytes += shard->index->stats().memory_bytes;
-      }
-      budget_ = std::max({index_bytes / kTableShareOfIndex, kMinTableBudget,
-                          2 * newest_.size() * NewestRecords::BytesFor(0)});
-      if (options_.table_budget_ceiling_bytes != 0) {
-        budget_ = std::min(budget_, options_.table_budget_ceiling_bytes);
-      }
-    }
     const uint64_t records = SummarizedRecords();
+    if (budget_ == 0) {
+      const uint64_t ceiling = options_.table_budget_ceiling_bytes;
+      uint64_t wanted = ceiling != 0 ? ceiling : UINT64_MAX;
+      if (base_) {
+        uint64_t index_bytes = 0;
+        for (const auto& shard : shards_) {
+          absl::MutexLock lock(&shard->mu);
+          index_bytes += shard->index->stats().memory_bytes;
+        }
+        wanted = index_bytes / kTableShareOfIndex;
+      }
+      const uint64_t empty_tables = newest_.size() * NewestRecords::BytesFor(0);
+      budget_ = std::max({wanted, kMinTableBudget, 2 * empty_tables});
+      if (ceiling != 0) budget_ = std::min(budget_, ceiling);
+    }
     while (passes_ < kMaxRecoveryPasses &&
            newest_.size() * NewestRecords::BytesFor(records / passes_ / newest_.size()) > budget_) {
       ++passes_;

@@ -60,9 +60,13 @@
 namespace nvkv::kv {
 
 inline constexpr uint32_t kMaxRecoveryPasses = 64;
-// By default recovery keeps its tables within 1/kTableShareOfIndex of the index a base
-// checkpoint gave it (none without a base: an empty index), or kMinTableBudget when that is more:
-// Open's peak memory is to stay within the index plus a tenth of it (passes, "Passes" above).
+// By default recovery over a base checkpoint keeps its tables within 1/kTableShareOfIndex of the
+// index the base gave it, or kMinTableBudget when that is more: Open's peak memory stays within
+// the index plus a tenth of it ("Passes" above). Without a base (none written yet, set aside,
+// released for room, or checkpoint_log_ratio 0) the tables hold every key of the log, and each
+// pass more reads the whole log again: they may take what the process's memory limits leave
+// (table_budget_ceiling_bytes), so that such an Open is one pass wherever memory allows, and
+// peaks above the index by its tables (about 24-48 bytes a key) for as long as it runs.
 inline constexpr uint64_t kTableShareOfIndex = 16;
 inline constexpr uint64_t kMinTableBudget = uint64_t{256} << 10;
 
@@ -74,9 +78,9 @@ struct RecoveryOptions {
   // checkpoint is then not used either.
   bool read_all = false;
   // The most bytes the tables of newest records may take together, when not 0: a log whose
-  // tables would take more is read in several passes ("Memory" above). 0: the default share
-  // (kTableShareOfIndex), and at most table_budget_ceiling_bytes when that is not 0 (what the
-  // process's memory limits leave).
+  // tables would take more is read in several passes ("Memory" above). 0: the default (above:
+  // a share of a base's index, or without a base table_budget_ceiling_bytes), and at most
+  // table_budget_ceiling_bytes when that is not 0 (what the process's memory limits leave).
   uint64_t table_budget_bytes = 0;
   uint64_t table_budget_ceiling_bytes = 0;
   // Pages of a log the device cannot read do not fail recovery (EngineOptions::open_degraded):

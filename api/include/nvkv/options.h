@@ -227,13 +227,15 @@ struct Options {
   // after a crash (its tables of the newest record of every key, about 30 bytes a key): a log
   // whose tables would take more is read in several passes, each for a share of the keys, which
   // reads the summaries and segments again each time (Stats::recovery_passes). Open after a
-  // clean Close reads its checkpoint and needs none. 0: a sixteenth of the index the checkpoint
-  // recovery starts from holds (the last one the engine wrote while running; none when it wrote
-  // none, an empty index), or 256 KiB when that is more, so that Open's peak memory stays within
-  // the index plus a tenth of it; and at most half the memory the process may still take when
-  // Open starts, under its memory cgroup's limit, RLIMIT_AS and the machine's available memory
-  // (a process past a cgroup's limit, or the machine's, is killed, not refused an allocation).
-  // A larger budget takes fewer passes.
+  // clean Close reads its checkpoint and needs none. 0: over a checkpoint recovery starts from
+  // (the last one the engine wrote while running), a sixteenth of the index it holds, or 256 KiB
+  // when that is more, so that Open's peak memory stays within the index plus a tenth of it;
+  // without one (none written yet, one that could not be used, checkpoint_log_ratio 0) the
+  // tables hold every key of the log and may take what memory allows, so that the log is read
+  // once wherever it can be; and in both cases at most half the memory the process may still
+  // take when Open starts, under its memory cgroup's limit, RLIMIT_AS and the machine's available
+  // memory (a process past a cgroup's limit, or the machine's, is killed, not refused an
+  // allocation). A larger budget takes fewer passes.
   // Default: 0. Unit: bytes. Scope: per Open.
   uint64_t recovery_memory_bytes = 0;
 
