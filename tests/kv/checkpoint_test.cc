@@ -71,7 +71,6 @@ EngineOptions StoreOptions(const Shape& shape, IndexMode mode) {
   options.shard_count = shape.shards;
   options.page_buffers_per_shard = 16;
   options.background_compaction = shape.background_compaction;
-  options.compaction_policy = CompactionPolicy::kGreedy;
   options.victim_picked_for_test = shape.victim_picked;
   options.index_mode = shape.mode.value_or(mode);
   options.recovery_reads_all = shape.read_all;
