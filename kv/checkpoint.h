@@ -13,7 +13,8 @@
 // written, and the map it writes marks it kBaseCheckpoint: from then on it stands for the log as
 // it was, and recovery after a crash reads it and then the log written after it (recovery.h). It
 // stays so, its segments not free, until a later Close writes a newer one (whose map write frees
-// its segments) or the store needs the room (SegmentTable::ReleaseCheckpoint). A checkpoint that
+// its segments), or deletes or compaction find no other free segment (SegmentTable::CheckReserve:
+// puts are refused instead). A checkpoint that
 // cannot be read whole, does not verify, or does not agree with itself or with the map is not
 // used: recovery reads the log instead (summaries and segments), which finds the same state.
 //

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
@@ -194,15 +195,8 @@ uint64_t SegmentTable::KeepFor(SegmentUse use) const {
 absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* generation,
                                                 bool* awaiting_map) {
   absl::MutexLock lock(&mu_);
-  const uint64_t keep = KeepFor(use);
   *awaiting_map = false;
-  // A kept checkpoint only saves recovery time: the room it takes comes first.
-  if (FreeCountLocked() <= keep) FreeCheckpointLocked(kept_checkpoint_);
-  if (FreeCountLocked() <= keep) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
-                     " and compaction finds nothing to reclaim"));
-  }
+  NVKV_RETURN_IF_ERROR(CheckReserveLocked(use));
   if (map_ != nullptr && ready_.empty()) {
     *awaiting_map = true;
     return 0;
@@ -237,11 +231,22 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
 absl::Status SegmentTable::CheckReserve(SegmentUse use) {
   if (use == SegmentUse::kCompaction) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  if (FreeCountLocked() <= KeepFor(use)) FreeCheckpointLocked(kept_checkpoint_);
-  if (FreeCountLocked() > KeepFor(use)) return absl::OkStatus();
-  return absl::ResourceExhaustedError(
-      absl::StrCat("store full: ", FreeCountLocked(), " free segments of ", segment_count_,
-                   " and compaction finds nothing to reclaim"));
+  return CheckReserveLocked(use);
+}
+
+absl::Status SegmentTable::CheckReserveLocked(SegmentUse use) {
+  const uint64_t keep = KeepFor(use);
+  // The kept checkpoint (the base) spares the next Open reading the log: puts never take its
+  // room. Deletes and compaction are how a full store makes room again, so when nothing else is
+  // free they may, rather than be refused (recovery then reads the log after a crash).
+  if (FreeCountLocked() <= keep && use != SegmentUse::kUserPut) {
+    FreeCheckpointLocked(kept_checkpoint_);
+  }
+  if (FreeCountLocked() > keep) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "store full: ", FreeCountLocked(), " free segments of ", segment_count_, " (",
+      kept_checkpoint_.size(), " hold the checkpoint the next Open starts from)",
+      " and compaction finds nothing to reclaim"));
 }
 
 void SegmentTable::Seal(uint64_t segment, std::optional<LastWrite> last_write) {
@@ -884,8 +889,10 @@ bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
   return FreeCountLocked() > keep;
 }
 
-uint64_t SegmentTable::usable_bytes() const {
-  return segment_count_ > reserve_user_ ? (segment_count_ - reserve_user_) * capacity_bytes_ : 0;
+uint64_t SegmentTable::usable_bytes() {
+  absl::MutexLock lock(&mu_);
+  const uint64_t kept = reserve_user_ + kept_checkpoint_.size();
+  return segment_count_ > kept ? (segment_count_ - kept) * capacity_bytes_ : 0;
 }
 
 }  // namespace nvkv::kv

@@ -80,8 +80,8 @@ enum class SegmentState : uint8_t {
   kRetained,    // cleaned, but records on damaged pages are still indexed: never picked until
                 // no index entry points into it (Unretain)
   kCheckpoint,  // holds no log but part of the checkpoint recovery starts from after a crash
-                // (MapState::kBaseCheckpoint): not free until a newer one replaces it, or the
-                // store needs the room (ReleaseCheckpoint)
+                // (MapState::kBaseCheckpoint): not free until a newer one replaces it, or a
+                // delete or compaction finds no other free segment (CheckReserve)
 };
 
 // The head that wrote a segment and the head counter of its last page. Compaction waits until
@@ -141,6 +141,8 @@ class SegmentTable {
   SegmentMapPageHeader MapFloors() const;
   // kResourceExhausted when the free list is down to what `use` must leave (as Allocate would
   // fail): a head's segment taken by compaction from the reserve is for compaction's copies.
+  // Puts never take the kept checkpoint's segments; deletes and compaction free them when
+  // nothing else is free (ReleaseCheckpoint), rather than be refused.
   absl::Status CheckReserve(SegmentUse use);
   // A head is done with `segment` (full or closing); its key filter shrinks to fit its records.
   // `last_write` says which head wrote it up to which page (none: recovered from the device,
@@ -307,9 +309,10 @@ class SegmentTable {
   // Close, when nothing was written since the kept checkpoint was (or since the Open that read
   // it): the map says again that it stands for the log as it is (MapState::kCheckpoint).
   void MarkKeptCheckpointCurrent();
-  // The kept checkpoint's segments are free again (the map says so once written): the store
-  // needs the room (Allocate and CheckReserve do so when no other segment is free). Recovery
-  // after a crash then reads the log.
+  // The kept checkpoint's segments are free again (the map says so once written): the heads
+  // leave their segments at Close, or the store needs the room for a delete or compaction
+  // (Allocate and CheckReserve do so when no other segment is free). Recovery after a crash then
+  // reads the log.
   void ReleaseCheckpoint();
   // Segments holding the kept checkpoint.
   uint64_t checkpoint_segments_kept();
@@ -334,10 +337,11 @@ class SegmentTable {
   bool WaitForFree(SegmentUse use, absl::Duration timeout);
 
   // Log space user puts may fill: every segment but the `reserve_user` ones kept for
-  // compaction (and deletes), each but its last page (Geometry::log_pages). Live bytes stay below it: records are packed
-  // whole into pages, and when the store fills up, the open segment of each log head but the
-  // one that ran out may be partly unused.
-  uint64_t usable_bytes() const;
+  // compaction (and deletes) and those of the kept checkpoint, each but its last page
+  // (Geometry::log_pages). Live bytes stay below it: records are packed whole into pages, and
+  // when the store fills up, the open segment of each log head but the one that ran out may be
+  // partly unused.
+  uint64_t usable_bytes();
 
  private:
   // A Bloom filter of keys, of a power of two bits: `probes` bits per key, at (lo + i * step)
@@ -483,6 +487,7 @@ class SegmentTable {
   // Frees `segments`, the kept checkpoint's or the one being written, and clears the list;
   // returns how many it freed.
   uint64_t FreeCheckpointLocked(std::vector<uint64_t>& segments) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckReserveLocked(SegmentUse use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The kept checkpoint's segments in its order, and those of the one being written (kCheckpoint).
   std::vector<uint64_t> kept_checkpoint_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> pending_checkpoint_ ABSL_GUARDED_BY(mu_);

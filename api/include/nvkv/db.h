@@ -118,7 +118,8 @@ class DB {
   //                        Stats::usable_bytes: every segment but one per shard and two more,
   //                        kept free so that compaction and deletes can always run (on a
   //                        16 MiB store of 4 shards, with the segments Options sizes to it,
-  //                        57 of its 63 segments: 89%). Also when the in-memory index
+  //                        57 of its 63 segments: 89%), and but those holding the checkpoint
+  //                        recovery starts from (Stats::segments_checkpoint). Also when the in-memory index
   //                        cannot grow for a new key (memory refused, or a shard's table of
   //                        2^32 slots full): nothing of the write is applied, and writes that
   //                        add no key (overwrites, deletes) still work

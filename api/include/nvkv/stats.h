@@ -112,8 +112,9 @@ struct Stats {
   // Space.
   uint64_t capacity_bytes = 0;  // the log's segments, all of them
   // What puts may fill: capacity_bytes minus the segments kept free so that compaction (and
-  // deletes) can always run (one per shard and two more), and minus each segment's last page
-  // (kept for the marker compaction writes when it frees the segment). Puts fail with kResourceExhausted
+  // deletes) can always run (one per shard and two more), minus those holding the checkpoint
+  // recovery starts from (segments_checkpoint), and minus each segment's last page (kept for
+  // the marker compaction writes when it frees the segment). Puts fail with kResourceExhausted
   // once the live and dead records compaction cannot reclaim reach it; live_bytes stays below
   // it, as records are packed whole into pages and, on a full store, the open segment of each
   // shard but the one that ran out may be partly unused.
@@ -122,7 +123,8 @@ struct Stats {
   uint64_t segments_total = 0;
   uint64_t segments_free = 0;
   // Holding the checkpoint recovery starts from after a crash (the last one Open read or Close
-  // wrote): not free, until a newer checkpoint replaces it or the store needs the room.
+  // wrote): not free, until a newer checkpoint replaces it. Puts never take its room; deletes
+  // and compaction do when no other segment is free (and a crash then reads the log).
   uint64_t segments_checkpoint = 0;
   // Checkpoints written while the store ran (this session: kv/checkpointer.h), and those the
   // engine could not write on its own (no room, a device error).
