@@ -161,12 +161,12 @@ std::string Stats::ToString() const {
                               "map pages damaged, %u segments read by summary, %u summaries "
                               "unused, %u records, %u batches discarded, "
                               "%u damaged pages skipped, %u bytes of table at most, %u "
-                              "pass(es), %.3f s\n",
+                              "pass(es), %u restart(s), %.3f s\n",
                         recovery_source().c_str(), recovery_pages_scanned, recovery_segments_skipped,
                         recovery_map_pages_damaged, recovery_segments_summarized,
                         recovery_summaries_unused, recovery_records, recovery_batches_discarded,
                         recovery_damaged_pages, recovery_table_bytes, recovery_passes,
-                        recovery_seconds);
+                        recovery_restarts, recovery_seconds);
   return out;
 }
 
@@ -230,6 +230,7 @@ std::string Stats::ToJson() const {
   json.Add("recovery_damaged_pages", recovery_damaged_pages);
   json.Add("recovery_table_bytes", recovery_table_bytes);
   json.Add("recovery_passes", recovery_passes);
+  json.Add("recovery_restarts", recovery_restarts);
   json.Add("recovery_seconds", recovery_seconds);
   json.Add("page_bytes", page_bytes);
   json.Add("pages_per_segment", pages_per_segment);

@@ -667,6 +667,7 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_damaged_pages = recovery_.damaged_pages;
   s.recovery_table_bytes = recovery_.table_bytes_peak;
   s.recovery_passes = recovery_.passes;
+  s.recovery_restarts = recovery_.restarts;
   s.segments_retained = segments_->retained().size();
   s.compaction_damaged_pages = compactor_ != nullptr ? compactor_->damaged_pages() : 0;
   s.unreadable_pages = recovery_.unreadable_pages +

@@ -179,6 +179,9 @@ class Recovery {
   // returned kResourceExhausted): the caller starts again with as many. 0 otherwise.
   uint32_t passes_needed() const { return passes_needed_; }
 
+  // Pages read so far (the report's count, for a Run that did not finish).
+  uint64_t pages_read() const { return report_.pages; }
+
   absl::StatusOr<RecoveryReport> Run() {
     const absl::Time start = absl::Now();
     NVKV_RETURN_IF_ERROR(ReadMap());
@@ -1373,10 +1376,18 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
   uint32_t passes = 1;
   bool use_checkpoint = true;
   std::string checkpoint_unused;
+  const absl::Time start = absl::Now();
+  uint64_t pages_before = 0;  // read by the starts given up
+  uint32_t restarts = 0;
   while (true) {
     Recovery recovery(options, use_checkpoint, passes, geometry, device, segments, shards);
     absl::StatusOr<RecoveryReport> report = recovery.Run();
-    if (report.ok() && !checkpoint_unused.empty()) report->checkpoint_unused = checkpoint_unused;
+    if (report.ok()) {
+      if (!checkpoint_unused.empty()) report->checkpoint_unused = checkpoint_unused;
+      report->restarts = restarts;
+      report->pages += pages_before;
+      report->seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    }
     if (!recovery.base_failed().empty()) {
       // The base checkpoint cannot be used after all: start again from nothing, reading the log.
       use_checkpoint = false;
@@ -1387,6 +1398,8 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
     } else {
       return report;
     }
+    pages_before += recovery.pages_read();
+    ++restarts;
     for (const auto& shard : shards) {
       absl::MutexLock lock(&shard->mu);
       shard->index = options.ordered ? NewOrderedIndex() : NewHashIndex();

@@ -109,6 +109,9 @@ struct RecoveryReport {
   uint64_t unreadable_pages = 0;   // pages the device failed to read (each also a hole)
   uint64_t table_bytes_peak = 0;   // the largest per-shard newest-record table it held
   uint32_t passes = 1;             // over the log, to keep the tables within their budget
+  // Starts again from nothing (more passes, or a base set aside); `pages` and `seconds` count
+  // every start.
+  uint32_t restarts = 0;
   uint64_t segments_skipped = 0;   // free by the segment map: not read
   uint64_t map_pages_damaged = 0;  // map pages that failed to read or verify (their segments read)
   uint64_t segments_summarized = 0;  // read by their summaries (segment_summary.h)

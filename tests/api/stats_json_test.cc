@@ -58,6 +58,7 @@ Stats SampleStats() {
   s.recovery_damaged_pages = 0;
   s.recovery_table_bytes = 96;
   s.recovery_passes = 2;
+  s.recovery_restarts = 1;
   s.recovery_seconds = 0.00125;
   s.page_bytes = 4096;
   s.pages_per_segment = 128;
@@ -105,7 +106,7 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"recovery_heads_resumed\":3,"
       "\"recovery_records\":4,"
       "\"recovery_batches_discarded\":0,\"recovery_damaged_pages\":0,"
-      "\"recovery_table_bytes\":96,\"recovery_passes\":2,"
+      "\"recovery_table_bytes\":96,\"recovery_passes\":2,\"recovery_restarts\":1,"
       "\"recovery_seconds\":0.00125,\"page_bytes\":4096,\"pages_per_segment\":128,"
       "\"shard_count\":4,\"index_mode\":\"ordered\",\"durable_writes\":\"fua\",\"device\":{\"kind\":\"direct-file\","
       "\"path\":\"/tmp/store \\\"a\\\\b\\\"\",\"lba_bytes\":512,\"lba_count\":65536,"

@@ -517,42 +517,51 @@ TEST_P(SummaryRecoveryTest, UnderATableBudgetRecoveryReadsTheLogInPassesToTheSam
   }
 }
 
+// A store of 640 segments holding `keys` keys in puts of `value_bytes` values, the first third
+// of the keys put twice when `overwrite`, in batches of 20, written and closed with `options`;
+// the opener it returns opens copies of it with a budget for recovery's tables.
+constexpr uint64_t kManySegments = 640;
+constexpr int kManyKeys = 16000;
+std::function<absl::StatusOr<std::unique_ptr<Engine>>(uint64_t)> ManyKeysStore(
+    const EngineOptions& options, int keys = kManyKeys, bool overwrite = true,
+    size_t value_bytes = 0) {
+  const MemDeviceOptions mem = MemStoreOptions(kManySegments, kPagesPerSegment, kPageBytes);
+  auto created = MemDevice::Create(mem);
+  if (!created.ok()) return nullptr;
+  const std::shared_ptr<MemStorage> storage = (*created)->storage();
+  auto engine = Engine::OpenOnDevice(std::move(*created), options);
+  if (!engine.ok()) return nullptr;
+  std::vector<std::string> batch;
+  std::vector<WriteOp> ops;
+  for (int k = 0; k < (overwrite ? keys * 3 / 2 : keys); ++k) {
+    batch.push_back(absl::StrCat("many", k % keys));
+    if (batch.size() < 20) continue;
+    const std::string value = value_bytes == 0 ? Value(k, 1) : std::string(value_bytes, 'v');
+    ops.clear();
+    for (const std::string& key : batch) ops.push_back(WriteOp{false, key, value});
+    if (!(*engine)->Write(ops, /*durable=*/false).ok()) return nullptr;
+    batch.clear();
+  }
+  if (!(*engine)->Close().ok()) return nullptr;
+  return [storage, mem, options](uint64_t budget) -> absl::StatusOr<std::unique_ptr<Engine>> {
+    auto device = MemDevice::Open(CopyOf(*storage), mem);
+    if (!device.ok()) return device.status();
+    EngineOptions with_budget = options;
+    with_budget.recovery_memory_bytes = budget;
+    return Engine::OpenOnDevice(std::move(*device), with_budget);
+  };
+}
+
 // Between one byte and no bound: the passes it takes keep the tables within the budget, and a
 // store of many summaries (more than one batch a pass) recovers as in one pass.
 TEST_P(SummaryRecoveryTest, TheTablesOfEachPassStayWithinTheBudget) {
-  constexpr uint64_t kManySegments = 640;
-  const MemDeviceOptions mem = MemStoreOptions(kManySegments, kPagesPerSegment, kPageBytes);
-  auto created = MemDevice::Create(mem);
-  ASSERT_THAT(created, IsOk());
-  const std::shared_ptr<MemStorage> storage = (*created)->storage();
-  {
-    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions(GetParam()));
-    ASSERT_THAT(engine, IsOk());
-    std::vector<std::string> keys;
-    std::vector<WriteOp> ops;
-    for (int k = 0; k < 24000; ++k) {
-      keys.push_back(absl::StrCat("many", k % 16000));  // a third of them twice
-      if (keys.size() < 20) continue;
-      const std::string value = Value(k, 1);
-      ops.clear();
-      for (const std::string& key : keys) ops.push_back(WriteOp{false, key, value});
-      ASSERT_THAT((*engine)->Write(ops, /*durable=*/false), IsOk());
-      keys.clear();
-    }
-    ASSERT_THAT((*engine)->Close(), IsOk());
-  }
-  const auto open = [&](uint64_t budget) {
-    auto device = MemDevice::Open(CopyOf(*storage), mem);
-    EXPECT_THAT(device, IsOk());
-    EngineOptions options = StoreOptions(GetParam());
-    options.recovery_memory_bytes = budget;
-    return Engine::OpenOnDevice(std::move(*device), options);
-  };
+  const auto open = ManyKeysStore(StoreOptions(GetParam()));
+  ASSERT_NE(open, nullptr);
   auto once = open(/*budget=*/uint64_t{1} << 40);
   ASSERT_THAT(once, IsOk());
   const EngineStats one_pass = (*once)->Stats();
   ASSERT_EQ(one_pass.recovery_passes, 1u);
-  ASSERT_EQ(one_pass.live_keys, 16000u);
+  ASSERT_EQ(one_pass.live_keys, static_cast<uint64_t>(kManyKeys));
   // The tables one pass held, all shards together.
   const uint64_t tables = one_pass.recovery_table_bytes * StoreOptions(GetParam()).shard_count;
   for (const uint64_t parts : {3, 8}) {
@@ -571,6 +580,31 @@ TEST_P(SummaryRecoveryTest, TheTablesOfEachPassStayWithinTheBudget) {
     }
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
+}
+
+// A recovery that starts again (its tables outgrew the budget in the passes it planned: segments
+// read whole name their records only as they are read) reports it, and counts the pages and
+// time of the start it gave up with the rest.
+TEST_P(SummaryRecoveryTest, ARecoveryThatStartsAgainReportsEveryStart) {
+  constexpr int kKeys = 100000;
+  EngineOptions options = StoreOptions(GetParam());
+  options.summary_min_segment_pages = kPagesPerSegment + 1;  // none
+  const auto open = ManyKeysStore(options, kKeys, /*overwrite=*/false, /*value_bytes=*/100);
+  ASSERT_NE(open, nullptr);
+  auto once = open(/*budget=*/uint64_t{1} << 40);
+  ASSERT_THAT(once, IsOk());
+  const EngineStats one_pass = (*once)->Stats();
+  ASSERT_EQ(one_pass.recovery_passes, 1u);
+  ASSERT_EQ(one_pass.recovery_restarts, 0u);
+  ASSERT_EQ(one_pass.recovery_segments_summarized, 0u);
+  auto engine = open(one_pass.recovery_table_bytes * options.shard_count / 2);
+  ASSERT_THAT(engine, IsOk());
+  const EngineStats stats = (*engine)->Stats();
+  EXPECT_GE(stats.recovery_passes, 2u);
+  EXPECT_EQ(stats.recovery_restarts, 1u);
+  EXPECT_GT(stats.recovery_pages_scanned,
+            stats.recovery_passes * one_pass.recovery_pages_scanned);
+  EXPECT_EQ(stats.live_keys, one_pass.live_keys);
 }
 
 // A later pass must read what the first read. A read that fails only then (a summary's, or a

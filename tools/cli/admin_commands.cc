@@ -230,7 +230,7 @@ Outcome RunStats(const Context& context) {
                                         "map pages damaged, %d segments read by summary, %d "
                                         "summaries unused, %d records, %d torn batches "
                                         "discarded, %d damaged pages skipped, %s of table at "
-                                        "most, %d pass(es), %.3f s",
+                                        "most, %d pass(es), %d restart(s), %.3f s",
                                         s.recovery_source(),
                                         s.recovery_pages_scanned, s.recovery_segments_skipped,
                                         s.recovery_map_pages_damaged,
@@ -238,7 +238,8 @@ Outcome RunStats(const Context& context) {
                                         s.recovery_summaries_unused, s.recovery_records,
                                         s.recovery_batches_discarded, s.recovery_damaged_pages,
                                         FormatBytes(s.recovery_table_bytes),
-                                        s.recovery_passes, s.recovery_seconds));
+                                        s.recovery_passes, s.recovery_restarts,
+                                        s.recovery_seconds));
   table.Row("operations", absl::StrFormat("%d puts, %d deletes, %d gets, %d batches", s.puts,
                                           s.deletes, s.gets, s.batches));
   table.Row("bytes written", absl::StrFormat("%s by users, %s to the device (%s by "

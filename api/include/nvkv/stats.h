@@ -181,6 +181,10 @@ struct Stats {
   // it may use (Options::recovery_memory_bytes), each reading the log again for a share of the
   // keys.
   uint32_t recovery_passes = 1;
+  // Times recovery started again from nothing: its tables outgrew the memory it may use in the
+  // passes planned (more passes then), or the checkpoint it started from could not be used after
+  // all. recovery_pages_scanned and recovery_seconds count every start.
+  uint32_t recovery_restarts = 0;
   double recovery_seconds = 0;
 
   // Layout and configuration in force.
