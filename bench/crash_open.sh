@@ -9,11 +9,18 @@
 # writes with checkpoints while running off (nvkv.checkpoint_log_ratio=0) and is killed -9 once
 # its status line has counted KEYS records (it was to load half as many more); each round opens
 # a copy of that crashed store, so every Open recovers from the whole log. VALUE_BYTES=100: one
-# field of 100 bytes a record (the default: ten of 100).
+# field of 100 bytes a record (the default: ten of 100). KEEP=1 leaves DATA_DIR/crashed.db, and
+# REUSE=1 opens copies of the one there instead of loading again.
 #
-# Usage: [NO_CHECKPOINT=1] [VALUE_BYTES=100] bench/crash_open.sh BUILD_DIR DATA_DIR [KEYS] [ROUNDS]
+# MEMORY=LIMIT (bytes, or with k, m or g): each Open runs in a fresh memory cgroup of that limit
+# (bench/memory_cgroup.sh), as a process limited so finds it (recovery's budget is half of the
+# room it leaves); a killed Open prints its exit status.
+#
+# Usage: [NO_CHECKPOINT=1 [KEEP=1] [REUSE=1]] [VALUE_BYTES=100] [MEMORY=LIMIT]
+#        bench/crash_open.sh BUILD_DIR DATA_DIR [KEYS] [ROUNDS]
 # (as root: drops the page cache)
 set -eu
+. "$(dirname "$0")/memory_cgroup.sh"
 build=$1; dir=$2; keys=${3:-1000000}; rounds=${4:-3}
 cli=$build/tools/nvkv-cli; ycsb=$build/bench/ycsb/nvkv-ycsb
 workload=$(dirname "$0")/ycsb/workloads/workloada
@@ -22,8 +29,12 @@ if [ "${VALUE_BYTES:-1000}" = 100 ]; then fields=(-p fieldcount=1 -p fieldlength
 mkdir -p "$dir"
 db=$dir/records.db
 crashed=$dir/crashed.db
-rm -f "$db" "$crashed"
-if [ "${NO_CHECKPOINT:-0}" = 1 ]; then
+rm -f "$db"
+if [ "${REUSE:-0}" = 1 ]; then
+  [ "${NO_CHECKPOINT:-0}" = 1 ] && [ -f "$crashed" ] ||
+      { echo "REUSE=1 needs NO_CHECKPOINT=1 and $crashed" >&2; exit 1; }
+elif [ "${NO_CHECKPOINT:-0}" = 1 ]; then
+  rm -f "$crashed"
   "$ycsb" -P "$workload" "${fields[@]}" -p recordcount=$((keys + keys / 2)) \
       -p nvkv.checkpoint_log_ratio=0 -load --db "$crashed" --keep > /dev/null 2> "$dir/load.txt" &
   loader=$!
@@ -50,19 +61,26 @@ for _ in $(seq "$rounds"); do
   fi
   sync
   echo 3 > /proc/sys/vm/drop_caches
-  /usr/bin/time -f '%e s, peak RSS %M KB' -o "$dir/time.txt" "$cli" --db "$db" stats --json \
-      > "$dir/stats.json"
+  status=0
+  in_memory_cgroup "${MEMORY:-none}" /usr/bin/time -f '%e s, peak RSS %M KB' -o "$dir/time.txt" \
+      "$cli" --db "$db" stats --json > "$dir/stats.json" || status=$?
+  if [ "$status" != 0 ]; then
+    echo "the Open failed (exit status $status; 137: killed): $(tail -1 "$dir/time.txt")"
+    continue
+  fi
   python3 -c '
 import json, sys
 s = json.load(open(sys.argv[1]))
 t = open(sys.argv[2]).read().strip()
 used = (s["segments_total"] - s["segments_free"]) * s["pages_per_segment"]
-print("%s; recovery %.3f s, from a base checkpoint %d, %d passes, %d pages (%.1f MiB; %.2f per "
+print("%s; recovery %.3f s, from a base checkpoint %d, %d passes (%d restarts), %d pages (%.1f MiB; %.2f per "
       "page of the segments in use), index %.1f MiB, %d live keys, largest table %d bytes" % (
     t, s["recovery_seconds"], s["recovery_from_base_checkpoint"], s["recovery_passes"],
+    s["recovery_restarts"],
     s["recovery_pages_scanned"], s["recovery_pages_scanned"] * s["page_bytes"] / 2**20,
     s["recovery_pages_scanned"] / max(used, 1), s["index_bytes"] / 2**20, s["live_keys"],
     s["recovery_table_bytes"]))' \
       "$dir/stats.json" "$dir/time.txt"
 done
-rm -f "$db" "$crashed"
+rm -f "$db"
+[ "${KEEP:-0}" = 1 ] || rm -f "$crashed"

@@ -70,43 +70,15 @@ tables=$dir/compare_peers.log
 : > "$log"
 : > "$tables"
 
-to_bytes() {
-  awk -v s="$1" 'BEGIN { n = s + 0; u = tolower(substr(s, length(s)));
-    if (u == "k") n *= 1024; else if (u == "m") n *= 1048576; else if (u == "g") n *= 1073741824;
-    printf "%d\n", n }'
-}
-
-# The memory cgroup runs go into: below this shell's own (v1 memory controller or v2).
-cgroup_base=""
-cgroup_limit_file=""
-if [[ $memory != none ]]; then
-  if v1=$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup) && [[ -n $v1 ]] &&
-     [[ -d /sys/fs/cgroup/memory$v1 ]]; then
-    cgroup_base=/sys/fs/cgroup/memory$v1
-    cgroup_limit_file=memory.limit_in_bytes
-  elif v2=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup) &&
-       [[ -f /sys/fs/cgroup$v2/cgroup.controllers ]]; then
-    cgroup_base=/sys/fs/cgroup$v2
-    cgroup_limit_file=memory.max
-  else
-    echo "compare_peers: no memory cgroup to limit runs with (set MEMORY=none to run without)" >&2
-    exit 1
-  fi
+. "$repo/bench/memory_cgroup.sh"
+if [[ $memory != none ]] && ! memory_cgroup_find; then
+  echo "compare_peers: set MEMORY=none to run without a memory limit" >&2
+  exit 1
 fi
 
 # Runs "$@" inside a new memory cgroup of $memory (or as it is with MEMORY=none).
 limited() {
-  if [[ -z $cgroup_base ]]; then
-    "$@"
-    return
-  fi
-  local cg=$cgroup_base/nvkv-compare-$$
-  mkdir -p "$cg"
-  to_bytes "$memory" > "$cg/$cgroup_limit_file"
-  local status=0
-  sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$@" || status=$?
-  rmdir "$cg" 2>/dev/null || true
-  return $status
+  in_memory_cgroup "$memory" "$@"
 }
 
 evict_page_cache() {
