@@ -22,6 +22,14 @@
 namespace nvkv::kv {
 namespace {
 
+// How a start of recovery reads the log: in `passes` (Recovery::PlanPasses may add more), with
+// tables sized for `whole_segment_records` records of every key in the segments it reads whole,
+// when a start given up projected them (0: not known).
+struct PassPlan {
+  uint32_t passes = 1;
+  uint64_t whole_segment_records = 0;
+};
+
 // What recovery keeps per key while it scans: the newest record seen so far, in a NewestRecords
 // per shard (24 bytes per entry, no key bytes). Hash mode builds its index from those tables
 // once every segment is read. Ordered mode builds its index as it reads (the index holds the
@@ -150,12 +158,13 @@ void AddLiveOfIndex(Sink& sink, Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shar
 // One recovery: what it gathers while it reads the segments, and how it builds the indexes.
 class Recovery {
  public:
-  Recovery(const RecoveryOptions& options, bool use_checkpoint, uint32_t passes,
+  Recovery(const RecoveryOptions& options, bool use_checkpoint, const PassPlan& plan,
            const Geometry& geometry, storage::Device& device, SegmentTable& segments,
            const std::vector<std::unique_ptr<Shard>>& shards)
       : options_(options),
         use_checkpoint_(use_checkpoint),
-        passes_(passes),
+        passes_(plan.passes),
+        whole_records_(plan.whole_segment_records),
         budget_(options.table_budget_bytes),
         g_(geometry),
         device_(device),
@@ -175,9 +184,10 @@ class Recovery {
   // (Run then returned kDataLoss): the caller starts again without it. Empty otherwise.
   const std::string& base_failed() const { return base_failed_; }
 
-  // More passes than this recovery was given, when its tables outgrew the budget (Run then
-  // returned kResourceExhausted): the caller starts again with as many. 0 otherwise.
-  uint32_t passes_needed() const { return passes_needed_; }
+  // More passes than this recovery was given, when its tables outgrew the budget or would have
+  // (Run then returned kResourceExhausted): the caller starts again with this plan. Passes 0
+  // otherwise.
+  PassPlan plan_needed() const { return PassPlan{passes_needed_, whole_records_}; }
 
   // Pages read so far (the report's count, for a Run that did not finish).
   uint64_t pages_read() const { return report_.pages; }
@@ -425,7 +435,7 @@ class Recovery {
   // least always can). (At least kMinTableBudget, and twice what the shards' tables take empty,
   // else no number of passes fits; at most the ceiling.)
   void PlanPasses() {
-    const uint64_t records = SummarizedRecords();
+    const uint64_t records = SummarizedRecords() + whole_records_;
     if (budget_ == 0) {
       const uint64_t ceiling = options_.table_budget_ceiling_bytes;
       uint64_t wanted = ceiling != 0 ? ceiling : UINT64_MAX;
@@ -441,11 +451,19 @@ class Recovery {
       budget_ = std::max({wanted, kMinTableBudget, 2 * empty_tables});
       if (ceiling != 0) budget_ = std::min(budget_, ceiling);
     }
-    while (passes_ < kMaxRecoveryPasses &&
-           newest_.size() * NewestRecords::BytesFor(records / passes_ / newest_.size()) > budget_) {
-      ++passes_;
-    }
+    passes_ = std::max(passes_, PassesFor(records, budget_));
     report_.passes = passes_;
+  }
+
+  // The fewest passes whose tables hold `records` (of every key of the log) within `budget`
+  // (at most kMaxRecoveryPasses).
+  uint32_t PassesFor(uint64_t records, uint64_t budget) const {
+    uint32_t passes = 1;
+    while (passes < kMaxRecoveryPasses &&
+           newest_.size() * NewestRecords::BytesFor(records / passes / newest_.size()) > budget) {
+      ++passes;
+    }
+    return passes;
   }
 
   // About how many records the summaries recovery is to read name (an entry is 32 bytes and its
@@ -786,6 +804,13 @@ class Recovery {
       buffers.push_back(std::move(buffer));
     }
     const std::vector<size_t> positions = SegmentsToReadThisPass();
+    // The keys the tables hold already (the summaries'), and room for this pass's share of
+    // those of the segments read whole, once a start given up has projected them.
+    const uint64_t held_before = TableEntries();
+    if (whole_records_ > 0 && !positions.empty()) {
+      ReserveTables(held_before + whole_records_ / passes_);
+      NVKV_RETURN_IF_ERROR(CheckBudget(TableBytes()));
+    }
     std::deque<SegmentBuffer*> in_flight;
     size_t next = 0;
     size_t scanned = 0;  // to_read_[positions[scanned]] is the next to scan
@@ -802,7 +827,11 @@ class Recovery {
       NVKV_RETURN_IF_ERROR(ScanRead(read, positions[scanned++]));
       in_flight.pop_front();
       pass_pages_done_ += g_.pages_per_segment;
-      const absl::Status budget = CheckBudget(TableBytes());
+      absl::Status budget = CheckBudget(TableBytes());
+      if (budget.ok() && pass_ == 0 && whole_records_ == 0 &&
+          scanned == SampleOf(positions.size())) {
+        budget = ProjectWholeRecords(held_before, scanned, positions.size());
+      }
       if (!budget.ok()) {
         // Recovery starts again on this queue: no read may still land in these buffers.
         for (SegmentBuffer* buffer : in_flight) {
@@ -1270,6 +1299,61 @@ class Recovery {
     return bytes;
   }
 
+  uint64_t TableEntries() const {
+    uint64_t entries = 0;
+    for (const NewestRecords& table : newest_) entries += table.size();
+    return entries;
+  }
+
+  // Room in the tables for `keys` of this pass's share, all shards together: sized once rather
+  // than grown by a quarter at a time (each growth copies a sub-table; for 10M keys that was
+  // half of recovery's time).
+  void ReserveTables(uint64_t keys) {
+    for (NewestRecords& table : newest_) table.Reserve(keys / newest_.size());
+  }
+
+  // Segments read whole name their records only as they are read: pass 0 projects how many
+  // there are from the first few it read (SampleOf: a kSampleShare-th of them, when there are
+  // many), before the tables have grown far. `read` of the pass's `to_read`
+  // segments read whole are scanned, and the tables held `held_before` keys before the first.
+  // When the passes planned would not keep the tables within the budget, kResourceExhausted
+  // with passes_needed_ set (the next start plans for the projected records); otherwise the
+  // tables take room for the projected keys now, instead of growing step by step.
+  absl::Status ProjectWholeRecords(uint64_t held_before, size_t read, size_t to_read) {
+    // (The keys found so far, taken for every segment to read, run high where later segments
+    // overwrite keys of earlier ones: a pass more than needed, rather than tables that outgrow
+    // the budget late and make recovery start again then.)
+    const uint64_t found = TableEntries() - held_before;
+    const uint64_t projected = found * to_read / read;
+    const uint64_t share = held_before + projected;  // this pass's
+    const uint64_t budget = Budget();
+    const uint32_t needed = budget == 0 ? passes_ : PassesFor(share * passes_, budget);
+    if (needed <= passes_) {
+      ReserveTables(share);
+      return absl::OkStatus();
+    }
+    passes_needed_ = needed;
+    whole_records_ = projected * passes_;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "recovery's tables would outgrow ", budget, " bytes in ", passes_,
+        " pass(es), projected from ", read, " of ", to_read, " segments read whole"));
+  }
+  // None (0) under kSampleSegments * kSampleShare segments: a few segments say little of a small
+  // log, and growing tables or starting again cost little there.
+  static size_t SampleOf(size_t segments) {
+    return segments < kSampleSegments * kSampleShare ? 0 : segments / kSampleShare;
+  }
+  static constexpr size_t kSampleSegments = 4;
+  static constexpr size_t kSampleShare = 32;
+
+  // The tables' budget in force: budget_, or half of what the tables held when one could not
+  // grow, when that is less (0: no bound).
+  uint64_t Budget() const {
+    if (tables_failed_at_ == 0) return budget_;
+    const uint64_t half = std::max<uint64_t>(tables_failed_at_ / 2, 1);
+    return budget_ == 0 ? half : std::min(budget_, half);
+  }
+
   // kResourceExhausted, with passes_needed_ set, when the tables hold more than the budget
   // (`bytes` of them now): as many passes as would keep them within it, projected from the
   // share of this pass's pages read so far (a quarter more, so that one restart does), or all of
@@ -1278,11 +1362,7 @@ class Recovery {
   // not all there is, and the index and key filters grow beside the tables) makes the budget
   // half of what the tables held then.
   absl::Status CheckBudget(uint64_t bytes) {
-    uint64_t budget = budget_;
-    if (tables_failed_at_ > 0) {
-      const uint64_t half = std::max<uint64_t>(tables_failed_at_ / 2, 1);
-      budget = budget == 0 ? half : std::min(budget, half);
-    }
+    const uint64_t budget = Budget();
     if (budget == 0 || bytes <= budget || passes_ >= kMaxRecoveryPasses) return absl::OkStatus();
     double projected = static_cast<double>(bytes) * passes_;
     if (pass_pages_done_ > 0) {
@@ -1300,6 +1380,9 @@ class Recovery {
   const bool use_checkpoint_;  // false: the map's checkpoint was set aside once already
   // Over the log, each for a share of the keys (PassOf), planned before the first (PlanPasses).
   uint32_t passes_;
+  // Records of every key in the segments read whole, as a start given up projected them (0:
+  // not known; ProjectWholeRecords).
+  uint64_t whole_records_ = 0;
   // The most bytes the tables of newest records may take: the option's, or a share of the index
   // a base gave (PlanPasses; 0 until then: no bound).
   uint64_t budget_ = 0;
@@ -1373,14 +1456,14 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
                                             const Geometry& geometry, storage::Device& device,
                                             SegmentTable& segments,
                                             const std::vector<std::unique_ptr<Shard>>& shards) {
-  uint32_t passes = 1;
+  PassPlan plan;
   bool use_checkpoint = true;
   std::string checkpoint_unused;
   const absl::Time start = absl::Now();
   uint64_t pages_before = 0;  // read by the starts given up
   uint32_t restarts = 0;
   while (true) {
-    Recovery recovery(options, use_checkpoint, passes, geometry, device, segments, shards);
+    Recovery recovery(options, use_checkpoint, plan, geometry, device, segments, shards);
     absl::StatusOr<RecoveryReport> report = recovery.Run();
     if (report.ok()) {
       if (!checkpoint_unused.empty()) report->checkpoint_unused = checkpoint_unused;
@@ -1392,9 +1475,9 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
       // The base checkpoint cannot be used after all: start again from nothing, reading the log.
       use_checkpoint = false;
       checkpoint_unused = recovery.base_failed();
-    } else if (recovery.passes_needed() != 0) {
-      // The tables outgrew the budget: start again from nothing in more passes.
-      passes = recovery.passes_needed();
+    } else if (recovery.plan_needed().passes != 0) {
+      // The tables outgrew the budget, or would have: start again from nothing in more passes.
+      plan = recovery.plan_needed();
     } else {
       return report;
     }

@@ -34,9 +34,13 @@
 // again, and builds their index entries before the next pass. The first pass also gives the
 // segment table every record. The number of passes is estimated from the summaries' sizes once
 // the segment map is read, before any summary is (a try in fewer passes stops there and starts
-// again); when the tables outgrow the budget all the same (segments read whole, whose records
-// are not known beforehand), recovery starts again with more passes, from what the tables took
-// for the part read. Every pass after the first must find what the first found (the same
+// again). Segments read whole name their records only as they are read: where there are many
+// (128 or more), the first pass projects their keys from the first thirty-second of them, and
+// when the passes planned would not keep the tables within the budget, recovery starts again at
+// once in as many passes as would, its tables sized for the projected keys (one pass sizes them
+// so too, instead of growing them step by step). When the tables outgrow the budget all the
+// same, recovery starts again with more passes, from what the tables took for the part read.
+// Every pass after the first must find what the first found (the same
 // summaries verifying, the same holes and logs in each segment read whole): a read that fails
 // only in a later pass is tried again (kRereadsInLaterPasses times: a transient error), and
 // kUnavailable when it still differs, a device that reads differently from one read to the next. At most

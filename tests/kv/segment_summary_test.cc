@@ -582,6 +582,47 @@ TEST_P(SummaryRecoveryTest, TheTablesOfEachPassStayWithinTheBudget) {
   }
 }
 
+// Segments read whole (no summaries: records this small would need more room for them than a
+// summary may take) name their records only as they are read, so the passes a budget needs are
+// not known before. Recovery projects them from the first segments it reads, and starts again
+// after those few, not once the tables have outgrown the budget. (The parent started again only
+// then, having read a good part of the log, and in more passes than needed.)
+TEST_P(SummaryRecoveryTest, SegmentsReadWholeTellTheirPassesEarly) {
+  constexpr int kKeys = 100000;
+  EngineOptions options = StoreOptions(GetParam());
+  options.summary_min_segment_pages = kPagesPerSegment + 1;  // none
+  const auto open = ManyKeysStore(options, kKeys, /*overwrite=*/false, /*value_bytes=*/100);
+  ASSERT_NE(open, nullptr);
+  auto once = open(/*budget=*/uint64_t{1} << 40);
+  ASSERT_THAT(once, IsOk());
+  const EngineStats one_pass = (*once)->Stats();
+  ASSERT_EQ(one_pass.recovery_passes, 1u);
+  ASSERT_EQ(one_pass.recovery_restarts, 0u);
+  ASSERT_EQ(one_pass.recovery_segments_summarized, 0u);
+  ASSERT_EQ(one_pass.live_keys, static_cast<uint64_t>(kKeys));
+  const uint64_t tables = one_pass.recovery_table_bytes * options.shard_count;
+  for (const uint64_t parts : {2, 5}) {
+    SCOPED_TRACE(::testing::Message() << "a budget of 1/" << parts << " of the tables");
+    auto engine = open(tables / parts);
+    ASSERT_THAT(engine, IsOk());
+    const EngineStats stats = (*engine)->Stats();
+    EXPECT_GE(stats.recovery_passes, parts);
+    EXPECT_LE(stats.recovery_passes, parts + 1);
+    EXPECT_EQ(stats.recovery_restarts, 1u);
+    // Each pass reads the log once, and the start given up a small part of it.
+    EXPECT_LE(stats.recovery_pages_scanned,
+              stats.recovery_passes * one_pass.recovery_pages_scanned +
+                  one_pass.recovery_pages_scanned / 8);
+    EXPECT_EQ(stats.live_keys, one_pass.live_keys);
+    EXPECT_EQ(stats.live_bytes, one_pass.live_bytes);
+    for (int k = 0; k < kKeys; k += 97) {
+      absl::StatusOr<std::string> got = (*engine)->Get(absl::StrCat("many", k));
+      ASSERT_THAT(got, IsOk()) << k;
+    }
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+}
+
 // A recovery that starts again (its tables outgrew the budget in the passes it planned: segments
 // read whole name their records only as they are read) reports it, and counts the pages and
 // time of the start it gave up with the rest.
