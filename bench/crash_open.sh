@@ -13,8 +13,9 @@
 # REUSE=1 opens copies of the one there instead of loading again.
 #
 # MEMORY=LIMIT (bytes, or with k, m or g): each Open runs in a fresh memory cgroup of that limit
-# (bench/memory_cgroup.sh), as a process limited so finds it (recovery's budget is half of the
-# room it leaves); a killed Open prints its exit status.
+# (bench/memory_cgroup.sh), as a process limited so finds it (recovery keeps its tables, the index
+# and the key filters within the room it leaves); an Open that fails or is killed prints its exit
+# status.
 #
 # Usage: [NO_CHECKPOINT=1 [KEEP=1] [REUSE=1]] [VALUE_BYTES=100] [MEMORY=LIMIT]
 #        bench/crash_open.sh BUILD_DIR DATA_DIR [KEYS] [ROUNDS]

@@ -245,12 +245,11 @@ absl::Status Engine::Impl::Recover() {
   recovery_options.open_degraded = options_.open_degraded;
   recovery_options.table_budget_bytes = options_.recovery_memory_bytes;
   if (recovery_options.table_budget_bytes == 0) {
-    // At most half what the limits leave: the index, the segments' key filters and the queues'
-    // buffers grow beside the tables.
-    const std::optional<uint64_t> headroom = MemoryHeadroomBytes();
-    if (headroom) {
-      recovery_options.table_budget_ceiling_bytes = std::max<uint64_t>(1, *headroom / 2);
-    }
+    // What the limits leave: recovery keeps its tables, the index and the key filters within it.
+    const std::optional<uint64_t> headroom = options_.memory_headroom_bytes != 0
+                                                 ? options_.memory_headroom_bytes
+                                                 : MemoryHeadroomBytes();
+    if (headroom) recovery_options.table_budget_ceiling_bytes = std::max<uint64_t>(1, *headroom);
   }
   NVKV_ASSIGN_OR_RETURN(recovery_,
                         RecoverStore(recovery_options, geometry_, *open_queue_, *segments_, shards_));

@@ -76,9 +76,13 @@ struct EngineOptions {
   uint32_t write_queue_depth = 64;  // asynchronous writes pending per thread
   uint64_t cache_bytes = uint64_t{32} << 20;  // the record cache, over all shards (0: off)
   // Options::recovery_memory_bytes: recovery's tables beside the index, RecoveryOptions::
-  // table_budget_bytes (0: a share of the index, at most half of what the process's memory limits
-  // and the machine's available memory leave, kv/memory_headroom.h).
+  // table_budget_bytes (0: a share of the index, and tables, index and key filters together
+  // within memory_headroom_bytes).
   uint64_t recovery_memory_bytes = 0;
+  // How much more memory the process may take as Open starts (RecoveryOptions::
+  // table_budget_ceiling_bytes). 0: what its memory limits and the machine's available memory
+  // leave (kv/memory_headroom.h); tests give one.
+  uint64_t memory_headroom_bytes = 0;
   // Recovery reads every segment, whatever the segment map says (kv/FORMAT.md "Recovery"): the
   // state it rebuilds is the same, only slower. For checks and tests.
   bool recovery_reads_all = false;

@@ -297,6 +297,10 @@ IndexStats HashIndex::stats() const {
   return IndexStats{.entries = size_, .memory_bytes = capacity_ * sizeof(uint64_t)};
 }
 
+uint64_t HashIndex::BytesFor(uint64_t entries) const {
+  return CapacityFor(entries) * sizeof(uint64_t);
+}
+
 void HashIndex::Reserve(uint64_t expected_entries) {
   const uint64_t capacity = CapacityFor(expected_entries);
   if (capacity <= capacity_) return;

@@ -91,6 +91,7 @@ class HashIndex final : public Index {
   std::optional<uint64_t> SavedValue(uint64_t word) const override;
   absl::Status RestoreEntry(std::string_view key, uint64_t word) override;
   void Reserve(uint64_t expected_entries) override;
+  uint64_t BytesFor(uint64_t entries) const override;
   void Prefetch(uint64_t hash) const override;
 
  private:

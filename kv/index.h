@@ -149,6 +149,11 @@ class Index {
   // allocation fails the index keeps its current size and a later Insert reports the error.
   virtual void Reserve(uint64_t expected_entries) = 0;
 
+  // About the bytes this index would take holding `entries` entries, for planning memory
+  // (recovery): the hash index's table once Reserve(entries); the ordered index's at the mean
+  // cost of the entries it holds (its keys' bytes among it), or a floor per entry while empty.
+  virtual uint64_t BytesFor(uint64_t entries) const = 0;
+
   // A value equal for two hashes exactly when the hash index gives them the same tag (it mixes
   // bits 0..31 of the hash bijectively). The engine keeps two different keys with equal tags off
   // one page, so that a (tag, page) entry can belong to only one key.

@@ -157,6 +157,21 @@ absl::Status OrderedIndex::MakeRoomFor(uint64_t inserts) {
   return absl::OkStatus();
 }
 
+uint64_t OrderedIndex::BytesFor(uint64_t entries) const {
+  // A slot and a half of the hash table per entry (it grows by doubling), and the tree's
+  // nodes and the entries (with their keys) at their mean so far: not the whole table's bytes,
+  // which stay as they were after entries are erased. Under kFewEntries the mean says little
+  // (a node holds many): a floor per entry instead.
+  constexpr uint64_t kFewEntries = 1024;
+  constexpr uint64_t kEntryBytesAtLeast = 48;
+  const uint64_t slots = 3 * decltype(table_)::kSlotBytes / 2;
+  const uint64_t held = table_.size();
+  if (held < kFewEntries) return entries * (kEntryBytesAtLeast + slots);
+  return static_cast<uint64_t>(static_cast<double>(container_bytes_ + entry_bytes_) / held *
+                               entries) +
+         entries * slots;
+}
+
 void OrderedIndex::Reserve(uint64_t expected_entries) {
   // Best effort (Index::Reserve): on failure the table keeps its size.
   if (expected_entries > table_.size()) MakeRoomFor(expected_entries - table_.size()).IgnoreError();

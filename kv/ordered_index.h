@@ -109,6 +109,7 @@ class OrderedIndex final : public Index {
   absl::Status RestoreEntry(std::string_view key, uint64_t word) override;
   // Sizes the hash table for `expected_entries` (a B-tree cannot be pre-sized).
   void Reserve(uint64_t expected_entries) override;
+  uint64_t BytesFor(uint64_t entries) const override;
 
   bool ordered() const override { return true; }
   absl::Status Scan(std::string_view start, bool exclusive, size_t limit,

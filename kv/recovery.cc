@@ -10,6 +10,7 @@
 
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "kv/checkpoint.h"
 #include "kv/newest_records.h"
@@ -24,10 +25,12 @@ namespace {
 
 // How a start of recovery reads the log: in `passes` (Recovery::PlanPasses may add more), with
 // tables sized for `whole_segment_records` records of every key in the segments it reads whole,
-// when a start given up projected them (0: not known).
+// and `whole_segment_filter_bytes` of key filters for those segments, when a start given up
+// projected them (0: not known).
 struct PassPlan {
   uint32_t passes = 1;
   uint64_t whole_segment_records = 0;
+  uint64_t whole_segment_filter_bytes = 0;
 };
 
 // What recovery keeps per key while it scans: the newest record seen so far, in a NewestRecords
@@ -165,6 +168,7 @@ class Recovery {
         use_checkpoint_(use_checkpoint),
         passes_(plan.passes),
         whole_records_(plan.whole_segment_records),
+        whole_filter_bytes_(plan.whole_segment_filter_bytes),
         budget_(options.table_budget_bytes),
         g_(geometry),
         device_(device),
@@ -187,7 +191,9 @@ class Recovery {
   // More passes than this recovery was given, when its tables outgrew the budget or would have
   // (Run then returned kResourceExhausted): the caller starts again with this plan. Passes 0
   // otherwise.
-  PassPlan plan_needed() const { return PassPlan{passes_needed_, whole_records_}; }
+  PassPlan plan_needed() const {
+    return PassPlan{passes_needed_, whole_records_, whole_filter_bytes_};
+  }
 
   // Pages read so far (the report's count, for a Run that did not finish).
   uint64_t pages_read() const { return report_.pages; }
@@ -219,7 +225,21 @@ class Recovery {
     for (pass_ = 0; pass_ < passes_; ++pass_) {
       pass_pages_done_ = 0;
       NVKV_RETURN_IF_ERROR(ReadSummaries());
+      if (pass_ == 0 && WithinCeiling()) {
+        // The summaries' keys are known now (this pass's share of them in the tables), and
+        // those of the segments read whole when a start given up projected them.
+        NVKV_RETURN_IF_ERROR(PlanFor(index_entries_before_ + TableEntries() * passes_ +
+                                         whole_records_,
+                                     segments_.filter_bytes() + whole_filter_bytes_,
+                                     "the summaries"));
+      }
       NVKV_RETURN_IF_ERROR(ReadAllSegments());
+      if (pass_ == 0 && WithinCeiling()) {
+        // Every key of this pass's share is known, and every key filter made: the index is
+        // built next (hash mode).
+        NVKV_RETURN_IF_ERROR(PlanFor(index_entries_before_ + TableEntries() * passes_,
+                                     segments_.filter_bytes(), "the first pass"));
+      }
       if (pass_ > 0) {
         NVKV_RETURN_IF_ERROR(ApplyKeptRecords());
         NVKV_RETURN_IF_ERROR(CheckBudget(TableBytes()));
@@ -436,6 +456,10 @@ class Recovery {
   // else no number of passes fits; at most the ceiling.)
   void PlanPasses() {
     const uint64_t records = SummarizedRecords() + whole_records_;
+    for (const auto& shard : shards_) {
+      absl::MutexLock lock(&shard->mu);
+      index_entries_before_ += shard->index->stats().entries;
+    }
     if (budget_ == 0) {
       const uint64_t ceiling = options_.table_budget_ceiling_bytes;
       uint64_t wanted = ceiling != 0 ? ceiling : UINT64_MAX;
@@ -807,6 +831,7 @@ class Recovery {
     // The keys the tables hold already (the summaries'), and room for this pass's share of
     // those of the segments read whole, once a start given up has projected them.
     const uint64_t held_before = TableEntries();
+    const uint64_t filters_before = segments_.filter_bytes();
     if (whole_records_ > 0 && !positions.empty()) {
       ReserveTables(held_before + whole_records_ / passes_);
       NVKV_RETURN_IF_ERROR(CheckBudget(TableBytes()));
@@ -830,7 +855,7 @@ class Recovery {
       absl::Status budget = CheckBudget(TableBytes());
       if (budget.ok() && pass_ == 0 && whole_records_ == 0 &&
           scanned == SampleOf(positions.size())) {
-        budget = ProjectWholeRecords(held_before, scanned, positions.size());
+        budget = ProjectWholeRecords(held_before, filters_before, scanned, positions.size());
       }
       if (!budget.ok()) {
         // Recovery starts again on this queue: no read may still land in these buffers.
@@ -1314,30 +1339,106 @@ class Recovery {
 
   // Segments read whole name their records only as they are read: pass 0 projects how many
   // there are from the first few it read (SampleOf: a kSampleShare-th of them, when there are
-  // many), before the tables have grown far. `read` of the pass's `to_read`
-  // segments read whole are scanned, and the tables held `held_before` keys before the first.
-  // When the passes planned would not keep the tables within the budget, kResourceExhausted
-  // with passes_needed_ set (the next start plans for the projected records); otherwise the
-  // tables take room for the projected keys now, instead of growing step by step.
-  absl::Status ProjectWholeRecords(uint64_t held_before, size_t read, size_t to_read) {
+  // many), before the tables have grown far, and how large their key filters grow. `read` of the
+  // pass's `to_read` segments read whole are scanned; before the first, the tables held
+  // `held_before` keys and the key filters took `filters_before` bytes. PlanFor then decides
+  // (the next start plans for the projected records and filters); when the passes planned do,
+  // the tables take room for the projected keys now, instead of growing step by step.
+  absl::Status ProjectWholeRecords(uint64_t held_before, uint64_t filters_before, size_t read,
+                                   size_t to_read) {
     // (The keys found so far, taken for every segment to read, run high where later segments
     // overwrite keys of earlier ones: a pass more than needed, rather than tables that outgrow
     // the budget late and make recovery start again then.)
     const uint64_t found = TableEntries() - held_before;
     const uint64_t projected = found * to_read / read;
     const uint64_t share = held_before + projected;  // this pass's
-    const uint64_t budget = Budget();
-    const uint32_t needed = budget == 0 ? passes_ : PassesFor(share * passes_, budget);
-    if (needed <= passes_) {
-      ReserveTables(share);
-      return absl::OkStatus();
+    const uint64_t filters = segments_.filter_bytes();
+    const uint64_t whole_filters =
+        (filters > filters_before ? filters - filters_before : 0) * to_read / read;
+    const absl::Status planned =
+        PlanFor(index_entries_before_ + share * passes_, filters_before + whole_filters,
+                absl::StrCat(read, " of ", to_read, " segments read whole"));
+    if (passes_needed_ != 0) {
+      whole_records_ = projected * passes_;
+      whole_filter_bytes_ = whole_filters;
     }
+    if (planned.ok()) ReserveTables(share);
+    return planned;
+  }
+
+  // Plans this start for about `keys` keys of the whole log (every pass's, the index's before
+  // it read the log among them) and key filters of `filter_bytes`, as projected from
+  // `projected_from`: the budget is lowered to what the ceiling leaves beside the index and the
+  // filters (FitWithinCeiling), and when the passes planned would not keep the tables within
+  // it, kResourceExhausted with passes_needed_ set (recovery starts again in that many).
+  absl::Status PlanFor(uint64_t keys, uint64_t filter_bytes, const std::string& projected_from) {
+    NVKV_RETURN_IF_ERROR(FitWithinCeiling(keys, filter_bytes));
+    const uint64_t budget = Budget();
+    const uint64_t table_keys = keys - std::min(keys, index_entries_before_);
+    const uint32_t needed = budget == 0 ? passes_ : PassesFor(table_keys, budget);
+    if (needed <= passes_) return absl::OkStatus();
     passes_needed_ = needed;
-    whole_records_ = projected * passes_;
     return absl::ResourceExhaustedError(absl::StrCat(
         "recovery's tables would outgrow ", budget, " bytes in ", passes_,
-        " pass(es), projected from ", read, " of ", to_read, " segments read whole"));
+        " pass(es), projected from ", projected_from));
   }
+
+  // Without a budget the options set, the tables (and the records the first pass keeps beside
+  // them, a kKeptShare-th more) get what the ceiling (the memory the process may still take,
+  // as Open started) leaves once the index and the key filters of about `keys` keys
+  // (`filter_bytes` of filters) and a margin are set aside: the budget is lowered to that. When
+  // that leaves no room for the tables of even kMaxRecoveryPasses passes, the store cannot be
+  // opened within that memory: kResourceExhausted (recovery does not start again), rather than
+  // a process killed by its memory cgroup part way.
+  absl::Status FitWithinCeiling(uint64_t keys, uint64_t filter_bytes) {
+    const TableRoom room = TableRoomWithin(keys, filter_bytes);
+    if (room.bytes == UINT64_MAX) return absl::OkStatus();
+    if (room.bytes < room.least) {
+      passes_needed_ = 0;
+      constexpr double kMiB = 1 << 20;
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "recovery needs about %.0f MiB for the index and key filters of about %d keys, and "
+          "%.1f MiB for its tables at the least, but the process may take only %.0f MiB more "
+          "(its memory cgroup, RLIMIT_AS, RLIMIT_DATA and the machine's available memory): "
+          "give it more memory to open this store",
+          static_cast<double>(room.beside) / kMiB, keys, static_cast<double>(room.least) / kMiB,
+          static_cast<double>(options_.table_budget_ceiling_bytes) / kMiB));
+    }
+    budget_ = std::min(budget_, room.bytes);
+    return absl::OkStatus();
+  }
+
+  // What the ceiling leaves the tables (with the records kept) beside the index and the key
+  // filters of about `keys` keys (`filter_bytes` of filters) and a margin: `bytes` (UINT64_MAX
+  // without a ceiling, or with a budget the options set), and the least the tables of
+  // kMaxRecoveryPasses passes take.
+  struct TableRoom {
+    uint64_t bytes = UINT64_MAX, least = 0, beside = 0;
+  };
+  TableRoom TableRoomWithin(uint64_t keys, uint64_t filter_bytes) const {
+    const uint64_t ceiling = options_.table_budget_ceiling_bytes;
+    TableRoom room;
+    if (!WithinCeiling()) return room;
+    uint64_t index_bytes = 0;
+    for (const auto& shard : shards_) {
+      absl::MutexLock lock(&shard->mu);
+      index_bytes += shard->index->BytesFor(keys / shards_.size());
+    }
+    room.beside = index_bytes + filter_bytes;
+    const uint64_t reserved = room.beside + ceiling / kCeilingMargin;
+    room.bytes = ceiling > reserved ? (ceiling - reserved) / (kKeptShare + 1) * kKeptShare : 0;
+    room.least =
+        newest_.size() * NewestRecords::BytesFor(keys / kMaxRecoveryPasses / newest_.size());
+    return room;
+  }
+  // The tables, the index and the key filters stay within table_budget_ceiling_bytes: the
+  // options set no budget of the tables' own.
+  bool WithinCeiling() const {
+    return options_.table_budget_bytes == 0 && options_.table_budget_ceiling_bytes != 0;
+  }
+  // Of the ceiling, a kCeilingMargin-th is left for what else Open allocates.
+  static constexpr uint64_t kCeilingMargin = 16;
+
   // None (0) under kSampleSegments * kSampleShare segments: a few segments say little of a small
   // log, and growing tables or starting again cost little there.
   static size_t SampleOf(size_t segments) {
@@ -1362,13 +1463,32 @@ class Recovery {
   // not all there is, and the index and key filters grow beside the tables) makes the budget
   // half of what the tables held then.
   absl::Status CheckBudget(uint64_t bytes) {
-    const uint64_t budget = Budget();
-    if (budget == 0 || bytes <= budget || passes_ >= kMaxRecoveryPasses) return absl::OkStatus();
-    double projected = static_cast<double>(bytes) * passes_;
-    if (pass_pages_done_ > 0) {
-      projected *= 1.25 * static_cast<double>(std::max(pass_pages_, pass_pages_done_)) /
-                   static_cast<double>(pass_pages_done_);
+    uint64_t budget = Budget();
+    // In the first pass the key filters grow beside the tables, and the index (hash mode:
+    // built after it): the tables have what the ceiling leaves beside those of the keys found
+    // so far.
+    const uint64_t filters = pass_ == 0 ? segments_.filter_bytes() : 0;
+    if (pass_ == 0 && budget != 0) {
+      const TableRoom now = TableRoomWithin(index_entries_before_ + TableEntries() * passes_,
+                                            filters);
+      budget = std::min(budget, std::max(now.bytes, now.least));
     }
+    if (budget == 0 || bytes <= budget || passes_ >= kMaxRecoveryPasses) return absl::OkStatus();
+    // What the whole pass reads, per what it has read.
+    const double whole = pass_pages_done_ == 0
+                             ? 1.0
+                             : static_cast<double>(std::max(pass_pages_, pass_pages_done_)) /
+                                   static_cast<double>(pass_pages_done_);
+    if (pass_ == 0) {
+      // And the next start's, projected alike (too early a projection to refuse the Open on:
+      // PlanFor does, once the whole pass is known).
+      const TableRoom room = TableRoomWithin(
+          index_entries_before_ + static_cast<uint64_t>(TableEntries() * passes_ * whole),
+          static_cast<uint64_t>(filters * whole));
+      budget = std::min(budget, std::max(room.bytes, room.least));
+    }
+    const double projected =
+        static_cast<double>(bytes) * passes_ * (pass_pages_done_ == 0 ? 1.0 : 1.25 * whole);
     const double needed = std::ceil(projected / static_cast<double>(budget));
     passes_needed_ = static_cast<uint32_t>(
         std::clamp<double>(needed, passes_ + 1, kMaxRecoveryPasses));
@@ -1383,6 +1503,8 @@ class Recovery {
   // Records of every key in the segments read whole, as a start given up projected them (0:
   // not known; ProjectWholeRecords).
   uint64_t whole_records_ = 0;
+  uint64_t whole_filter_bytes_ = 0;  // their key filters', as projected with them
+  uint64_t index_entries_before_ = 0;  // what the index held before the log was read (a base's)
   // The most bytes the tables of newest records may take: the option's, or a share of the index
   // a base gave (PlanPasses; 0 until then: no bound).
   uint64_t budget_ = 0;

@@ -69,8 +69,11 @@ inline constexpr uint32_t kMaxRecoveryPasses = 64;
 // the index plus a tenth of it ("Passes" above). Without a base (none written yet, set aside,
 // released for room, or checkpoint_log_ratio 0) the tables hold every key of the log, and each
 // pass more reads the whole log again: they may take what the process's memory limits leave
-// (table_budget_ceiling_bytes), so that such an Open is one pass wherever memory allows, and
-// peaks above the index by its tables (about 24-48 bytes a key) for as long as it runs.
+// (table_budget_ceiling_bytes) once the index and the key filters being built are set aside, as
+// projected from the summaries and the first segments read whole, so that such an Open is one
+// pass wherever memory allows, and peaks above the index by its tables (about 24-48 bytes a key)
+// for as long as it runs. Where not even kMaxRecoveryPasses passes fit, recovery fails with
+// kResourceExhausted saying so, rather than grow until a memory cgroup kills the process.
 inline constexpr uint64_t kTableShareOfIndex = 16;
 inline constexpr uint64_t kMinTableBudget = uint64_t{256} << 10;
 
@@ -83,8 +86,9 @@ struct RecoveryOptions {
   bool read_all = false;
   // The most bytes the tables of newest records may take together, when not 0: a log whose
   // tables would take more is read in several passes ("Memory" above). 0: the default (above:
-  // a share of a base's index, or without a base table_budget_ceiling_bytes), and at most
-  // table_budget_ceiling_bytes when that is not 0 (what the process's memory limits leave).
+  // a share of a base's index, or without a base what table_budget_ceiling_bytes leaves), and
+  // when that is not 0 (the memory the process may still take), the tables, the index and the
+  // key filters together within table_budget_ceiling_bytes.
   uint64_t table_budget_bytes = 0;
   uint64_t table_budget_ceiling_bytes = 0;
   // Pages of a log the device cannot read do not fail recovery (EngineOptions::open_degraded):

@@ -895,5 +895,14 @@ uint64_t SegmentTable::usable_bytes() {
   return segment_count_ > kept ? (segment_count_ - kept) * capacity_bytes_ : 0;
 }
 
+uint64_t SegmentTable::filter_bytes() {
+  absl::MutexLock lock(&mu_);
+  uint64_t words = 0;
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    words += info_[s].filter != nullptr ? info_[s].filter->words() : 0;
+  }
+  return words * sizeof(uint64_t);
+}
+
 }  // namespace nvkv::kv
 

@@ -342,6 +342,8 @@ class SegmentTable {
   // when the store fills up, the open segment of each log head but the one that ran out may be
   // partly unused.
   uint64_t usable_bytes();
+  // The bytes of the segments' key filters (recovery plans its memory with them).
+  uint64_t filter_bytes();
 
  private:
   // A Bloom filter of keys, of a power of two bits: `probes` bits per key, at (lo + i * step)

@@ -2,6 +2,7 @@
 // the log must stay within a small multiple of the index it builds.
 #include <malloc.h>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -376,6 +377,69 @@ TEST(RecoveryMemoryTest, AnOpenFromTheLogWithNoCheckpointIsOnePassWhereMemoryAll
     EXPECT_EQ(stats.recovery_passes, 1u);
     EXPECT_GE(cost.kept, static_cast<double>(stats.index_bytes));
     EXPECT_LE(cost.peak, cost.kept * 1.10 + tables);
+  }
+}
+
+// The process may take only so much more memory (a memory cgroup's limit, which kills rather
+// than refuses; EngineOptions::memory_headroom_bytes stands for it here): an Open from the log
+// keeps its tables, the index it builds and the segments' key filters together within it,
+// reading the log in more passes where the tables would not fit beside the rest. (Before, the
+// tables alone took up to half of it, whatever the index and filters needed: the 10M-key crash
+// Open of bench/crash_open.sh was killed under a 200 MB cgroup.)
+TEST(RecoveryMemoryTest, AnOpenFromTheLogKeepsWithinTheMemoryTheProcessMayTake) {
+  if (const char* why = WhyPeaksCannotBeMeasured()) GTEST_SKIP() << why;
+  std::shared_ptr<storage::MemStorage> empty = StoreWith(0);
+  std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys);
+  ASSERT_NE(empty, nullptr);
+  ASSERT_NE(full, nullptr);
+  for (IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
+    EngineOptions options = Options();
+    options.index_mode = mode;
+    EngineStats stats;
+    // What the opened engine keeps of the keys (the index and the key filters), unbounded.
+    const KeysCost unbounded = WhatTheKeysCost(empty, full, options, &stats);
+    ASSERT_EQ(stats.recovery_passes, 1u);
+    // Room for that and half of what one pass takes beside it at its peak.
+    const uint64_t headroom =
+        static_cast<uint64_t>(unbounded.kept + (unbounded.peak - unbounded.kept) / 2);
+    options.memory_headroom_bytes = headroom;
+    const KeysCost cost = WhatTheKeysCost(empty, full, options, &stats);
+    ASSERT_EQ(stats.live_keys, kKeys);
+    std::printf("%s: open from the log within %.1f MiB: %u passes, peak %.1f MiB (one pass: "
+                "%.1f), kept %.1f\n",
+                mode == IndexMode::kHash ? "hash" : "ordered", headroom / 1048576.0,
+                stats.recovery_passes, cost.peak / 1048576.0, unbounded.peak / 1048576.0,
+                cost.kept / 1048576.0);
+    EXPECT_GT(unbounded.peak, static_cast<double>(headroom));
+    EXPECT_GT(stats.recovery_passes, 1u);
+    EXPECT_LE(cost.peak, static_cast<double>(headroom));
+  }
+}
+
+// Where the index and the key filters alone would not fit in what the process may take, the
+// Open fails at once saying so, and the store opens as before once there is memory.
+TEST(RecoveryMemoryTest, AnOpenThatCannotFitItsIndexFailsSayingSo) {
+  std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys);
+  ASSERT_NE(full, nullptr);
+  for (IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
+    EngineOptions options = Options();
+    options.index_mode = mode;
+    // The hash index alone takes about 9 bytes a key.
+    options.memory_headroom_bytes = kKeys * 6;
+    auto device = storage::MemDevice::Open(CopyOf(*full), Device());
+    ASSERT_THAT(device, IsOk());
+    auto refused = Engine::OpenOnDevice(std::move(*device), options);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(std::string(refused.status().message()),
+                ::testing::HasSubstr("give it more memory to open this store"));
+    options.memory_headroom_bytes = 0;
+    device = storage::MemDevice::Open(CopyOf(*full), Device());
+    ASSERT_THAT(device, IsOk());
+    auto engine = Engine::OpenOnDevice(std::move(*device), options);
+    ASSERT_THAT(engine, IsOk());
+    EXPECT_EQ((*engine)->Stats().live_keys, kKeys);
+    EXPECT_THAT((*engine)->Close(), IsOk());
   }
 }
 

@@ -126,8 +126,8 @@ extern void nvkv_options_set_write_queue_depth(nvkv_options_t* options, uint32_t
 /* Options::cache_bytes: bytes for the record cache; 0 turns it off. */
 extern void nvkv_options_set_cache_bytes(nvkv_options_t* options, uint64_t value);
 /* Options::recovery_memory_bytes: the most memory recovery from the log may use beside the
-   index; 0: a sixteenth of the index over a checkpoint, what memory allows without one; within
-   the process's memory limits either way. */
+   index; 0: a sixteenth of the index over a checkpoint, what memory allows without one; with
+   the index and key filters, within the process's memory limits either way. */
 extern void nvkv_options_set_recovery_memory_bytes(nvkv_options_t* options, uint64_t value);
 /* Options::checkpoint_log_ratio and checkpoint_min_log_bytes: when the engine writes a
    checkpoint while it runs (ratio 0: never). */

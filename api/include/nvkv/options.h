@@ -232,10 +232,12 @@ struct Options {
   // when that is more, so that Open's peak memory stays within the index plus a tenth of it;
   // without one (none written yet, one that could not be used, checkpoint_log_ratio 0) the
   // tables hold every key of the log and may take what memory allows, so that the log is read
-  // once wherever it can be; and in both cases at most half the memory the process may still
-  // take when Open starts, under its memory cgroup's limit, RLIMIT_AS and the machine's available
-  // memory (a process past a cgroup's limit, or the machine's, is killed, not refused an
-  // allocation). A larger budget takes fewer passes.
+  // once wherever it can be; and in both cases the tables, the index and the key filters
+  // together within the memory the process may still take when Open starts, under its memory
+  // cgroup's limit, RLIMIT_AS, RLIMIT_DATA and the machine's available memory (a process past a
+  // cgroup's limit, or the machine's, is killed, not refused an allocation): where not even the
+  // most passes fit, Open fails with kResourceExhausted saying how much it needs. A larger
+  // budget takes fewer passes.
   // Default: 0. Unit: bytes. Scope: per Open.
   uint64_t recovery_memory_bytes = 0;
 
