@@ -19,9 +19,16 @@ constexpr int kBytesShift = 32;
 constexpr int kPackedCheckShift = 53;
 constexpr int kCheckBits = 19;
 constexpr int kCheckFirstBit = 4;  // hash.hi bits 0..3 choose the partition
+// The check bits: hash.hi bits 4..13 (kLowCheckBits of them), then 23..31.
+constexpr int kLowCheckBits = 10;
+constexpr int kHighCheckFirstBit = 23;
 
 constexpr uint64_t kMinCapacity = 8;
 
+static_assert(NewestRecords::kHiBitsKept ==
+                  (((uint64_t{1} << (kCheckFirstBit + kLowCheckBits)) - 1) |
+                   (((uint64_t{1} << (kCheckBits - kLowCheckBits)) - 1) << kHighCheckFirstBit)),
+              "an entry keeps hash.hi's partition and check bits");
 static_assert(NewestRecords::kPartitions == uint32_t{1} << kCheckFirstBit,
               "the partition bits sit below the check bits");
 static_assert(kSequenceCheckShift + 8 == 64 && kPackedCheckShift + (kCheckBits - 8) == 64,
@@ -34,7 +41,10 @@ static_assert(sizeof(RecordHeader) + kMaxKeyBytes + kMaxValueBytesCap <
 uint64_t MaxEntries(uint64_t capacity) { return capacity - capacity / 8; }
 
 uint64_t CheckOf(const KeyHash& hash) {
-  return (hash.hi >> kCheckFirstBit) & ((uint64_t{1} << kCheckBits) - 1);
+  const uint64_t low = (hash.hi >> kCheckFirstBit) & ((uint64_t{1} << kLowCheckBits) - 1);
+  const uint64_t high =
+      (hash.hi >> kHighCheckFirstBit) & ((uint64_t{1} << (kCheckBits - kLowCheckBits)) - 1);
+  return low | (high << kLowCheckBits);
 }
 
 }  // namespace
@@ -65,6 +75,40 @@ NewestRecords::Record NewestRecords::Unpack(const Entry& entry) {
   record.record_bytes =
       static_cast<uint32_t>((entry.packed >> kBytesShift) & (kRecordBytesLimit - 1));
   return record;
+}
+
+KeyHash NewestRecords::HashOf(const Entry& entry, uint32_t partition) {
+  const uint64_t check = (entry.sequence >> kSequenceCheckShift) |
+                         ((entry.packed >> kPackedCheckShift) << 8);
+  const uint64_t low = check & ((uint64_t{1} << kLowCheckBits) - 1);
+  const uint64_t high = check >> kLowCheckBits;
+  return KeyHash{entry.lo,
+                 partition | (low << kCheckFirstBit) | (high << kHighCheckFirstBit)};
+}
+
+void NewestRecords::EraseAt(Partition& partition, uint64_t i) {
+  const uint64_t capacity = partition.slots.capacity;
+  Entry* const data = partition.slots.data;
+  for (uint64_t j = i;;) {
+    j = j + 1 == capacity ? 0 : j + 1;
+    if (data[j].sequence == 0) break;
+    // The entry at j stays unless its probe from home passed the hole at i: home in (i, j]
+    // (cyclically) means it did not.
+    const uint64_t home = Home(data[j].lo, capacity);
+    const bool stays = i < j ? (home > i && home <= j) : (home > i || home <= j);
+    if (stays) continue;
+    data[i] = data[j];
+    i = j;
+  }
+  data[i] = Entry{};
+  --partition.size;
+  --size_;
+}
+
+void NewestRecords::Shrink(Partition& partition) {
+  uint64_t capacity = kMinCapacity;
+  while (MaxEntries(capacity) < partition.size) capacity += capacity / 4;
+  if (capacity < partition.slots.capacity) Resize(partition, capacity);
 }
 
 bool NewestRecords::SameKey(const Entry& entry, const Entry& probe) {

@@ -11,7 +11,8 @@
 //   packed    page (bits 0..30) | is_delete (31) | record bytes (32..52) | check bits 8..18
 //
 // Which key an entry is: hash.lo, hash.hi's bits 0..3 choose one of kPartitions sub-tables, and
-// hash.hi's bits 4..22 are the 19 check bits kept in the entry: 87 bits compared, on top of the
+// hash.hi's bits 4..13 and 23..31 are the 19 check bits kept in the entry (kHiBitsKept: recovery
+// tells its passes' keys apart by bits 23..31): 87 bits compared, on top of the
 // shard (the top bits of hash.hi). Two keys of one shard agreeing in all 87 would be taken for
 // one (the older one lost); with n keys in a shard that happens with probability about
 // n^2 / 2^88: 3e-9 at a billion keys.
@@ -87,6 +88,29 @@ class NewestRecords {
     }
   }
 
+  // Drops every key `doomed(hash)` is true of, then shrinks the sub-tables to what is left
+  // (where the system has memory for the smaller ones). `hash` holds what an entry keeps of its
+  // key's hash: hash.lo, and the bits kHiBitsKept of hash.hi (the rest 0).
+  template <typename Doomed>
+  void EraseIf(Doomed doomed) {
+    for (uint32_t p = 0; p < kPartitions; ++p) {
+      Partition& partition = partitions_[p];
+      // (EraseAt may move a later entry into slot i, which is then looked at again.)
+      for (uint64_t i = 0; i < partition.slots.capacity;) {
+        const Entry& entry = partition.slots.data[i];
+        if (entry.sequence != 0 && doomed(HashOf(entry, p))) {
+          EraseAt(partition, i);
+        } else {
+          ++i;
+        }
+      }
+      Shrink(partition);
+    }
+  }
+  // The bits of hash.hi an entry keeps: 0..3 (the sub-table) and the check bits, 4..13 and
+  // 23..31.
+  static constexpr uint64_t kHiBitsKept = 0xff80'3fff;
+
   // Makes room for about `keys` keys in all, so that holding them needs no growth (each growth
   // copies a sub-table). An estimate: more keys still fit, fewer leave the room unused. Only a
   // hint: without memory for it the table stays as it is (KeepIfNewer then says kNoMemory).
@@ -125,6 +149,13 @@ class NewestRecords {
   };
 
   static Entry Pack(const KeyHash& hash, const Record& record);
+  // What `entry` (in sub-table `partition`) keeps of its key's hash (EraseIf).
+  static KeyHash HashOf(const Entry& entry, uint32_t partition);
+  // Empties slot `i` of `partition`, moving back the entries after it whose probes passed it.
+  void EraseAt(Partition& partition, uint64_t i);
+  // Moves `partition` into as few slots as hold its entries at the most load; unchanged when
+  // the system has no memory for them.
+  static void Shrink(Partition& partition);
   static Record Unpack(const Entry& entry);
   static bool SameKey(const Entry& entry, const Entry& probe);
   static uint64_t Home(uint64_t lo, uint64_t capacity) { return ((lo >> 32) * capacity) >> 32; }

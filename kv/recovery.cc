@@ -228,17 +228,16 @@ class Recovery {
       if (pass_ == 0 && WithinCeiling()) {
         // The summaries' keys are known now (this pass's share of them in the tables), and
         // those of the segments read whole when a start given up projected them.
-        NVKV_RETURN_IF_ERROR(PlanFor(index_entries_before_ + TableEntries() * passes_ +
-                                         whole_records_,
-                                     segments_.filter_bytes() + whole_filter_bytes_,
-                                     "the summaries"));
+        NVKV_RETURN_IF_ERROR(GoOnNarrowed(PlanFor(
+            index_entries_before_ + TableEntries() * passes_ + whole_records_,
+            segments_.filter_bytes() + whole_filter_bytes_, "the summaries")));
       }
       NVKV_RETURN_IF_ERROR(ReadAllSegments());
       if (pass_ == 0 && WithinCeiling()) {
         // Every key of this pass's share is known, and every key filter made: the index is
         // built next (hash mode).
-        NVKV_RETURN_IF_ERROR(PlanFor(index_entries_before_ + TableEntries() * passes_,
-                                     segments_.filter_bytes(), "the first pass"));
+        NVKV_RETURN_IF_ERROR(GoOnNarrowed(PlanFor(index_entries_before_ + TableEntries() * passes_,
+                                                  segments_.filter_bytes(), "the first pass")));
       }
       if (pass_ > 0) {
         NVKV_RETURN_IF_ERROR(ApplyKeptRecords());
@@ -852,7 +851,7 @@ class Recovery {
       NVKV_RETURN_IF_ERROR(ScanRead(read, positions[scanned++]));
       in_flight.pop_front();
       pass_pages_done_ += g_.pages_per_segment;
-      absl::Status budget = CheckBudget(TableBytes());
+      absl::Status budget = GoOnNarrowed(CheckBudget(TableBytes()));
       if (budget.ok() && pass_ == 0 && whole_records_ == 0 &&
           scanned == SampleOf(positions.size())) {
         budget = ProjectWholeRecords(held_before, filters_before, scanned, positions.size());
@@ -1041,12 +1040,17 @@ class Recovery {
                 [this](const Noted& noted) { ApplyRecord(noted); });
   }
 
-  // The pass that takes `hash`'s key: hash bits 23..31, which neither the tables (bits 0..22 of
-  // hash.hi) nor the shard (bits 32..63) use, so that each pass's keys spread over every shard
-  // and sub-table.
+  // The pass that takes `hash`'s key: hash.hi bits 23..31, which the tables keep in each entry
+  // (NewestRecords::kHiBitsKept; NarrowTo tells a pass's keys by them) but place nothing by,
+  // as neither does the shard (bits 32..63), so that each pass's keys spread over every shard
+  // and sub-table. (The keys of one pass agree in some of the bits a table compares, but only
+  // they share its table: the chance that two keys are taken for one stays as it was.)
   uint32_t PassOf(const KeyHash& hash) const {
-    return static_cast<uint32_t>((((hash.hi >> 23) & 0x1ff) * passes_) >> 9);
+    static_assert((NewestRecords::kHiBitsKept & (uint64_t{0x1ff} << kPassBitsFirst)) ==
+                  uint64_t{0x1ff} << kPassBitsFirst);
+    return static_cast<uint32_t>((((hash.hi >> kPassBitsFirst) & 0x1ff) * passes_) >> 9);
   }
+  static constexpr int kPassBitsFirst = 23;
 
   // Applies every record NoteRecord holds, in the order noted.
   void ApplyNoted() {
@@ -1358,12 +1362,59 @@ class Recovery {
     const absl::Status planned =
         PlanFor(index_entries_before_ + share * passes_, filters_before + whole_filters,
                 absl::StrCat(read, " of ", to_read, " segments read whole"));
+    const uint64_t all_passes = share * passes_;
     if (passes_needed_ != 0) {
       whole_records_ = projected * passes_;
       whole_filter_bytes_ = whole_filters;
     }
-    if (planned.ok()) ReserveTables(share);
-    return planned;
+    const absl::Status status = GoOnNarrowed(planned);
+    if (status.ok()) ReserveTables(all_passes / passes_);
+    return status;
+  }
+
+  // `status` of a step of the first pass; OK instead where it asked for more passes
+  // (passes_needed_) and the pass goes on as the first of them (NarrowTo).
+  absl::Status GoOnNarrowed(absl::Status status) {
+    if (status.ok() || !absl::IsResourceExhausted(status) || !WithinCeiling() || pass_ != 0 ||
+        passes_needed_ <= passes_ || !refused_.ok() || (options_.ordered && base_)) {
+      return status;
+    }
+    NarrowTo(passes_needed_);
+    return absl::OkStatus();
+  }
+
+  // The first pass goes on as the first of `passes`, rather than recovery start again and read
+  // once more what it has read: the tables (and in ordered mode the index) drop the keys of the
+  // passes after it, which find them again as they read their shares of the log (the segments
+  // the first pass read before this keep nothing for them: what it kept of them for the passes
+  // planned before holds other shares, and is dropped). Not in ordered mode over
+  // a base, whose index holds the base's entries (which the first pass changed), nor once a
+  // table had no memory for a record (refused_); nor under a budget the options set, which
+  // start again as before (their peaks and passes are what recovery_memory_test and
+  // segment_summary_test measure).
+  void NarrowTo(uint32_t passes) {
+    passes_ = passes;
+    report_.passes = passes;
+    passes_needed_ = 0;
+    for (std::unique_ptr<SummaryBuilder>& kept : kept_) kept.reset();
+    kept_bytes_ = 0;
+    const auto later = [this](const KeyHash& hash) { return PassOf(hash) != 0; };
+    for (NewestRecords& table : newest_) table.EraseIf(later);
+    if (!options_.ordered) return;
+    for (const auto& shard : shards_) {
+      absl::MutexLock lock(&shard->mu);
+      std::vector<std::pair<std::string, uint64_t>> entries;
+      std::string after;
+      for (bool first = true;; first = false) {
+        (void)shard->index->Scan(after, /*exclusive=*/!first, 4096, &entries);
+        if (entries.empty()) break;
+        for (const auto& [key, value] : entries) {
+          const KeyHash hash = HashKey(key);
+          if (later(hash)) shard->index->Erase(hash.lo, key, value);
+        }
+        after = entries.back().first;
+      }
+    }
   }
 
   // Plans this start for about `keys` keys of the whole log (every pass's, the index's before

@@ -249,6 +249,9 @@ struct CutTally {
   uint64_t pages_damaged = 0;   // data pages the media damaged during the workloads
   uint64_t reopened_in_other_mode = 0;
   uint64_t reopened_in_passes = 0;  // recovery read the log in passes (a table budget)
+  // Reopens given little memory to take (EngineOptions::memory_headroom_bytes): those that read
+  // the log in passes, and the opens refused for want of memory before them.
+  uint64_t reopened_in_little_memory = 0, opens_refused_for_memory = 0;
   // Hash mode: overwrites written blind, and stale entries compaction settled (key_entries.h),
   // both of which the cuts must meet.
   uint64_t blind_writes = 0, stale_entries_settled = 0;
@@ -692,11 +695,29 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   // A third of the reopens give recovery's tables a budget of 256 bytes to 128 KiB: it reads the
   // log in passes, each for a share of the keys, and must find what one pass finds.
   EngineOptions reopen = StoreOptions(mode, run.seed);
+  // Another third give the process only 16 KiB to 1 MiB more to take (as a memory cgroup
+  // would): recovery sets aside the index and the key filters, and its first pass goes on as
+  // the first of the passes the rest allows (Recovery::NarrowTo). An Open with too little is
+  // refused saying so, and loses nothing: it is tried again with twice as much.
   if ((run.seed / 2 + life) % 3 == 0) {
     reopen.recovery_memory_bytes = uint64_t{256} << ((run.seed + life) % 10);
+  } else if ((run.seed / 2 + life) % 3 == 1) {
+    reopen.memory_headroom_bytes = uint64_t{16} << (10 + (run.seed + life) % 7);
   }
   auto engine = Engine::OpenOnDevice(std::move(*mem), reopen);
+  while (reopen.memory_headroom_bytes != 0 && !engine.ok() &&
+         absl::IsResourceExhausted(engine.status()) &&
+         engine.status().message().find("give it more memory") != std::string::npos) {
+    ++tally->opens_refused_for_memory;
+    reopen.memory_headroom_bytes *= 2;
+    mem = MemDevice::Open(storage, MemOptions());
+    ASSERT_THAT(mem, IsOk());
+    engine = Engine::OpenOnDevice(std::move(*mem), reopen);
+  }
   ASSERT_THAT(engine, IsOk()) << "open after the crash";
+  if (reopen.memory_headroom_bytes != 0 && (*engine)->Stats().recovery_passes > 1) {
+    ++tally->reopened_in_little_memory;
+  }
   tally->reopened_in_passes += (*engine)->Stats().recovery_passes > 1 ? 1 : 0;
   tally->segments_skipped += (*engine)->Stats().recovery_segments_skipped;
   tally->segments_summarized += (*engine)->Stats().recovery_segments_summarized;
@@ -841,7 +862,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "from the base checkpoint and the log after it, %llu set a checkpoint aside; %llu "
               "checkpoints written while running, %llu writes acknowledged while one was "
               "written; %llu lives wrote on in the heads' segments of the Close before them; %llu reopens read "
-              "the log in passes; %llu opens refused while a page of a log failed to read, %llu "
+              "the log in passes (%llu of them in little memory, after %llu opens refused for "
+              "it); %llu opens refused while a page of a log failed to read, %llu "
               "opened without needing it, %llu opened degraded\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
@@ -865,6 +887,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.writes_during_checkpoints),
               static_cast<unsigned long long>(tally.lives_on_resumed_heads),
               static_cast<unsigned long long>(tally.reopened_in_passes),
+              static_cast<unsigned long long>(tally.reopened_in_little_memory),
+              static_cast<unsigned long long>(tally.opens_refused_for_memory),
               static_cast<unsigned long long>(tally.opens_refused_unread),
               static_cast<unsigned long long>(tally.opens_past_unread),
               static_cast<unsigned long long>(tally.degraded_opens));
@@ -876,6 +900,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   EXPECT_GT(tally.pages_damaged, 0u);
   EXPECT_GT(tally.reopened_in_other_mode, 0u);
   EXPECT_GT(tally.reopened_in_passes, 0u) << "no reopen read the log in passes";
+  EXPECT_GT(tally.reopened_in_little_memory, 0u) << "no reopen in little memory took passes";
   EXPECT_GT(tally.opens_refused_unread, 0u) << "no open was refused for a page it could not read";
   EXPECT_GT(tally.async_durable_writes, 0u);
   EXPECT_GT(tally.segments_skipped, 0u);

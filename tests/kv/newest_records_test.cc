@@ -70,12 +70,15 @@ TEST(NewestRecordsTest, RefusesSequencesItCannotHold) {
 }
 
 // Keys with one hash.lo are told apart by the bits of hash.hi the table compares: those that
-// choose the sub-table (0..3) and the check bits (4..22).
+// choose the sub-table (0..3) and the check bits (4..13 and 23..31: NewestRecords::kHiBitsKept).
 TEST(NewestRecordsTest, KeysDifferingOnlyInComparedHighBitsStayApart) {
   NewestRecords table;
   const uint64_t lo = 0x1234'5678'9abc'def0;
-  for (int bit = 0; bit < 23; ++bit) {
+  std::set<uint64_t> expected = {99};
+  for (int bit = 0; bit < 32; ++bit) {
+    if (((NewestRecords::kHiBitsKept >> bit) & 1) == 0) continue;
     ASSERT_EQ(table.KeepIfNewer({lo, uint64_t{1} << bit}, At(100 + bit, bit)), Kept::kNewest);
+    expected.insert(bit);
   }
   ASSERT_EQ(table.KeepIfNewer({lo, 0}, At(1, 99)), Kept::kNewest);
   EXPECT_EQ(table.size(), 24u);
@@ -84,8 +87,6 @@ TEST(NewestRecordsTest, KeysDifferingOnlyInComparedHighBitsStayApart) {
     EXPECT_EQ(held_lo, lo);
     pages.insert(record.page);
   });
-  std::set<uint64_t> expected = {99};
-  for (uint64_t bit = 0; bit < 23; ++bit) expected.insert(bit);
   EXPECT_EQ(pages, expected);
 }
 
@@ -122,6 +123,56 @@ TEST(NewestRecordsTest, MatchesAMapOverManyKeysAndVersions) {
   EXPECT_EQ(table.size(), 0u);
   EXPECT_EQ(table.allocated_bytes(), 0u);
   EXPECT_TRUE(Held(table).empty());
+}
+
+// EraseIf drops the keys it is told to, by what an entry keeps of the hash (hash.lo and
+// hash.hi's bits kHiBitsKept), and every other key is still found (an erased slot in the middle of a
+// probe run must not hide the keys after it: many keys share their home slots at a high load),
+// and new keys go in as before; the sub-tables shrink to what is left.
+TEST(NewestRecordsTest, EraseIfDropsThoseKeysAndFindsTheRest) {
+  std::mt19937_64 random(7);
+  constexpr int kKeys = 40'000;
+  std::vector<KeyHash> keys(kKeys);
+  NewestRecords table;
+  for (int i = 0; i < kKeys; ++i) {
+    // Few distinct home slots (hash.lo's top bits), so that probe runs are long.
+    keys[i] = {(random() % 4096) << 52 | static_cast<uint64_t>(i), random()};
+    ASSERT_EQ(table.KeepIfNewer(keys[i], At(10, i)), Kept::kNewest);
+  }
+  const uint64_t bytes_before = table.allocated_bytes();
+  constexpr uint64_t kKept = NewestRecords::kHiBitsKept;
+  // Doomed: bit 27 of hash.hi (a check bit, one of recovery's pass bits) set.
+  const auto doomed = [](const KeyHash& hash) { return (hash.hi >> 27) & 1; };
+  uint64_t visits = 0;
+  table.EraseIf([&](const KeyHash& hash) {
+    ++visits;
+    EXPECT_EQ(hash.hi & ~kKept, 0u);
+    return doomed(hash);
+  });
+  EXPECT_GE(visits, static_cast<uint64_t>(kKeys));
+  uint64_t left = 0;
+  for (int i = 0; i < kKeys; ++i) {
+    const KeyHash kept_bits{keys[i].lo, keys[i].hi & kKept};
+    if (doomed(kept_bits)) continue;
+    ++left;
+    // Still held: an older version is ignored.
+    EXPECT_EQ(table.KeepIfNewer(keys[i], At(5, i)), Kept::kOlder) << "key " << i;
+  }
+  EXPECT_EQ(table.size(), left);
+  EXPECT_LT(left, kKeys * 6 / 10u);
+  EXPECT_GT(left, kKeys * 4 / 10u);
+  EXPECT_LT(table.allocated_bytes(), bytes_before * 7 / 10);
+  for (int i = 0; i < kKeys; ++i) {
+    const KeyHash kept_bits{keys[i].lo, keys[i].hi & kKept};
+    if (!doomed(kept_bits)) continue;
+    EXPECT_EQ(table.KeepIfNewer(keys[i], At(5, i)), Kept::kNewest) << "key " << i;
+  }
+  EXPECT_EQ(table.size(), static_cast<uint64_t>(kKeys));
+  const std::map<uint64_t, Record> held = Held(table);
+  for (int i = 0; i < kKeys; ++i) {
+    const KeyHash kept_bits{keys[i].lo, keys[i].hi & kKept};
+    EXPECT_EQ(held.at(keys[i].lo).sequence, doomed(kept_bits) ? 5u : 10u);
+  }
 }
 
 // Recovery reserves room for the keys the summaries name: filling that many keys then grows no
