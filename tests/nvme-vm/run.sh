@@ -87,11 +87,11 @@ kernel_package() {
   fi
   local pkg
   pkg="$(apt-cache depends linux-image-amd64 2> /dev/null \
-    | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ { print $2; exit }')"
+    | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ && !found { print $2; found = 1 }')"
   if [[ -z "$pkg" && $EUID -eq 0 ]]; then
     apt-get -o DPkg::Lock::Timeout=600 -qq update > /dev/null
     pkg="$(apt-cache depends linux-image-amd64 2> /dev/null \
-      | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ { print $2; exit }')"
+      | awk '$1 == "Depends:" && $2 ~ /^linux-image-/ && !found { print $2; found = 1 }')"
   fi
   if [[ -z "$pkg" ]]; then  # No package lists: fall back to the newest cached kernel.
     pkg="$(find "$cache_root/$cache_layout" -mindepth 2 -maxdepth 2 -name .complete \

@@ -35,7 +35,8 @@ shim=$build/tools/libnvkv_fail_pread.so
 if [[ -f "$shim" ]]; then
   # A sanitizer's runtime must come first among the preloaded libraries (the ASan build's
   # nvkv-soak links libasan, and the library is built with it too).
-  runtime=$(ldd "$soak" | awk '/libasan\.so/ { print $3; exit }')
+  # (awk reads to the end: leaving early could end ldd by SIGPIPE, a failure under pipefail.)
+  runtime=$(ldd "$soak" | awk '/libasan\.so/ && !found { print $3; found = 1 }')
   preload=(env "LD_PRELOAD=${runtime:+$runtime:}$shim${LD_PRELOAD:+:$LD_PRELOAD}")
   extra+=(--transient-read-faults)
 fi
