@@ -1,6 +1,8 @@
 #include "nvkv/stats.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -41,6 +43,23 @@ std::string DeviceJson(const DeviceStats& device) {
   json.AddRaw("ring", RingJson(device.ring));
   json.AddStrings("notes", device.notes);
   return json.Finish();
+}
+
+std::string QueueCallsJson(const QueueCalls& calls) {
+  JsonObject json;
+  json.Add("requests", calls.requests);
+  json.Add("calls", calls.calls);
+  json.Add("submitting_calls", calls.submitting_calls);
+  json.Add("requests_submitted", calls.requests_submitted);
+  json.Add("requests_per_submitting_call", calls.requests_per_submitting_call());
+  return json.Finish();
+}
+
+// Every kind with its name, in the order Stats prints them.
+std::vector<std::pair<const char*, const QueueCalls*>> QueueKindList(const QueueKindCalls& q) {
+  return {{"reads", &q.reads},         {"log_writes", &q.log_writes},
+          {"compaction", &q.compaction}, {"open", &q.open},
+          {"checkpoints", &q.checkpoints}, {"check", &q.check}};
 }
 
 // Ring features in force, as a list of names ("sqe128_cqe32 single_issuer ...").
@@ -167,6 +186,13 @@ std::string Stats::ToString() const {
                         recovery_summaries_unused, recovery_records, recovery_batches_discarded,
                         recovery_damaged_pages, recovery_table_bytes, recovery_passes,
                         recovery_restarts, recovery_seconds);
+  for (const auto& [name, calls] : QueueKindList(queues)) {
+    if (calls->calls == 0 && calls->requests == 0) continue;
+    absl::StrAppendFormat(&out, "queue %s: %u requests in %u system calls, %.2f requests per "
+                                "submitting call\n",
+                          name, calls->requests, calls->calls,
+                          calls->requests_per_submitting_call());
+  }
   return out;
 }
 
@@ -238,6 +264,11 @@ std::string Stats::ToJson() const {
   json.Add("index_mode", IndexModeName(index_mode));
   json.Add("durable_writes", DurableWritesName(durable_writes));
   json.AddRaw("device", DeviceJson(device));
+  JsonObject kinds;
+  for (const auto& [name, calls] : QueueKindList(queues)) {
+    kinds.AddRaw(name, QueueCallsJson(*calls));
+  }
+  json.AddRaw("queues", kinds.Finish());
   return json.Finish();
 }
 

@@ -156,9 +156,10 @@ absl::Status Engine::Impl::CheckWritable() const {
 
 // Reads the superblocks; formats when there is no store and that is allowed.
 absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
-    const storage::QueueOptions& options) {
+    QueueKind kind, const storage::QueueOptions& options) {
   absl::StatusOr<std::unique_ptr<storage::Device>> queue = base_device_->OpenQueue(options);
   if (!queue.ok()) return queue;
+  (*queue)->ShareCountsWith(&queue_counts_[static_cast<size_t>(kind)]);
   absl::MutexLock lock(&queue_notes_mu_);
   for (const std::string& note : (*queue)->info().notes) {
     if (std::find(queue_notes_.begin(), queue_notes_.end(), note) == queue_notes_.end() &&
@@ -329,7 +330,7 @@ absl::Status Engine::Impl::StartWriter() {
   writer_options.buffers.buffer_bytes = geometry_.page_bytes;
   writer_options.buffers.buffer_count = slots + LogWriter::kMapWrites + LogWriter::kSummaryWrites;
   writer_options.buffers.chunk_count = 0;
-  auto writer_queue = OpenQueue(writer_options);
+  auto writer_queue = OpenQueue(QueueKind::kLogWrites, writer_options);
   if (!writer_queue.ok()) return writer_queue.status();
   LogWriter::Options writer_config;
   writer_config.store_seed = store_seed_;
@@ -381,7 +382,7 @@ absl::Status Engine::Impl::StartCompactor() {
                                                          geometry_.page_bytes *
                                                          geometry_.page_bytes)) + 2;
   compaction_options.queue_depth = std::max<uint32_t>(8, compaction_options.buffers.chunk_count);
-  auto compaction_queue = OpenQueue(compaction_options);
+  auto compaction_queue = OpenQueue(QueueKind::kCompaction, compaction_options);
   if (!compaction_queue.ok()) return compaction_queue.status();
   Compactor::Options compactor_config;
   compactor_config.background = options_.background_compaction;
@@ -446,7 +447,8 @@ absl::Status Engine::Impl::Close() {
 }
 
 absl::Status Engine::Impl::WriteCheckpointAtClose() {
-  absl::StatusOr<std::unique_ptr<storage::Device>> queue = OpenQueue(LargeIoQueueOptions());
+  absl::StatusOr<std::unique_ptr<storage::Device>> queue =
+      OpenQueue(QueueKind::kCheckpoints, LargeIoQueueOptions());
   if (!queue.ok()) return queue.status();
   if (KeptCheckpointCurrent()) {
     // Nothing was written since the checkpoint kept was: it stands for the log as it is again,
@@ -551,7 +553,8 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
         "no room for a checkpoint: ", segments_->free_count(), " free segments, ", needed,
         " for it and ", keep_free, " to keep free"));
   }
-  NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue, OpenQueue(LargeIoQueueOptions()));
+  NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue,
+                        OpenQueue(QueueKind::kCheckpoints, LargeIoQueueOptions()));
   uint64_t pages = 0;
   std::vector<SegmentMap::Ticket> tickets;
   const absl::Time start = absl::Now();
@@ -680,6 +683,21 @@ EngineStats Engine::Impl::Stats() {
   }
   // The first queue only holds the device; the writer's queue shows the ring features in use.
   if (writer_ != nullptr) s.device.ring = PublicRing(writer_->queue().info().ring);
+  const auto calls_of = [this](QueueKind kind) {
+    const storage::SharedIoCounts& counts = queue_counts_[static_cast<size_t>(kind)];
+    QueueCalls calls;
+    calls.requests = counts.requests_completed.load(std::memory_order_relaxed);
+    calls.calls = counts.calls.load(std::memory_order_relaxed);
+    calls.submitting_calls = counts.submitting_calls.load(std::memory_order_relaxed);
+    calls.requests_submitted = counts.requests_submitted.load(std::memory_order_relaxed);
+    return calls;
+  };
+  s.queues.reads = calls_of(QueueKind::kReads);
+  s.queues.log_writes = calls_of(QueueKind::kLogWrites);
+  s.queues.compaction = calls_of(QueueKind::kCompaction);
+  s.queues.open = calls_of(QueueKind::kOpen);
+  s.queues.checkpoints = calls_of(QueueKind::kCheckpoints);
+  s.queues.check = calls_of(QueueKind::kCheck);
   s.page_bytes = geometry_.page_bytes;
   s.pages_per_segment = geometry_.pages_per_segment;
   s.shard_count = static_cast<uint32_t>(shards_.size());

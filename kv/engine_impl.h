@@ -16,6 +16,7 @@
 #define NVKV_KV_ENGINE_IMPL_H_
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -49,6 +50,17 @@ namespace nvkv::kv {
 
 class ReadQueue;
 enum class ReadPurpose : uint8_t;  // read_queue.h
+
+// What a queue of the engine's is for; Stats::queues counts each kind apart.
+enum class QueueKind : uint8_t {
+  kReads,        // the per-thread read queues
+  kLogWrites,    // the log writer's
+  kCompaction,   // the compactor's
+  kOpen,         // superblocks, format and recovery
+  kCheckpoints,  // a checkpoint's, while running or at Close
+  kCheck,        // Check's
+};
+inline constexpr size_t kQueueKinds = 6;
 class ReadQueueSet;
 
 // What the engine's users asked of it, for Stats.
@@ -145,11 +157,11 @@ class Engine::Impl final {
     return std::min<uint64_t>(geometry_.max_batch_bytes(),
                               geometry_.BatchBytesWithinPages(options_.page_buffers_per_shard));
   }
-  // A queue on the device for one thread's I/O (recovery, writer, compaction, readers, check).
-  // What its backend gave up (no registered buffers, no io_uring: a low RLIMIT_MEMLOCK) joins
-  // queue_notes_, which Stats shows with the device's notes.
+  // A queue on the device for one thread's I/O of `kind`, whose calls and completions it adds
+  // to that kind's counts (Stats::queues). What its backend gave up (no registered buffers, no
+  // io_uring: a low RLIMIT_MEMLOCK) joins queue_notes_, which Stats shows with the device's notes.
   absl::StatusOr<std::unique_ptr<storage::Device>> OpenQueue(
-      const storage::QueueOptions& options);
+      QueueKind kind, const storage::QueueOptions& options);
   const Geometry& geometry() const { return geometry_; }
   uint64_t store_seed() const { return store_seed_; }
   uint32_t blocks_per_page() const { return blocks_per_page_; }
@@ -241,6 +253,9 @@ class Engine::Impl final {
   // The index mode: options_.index_mode, or the one the store records (OpenStore decides,
   // before anything uses it).
   bool ordered_ = false;
+  // What each kind of queue asked of the device (Stats::queues): before every queue, which
+  // adds to them until it is destroyed.
+  std::array<storage::SharedIoCounts, kQueueKinds> queue_counts_;
   std::unique_ptr<storage::Device> base_device_;  // as opened; holds the device lock
   // The opening thread's queue, with room for recovery's reads: superblocks, format and recovery
   // use it, and StartEngine closes it once they are done (its buffers are 4 MiB of pinned memory).

@@ -52,7 +52,8 @@ class SegmentReader {
     options.buffers.buffer_bytes = g.page_bytes;
     options.buffers.buffer_count = 2;  // single pages: superblocks, pages the index points at
     options.buffers.chunk_count = chunk_count;
-    NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue, engine.OpenQueue(options));
+    NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue,
+                          engine.OpenQueue(QueueKind::kCheck, options));
     auto reader = std::unique_ptr<SegmentReader>(new SegmentReader(engine, std::move(queue)));
     NVKV_ASSIGN_OR_RETURN(reader->segment_,
                           SegmentBuffer::Make(*reader->queue_, g, engine.blocks_per_page()));

@@ -84,7 +84,7 @@ absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
         queue_options.buffers.buffer_count = options_.read_queue_depth + 2;
         queue_options.buffers.chunk_count = 2;
         absl::StatusOr<std::unique_ptr<storage::Device>> device =
-            OpenQueue(queue_options);
+            OpenQueue(QueueKind::kReads, queue_options);
         if (!device.ok()) return device.status();
         return std::make_unique<ReadQueue>(lookup_.get(), std::move(*device),
                                            options_.read_queue_depth, writer_.get());

@@ -91,7 +91,8 @@ storage::QueueOptions Engine::Impl::LargeIoQueueOptions() {
 }
 
 absl::Status Engine::Impl::OpenStore(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<storage::Device>> opening = OpenQueue(LargeIoQueueOptions());
+  absl::StatusOr<std::unique_ptr<storage::Device>> opening =
+      OpenQueue(QueueKind::kOpen, LargeIoQueueOptions());
   if (!opening.ok()) return opening.status();
   open_queue_ = std::move(*opening);
   if (options_.page_bytes % device_info_.lba_bytes != 0) {
@@ -311,7 +312,7 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
     open_queue_.reset();
     NVKV_RETURN_IF_ERROR(base_device_->GrowFile(options_.capacity_bytes));
     device_info_ = base_device_->info();
-    NVKV_ASSIGN_OR_RETURN(open_queue_, OpenQueue(LargeIoQueueOptions()));
+    NVKV_ASSIGN_OR_RETURN(open_queue_, OpenQueue(QueueKind::kOpen, LargeIoQueueOptions()));
   }
   // 2. The segments the device holds now (at most 2^31 pages in all, AdoptGeometry's limit).
   const Geometry old = geometry_;

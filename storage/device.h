@@ -21,6 +21,7 @@
 #ifndef NVKV_STORAGE_DEVICE_H_
 #define NVKV_STORAGE_DEVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -129,6 +130,27 @@ struct IoStats {
   uint64_t max_completions_per_reap = 0;
 };
 
+// What the queues of one kind asked of the kernel, added up across them and readable from any
+// thread (Device::ShareCountsWith): e.g. every per-thread read queue of a store. A "call" is a
+// system call (io_uring_enter, pread, pwrite, fdatasync); on the memory and fault devices, which
+// make none, a Submit that pushed requests stands for one.
+struct SharedIoCounts {
+  std::atomic<uint64_t> requests_completed{0};
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> submitting_calls{0};  // calls that pushed at least one request
+  std::atomic<uint64_t> requests_submitted{0};  // pushed by those calls
+
+  void CountCall(uint32_t requests_pushed) {
+    calls.fetch_add(1, std::memory_order_relaxed);
+    if (requests_pushed == 0) return;
+    submitting_calls.fetch_add(1, std::memory_order_relaxed);
+    requests_submitted.fetch_add(requests_pushed, std::memory_order_relaxed);
+  }
+  void CountCompleted(uint32_t requests) {
+    if (requests > 0) requests_completed.fetch_add(requests, std::memory_order_relaxed);
+  }
+};
+
 // What a further queue on an open device may choose for itself.
 struct QueueOptions {
   uint32_t queue_depth = 64;
@@ -165,6 +187,10 @@ class Device {
 
   virtual const IoStats& stats() const = 0;
 
+  // From now on this queue also adds its calls and completions to `counts`, which must outlive
+  // it (nullptr: stop). Its own stats() go on as before.
+  void ShareCountsWith(SharedIoCounts* counts) { shared_counts_ = counts; }
+
   // Opens another queue (own ring, own buffer pool, same geometry and ring flags) on the same
   // device, for another issuing thread, with its own depth and buffers.
   virtual absl::StatusOr<std::unique_ptr<Device>> OpenQueue(const QueueOptions& options) = 0;
@@ -191,6 +217,19 @@ class Device {
     options.buffers.chunk_count = buffers().chunk_count();
     return OpenQueue(options);
   }
+
+ protected:
+  // Each backend calls these where it makes a call (pushing `requests_pushed`, maybe 0) and
+  // where it runs completed requests' callbacks, beside its own stats().
+  void CountCall(uint32_t requests_pushed) {
+    if (shared_counts_ != nullptr) shared_counts_->CountCall(requests_pushed);
+  }
+  void CountCompleted(uint32_t requests) {
+    if (shared_counts_ != nullptr) shared_counts_->CountCompleted(requests);
+  }
+
+ private:
+  SharedIoCounts* shared_counts_ = nullptr;
 };
 
 enum class Backend : uint8_t {

@@ -619,7 +619,10 @@ uint32_t FaultDevice::Push() {
   // Requests were carried out when enqueued; pushing them is bookkeeping only.
   const uint32_t pushed = unsubmitted_;
   unsubmitted_ = 0;
-  if (pushed > 0) ++stats_.submit_calls;
+  if (pushed > 0) {
+    ++stats_.submit_calls;
+    CountCall(pushed);
+  }
   return pushed;
 }
 
@@ -650,6 +653,7 @@ absl::StatusOr<uint32_t> FaultDevice::Reap(uint32_t) {
     --callbacks_left_;  // before the call: a callback that enqueues finds its own slot free
     if (request->on_done != nullptr) request->on_done(request);
   }
+  CountCompleted(harvested);
   running_.clear();
   return harvested;
 }

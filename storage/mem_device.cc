@@ -189,6 +189,7 @@ absl::StatusOr<uint32_t> MemDevice::Submit() {
   const auto pushed = static_cast<uint32_t>(queued_.size());
   if (pushed == 0) return 0u;
   ++stats_.submit_calls;
+  CountCall(pushed);
   // In order: a later request of the batch sees the effect of an earlier one (NVMe promises no
   // order between commands in flight; this is one of the orders it allows).
   for (IoRequest* request : queued_) {
@@ -222,6 +223,7 @@ absl::StatusOr<uint32_t> MemDevice::Reap(uint32_t) {
     --callbacks_left_;  // before the call: a callback that enqueues finds its own slot free
     if (request->on_done != nullptr) request->on_done(request);
   }
+  CountCompleted(ran);
   batch.clear();
   return ran;
 }

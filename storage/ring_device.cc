@@ -131,6 +131,7 @@ absl::StatusOr<uint32_t> RingDevice::Submit() {
   if (sqes_unsubmitted_ == 0) return 0u;
   absl::StatusOr<uint32_t> pushed = ring_->Submit(0);
   ++stats_.enter_syscalls;
+  CountCall(pushed.ok() ? std::min(*pushed, sqes_unsubmitted_) : 0);
   if (!pushed.ok()) {
     // SQEs already in the ring cannot be withdrawn; refuse further use of this queue.
     broken_ = absl::FailedPreconditionError(
@@ -198,6 +199,7 @@ uint32_t RingDevice::RunCallbacks() {
     if (request->on_done != nullptr) request->on_done(request);
     request = next;
   }
+  CountCompleted(ran);
   return ran;
 }
 
@@ -222,17 +224,20 @@ absl::StatusOr<uint32_t> RingDevice::Reap(uint32_t min_complete) {
       // waits past the point where min_complete requests are done.
       const uint32_t wait_nr = min_complete > done_count_ ? min_complete - done_count_ : 0;
       absl::Status entered;
+      uint32_t pushed_now = 0;
       if (sqes_unsubmitted_ == 0 && wait_nr == 0) {
         entered = ring_->GetEvents();  // only DEFER_TASKRUN gets here: run deferred completions
       } else {
         absl::StatusOr<uint32_t> pushed = ring_->Submit(wait_nr);
         if (pushed.ok()) {
-          sqes_unsubmitted_ -= std::min(*pushed, sqes_unsubmitted_);
+          pushed_now = std::min(*pushed, sqes_unsubmitted_);
+          sqes_unsubmitted_ -= pushed_now;
         } else {
           entered = pushed.status();
         }
       }
       ++stats_.enter_syscalls;
+      CountCall(pushed_now);
       if (!entered.ok()) {
         broken_ = absl::FailedPreconditionError(
             absl::StrCat("queue broken by a failed reap: ", entered.ToString()));

@@ -93,11 +93,14 @@ absl::Status SyncFileDevice::Execute(const IoRequest& request) {
   const off_t offset = static_cast<off_t>(request.lba * info_.lba_bytes);
   const size_t bytes = size_t{request.lba_count} * info_.lba_bytes;
   size_t done = 0;
+  bool counted = false;  // the request was counted as pushed (by its first call)
   while (request.op != IoOp::kFlush && done < bytes) {
     ssize_t n = request.op == IoOp::kRead
                     ? pread(fd_, request.buffer.data + done, bytes - done, offset + done)
                     : pwrite(fd_, request.buffer.data + done, bytes - done, offset + done);
     ++stats_.enter_syscalls;
+    CountCall(counted ? 0 : 1);  // a retry or a short transfer's rest is the same request
+    counted = true;
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return FileIoError(errno, request.op == IoOp::kRead ? "pread" : "pwrite", request,
                                   info_);
@@ -109,6 +112,7 @@ absl::Status SyncFileDevice::Execute(const IoRequest& request) {
   }
   if (request.op == IoOp::kFlush || (request.op == IoOp::kWrite && request.fua)) {
     ++stats_.enter_syscalls;
+    CountCall(request.op == IoOp::kFlush ? 1 : 0);  // a FUA write's flush is part of the write
     if (fdatasync(fd_) != 0) {
       IoRequest flush = request;
       flush.op = IoOp::kFlush;  // a FUA write's flush: named as one
@@ -152,6 +156,7 @@ absl::StatusOr<uint32_t> SyncFileDevice::Reap(uint32_t) {
     if (request->on_done != nullptr) request->on_done(request);
   }
   const auto ran = static_cast<uint32_t>(done.size());
+  CountCompleted(ran);
   done.clear();
   return ran;
 }

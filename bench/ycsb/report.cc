@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,6 +39,12 @@ double PerSecond(uint64_t count, double seconds) { return seconds > 0 ? count / 
 double PerGetPageReads(const StoreDelta& s) {
   const uint64_t reads = s.page_reads - std::min(s.page_reads, s.key_check_page_reads);
   return s.gets == 0 ? 0.0 : static_cast<double>(reads) / s.gets;
+}
+
+// The kinds of queue a phase uses (writes, reads, compaction, checkpoints while running).
+std::vector<std::pair<const char*, const QueueCalls*>> RunQueues(const QueueKindCalls& q) {
+  return {{"reads", &q.reads}, {"log_writes", &q.log_writes}, {"compaction", &q.compaction},
+          {"checkpoints", &q.checkpoints}};
 }
 
 }  // namespace
@@ -87,6 +95,15 @@ std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
                           static_cast<double>(d.writes) / s.pages_written);
   }
   out += "\n";
+  // Batching of submission: requests each system call pushed, per kind of queue.
+  std::string queues;
+  for (const auto& [name, calls] : RunQueues(s.queues)) {
+    if (calls->calls == 0) continue;
+    absl::StrAppendFormat(&queues, "%s%s %d requests in %d system calls (%.2f per submitting call)",
+                          queues.empty() ? "" : "; ", name, calls->requests, calls->calls,
+                          calls->requests_per_submitting_call());
+  }
+  if (!queues.empty()) absl::StrAppend(&out, "queues: ", queues, "\n");
   if (d.valid) {
     absl::StrAppendFormat(
         &out,
@@ -159,6 +176,17 @@ std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
       .Add("checkpoints_written", s.checkpoints_written)
       .Add("checkpoint_seconds", s.checkpoint_seconds)
       .Add("checkpoint_writes_held_seconds", s.checkpoint_writes_held_seconds);
+  JsonObject queues(kSpaced);
+  for (const auto& [name, calls] : RunQueues(s.queues)) {
+    JsonObject kind(kSpaced);
+    kind.Add("requests", calls->requests)
+        .Add("calls", calls->calls)
+        .Add("submitting_calls", calls->submitting_calls)
+        .Add("requests_submitted", calls->requests_submitted)
+        .AddFixed("requests_per_submitting_call", calls->requests_per_submitting_call(), 2);
+    queues.AddRaw(name, kind.Finish());
+  }
+  store.AddRaw("queues", queues.Finish());
   json.AddRaw("store", store.Finish());
   const DiskDelta& d = phase.disk;
   if (d.valid) {

@@ -340,6 +340,13 @@ void ClientThread::DoScan() {
   OperationDone();
 }
 
+QueueCalls Delta(const QueueCalls& before, const QueueCalls& after) {
+  return {.requests = after.requests - before.requests,
+          .calls = after.calls - before.calls,
+          .submitting_calls = after.submitting_calls - before.submitting_calls,
+          .requests_submitted = after.requests_submitted - before.requests_submitted};
+}
+
 StoreDelta Delta(const Stats& before, const Stats& after) {
   StoreDelta d;
   d.gets = after.gets - before.gets;
@@ -361,6 +368,12 @@ StoreDelta Delta(const Stats& before, const Stats& after) {
   d.checkpoint_seconds = after.checkpoint_seconds - before.checkpoint_seconds;
   d.checkpoint_writes_held_seconds =
       after.checkpoint_writes_held_seconds - before.checkpoint_writes_held_seconds;
+  d.queues.reads = Delta(before.queues.reads, after.queues.reads);
+  d.queues.log_writes = Delta(before.queues.log_writes, after.queues.log_writes);
+  d.queues.compaction = Delta(before.queues.compaction, after.queues.compaction);
+  d.queues.open = Delta(before.queues.open, after.queues.open);
+  d.queues.checkpoints = Delta(before.queues.checkpoints, after.queues.checkpoints);
+  d.queues.check = Delta(before.queues.check, after.queues.check);
   return d;
 }
 

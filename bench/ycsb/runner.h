@@ -66,6 +66,8 @@ struct StoreDelta {
   uint64_t cache_hits = 0, cache_misses = 0;
   uint64_t checkpoints_written = 0;  // while running (Options::checkpoint_log_ratio)
   double checkpoint_seconds = 0, checkpoint_writes_held_seconds = 0;
+  // Requests and system calls of the store's queues, by kind (Stats::queues).
+  QueueKindCalls queues;
 };
 
 // The block device under the store over a phase, from /proc/diskstats (the whole device: on a

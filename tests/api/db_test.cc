@@ -544,6 +544,54 @@ TEST_F(DBTest, StatsCountOperationsAndDescribeTheStore) {
   EXPECT_EQ(json.back(), '}');
 }
 
+// Stats::queues says what each kind of queue asked of the kernel: reads started together go
+// out in one system call, a synchronous Get in one of its own, and writes and Open have theirs.
+TEST_F(DBTest, QueueStatsCountRequestsAndTheSystemCallsThatPushedThem) {
+  options_.cache_bytes = 0;  // every read goes to the device
+  std::unique_ptr<DB> db = OpenOrDie();
+  ASSERT_NE(db, nullptr);
+  for (int i = 0; i < 16; ++i) NVKV_ASSERT_OK(db->Put(Key(i), "value"));
+  const Stats before = db->GetStats();
+  EXPECT_GE(before.queues.log_writes.requests, 1u);
+  EXPECT_GE(before.queues.log_writes.submitting_calls, 1u);
+  EXPECT_GE(before.queues.open.requests, 1u);  // the superblocks at least
+  if (before.device.kind == DeviceKind::kSyncFile) {
+    GTEST_SKIP() << "no io_uring here: every request is a system call of its own";
+  }
+
+  int answered = 0;
+  for (int i = 0; i < 16; ++i) {
+    NVKV_ASSERT_OK(db->GetAsync(Key(i), [&answered](absl::StatusOr<std::string> value) {
+      EXPECT_THAT(value, IsOk());
+      ++answered;
+    }));
+  }
+  while (answered < 16) NVKV_ASSERT_OK(db->Poll(1).status());
+  const Stats batched = db->GetStats();
+  const QueueCalls& reads = batched.queues.reads;
+  EXPECT_EQ(reads.requests - before.queues.reads.requests, 16u);
+  EXPECT_EQ(reads.requests_submitted - before.queues.reads.requests_submitted, 16u);
+  // The first Poll pushed all sixteen in one call.
+  EXPECT_EQ(reads.submitting_calls - before.queues.reads.submitting_calls, 1u);
+  EXPECT_DOUBLE_EQ(reads.requests_per_submitting_call(), 16.0);
+
+  for (int i = 0; i < 4; ++i) NVKV_ASSERT_OK(db->Get(Key(i)).status());
+  const Stats single = db->GetStats();
+  EXPECT_EQ(single.queues.reads.requests - reads.requests, 4u);
+  EXPECT_EQ(single.queues.reads.submitting_calls - reads.submitting_calls, 4u);
+  EXPECT_THAT(single.ToString(), HasSubstr("queue reads: 20 requests in "));
+  EXPECT_THAT(single.ToJson(), HasSubstr("\"reads\":{\"requests\":20,"));
+
+  // MultiGet sends its reads together too.
+  std::vector<std::string> names;
+  for (int i = 0; i < 16; ++i) names.push_back(Key(i));
+  const std::vector<std::string_view> keys(names.begin(), names.end());
+  for (const absl::StatusOr<std::string>& value : db->MultiGet(keys)) EXPECT_THAT(value, IsOk());
+  const Stats multi = db->GetStats();
+  EXPECT_EQ(multi.queues.reads.requests_submitted - single.queues.reads.requests_submitted, 16u);
+  EXPECT_EQ(multi.queues.reads.submitting_calls - single.queues.reads.submitting_calls, 1u);
+}
+
 // ----- Open, reopen, close -----
 
 TEST_F(DBTest, ReopenKeepsDurableWrites) {

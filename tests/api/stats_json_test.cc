@@ -79,6 +79,8 @@ Stats SampleStats() {
   s.device.ring.defer_taskrun = true;
   s.device.ring.fixed_buffers = true;
   s.device.notes = {"first\tnote", "second\nnote \x01"};
+  s.queues.reads = {.requests = 10, .calls = 3, .submitting_calls = 2, .requests_submitted = 10};
+  s.queues.log_writes = {.requests = 4, .calls = 4, .submitting_calls = 4, .requests_submitted = 4};
   return s;
 }
 
@@ -116,7 +118,19 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"single_issuer\":true,\"defer_taskrun\":true,\"coop_taskrun\":false,"
       "\"registered_ring_fd\":false,\"registered_file\":false,\"fixed_buffers\":true,"
       "\"sqpoll\":false,\"iopoll\":false},"
-      "\"notes\":[\"first\\tnote\",\"second\\nnote \\u0001\"]}}");
+      "\"notes\":[\"first\\tnote\",\"second\\nnote \\u0001\"]},"
+      "\"queues\":{\"reads\":{\"requests\":10,\"calls\":3,\"submitting_calls\":2,"
+      "\"requests_submitted\":10,\"requests_per_submitting_call\":5},"
+      "\"log_writes\":{\"requests\":4,\"calls\":4,\"submitting_calls\":4,"
+      "\"requests_submitted\":4,\"requests_per_submitting_call\":1},"
+      "\"compaction\":{\"requests\":0,\"calls\":0,\"submitting_calls\":0,"
+      "\"requests_submitted\":0,\"requests_per_submitting_call\":0},"
+      "\"open\":{\"requests\":0,\"calls\":0,\"submitting_calls\":0,"
+      "\"requests_submitted\":0,\"requests_per_submitting_call\":0},"
+      "\"checkpoints\":{\"requests\":0,\"calls\":0,\"submitting_calls\":0,"
+      "\"requests_submitted\":0,\"requests_per_submitting_call\":0},"
+      "\"check\":{\"requests\":0,\"calls\":0,\"submitting_calls\":0,"
+      "\"requests_submitted\":0,\"requests_per_submitting_call\":0}}}");
 }
 
 TEST(StatsJsonTest, NumbersThatJsonCannotHoldAreNull) {

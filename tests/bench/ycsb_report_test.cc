@@ -53,6 +53,10 @@ PhaseResult SamplePhase() {
   phase.store.checkpoints_written = 2;
   phase.store.checkpoint_seconds = 0.25;
   phase.store.checkpoint_writes_held_seconds = 0.125;
+  phase.store.queues.reads = {.requests = 210, .calls = 40, .submitting_calls = 30,
+                              .requests_submitted = 210};
+  phase.store.queues.log_writes = {.requests = 49, .calls = 49, .submitting_calls = 49,
+                                   .requests_submitted = 49};
   phase.disk.valid = true;
   phase.disk.name = "vda";
   phase.disk.reads = 210;
@@ -71,6 +75,16 @@ TEST(YcsbReportTest, TableShowsPutsPerPageFlushesAndDiskWritesPerPage) {
   const std::string table = FormatTable(SampleRun(), SamplePhase());
   EXPECT_NE(table.find("writes: 2.50 puts per page written, 5 flushes/s, 1.02 disk writes per "
                        "page written\n"),
+            std::string::npos)
+      << table;
+}
+
+// The table says how well each kind of queue batched its submissions.
+TEST(YcsbReportTest, TableShowsRequestsPerSystemCallOfEachQueue) {
+  const std::string table = FormatTable(SampleRun(), SamplePhase());
+  EXPECT_NE(table.find("queues: reads 210 requests in 40 system calls (7.00 per submitting "
+                       "call); log_writes 49 requests in 49 system calls (1.00 per submitting "
+                       "call)\n"),
             std::string::npos)
       << table;
 }
@@ -103,7 +117,12 @@ TEST(YcsbReportTest, JsonLineHasEveryFieldInOrder) {
       "\"verify_reads\": 1, \"blind_writes\": 0, \"settle_page_reads\": 0, \"flushes\": 7, \"fua_writes\": 2, \"user_bytes_written\": 110000, "
       "\"device_bytes_written\": 163840, \"compaction_bytes_written\": 4096, "
       "\"cache_hits\": 150, \"cache_misses\": 50, \"checkpoints_written\": 2, "
-      "\"checkpoint_seconds\": 0.25, \"checkpoint_writes_held_seconds\": 0.125}, "
+      "\"checkpoint_seconds\": 0.25, \"checkpoint_writes_held_seconds\": 0.125, "
+      "\"queues\": {\"reads\": {\"requests\": 210, \"calls\": 40, \"submitting_calls\": 30, "
+      "\"requests_submitted\": 210, \"requests_per_submitting_call\": 7.00}, "
+      "\"log_writes\": {\"requests\": 49, \"calls\": 49, \"submitting_calls\": 49, "
+      "\"requests_submitted\": 49, \"requests_per_submitting_call\": 1.00}, "
+      "\"compaction\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}, \"checkpoints\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}}}, "
       "\"disk\": {\"name\": \"vda\", \"reads\": 210, \"writes\": 41, \"read_bytes\": 860160, "
       "\"write_bytes\": 167936, \"avg_queue_depth\": 1.250}, "
       "\"first_error\": \"update user1: Unavailable: busy\"}\n");
@@ -123,7 +142,9 @@ TEST(YcsbReportTest, JsonLineWithoutOperationsOrDisk) {
             "\"flushes\": 0, \"fua_writes\": 0, \"user_bytes_written\": 0, "
             "\"device_bytes_written\": 0, \"compaction_bytes_written\": 0, "
             "\"cache_hits\": 0, \"cache_misses\": 0, \"checkpoints_written\": 0, "
-            "\"checkpoint_seconds\": 0, \"checkpoint_writes_held_seconds\": 0}, "
+            "\"checkpoint_seconds\": 0, \"checkpoint_writes_held_seconds\": 0, "
+            "\"queues\": {\"reads\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}, \"log_writes\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}, \"compaction\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}, "
+            "\"checkpoints\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}}}, "
             "\"first_error\": \"\"}\n");
 }
 

@@ -56,6 +56,34 @@ struct DeviceStats {
   std::vector<std::string> notes;     // fallbacks taken at Open, one sentence each
 };
 
+// What one kind of the store's queues asked of the device since Open. A queue is one thread's
+// io_uring (on the sync-file backend, its pread/pwrite/fdatasync calls); a call is a system call
+// that pushed requests to the device, waited for completions, or both (with Options::sqpoll, a
+// submission the polling thread picks up counts as a call too). Requests include the queue's
+// waits for wake-up events; requests_submitted counts commands, of which a request larger than
+// the device's largest transfer (DeviceStats::max_transfer_bytes) is several.
+struct QueueCalls {
+  uint64_t requests = 0;            // requests completed
+  uint64_t calls = 0;               // system calls made
+  uint64_t submitting_calls = 0;    // of those, the calls that pushed requests to the device
+  uint64_t requests_submitted = 0;  // requests those calls pushed
+  // Requests pushed per call that pushed any: how well submission is batched (1: every request
+  // went out in a call of its own). 0 before the first.
+  double requests_per_submitting_call() const {
+    return submitting_calls == 0 ? 0 : static_cast<double>(requests_submitted) / submitting_calls;
+  }
+};
+
+// Stats::queues: each kind of queue apart.
+struct QueueKindCalls {
+  QueueCalls reads;        // every thread's reads: Get, MultiGet, GetAsync, scans, key checks
+  QueueCalls log_writes;   // the log writer: pages, segment map and summary pages, flushes
+  QueueCalls compaction;   // victims read whole, settling reads, copies and free markers
+  QueueCalls open;         // Open: superblocks, format, recovery
+  QueueCalls checkpoints;  // checkpoints written while running and at Close
+  QueueCalls check;        // DB::Check
+};
+
 struct Stats {
   // Keys and memory. Hash mode: live_keys is the index's entries less `stale_entries`, the
   // estimated entries that blind overwrites (below) left behind and neither a delete nor
@@ -196,13 +224,16 @@ struct Stats {
   // (never kAuto). Moot when device.volatile_write_cache is false.
   DurableWrites durable_writes = DurableWrites::kFua;
   DeviceStats device;
+  // System calls and requests of each kind of queue (I/Os per call: batching of submission).
+  QueueKindCalls queues;
 
   // Several lines of "name: value", for people.
   std::string ToString() const;
   // What the last Open's recovery read, in words: "from the clean-close checkpoint", "from the
   // log", or "from the log (its checkpoint was not usable: why)".
   std::string recovery_source() const;
-  // One JSON object with every field above, under the same names ("device" and "ring" nested).
+  // One JSON object with every field above, under the same names ("device", "ring", "queues"
+  // and each queue kind nested).
   // Always valid UTF-8: a byte of the path or a note that is not part of well-formed UTF-8 is
   // written \ufffd; numbers that are not finite are written null.
   std::string ToJson() const;
