@@ -6,11 +6,13 @@
 
 #include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "kv/checkpoint.h"
@@ -708,10 +710,26 @@ EngineStats Engine::Impl::Stats() {
 
 // --- Engine ---
 
+namespace {
+
+// Abseil's mutex deadlock detection records every lock taken in a process-wide graph (Debian's
+// Abseil has it on): a cost on every lock of every Get and Put. Off unless the build asks to
+// keep it (NVKV_MUTEX_DEADLOCK_DETECTION, on in the sanitizer builds). Once per process: an
+// application that sets the mode after its first Open keeps what it set.
+void StopMutexDeadlockDetection() {
+#ifndef NVKV_MUTEX_DEADLOCK_DETECTION
+  static std::once_flag once;
+  std::call_once(once, [] { absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore); });
+#endif
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const std::string& path,
                                                      const EngineOptions& options) {
   absl::Status valid = ValidateOptions(options);
   if (!valid.ok()) return valid;
+  StopMutexDeadlockDetection();
   storage::DeviceOptions device_options = options.device;
   device_options.read_only = options.read_only;
   device_options.create_bytes =
@@ -731,6 +749,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
     std::unique_ptr<storage::Device> device, const EngineOptions& options) {
   absl::Status valid = ValidateOptions(options);
   if (!valid.ok()) return valid;
+  StopMutexDeadlockDetection();
   const std::string path = device->info().path;
   if (device->info().zoned) {
     return absl::UnimplementedError(absl::StrCat(path, ": zoned namespaces are not supported yet"));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -590,6 +592,37 @@ TEST_F(DBTest, QueueStatsCountRequestsAndTheSystemCallsThatPushedThem) {
   const Stats multi = db->GetStats();
   EXPECT_EQ(multi.queues.reads.requests_submitted - single.queues.reads.requests_submitted, 16u);
   EXPECT_EQ(multi.queues.reads.submitting_calls - single.queues.reads.submitting_calls, 1u);
+}
+
+// The process's first Open turns Abseil's mutex deadlock detection off (unless the build keeps
+// it): two locks taken in both orders, which it aborts on when set so, pass once a store was
+// opened. Each half runs in a fresh process (threadsafe death tests re-execute the binary), so
+// that no Open of an earlier test has come first.
+TEST_F(DBTest, OpenTurnsMutexDeadlockDetectionOff) {
+#ifdef NVKV_MUTEX_DEADLOCK_DETECTION
+  GTEST_SKIP() << "this build keeps Abseil's deadlock detection (NVKV_MUTEX_DEADLOCK_DETECTION)";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto take_both_orders = [] {
+    absl::Mutex a, b;
+    {
+      absl::MutexLock first(&a);
+      absl::MutexLock second(&b);
+    }
+    absl::MutexLock first(&b);
+    absl::MutexLock second(&a);
+  };
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kAbort);
+  EXPECT_DEATH(take_both_orders(), "deadlock");  // it is there to be turned off
+  EXPECT_EXIT(
+      {
+        absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(options_, path_);
+        if (!db.ok()) std::exit(2);
+        take_both_orders();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+#endif
 }
 
 // ----- Open, reopen, close -----

@@ -71,7 +71,11 @@ class DB {
   // Opens the store at `path`: an NVMe generic character device (/dev/ngXnY), a block device or
   // a regular file. Formats it when it holds no store and options.create_if_missing is set; a
   // missing regular file is created with options.capacity_bytes. Then rebuilds the index from
-  // the log, which recovers every durable write.
+  // the log, which recovers every durable write. Unless nvkv was built with
+  // -DNVKV_MUTEX_DEADLOCK_DETECTION=ON (its sanitizer builds are), the process's first Open
+  // turns Abseil's mutex deadlock detection off for the whole process, whatever mode was set
+  // before (it records every lock taken, at a cost on every operation); a mode set after that
+  // Open stays.
   // Errors:
   //   kNotFound            path missing and !create_if_missing
   //   kAlreadyExists       a store is there and error_if_exists
