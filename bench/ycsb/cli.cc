@@ -42,7 +42,7 @@ const char kUsage[] =
     "                 operation at a time per thread; nvkv.cache is the peer's cache too,\n"
     "                 RocksDB's block cache; nvkv.capacity LMDB's map size)\n"
     "\n"
-    "nvkv properties: nvkv.queuedepth (default 1), nvkv.submitbatch (1), nvkv.durable (true),\n"
+    "nvkv properties: nvkv.queuedepth (default 1), nvkv.submitbatch (0), nvkv.durable (true),\n"
     "nvkv.load.durable (false; the load ends with a Flush), nvkv.capacity (3x the data,\n"
     "min 256m), "
 "nvkv.index=auto|hash|ordered, nvkv.shards, nvkv.page_bytes (a new store's; 4096),\n"
@@ -58,7 +58,7 @@ const char kUsage[] =
 
 struct NvkvSettings {
   uint32_t queue_depth = 1;
-  uint32_t submit_batch = 1;
+  uint32_t submit_batch = 0;
   bool durable = true;
   bool load_durable = false;
   uint64_t capacity_bytes = 0;
@@ -96,7 +96,7 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
     return absl::InvalidArgumentError("nvkv.queuedepth: expected 1..4000");
   }
   s.queue_depth = static_cast<uint32_t>(value);
-  NVKV_ASSIGN(value, p.GetUint("nvkv.submitbatch", 1));
+  NVKV_ASSIGN(value, p.GetUint("nvkv.submitbatch", 0));
   s.submit_batch = static_cast<uint32_t>(std::min<uint64_t>(value, s.queue_depth));
   NVKV_ASSIGN(s.durable, p.GetBool("nvkv.durable", true));
   NVKV_ASSIGN(s.load_durable, p.GetBool("nvkv.load.durable", false));

@@ -10,7 +10,8 @@
 //   nvkv.queuedepth=N      operations in flight per client thread (default 1: YCSB's
 //                          synchronous client; reads, updates and RMWs go through GetAsync)
 //   nvkv.submitbatch=N     push started reads to the device with Poll(0) every N reads
-//                          (default 1, as fio; 0: only with the next waiting Poll(1))
+//                          (default 0: all at once with the next waiting Poll(1); 1 is fio's
+//                          default, one system call per read)
 //   nvkv.durable=BOOL      run-phase writes durable when Put returns (default true)
 //   nvkv.load.durable=BOOL load-phase writes durable one by one (default false: the load ends
 //                          with one Flush, inside its measured time)

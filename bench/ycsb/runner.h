@@ -6,14 +6,14 @@
 //     count is issued. A read, an update and a read-modify-write start with Store::GetAsync and
 //     stay in flight; an insert is a Store::PutAsync that stays in flight until the store calls
 //     back (as durable as nvkv.durable asks); a scan is synchronous (Store::Scan);
-//   - every nvkv.submitbatch reads (default 1) Store::Poll(0) pushes them to the device; then
-//     Store::Poll(1) submits what is still queued and waits for at least one completion, read or
-//     write (one io_uring_enter); the callbacks only note which slot finished, and the thread
-//     finishes those operations after Poll returns: a read checks the record; an update
-//     (writeallfields=false, YCSB's default) replaces one field of the record it read and writes
-//     it back with Store::PutAsync, as YCSB's RocksDB binding does (with Put), and stays in
-//     flight until the write calls back; a read-modify-write does the same and records READ,
-//     UPDATE and READ-MODIFY-WRITE. With writeallfields=true an update is a blind PutAsync of a
+//   - every nvkv.submitbatch reads (default 0: never) Store::Poll(0) pushes them to the
+//     device; then Store::Poll(1) submits what is still queued and waits for at least one
+//     completion, read or write (one io_uring_enter); the callbacks only note which slot
+//     finished, and the thread finishes those operations after Poll returns: a read checks the
+//     record; an update (writeallfields=false, YCSB's default) replaces one field of the record
+//     it read and writes it back with Store::PutAsync, as YCSB's RocksDB binding does (with
+//     Put), and stays in flight until the write calls back; a read-modify-write does the same
+//     and records READ, UPDATE and READ-MODIFY-WRITE. With writeallfields=true an update is a blind PutAsync of a
 //     whole new record. The peers do each PutAsync synchronously (store.h), so for them this is
 //     YCSB's loop.
 // Latency is measured from the issue of an operation to its end on the client thread (a write's
@@ -49,10 +49,10 @@ struct ClientOptions {
   bool load_durable = false;    // nvkv.load.durable: load-phase writes
   bool progress = true;         // a status line on stderr every second
   // nvkv.submitbatch: after this many reads started, Store::Poll(0) pushes them to the device at
-  // once (like fio's iodepth_batch_submit) instead of with the next waiting Poll(1); 0: never.
-  // GetAsync only queues a read; without this, reads started while the thread finishes a batch
-  // of completions wait for the next Poll(1) and the device queue runs low.
-  uint32_t submit_batch = 1;
+  // once (like fio's iodepth_batch_submit) instead of with the next waiting Poll(1). 0 (the
+  // default): never, so the reads of one refill go out together in the call that then waits;
+  // 1 is fio's default, one system call per read.
+  uint32_t submit_batch = 0;
 };
 
 // Counters of the store over a phase (Store::GetStats after minus before; zero for the peers).
