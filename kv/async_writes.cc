@@ -18,22 +18,34 @@ void AsyncWrites::AddReady(WriteCallback done, absl::Status status) {
   ready_.emplace_back(std::move(done), std::move(status));
 }
 
-DurabilityMarks* AsyncWrites::AddWaiting(WriteCallback done) {
+void AsyncWrites::AddWaiting(WriteCallback done) {
   NVKV_CHECK(wake_ != nullptr);
   if (!listening_) {
-    writer_->AddListener(wake_.get());
+    writer_->AddListener(this);
     listening_ = true;
   }
+  // The writer keeps asking a listener with nothing waiting (its answer is then no): cheaper
+  // than a thread joining and leaving the writer's list around each write.
+  absl::MutexLock lock(&waiting_mu_);
   if (waiting_count_ == waiting_.size()) waiting_.emplace_back();
   Waiting& entry = waiting_[waiting_count_++];
   entry.done = std::move(done);
-  entry.marks.clear();
-  return &entry.marks;
+  entry.marks.swap(next_marks_);  // the spare's vector becomes the next write's
+  next_marks_.clear();
+}
+
+bool AsyncWrites::AnyCovered(const LogWriter& writer) {
+  absl::MutexLock lock(&waiting_mu_);
+  for (size_t i = 0; i < waiting_count_; ++i) {
+    if (writer.Covers(waiting_[i].marks)) return true;
+  }
+  return false;
 }
 
 void AsyncWrites::Collect() {
   if (waiting_count_ == 0) return;
   const absl::Status writer = writer_->Status();
+  absl::MutexLock lock(&waiting_mu_);
   size_t kept = 0;
   for (size_t i = 0; i < waiting_count_; ++i) {
     Waiting& entry = waiting_[i];
@@ -48,7 +60,6 @@ void AsyncWrites::Collect() {
     }
   }
   waiting_count_ = kept;
-  if (waiting_count_ == 0) StopListening();
 }
 
 uint32_t AsyncWrites::RunReady() {
@@ -67,7 +78,7 @@ uint32_t AsyncWrites::RunReady() {
 
 void AsyncWrites::StopListening() {
   if (!listening_) return;
-  writer_->RemoveListener(wake_.get());
+  writer_->RemoveListener(this);
   listening_ = false;
 }
 

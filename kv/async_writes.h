@@ -3,11 +3,16 @@
 // waiting for their pages (DurabilityMarks) and writes whose callbacks are due.
 //
 // How a waiting thread learns that a write became durable: while it has durable writes waiting,
-// its EventFd is one of the log writer's listeners, signalled whenever a head's durable prefix
-// moves; Poll blocks on it (or, with reads in flight, on its read queue with the event armed
-// there) and then checks each waiting write's marks without taking a lock (LogWriter::Covers).
+// it is one of the log writer's listeners; when a head's durable prefix moves, the writer checks
+// the waiting writes' marks (AnyCovered) and signals the thread's EventFd if one is covered.
+// Poll blocks on it (or, with reads in flight, on its read queue with the event armed there) and
+// then collects the writes now durable (LogWriter::Covers). A write's marks are published (under
+// waiting_mu_) before the Collect that Poll makes right before any wait: the writer either sees
+// them when it looks after a move, or that Collect sees the move (a write already durable when
+// it was added included).
 //
-// Thread contract: used only by the thread it belongs to (it lives in that thread's ReadQueue).
+// Thread contract: used only by the thread it belongs to (it lives in that thread's ReadQueue),
+// except AnyCovered and Signal, which the log writer calls.
 #ifndef NVKV_KV_ASYNC_WRITES_H_
 #define NVKV_KV_ASYNC_WRITES_H_
 
@@ -18,13 +23,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "kv/engine.h"
 #include "kv/log_writer.h"
 #include "storage/event_fd.h"
 
 namespace nvkv::kv {
 
-class AsyncWrites {
+class AsyncWrites final : public DurabilityListener {
  public:
   explicit AsyncWrites(LogWriter* writer) : writer_(writer) {}
   ~AsyncWrites() { StopListening(); }
@@ -41,9 +47,12 @@ class AsyncWrites {
   absl::Status PrepareToWait();
   // A write whose outcome is known: its callback runs at the next Poll.
   void AddReady(WriteCallback done, absl::Status status);
-  // A durable write waiting for the pages `marks` names (filled through the returned vector,
-  // which keeps its capacity from earlier writes). REQUIRES: PrepareToWait succeeded.
-  DurabilityMarks* AddWaiting(WriteCallback done);
+  // Where the caller puts the marks of its next durable write (a vector that keeps its capacity
+  // from earlier writes), before AddWaiting.
+  DurabilityMarks& next_marks() { return next_marks_; }
+  // A durable write waiting for the pages next_marks() names. REQUIRES: PrepareToWait
+  // succeeded.
+  void AddWaiting(WriteCallback done);
   // Moves the waiting writes that `marks` covers, or that the writer failed, to the ready list.
   void Collect();
   // Runs the callbacks of the ready writes (callbacks may start new writes); returns how many.
@@ -58,6 +67,10 @@ class AsyncWrites {
   // never run). Before the log writer goes; idempotent.
   void StopListening();
 
+  // DurabilityListener, for the log writer's thread.
+  bool AnyCovered(const LogWriter& writer) override;
+  void Signal() override { wake_->Signal(); }
+
  private:
   struct Waiting {
     WriteCallback done;
@@ -67,7 +80,11 @@ class AsyncWrites {
   LogWriter* const writer_;
   std::unique_ptr<storage::EventFd> wake_;
   bool listening_ = false;
-  // waiting_[0, waiting_count_) wait; the rest are spare entries whose marks keep their capacity.
+  DurabilityMarks next_marks_;
+  // Written by the owning thread under waiting_mu_, read by the writer under it (AnyCovered),
+  // and by the owning thread without it. waiting_[0, waiting_count_) wait; the rest are spare
+  // entries whose marks keep their capacity.
+  absl::Mutex waiting_mu_;  // a leaf, under LogWriter's listeners mutex
   std::vector<Waiting> waiting_;
   size_t waiting_count_ = 0;
   std::vector<std::pair<WriteCallback, absl::Status>> ready_;

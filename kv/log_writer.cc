@@ -184,12 +184,12 @@ bool LogWriter::Covers(const DurabilityMarks& marks) const {
   return true;
 }
 
-void LogWriter::AddListener(storage::EventFd* listener) {
+void LogWriter::AddListener(DurabilityListener* listener) {
   absl::MutexLock lock(&listeners_mu_);
   listeners_.push_back(listener);
 }
 
-void LogWriter::RemoveListener(storage::EventFd* listener) {
+void LogWriter::RemoveListener(DurabilityListener* listener) {
   absl::MutexLock lock(&listeners_mu_);
   std::erase(listeners_, listener);
 }
@@ -197,7 +197,9 @@ void LogWriter::RemoveListener(storage::EventFd* listener) {
 void LogWriter::NotifyListeners(bool always) {
   if (!durability_moved_.exchange(false) && !always) return;
   absl::MutexLock lock(&listeners_mu_);
-  for (storage::EventFd* listener : listeners_) listener->Signal();
+  for (DurabilityListener* listener : listeners_) {
+    if (always || listener->AnyCovered(*this)) listener->Signal();
+  }
 }
 
 void LogWriter::PagesWritten(Shard& shard, uint64_t first_counter, uint64_t segment,

@@ -82,6 +82,24 @@ struct SummaryWrite {
 // counter given.
 using DurabilityMarks = std::vector<std::pair<Shard*, uint64_t>>;
 
+class LogWriter;
+
+// A thread's asynchronous durable writes, as the log writer sees them (AsyncWrites is one): the
+// writer asks it, each time a durable prefix moved, whether one of its writes is now durable,
+// and signals it only then (and always when the writer fails or exits), so that no thread is
+// woken for pages only other threads wait for.
+class DurabilityListener {
+ public:
+  // Whether some write the listener waits for is durable now (LogWriter::Covers). Called by
+  // the writer thread, under LogWriter's listeners mutex.
+  virtual bool AnyCovered(const LogWriter& writer) = 0;
+  // Wakes the listener's thread (never blocks).
+  virtual void Signal() = 0;
+
+ protected:
+  ~DurabilityListener() = default;
+};
+
 class LogWriter {
  public:
   struct Options {
@@ -163,10 +181,11 @@ class LogWriter {
   void Request(const DurabilityMarks& marks);
   // Whether every page `marks` names is durable; takes no lock.
   bool Covers(const DurabilityMarks& marks) const;
-  // `listener` is signalled whenever some head's durable prefix moves, and when the writer fails
-  // or exits (Status). Remove it before it is destroyed.
-  void AddListener(storage::EventFd* listener);
-  void RemoveListener(storage::EventFd* listener);
+  // `listener` is signalled when a head's durable prefix moved and it reports a write of its
+  // durable (AnyCovered), and when the writer fails or exits (Status). Remove it before it is
+  // destroyed.
+  void AddListener(DurabilityListener* listener);
+  void RemoveListener(DurabilityListener* listener);
 
   // `count` pages of `shard`'s head from `first_counter`, in `segment`, finished writing with
   // `status`; `fua` says whether they were sent with FUA. The one place a completed write
@@ -198,7 +217,8 @@ class LogWriter {
   bool EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number,
                         const storage::Buffer& buffer, bool fua,
                         void (*on_done)(storage::IoRequest*), void* context);
-  // Signals every listener when a durable prefix moved since the last call (or `always`).
+  // When a durable prefix moved since the last call, signals each listener one of whose writes
+  // it made durable; with `always`, every listener.
   void NotifyListeners(bool always);
   // Waits for at least one completion of the writer's I/O, or a Wake, whichever comes first.
   absl::Status ReapOrWake();
@@ -245,8 +265,10 @@ class LogWriter {
   // Set when a head's durable prefix may have moved (PagesWritten, a flush): the writer's next
   // pass signals the listeners.
   std::atomic<bool> durability_moved_{false};
-  absl::Mutex listeners_mu_;  // a leaf
-  std::vector<storage::EventFd*> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  // Taken before a listener's own mutex (AnyCovered); under ReadQueueSet's mutex only (a
+  // thread's queue, destroyed at the thread's exit, stops listening), no engine lock.
+  absl::Mutex listeners_mu_;
+  std::vector<DurabilityListener*> listeners_ ABSL_GUARDED_BY(listeners_mu_);
   std::atomic<bool> stopping_{false};
   // Set by the thread as it exits (stopping, or its queue broke).
   std::atomic<bool> exited_{false};

@@ -83,6 +83,15 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
       break;
     }
     if (!reads && !writes.has_waiting()) break;  // nothing more can finish
+    // Checked once more before any wait, after every write added so far (callbacks that ran
+    // above may have started some): the writer signals this thread only for a write it finds
+    // waiting when it sees a move, so a write that became durable before it was added, or
+    // before the writer looked, is seen here. Callbacks that are due run first.
+    writes.Collect();
+    if (writes.has_ready()) {
+      run_ready();
+      continue;
+    }
     if (reads || writes.wake_armed()) {
       // Wait for a read, or, with writes waiting, for the writer's signal (an event armed on
       // this queue where it can carry one, or still armed from an earlier wait; elsewhere Reap
@@ -90,12 +99,8 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
       if (writes.has_waiting()) writes.wake()->ArmOn(*queue.device);
       absl::StatusOr<uint32_t> reaped = queue.device->Reap(1);
       if (!reaped.ok()) return reaped.status();
-    } else {
-      // Checked once more after the last Collect: the writer signals after each move, so a
-      // write that became durable since is either seen here or has signalled. Callbacks that
-      // are due run first.
-      writes.Collect();
-      if (writes.has_waiting() && !writes.has_ready()) writes.wake()->Wait();
+    } else if (writes.has_waiting()) {
+      writes.wake()->Wait();
     }
     // Whatever woke the thread (a stale signal at worst: the loop checks again) is handled here.
     writes.Collect();

@@ -128,8 +128,9 @@ class ReapScope {
 // readers exits waits until that reader's queue is gone: no queue outlives the device it was
 // opened on.
 //
-// Thread contract: every method may be called from any thread. mu_ is a leaf lock (no engine
-// lock is taken under it); it is held while a queue's device is opened or destroyed.
+// Thread contract: every method may be called from any thread. No engine lock is taken under
+// mu_ but the log writer's listeners mutex (a queue destroyed under it stops listening); it is
+// held while a queue's device is opened or destroyed.
 class ReadQueueSet {
  public:
   // Adds a queue made by `make` (called under the lock, only while the set is open) for the

@@ -382,14 +382,15 @@ absl::Status Engine::Impl::WriteAsync(std::span<const WriteOp> ops, bool durable
     return absl::OkStatus();
   }
   // What Write would wait for (above), as marks for Poll to check.
-  DurabilityMarks* marks = writes.AddWaiting(std::move(done));
+  DurabilityMarks& marks = writes.next_marks();
   if (appended.head_shard == nullptr) {
-    writer_->MarkAllAssigned(marks);
+    writer_->MarkAllAssigned(&marks);
   } else {
-    marks->emplace_back(appended.head_shard, appended.last_counter);
-    writer_->MarkEarlierNonDurable(marks);
+    marks.emplace_back(appended.head_shard, appended.last_counter);
+    writer_->MarkEarlierNonDurable(&marks);
   }
-  writer_->Request(*marks);
+  writer_->Request(marks);
+  writes.AddWaiting(std::move(done));
   return absl::OkStatus();
 }
 

@@ -259,6 +259,44 @@ TEST_P(AsyncWriteTest, OneLoopMixesReadsAndDurableWrites) {
   EXPECT_EQ(db->Get(Key(498)).value_or("?"), "old498");
 }
 
+// Threads that each wait in Poll for their own durable writes are each woken for them (the
+// writer signals a thread only when one of its writes is durable), whichever shard and page
+// the writes of the others land in: every write calls back, and survives a reopen.
+TEST_P(AsyncWriteTest, ThreadsWaitingForTheirOwnDurableWritesAreEachWokenForThem) {
+  options_.write_queue_depth = 4;
+  std::unique_ptr<DB> db = OpenOrDie();
+  ASSERT_NE(db, nullptr);
+  constexpr int kThreads = 8;
+  constexpr int kWritesPerThread = 150;
+  std::vector<int> done(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&db, &done, t] {
+      for (int i = 0; i < kWritesPerThread; ++i) {
+        // Up to four in flight: one at a time on some threads, several on the others.
+        while (db->PendingWrites() >= static_cast<uint32_t>(1 + t % 4)) {
+          ASSERT_THAT(db->Poll(1), IsOk());
+        }
+        NVKV_ASSERT_OK(db->PutAsync(Key(t * kWritesPerThread + i), absl::StrCat("v", t, ".", i),
+                                    [&done, t](absl::Status status) {
+                                      EXPECT_THAT(status, IsOk());
+                                      ++done[t];
+                                    }));
+      }
+      Drain(*db);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(done[t], kWritesPerThread) << "thread " << t;
+  db.reset();
+  db = OpenOrDie();
+  ASSERT_NE(db, nullptr);
+  for (int t = 0; t < kThreads; ++t) {
+    const int last = t * kWritesPerThread + kWritesPerThread - 1;
+    EXPECT_EQ(db->Get(Key(last)).value_or("?"), absl::StrCat("v", t, ".", kWritesPerThread - 1));
+  }
+}
+
 TEST_P(AsyncWriteTest, CallbacksMayStartMoreWrites) {
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
