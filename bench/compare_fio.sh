@@ -7,11 +7,14 @@
 #   SIZE       bytes of FILE to use, fio syntax (1g, 512m)
 #   RUNTIME_S  seconds per run
 #   PAIRS      fio/nvkv pairs per workload (5 or more on a noisy machine)
-#   WORKLOAD   RW:BS:DEPTH, e.g. randread:4k:32 (default: randread:4k:1 randread:4k:32)
+#   WORKLOAD   RW:BS:DEPTH[:BATCH], e.g. randread:4k:32:8 (default: randread:4k:1
+#              randread:4k:32 randread:4k:32:8). BATCH (default 1) is the submit batch and the
+#              least completions reaped per wait of both tools: fio's iodepth_batch_submit and
+#              iodepth_batch_complete_min, nvkv-iobench's --submit-batch and --reap-batch
 #
 # Environment: NVKV_IOBENCH (default: build/bench/nvkv-iobench next to this script's repo),
 #   FIO (default: fio), SKIP_PRECONDITION=1 to reuse a file already written in full,
-#   NVKV_EXTRA_ARGS (e.g. "--submit-batch=32") appended to every nvkv-iobench run,
+#   NVKV_EXTRA_ARGS (e.g. "--single-issuer=0") appended to every nvkv-iobench run,
 #   PIN_CPU=N to run both tools under taskset -c N (at depth 1, which CPU the thread sleeps on
 #   relative to the disk's interrupt moves IOPS by up to 2x; see bench/README.md).
 #
@@ -23,7 +26,7 @@
 set -euo pipefail
 
 if [[ $# -lt 4 ]]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 file=$1
@@ -32,7 +35,7 @@ runtime=$3
 pairs=$4
 shift 4
 workloads=("$@")
-if [[ ${#workloads[@]} -eq 0 ]]; then workloads=(randread:4k:1 randread:4k:32); fi
+if [[ ${#workloads[@]} -eq 0 ]]; then workloads=(randread:4k:1 randread:4k:32 randread:4k:32:8); fi
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 pin=()
@@ -62,18 +65,18 @@ fi
 
 # IOPS of one fio run: terse v3 field 8 is read IOPS, field 49 write IOPS.
 run_fio() {
-  local rw=$1 bs=$2 depth=$3
+  local rw=$1 bs=$2 depth=$3 batch=$4
   "${pin[@]}" "$fio" --name=cmp --filename="$file" --ioengine=io_uring --direct=1 --fixedbufs=1 \
     --registerfiles=1 --hipri=0 --sqthread_poll=0 --bs="$bs" --iodepth="$depth" --rw="$rw" \
-    --size="$size" --runtime="$runtime" --time_based --output-format=terse |
+    --iodepth_batch_submit="$batch" --iodepth_batch_complete_min="$batch" --size="$size" --runtime="$runtime" --time_based --output-format=terse |
     awk -F';' '{ printf "%.1f\n", $8 + $49 }'
 }
 
 # IOPS of one nvkv-iobench run (its JSON has a top-level "iops").
 run_nvkv() {
-  local rw=$1 bs=$2 depth=$3
+  local rw=$1 bs=$2 depth=$3 batch=$4
   "${pin[@]}" "$iobench" --filename="$file" --size="$size" --rw="$rw" --bs="$bs" --iodepth="$depth" \
-    --runtime="$runtime" --fixedbufs=1 --register-files=1 --output-format=json \
+    --submit-batch="$batch" --reap-batch="$batch" --runtime="$runtime" --fixedbufs=1 --register-files=1 --output-format=json \
     ${NVKV_EXTRA_ARGS:-} |
     sed -n 's/.*"iops": \([0-9.]*\).*/\1/p'
 }
@@ -83,20 +86,21 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 echo "# pinned: ${PIN_CPU:-no}; machine: $(nproc) cpus, kernel $(uname -r), $(df -T "$file" | awk 'NR == 2 { print $2 }') on $(df "$file" | awk 'NR == 2 { print $1 }')" >&2
 summary=()
 for workload in "${workloads[@]}"; do
-  IFS=: read -r rw bs depth <<<"$workload"
+  IFS=: read -r rw bs depth batch <<<"$workload"
+  batch=${batch:-1}
   fio_runs=()
   nvkv_runs=()
   pair_ratios=()
   for ((pair = 1; pair <= pairs; pair++)); do
     if ((pair % 2 == 1)); then
-      f=$(run_fio "$rw" "$bs" "$depth")
-      n=$(run_nvkv "$rw" "$bs" "$depth")
+      f=$(run_fio "$rw" "$bs" "$depth" "$batch")
+      n=$(run_nvkv "$rw" "$bs" "$depth" "$batch")
     else
-      n=$(run_nvkv "$rw" "$bs" "$depth")
-      f=$(run_fio "$rw" "$bs" "$depth")
+      n=$(run_nvkv "$rw" "$bs" "$depth" "$batch")
+      f=$(run_fio "$rw" "$bs" "$depth" "$batch")
     fi
     r=$(awk -v n="$n" -v f="$f" 'BEGIN { printf "%.3f", n / f }')
-    echo "# $rw bs=$bs depth=$depth pair $pair/$pairs: fio $f nvkv $n ratio $r" >&2
+    echo "# $rw bs=$bs depth=$depth batch=$batch pair $pair/$pairs: fio $f nvkv $n ratio $r" >&2
     fio_runs+=("$f")
     nvkv_runs+=("$n")
     pair_ratios+=("$r")
@@ -104,7 +108,7 @@ for workload in "${workloads[@]}"; do
   fm=$(printf '%s\n' "${fio_runs[@]}" | median)
   nm=$(printf '%s\n' "${nvkv_runs[@]}" | median)
   pm=$(printf '%s\n' "${pair_ratios[@]}" | median)
-  summary+=("$(awk -v w="$rw $bs qd$depth" -v p="$pairs" -v f="$fm" -v n="$nm" -v pm="$pm" \
+  summary+=("$(awk -v w="$rw $bs qd$depth b$batch" -v p="$pairs" -v f="$fm" -v n="$nm" -v pm="$pm" \
     'BEGIN { printf "%-20s %5d %14.0f %14.0f %8.3f %10.3f", w, p, f, n, n / f, pm }')")
 done
 
