@@ -158,10 +158,11 @@ std::string Stats::ToString() const {
                         "write amplification %.2f\n",
                         user_bytes_written, device_bytes_written, compaction_bytes_written,
                         write_amplification);
-  absl::StrAppendFormat(&out, "device operations: %u page writes, %u page reads (%u of them by "
-                              "%u writes' key checks), %u flushes, %u FUA writes\n",
-                        pages_written, page_reads, key_check_page_reads, verify_reads, flushes,
-                        fua_writes);
+  absl::StrAppendFormat(&out,
+                        "device operations: %u page writes in %u page write commands, %u page "
+                        "reads (%u of them by %u writes' key checks), %u flushes, %u FUA writes\n",
+                        pages_written, page_write_commands, page_reads, key_check_page_reads,
+                        verify_reads, flushes, fua_writes);
   absl::StrAppendFormat(&out, "hash overwrites: %u blind writes; compaction settled %u stale "
                               "entries with %u page reads\n",
                         blind_writes, stale_entries_settled, settle_page_reads);
@@ -212,6 +213,7 @@ std::string Stats::ToJson() const {
   json.Add("compaction_bytes_written", compaction_bytes_written);
   json.Add("write_amplification", write_amplification);
   json.Add("pages_written", pages_written);
+  json.Add("page_write_commands", page_write_commands);
   json.Add("page_reads", page_reads);
   json.Add("key_check_page_reads", key_check_page_reads);
   json.Add("flushes", flushes);

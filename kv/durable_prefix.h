@@ -43,15 +43,18 @@ class DurablePrefix {
     ++unwritten_ranges_;
   }
 
-  // The write of the range that starts at `counter_begin` completed: `failed` (the page stays
-  // in memory and never becomes durable), else `durable` when written with FUA or without a
+  // The write of pages [counter_begin, counter_begin + pages) completed, whole ranges only (one
+  // range, a large record's run, or several pages written by one command): `failed` (the pages
+  // stay in memory and never become durable), else `durable` when written with FUA or without a
   // volatile cache. `flush_epoch` is the writer's flush epoch at completion: a flush requested
-  // after it covers the range.
-  void Complete(uint64_t counter_begin, bool failed, bool durable, uint64_t flush_epoch) {
+  // after it covers the ranges.
+  void Complete(uint64_t counter_begin, uint64_t pages, bool failed, bool durable,
+                uint64_t flush_epoch) {
     auto it = std::lower_bound(
         ranges_.begin() + static_cast<ptrdiff_t>(front_), ranges_.end(), counter_begin,
         [](const Range& range, uint64_t counter) { return range.counter_begin < counter; });
-    if (it != ranges_.end() && it->counter_begin == counter_begin) {
+    for (; it != ranges_.end() && it->counter_begin < counter_begin + pages; ++it) {
+      NVKV_CHECK(it->counter_end <= counter_begin + pages);
       if (!it->completed) --unwritten_ranges_;
       it->completed = true;
       it->failed = failed;

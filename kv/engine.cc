@@ -634,6 +634,7 @@ EngineStats Engine::Impl::Stats() {
                               ? static_cast<double>(s.device_bytes_written) / s.user_bytes_written
                               : 0;
   s.pages_written = write_counters_.pages_written.load();
+  s.page_write_commands = write_counters_.page_write_commands.load();
   s.page_reads = lookup_ != nullptr ? lookup_->page_reads() : 0;
   s.key_check_page_reads = lookup_ != nullptr ? lookup_->key_check_page_reads() : 0;
   s.flushes = write_counters_.flushes.load();

@@ -219,9 +219,7 @@ absl::Status HeadAppender::OpenNewPage(Shard& shard, SegmentUse use, bool* await
   absl::Status room =
       EnsureSegmentRoom(shard, 1, head.summary.bytes_per_page(), use, awaiting_map);
   if (!room.ok() || *awaiting_map) return room;
-  NVKV_CHECK(!head.free_slots.empty());
-  PageSlot* slot = head.free_slots.back();
-  head.free_slots.pop_back();
+  PageSlot* slot = head.TakeFreeSlot();
   slot->segment = head.segment;
   slot->page_number = geometry_.FirstPageOf(head.segment) + head.next_page;
   slot->head_counter = head.next_counter++;

@@ -15,6 +15,14 @@ namespace {
 
 uint64_t NowMicros() { return static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())); }
 
+// Pages one write command of the writer carries at most: 256 KiB, or the device's transfer limit
+// when lower (0: none).
+uint32_t MaxCommandPages(const storage::DeviceInfo& device, uint32_t page_bytes) {
+  uint32_t bytes = 256 * 1024;
+  if (device.max_transfer_bytes != 0) bytes = std::min(bytes, device.max_transfer_bytes);
+  return std::max<uint32_t>(1, bytes / page_bytes);
+}
+
 }  // namespace
 
 LogWriter::LogWriter(const Options& options, const std::vector<std::unique_ptr<Shard>>& shards,
@@ -22,6 +30,7 @@ LogWriter::LogWriter(const Options& options, const std::vector<std::unique_ptr<S
                      std::unique_ptr<storage::Device> queue,
                      std::unique_ptr<storage::EventFd> wake_event)
     : options_(options),
+      max_command_pages_(MaxCommandPages(queue->info(), options.page_bytes)),
       shards_(shards),
       segments_(segments),
       error_(error),
@@ -207,12 +216,13 @@ void LogWriter::PagesWritten(Shard& shard, uint64_t first_counter, uint64_t segm
   if (!status.ok()) error_.Set(status);
   // Ranges are in counter order and can number thousands between flushes of non-durable
   // writes: DurablePrefix finds this one by binary search, not a walk from the front.
-  shard.head.durable.Complete(first_counter, /*failed=*/!status.ok(),
+  shard.head.durable.Complete(first_counter, count, /*failed=*/!status.ok(),
                               fua || !options_.volatile_cache, flush_epoch_.load());
   durability_moved_.store(true, std::memory_order_release);
   segments_.AddPending(segment, -static_cast<int32_t>(count));
   if (status.ok()) {
     counters_.pages_written.fetch_add(count, std::memory_order_relaxed);
+    counters_.page_write_commands.fetch_add(1, std::memory_order_relaxed);
     counters_.device_bytes.fetch_add(uint64_t{count} * options_.page_bytes,
                                      std::memory_order_relaxed);
     if (fua) counters_.fua_writes.fetch_add(1, std::memory_order_relaxed);
@@ -221,12 +231,15 @@ void LogWriter::PagesWritten(Shard& shard, uint64_t first_counter, uint64_t segm
 }
 
 
-void LogWriter::OnPageWritten(storage::IoRequest* request) {
-  auto* slot = static_cast<PageSlot*>(request->context);
-  LogWriter& writer = *slot->writer;
-  Shard& shard = *slot->shard;
+void LogWriter::OnPagesWritten(storage::IoRequest* request) {
+  PageSlot* const first = static_cast<PageSlot*>(request->context);
+  LogWriter& writer = *first->writer;
+  Shard& shard = *first->shard;
   const bool ok = request->status.ok();
-  if (ok) {
+  uint32_t count = 0;
+  for (const PageSlot* slot = first; slot != nullptr; slot = slot->next_in_command) {
+    ++count;
+    if (!ok) continue;
     // The page is on the device: other shards' readers may read it there. This must happen
     // before the slot is recycled below (readers of those shards hold only their own lock).
     for (Shard* other : slot->foreign) {
@@ -235,13 +248,18 @@ void LogWriter::OnPageWritten(storage::IoRequest* request) {
     }
   }
   absl::MutexLock lock(&shard.mu);
-  writer.PagesWritten(shard, slot->head_counter, slot->segment, 1, request->status, request->fua);
-  if (ok) {
-    shard.unwritten.erase(slot->page_number);
-    shard.head.free_slots.push_back(slot);
-  }
+  writer.PagesWritten(shard, first->head_counter, first->segment, count, request->status,
+                      request->fua);
   // A failed page stays in `unwritten` (reads keep seeing what was acknowledged in memory until
   // the store is reopened) and its buffer is not reused.
+  for (PageSlot* slot = first; slot != nullptr;) {
+    PageSlot* next = std::exchange(slot->next_in_command, nullptr);
+    if (ok) {
+      shard.unwritten.erase(slot->page_number);
+      shard.head.free_slots.push_back(slot);
+    }
+    slot = next;
+  }
 }
 
 void LogWriter::OnFlushDone(storage::IoRequest* request) {
@@ -304,14 +322,15 @@ void LogWriter::CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPa
 }
 
 bool LogWriter::EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number,
-                                 const storage::Buffer& buffer, bool fua,
+                                 uint32_t pages, const storage::Buffer& buffer, bool fua,
                                  void (*on_done)(storage::IoRequest*), void* context) {
   request = storage::IoRequest{};
   request.op = storage::IoOp::kWrite;
   request.fua = fua;
   request.lba = page_number * options_.blocks_per_page;
-  request.lba_count = options_.blocks_per_page;
+  request.lba_count = pages * options_.blocks_per_page;
   request.buffer = buffer;
+  request.buffer.bytes = pages * options_.page_bytes;
   request.on_done = on_done;
   request.context = context;
   absl::Status status = queue_->Enqueue(&request);
@@ -321,11 +340,34 @@ bool LogWriter::EnqueuePageWrite(storage::IoRequest& request, uint64_t page_numb
   return false;
 }
 
+bool LogWriter::OneCommandCarries(const PageSlot& last, const PageSlot& next) const {
+  return next.shard == last.shard && next.segment == last.segment &&
+         next.page_number == last.page_number + 1 && next.head_counter == last.head_counter + 1 &&
+         next.buffer.data == last.buffer.data + options_.page_bytes &&
+         next.buffer.buf_index == last.buffer.buf_index;
+}
+
 void LogWriter::SubmitPages(const std::vector<PageSlot*>& pages) {
-  for (PageSlot* slot : pages) {
+  // A command of at most max_command_pages_, in one registered region (the pool's invariant
+  // for a single buffer).
+  for (size_t i = 0; i < pages.size();) {
+    PageSlot* const first = pages[i];
+    PageSlot* last = first;
+    bool fua = first->request.fua;
+    uint32_t count = 1;
+    while (i + count < pages.size() && count < max_command_pages_ &&
+           OneCommandCarries(*last, *pages[i + count])) {
+      last->next_in_command = pages[i + count];
+      last = last->next_in_command;
+      // The FUA a waited-on page asks for covers the whole command.
+      fua = fua || last->request.fua;
+      ++count;
+    }
+    last->next_in_command = nullptr;
     // The queue is as deep as there are page slots, so this cannot be refused for space.
-    EnqueuePageWrite(slot->request, slot->page_number, slot->buffer, slot->request.fua,
-                     OnPageWritten, slot);
+    EnqueuePageWrite(first->request, first->page_number, count, first->buffer, fua,
+                     OnPagesWritten, first);
+    i += count;
   }
 }
 
@@ -363,7 +405,7 @@ bool LogWriter::SubmitMapWrites(bool stopping) {
     write.page = *page;
     write.in_flight = true;
     // An announcement must be on the device before a head takes the segment.
-    if (!EnqueuePageWrite(write.request, page->page_number, write.buffer,
+    if (!EnqueuePageWrite(write.request, page->page_number, 1, write.buffer,
                           /*fua=*/options_.volatile_cache, OnMapWritten, &write)) {
       break;
     }
@@ -438,7 +480,7 @@ bool LogWriter::SubmitSummaries() {
       page.in_flight = true;
       // Durable on completion: the map may then name it at once, and a durable write in the
       // next segment waits for no flush of it.
-      submitted = EnqueuePageWrite(page.request, w.first_page + index, page.buffer,
+      submitted = EnqueuePageWrite(page.request, w.first_page + index, 1, page.buffer,
                                    /*fua=*/options_.volatile_cache, OnSummaryPageWritten,
                                    &page) ||
                   submitted;

@@ -60,6 +60,7 @@ namespace nvkv::kv {
 // markers) and read by Stats.
 struct WriteCounters {
   std::atomic<uint64_t> pages_written{0};
+  std::atomic<uint64_t> page_write_commands{0};  // that wrote pages_written
   std::atomic<uint64_t> device_bytes{0};  // page bytes written
   std::atomic<uint64_t> fua_writes{0};    // write commands sent with FUA
   std::atomic<uint64_t> flushes{0};
@@ -210,11 +211,18 @@ class LogWriter {
   // writer seals and writes them with that in mind); false when they are durable already. The
   // caller wakes the writer.
   bool WantLocked(Shard& shard, uint64_t counter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Sends the pages a pass found, each run of consecutive pages of a head whose buffers lie back
+  // to back (HeadAppender takes them so) in one write command: a durable group of pages costs
+  // the device one write (and one FUA) per run, not one per page.
   void SubmitPages(const std::vector<PageSlot*>& pages);
-  // Sends one page write from `buffer` to page `page_number` in `request` (the one place a
-  // page write is made up); when the queue refuses it, completes it at once with that error
-  // (`on_done` runs) and returns false.
-  bool EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number,
+  // Whether the command that carries `last` can carry `next` too: the next page of the same head
+  // and segment, its buffer right after last's in the same registered region (an unregistered
+  // pool's pages may then cross from one region to the next: plain I/O takes any address).
+  bool OneCommandCarries(const PageSlot& last, const PageSlot& next) const;
+  // Sends one write of `pages` pages from `buffer` (which starts the run) to page `page_number`
+  // on, in `request` (the one place a page write is made up); when the queue refuses it,
+  // completes it at once with that error (`on_done` runs) and returns false.
+  bool EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number, uint32_t pages,
                         const storage::Buffer& buffer, bool fua,
                         void (*on_done)(storage::IoRequest*), void* context);
   // When a durable prefix moved since the last call, signals each listener one of whose writes
@@ -242,10 +250,14 @@ class LogWriter {
   bool summaries_done() const { return summary_jobs_.empty(); }
   // Waits for a Wake, or until the first of the timers `pass` implies falls due.
   void Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_us);
-  static void OnPageWritten(storage::IoRequest* request);
+  // The completion of a command of SubmitPages: every page it carried (PageSlot::
+  // next_in_command from the first).
+  static void OnPagesWritten(storage::IoRequest* request);
   static void OnFlushDone(storage::IoRequest* request);
 
   const Options options_;
+  // Pages one write command carries at most (MaxCommandPages).
+  const uint32_t max_command_pages_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
   SegmentTable& segments_;
   StickyError& error_;

@@ -48,6 +48,10 @@ struct PageSlot {
   Shard* shard = nullptr;
   LogWriter* writer = nullptr;  // whose thread writes it
   storage::IoRequest request;   // the write; `context` points back here
+  // The next page that the same write command carries (LogWriter::SubmitPages sends consecutive
+  // pages whose buffers lie back to back as one command, from the first page's request), or
+  // none. Set while the page is in flight.
+  PageSlot* next_in_command = nullptr;
   // Hash mode: (index tag, record offset) of every record in the page, to keep two different
   // keys with the same tag off one page.
   std::vector<std::pair<uint32_t, uint32_t>> tags;
@@ -98,6 +102,30 @@ struct LogHead {
   DurablePrefix durable;          // the pages assigned, and how far they are durable
   std::vector<PageSlot*> sealed;  // finished pages waiting for the writer
   std::vector<PageSlot*> free_slots;
+  // Just past the buffer of the page assigned last (none before the first).
+  const uint8_t* last_buffer_end = nullptr;
+
+  // Takes a free slot for the next page: the one whose buffer starts where the last page's
+  // ended, when it is free, so that consecutive pages lie back to back in memory and the writer
+  // sends them as one command; else the free slot lowest in memory, to start such a run. There
+  // must be one.
+  PageSlot* TakeFreeSlot() {
+    NVKV_CHECK(!free_slots.empty());
+    size_t chosen = 0;
+    for (size_t i = 0; i < free_slots.size(); ++i) {
+      const uint8_t* data = free_slots[i]->buffer.data;
+      if (data == last_buffer_end) {
+        chosen = i;
+        break;
+      }
+      if (data < free_slots[chosen]->buffer.data) chosen = i;
+    }
+    PageSlot* slot = free_slots[chosen];
+    free_slots[chosen] = free_slots.back();
+    free_slots.pop_back();
+    last_buffer_end = slot->buffer.data + slot->buffer.bytes;
+    return slot;
+  }
 
   // Goes on at `place` (recovery, before the engine writes): the pages before it are durable,
   // and `built` is the summary of their records (abandoned when the segment gets none).

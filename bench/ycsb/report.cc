@@ -87,9 +87,12 @@ std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
   const DiskDelta& d = phase.disk;
   // Group commit at a glance: how many puts shared a page write, how often the store flushed,
   // and what each page write cost the disk underneath (the file system's own writes included).
-  absl::StrAppendFormat(&out, "writes: %.2f puts per page written, %.0f flushes/s",
-                        s.pages_written == 0 ? 0.0 : static_cast<double>(s.puts) / s.pages_written,
-                        PerSecond(s.flushes, phase.elapsed_s));
+  absl::StrAppendFormat(
+      &out, "writes: %.2f puts per page written, %.2f pages per write command, %.0f flushes/s",
+      s.pages_written == 0 ? 0.0 : static_cast<double>(s.puts) / s.pages_written,
+      s.page_write_commands == 0 ? 0.0
+                                 : static_cast<double>(s.pages_written) / s.page_write_commands,
+      PerSecond(s.flushes, phase.elapsed_s));
   if (d.valid && s.pages_written > 0) {
     absl::StrAppendFormat(&out, ", %.2f disk writes per page written",
                           static_cast<double>(d.writes) / s.pages_written);
@@ -163,6 +166,7 @@ std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
       .Add("page_reads", s.page_reads)
       .Add("key_check_page_reads", s.key_check_page_reads)
       .Add("pages_written", s.pages_written)
+      .Add("page_write_commands", s.page_write_commands)
       .Add("verify_reads", s.verify_reads)
       .Add("blind_writes", s.blind_writes)
       .Add("settle_page_reads", s.settle_page_reads)

@@ -354,6 +354,7 @@ StoreDelta Delta(const Stats& before, const Stats& after) {
   d.page_reads = after.page_reads - before.page_reads;
   d.key_check_page_reads = after.key_check_page_reads - before.key_check_page_reads;
   d.pages_written = after.pages_written - before.pages_written;
+  d.page_write_commands = after.page_write_commands - before.page_write_commands;
   d.verify_reads = after.verify_reads - before.verify_reads;
   d.blind_writes = after.blind_writes - before.blind_writes;
   d.settle_page_reads = after.settle_page_reads - before.settle_page_reads;

@@ -60,7 +60,8 @@ struct StoreDelta {
   uint64_t gets = 0, puts = 0;
   // page_reads includes key_check_page_reads: those of writes (hash mode), not of gets.
   uint64_t page_reads = 0, key_check_page_reads = 0;
-  uint64_t pages_written = 0, verify_reads = 0, flushes = 0, fua_writes = 0;
+  uint64_t pages_written = 0, page_write_commands = 0, verify_reads = 0, flushes = 0;
+  uint64_t fua_writes = 0;
   uint64_t blind_writes = 0, settle_page_reads = 0;  // hash mode (nvkv/stats.h)
   uint64_t user_bytes_written = 0, device_bytes_written = 0, compaction_bytes_written = 0;
   uint64_t cache_hits = 0, cache_misses = 0;

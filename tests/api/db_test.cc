@@ -594,6 +594,39 @@ TEST_F(DBTest, QueueStatsCountRequestsAndTheSystemCallsThatPushedThem) {
   EXPECT_EQ(multi.queues.reads.submitting_calls - single.queues.reads.submitting_calls, 1u);
 }
 
+// A batch that fills several pages of one head hands the writer consecutive pages at once: they
+// go to the device in one write command (a run), not one command each, and read back whole
+// after a reopen.
+TEST_F(DBTest, ConsecutivePagesOfAHeadGoOutInOneWriteCommand) {
+  options_.cache_bytes = 0;
+  std::unique_ptr<DB> db = OpenOrDie();
+  ASSERT_NE(db, nullptr);
+  const Stats before = db->GetStats();
+  WriteBatch batch;
+  // Three 1,000-byte values fill a 4 KiB page: 24 fill eight pages of the batch's head.
+  for (int i = 0; i < 24; ++i) batch.Put(Key(i), std::string(1000, static_cast<char>('a' + i)));
+  NVKV_ASSERT_OK(db->Write(batch));
+  const Stats after = db->GetStats();
+  const uint64_t pages = after.pages_written - before.pages_written;
+  const uint64_t commands = after.page_write_commands - before.page_write_commands;
+  EXPECT_GE(pages, 8u);
+  // The pages sealed while the batch held its head go in one command; the last (open) page
+  // follows once they are written.
+  EXPECT_LE(commands, 2u);
+  EXPECT_THAT(after.ToString(), HasSubstr(absl::StrCat(after.page_write_commands,
+                                                       " page write commands")));
+  EXPECT_THAT(after.ToJson(), HasSubstr(absl::StrCat("\"page_write_commands\":",
+                                                     after.page_write_commands)));
+  db.reset();
+  db = OpenOrDie();
+  ASSERT_NE(db, nullptr);
+  for (int i = 0; i < 24; ++i) {
+    absl::StatusOr<std::string> value = db->Get(Key(i));
+    ASSERT_THAT(value, IsOk());
+    EXPECT_EQ(*value, std::string(1000, static_cast<char>('a' + i)));
+  }
+}
+
 // The process's first Open turns Abseil's mutex deadlock detection off (unless the build keeps
 // it): two locks taken in both orders, which it aborts on when set so, pass once a store was
 // opened. Each half runs in a fresh process (threadsafe death tests re-execute the binary), so

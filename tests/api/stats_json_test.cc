@@ -27,6 +27,7 @@ Stats SampleStats() {
   s.compaction_bytes_written = 0;
   s.write_amplification = 455.111111;
   s.pages_written = 2;
+  s.page_write_commands = 1;
   s.page_reads = 1;
   s.flushes = 1;
   s.fua_writes = 0;
@@ -91,7 +92,7 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"puts\":3,"
       "\"deletes\":1,\"gets\":2,\"batches\":1,\"user_bytes_written\":18,"
       "\"device_bytes_written\":8192,\"compaction_bytes_written\":0,"
-      "\"write_amplification\":455.111,\"pages_written\":2,\"page_reads\":1,\"key_check_page_reads\":0,\"flushes\":1,"
+      "\"write_amplification\":455.111,\"pages_written\":2,\"page_write_commands\":1,\"page_reads\":1,\"key_check_page_reads\":0,\"flushes\":1,"
       "\"fua_writes\":0,\"verify_reads\":0,\"blind_writes\":0,\"stale_entries_settled\":0,"
       "\"settle_page_reads\":0,\"cache_hits\":7,\"cache_misses\":3,"
       "\"cache_evictions\":1,\"cache_bytes\":2048,\"cache_entries\":2,"

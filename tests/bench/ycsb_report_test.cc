@@ -42,6 +42,7 @@ PhaseResult SamplePhase() {
   phase.store.page_reads = 210;
   phase.store.key_check_page_reads = 10;
   phase.store.pages_written = 40;
+  phase.store.page_write_commands = 10;
   phase.store.verify_reads = 1;
   phase.store.flushes = 7;
   phase.store.fua_writes = 2;
@@ -69,12 +70,12 @@ PhaseResult SamplePhase() {
   return phase;
 }
 
-// The table says what group commit did: puts per page written, flushes per second, and disk
-// writes per page written.
+// The table says what group commit did: puts per page written, pages per write command,
+// flushes per second, and disk writes per page written.
 TEST(YcsbReportTest, TableShowsPutsPerPageFlushesAndDiskWritesPerPage) {
   const std::string table = FormatTable(SampleRun(), SamplePhase());
-  EXPECT_NE(table.find("writes: 2.50 puts per page written, 5 flushes/s, 1.02 disk writes per "
-                       "page written\n"),
+  EXPECT_NE(table.find("writes: 2.50 puts per page written, 4.00 pages per write command, 5 "
+                       "flushes/s, 1.02 disk writes per page written\n"),
             std::string::npos)
       << table;
 }
@@ -113,7 +114,7 @@ TEST(YcsbReportTest, JsonLineHasEveryFieldInOrder) {
       "\"UPDATE\": {\"count\": 100, \"failed\": 3, \"ops_per_s\": 66.7, \"avg_us\": 252.50, "
       "\"p50_us\": 250.88, \"p90_us\": 448.51, \"p99_us\": 493.57, \"p99_9_us\": 500.00, "
       "\"p99_99_us\": 500.00, \"max_us\": 500.00}}, "
-      "\"store\": {\"gets\": 200, \"puts\": 100, \"page_reads\": 210, \"key_check_page_reads\": 10, \"pages_written\": 40, "
+      "\"store\": {\"gets\": 200, \"puts\": 100, \"page_reads\": 210, \"key_check_page_reads\": 10, \"pages_written\": 40, \"page_write_commands\": 10, "
       "\"verify_reads\": 1, \"blind_writes\": 0, \"settle_page_reads\": 0, \"flushes\": 7, \"fua_writes\": 2, \"user_bytes_written\": 110000, "
       "\"device_bytes_written\": 163840, \"compaction_bytes_written\": 4096, "
       "\"cache_hits\": 150, \"cache_misses\": 50, \"checkpoints_written\": 2, "
@@ -137,7 +138,7 @@ TEST(YcsbReportTest, JsonLineWithoutOperationsOrDisk) {
             "\"threads\": 0, \"queue_depth\": 0, \"durable\": false, \"operations\": 0, "
             "\"elapsed_s\": 0.000000, \"ops_per_s\": 0.0, \"user_bytes_per_s\": 0, "
             "\"cpu_user_s\": 0.000, \"cpu_sys_s\": 0.000, \"ops\": {}, "
-            "\"store\": {\"gets\": 0, \"puts\": 0, \"page_reads\": 0, \"key_check_page_reads\": 0, \"pages_written\": 0, "
+            "\"store\": {\"gets\": 0, \"puts\": 0, \"page_reads\": 0, \"key_check_page_reads\": 0, \"pages_written\": 0, \"page_write_commands\": 0, "
             "\"verify_reads\": 0, \"blind_writes\": 0, \"settle_page_reads\": 0, "
             "\"flushes\": 0, \"fua_writes\": 0, \"user_bytes_written\": 0, "
             "\"device_bytes_written\": 0, \"compaction_bytes_written\": 0, "

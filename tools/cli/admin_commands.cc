@@ -249,10 +249,10 @@ Outcome RunStats(const Context& context) {
                                              FormatBytes(s.compaction_bytes_written),
                                              s.write_amplification));
   table.Row("device operations",
-            absl::StrFormat("%d page writes, %d page reads (%d of them by %d writes' key "
-                            "checks), %d flushes, %d FUA writes",
-                            s.pages_written, s.page_reads, s.key_check_page_reads,
-                            s.verify_reads, s.flushes, s.fua_writes));
+            absl::StrFormat("%d page writes in %d commands, %d page reads (%d of them by %d "
+                            "writes' key checks), %d flushes, %d FUA writes",
+                            s.pages_written, s.page_write_commands, s.page_reads,
+                            s.key_check_page_reads, s.verify_reads, s.flushes, s.fua_writes));
   table.Row("hash overwrites",
             absl::StrFormat("%d blind writes; compaction settled %d stale entries with %d page "
                             "reads",

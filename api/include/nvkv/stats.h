@@ -109,6 +109,10 @@ struct Stats {
 
   // Device operations.
   uint64_t pages_written = 0;
+  // Write commands that carried the log's pages: consecutive pages of a head that the log writer
+  // finds together go in one (pages_written / page_write_commands pages each on average); a
+  // large value's pages count as one.
+  uint64_t page_write_commands = 0;
   // Pages read to answer Get, MultiGet, GetAsync and scans, and for key_check_page_reads.
   uint64_t page_reads = 0;
   // Of page_reads, those that hash-mode writes made to find their key's current record (the
