@@ -1,6 +1,12 @@
 #include "kv/page_format.h"
 
 #include <xxhash.h>
+// Every page's checksum is XXH3-64 over the whole page, on each write and each read. Debian
+// builds libxxhash for baseline x86-64 (SSE2); its *_dispatch entry points pick AVX2 or AVX-512
+// code at run time where the CPU has it, about 3x faster over a 4 KiB page, with the same hash.
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>  // makes XXH3_64bits* the dispatching functions
+#endif
 
 #include <algorithm>
 #include <cstring>

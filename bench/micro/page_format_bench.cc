@@ -9,6 +9,9 @@
 // bytes_per_second page bytes per second (Verify, Checksum).
 #include <benchmark/benchmark.h>
 #include <xxhash.h>
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>  // as kv/page_format.cc computes it
+#endif
 
 #include <cstdint>
 #include <cstdio>
