@@ -93,11 +93,21 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
       continue;
     }
     if (reads || writes.wake_armed()) {
-      // Wait for a read, or, with writes waiting, for the writer's signal (an event armed on
+      // Wait for reads, or, with writes waiting, for the writer's signal (an event armed on
       // this queue where it can carry one, or still armed from an earlier wait; elsewhere Reap
-      // finishes every read without blocking).
-      if (writes.has_waiting()) writes.wake()->ArmOn(*queue.device);
-      absl::StatusOr<uint32_t> reaped = queue.device->Reap(1);
+      // finishes every read without blocking). With only reads to wait for, as many as
+      // callbacks are still wanted, in one wait (one wake-up, not one per read), but no more
+      // than are in flight, each of which completes. With writes waiting, the first completion
+      // or the writer's signal: a durable write's callback is not held back behind reads.
+      const uint64_t wanted = min_complete - (queue.finished - before);
+      uint32_t wait_for = 1;
+      if (writes.has_waiting()) {
+        writes.wake()->ArmOn(*queue.device);
+      } else {
+        wait_for = static_cast<uint32_t>(
+            std::max<uint64_t>(1, std::min<uint64_t>(wanted, queue.reads_in_flight())));
+      }
+      absl::StatusOr<uint32_t> reaped = queue.device->Reap(wait_for);
       if (!reaped.ok()) return reaped.status();
     } else if (writes.has_waiting()) {
       writes.wake()->Wait();

@@ -42,7 +42,8 @@ const char kUsage[] =
     "                 operation at a time per thread; nvkv.cache is the peer's cache too,\n"
     "                 RocksDB's block cache; nvkv.capacity LMDB's map size)\n"
     "\n"
-    "nvkv properties: nvkv.queuedepth (default 1), nvkv.submitbatch (0), nvkv.durable (true),\n"
+    "nvkv properties: nvkv.queuedepth (default 1), nvkv.submitbatch (0), nvkv.reapbatch (1),\n"
+    "nvkv.durable (true), "
     "nvkv.load.durable (false; the load ends with a Flush), nvkv.capacity (3x the data,\n"
     "min 256m), "
 "nvkv.index=auto|hash|ordered, nvkv.shards, nvkv.page_bytes (a new store's; 4096),\n"
@@ -59,6 +60,7 @@ const char kUsage[] =
 struct NvkvSettings {
   uint32_t queue_depth = 1;
   uint32_t submit_batch = 0;
+  uint32_t reap_batch = 1;
   bool durable = true;
   bool load_durable = false;
   uint64_t capacity_bytes = 0;
@@ -98,6 +100,9 @@ absl::StatusOr<NvkvSettings> ReadNvkvSettings(const Properties& p, const Workloa
   s.queue_depth = static_cast<uint32_t>(value);
   NVKV_ASSIGN(value, p.GetUint("nvkv.submitbatch", 0));
   s.submit_batch = static_cast<uint32_t>(std::min<uint64_t>(value, s.queue_depth));
+  NVKV_ASSIGN(value, p.GetUint("nvkv.reapbatch", 1));
+  if (value == 0) return absl::InvalidArgumentError("nvkv.reapbatch: expected 1 or more");
+  s.reap_batch = static_cast<uint32_t>(std::min<uint64_t>(value, s.queue_depth));
   NVKV_ASSIGN(s.durable, p.GetBool("nvkv.durable", true));
   NVKV_ASSIGN(s.load_durable, p.GetBool("nvkv.load.durable", false));
   // Room for every record the load and the run's inserts can write, three times over (dead
@@ -229,7 +234,7 @@ bool IsRegularFileOrMissing(const std::string& path, bool* exists) {
 // The nvkv.* properties nvkv-ycsb reads (the usage text above says what each does): any other
 // is refused, so that a misspelt one does not leave its setting silently at the default.
 constexpr const char* kNvkvProperties[] = {
-    "nvkv.queuedepth", "nvkv.submitbatch", "nvkv.durable", "nvkv.load.durable",
+    "nvkv.queuedepth", "nvkv.submitbatch", "nvkv.reapbatch", "nvkv.durable", "nvkv.load.durable",
     "nvkv.capacity", "nvkv.index", "nvkv.cache", "nvkv.shards", "nvkv.page_bytes",
     "nvkv.single_issuer", "nvkv.max_write_delay_us", "nvkv.durable_writes", "nvkv.backend",
     "nvkv.recovery_memory", "nvkv.checkpoint_log_ratio", "nvkv.checkpoint_min_log", "nvkv.seed"};
@@ -434,6 +439,7 @@ absl::StatusOr<BenchmarkResult> RunBenchmark(const CommandLine& cl) {
   client.threads = cl.threads;
   client.queue_depth = settings->queue_depth;
   client.submit_batch = settings->submit_batch;
+  client.reap_batch = settings->reap_batch;
   client.durable = settings->durable;
   client.load_durable = settings->load_durable;
   client.progress = cl.progress;

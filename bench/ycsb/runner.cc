@@ -183,7 +183,7 @@ absl::Status ClientThread::Run() {
     }
     if (completed_.empty()) {
       // Submits the reads queued since the last Poll and waits for one, in one system call.
-      absl::StatusOr<uint32_t> polled = db_->Poll(1);
+      absl::StatusOr<uint32_t> polled = db_->Poll(std::min(options_.reap_batch, in_flight_));
       if (!polled.ok()) return polled.status();
       unsubmitted = 0;
     }

@@ -53,6 +53,10 @@ struct ClientOptions {
   // default): never, so the reads of one refill go out together in the call that then waits;
   // 1 is fio's default, one system call per read.
   uint32_t submit_batch = 0;
+  // nvkv.reapbatch: a client with nothing left to issue waits in Store::Poll for this many
+  // callbacks (or those in flight, if fewer): one wake-up per batch of completions, like fio's
+  // iodepth_batch_complete_min. 1 (the default): each completion is handled at once.
+  uint32_t reap_batch = 1;
 };
 
 // Counters of the store over a phase (Store::GetStats after minus before; zero for the peers).

@@ -592,6 +592,23 @@ TEST_F(DBTest, QueueStatsCountRequestsAndTheSystemCallsThatPushedThem) {
   const Stats multi = db->GetStats();
   EXPECT_EQ(multi.queues.reads.requests_submitted - single.queues.reads.requests_submitted, 16u);
   EXPECT_EQ(multi.queues.reads.submitting_calls - single.queues.reads.submitting_calls, 1u);
+
+  // Poll(16) with sixteen reads in flight submits them and waits for all in one system call: one
+  // wake-up, not one per completion.
+  answered = 0;
+  for (int i = 0; i < 16; ++i) {
+    NVKV_ASSERT_OK(db->GetAsync(Key(i), [&answered](absl::StatusOr<std::string> value) {
+      EXPECT_THAT(value, IsOk());
+      ++answered;
+    }));
+  }
+  absl::StatusOr<uint32_t> polled = db->Poll(16);
+  ASSERT_THAT(polled, IsOk());
+  EXPECT_EQ(*polled, 16u);
+  EXPECT_EQ(answered, 16);
+  const Stats waited = db->GetStats();
+  EXPECT_EQ(waited.queues.reads.requests - multi.queues.reads.requests, 16u);
+  EXPECT_EQ(waited.queues.reads.calls - multi.queues.reads.calls, 1u);
 }
 
 // A batch that fills several pages of one head hands the writer consecutive pages at once: they

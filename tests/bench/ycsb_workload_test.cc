@@ -15,6 +15,7 @@ namespace nvkv::ycsb {
 namespace {
 
 using ::nvkv::testing::IsOk;
+using ::nvkv::testing::StatusIs;
 
 constexpr uint64_t kRecords = 1000;
 constexpr uint64_t kOperations = 2000;
@@ -98,6 +99,31 @@ TEST(Warmup, RunsUnmeasuredOperationsBeforeTheRun) {
     return static_cast<double>(p.store.cache_hits) / (p.store.cache_hits + p.store.cache_misses);
   };
   EXPECT_GT(hit_rate(run), hit_rate(warmup));
+}
+
+// nvkv.reapbatch: a client that waits for completions in batches of four still performs and
+// checks every operation (reads and writes in flight together: workload A); 0 is refused.
+TEST(ReapBatch, ClientsWaitingForBatchesOfCompletionsFinishEveryOperation) {
+  nvkv::testing::TempDir dir;
+  std::vector<std::string> args = Args("workloada", dir.File("y.db"));
+  args.insert(args.end(), {"-p", "nvkv.reapbatch=4"});
+  absl::StatusOr<CommandLine> cl = ParseCommandLine(args);
+  ASSERT_THAT(cl, IsOk());
+  absl::StatusOr<BenchmarkResult> result = RunBenchmark(*cl);
+  ASSERT_THAT(result, IsOk());
+  const PhaseResult& run = result->phases.back();
+  EXPECT_EQ(run.operations, kOperations);
+  for (int t = 0; t < kOpTypes; ++t) {
+    EXPECT_EQ(run.failures[t], 0u) << OpName(static_cast<OpType>(t)) << ": " << run.first_error;
+  }
+  EXPECT_GT(run.latency[static_cast<int>(OpType::kRead)].count(), 0u);
+  EXPECT_GT(run.latency[static_cast<int>(OpType::kUpdate)].count(), 0u);
+
+  args.insert(args.end(), {"-p", "nvkv.reapbatch=0"});
+  cl = ParseCommandLine(args);
+  ASSERT_THAT(cl, IsOk());
+  EXPECT_THAT(RunBenchmark(*cl).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "nvkv.reapbatch"));
 }
 
 TEST(Main, ExitsZeroAndWritesSvgAndJson) {

@@ -223,8 +223,11 @@ class DB {
   // Drives this thread's asynchronous reads and writes: submits the reads GetAsync queued, then
   // waits until at least `min_complete` callbacks have run, reads' and writes' together (0:
   // never waits; more than PendingReads() + PendingWrites(): waits for all), runs every
-  // callback that is due on this thread, and returns how many ran. It wakes as soon as a read
-  // completes or a write becomes durable. Errors come from the read queue itself (a failed read
+  // callback that is due on this thread, and returns how many ran. While only reads are pending,
+  // each wait asks the kernel to wake the thread once as many reads completed as callbacks are
+  // still wanted (at most the reads in flight): Poll(8) at a depth of 32 costs one wake-up per
+  // eight reads. With asynchronous writes pending it wakes at each read's completion and as
+  // soon as a write becomes durable. Errors come from the read queue itself (a failed read
   // or write is reported to its callback instead).
   absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
 
