@@ -55,13 +55,6 @@ std::string QueueCallsJson(const QueueCalls& calls) {
   return json.Finish();
 }
 
-// Every kind with its name, in the order Stats prints them.
-std::vector<std::pair<const char*, const QueueCalls*>> QueueKindList(const QueueKindCalls& q) {
-  return {{"reads", &q.reads},         {"log_writes", &q.log_writes},
-          {"compaction", &q.compaction}, {"open", &q.open},
-          {"checkpoints", &q.checkpoints}, {"check", &q.check}};
-}
-
 // Ring features in force, as a list of names ("sqe128_cqe32 single_issuer ...").
 std::string RingFeatureNames(const RingFeatures& ring) {
   std::string names;
@@ -187,7 +180,7 @@ std::string Stats::ToString() const {
                         recovery_summaries_unused, recovery_records, recovery_batches_discarded,
                         recovery_damaged_pages, recovery_table_bytes, recovery_passes,
                         recovery_restarts, recovery_seconds);
-  for (const auto& [name, calls] : QueueKindList(queues)) {
+  for (const auto& [name, calls] : queues.by_name()) {
     if (calls->calls == 0 && calls->requests == 0) continue;
     absl::StrAppendFormat(&out, "queue %s: %u requests in %u system calls, %.2f requests per "
                                 "submitting call\n",
@@ -267,7 +260,7 @@ std::string Stats::ToJson() const {
   json.Add("durable_writes", DurableWritesName(durable_writes));
   json.AddRaw("device", DeviceJson(device));
   JsonObject kinds;
-  for (const auto& [name, calls] : QueueKindList(queues)) {
+  for (const auto& [name, calls] : queues.by_name()) {
     kinds.AddRaw(name, QueueCallsJson(*calls));
   }
   json.AddRaw("queues", kinds.Finish());

@@ -41,10 +41,13 @@ double PerGetPageReads(const StoreDelta& s) {
   return s.gets == 0 ? 0.0 : static_cast<double>(reads) / s.gets;
 }
 
-// The kinds of queue a phase uses (writes, reads, compaction, checkpoints while running).
+// The kinds of queue a phase uses: every kind but Open's and Check's.
 std::vector<std::pair<const char*, const QueueCalls*>> RunQueues(const QueueKindCalls& q) {
-  return {{"reads", &q.reads}, {"log_writes", &q.log_writes}, {"compaction", &q.compaction},
-          {"checkpoints", &q.checkpoints}};
+  std::vector<std::pair<const char*, const QueueCalls*>> kinds;
+  for (const auto& kind : q.by_name()) {
+    if (kind.second != &q.open && kind.second != &q.check) kinds.push_back(kind);
+  }
+  return kinds;
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 #ifndef NVKV_STATS_H_
 #define NVKV_STATS_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nvkv/options.h"
@@ -82,6 +84,16 @@ struct QueueKindCalls {
   QueueCalls open;         // Open: superblocks, format, recovery
   QueueCalls checkpoints;  // checkpoints written while running and at Close
   QueueCalls check;        // DB::Check
+
+  // Every kind with its name, in the order ToString and ToJson give them.
+  std::array<std::pair<const char*, const QueueCalls*>, 6> by_name() const {
+    return {{{"reads", &reads},
+             {"log_writes", &log_writes},
+             {"compaction", &compaction},
+             {"open", &open},
+             {"checkpoints", &checkpoints},
+             {"check", &check}}};
+  }
 };
 
 struct Stats {
