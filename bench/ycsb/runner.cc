@@ -182,7 +182,8 @@ absl::Status ClientThread::Run() {
       continue;
     }
     if (completed_.empty()) {
-      // Submits the reads queued since the last Poll and waits for one, in one system call.
+      // Submits the reads queued since the last Poll and waits for nvkv.reapbatch completions
+      // (or those in flight, if fewer), in one system call.
       absl::StatusOr<uint32_t> polled = db_->Poll(std::min(options_.reap_batch, in_flight_));
       if (!polled.ok()) return polled.status();
       unsubmitted = 0;
