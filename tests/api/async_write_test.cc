@@ -109,8 +109,10 @@ TEST_P(AsyncWriteTest, ManyDurableWritesOfOneThreadShareFewPagesAndSurviveAReope
   const Stats after = db->GetStats();
   const uint64_t pages = after.pages_written - before.pages_written;
   // One thread with up to 256 durable writes pending: records of ~130 bytes share pages (30
-  // fit one), where synchronous durable puts of one thread take a page each.
-  EXPECT_LT(pages, kWrites / 4) << "durable puts did not share pages";
+  // fit one), where synchronous durable puts of one thread take a page each. How many share
+  // depends on how far the writer thread lags this one, i.e. on the machine's load (a sanitizer
+  // beside other tests has made 550-712 pages): two writes a page on average is the line.
+  EXPECT_LT(pages, kWrites / 2) << "durable puts did not share pages";
   // Every write was reported durable: a reopen (the store is not flushed by Close here in the
   // sense that matters: the callbacks already promised it) finds them all.
   db.reset();

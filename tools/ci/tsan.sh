@@ -37,11 +37,7 @@ tests=(
   # either: the cache is where reads and writes now meet (the default and a tiny one run).
   "engine_test -*MatchesMapModelAcrossReopens*:*NoCache*"
   "cache_test *"                  # readers racing writers of the same keys through the cache
-  # Asynchronous writes: the writer thread signals the pollers. Not ManyDurableWritesOfOneThread
-  # ShareFewPages: how many writes share a page depends on how far the writer thread lags the
-  # writing one, which TSan's slowdown changes (550-712 pages for 2000 writes in some runs, the
-  # bound being 500); the release and ASan builds check it.
-  "async_write_test -*ManyDurableWritesOfOneThreadShareFewPages*"
+  "async_write_test *"            # asynchronous writes: the writer thread signals the pollers
   "event_fd_test *"               # a signal from another thread ends a blocking reap
   "segment_map_test *"            # the writer thread announcing segments to waiting heads
   "segment_summary_test *"        # heads queueing summaries, the writer writing and mapping them
