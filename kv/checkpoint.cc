@@ -58,7 +58,7 @@ constexpr size_t kStageBytes = size_t{256} << 10;
 // segment holding a log. The shards and the table must not change meanwhile (TakeCheckpoint's
 // contract), though their locks are let go between pieces.
 template <typename Out>
-StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const CheckpointOptions& options,
+StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const StoreShape& shape,
                         const CheckpointGlobals& globals, uint64_t oldest, SegmentTable& segments,
                         const std::vector<std::unique_ptr<Shard>>& shards) {
   StreamCounts counts;
@@ -115,7 +115,7 @@ StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const Checkpoi
           out.Append(&saved, sizeof(saved));
         }
         done = shard->index->SaveSome(cursor, [&](std::string_view key, uint64_t word) {
-          if (!options.ordered) {
+          if (!shape.ordered) {
             out.Append(&word, sizeof(word));
           } else {
             const CheckpointOrderedEntry entry{word, static_cast<uint32_t>(key.size()), 0};
@@ -191,13 +191,13 @@ uint32_t PlaceInSegment(const Geometry& g, uint64_t k) {
 // at a time.
 class PageOut {
  public:
-  PageOut(const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
+  PageOut(const StoreShape& shape, storage::Device& device,
           const storage::Buffer& chunk, const std::vector<uint64_t>& segments, uint64_t generation)
-      : options_(options),
-        g_(geometry),
+      : shape_(shape),
+        g_(shape.geometry),
         device_(device),
         chunk_(chunk),
-        pages_per_chunk_(chunk.bytes / geometry.page_bytes),
+        pages_per_chunk_(chunk.bytes / shape.geometry.page_bytes),
         segments_(segments),
         generation_(generation) {
     pending_.reserve(g_.payload_bytes());
@@ -234,21 +234,21 @@ class PageOut {
     builder.Start(chunk_.data + size_t{run_pages_} * g_.page_bytes, g_, PageType::kCheckpoint,
                   generation_, in_segment, /*head_sequence=*/k);
     builder.AddContinuation(pending_);
-    builder.Finish(options_.store_seed, page_number);
+    builder.Finish(shape_.seed, page_number);
     ++run_pages_;
     pending_.clear();
   }
 
   void WriteRun() {
     if (run_pages_ > 0 && status_.ok()) {
-      status_ = storage::WriteBlocks(device_, run_first_ * options_.blocks_per_page,
-                                     run_pages_ * options_.blocks_per_page, chunk_, /*fua=*/false);
+      status_ = storage::WriteBlocks(device_, run_first_ * shape_.blocks_per_page,
+                                     run_pages_ * shape_.blocks_per_page, chunk_, /*fua=*/false);
     }
     run_pages_ = 0;
   }
 
-  const CheckpointOptions& options_;
-  const Geometry& g_;
+  const StoreShape& shape_;
+  const Geometry& g_;  // shape_.geometry
   storage::Device& device_;
   const storage::Buffer& chunk_;
   const uint32_t pages_per_chunk_;
@@ -267,12 +267,12 @@ class PageOut {
 // per further chunk it is given) are in flight.
 class PageIn {
  public:
-  PageIn(const CheckpointOptions& options, const Geometry& geometry, storage::Device& device,
+  PageIn(const StoreShape& shape, storage::Device& device,
          absl::Span<const storage::Buffer> chunks, const std::vector<CheckpointPlace>& places)
-      : options_(options),
-        g_(geometry),
+      : shape_(shape),
+        g_(shape.geometry),
         device_(device),
-        pages_per_chunk_(chunks.front().bytes / geometry.page_bytes),
+        pages_per_chunk_(chunks.front().bytes / shape.geometry.page_bytes),
         places_(places),
         runs_(chunks.size()) {
     for (const CheckpointPlace& place : places) total_pages_ += place.pages;
@@ -360,7 +360,7 @@ class PageIn {
     const uint64_t page_number = PageNumber(k_);
     page_ = run_data_ + size_t(k_ - run_start_) * g_.page_bytes;
     const absl::StatusOr<PageHeader> header =
-        VerifyPage(page_, g_, options_.store_seed, page_number);
+        VerifyPage(page_, g_, shape_.seed, page_number);
     if (!header.ok()) return Fail(page_number, std::string(header.status().message()));
     if (header->type != static_cast<uint8_t>(PageType::kCheckpoint)) {
       return Fail(page_number, absl::StrCat("not a checkpoint page (type ", header->type, ")"));
@@ -418,8 +418,8 @@ class PageIn {
       run.count = static_cast<uint32_t>(std::min<uint64_t>(left, pages_per_chunk_));
       run.request = storage::IoRequest{};
       run.request.op = storage::IoOp::kRead;
-      run.request.lba = PageNumber(next_k_) * options_.blocks_per_page;
-      run.request.lba_count = run.count * options_.blocks_per_page;
+      run.request.lba = PageNumber(next_k_) * shape_.blocks_per_page;
+      run.request.lba_count = run.count * shape_.blocks_per_page;
       run.request.buffer = run.chunk;
       run.request.buffer.bytes = run.count * g_.page_bytes;
       run.request.on_done = OnRunRead;
@@ -458,8 +458,8 @@ class PageIn {
     return false;
   }
 
-  const CheckpointOptions& options_;
-  const Geometry& g_;
+  const StoreShape& shape_;
+  const Geometry& g_;  // shape_.geometry
   storage::Device& device_;
   const uint32_t pages_per_chunk_;
   const std::vector<CheckpointPlace>& places_;
@@ -481,18 +481,19 @@ class PageIn {
 // Reads a checkpoint's stream and fills the indexes and the table (LoadCheckpoint).
 class Loader {
  public:
-  Loader(const CheckpointOptions& options, const Geometry& geometry, PageIn& in,
+  Loader(const StoreShape& shape, const CheckpointLoadOptions& options, PageIn& in,
          const std::vector<CheckpointPlace>& places, const std::vector<bool>* map_in_use,
          SegmentTable& segments, const std::vector<std::unique_ptr<Shard>>& shards)
-      : options_(options),
-        g_(geometry),
+      : shape_(shape),
+        options_(options),
+        g_(shape.geometry),
         in_(in),
         places_(places),
         map_in_use_(map_in_use),
         segments_(segments),
         shards_(shards),
-        restored_(geometry.segment_count, false),
-        log_end_(geometry.segment_count, geometry.log_pages()) {}
+        restored_(shape.geometry.segment_count, false),
+        log_end_(shape.geometry.segment_count, shape.geometry.log_pages()) {}
 
   absl::StatusOr<LoadedCheckpoint> Run() {
     CheckpointHeader header;
@@ -509,7 +510,7 @@ class Loader {
     if ((header.flags & ~(kCheckpointOrdered | kCheckpointHeads)) != 0) {
       return Refuse(absl::StrCat("flags ", header.flags, " this nvkv does not know"));
     }
-    if (((header.flags & kCheckpointOrdered) != 0) != options_.ordered) {
+    if (((header.flags & kCheckpointOrdered) != 0) != shape_.ordered) {
       return Refuse("written in the other index mode");
     }
     // Every count is checked against the bytes left before anything is sized by it.
@@ -595,7 +596,7 @@ class Loader {
     CheckpointShard saved;
     if (!in_.Read(&saved, sizeof(saved))) return in_.status();
     const uint64_t entry_bytes =
-        options_.ordered ? sizeof(CheckpointOrderedEntry) + 1 : sizeof(uint64_t);
+        shape_.ordered ? sizeof(CheckpointOrderedEntry) + 1 : sizeof(uint64_t);
     if (saved.entries > in_.remaining() / entry_bytes || saved.stale_entries > saved.entries) {
       return Refuse("a shard of more entries than it holds");
     }
@@ -607,7 +608,7 @@ class Loader {
     for (uint64_t i = 0; i < saved.entries; ++i) {
       uint64_t word = 0;
       key.clear();
-      if (options_.ordered) {
+      if (shape_.ordered) {
         CheckpointOrderedEntry entry;
         if (!in_.Read(&entry, sizeof(entry))) return in_.status();
         if (entry.key_bytes == 0 || entry.key_bytes > kMaxKeyBytes) {
@@ -675,7 +676,7 @@ class Loader {
     std::vector<KeyHash> puts;  // of its summary: its segment's key filter, when left out
     if ((saved.flags & kHeadSummaryKept) != 0) {
       const absl::Status summary = resumed.summary.Resume(
-          options_.ordered, g_, entries, saved.summary_entries, saved.summary_page_bytes,
+          shape_.ordered, g_, entries, saved.summary_entries, saved.summary_page_bytes,
           saved.next_page, header_.next_sequence, [&](absl::Span<const SummaryRecord> records) {
             for (const SummaryRecord& record : records) {
               if (!record.is_delete) puts.push_back(record.hash);
@@ -694,8 +695,9 @@ class Loader {
     return absl::OkStatus();
   }
 
-  const CheckpointOptions& options_;
-  const Geometry& g_;
+  const StoreShape& shape_;
+  const CheckpointLoadOptions& options_;
+  const Geometry& g_;  // shape_.geometry
   PageIn& in_;
   const std::vector<CheckpointPlace>& places_;
   const std::vector<bool>* map_in_use_;  // null: not compared (a base checkpoint)
@@ -729,7 +731,7 @@ void MakeRoomToTake(uint64_t bytes, TakenCheckpoint& taken) {
   }
 }
 
-absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const CheckpointOptions& options,
+absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const StoreShape& shape,
                                                const CheckpointGlobals& globals,
                                                SegmentTable& segments,
                                                const std::vector<std::unique_ptr<Shard>>& shards,
@@ -739,12 +741,12 @@ absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const CheckpointOptions& options,
   TakenCheckpoint taken = std::move(room);
   CheckpointHeader& header = taken.header;
   header.shard_count = static_cast<uint32_t>(shards.size());
-  header.flags = (options.ordered ? kCheckpointOrdered : 0) | kCheckpointHeads;
+  header.flags = (shape.ordered ? kCheckpointOrdered : 0) | kCheckpointHeads;
   header.filter_probes = segments.filter_probes();
   header.next_sequence = globals.next_sequence;
   const uint64_t oldest = segments.MinSequenceExcept(UINT64_MAX);
   StagedOut out(taken);
-  const StreamCounts counts = EmitStream(out, header, options, globals, oldest, segments, shards);
+  const StreamCounts counts = EmitStream(out, header, shape, globals, oldest, segments, shards);
   if (out.failed()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "no memory to hold a checkpoint (", taken.bytes, " bytes of it held)"));
@@ -755,12 +757,12 @@ absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const CheckpointOptions& options,
   return taken;
 }
 
-absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const CheckpointOptions& options,
-                                                      const Geometry& geometry,
+absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const StoreShape& shape,
                                                       storage::Device& device,
                                                       TakenCheckpoint& taken, uint64_t keep_free,
                                                       SegmentTable& segments,
                                                       MakeMapDurable make_map_durable) {
+  const Geometry& geometry = shape.geometry;
   CheckpointHeader& header = taken.header;
   NVKV_CHECK(header.stream_bytes == taken.bytes && !taken.blocks.empty());
   const uint64_t pages = (taken.bytes + geometry.payload_bytes() - 1) / geometry.payload_bytes();
@@ -791,7 +793,7 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const CheckpointOptions& o
     segments.AbandonCheckpoint();
     return absl::InternalError("no buffer to write the checkpoint from");
   }
-  PageOut out(options, geometry, device, chunk, places, generation);
+  PageOut out(shape, device, chunk, places, generation);
   for (uint64_t at = 0; at < taken.bytes; at += TakenCheckpoint::kBlockBytes) {
     const size_t block = static_cast<size_t>(at / TakenCheckpoint::kBlockBytes);
     out.Append(std::string_view(reinterpret_cast<const char*>(taken.blocks[block].get()),
@@ -812,12 +814,14 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const CheckpointOptions& o
   return pages_in;
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options,
-                                                const Geometry& geometry, storage::Device& device,
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const StoreShape& shape,
+                                                const CheckpointLoadOptions& options,
+                                                storage::Device& device,
                                                 const std::vector<CheckpointPlace>& places,
                                                 const std::vector<bool>* map_in_use,
                                                 SegmentTable& segments,
                                                 const std::vector<std::unique_ptr<Shard>>& shards) {
+  const Geometry& geometry = shape.geometry;
   if (places.empty()) return absl::DataLossError("checkpoint: no segment holds it");
   for (const CheckpointPlace& place : places) {
     if (place.segment >= geometry.segment_count || place.pages == 0 ||
@@ -836,8 +840,8 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options
   if (chunks.empty()) return absl::InternalError("no buffer to read the checkpoint into");
   absl::StatusOr<LoadedCheckpoint> loaded;
   {
-    PageIn in(options, geometry, device, chunks, places);
-    loaded = Loader(options, geometry, in, places, map_in_use, segments, shards).Run();
+    PageIn in(shape, device, chunks, places);
+    loaded = Loader(shape, options, in, places, map_in_use, segments, shards).Run();
   }
   for (const storage::Buffer& chunk : chunks) device.buffers().PutChunk(chunk);
   return loaded;

@@ -41,15 +41,14 @@
 #include "kv/segment_table.h"
 #include "kv/sequence_ranges.h"
 #include "kv/shard.h"
+#include "kv/store_shape.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
 
-struct CheckpointOptions {
-  uint64_t store_seed = 0;
-  uint32_t blocks_per_page = 1;
-  bool ordered = false;  // the index mode
-  // LoadCheckpoint: how many entries beyond the checkpoint's the indexes are sized for, so that
+// What LoadCheckpoint is to do besides reading.
+struct CheckpointLoadOptions {
+  // how many entries beyond the checkpoint's the indexes are sized for, so that
   // they do not grow afterwards (recovery over a base adds the log written after it). Called
   // once the checkpoint's segments are known, before any index entry is restored, with: per
   // segment, whether the checkpoint names its log (`restored`) and how many pages of it
@@ -57,7 +56,7 @@ struct CheckpointOptions {
   std::function<uint64_t(const std::vector<bool>& restored, const std::vector<uint32_t>& log_end,
                          uint64_t put_bytes)>
       room_after;
-  // LoadCheckpoint: the heads go on in their segments (after a clean Close): their summaries so
+  // The heads go on in their segments (after a clean Close): their summaries so
   // far and key filters are made. Not over a base: recovery reads those segments, and makes
   // their key filters as it reads them; LoadedCheckpoint::heads then gives their places only.
   bool resume_heads = true;
@@ -96,7 +95,7 @@ void MakeRoomToTake(uint64_t bytes, TakenCheckpoint& taken);
 // meanwhile: the engine is closing, or holds its writes back with compaction paused (a
 // checkpoint while running); it lets their locks go between pieces. kResourceExhausted when
 // the system has no memory for it.
-absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const CheckpointOptions& options,
+absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const StoreShape& shape,
                                                const CheckpointGlobals& globals,
                                                SegmentTable& segments,
                                                const std::vector<std::unique_ptr<Shard>>& shards,
@@ -114,8 +113,7 @@ absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const CheckpointOptions& options,
 // pages go into segments the map calls free, and a map floor above their generation is made
 // durable before them (SegmentTable::RaiseMapFloors).
 using MakeMapDurable = absl::FunctionRef<absl::Status(const SegmentMap::Ticket&)>;
-absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const CheckpointOptions& options,
-                                                      const Geometry& geometry,
+absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const StoreShape& shape,
                                                       storage::Device& device,
                                                       TakenCheckpoint& taken, uint64_t keep_free,
                                                       SegmentTable& segments,
@@ -146,8 +144,9 @@ struct LoadedCheckpoint {
 // content that disagrees with itself or the map, a different shard count or index mode): the
 // indexes and the table are then partly filled, and the caller must make them anew before it
 // reads the log instead.
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const CheckpointOptions& options,
-                                                const Geometry& geometry, storage::Device& device,
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const StoreShape& shape,
+                                                const CheckpointLoadOptions& options,
+                                                storage::Device& device,
                                                 const std::vector<CheckpointPlace>& places,
                                                 const std::vector<bool>* map_in_use,
                                                 SegmentTable& segments,

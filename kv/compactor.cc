@@ -15,13 +15,13 @@
 
 namespace nvkv::kv {
 
-Compactor::Compactor(const Options& options, const Geometry& geometry,
+Compactor::Compactor(const Options& options, const StoreShape& shape,
                      const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
                      LogWriter& writer, StickyError& error, WriteCounters& counters,
                      RecordMover& mover, const std::atomic<uint64_t>& next_sequence,
                      std::unique_ptr<storage::Device> queue)
     : options_(options),
-      geometry_(geometry),
+      shape_(shape),
       shards_(shards),
       segments_(segments),
       writer_(writer),
@@ -163,7 +163,7 @@ absl::flat_hash_map<uint64_t, uint64_t> Compactor::IndexEntriesIn(
     shard->index->ForEachValue([&](uint64_t location) {
       const uint64_t page = Location::FromIndexValue(location).page;
       if (page < kSuperblockPages) return;
-      auto it = entries.find(geometry_.SegmentOf(page));
+      auto it = entries.find(shape_.geometry.SegmentOf(page));
       if (it != entries.end()) ++it->second;
     });
   }
@@ -191,10 +191,10 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
   // Pages the device cannot read are damaged ones (segment_read.h): their records stay where
   // they are, and so does the segment while any of them is indexed (below).
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuffer> victim,
-                        SegmentBuffer::Make(*queue_, geometry_, options_.blocks_per_page));
+                        SegmentBuffer::Make(*queue_, shape_.geometry, shape_.blocks_per_page));
   NVKV_ASSIGN_OR_RETURN(const uint32_t failed, victim->Read(segment));
   unreadable_pages_.fetch_add(failed);
-  if (failed == geometry_.pages_per_segment) {
+  if (failed == shape_.geometry.pages_per_segment) {
     // Nothing of it can be read: leave it as it is, out of compaction's way.
     damaged_pages_.fetch_add(failed);
     segments_.Retain(segment);
@@ -205,7 +205,7 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
   // life alone. A live record of a batch that damage cut since Open stays indexed where it
   // is, and keeps the segment (below).
   SegmentRecords collected;
-  CollectNewestRecords(geometry_, options_.store_seed, segment,
+  CollectNewestRecords(shape_.geometry, shape_.seed, segment,
                        [&](uint32_t i) { return victim->page(i); }, &collected);
   if (options_.dropped_batch_records != nullptr && !options_.dropped_batch_records->empty()) {
     std::erase_if(collected.records, [&](const ScannedRecord& record) {
@@ -263,7 +263,7 @@ bool Compactor::IndexPointsInto(uint64_t segment, const SegmentRecords& collecte
     shard.index->Find(hash.lo, record.key, &candidates);
     for (const uint64_t candidate : candidates) {
       const uint64_t page = Location::FromIndexValue(candidate).page;
-      if (page >= kSuperblockPages && geometry_.SegmentOf(page) == segment) return true;
+      if (page >= kSuperblockPages && shape_.geometry.SegmentOf(page) == segment) return true;
     }
   }
   return false;
@@ -273,7 +273,7 @@ absl::Status Compactor::CopyLiveRecords(uint64_t segment, const SegmentBuffer& v
                                         const std::vector<ScannedRecord>& records) {
   const uint64_t tombstone_floor = segments_.MinSequenceExcept(segment);
   for (size_t i = 0; i < records.size(); ++i) {
-    if (!options_.ordered && i % kSettleWindow == 0) {
+    if (!shape_.ordered && i % kSettleWindow == 0) {
       const size_t end = std::min(records.size(), i + kSettleWindow);
       NVKV_RETURN_IF_ERROR(
           PrefetchForSettling(segment, victim, std::span(records).subspan(i, end - i)));
@@ -283,7 +283,7 @@ absl::Status Compactor::CopyLiveRecords(uint64_t segment, const SegmentBuffer& v
     if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
     const KeyHash hash = HashKey(record.key);
     if (is_delete && !segments_.MayHoldOlder(hash, record.header.sequence, segment)) continue;
-    if (!is_delete && !options_.ordered) {
+    if (!is_delete && !shape_.ordered) {
       if (!SettleEntries(segment, victim, record, hash)) continue;
     }
     NVKV_ASSIGN_OR_RETURN(const bool moved, mover_.Relocate(record, hash, *queue_));
@@ -309,7 +309,7 @@ absl::Status Compactor::PrefetchForSettling(uint64_t segment, const SegmentBuffe
     if (candidates.size() < 2 || shard.cache->Peek(record.key) != nullptr) continue;
     for (uint64_t candidate : candidates) {
       const uint64_t page = Location::FromIndexValue(candidate).page;
-      if (page >= kSuperblockPages && geometry_.SegmentOf(page) == segment) {
+      if (page >= kSuperblockPages && shape_.geometry.SegmentOf(page) == segment) {
         const uint8_t* bytes = PageForSettling(segment, victim, page);
         PageHeader header;
         if (bytes == nullptr) continue;
@@ -337,8 +337,8 @@ absl::Status Compactor::PrefetchForSettling(uint64_t segment, const SegmentBuffe
   std::vector<storage::IoRequest> reads(pages.size());
   for (size_t i = 0; i < pages.size(); ++i) {
     reads[i].op = storage::IoOp::kRead;
-    reads[i].lba = LbaOf(pages[i]);
-    reads[i].lba_count = options_.blocks_per_page;
+    reads[i].lba = shape_.LbaOf(pages[i]);
+    reads[i].lba_count = shape_.blocks_per_page;
     reads[i].buffer = prefetch_buffers_[i];
   }
   NVKV_RETURN_IF_ERROR(storage::RunAll(*queue_, std::span(reads)));
@@ -359,7 +359,7 @@ bool Compactor::SettleEntries(uint64_t segment, const SegmentBuffer& victim,
   };
   // The key's entries into the victim, with its record bytes on each page.
   const std::vector<std::pair<uint64_t, uint32_t>> in_victim =
-      EntriesInSegment(shard, hash, record.key, geometry_, segment, source);
+      EntriesInSegment(shard, hash, record.key, shape_.geometry, segment, source);
   if (in_victim.empty()) return false;  // overwritten or deleted since
   const CurrentEntry current = FindCurrentEntry(shard, hash, record.key, source);
   if (current.standing != EntryStanding::kCurrent) {
@@ -382,7 +382,7 @@ bool Compactor::SettleEntries(uint64_t segment, const SegmentBuffer& victim,
 
 const uint8_t* Compactor::PageForSettling(uint64_t segment, const SegmentBuffer& victim,
                                           uint64_t page) {
-  const Geometry& g = geometry_;
+  const Geometry& g = shape_.geometry;
   if (g.SegmentOf(page) == segment) {
     // Settling asks for the victim's pages again and again: verify each once.
     const uint32_t index = g.PageInSegment(page);
@@ -400,14 +400,14 @@ const uint8_t* Compactor::PageForSettling(uint64_t segment, const SegmentBuffer&
   if (!read_page_.valid()) read_page_ = queue_->buffers().GetPage();
   if (!read_page_.valid()) return nullptr;
   settle_page_reads_.fetch_add(1);
-  if (!storage::ReadBlocks(*queue_, LbaOf(page), options_.blocks_per_page, read_page_).ok()) {
+  if (!storage::ReadBlocks(*queue_, shape_.LbaOf(page), shape_.blocks_per_page, read_page_).ok()) {
     return nullptr;
   }
   return IsDataPage(read_page_.data, page) ? read_page_.data : nullptr;
 }
 
 bool Compactor::IsDataPage(const uint8_t* bytes, uint64_t page) const {
-  absl::StatusOr<PageHeader> header = VerifyPage(bytes, geometry_, options_.store_seed, page);
+  absl::StatusOr<PageHeader> header = VerifyPage(bytes, shape_.geometry, shape_.seed, page);
   return header.ok() && header->type == static_cast<uint8_t>(PageType::kData);
 }
 
@@ -419,7 +419,7 @@ absl::Status Compactor::WriteFreeMarkers(uint64_t segment) {
   // records were copied or dead (and whose tombstones may be gone), from a log written after
   // the marker. Freeing is all or nothing for recovery: no marker may cut a log short, or a
   // tombstone dropped here could lose its batch while older records of its key stay.
-  const Geometry& g = geometry_;
+  const Geometry& g = shape_.geometry;
   storage::BufferPool& pool = queue_->buffers();
   storage::Buffer page = pool.GetPage();
   NVKV_CHECK(page.valid());
@@ -427,8 +427,8 @@ absl::Status Compactor::WriteFreeMarkers(uint64_t segment) {
   const uint64_t generation = segments_.NextGeneration();
   absl::Status status;
   for (const uint32_t index : {g.pages_per_segment - 1, 0u}) {
-    EncodeFreePage(page.data, g, generation, options_.store_seed, first_page + index, index);
-    status = storage::WriteBlocks(*queue_, LbaOf(first_page + index), options_.blocks_per_page,
+    EncodeFreePage(page.data, g, generation, shape_.seed, first_page + index, index);
+    status = storage::WriteBlocks(*queue_, shape_.LbaOf(first_page + index), shape_.blocks_per_page,
                                   page, /*fua=*/true);
     if (!status.ok()) break;
     counters_.device_bytes.fetch_add(g.page_bytes);

@@ -37,6 +37,7 @@
 #include "kv/sequence_ranges.h"
 #include "kv/segment_table.h"
 #include "kv/shard.h"
+#include "kv/store_shape.h"
 #include "kv/sticky_error.h"
 #include "storage/device.h"
 
@@ -70,9 +71,6 @@ class Compactor {
   struct Options {
     bool background = true;  // clean when free segments run low, not only on CompactAll
     CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;
-    uint64_t store_seed = 0;
-    uint32_t blocks_per_page = 1;
-    bool ordered = false;  // the index is exact: no stale entries to settle
     // The records of the batches recovery dropped (RecoveryReport::dropped_batch_records), which
     // are never copied: a victim may hold one whole that recovery found cut (its other pages
     // unread then). Borrowed: outlives the compactor. Null: none.
@@ -82,7 +80,7 @@ class Compactor {
   };
   // Every argument must outlive the compactor. `next_sequence` is the engine's sequence counter
   // (victim age for cost-benefit); `queue` is the compactor's own.
-  Compactor(const Options& options, const Geometry& geometry,
+  Compactor(const Options& options, const StoreShape& shape,
             const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
             LogWriter& writer, StickyError& error, WriteCounters& counters, RecordMover& mover,
             const std::atomic<uint64_t>& next_sequence, std::unique_ptr<storage::Device> queue);
@@ -159,10 +157,9 @@ class Compactor {
                        uint32_t unreadable_pages);
   // Returns retained segments that no index entry points into any more to compaction.
   void RecheckRetained();
-  uint64_t LbaOf(uint64_t page) const { return page * options_.blocks_per_page; }
 
   const Options options_;
-  const Geometry geometry_;
+  const StoreShape shape_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
   SegmentTable& segments_;
   LogWriter& writer_;

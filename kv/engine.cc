@@ -174,15 +174,15 @@ absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
 }
 
 absl::Status Engine::Impl::StartEngine(bool formatted_now) {
-  segment_map_ = std::make_unique<SegmentMap>(geometry_, store_seed_);
-  segments_ = std::make_unique<SegmentTable>(geometry_,
+  segment_map_ = std::make_unique<SegmentMap>(shape_.geometry, shape_.seed);
+  segments_ = std::make_unique<SegmentTable>(shape_.geometry,
                                              SegmentTable::UserReserveFor(options_.shard_count),
                                              segment_map_.get(), &next_sequence_);
   for (uint32_t i = 0; i < options_.shard_count; ++i) {
     auto shard = std::make_unique<Shard>();
     shard->id = i;
     absl::MutexLock lock(&shard->mu);
-    shard->index = ordered_ ? NewOrderedIndex() : NewHashIndex();
+    shard->index = shape_.ordered ? NewOrderedIndex() : NewHashIndex();
     shard->cache = std::make_unique<RecordCache>(options_.cache_bytes / options_.shard_count);
     shards_.push_back(std::move(shard));
   }
@@ -196,12 +196,8 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
     NVKV_RETURN_IF_ERROR(WriteMapAlone(*open_queue_));
   }
   open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
-  PageLookup::Options lookup_config;
-  lookup_config.store_seed = store_seed_;
-  lookup_config.blocks_per_page = blocks_per_page_;
-  lookup_config.ordered = ordered_;
-  lookup_ = std::make_unique<PageLookup>(lookup_config, geometry_, shards_,
-                                         recovery_.dropped_batch_records, *segments_);
+  lookup_ = std::make_unique<PageLookup>(shape_, shards_, recovery_.dropped_batch_records,
+                                         *segments_);
   // A reader's store is what recovery found: nothing writes or cleans it.
   if (read_only_) return absl::OkStatus();
   NVKV_RETURN_IF_ERROR(StartWriter());
@@ -216,7 +212,7 @@ void Engine::Impl::StartCheckpointer() {
   Checkpointer::Options config;
   config.log_ratio = WritesCheckpoints() ? options_.checkpoint_log_ratio : 0;
   config.min_log_bytes = options_.checkpoint_min_log_bytes;
-  config.page_bytes = geometry_.page_bytes;
+  config.page_bytes = shape_.geometry.page_bytes;
   checkpointer_ = std::make_unique<Checkpointer>(
       config, [this] { return appender_->HeadCountersSum(); },
       [this]() -> absl::StatusOr<uint64_t> {
@@ -228,9 +224,9 @@ void Engine::Impl::StartCheckpointer() {
   // next crash would read it again, until a checkpoint stands for it.
   uint64_t log_pages_after = 0;
   if (recovery_.from_base_checkpoint) {
-    log_pages_after = recovery_.segments_after_base * geometry_.log_pages();
+    log_pages_after = recovery_.segments_after_base * shape_.geometry.log_pages();
   } else if (!recovery_.from_checkpoint) {
-    log_pages_after = (segments_->count() - segments_->free_count()) * geometry_.log_pages();
+    log_pages_after = (segments_->count() - segments_->free_count()) * shape_.geometry.log_pages();
   }
   checkpointer_->StartFrom(log_pages_now, recovery_.checkpoint_pages, log_pages_after);
   absl::MutexLock lock(&checkpoint_mu_);
@@ -241,9 +237,6 @@ void Engine::Impl::StartCheckpointer() {
 
 absl::Status Engine::Impl::Recover() {
   RecoveryOptions recovery_options;
-  recovery_options.store_seed = store_seed_;
-  recovery_options.blocks_per_page = blocks_per_page_;
-  recovery_options.ordered = ordered_;
   recovery_options.read_all = options_.recovery_reads_all;
   recovery_options.open_degraded = options_.open_degraded;
   recovery_options.table_budget_bytes = options_.recovery_memory_bytes;
@@ -255,14 +248,14 @@ absl::Status Engine::Impl::Recover() {
     if (headroom) recovery_options.table_budget_ceiling_bytes = std::max<uint64_t>(1, *headroom);
   }
   NVKV_ASSIGN_OR_RETURN(recovery_,
-                        RecoverStore(recovery_options, geometry_, *open_queue_, *segments_, shards_));
+                        RecoverStore(recovery_options, shape_, *open_queue_, *segments_, shards_));
   next_sequence_.store(recovery_.next_sequence);
   if (!recovery_.unread_pages.empty()) {
     // Their records may come back at a later Open: nothing this engine does may decide without
     // them. Its sequences start above theirs (recovery), and the map's floor says so from the
     // Open's map write on; their segments stay as they are; no checkpoint stands for the log.
     for (const uint64_t page : recovery_.unread_pages) {
-      segments_->HoldUnread(geometry_.SegmentOf(page));
+      segments_->HoldUnread(shape_.geometry.SegmentOf(page));
     }
     if (!read_only_) (void)segments_->RaiseMapFloors();
   }
@@ -286,7 +279,7 @@ absl::Status Engine::Impl::WriteMapAlone(storage::Device& device) {
   }
   storage::Buffer chunk = device.buffers().GetChunk();
   NVKV_CHECK(chunk.valid());
-  const uint32_t pages_per_chunk = chunk.bytes / geometry_.page_bytes;
+  const uint32_t pages_per_chunk = chunk.bytes / shape_.geometry.page_bytes;
   auto floors = [this] { return segments_->MapFloors(); };
   std::vector<SegmentMap::PageWrite> taken;  // in flight until the flush below
   size_t run_start = 0;  // taken[run_start..] are consecutive pages in `chunk`
@@ -294,11 +287,11 @@ absl::Status Engine::Impl::WriteMapAlone(storage::Device& device) {
   auto write_run = [&](size_t run_end) {
     if (run_end == run_start || !status.ok()) return;
     status = storage::WriteBlocks(
-        device, taken[run_start].page_number * blocks_per_page_,
-        static_cast<uint32_t>(run_end - run_start) * blocks_per_page_, chunk, /*fua=*/false);
+        device, taken[run_start].page_number * shape_.blocks_per_page,
+        static_cast<uint32_t>(run_end - run_start) * shape_.blocks_per_page, chunk, /*fua=*/false);
     run_start = run_end;
   };
-  std::vector<uint8_t> next(geometry_.page_bytes);
+  std::vector<uint8_t> next(shape_.geometry.page_bytes);
   while (status.ok()) {
     std::optional<SegmentMap::PageWrite> write = segment_map_->TakeWrite(next.data(), floors);
     if (!write.has_value()) break;
@@ -307,7 +300,7 @@ absl::Status Engine::Impl::WriteMapAlone(storage::Device& device) {
         (in_run > 0 && write->page_number != taken.back().page_number + 1)) {
       write_run(taken.size());
     }
-    std::memcpy(chunk.data + (taken.size() - run_start) * geometry_.page_bytes, next.data(),
+    std::memcpy(chunk.data + (taken.size() - run_start) * shape_.geometry.page_bytes, next.data(),
                 next.size());
     taken.push_back(*write);
   }
@@ -329,29 +322,24 @@ absl::Status Engine::Impl::StartWriter() {
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
   // Every page in flight, a flush, a wake event, and the segment map's and summaries' writes.
   writer_options.queue_depth = slots + 3 + LogWriter::kMapWrites + LogWriter::kSummaryWrites;
-  writer_options.buffers.buffer_bytes = geometry_.page_bytes;
+  writer_options.buffers.buffer_bytes = shape_.geometry.page_bytes;
   writer_options.buffers.buffer_count = slots + LogWriter::kMapWrites + LogWriter::kSummaryWrites;
   writer_options.buffers.chunk_count = 0;
   auto writer_queue = OpenQueue(QueueKind::kLogWrites, writer_options);
   if (!writer_queue.ok()) return writer_queue.status();
   LogWriter::Options writer_config;
-  writer_config.store_seed = store_seed_;
-  writer_config.blocks_per_page = blocks_per_page_;
-  writer_config.page_bytes = geometry_.page_bytes;
   writer_config.max_write_delay_us = options_.max_write_delay_us;
   writer_config.volatile_cache = device_info_.volatile_write_cache;
   writer_config.durable_by_fua = durable_writes_ == DurableWrites::kFua;
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::EventFd> writer_wake, storage::EventFd::Create());
-  writer_ = std::make_unique<LogWriter>(writer_config, shards_, *segments_, error_,
+  writer_ = std::make_unique<LogWriter>(writer_config, shape_, shards_, *segments_, error_,
                                         write_counters_, std::move(*writer_queue),
                                         std::move(writer_wake));
   HeadAppender::Options appender_config;
-  appender_config.store_seed = store_seed_;
-  appender_config.blocks_per_page = blocks_per_page_;
-  appender_config.ordered = ordered_;
-  appender_config.summaries = segment_map_ != nullptr &&
-                              geometry_.pages_per_segment >= options_.summary_min_segment_pages;
-  appender_ = std::make_unique<HeadAppender>(appender_config, geometry_, shards_, *segments_,
+  appender_config.summaries =
+      segment_map_ != nullptr &&
+      shape_.geometry.pages_per_segment >= options_.summary_min_segment_pages;
+  appender_ = std::make_unique<HeadAppender>(appender_config, shape_, shards_, *segments_,
                                              *writer_, next_sequence_);
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
@@ -363,7 +351,7 @@ absl::Status Engine::Impl::StartWriter() {
       slot->writer = writer_.get();
       // Room for the tags of a page of small records, so that appending allocates nothing
       // (a slot is reused for the engine's life and keeps it).
-      slot->tags.reserve(geometry_.page_bytes / 32);
+      slot->tags.reserve(shape_.geometry.page_bytes / 32);
       shard->head.free_slots.push_back(slot.get());
       shard->slots.push_back(std::move(slot));
     }
@@ -373,28 +361,26 @@ absl::Status Engine::Impl::StartWriter() {
 
 absl::Status Engine::Impl::StartCompactor() {
   storage::QueueOptions compaction_options;
-  compaction_options.buffers.buffer_bytes = geometry_.page_bytes;
+  compaction_options.buffers.buffer_bytes = shape_.geometry.page_bytes;
   // Pages for free markers and large copies, and for settling stale entries (Compactor: one
   // page, and a window of pages read ahead).
   compaction_options.buffers.buffer_count = 5 + Compactor::kSettleWindow;
   // A victim is read whole (SegmentBuffer), every chunk in flight at once; large records copied
   // and free markers are written one request at a time.
   compaction_options.buffers.chunk_count =
-      static_cast<uint32_t>(geometry_.segment_bytes() / (storage::kMaxRegisteredBytes /
-                                                         geometry_.page_bytes *
-                                                         geometry_.page_bytes)) + 2;
+      static_cast<uint32_t>(shape_.geometry.segment_bytes() /
+                            (storage::kMaxRegisteredBytes / shape_.geometry.page_bytes *
+                             shape_.geometry.page_bytes)) +
+      2;
   compaction_options.queue_depth = std::max<uint32_t>(8, compaction_options.buffers.chunk_count);
   auto compaction_queue = OpenQueue(QueueKind::kCompaction, compaction_options);
   if (!compaction_queue.ok()) return compaction_queue.status();
   Compactor::Options compactor_config;
   compactor_config.background = options_.background_compaction;
   compactor_config.compaction_policy = options_.compaction_policy;
-  compactor_config.store_seed = store_seed_;
-  compactor_config.blocks_per_page = blocks_per_page_;
-  compactor_config.ordered = ordered_;
   compactor_config.dropped_batch_records = &recovery_.dropped_batch_records;
   compactor_config.victim_picked = options_.victim_picked_for_test;
-  compactor_ = std::make_unique<Compactor>(compactor_config, geometry_, shards_, *segments_,
+  compactor_ = std::make_unique<Compactor>(compactor_config, shape_, shards_, *segments_,
                                            *writer_, error_, write_counters_, *appender_,
                                            next_sequence_, std::move(*compaction_queue));
   return absl::OkStatus();
@@ -483,19 +469,10 @@ absl::StatusOr<Engine::Impl::TakenWithCounters> Engine::Impl::TakeCheckpointNow(
   globals.dropped = &recovery_.dropped_batch_records;
   TakenWithCounters taken;
   NVKV_ASSIGN_OR_RETURN(taken.checkpoint,
-                        TakeCheckpoint(CheckpointOptionsOfStore(), globals, *segments_, shards_,
-                                       std::move(room)));
+                        TakeCheckpoint(shape_, globals, *segments_, shards_, std::move(room)));
   taken.head_counters = appender_->HeadCountersSum();
   taken.segment_changes = segments_->segment_changes();
   return taken;
-}
-
-CheckpointOptions Engine::Impl::CheckpointOptionsOfStore() const {
-  CheckpointOptions options;
-  options.store_seed = store_seed_;
-  options.blocks_per_page = blocks_per_page_;
-  options.ordered = ordered_;
-  return options;
 }
 
 absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
@@ -506,8 +483,8 @@ absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
     return writer_->started() ? WaitMapDurable(ticket) : WriteMapAlone(queue);
   };
   NVKV_ASSIGN_OR_RETURN(const std::vector<uint32_t> pages,
-                        WriteCheckpoint(CheckpointOptionsOfStore(), geometry_, queue,
-                                        taken.checkpoint, keep_free, *segments_, make_map_durable));
+                        WriteCheckpoint(shape_, queue, taken.checkpoint, keep_free, *segments_,
+                                        make_map_durable));
   if (mark == MapState::kBaseCheckpoint && device_info_.volatile_write_cache) {
     // The writer writes the map that names it: its pages must be durable before.
     const absl::Status flushed = storage::FlushDevice(queue);
@@ -548,8 +525,8 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
   // The heads and compaction must still find free segments afterwards.
   const uint64_t keep_free = segments_->user_reserve() + shards_.size();
   // Without room for one as large as the last, writes are not held back to find that out.
-  const uint64_t needed = (checkpointer_->last_pages() + geometry_.log_pages() - 1) /
-                          geometry_.log_pages();
+  const uint64_t needed = (checkpointer_->last_pages() + shape_.geometry.log_pages() - 1) /
+                          shape_.geometry.log_pages();
   if (segments_->free_count() < needed + keep_free) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "no room for a checkpoint: ", segments_->free_count(), " free segments, ", needed,
@@ -569,7 +546,7 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
     // Memory for it before writes are held back: as much as the last one took, and a quarter
     // more (the log grew since).
     TakenCheckpoint room;
-    MakeRoomToTake(checkpointer_->last_pages() * geometry_.payload_bytes() / 4 * 5, room);
+    MakeRoomToTake(checkpointer_->last_pages() * shape_.geometry.payload_bytes() / 4 * 5, room);
     absl::StatusOr<TakenWithCounters> taken;
     {
       // Writes wait only while it is taken. Every page written so far durable first: its
@@ -653,7 +630,7 @@ EngineStats Engine::Impl::Stats() {
     s.checkpoint_writes_held_seconds = static_cast<double>(checkpoint_held_nanos_.load()) * 1e-9;
   }
   s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
-  s.capacity_bytes = geometry_.segment_count * geometry_.segment_bytes();
+  s.capacity_bytes = shape_.geometry.segment_count * shape_.geometry.segment_bytes();
   s.live_bytes = segments_->live_bytes_total();
   s.usable_bytes = segments_->usable_bytes();
   s.recovery_pages_scanned = recovery_.pages;
@@ -701,8 +678,8 @@ EngineStats Engine::Impl::Stats() {
   s.queues.open = calls_of(QueueKind::kOpen);
   s.queues.checkpoints = calls_of(QueueKind::kCheckpoints);
   s.queues.check = calls_of(QueueKind::kCheck);
-  s.page_bytes = geometry_.page_bytes;
-  s.pages_per_segment = geometry_.pages_per_segment;
+  s.page_bytes = shape_.geometry.page_bytes;
+  s.pages_per_segment = shape_.geometry.pages_per_segment;
   s.shard_count = static_cast<uint32_t>(shards_.size());
   s.index_mode = index_mode();
   s.durable_writes = durable_writes_;
@@ -837,7 +814,7 @@ absl::Status Engine::ForEachLive(
     const ProgressCallback& progress) {
   return impl_->ForEachLive(visit, progress);
 }
-uint32_t Engine::max_value_bytes() const { return impl_->geometry().max_value_bytes(); }
+uint32_t Engine::max_value_bytes() const { return impl_->shape().geometry.max_value_bytes(); }
 uint64_t Engine::max_batch_bytes() const { return impl_->max_batch_bytes(); }
 IndexMode Engine::index_mode() const { return impl_->index_mode(); }
 

@@ -42,6 +42,7 @@
 #include "kv/segment_table.h"
 #include "kv/shard.h"
 #include "kv/sticky_error.h"
+#include "kv/store_shape.h"
 #include "kv/sequence_ranges.h"
 #include "storage/base/check.h"
 #include "storage/device.h"
@@ -142,31 +143,25 @@ class Engine::Impl final {
 
   // --- shared helpers ---
   Shard& ShardFor(const KeyHash& hash) { return *shards_[ShardIndexFor(hash, shards_.size())]; }
-  // What this engine's index keeps of a record's place (location.h): the ordered index its
-  // page and size, the hash index its page only.
-  Location IndexedAt(uint64_t page, uint32_t record_bytes) const {
-    return Location::Indexed(page, record_bytes, /*index_keeps_size=*/ordered_);
-  }
-  uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page_; }
   // Largest batch, in record bytes. A batch's records all go to one head, after what its open
   // page holds, into fresh pages that must all be reserved at once (ReserveForBatch): so few
   // bytes that, however they pack (Geometry::BatchBytesWithinPages), the fresh pages fit both
   // one segment and the page buffers the shard owns. With the defaults (1 MiB segments, 32
   // buffers) that is 16 pages' payload, 64,896 bytes.
   uint64_t max_batch_bytes() const {
-    return std::min<uint64_t>(geometry_.max_batch_bytes(),
-                              geometry_.BatchBytesWithinPages(options_.page_buffers_per_shard));
+    const Geometry& g = shape_.geometry;
+    return std::min<uint64_t>(g.max_batch_bytes(),
+                              g.BatchBytesWithinPages(options_.page_buffers_per_shard));
   }
   // A queue on the device for one thread's I/O of `kind`, whose calls and completions it adds
   // to that kind's counts (Stats::queues). What its backend gave up (no registered buffers, no
   // io_uring: a low RLIMIT_MEMLOCK) joins queue_notes_, which Stats shows with the device's notes.
   absl::StatusOr<std::unique_ptr<storage::Device>> OpenQueue(
       QueueKind kind, const storage::QueueOptions& options);
-  const Geometry& geometry() const { return geometry_; }
-  uint64_t store_seed() const { return store_seed_; }
-  uint32_t blocks_per_page() const { return blocks_per_page_; }
-  bool ordered() const { return ordered_; }
-  IndexMode index_mode() const { return ordered_ ? IndexMode::kOrdered : IndexMode::kHash; }
+  const StoreShape& shape() const { return shape_; }
+  IndexMode index_mode() const {
+    return shape_.ordered ? IndexMode::kOrdered : IndexMode::kHash;
+  }
   const std::vector<std::unique_ptr<Shard>>& shards() const { return shards_; }
   // Writes that changed the index so far (Check compares them before and after).
   uint64_t index_writes() const {
@@ -221,7 +216,6 @@ class Engine::Impl final {
   // Takes a checkpoint of the engine as it is (TakeCheckpoint), into `room` first. Nothing else
   // may append meanwhile.
   absl::StatusOr<TakenWithCounters> TakeCheckpointNow(TakenCheckpoint room = {});
-  CheckpointOptions CheckpointOptionsOfStore() const;
   // Writes `taken` through `queue` (one with chunk buffers), leaving `keep_free` segments free,
   // and has the table adopt it with map mark `mark` (kv/FORMAT.md "When it counts"); returns its
   // pages. Writes may go on meanwhile; compaction must stay paused (WriteCheckpoint).
@@ -250,9 +244,6 @@ class Engine::Impl final {
   // Opened for reading only (options_.read_only, or a device opened so): no writer, compactor
   // or head appender exists, and nothing is written to the device.
   const bool read_only_;
-  // The index mode: options_.index_mode, or the one the store records (OpenStore decides,
-  // before anything uses it).
-  bool ordered_ = false;
   // What each kind of queue asked of the device (Stats::queues): before every queue, which
   // adds to them until it is destroyed.
   std::array<storage::SharedIoCounts, kQueueKinds> queue_counts_;
@@ -263,9 +254,10 @@ class Engine::Impl final {
   storage::DeviceInfo device_info_;
   // options_.durable_writes as chosen for this device (never kAuto).
   const DurableWrites durable_writes_;
-  Geometry geometry_;
-  uint64_t store_seed_ = 0;
-  uint32_t blocks_per_page_ = 1;
+  // The store's shape: its geometry, seed and blocks per page from the superblock; its index
+  // mode options_.index_mode, or the one the store records. OpenStore sets it before anything
+  // uses it.
+  StoreShape shape_;
   // The segment map (segment_map.h), kept by segments_, written by the writer (by Open before).
   std::unique_ptr<SegmentMap> segment_map_;
   std::unique_ptr<SegmentTable> segments_;

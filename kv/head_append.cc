@@ -34,12 +34,12 @@ bool TagClash(const PageSlot& slot, std::string_view key, uint32_t tag) {
 
 }  // namespace
 
-HeadAppender::HeadAppender(const Options& options, const Geometry& geometry,
+HeadAppender::HeadAppender(const Options& options, const StoreShape& shape,
                            const std::vector<std::unique_ptr<Shard>>& shards,
                            SegmentTable& segments, LogWriter& writer,
                            std::atomic<uint64_t>& next_sequence)
     : options_(options),
-      geometry_(geometry),
+      shape_(shape),
       shards_(shards),
       segments_(segments),
       writer_(writer),
@@ -51,7 +51,7 @@ absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages,
   LogHead& head = shard.head;
   *awaiting_map = false;
   if (head.has_segment && pages > 0 && head.reserved_pages >= pages &&
-      head.next_page + pages <= geometry_.log_pages()) {
+      head.next_page + pages <= shape_.geometry.log_pages()) {
     // A batch's page: its room, summary entries included, was reserved (ReserveForBatch).
     head.reserved_pages -= pages;
     return segments_.CheckReserve(use);
@@ -61,11 +61,11 @@ absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages,
     // fill it while the store is down to what they must leave.
     return segments_.CheckReserve(use);
   }
-  if (pages > geometry_.log_pages()) {
+  if (pages > shape_.geometry.log_pages()) {
     // No segment is large enough: taking another would not help (and callers that loop until
     // the room is there would take every free segment).
     return absl::InvalidArgumentError(absl::StrCat(pages, " pages do not fit one segment's log of ",
-                                                   geometry_.log_pages()));
+                                                   shape_.geometry.log_pages()));
   }
   SealOpenPage(shard);
   uint64_t generation = 0;
@@ -79,7 +79,7 @@ absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages,
   head.generation = generation;
   head.next_page = 0;
   head.reserved_pages = 0;
-  if (options_.summaries) head.summary.Reset(options_.ordered, geometry_);
+  if (options_.summaries) head.summary.Reset(shape_.ordered, shape_.geometry);
   return absl::OkStatus();
 }
 
@@ -89,26 +89,27 @@ bool HeadAppender::RoomFor(const LogHead& head, uint32_t pages, uint64_t summary
   // does one in a segment with nothing in it yet (whatever is to be written goes there: another
   // segment would have no more room, and callers would take one after another).
   const uint32_t summary = options_.summaries && head.next_page > 0
-                               ? head.summary.PagesWith(summary_bytes, geometry_).value_or(0)
+                               ? head.summary.PagesWith(summary_bytes, shape_.geometry).value_or(0)
                                : 0;
-  return head.next_page + pages + summary <= geometry_.log_pages();
+  return head.next_page + pages + summary <= shape_.geometry.log_pages();
 }
 
 void HeadAppender::LeaveSegment(Shard& shard) const {
   LogHead& head = shard.head;
   SummaryBuilder& summary = head.summary;
   // 0 when there is none (abandoned, or no record).
-  const uint32_t pages = options_.summaries ? summary.PagesWith(0, geometry_).value_or(0) : 0;
+  const uint32_t pages =
+      options_.summaries ? summary.PagesWith(0, shape_.geometry).value_or(0) : 0;
   // Room was kept for the summary as estimated (RoomFor); when the estimate fell short, the
   // segment goes without one.
-  if (pages > 0 && head.next_page + pages <= geometry_.log_pages()) {
+  if (pages > 0 && head.next_page + pages <= shape_.geometry.log_pages()) {
     const SegmentMapPageHeader floors = segments_.MapFloors();
     SummaryWrite write;
     write.shard = &shard;
     write.segment = head.segment;
     write.generation = head.generation;
     write.first_in_segment = head.next_page;
-    write.first_page = geometry_.FirstPageOf(head.segment) + head.next_page;
+    write.first_page = shape_.geometry.FirstPageOf(head.segment) + head.next_page;
     write.pages = pages;
     write.first_counter = head.next_counter;
     write.bytes =
@@ -141,7 +142,7 @@ uint32_t HeadAppender::PlanFreshPages(const LogHead& head,
     if (r.bytes > free_bytes || clash) {
       ++fresh;
       on_open = false;
-      free_bytes = geometry_.payload_bytes();
+      free_bytes = shape_.geometry.payload_bytes();
       placed.clear();
     }
     free_bytes -= r.bytes;
@@ -155,7 +156,7 @@ absl::Status HeadAppender::WriteLargeRun(storage::Device& queue, uint64_t first_
                                          uint64_t first_counter, uint32_t count,
                                          const RecordHeader& header, std::string_view key,
                                          std::string_view value, bool fua) const {
-  const Geometry& g = geometry_;
+  const Geometry& g = shape_.geometry;
   // A chunk at a time; a page at a time when this thread's reads of large values hold every
   // chunk of its queue (its page buffers: one per read slot, plus spares).
   storage::Buffer chunk = queue.buffers().GetChunk();
@@ -179,10 +180,10 @@ absl::Status HeadAppender::WriteLargeRun(storage::Device& queue, uint64_t first_
       } else {
         value_done += builder.AddContinuation(value.substr(value_done));
       }
-      builder.Finish(options_.store_seed, first_page + index);
+      builder.Finish(shape_.seed, first_page + index);
     }
-    status = storage::WriteBlocks(queue, LbaOf(first_page + page),
-                                  batch * options_.blocks_per_page, chunk, fua);
+    status = storage::WriteBlocks(queue, shape_.LbaOf(first_page + page),
+                                  batch * shape_.blocks_per_page, chunk, fua);
     page += batch;
   }
   if (whole_chunk) {
@@ -206,7 +207,7 @@ absl::Status HeadAppender::WaitForWriter(Shard& shard) const {
 void HeadAppender::SealOpenPage(Shard& shard) const {
   LogHead& head = shard.head;
   if (head.open == nullptr) return;
-  head.open->builder.Finish(options_.store_seed, head.open->page_number);
+  head.open->builder.Finish(shape_.seed, head.open->page_number);
   head.sealed.push_back(head.open);
   head.open = nullptr;
   shard.wants_writer.store(true, std::memory_order_release);
@@ -221,9 +222,9 @@ absl::Status HeadAppender::OpenNewPage(Shard& shard, SegmentUse use, bool* await
   if (!room.ok() || *awaiting_map) return room;
   PageSlot* slot = head.TakeFreeSlot();
   slot->segment = head.segment;
-  slot->page_number = geometry_.FirstPageOf(head.segment) + head.next_page;
+  slot->page_number = shape_.geometry.FirstPageOf(head.segment) + head.next_page;
   slot->head_counter = head.next_counter++;
-  slot->builder.Start(slot->buffer.data, geometry_, PageType::kData, head.generation,
+  slot->builder.Start(slot->buffer.data, shape_.geometry, PageType::kData, head.generation,
                       head.next_page, slot->head_counter);
   slot->tags.clear();
   slot->foreign.clear();
@@ -271,12 +272,12 @@ absl::Status HeadAppender::ReserveForBatch(Shard& shard,
     // Waiting for more page buffers than the shard owns, or for more pages than a segment has,
     // would never end. max_batch_bytes() keeps every batch below both, except in hash mode when
     // keys of the batch collide on their index tags and must go to different pages.
-    const uint64_t owned = std::min<uint64_t>(shard.slots.size(), geometry_.log_pages());
+    const uint64_t owned = std::min<uint64_t>(shard.slots.size(), shape_.geometry.log_pages());
     if (fresh > owned) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", records.size(), " records needs ", fresh,
                        " pages; a shard has ", shard.slots.size(), " page buffers and a segment ",
-                       geometry_.log_pages(), " pages for its log"));
+                       shape_.geometry.log_pages(), " pages for its log"));
     }
     uint64_t summary_bytes = 0;
     for (const PlannedRecord& r : records) summary_bytes += head.summary.EntryBytes(r.key.size());
@@ -306,7 +307,7 @@ uint64_t HeadAppender::AppendToOpenPage(Shard& shard, const RecordHeader& header
   const uint32_t offset = open->builder.AddRecord(header, key, value);
   NVKV_CHECK(offset != 0);
   open->tags.emplace_back(TagOf(hash), offset);
-  shard.head.summary.Add(hash, key, header, geometry_.PageInSegment(open->page_number));
+  shard.head.summary.Add(hash, key, header, shape_.geometry.PageInSegment(open->page_number));
   segments_.NoteRecord(open->segment, hash, header.sequence,
                        RecordBytes(key.size(), value.size()),
                        header.type == static_cast<uint8_t>(RecordType::kDelete));
@@ -318,16 +319,16 @@ void HeadAppender::ApplyToIndex(Shard& shard, std::string_view key, const KeyHas
                                 uint32_t record_bytes, std::string_view value,
                                 Change change) const {
   if (current.found) {
-    segments_.AddLive(geometry_.SegmentOf(current.location.page),
+    segments_.AddLive(shape_.geometry.SegmentOf(current.location.page),
                       -static_cast<int64_t>(current.record_bytes));
   }
   if (current.blind) {
-    segments_.AddLikelyStale(geometry_.SegmentOf(current.likely_replaced), record_bytes);
+    segments_.AddLikelyStale(shape_.geometry.SegmentOf(current.likely_replaced), record_bytes);
     ++shard.stale_entries;
   }
   for (const auto& [location, bytes] : current.stale) {
     if (shard.index->Erase(hash.lo, key, location.index_value())) {
-      segments_.AddLive(geometry_.SegmentOf(location.page), -static_cast<int64_t>(bytes));
+      segments_.AddLive(shape_.geometry.SegmentOf(location.page), -static_cast<int64_t>(bytes));
       shard.ErasedStale(1);
     }
   }
@@ -336,7 +337,7 @@ void HeadAppender::ApplyToIndex(Shard& shard, std::string_view key, const KeyHas
     shard.cache->Erase(key);
     return;
   }
-  const Location new_location = IndexedAt(new_page, record_bytes);
+  const Location new_location = shape_.IndexedAt(new_page, record_bytes);
   if (change == Change::kRelocation) {
     shard.cache->Move(key, current.location, new_location);
   } else {
@@ -357,7 +358,7 @@ void HeadAppender::ApplyToIndex(Shard& shard, std::string_view key, const KeyHas
     const absl::Status inserted = shard.index->Insert(hash.lo, key, location);
     NVKV_CHECK(inserted.ok());
   }
-  segments_.AddLive(geometry_.SegmentOf(new_page), record_bytes);
+  segments_.AddLive(shape_.geometry.SegmentOf(new_page), record_bytes);
 }
 
 absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
@@ -365,7 +366,7 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
                                        std::string_view value, const KeyHash& hash,
                                        const CurrentRecord& current, SegmentUse use, bool fua,
                                        bool* lost_race, uint64_t* last_counter) const {
-  const Geometry& g = geometry_;
+  const Geometry& g = shape_.geometry;
   const uint32_t count = LargeRecordPages(g, key.size(), value.size());
   const uint32_t record_bytes = RecordBytes(key.size(), value.size());
   uint64_t first_page = 0, first_counter = 0;
@@ -449,8 +450,8 @@ absl::StatusOr<bool> HeadAppender::Relocate(const ScannedRecord& record, const K
   CurrentRecord current;
   current.found = !is_delete;
   current.record_bytes = RecordBytes(key.size(), header.value_bytes);
-  current.location = IndexedAt(record.page_number, current.record_bytes);
-  if (!is_delete && IsLargeRecord(geometry_, key.size(), header.value_bytes)) {
+  current.location = shape_.IndexedAt(record.page_number, current.record_bytes);
+  if (!is_delete && IsLargeRecord(shape_.geometry, key.size(), header.value_bytes)) {
     // AppendLarge checks under the lock that the index still points here.
     bool lost_race = false;
     uint64_t last_counter = 0;

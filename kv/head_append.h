@@ -27,6 +27,7 @@
 #include "kv/page_format.h"
 #include "kv/segment_table.h"
 #include "kv/shard.h"
+#include "kv/store_shape.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
@@ -34,7 +35,7 @@ namespace nvkv::kv {
 // Where a key's current record is, as a write needs it (read_path.cc ResolveCurrent finds it).
 struct CurrentRecord {
   bool found = false;
-  Location location;  // what its index entry holds (HeadAppender::IndexedAt)
+  Location location;  // what its index entry holds (StoreShape::IndexedAt)
   uint32_t record_bytes = 0;
   bool exact_candidates = false;
   std::vector<uint64_t> candidates;  // the index values Find returned when this was resolved
@@ -81,21 +82,13 @@ struct PlannedRecord {
 class HeadAppender final : public RecordMover {
  public:
   struct Options {
-    uint64_t store_seed = 0;
-    uint32_t blocks_per_page = 1;
-    bool ordered = false;               // the index keeps record sizes (Location::Indexed)
     bool summaries = false;  // segments get summaries (their place must reach the segment map)
   };
   // Every argument must outlive the appender. `next_sequence` is the engine's sequence counter.
-  HeadAppender(const Options& options, const Geometry& geometry,
+  HeadAppender(const Options& options, const StoreShape& shape,
                const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
                LogWriter& writer, std::atomic<uint64_t>& next_sequence);
 
-  // What the index keeps of a record's place (location.h): the ordered index its page and size,
-  // the hash index its page only.
-  Location IndexedAt(uint64_t page, uint32_t record_bytes) const {
-    return Location::Indexed(page, record_bytes, /*index_keeps_size=*/options_.ordered);
-  }
   Shard& ShardFor(const KeyHash& hash) const {
     return *shards_[ShardIndexFor(hash, shards_.size())];
   }
@@ -195,10 +188,9 @@ class HeadAppender final : public RecordMover {
   // Waits, releasing shard.mu, for the writer to give back a page buffer or announce a segment
   // (or fail).
   absl::Status WaitForWriter(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-  uint64_t LbaOf(uint64_t page) const { return page * options_.blocks_per_page; }
 
   const Options options_;
-  const Geometry geometry_;
+  const StoreShape shape_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
   SegmentTable& segments_;
   LogWriter& writer_;

@@ -43,7 +43,7 @@ constexpr size_t kShownKeyBytes = 64;
 class SegmentReader {
  public:
   static absl::StatusOr<std::unique_ptr<SegmentReader>> Open(Engine::Impl& engine) {
-    const Geometry& g = engine.geometry();
+    const Geometry& g = engine.shape().geometry;
     // Chunks are kMaxRegisteredBytes rounded down to whole pages (buffer_pool.cc).
     const uint32_t pages_per_chunk = storage::kMaxRegisteredBytes / g.page_bytes;
     const uint32_t chunk_count = (g.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
@@ -56,7 +56,7 @@ class SegmentReader {
                           engine.OpenQueue(QueueKind::kCheck, options));
     auto reader = std::unique_ptr<SegmentReader>(new SegmentReader(engine, std::move(queue)));
     NVKV_ASSIGN_OR_RETURN(reader->segment_,
-                          SegmentBuffer::Make(*reader->queue_, g, engine.blocks_per_page()));
+                          SegmentBuffer::Make(*reader->queue_, g, engine.shape().blocks_per_page));
     reader->page_buffer_ = reader->queue_->buffers().GetPage();
     NVKV_CHECK(reader->page_buffer_.valid());
     return reader;
@@ -71,7 +71,8 @@ class SegmentReader {
   // it can be read (the device fails, not a block) or the queue broke.
   absl::Status Read(uint64_t segment) {
     NVKV_ASSIGN_OR_RETURN(const uint32_t failed, segment_->Read(segment));
-    return failed == engine_.geometry().pages_per_segment ? segment_->status() : absl::OkStatus();
+    return failed == engine_.shape().geometry.pages_per_segment ? segment_->status()
+                                                                 : absl::OkStatus();
   }
 
   // Page i of the segment last read, or null when the device could not read it.
@@ -79,8 +80,8 @@ class SegmentReader {
 
   // Reads one page of the store; the bytes stay valid until the next ReadPage.
   absl::StatusOr<const uint8_t*> ReadPage(uint64_t page_number) {
-    absl::Status status = storage::ReadBlocks(*queue_, engine_.LbaOf(page_number),
-                                              engine_.blocks_per_page(), page_buffer_);
+    absl::Status status = storage::ReadBlocks(*queue_, engine_.shape().LbaOf(page_number),
+                                              engine_.shape().blocks_per_page, page_buffer_);
     if (!status.ok()) return status;
     return page_buffer_.data;
   }
@@ -99,13 +100,13 @@ class SegmentReader {
 
 void CollectRecords(const Engine::Impl& engine, const SegmentReader& reader, uint64_t segment,
                     SegmentRecords* out) {
-  CollectNewestRecords(engine.geometry(), engine.store_seed(), segment,
+  CollectNewestRecords(engine.shape().geometry, engine.shape().seed, segment,
                        [&reader](uint32_t i) { return reader.page(i); }, out);
 }
 
 // The index entry that points at `record` when it is its key's current one.
 Location LocationOf(const Engine::Impl& engine, const ScannedRecord& record) {
-  return engine.IndexedAt(record.page_number,
+  return engine.shape().IndexedAt(record.page_number,
                           RecordBytes(record.key.size(), record.header.value_bytes));
 }
 
@@ -120,7 +121,7 @@ EntryStanding StandingOf(Engine::Impl& engine, SegmentReader& reader,
   }
   const KeyHash hash = HashKey(record.key);
   Shard& shard = engine.ShardFor(hash);
-  if (engine.ordered()) {
+  if (engine.shape().ordered) {
     absl::MutexLock lock(&shard.mu);
     return shard.IndexPointsAt(hash, record.key, LocationOf(engine, record))
                ? EntryStanding::kCurrent
@@ -130,7 +131,7 @@ EntryStanding StandingOf(Engine::Impl& engine, SegmentReader& reader,
     absl::StatusOr<const uint8_t*> page = reader.ReadPage(page_number);
     if (!page.ok()) return nullptr;
     absl::StatusOr<PageHeader> header =
-        VerifyPage(*page, engine.geometry(), engine.store_seed(), page_number);
+        VerifyPage(*page, engine.shape().geometry, engine.shape().seed, page_number);
     if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) return nullptr;
     return *page;
   };
@@ -146,18 +147,19 @@ bool IsLive(EntryStanding standing) {
 // ----- Describing places and keys -----
 
 std::string Where(const Engine::Impl& engine, uint64_t page_number) {
-  const Geometry& g = engine.geometry();
+  const Geometry& g = engine.shape().geometry;
   if (page_number < kSuperblockPages) {
     return absl::StrFormat("superblock copy %d (page %d, LBA 0x%x)", page_number, page_number,
-                           engine.LbaOf(page_number));
+                           engine.shape().LbaOf(page_number));
   }
   if (page_number >= g.map_first_page()) {
     return absl::StrFormat("segment map page %d (page %d, LBA 0x%x)",
                            page_number - g.map_first_page(), page_number,
-                           engine.LbaOf(page_number));
+                           engine.shape().LbaOf(page_number));
   }
   return absl::StrFormat("segment %d page %d (page %d, LBA 0x%x)", g.SegmentOf(page_number),
-                         g.PageInSegment(page_number), page_number, engine.LbaOf(page_number));
+                         g.PageInSegment(page_number), page_number,
+                         engine.shape().LbaOf(page_number));
 }
 
 // Printable ASCII as is, anything else as \xHH; cut after kShownKeyBytes.
@@ -193,7 +195,7 @@ uint64_t IndexEntries(Engine::Impl& engine) {
 class Checker {
  public:
   Checker(Engine::Impl& engine, SegmentReader& reader, CheckReport* report)
-      : engine_(engine), g_(engine.geometry()), reader_(reader), report_(*report) {}
+      : engine_(engine), g_(engine.shape().geometry), reader_(reader), report_(*report) {}
 
   void Problem(std::string line) {
     ++problem_count_;
@@ -255,7 +257,7 @@ void Checker::CheckSuperblocks() {
       if (geometry.page_bytes != g_.page_bytes ||
           geometry.pages_per_segment != g_.pages_per_segment ||
           geometry.segment_count != g_.segment_count ||
-          StoreSeed(superblock->store_id) != engine_.store_seed() || superblock->copy != copy) {
+          StoreSeed(superblock->store_id) != engine_.shape().seed || superblock->copy != copy) {
         fault = "describes another store, or another copy, than this one";
       }
     }
@@ -308,7 +310,7 @@ void Checker::ClassifyPages(uint64_t segment, const SegmentScanResult& scan) {
       continue;
     }
     absl::StatusOr<PageHeader> h =
-        VerifyPage(reader_.page(i), g_, engine_.store_seed(), first_page + i);
+        VerifyPage(reader_.page(i), g_, engine_.shape().seed, first_page + i);
     if (h.ok()) {
       ++report_.pages_stale;
     } else if (absl::IsNotFound(h.status())) {
@@ -323,7 +325,7 @@ void Checker::ClassifyPages(uint64_t segment, const SegmentScanResult& scan) {
 const uint8_t* Checker::SegmentPage(uint64_t segment, uint64_t page_number) const {
   const uint8_t* page = reader_.page(static_cast<uint32_t>(page_number - g_.FirstPageOf(segment)));
   if (page == nullptr) return nullptr;
-  absl::StatusOr<PageHeader> header = VerifyPage(page, g_, engine_.store_seed(), page_number);
+  absl::StatusOr<PageHeader> header = VerifyPage(page, g_, engine_.shape().seed, page_number);
   return header.ok() && header->type == static_cast<uint8_t>(PageType::kData) ? page : nullptr;
 }
 
@@ -333,7 +335,7 @@ void Checker::CheckLiveRecords(uint64_t segment, const SegmentRecords& segment_r
   absl::flat_hash_set<std::string_view> keys_matched;
   for (const ScannedRecord& record : segment_records.records) {
     if (IsLive(StandingOf(engine_, reader_, record))) live.push_back(&record);
-    if (!engine_.ordered() && record.header.type == static_cast<uint8_t>(RecordType::kPut) &&
+    if (!engine_.shape().ordered && record.header.type == static_cast<uint8_t>(RecordType::kPut) &&
         keys_matched.insert(record.key).second) {
       // Every entry of the key into this segment, current or stale, matches a record.
       matched_entries_ += EntriesInSegment(engine_.ShardFor(HashKey(record.key)),
@@ -355,7 +357,7 @@ void Checker::CheckLiveRecords(uint64_t segment, const SegmentRecords& segment_r
       const ScannedRecord& record = *live[i];
       const absl::StatusOr<std::string>& value = values[i - begin];
       ++report_.live_keys_checked;
-      if (engine_.ordered()) matched_keys_.insert(HashKey(record.key));
+      if (engine_.shape().ordered) matched_keys_.insert(HashKey(record.key));
       if (value.ok() && *value == record.value) continue;
       // A write may have replaced the key since its segment was read: only a key whose index
       // entry still points at this record has a problem.
@@ -402,7 +404,7 @@ void Checker::CheckSummary(uint64_t segment, const SegmentScanResult& scan) {
     bool operator==(const Named&) const = default;
   };
   std::vector<Named> in_log, in_summary;
-  ScanSegment(g_, engine_.store_seed(), segment, [this](uint32_t i) { return reader_.page(i); },
+  ScanSegment(g_, engine_.shape().seed, segment, [this](uint32_t i) { return reader_.page(i); },
               /*assemble_large_values=*/false, [&](const ScannedRecord& r) {
                 in_log.push_back({HashKey(r.key), r.header.sequence, r.page_index,
                                   RecordBytes(r.key.size(), r.header.value_bytes),
@@ -410,7 +412,7 @@ void Checker::CheckSummary(uint64_t segment, const SegmentScanResult& scan) {
               });
   const SummaryPlace& place = scan.summary;
   const absl::StatusOr<SummaryFound> found = ReadSummary(
-      g_, engine_.store_seed(), segment, place.first, place.pages, /*with_keys=*/false,
+      g_, engine_.shape().seed, segment, place.first, place.pages, /*with_keys=*/false,
       [&](uint32_t i) { return reader_.page(place.first + i); },
       [&](absl::Span<const SummaryRecord> records) {
         for (const SummaryRecord& r : records) {
@@ -451,7 +453,7 @@ void Checker::CheckSegmentMap() {
     const SegmentMapEntry* entries = nullptr;
     absl::Status fault = page.status();
     if (fault.ok()) {
-      fault = DecodeMapPage(*page, g_, engine_.store_seed(), page_number, &entries).status();
+      fault = DecodeMapPage(*page, g_, engine_.shape().seed, page_number, &entries).status();
     }
     if (!fault.ok()) {
       ++report_.pages_unreadable;
@@ -478,9 +480,9 @@ void Checker::CheckSegmentMap() {
 // page) pair and a page never holds two keys with one tag), so the counts are equal exactly when
 // every entry resolves.
 void Checker::CheckIndexCoverage(uint64_t entries) {
-  const uint64_t matched = engine_.ordered() ? live_found_ : matched_entries_;
+  const uint64_t matched = engine_.shape().ordered ? live_found_ : matched_entries_;
   if (entries == matched) return;
-  if (!engine_.ordered()) {
+  if (!engine_.shape().ordered) {
     Problem(absl::StrCat("the index holds ", entries, " entries but the log holds ", matched,
                          " records they point at: ", entries > matched ? entries - matched : 0,
                          " index entries point at pages without their record (the hash index "
@@ -510,7 +512,7 @@ void Checker::CheckIndexCoverage(uint64_t entries) {
         absl::StatusOr<PageHeader> header = absl::UnknownError("");
         if (!page.ok()) {
           why = absl::StrCat("read failed: ", page.status().message());
-        } else if (header = VerifyPage(*page, g_, engine_.store_seed(), page_number);
+        } else if (header = VerifyPage(*page, g_, engine_.shape().seed, page_number);
                    !header.ok()) {
           why = PageFault(header.status());
         } else if (header->type != static_cast<uint8_t>(PageType::kData) ||
@@ -549,7 +551,7 @@ absl::StatusOr<CheckReport> Engine::Impl::Check(const ProgressCallback& progress
   Checker checker(*this, **reader, &report);
   const uint64_t writes_before = WriteCount(*this);
   checker.CheckSuperblocks();
-  const uint64_t segment_count = geometry().segment_count;
+  const uint64_t segment_count = shape_.geometry.segment_count;
   for (uint64_t segment = 0; segment < segment_count; ++segment) {
     checker.CheckSegment(segment);
     if (progress) progress(segment + 1, segment_count);
@@ -579,7 +581,7 @@ absl::Status Engine::Impl::ForEachLive(
   if (compactor_ != nullptr) no_cleaning.emplace(*compactor_);
   absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(*this);
   if (!reader.ok()) return reader.status();
-  const uint64_t segment_count = geometry().segment_count;
+  const uint64_t segment_count = shape_.geometry.segment_count;
   SegmentRecords records;
   for (uint64_t segment = 0; segment < segment_count; ++segment) {
     absl::Status read = (*reader)->Read(segment);

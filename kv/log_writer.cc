@@ -25,12 +25,14 @@ uint32_t MaxCommandPages(const storage::DeviceInfo& device, uint32_t page_bytes)
 
 }  // namespace
 
-LogWriter::LogWriter(const Options& options, const std::vector<std::unique_ptr<Shard>>& shards,
-                     SegmentTable& segments, StickyError& error, WriteCounters& counters,
+LogWriter::LogWriter(const Options& options, const StoreShape& shape,
+                     const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+                     StickyError& error, WriteCounters& counters,
                      std::unique_ptr<storage::Device> queue,
                      std::unique_ptr<storage::EventFd> wake_event)
     : options_(options),
-      max_command_pages_(MaxCommandPages(queue->info(), options.page_bytes)),
+      shape_(shape),
+      max_command_pages_(MaxCommandPages(queue->info(), shape.geometry.page_bytes)),
       shards_(shards),
       segments_(segments),
       error_(error),
@@ -223,7 +225,7 @@ void LogWriter::PagesWritten(Shard& shard, uint64_t first_counter, uint64_t segm
   if (status.ok()) {
     counters_.pages_written.fetch_add(count, std::memory_order_relaxed);
     counters_.page_write_commands.fetch_add(1, std::memory_order_relaxed);
-    counters_.device_bytes.fetch_add(uint64_t{count} * options_.page_bytes,
+    counters_.device_bytes.fetch_add(uint64_t{count} * shape_.geometry.page_bytes,
                                      std::memory_order_relaxed);
     if (fua) counters_.fua_writes.fetch_add(1, std::memory_order_relaxed);
   }
@@ -298,7 +300,7 @@ void LogWriter::CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPa
     // opened it and then retried may have ended up writing nothing (a delete of a key that
     // another thread deleted meanwhile), and Flush waits for every page assigned.
     if ((waited_on && !earlier_unwritten) || (!empty && (aged || stopping))) {
-      head.open->builder.Finish(options_.store_seed, head.open->page_number);
+      head.open->builder.Finish(shape_.seed, head.open->page_number);
       head.sealed.push_back(head.open);
       head.open = nullptr;
     } else if (!empty || waited_on) {
@@ -327,10 +329,10 @@ bool LogWriter::EnqueuePageWrite(storage::IoRequest& request, uint64_t page_numb
   request = storage::IoRequest{};
   request.op = storage::IoOp::kWrite;
   request.fua = fua;
-  request.lba = page_number * options_.blocks_per_page;
-  request.lba_count = pages * options_.blocks_per_page;
+  request.lba = shape_.LbaOf(page_number);
+  request.lba_count = pages * shape_.blocks_per_page;
   request.buffer = buffer;
-  request.buffer.bytes = pages * options_.page_bytes;
+  request.buffer.bytes = pages * shape_.geometry.page_bytes;
   request.on_done = on_done;
   request.context = context;
   absl::Status status = queue_->Enqueue(&request);
@@ -343,7 +345,7 @@ bool LogWriter::EnqueuePageWrite(storage::IoRequest& request, uint64_t page_numb
 bool LogWriter::OneCommandCarries(const PageSlot& last, const PageSlot& next) const {
   return next.shard == last.shard && next.segment == last.segment &&
          next.page_number == last.page_number + 1 && next.head_counter == last.head_counter + 1 &&
-         next.buffer.data == last.buffer.data + options_.page_bytes &&
+         next.buffer.data == last.buffer.data + shape_.geometry.page_bytes &&
          next.buffer.buf_index == last.buffer.buf_index;
 }
 
@@ -427,7 +429,8 @@ void LogWriter::OnMapWritten(storage::IoRequest* request) {
         absl::StrCat("writing the segment map failed: ", request->status.message())));
     return;
   }
-  writer.counters_.device_bytes.fetch_add(writer.options_.page_bytes, std::memory_order_relaxed);
+  writer.counters_.device_bytes.fetch_add(writer.shape_.geometry.page_bytes,
+                                          std::memory_order_relaxed);
   writer.segments_.MapWritten();
   // Heads waiting for a segment (HeadAppender::WaitForWriter) may find one now, and a checkpoint
   // waiting for a map change (Engine::Impl::WaitMapDurable) may find it on the device.
@@ -472,9 +475,9 @@ bool LogWriter::SubmitSummaries() {
       if (job->submitted == w.pages) break;
       if (page.in_flight) continue;
       const uint32_t index = job->submitted++;
-      EncodeSummaryPage(page.buffer.data, Geometry{.page_bytes = options_.page_bytes},
-                        options_.store_seed, w.bytes, index, w.generation, w.first_in_segment,
-                        w.first_counter, w.first_page + index);
+      EncodeSummaryPage(page.buffer.data, shape_.geometry, shape_.seed, w.bytes, index,
+                        w.generation, w.first_in_segment, w.first_counter,
+                        w.first_page + index);
       page.job = job.get();
       page.index = index;
       page.in_flight = true;

@@ -50,6 +50,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kv/segment_table.h"
 #include "kv/shard.h"
+#include "kv/store_shape.h"
 #include "kv/sticky_error.h"
 #include "storage/device.h"
 #include "storage/event_fd.h"
@@ -104,9 +105,6 @@ class DurabilityListener {
 class LogWriter {
  public:
   struct Options {
-    uint64_t store_seed = 0;
-    uint32_t blocks_per_page = 1;
-    uint32_t page_bytes = 4096;
     uint32_t max_write_delay_us = 2000;
     bool volatile_cache = true;  // the device's: without one every completed write is durable
     // DurableWrites::kFua: a page someone waits on is written with FUA. Otherwise (kFlush) it is
@@ -115,10 +113,11 @@ class LogWriter {
   };
   // Writes the pages of `shards` through `queue` (as deep as the shards have page buffers, plus
   // a flush, an event wait, kMapWrites and kSummaryWrites; its pool holds kMapWrites +
-  // kSummaryWrites page buffers beyond the shards'). `wake_event` wakes the thread while it waits for completions. Every argument must
-  // outlive the writer.
-  LogWriter(const Options& options, const std::vector<std::unique_ptr<Shard>>& shards,
-            SegmentTable& segments, StickyError& error, WriteCounters& counters,
+  // kSummaryWrites page buffers beyond the shards'). `wake_event` wakes the thread while it
+  // waits for completions. Every argument must outlive the writer.
+  LogWriter(const Options& options, const StoreShape& shape,
+            const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+            StickyError& error, WriteCounters& counters,
             std::unique_ptr<storage::Device> queue, std::unique_ptr<storage::EventFd> wake_event);
   ~LogWriter();  // Stop()
   LogWriter(const LogWriter&) = delete;
@@ -256,6 +255,7 @@ class LogWriter {
   static void OnFlushDone(storage::IoRequest* request);
 
   const Options options_;
+  const StoreShape shape_;
   // Pages one write command carries at most (MaxCommandPages).
   const uint32_t max_command_pages_;
   const std::vector<std::unique_ptr<Shard>>& shards_;

@@ -88,11 +88,10 @@ void FinishOp(ReadOp* op, absl::StatusOr<std::string> result) {
   callback(std::move(result));
 }
 
-PageLookup::PageLookup(const Options& options, const Geometry& geometry,
+PageLookup::PageLookup(const StoreShape& shape,
                        const std::vector<std::unique_ptr<Shard>>& shards,
                        const SequenceRanges& dropped_batch_records, SegmentTable& segments)
-    : options_(options),
-      geometry_(geometry),
+    : shape_(shape),
       shards_(shards),
       dropped_(dropped_batch_records),
       segments_(segments) {}
@@ -195,8 +194,8 @@ void PageLookup::IssueRead(ReadOp* op) const {
   op->read_pages.push_back(page_number);
   op->request.op = storage::IoOp::kRead;
   op->request.fua = false;
-  op->request.lba = LbaOf(page_number);
-  op->request.lba_count = options_.blocks_per_page;
+  op->request.lba = shape_.LbaOf(page_number);
+  op->request.lba_count = shape_.blocks_per_page;
   op->request.buffer = op->page;
   op->request.on_done = OnPageRead;
   op->request.context = op;
@@ -245,9 +244,9 @@ void PageLookup::FillCache(const ReadOp* op, uint64_t page_number, uint64_t gene
   // not on the device any more, whatever the index says now. (Under the shard lock: a write
   // that lands the key on this page again is applied under it, after the head took the
   // segment.)
-  if (segments_.generation(geometry_.SegmentOf(page_number)) != generation) return;
+  if (segments_.generation(shape_.geometry.SegmentOf(page_number)) != generation) return;
   shard.cache->Put(op->key, op->hash.lo, value,
-                   IndexedAt(page_number, RecordBytes(op->key.size(), value.size())));
+                   shape_.IndexedAt(page_number, RecordBytes(op->key.size(), value.size())));
 }
 
 bool PageLookup::IndexUnchanged(const ReadOp* op) const {
@@ -320,7 +319,7 @@ void PageLookup::PageRead(ReadOp* op) const {
     return;
   }
   absl::StatusOr<PageHeader> header =
-      VerifyPage(op->page.data, geometry_, options_.store_seed, page_number);
+      VerifyPage(op->page.data, shape_.geometry, shape_.seed, page_number);
   if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) {
     // A damaged page, or one reused since the lookup (then look again). A damaged candidate
     // is not the answer yet: the key may be on another one.
@@ -371,7 +370,7 @@ void PageLookup::PageRead(ReadOp* op) const {
   op->large_generation = GenerationOf(*header);
   op->large_next_page = page_number + 1;
   op->large_pages_left =
-      LargeRecordPages(geometry_, record->key.size(), record->header.value_bytes) - 1;
+      LargeRecordPages(shape_.geometry, record->key.size(), record->header.value_bytes) - 1;
   // The rest is read a chunk at a time. The queue has only a few chunks: when other large reads
   // of this thread hold them all, read a page at a time into the op's own page buffer (the first
   // page's part of the value is copied out above) rather than fail the read.
@@ -383,9 +382,9 @@ void PageLookup::PageRead(ReadOp* op) const {
 
 void PageLookup::IssueContinuation(ReadOp* op) const {
   op->large_batch_pages =
-      std::min(op->large_pages_left, op->request.buffer.bytes / geometry_.page_bytes);
-  op->request.lba = LbaOf(op->large_next_page);
-  op->request.lba_count = op->large_batch_pages * options_.blocks_per_page;
+      std::min(op->large_pages_left, op->request.buffer.bytes / shape_.geometry.page_bytes);
+  op->request.lba = shape_.LbaOf(op->large_next_page);
+  op->request.lba_count = op->large_batch_pages * shape_.blocks_per_page;
   absl::Status status = op->queue->device->Enqueue(&op->request);
   if (!status.ok()) FinishOp(op, status);
 }
@@ -401,11 +400,11 @@ void PageLookup::ContinuationRead(ReadOp* op) const {
     FinishOp(op, request->status);
     return;
   }
-  const Geometry& g = geometry_;
+  const Geometry& g = shape_.geometry;
   for (uint32_t i = 0; i < op->large_batch_pages; ++i) {
     const uint8_t* page = op->request.buffer.data + size_t{i} * g.page_bytes;
     const uint64_t page_number = op->large_next_page + i;
-    absl::StatusOr<PageHeader> header = VerifyPage(page, g, options_.store_seed, page_number);
+    absl::StatusOr<PageHeader> header = VerifyPage(page, g, shape_.seed, page_number);
     if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kContinuation) ||
         GenerationOf(*header) != op->large_generation) {
       Restart(op, header.ok() ? absl::DataLossError(absl::StrCat(

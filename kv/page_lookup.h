@@ -21,6 +21,7 @@
 #include "kv/segment_table.h"
 #include "kv/sequence_ranges.h"
 #include "kv/shard.h"
+#include "kv/store_shape.h"
 
 namespace nvkv::kv {
 
@@ -28,16 +29,10 @@ struct ReadOp;
 
 class PageLookup {
  public:
-  struct Options {
-    uint64_t store_seed = 0;
-    uint32_t blocks_per_page = 1;
-    bool ordered = false;  // the index keeps record sizes (Location::Indexed)
-  };
   // Every argument must outlive the lookup. `dropped_batch_records`: the sequences of the
   // batches recovery dropped, whose records on the device page reads leave out. `segments`
   // tells which log each segment holds now (SegmentTable::generation).
-  PageLookup(const Options& options, const Geometry& geometry,
-             const std::vector<std::unique_ptr<Shard>>& shards,
+  PageLookup(const StoreShape& shape, const std::vector<std::unique_ptr<Shard>>& shards,
              const SequenceRanges& dropped_batch_records, SegmentTable& segments);
 
   // Starts `op` (kStarting or kRunning, key and hash set, `op->lookup` this): answers it from
@@ -82,14 +77,8 @@ class PageLookup {
   Shard& ShardFor(const KeyHash& hash) const {
     return *shards_[ShardIndexFor(hash, shards_.size())];
   }
-  uint64_t LbaOf(uint64_t page) const { return page * options_.blocks_per_page; }
-  // What the index keeps of a record's place (location.h).
-  Location IndexedAt(uint64_t page, uint32_t record_bytes) const {
-    return Location::Indexed(page, record_bytes, /*index_keeps_size=*/options_.ordered);
-  }
 
-  const Options options_;
-  const Geometry geometry_;
+  const StoreShape shape_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
   const SequenceRanges& dropped_;
   SegmentTable& segments_;

@@ -205,7 +205,7 @@ absl::Status Engine::Impl::ResolveCurrent(std::string_view key, const KeyHash& h
   {
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, key, &current->candidates);
-    if (ordered_) {
+    if (shape_.ordered) {
       current->exact_candidates = true;
       if (!current->candidates.empty()) {
         current->found = true;
@@ -244,7 +244,9 @@ bool Engine::Impl::ResolveWithoutReading(Shard& shard, std::string_view key, boo
   // the write replaces a damaged entry of the key (PageLookup) and the segment can be freed.
   for (uint64_t candidate : current->candidates) {
     const uint64_t page = Location::FromIndexValue(candidate).page;
-    if (page >= kSuperblockPages && segments_->IsRetained(geometry_.SegmentOf(page))) return false;
+    if (page >= kSuperblockPages && segments_->IsRetained(shape_.geometry.SegmentOf(page))) {
+      return false;
+    }
   }
   // The first candidate that is the key's, or that is not in memory, decides.
   std::optional<uint64_t> first_unseen;  // page of the first candidate not in memory
@@ -310,7 +312,7 @@ absl::Status Engine::Impl::Scan(std::string_view start, std::string_view end, si
   out->clear();
   absl::Status open = CheckOpen();
   if (!open.ok()) return open;
-  if (!ordered_) {
+  if (!shape_.ordered) {
     return absl::FailedPreconditionError(
         "scans need an ordered store (open with index_mode = kOrdered)");
   }

@@ -80,7 +80,7 @@ absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
         // Beyond the async reads: a key check may run beside a full set of them, and the write
         // listener's event wait.
         queue_options.queue_depth = options_.read_queue_depth + 3;
-        queue_options.buffers.buffer_bytes = geometry_.page_bytes;
+        queue_options.buffers.buffer_bytes = shape_.geometry.page_bytes;
         queue_options.buffers.buffer_count = options_.read_queue_depth + 2;
         queue_options.buffers.chunk_count = 2;
         absl::StatusOr<std::unique_ptr<storage::Device>> device =

@@ -100,16 +100,15 @@ struct Summarized {
 
 // Where recovery puts what it finds: the shards' indexes and the segment table.
 struct Sink {
-  const Geometry& geometry;
-  bool ordered;
+  const StoreShape& shape;
   SegmentTable& segments;
 
   // Adds one live key to `shard`'s index and its bytes to its segment's live bytes.
   absl::Status InsertLive(Shard& shard, uint64_t hash_lo, std::string_view key, uint64_t page,
                           uint32_t record_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
-    const Location location = Location::Indexed(page, record_bytes, /*index_keeps_size=*/ordered);
+    const Location location = shape.IndexedAt(page, record_bytes);
     NVKV_RETURN_IF_ERROR(shard.index->Insert(hash_lo, key, location.index_value()));
-    segments.AddLive(geometry.SegmentOf(page), record_bytes);
+    segments.AddLive(shape.geometry.SegmentOf(page), record_bytes);
     return absl::OkStatus();
   }
 };
@@ -154,7 +153,7 @@ absl::Status DrainHashed(Sink& sink, Shard& shard, NewestRecords& table, uint32_
 void AddLiveOfIndex(Sink& sink, Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu) {
   shard.index->ForEachValue([&](uint64_t value) {
     const Location location = Location::FromIndexValue(value);
-    sink.segments.AddLive(sink.geometry.SegmentOf(location.page), location.record_bytes);
+    sink.segments.AddLive(sink.shape.geometry.SegmentOf(location.page), location.record_bytes);
   });
 }
 
@@ -162,27 +161,28 @@ void AddLiveOfIndex(Sink& sink, Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shar
 class Recovery {
  public:
   Recovery(const RecoveryOptions& options, bool use_checkpoint, const PassPlan& plan,
-           const Geometry& geometry, storage::Device& device, SegmentTable& segments,
+           const StoreShape& shape, storage::Device& device, SegmentTable& segments,
            const std::vector<std::unique_ptr<Shard>>& shards)
       : options_(options),
+        shape_(shape),
         use_checkpoint_(use_checkpoint),
         passes_(plan.passes),
         whole_records_(plan.whole_segment_records),
         whole_filter_bytes_(plan.whole_segment_filter_bytes),
         budget_(options.table_budget_bytes),
-        g_(geometry),
+        g_(shape.geometry),
         device_(device),
         segments_(segments),
         shards_(shards),
         newest_(shards.size()),
-        in_use_(geometry.segment_count, false),
-        generation_(geometry.segment_count, 0),
-        summary_(geometry.segment_count),
-        map_in_use_(geometry.segment_count, false),
-        min_seq_(geometry.segment_count, UINT64_MAX),
-        max_seq_(geometry.segment_count, 0),
-        read_before_(geometry.segment_count, false),
-        tail_from_(geometry.segment_count, 0) {}
+        in_use_(shape.geometry.segment_count, false),
+        generation_(shape.geometry.segment_count, 0),
+        summary_(shape.geometry.segment_count),
+        map_in_use_(shape.geometry.segment_count, false),
+        min_seq_(shape.geometry.segment_count, UINT64_MAX),
+        max_seq_(shape.geometry.segment_count, 0),
+        read_before_(shape.geometry.segment_count, false),
+        tail_from_(shape.geometry.segment_count, 0) {}
 
   // Why the base checkpoint was set aside after recovery had begun to apply the log after it
   // (Run then returned kDataLoss): the caller starts again without it. Empty otherwise.
@@ -271,7 +271,7 @@ class Recovery {
       // A page that cannot be read or does not verify says nothing: every segment it names is
       // read (a failing device shows itself in the segments).
       report_.map_pages_damaged += ReadMapPages(
-          device_, g_, options_.store_seed, options_.blocks_per_page, chunk,
+          device_, g_, shape_.seed, shape_.blocks_per_page, chunk,
           [&](uint64_t index, const SegmentMapPageHeader& floors,
               const SegmentMapEntry* entries, uint64_t segments) {
             floors_.sequence_floor = std::max(floors_.sequence_floor, floors.sequence_floor);
@@ -337,7 +337,7 @@ class Recovery {
   absl::Status UseCheckpoint() {
     if (!checkpoint_unusable_.empty()) return absl::DataLossError(checkpoint_unusable_);
     absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(
-        CheckpointLoadOptions(), g_, device_, checkpoint_, &map_in_use_, segments_, shards_);
+        shape_, CheckpointLoadOptions{}, device_, checkpoint_, &map_in_use_, segments_, shards_);
     if (!loaded.ok()) {
       ForgetAll();
       return loaded.status();
@@ -361,19 +361,11 @@ class Recovery {
     return absl::OkStatus();
   }
 
-  CheckpointOptions CheckpointLoadOptions() const {
-    CheckpointOptions options;
-    options.store_seed = options_.store_seed;
-    options.blocks_per_page = options_.blocks_per_page;
-    options.ordered = options_.ordered;
-    return options;
-  }
-
   // What a checkpoint set aside had filled is made anew.
   void ForgetAll() {
     for (const auto& shard : shards_) {
       absl::MutexLock lock(&shard->mu);
-      shard->index = options_.ordered ? NewOrderedIndex() : NewHashIndex();
+      shard->index = shape_.ordered ? NewOrderedIndex() : NewHashIndex();
       shard->stale_entries = 0;
     }
     segments_.ForgetRecovered();
@@ -397,12 +389,12 @@ class Recovery {
   // aside (the indexes and the table made anew) and the reason returned.
   absl::Status UseBase() {
     if (!checkpoint_unusable_.empty()) return absl::DataLossError(checkpoint_unusable_);
-    CheckpointOptions options = CheckpointLoadOptions();
+    CheckpointLoadOptions options;
     // Room for the entries the log after it may add (the summaries' records, spread over the
     // shards), made as the index is first sized: growing it later would hold it twice.
     options.room_after = [this](const std::vector<bool>& restored,
                                 const std::vector<uint32_t>& log_end, uint64_t put_bytes) {
-      const uint64_t entry_bytes = sizeof(SummaryEntry) + (options_.ordered ? 16 : 0);
+      const uint64_t entry_bytes = sizeof(SummaryEntry) + (shape_.ordered ? 16 : 0);
       uint64_t records = 0;
       std::vector<bool> summarized(g_.segment_count, false);
       for (const Summarized& s : summarized_) {
@@ -422,7 +414,7 @@ class Recovery {
     // full size): no head goes on in its segment after a crash.
     options.resume_heads = false;
     absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(
-        options, g_, device_, checkpoint_, /*map_in_use=*/nullptr, segments_, shards_);
+        shape_, options, device_, checkpoint_, /*map_in_use=*/nullptr, segments_, shards_);
     absl::Status status = loaded.status();
     if (status.ok()) status = FindTail(*loaded);
     if (!status.ok()) {
@@ -494,7 +486,7 @@ class Recovery {
   uint64_t SummarizedRecords() const {
     uint64_t summary_pages = 0;
     for (const Summarized& s : summarized_) summary_pages += s.place.pages;
-    const uint64_t entry_bytes = sizeof(SummaryEntry) + (options_.ordered ? 16 : 0);
+    const uint64_t entry_bytes = sizeof(SummaryEntry) + (shape_.ordered ? 16 : 0);
     return summary_pages * g_.payload_bytes() / entry_bytes;
   }
 
@@ -534,7 +526,7 @@ class Recovery {
                                                    const absl::Status& read) -> absl::Status {
       const uint64_t s = asked[i];
       absl::StatusOr<PageHeader> last =
-          read.ok() ? VerifyPage(page, g_, options_.store_seed, last_pages[i]) : read;
+          read.ok() ? VerifyPage(page, g_, shape_.seed, last_pages[i]) : read;
       if (absl::IsNotFound(last.status())) return absl::OkStatus();  // never freed
       if (last.ok() && last->type == static_cast<uint8_t>(PageType::kFree)) {
         freed[s] = GenerationOf(*last) > segments_.generation(s);
@@ -603,8 +595,8 @@ class Recovery {
       for (size_t i = 0; i < count; ++i) {
         storage::IoRequest& request = requests[i];
         request.op = storage::IoOp::kRead;
-        request.lba = pages[first + i] * options_.blocks_per_page;
-        request.lba_count = options_.blocks_per_page;
+        request.lba = pages[first + i] * shape_.blocks_per_page;
+        request.lba_count = shape_.blocks_per_page;
         request.buffer = chunk;
         request.buffer.data = chunk.data + i * g_.page_bytes;
         request.buffer.bytes = g_.page_bytes;
@@ -631,7 +623,7 @@ class Recovery {
     // and its key's, in ordered mode), so that the tables do not grow step by step as they fill.
     uint64_t summary_pages = 0;
     for (const Summarized& s : summaries) summary_pages += s.place.pages;
-    const uint64_t entry_bytes = sizeof(SummaryEntry) + (options_.ordered ? 16 : 0);
+    const uint64_t entry_bytes = sizeof(SummaryEntry) + (shape_.ordered ? 16 : 0);
     const uint64_t records = summary_pages * g_.payload_bytes() / entry_bytes / passes_;
     for (NewestRecords& table : newest_) table.Reserve(records / newest_.size());
     // Tables that will not fit are known before any summary is read.
@@ -673,8 +665,8 @@ class Recovery {
         const auto read = [&](uint64_t page, uint32_t count, uint32_t offset) {
           storage::IoRequest& request = requests.emplace_back();
           request.op = storage::IoOp::kRead;
-          request.lba = page * options_.blocks_per_page;
-          request.lba_count = count * options_.blocks_per_page;
+          request.lba = page * shape_.blocks_per_page;
+          request.lba_count = count * shape_.blocks_per_page;
           request.buffer = chunks[chunk];
           request.buffer.data = at + size_t{offset} * g_.page_bytes;
           request.buffer.bytes = count * g_.page_bytes;
@@ -748,7 +740,7 @@ class Recovery {
     const SummaryPlace& place = summarized.place;
     const uint64_t last_page = g_.FirstPageOf(segment) + g_.pages_per_segment - 1;
     const absl::StatusOr<PageHeader> last =
-        VerifyPage(pages + size_t{place.pages} * g_.page_bytes, g_, options_.store_seed, last_page);
+        VerifyPage(pages + size_t{place.pages} * g_.page_bytes, g_, shape_.seed, last_page);
     // The last page holds nothing but free markers; never written, the segment was never freed.
     uint64_t freed_at = 0;
     if (last.ok() && last->type == static_cast<uint8_t>(PageType::kFree)) {
@@ -761,7 +753,7 @@ class Recovery {
     SummaryHeader peeked;
     std::memcpy(&peeked, pages + sizeof(PageHeader), sizeof(peeked));
     const absl::StatusOr<SummaryFound> found = ReadSummary(
-        g_, options_.store_seed, segment, place.first, place.pages, options_.ordered,
+        g_, shape_.seed, segment, place.first, place.pages, shape_.ordered,
         [&](uint32_t i) { return pages + size_t{i} * g_.page_bytes; },
         [&](absl::Span<const SummaryRecord> records) {
           if (!records.empty() && pass_ == 0) {
@@ -823,7 +815,7 @@ class Recovery {
     std::vector<std::unique_ptr<SegmentBuffer>> buffers;
     for (uint32_t b = 0; b < parallel; ++b) {
       NVKV_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuffer> buffer,
-                            SegmentBuffer::Make(device_, g_, options_.blocks_per_page));
+                            SegmentBuffer::Make(device_, g_, shape_.blocks_per_page));
       buffers.push_back(std::move(buffer));
     }
     const std::vector<size_t> positions = SegmentsToReadThisPass();
@@ -879,7 +871,7 @@ class Recovery {
     std::unique_ptr<SummaryBuilder> keep;
     if (pass_ == 0 && passes_ > 1 && kept_bytes_ < budget_ / kKeptShare) {
       keep = std::make_unique<SummaryBuilder>();
-      keep->Reset(options_.ordered, g_);
+      keep->Reset(shape_.ordered, g_);
     }
     // Pages the device cannot read are damaged ones (segment_read.h), unless none of the
     // segment can be read: then the device, not a block, is failing, and a store opened without
@@ -899,7 +891,7 @@ class Recovery {
     }
     const auto page_at = [&read](uint32_t i) { return read.page(i); };
     const SegmentScanResult scan = ScanSegment(
-        g_, options_.store_seed, segment, page_at, /*assemble=*/false,
+        g_, shape_.seed, segment, page_at, /*assemble=*/false,
         [&](const ScannedRecord& record) {
           FoundRecord found;
           found.hash = HashKey(record.key);
@@ -911,7 +903,7 @@ class Recovery {
           NoteRecord(segment, found);
           if (keep != nullptr && record.page_number >= tail_from_[segment] &&
               PassOf(found.hash) != 0) {
-            keep->Add(found.hash, options_.ordered ? record.key : std::string_view(),
+            keep->Add(found.hash, shape_.ordered ? record.key : std::string_view(),
                       record.header,
                       static_cast<uint32_t>(record.page_number - g_.FirstPageOf(segment)));
           }
@@ -955,9 +947,9 @@ class Recovery {
     if (scan.in_use && scan.summary.pages > 0 && scan.hole_pages == 0 &&
         scan.batches_discarded == 0) {
       const absl::StatusOr<SummaryFound> found = ReadSummary(
-          g_, options_.store_seed, segment, scan.summary.first, scan.summary.pages,
+          g_, shape_.seed, segment, scan.summary.first, scan.summary.pages,
           // An ordered Open names only summaries it could use itself (with keys).
-          options_.ordered, [&](uint32_t i) { return read.page(scan.summary.first + i); },
+          shape_.ordered, [&](uint32_t i) { return read.page(scan.summary.first + i); },
           [](absl::Span<const SummaryRecord>) {}, /*newer_than=*/0);
       if (found.ok() && found->generation == scan.generation &&
           found->header.entry_count == scan.records) {
@@ -1071,10 +1063,10 @@ class Recovery {
     const uint32_t shard = noted.shard;
     if (noted.in_pass) {
       NewestRecords::Record newest = NewestOf(record);
-      if (options_.ordered) newest.page = newest.record_bytes = 0;  // the index keeps them
+      if (shape_.ordered) newest.page = newest.record_bytes = 0;  // the index keeps them
       switch (newest_[shard].KeepIfNewer(hash, newest)) {
         case NewestRecords::Kept::kNewest:
-          if (options_.ordered) ApplyToOrderedIndex(*shards_[shard], hash, record);
+          if (shape_.ordered) ApplyToOrderedIndex(*shards_[shard], hash, record);
           break;
         case NewestRecords::Kept::kOlder:
           break;
@@ -1152,12 +1144,12 @@ class Recovery {
   // the shard's table, which is freed before the next shard's are built; ordered mode has built
   // them already.
   absl::Status BuildPassIndexes() {
-    Sink sink{g_, options_.ordered, segments_};
+    Sink sink{shape_, segments_};
     for (const auto& shard : shards_) {
       NewestRecords& table = newest_[shard->id];
       report_.table_bytes_peak = std::max(report_.table_bytes_peak, table.allocated_bytes());
       absl::MutexLock lock(&shard->mu);
-      if (options_.ordered) {
+      if (shape_.ordered) {
         table.Clear();
       } else if (base_) {
         NVKV_RETURN_IF_ERROR(ApplyTailHashed(sink, *shard, table));
@@ -1170,8 +1162,8 @@ class Recovery {
 
   // After the last pass: ordered mode's live bytes, and the segment table ready for use.
   void FinishIndexes() {
-    Sink sink{g_, options_.ordered, segments_};
-    if (options_.ordered) {
+    Sink sink{shape_, segments_};
+    if (shape_.ordered) {
       // Over a base checkpoint the index's entries are the live records, each with its size:
       // counted again, whatever the log after it replaced.
       if (base_) segments_.ClearLiveBytes();
@@ -1295,7 +1287,7 @@ class Recovery {
     const absl::Status read = ReadPages({page}, [&](size_t, const uint8_t* data,
                                                     const absl::Status& status) {
       absl::StatusOr<PageHeader> header =
-          status.ok() ? VerifyPage(data, g_, options_.store_seed, page) : status;
+          status.ok() ? VerifyPage(data, g_, shape_.seed, page) : status;
       if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) {
         result = absl::DataLossError(absl::StrCat(
             "page ", page, ", which an entry of the checkpoint names, cannot be read as data"));
@@ -1376,7 +1368,7 @@ class Recovery {
   // (passes_needed_) and the pass goes on as the first of them (NarrowTo).
   absl::Status GoOnNarrowed(absl::Status status) {
     if (status.ok() || !absl::IsResourceExhausted(status) || !WithinCeiling() || pass_ != 0 ||
-        passes_needed_ <= passes_ || !refused_.ok() || (options_.ordered && base_)) {
+        passes_needed_ <= passes_ || !refused_.ok() || (shape_.ordered && base_)) {
       return status;
     }
     NarrowTo(passes_needed_);
@@ -1400,7 +1392,7 @@ class Recovery {
     kept_bytes_ = 0;
     const auto later = [this](const KeyHash& hash) { return PassOf(hash) != 0; };
     for (NewestRecords& table : newest_) table.EraseIf(later);
-    if (!options_.ordered) return;
+    if (!shape_.ordered) return;
     for (const auto& shard : shards_) {
       absl::MutexLock lock(&shard->mu);
       std::vector<std::pair<std::string, uint64_t>> entries;
@@ -1548,6 +1540,7 @@ class Recovery {
   }
 
   const RecoveryOptions options_;
+  const StoreShape& shape_;
   const bool use_checkpoint_;  // false: the map's checkpoint was set aside once already
   // Over the log, each for a share of the keys (PassOf), planned before the first (PlanPasses).
   uint32_t passes_;
@@ -1564,7 +1557,7 @@ class Recovery {
   uint64_t tables_failed_at_ = 0;  // the tables' bytes when one could not grow (0: none failed)
   uint64_t pass_pages_ = 0;  // pages the pass reads (summaries with their last pages, segments)
   uint64_t pass_pages_done_ = 0;  // of them, read and applied
-  const Geometry& g_;
+  const Geometry& g_;  // shape_.geometry
   storage::Device& device_;
   SegmentTable& segments_;
   const std::vector<std::unique_ptr<Shard>>& shards_;
@@ -1626,7 +1619,7 @@ uint64_t UnreadSequenceGap(const Geometry& geometry) {
 }
 
 absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
-                                            const Geometry& geometry, storage::Device& device,
+                                            const StoreShape& shape, storage::Device& device,
                                             SegmentTable& segments,
                                             const std::vector<std::unique_ptr<Shard>>& shards) {
   PassPlan plan;
@@ -1636,7 +1629,7 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
   uint64_t pages_before = 0;  // read by the starts given up
   uint32_t restarts = 0;
   while (true) {
-    Recovery recovery(options, use_checkpoint, plan, geometry, device, segments, shards);
+    Recovery recovery(options, use_checkpoint, plan, shape, device, segments, shards);
     absl::StatusOr<RecoveryReport> report = recovery.Run();
     if (report.ok()) {
       if (!checkpoint_unused.empty()) report->checkpoint_unused = checkpoint_unused;
@@ -1658,7 +1651,7 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
     ++restarts;
     for (const auto& shard : shards) {
       absl::MutexLock lock(&shard->mu);
-      shard->index = options.ordered ? NewOrderedIndex() : NewHashIndex();
+      shard->index = shape.ordered ? NewOrderedIndex() : NewHashIndex();
       shard->stale_entries = 0;
     }
     segments.ForgetRecovered();

@@ -59,6 +59,7 @@
 #include "kv/segment_table.h"
 #include "kv/sequence_ranges.h"
 #include "kv/shard.h"
+#include "kv/store_shape.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
@@ -78,9 +79,6 @@ inline constexpr uint64_t kTableShareOfIndex = 16;
 inline constexpr uint64_t kMinTableBudget = uint64_t{256} << 10;
 
 struct RecoveryOptions {
-  uint64_t store_seed = 0;
-  uint32_t blocks_per_page = 1;
-  bool ordered = false;  // the index mode being built
   // Read every segment, whatever the segment map says (EngineOptions::recovery_reads_all); a
   // checkpoint is then not used either.
   bool read_all = false;
@@ -156,7 +154,7 @@ struct RecoveryReport {
 // sequences and generations. kDataLoss when no page of a segment can be read, or for a
 // record no nvkv store writes; device errors.
 absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
-                                            const Geometry& geometry, storage::Device& device,
+                                            const StoreShape& shape, storage::Device& device,
                                             SegmentTable& segments,
                                             const std::vector<std::unique_ptr<Shard>>& shards);
 

@@ -134,7 +134,7 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     superblock = *formatted;
   }
   // The index mode: the one asked for, else the one the store was formatted with.
-  ordered_ = options_.index_mode == IndexMode::kAsFormatted
+  shape_.ordered = options_.index_mode == IndexMode::kAsFormatted
                  ? superblock.index_mode == kSuperblockIndexOrdered
                  : options_.index_mode == IndexMode::kOrdered;
   absl::Status adopted = AdoptGeometry(path, superblock);
@@ -315,7 +315,7 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
     NVKV_ASSIGN_OR_RETURN(open_queue_, OpenQueue(QueueKind::kOpen, LargeIoQueueOptions()));
   }
   // 2. The segments the device holds now (at most 2^31 pages in all, AdoptGeometry's limit).
-  const Geometry old = geometry_;
+  const Geometry old = shape_.geometry;
   const uint64_t usable_bytes = std::min<uint64_t>(device_info_.capacity_bytes(),
                                                    ((uint64_t{1} << 31) - 1) * old.page_bytes);
   const uint64_t segment_count =
@@ -340,7 +340,7 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
   NVKV_CHECK(chunk.valid());
   const uint32_t per_page = MapEntriesPerPage(old.page_bytes);
   const uint64_t pages_per_chunk = chunk.bytes / old.page_bytes;
-  ReadMapPages(device, old, store_seed_, blocks_per_page_, chunk,
+  ReadMapPages(device, old, shape_.seed, shape_.blocks_per_page, chunk,
                [&](uint64_t index, const SegmentMapPageHeader& page_floors,
                    const SegmentMapEntry* read, uint64_t count) {
                  floors.sequence_floor =
@@ -356,12 +356,12 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
       const uint64_t index = first + i;
       const uint32_t described =
           static_cast<uint32_t>(std::min<uint64_t>(per_page, segment_count - index * per_page));
-      EncodeMapPage(chunk.data + i * g.page_bytes, g, store_seed_, g.map_first_page() + index,
+      EncodeMapPage(chunk.data + i * g.page_bytes, g, shape_.seed, g.map_first_page() + index,
                     static_cast<uint32_t>(index), floors, &entries[index * per_page], described,
                     /*write_count=*/0);
     }
-    status = storage::WriteBlocks(device, (g.map_first_page() + first) * blocks_per_page_,
-                                  static_cast<uint32_t>(count * blocks_per_page_), chunk);
+    status = storage::WriteBlocks(device, (g.map_first_page() + first) * shape_.blocks_per_page,
+                                  static_cast<uint32_t>(count * shape_.blocks_per_page), chunk);
   }
   if (status.ok() && device_info_.volatile_write_cache) status = storage::FlushDevice(device);
   // 4. The superblocks, one after the other (each with FUA). Until copy 0 is on the device the
@@ -375,8 +375,8 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
   for (uint64_t first = 0; first < old.map_pages() && status.ok(); first += pages_per_chunk) {
     const uint64_t count = std::min(pages_per_chunk, old.map_pages() - first);
     std::memset(chunk.data, 0, count * old.page_bytes);
-    status = storage::WriteBlocks(device, (old.map_first_page() + first) * blocks_per_page_,
-                                  static_cast<uint32_t>(count * blocks_per_page_), chunk);
+    status = storage::WriteBlocks(device, (old.map_first_page() + first) * shape_.blocks_per_page,
+                                  static_cast<uint32_t>(count * shape_.blocks_per_page), chunk);
   }
   device.buffers().PutChunk(chunk);
   if (!status.ok()) {
@@ -390,19 +390,19 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
 
 absl::Status Engine::Impl::AdoptGeometry(const std::string& path, const Superblock& superblock) {
   const uint32_t lba_bytes = device_info_.lba_bytes;
-  geometry_ = GeometryOf(superblock);
-  if (geometry_.page_bytes % lba_bytes != 0 ||
-      geometry_.total_pages() * geometry_.page_bytes > device_info_.capacity_bytes()) {
+  const Geometry& g = shape_.geometry = GeometryOf(superblock);
+  if (g.page_bytes % lba_bytes != 0 ||
+      g.total_pages() * g.page_bytes > device_info_.capacity_bytes()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, ": the store (", geometry_.total_pages() * geometry_.page_bytes, " bytes in ",
-        geometry_.page_bytes, "-byte pages) does not fit this device (",
-        device_info_.capacity_bytes(), " bytes, ", lba_bytes, "-byte blocks)"));
+        path, ": the store (", g.total_pages() * g.page_bytes, " bytes in ", g.page_bytes,
+        "-byte pages) does not fit this device (", device_info_.capacity_bytes(), " bytes, ",
+        lba_bytes, "-byte blocks)"));
   }
-  if (geometry_.total_pages() >= (uint64_t{1} << 31)) {
+  if (g.total_pages() >= (uint64_t{1} << 31)) {
     return absl::UnimplementedError("stores of more than 2^31 pages are not supported yet");
   }
-  blocks_per_page_ = geometry_.page_bytes / lba_bytes;
-  store_seed_ = StoreSeed(superblock.store_id);
+  shape_.blocks_per_page = shape_.geometry.page_bytes / lba_bytes;
+  shape_.seed = StoreSeed(superblock.store_id);
   return absl::OkStatus();
 }
 

@@ -396,7 +396,7 @@ absl::Status Engine::Impl::WriteAsync(std::span<const WriteOp> ops, bool durable
 
 absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
     std::span<const WriteOp> ops, bool durable) {
-  NVKV_RETURN_IF_ERROR(ValidateOps(geometry_, max_batch_bytes(), ops));
+  NVKV_RETURN_IF_ERROR(ValidateOps(shape_.geometry, max_batch_bytes(), ops));
   if (ops.empty()) return AppendedWrite{};
   WritePlan& plan = ThreadWritePlan();
   NVKV_RETURN_IF_ERROR(PlanWrite(*appender_, ops, &plan));
@@ -415,7 +415,7 @@ absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
     }
     // 2. Append (3 steps inside), not while a checkpoint is written (Checkpoint).
     AppendAttempt appended;
-    if (plan.single_large(geometry_)) {
+    if (plan.single_large(shape_.geometry)) {
       NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, ThisThreadQueue());
       absl::ReaderMutexLock gate(&append_gate_);
       appended = AppendLargeWrite(*appender_, counters_, plan, *queue->device, durable);
