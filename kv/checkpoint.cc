@@ -60,7 +60,7 @@ constexpr size_t kStageBytes = size_t{256} << 10;
 template <typename Out>
 StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const StoreShape& shape,
                         const CheckpointGlobals& globals, uint64_t oldest, SegmentTable& segments,
-                        const std::vector<std::unique_ptr<Shard>>& shards) {
+                        const ShardSet& shards) {
   StreamCounts counts;
   out.Append(&header, sizeof(header));
   globals.dropped->ForEach([&](uint64_t first, uint64_t last) {
@@ -483,7 +483,7 @@ class Loader {
  public:
   Loader(const StoreShape& shape, const CheckpointLoadOptions& options, PageIn& in,
          const std::vector<CheckpointPlace>& places, const std::vector<bool>* map_in_use,
-         SegmentTable& segments, const std::vector<std::unique_ptr<Shard>>& shards)
+         SegmentTable& segments, const ShardSet& shards)
       : shape_(shape),
         options_(options),
         g_(shape.geometry),
@@ -616,7 +616,7 @@ class Loader {
         }
         key.resize(entry.key_bytes);
         if (!in_.Read(key.data(), key.size())) return in_.status();
-        if (ShardIndexFor(HashKey(key), shards_.size()) != shard.id) {
+        if (shards_.For(HashKey(key)).id != shard.id) {
           return Refuse("a key in another shard's entries");
         }
         word = entry.value;
@@ -702,7 +702,7 @@ class Loader {
   const std::vector<CheckpointPlace>& places_;
   const std::vector<bool>* map_in_use_;  // null: not compared (a base checkpoint)
   SegmentTable& segments_;
-  const std::vector<std::unique_ptr<Shard>>& shards_;
+  const ShardSet& shards_;
   CheckpointHeader header_{};   // once read
   std::vector<bool> restored_;  // per segment: the checkpoint restored it
   // Per segment: the pages its log may have; a head's segment ends where the head goes on.
@@ -734,7 +734,7 @@ void MakeRoomToTake(uint64_t bytes, TakenCheckpoint& taken) {
 absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const StoreShape& shape,
                                                const CheckpointGlobals& globals,
                                                SegmentTable& segments,
-                                               const std::vector<std::unique_ptr<Shard>>& shards,
+                                               const ShardSet& shards,
                                                TakenCheckpoint room) {
   NVKV_CHECK(globals.dropped != nullptr);
   NVKV_CHECK(room.bytes == 0);
@@ -820,7 +820,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const StoreShape& shape,
                                                 const std::vector<CheckpointPlace>& places,
                                                 const std::vector<bool>* map_in_use,
                                                 SegmentTable& segments,
-                                                const std::vector<std::unique_ptr<Shard>>& shards) {
+                                                const ShardSet& shards) {
   const Geometry& geometry = shape.geometry;
   if (places.empty()) return absl::DataLossError("checkpoint: no segment holds it");
   for (const CheckpointPlace& place : places) {

@@ -98,7 +98,7 @@ void MakeRoomToTake(uint64_t bytes, TakenCheckpoint& taken);
 absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const StoreShape& shape,
                                                const CheckpointGlobals& globals,
                                                SegmentTable& segments,
-                                               const std::vector<std::unique_ptr<Shard>>& shards,
+                                               const ShardSet& shards,
                                                TakenCheckpoint room = {});
 
 // Writes `taken` into free segments through `device` (a queue with chunk buffers), which the
@@ -150,7 +150,7 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const StoreShape& shape,
                                                 const std::vector<CheckpointPlace>& places,
                                                 const std::vector<bool>* map_in_use,
                                                 SegmentTable& segments,
-                                                const std::vector<std::unique_ptr<Shard>>& shards);
+                                                const ShardSet& shards);
 
 }  // namespace nvkv::kv
 

@@ -16,7 +16,7 @@
 namespace nvkv::kv {
 
 Compactor::Compactor(const Options& options, const StoreShape& shape,
-                     const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+                     const ShardSet& shards, SegmentTable& segments,
                      LogWriter& writer, StickyError& error, WriteCounters& counters,
                      RecordMover& mover, const std::atomic<uint64_t>& next_sequence,
                      std::unique_ptr<storage::Device> queue)
@@ -185,7 +185,7 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
   // original was lost. Once the victim is durable its batches are whole on the device until
   // the free marker, which comes after every copy is durable (below).
   if (std::optional<LastWrite> last = segments_.last_write(segment)) {
-    absl::Status durable = writer_.WaitDurable(*shards_[last->shard], last->head_counter);
+    absl::Status durable = writer_.WaitDurable(shards_[last->shard], last->head_counter);
     if (!durable.ok()) return durable;
   }
   // Pages the device cannot read are damaged ones (segment_read.h): their records stay where
@@ -258,7 +258,7 @@ bool Compactor::IndexPointsInto(uint64_t segment, const SegmentRecords& collecte
   std::vector<uint64_t> candidates;
   for (const ScannedRecord& record : collected.records) {
     const KeyHash hash = HashKey(record.key);
-    Shard& shard = *shards_[ShardIndexFor(hash, shards_.size())];
+    Shard& shard = shards_.For(hash);
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, record.key, &candidates);
     for (const uint64_t candidate : candidates) {
@@ -303,7 +303,7 @@ absl::Status Compactor::PrefetchForSettling(uint64_t segment, const SegmentBuffe
   for (const ScannedRecord& record : records) {
     if (record.header.type != static_cast<uint8_t>(RecordType::kPut)) continue;
     const KeyHash hash = HashKey(record.key);
-    Shard& shard = *shards_[ShardIndexFor(hash, shards_.size())];
+    Shard& shard = shards_.For(hash);
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, record.key, &candidates);
     if (candidates.size() < 2 || shard.cache->Peek(record.key) != nullptr) continue;
@@ -353,7 +353,7 @@ absl::Status Compactor::PrefetchForSettling(uint64_t segment, const SegmentBuffe
 
 bool Compactor::SettleEntries(uint64_t segment, const SegmentBuffer& victim,
                               const ScannedRecord& record, const KeyHash& hash) {
-  Shard& shard = *shards_[ShardIndexFor(hash, shards_.size())];
+  Shard& shard = shards_.For(hash);
   const PageSource source = [&](uint64_t page) {
     return PageForSettling(segment, victim, page);
   };

@@ -81,7 +81,7 @@ class Compactor {
   // Every argument must outlive the compactor. `next_sequence` is the engine's sequence counter
   // (victim age for cost-benefit); `queue` is the compactor's own.
   Compactor(const Options& options, const StoreShape& shape,
-            const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+            const ShardSet& shards, SegmentTable& segments,
             LogWriter& writer, StickyError& error, WriteCounters& counters, RecordMover& mover,
             const std::atomic<uint64_t>& next_sequence, std::unique_ptr<storage::Device> queue);
   ~Compactor();  // Stop()
@@ -160,7 +160,7 @@ class Compactor {
 
   const Options options_;
   const StoreShape shape_;
-  const std::vector<std::unique_ptr<Shard>>& shards_;
+  const ShardSet& shards_;
   SegmentTable& segments_;
   LogWriter& writer_;
   StickyError& error_;

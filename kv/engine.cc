@@ -178,14 +178,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   segments_ = std::make_unique<SegmentTable>(shape_.geometry,
                                              SegmentTable::UserReserveFor(options_.shard_count),
                                              segment_map_.get(), &next_sequence_);
-  for (uint32_t i = 0; i < options_.shard_count; ++i) {
-    auto shard = std::make_unique<Shard>();
-    shard->id = i;
-    absl::MutexLock lock(&shard->mu);
-    shard->index = shape_.ordered ? NewOrderedIndex() : NewHashIndex();
-    shard->cache = std::make_unique<RecordCache>(options_.cache_bytes / options_.shard_count);
-    shards_.push_back(std::move(shard));
-  }
+  shards_.Make(options_.shard_count, shape_.ordered, options_.cache_bytes / options_.shard_count);
   if (formatted_now) {
     segments_->FinishRecovery();  // every segment free
   } else {
@@ -573,7 +566,7 @@ absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
 }
 
 absl::Status Engine::Impl::WaitMapDurable(const SegmentMap::Ticket& ticket) {
-  Shard& shard = *shards_.front();  // the writer signals every shard after each map page
+  Shard& shard = shards_[0];  // the writer signals every shard after each map page
   while (!segments_->MapDurable(ticket)) {
     if (error_.failed()) return error_.status();
     writer_->Wake();

@@ -142,7 +142,6 @@ class Engine::Impl final {
                                 CurrentRecord* current);
 
   // --- shared helpers ---
-  Shard& ShardFor(const KeyHash& hash) { return *shards_[ShardIndexFor(hash, shards_.size())]; }
   // Largest batch, in record bytes. A batch's records all go to one head, after what its open
   // page holds, into fresh pages that must all be reserved at once (ReserveForBatch): so few
   // bytes that, however they pack (Geometry::BatchBytesWithinPages), the fresh pages fit both
@@ -162,7 +161,7 @@ class Engine::Impl final {
   IndexMode index_mode() const {
     return shape_.ordered ? IndexMode::kOrdered : IndexMode::kHash;
   }
-  const std::vector<std::unique_ptr<Shard>>& shards() const { return shards_; }
+  const ShardSet& shards() const { return shards_; }
   // Writes that changed the index so far (Check compares them before and after).
   uint64_t index_writes() const {
     return counters_.puts.load() + counters_.deletes.load() + counters_.batches.load();
@@ -261,7 +260,7 @@ class Engine::Impl final {
   // The segment map (segment_map.h), kept by segments_, written by the writer (by Open before).
   std::unique_ptr<SegmentMap> segment_map_;
   std::unique_ptr<SegmentTable> segments_;
-  std::vector<std::unique_ptr<Shard>> shards_;
+  ShardSet shards_;
   std::atomic<uint64_t> next_sequence_{1};
 
   // Sticky failure: once a write's durability is unknown, writes are refused.

@@ -35,7 +35,7 @@ bool TagClash(const PageSlot& slot, std::string_view key, uint32_t tag) {
 }  // namespace
 
 HeadAppender::HeadAppender(const Options& options, const StoreShape& shape,
-                           const std::vector<std::unique_ptr<Shard>>& shards,
+                           const ShardSet& shards,
                            SegmentTable& segments, LogWriter& writer,
                            std::atomic<uint64_t>& next_sequence)
     : options_(options),
@@ -442,7 +442,7 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
 
 absl::StatusOr<bool> HeadAppender::Relocate(const ScannedRecord& record, const KeyHash& hash,
                                             storage::Device& queue) {
-  Shard& shard = ShardFor(hash);
+  Shard& shard = shards_.For(hash);
   const RecordHeader& header = record.header;
   const std::string_view key = record.key;
   const std::string_view value = record.value;

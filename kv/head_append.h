@@ -86,12 +86,9 @@ class HeadAppender final : public RecordMover {
   };
   // Every argument must outlive the appender. `next_sequence` is the engine's sequence counter.
   HeadAppender(const Options& options, const StoreShape& shape,
-               const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+               const ShardSet& shards, SegmentTable& segments,
                LogWriter& writer, std::atomic<uint64_t>& next_sequence);
 
-  Shard& ShardFor(const KeyHash& hash) const {
-    return *shards_[ShardIndexFor(hash, shards_.size())];
-  }
   // Takes `count` consecutive sequence numbers for records about to be appended; returns the
   // first.
   uint64_t TakeSequences(uint64_t count) const { return next_sequence_.fetch_add(count); }
@@ -191,7 +188,7 @@ class HeadAppender final : public RecordMover {
 
   const Options options_;
   const StoreShape shape_;
-  const std::vector<std::unique_ptr<Shard>>& shards_;
+  const ShardSet& shards_;
   SegmentTable& segments_;
   LogWriter& writer_;
   std::atomic<uint64_t>& next_sequence_;

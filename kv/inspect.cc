@@ -120,7 +120,7 @@ EntryStanding StandingOf(Engine::Impl& engine, SegmentReader& reader,
     return EntryStanding::kNotIndexed;
   }
   const KeyHash hash = HashKey(record.key);
-  Shard& shard = engine.ShardFor(hash);
+  Shard& shard = engine.shards().For(hash);
   if (engine.shape().ordered) {
     absl::MutexLock lock(&shard.mu);
     return shard.IndexPointsAt(hash, record.key, LocationOf(engine, record))
@@ -338,7 +338,7 @@ void Checker::CheckLiveRecords(uint64_t segment, const SegmentRecords& segment_r
     if (!engine_.shape().ordered && record.header.type == static_cast<uint8_t>(RecordType::kPut) &&
         keys_matched.insert(record.key).second) {
       // Every entry of the key into this segment, current or stale, matches a record.
-      matched_entries_ += EntriesInSegment(engine_.ShardFor(HashKey(record.key)),
+      matched_entries_ += EntriesInSegment(engine_.shards().For(HashKey(record.key)),
                                            HashKey(record.key), record.key, g_, segment,
                                            [this, segment](uint64_t page_number) {
                                              return SegmentPage(segment, page_number);

@@ -26,7 +26,7 @@ uint32_t MaxCommandPages(const storage::DeviceInfo& device, uint32_t page_bytes)
 }  // namespace
 
 LogWriter::LogWriter(const Options& options, const StoreShape& shape,
-                     const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+                     const ShardSet& shards, SegmentTable& segments,
                      StickyError& error, WriteCounters& counters,
                      std::unique_ptr<storage::Device> queue,
                      std::unique_ptr<storage::EventFd> wake_event)

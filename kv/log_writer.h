@@ -116,7 +116,7 @@ class LogWriter {
   // kSummaryWrites page buffers beyond the shards'). `wake_event` wakes the thread while it
   // waits for completions. Every argument must outlive the writer.
   LogWriter(const Options& options, const StoreShape& shape,
-            const std::vector<std::unique_ptr<Shard>>& shards, SegmentTable& segments,
+            const ShardSet& shards, SegmentTable& segments,
             StickyError& error, WriteCounters& counters,
             std::unique_ptr<storage::Device> queue, std::unique_ptr<storage::EventFd> wake_event);
   ~LogWriter();  // Stop()
@@ -258,7 +258,7 @@ class LogWriter {
   const StoreShape shape_;
   // Pages one write command carries at most (MaxCommandPages).
   const uint32_t max_command_pages_;
-  const std::vector<std::unique_ptr<Shard>>& shards_;
+  const ShardSet& shards_;
   SegmentTable& segments_;
   StickyError& error_;
   WriteCounters& counters_;

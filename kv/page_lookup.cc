@@ -89,7 +89,7 @@ void FinishOp(ReadOp* op, absl::StatusOr<std::string> result) {
 }
 
 PageLookup::PageLookup(const StoreShape& shape,
-                       const std::vector<std::unique_ptr<Shard>>& shards,
+                       const ShardSet& shards,
                        const SequenceRanges& dropped_batch_records, SegmentTable& segments)
     : shape_(shape),
       shards_(shards),
@@ -98,7 +98,7 @@ PageLookup::PageLookup(const StoreShape& shape,
 
 // Takes the candidates from the index (or the answer from the cache), then walks them.
 void PageLookup::Start(ReadOp* op) const {
-  Shard& shard = ShardFor(op->hash);
+  Shard& shard = shards_.For(op->hash);
   op->unreadable.clear();
   op->unreadable_status = absl::OkStatus();
   op->read_pages.clear();
@@ -129,7 +129,7 @@ void PageLookup::Start(ReadOp* op) const {
 
 void PageLookup::Advance(ReadOp* op) const {
   if (op->next_candidate < op->candidates.size()) {
-    Shard& shard = ShardFor(op->hash);
+    Shard& shard = shards_.For(op->hash);
     absl::MutexLock lock(&shard.mu);
     if (!AdvanceLocked(shard, op)) return;
   }
@@ -219,7 +219,7 @@ void PageLookup::Restart(ReadOp* op, const absl::Status& why) const {
 }
 
 bool PageLookup::IndexStillHas(const ReadOp* op, uint64_t page_number) const {
-  Shard& shard = ShardFor(op->hash);
+  Shard& shard = shards_.For(op->hash);
   absl::MutexLock lock(&shard.mu);
   std::vector<uint64_t> now;
   shard.index->Find(op->hash.lo, op->key, &now);
@@ -237,7 +237,7 @@ bool PageLookup::IndexStillHas(const ReadOp* op, uint64_t page_number) const {
 // may have moved (compaction) or been replaced since, and a miss is no proof of absence.
 void PageLookup::FillCache(const ReadOp* op, uint64_t page_number, uint64_t generation,
                            std::string_view value) const {
-  Shard& shard = ShardFor(op->hash);
+  Shard& shard = shards_.For(op->hash);
   absl::MutexLock lock(&shard.mu);
   if (!IndexUnchangedLocked(shard, op)) return;  // a write or compaction came in between
   // A segment takes a new generation when a head takes it again: a page of the read's log is
@@ -250,7 +250,7 @@ void PageLookup::FillCache(const ReadOp* op, uint64_t page_number, uint64_t gene
 }
 
 bool PageLookup::IndexUnchanged(const ReadOp* op) const {
-  Shard& shard = ShardFor(op->hash);
+  Shard& shard = shards_.For(op->hash);
   absl::MutexLock lock(&shard.mu);
   return IndexUnchangedLocked(shard, op);
 }

@@ -32,7 +32,7 @@ class PageLookup {
   // Every argument must outlive the lookup. `dropped_batch_records`: the sequences of the
   // batches recovery dropped, whose records on the device page reads leave out. `segments`
   // tells which log each segment holds now (SegmentTable::generation).
-  PageLookup(const StoreShape& shape, const std::vector<std::unique_ptr<Shard>>& shards,
+  PageLookup(const StoreShape& shape, const ShardSet& shards,
              const SequenceRanges& dropped_batch_records, SegmentTable& segments);
 
   // Starts `op` (kStarting or kRunning, key and hash set, `op->lookup` this): answers it from
@@ -74,12 +74,9 @@ class PageLookup {
   // Reads the next batch of a large value's continuation pages.
   void IssueContinuation(ReadOp* op) const;
 
-  Shard& ShardFor(const KeyHash& hash) const {
-    return *shards_[ShardIndexFor(hash, shards_.size())];
-  }
 
   const StoreShape shape_;
-  const std::vector<std::unique_ptr<Shard>>& shards_;
+  const ShardSet& shards_;
   const SequenceRanges& dropped_;
   SegmentTable& segments_;
   mutable std::atomic<uint64_t> page_reads_{0};

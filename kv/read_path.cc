@@ -201,7 +201,7 @@ void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
 absl::Status Engine::Impl::ResolveCurrent(std::string_view key, const KeyHash& hash,
                                           bool read_all, CurrentRecord* current) {
   current->Reset();
-  Shard& shard = ShardFor(hash);
+  Shard& shard = shards_.For(hash);
   {
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, key, &current->candidates);

@@ -162,7 +162,7 @@ class Recovery {
  public:
   Recovery(const RecoveryOptions& options, bool use_checkpoint, const PassPlan& plan,
            const StoreShape& shape, storage::Device& device, SegmentTable& segments,
-           const std::vector<std::unique_ptr<Shard>>& shards)
+           const ShardSet& shards)
       : options_(options),
         shape_(shape),
         use_checkpoint_(use_checkpoint),
@@ -344,7 +344,7 @@ class Recovery {
     }
     // The heads go on where they were at Close: nothing has been written since.
     for (ResumedHead& resumed : loaded->heads) {
-      Shard& shard = *shards_[resumed.shard];
+      Shard& shard = shards_[resumed.shard];
       absl::MutexLock lock(&shard.mu);
       shard.head.Resume(resumed.place, std::move(resumed.summary));
     }
@@ -363,11 +363,7 @@ class Recovery {
 
   // What a checkpoint set aside had filled is made anew.
   void ForgetAll() {
-    for (const auto& shard : shards_) {
-      absl::MutexLock lock(&shard->mu);
-      shard->index = shape_.ordered ? NewOrderedIndex() : NewHashIndex();
-      shard->stale_entries = 0;
-    }
+    shards_.ResetIndexes(shape_.ordered);
     segments_.ForgetRecovered();
   }
 
@@ -1026,7 +1022,7 @@ class Recovery {
     }
     const bool in_pass = PassOf(record.hash) == pass_;
     if (!in_pass && pass_ > 0) return;
-    const uint32_t shard = ShardIndexFor(record.hash, shards_.size());
+    const uint32_t shard = shards_.For(record.hash).id;
     if (in_pass) newest_[shard].Prefetch(record.hash);
     noted_.Push(Noted{segment, shard, in_pass, record},
                 [this](const Noted& noted) { ApplyRecord(noted); });
@@ -1066,7 +1062,7 @@ class Recovery {
       if (shape_.ordered) newest.page = newest.record_bytes = 0;  // the index keeps them
       switch (newest_[shard].KeepIfNewer(hash, newest)) {
         case NewestRecords::Kept::kNewest:
-          if (shape_.ordered) ApplyToOrderedIndex(*shards_[shard], hash, record);
+          if (shape_.ordered) ApplyToOrderedIndex(shards_[shard], hash, record);
           break;
         case NewestRecords::Kept::kOlder:
           break;
@@ -1560,7 +1556,7 @@ class Recovery {
   const Geometry& g_;  // shape_.geometry
   storage::Device& device_;
   SegmentTable& segments_;
-  const std::vector<std::unique_ptr<Shard>>& shards_;
+  const ShardSet& shards_;
   RecoveryReport report_;
   // The newest record of each key, one table per shard.
   std::vector<NewestRecords> newest_;
@@ -1621,7 +1617,7 @@ uint64_t UnreadSequenceGap(const Geometry& geometry) {
 absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
                                             const StoreShape& shape, storage::Device& device,
                                             SegmentTable& segments,
-                                            const std::vector<std::unique_ptr<Shard>>& shards) {
+                                            const ShardSet& shards) {
   PassPlan plan;
   bool use_checkpoint = true;
   std::string checkpoint_unused;
@@ -1649,11 +1645,7 @@ absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
     }
     pages_before += recovery.pages_read();
     ++restarts;
-    for (const auto& shard : shards) {
-      absl::MutexLock lock(&shard->mu);
-      shard->index = shape.ordered ? NewOrderedIndex() : NewHashIndex();
-      shard->stale_entries = 0;
-    }
+    shards.ResetIndexes(shape.ordered);
     segments.ForgetRecovered();
   }
 }

@@ -156,7 +156,7 @@ struct RecoveryReport {
 absl::StatusOr<RecoveryReport> RecoverStore(const RecoveryOptions& options,
                                             const StoreShape& shape, storage::Device& device,
                                             SegmentTable& segments,
-                                            const std::vector<std::unique_ptr<Shard>>& shards);
+                                            const ShardSet& shards);
 
 }  // namespace nvkv::kv
 

@@ -1,4 +1,4 @@
-// A shard: one slice of the keys (by KeyHash::hi, Engine::Impl::ShardFor) with its index, its
+// A shard: one slice of the keys (by KeyHash::hi, ShardSet::For) with its index, its
 // log head and the pages of that head still in memory, all under Shard::mu. Writers of the
 // shard's keys append to its head; the log writer (log_writer.h) writes the head's sealed pages
 // and moves its durable prefix; readers look in `unwritten` before they read the device.
@@ -230,6 +230,44 @@ class Shard {
   // before it is acknowledged; read without the lock by durable writes, which must make it
   // durable too (WaitEarlierNonDurable).
   std::atomic<uint64_t> nondurable_through{0};
+};
+
+// The store's shards, fixed at Open: every key belongs to one, by its hash.
+class ShardSet {
+ public:
+  // Makes `count` shards, each with an empty index of the mode `ordered` and a record cache of
+  // `cache_bytes_each`. Once, before anything uses them.
+  void Make(uint32_t count, bool ordered, uint64_t cache_bytes_each) {
+    NVKV_CHECK(shards_.empty());
+    for (uint32_t i = 0; i < count; ++i) {
+      auto shard = std::make_unique<Shard>();
+      shard->id = i;
+      absl::MutexLock lock(&shard->mu);
+      shard->index = ordered ? NewOrderedIndex() : NewHashIndex();
+      shard->cache = std::make_unique<RecordCache>(cache_bytes_each);
+      shards_.push_back(std::move(shard));
+    }
+  }
+
+  // Makes every shard's index anew, empty (a recovery starting over).
+  void ResetIndexes(bool ordered) const {
+    for (const auto& shard : shards_) {
+      absl::MutexLock lock(&shard->mu);
+      shard->index = ordered ? NewOrderedIndex() : NewHashIndex();
+      shard->stale_entries = 0;
+    }
+  }
+
+  // The shard that owns the keys with `hash`.
+  Shard& For(const KeyHash& hash) const { return *shards_[ShardIndexFor(hash, shards_.size())]; }
+  Shard& operator[](size_t id) const { return *shards_[id]; }
+  size_t size() const { return shards_.size(); }
+  // Iterates over the shards in id order (as std::unique_ptr<Shard>).
+  auto begin() const { return shards_.begin(); }
+  auto end() const { return shards_.end(); }
+
+ private:
+  std::vector<std::unique_ptr<Shard>> shards_;
 };
 
 }  // namespace nvkv::kv

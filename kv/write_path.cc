@@ -120,20 +120,20 @@ absl::Status ValidateOps(const Geometry& geometry, uint64_t max_batch_bytes,
 // --- Write ---
 
 // Points `p` at `op` (its `current` is resolved later, reusing its vectors).
-void PointAt(const HeadAppender& appender, const WriteOp& op, PreparedOp* p) {
+void PointAt(const ShardSet& shards, const WriteOp& op, PreparedOp* p) {
   p->op = &op;
   p->hash = HashKey(op.key);
-  p->shard = &appender.ShardFor(p->hash);
+  p->shard = &shards.For(p->hash);
 }
 
 // The ops of a write that decide it, the last of each key, in shard order (the lock order), into
 // *prepared, whose elements (and their vectors) are reused: a single op allocates nothing. Only
 // std::vector allocates here (a failed allocation leaves *prepared to be prepared again): an
 // Abseil table whose growth fails is left broken, even for its destructor.
-void PrepareOps(const HeadAppender& appender, std::span<const WriteOp> ops,
+void PrepareOps(const ShardSet& shards, std::span<const WriteOp> ops,
                 std::vector<PreparedOp>* prepared) {
   prepared->resize(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) PointAt(appender, ops[i], &(*prepared)[i]);
+  for (size_t i = 0; i < ops.size(); ++i) PointAt(shards, ops[i], &(*prepared)[i]);
   if (ops.size() == 1) return;
   // By shard, then key, then place in the batch (ops[] is in batch order): each key's ops side
   // by side, its last one last.
@@ -234,8 +234,8 @@ WritePlan& ThreadWritePlan() {
 }
 
 // The plan of `ops` into *plan (its vectors reused).
-void PlanOps(const HeadAppender& appender, std::span<const WriteOp> ops, WritePlan* plan) {
-  PrepareOps(appender, ops, &plan->prepared);
+void PlanOps(const ShardSet& shards, std::span<const WriteOp> ops, WritePlan* plan) {
+  PrepareOps(shards, ops, &plan->prepared);
   plan->single = plan->prepared.size() == 1;
   plan->planned.clear();
   plan->total_bytes = 0;
@@ -252,10 +252,9 @@ void PlanOps(const HeadAppender& appender, std::span<const WriteOp> ops, WritePl
 
 // Errors: kResourceExhausted when the plan's vectors cannot grow. Nothing is locked or changed
 // yet, and only std::vector allocates, so the failure is safe to return.
-absl::Status PlanWrite(const HeadAppender& appender, std::span<const WriteOp> ops,
-                       WritePlan* plan) {
+absl::Status PlanWrite(const ShardSet& shards, std::span<const WriteOp> ops, WritePlan* plan) {
   try {
-    PlanOps(appender, ops, plan);
+    PlanOps(shards, ops, plan);
   } catch (const std::bad_alloc&) {
     plan->prepared.clear();
     plan->planned.clear();
@@ -399,7 +398,7 @@ absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
   NVKV_RETURN_IF_ERROR(ValidateOps(shape_.geometry, max_batch_bytes(), ops));
   if (ops.empty()) return AppendedWrite{};
   WritePlan& plan = ThreadWritePlan();
-  NVKV_RETURN_IF_ERROR(PlanWrite(*appender_, ops, &plan));
+  NVKV_RETURN_IF_ERROR(PlanWrite(shards_, ops, &plan));
   bool may_write_blind = true;
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
     // 1. Resolve every key's current record without holding locks.
