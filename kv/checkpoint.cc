@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "kv/key_hash.h"
 #include "kv/location.h"
+#include "kv/page_runs.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -191,13 +192,11 @@ uint32_t PlaceInSegment(const Geometry& g, uint64_t k) {
 // at a time.
 class PageOut {
  public:
-  PageOut(const StoreShape& shape, storage::Device& device,
-          const storage::Buffer& chunk, const std::vector<uint64_t>& segments, uint64_t generation)
+  PageOut(const StoreShape& shape, storage::Device& device, const storage::Buffer& chunk,
+          const std::vector<uint64_t>& segments, uint64_t generation)
       : shape_(shape),
         g_(shape.geometry),
-        device_(device),
-        chunk_(chunk),
-        pages_per_chunk_(chunk.bytes / shape.geometry.page_bytes),
+        out_(device, shape, chunk, /*fua=*/false),
         segments_(segments),
         generation_(generation) {
     pending_.reserve(g_.payload_bytes());
@@ -217,8 +216,7 @@ class PageOut {
   // Writes what is left; the status of every write.
   absl::Status Finish() {
     if (!pending_.empty()) EndPage();
-    WriteRun();
-    return status_;
+    return out_.Finish();
   }
   uint64_t written() const { return written_; }
 
@@ -228,38 +226,22 @@ class PageOut {
     NVKV_CHECK(k / g_.log_pages() < segments_.size());
     const uint32_t in_segment = PlaceInSegment(g_, k);
     const uint64_t page_number = g_.FirstPageOf(segments_[k / g_.log_pages()]) + in_segment;
-    if (run_pages_ == pages_per_chunk_ || (run_pages_ > 0 && in_segment == 0)) WriteRun();
-    if (run_pages_ == 0) run_first_ = page_number;
     PageBuilder builder;
-    builder.Start(chunk_.data + size_t{run_pages_} * g_.page_bytes, g_, PageType::kCheckpoint,
-                  generation_, in_segment, /*head_sequence=*/k);
+    builder.Start(out_.Room(page_number), g_, PageType::kCheckpoint, generation_, in_segment,
+                  /*head_sequence=*/k);
     builder.AddContinuation(pending_);
     builder.Finish(shape_.seed, page_number);
-    ++run_pages_;
     pending_.clear();
-  }
-
-  void WriteRun() {
-    if (run_pages_ > 0 && status_.ok()) {
-      status_ = storage::WriteBlocks(device_, run_first_ * shape_.blocks_per_page,
-                                     run_pages_ * shape_.blocks_per_page, chunk_, /*fua=*/false);
-    }
-    run_pages_ = 0;
   }
 
   const StoreShape& shape_;
   const Geometry& g_;  // shape_.geometry
-  storage::Device& device_;
-  const storage::Buffer& chunk_;
-  const uint32_t pages_per_chunk_;
+  PageRunWriter out_;
   const std::vector<uint64_t>& segments_;
   const uint64_t generation_;
   std::string pending_;  // the payload of the page being filled
   uint64_t pages_ = 0;   // pages cut so far
   uint64_t written_ = 0;
-  uint64_t run_first_ = 0;  // page number of the chunk's first page
-  uint32_t run_pages_ = 0;  // pages in the chunk, not yet written
-  absl::Status status_;
 };
 
 // Reads the stream back from the checkpoint's pages, verifying each as it is loaded. The pages
@@ -788,19 +770,18 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const StoreShape& shape,
     segments.AbandonCheckpoint();
     return floors;
   }
-  storage::Buffer chunk = device.buffers().GetChunk();
+  const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
   if (!chunk.valid()) {
     segments.AbandonCheckpoint();
     return absl::InternalError("no buffer to write the checkpoint from");
   }
-  PageOut out(shape, device, chunk, places, generation);
+  PageOut out(shape, device, *chunk, places, generation);
   for (uint64_t at = 0; at < taken.bytes; at += TakenCheckpoint::kBlockBytes) {
     const size_t block = static_cast<size_t>(at / TakenCheckpoint::kBlockBytes);
     out.Append(std::string_view(reinterpret_cast<const char*>(taken.blocks[block].get()),
                                 std::min<uint64_t>(TakenCheckpoint::kBlockBytes, taken.bytes - at)));
   }
   const absl::Status status = out.Finish();
-  device.buffers().PutChunk(chunk);
   NVKV_CHECK(out.written() == header.stream_bytes);
   if (!status.ok()) {
     segments.AbandonCheckpoint();
@@ -832,19 +813,18 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const StoreShape& shape,
   }
   // Up to four chunks: one run loaded while three are read.
   constexpr size_t kChunks = 4;
+  std::vector<storage::BufferLease> leases;
   std::vector<storage::Buffer> chunks;
-  for (storage::Buffer chunk;
-       chunks.size() < kChunks && (chunk = device.buffers().GetChunk()).valid();) {
-    chunks.push_back(chunk);
+  while (chunks.size() < kChunks) {
+    storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
+    if (!chunk.valid()) break;
+    chunks.push_back(*chunk);
+    leases.push_back(std::move(chunk));
   }
   if (chunks.empty()) return absl::InternalError("no buffer to read the checkpoint into");
-  absl::StatusOr<LoadedCheckpoint> loaded;
-  {
-    PageIn in(shape, device, chunks, places);
-    loaded = Loader(shape, options, in, places, map_in_use, segments, shards).Run();
-  }
-  for (const storage::Buffer& chunk : chunks) device.buffers().PutChunk(chunk);
-  return loaded;
+  // PageIn waits for the reads still in flight as it ends: the chunks go back to the pool after.
+  PageIn in(shape, device, chunks, places);
+  return Loader(shape, options, in, places, map_in_use, segments, shards).Run();
 }
 
 }  // namespace nvkv::kv

@@ -18,6 +18,7 @@
 #include "kv/checkpoint.h"
 #include "kv/engine_impl.h"
 #include "kv/memory_headroom.h"
+#include "kv/page_runs.h"
 #include "kv/read_queue.h"
 #include "storage/base/align.h"
 #include "storage/base/check.h"
@@ -270,35 +271,20 @@ absl::Status Engine::Impl::WriteMapAlone(storage::Device& device) {
     absl::Status flushed = storage::FlushDevice(device);
     if (!flushed.ok()) return flushed;
   }
-  storage::Buffer chunk = device.buffers().GetChunk();
+  const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
   NVKV_CHECK(chunk.valid());
-  const uint32_t pages_per_chunk = chunk.bytes / shape_.geometry.page_bytes;
   auto floors = [this] { return segments_->MapFloors(); };
   std::vector<SegmentMap::PageWrite> taken;  // in flight until the flush below
-  size_t run_start = 0;  // taken[run_start..] are consecutive pages in `chunk`
-  absl::Status status;
-  auto write_run = [&](size_t run_end) {
-    if (run_end == run_start || !status.ok()) return;
-    status = storage::WriteBlocks(
-        device, taken[run_start].page_number * shape_.blocks_per_page,
-        static_cast<uint32_t>(run_end - run_start) * shape_.blocks_per_page, chunk, /*fua=*/false);
-    run_start = run_end;
-  };
+  PageRunWriter out(device, shape_, *chunk, /*fua=*/false);
+  // The map encodes a page before it says which page it is.
   std::vector<uint8_t> next(shape_.geometry.page_bytes);
-  while (status.ok()) {
+  while (out.ok()) {
     std::optional<SegmentMap::PageWrite> write = segment_map_->TakeWrite(next.data(), floors);
     if (!write.has_value()) break;
-    const size_t in_run = taken.size() - run_start;
-    if (in_run == pages_per_chunk ||
-        (in_run > 0 && write->page_number != taken.back().page_number + 1)) {
-      write_run(taken.size());
-    }
-    std::memcpy(chunk.data + (taken.size() - run_start) * shape_.geometry.page_bytes, next.data(),
-                next.size());
+    std::memcpy(out.Room(write->page_number), next.data(), next.size());
     taken.push_back(*write);
   }
-  write_run(taken.size());
-  device.buffers().PutChunk(chunk);
+  absl::Status status = out.Finish();
   if (status.ok() && device_info_.volatile_write_cache) status = storage::FlushDevice(device);
   // Only now, flushed, are the pages on the device.
   for (const SegmentMap::PageWrite& write : taken) segment_map_->Written(write, status.ok());

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kv/page_runs.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -159,38 +160,23 @@ absl::Status HeadAppender::WriteLargeRun(storage::Device& queue, uint64_t first_
   const Geometry& g = shape_.geometry;
   // A chunk at a time; a page at a time when this thread's reads of large values hold every
   // chunk of its queue (its page buffers: one per read slot, plus spares).
-  storage::Buffer chunk = queue.buffers().GetChunk();
-  const bool whole_chunk = chunk.valid();
-  if (!whole_chunk) chunk = queue.buffers().GetPage();
+  const storage::BufferLease chunk = storage::BufferLease::ChunkOrPage(queue.buffers());
   if (!chunk.valid()) return absl::InternalError("no buffer to write a large value from");
-  const uint32_t pages_per_chunk = chunk.bytes / g.page_bytes;
-  absl::Status status;
+  PageRunWriter out(queue, shape_, *chunk, fua);
   size_t value_done = 0;
-  uint32_t page = 0;
-  while (page < count && status.ok()) {
-    const uint32_t batch = std::min(pages_per_chunk, count - page);
-    for (uint32_t i = 0; i < batch; ++i) {
-      uint8_t* out = chunk.data + size_t{i} * g.page_bytes;
-      const uint32_t index = page + i;
-      PageBuilder builder;
-      builder.Start(out, g, index == 0 ? PageType::kData : PageType::kContinuation, generation,
-                    first_in_segment + index, first_counter + index);
-      if (index == 0) {
-        value_done = builder.StartLargeRecord(header, key, value);
-      } else {
-        value_done += builder.AddContinuation(value.substr(value_done));
-      }
-      builder.Finish(shape_.seed, first_page + index);
+  for (uint32_t index = 0; index < count && out.ok(); ++index) {
+    PageBuilder builder;
+    builder.Start(out.Room(first_page + index), g,
+                  index == 0 ? PageType::kData : PageType::kContinuation, generation,
+                  first_in_segment + index, first_counter + index);
+    if (index == 0) {
+      value_done = builder.StartLargeRecord(header, key, value);
+    } else {
+      value_done += builder.AddContinuation(value.substr(value_done));
     }
-    status = storage::WriteBlocks(queue, shape_.LbaOf(first_page + page),
-                                  batch * shape_.blocks_per_page, chunk, fua);
-    page += batch;
+    builder.Finish(shape_.seed, first_page + index);
   }
-  if (whole_chunk) {
-    queue.buffers().PutChunk(chunk);
-  } else {
-    queue.buffers().PutPage(chunk);
-  }
+  const absl::Status status = out.Finish();
   if (status.ok()) NVKV_CHECK(value_done == value.size());
   return status;
 }

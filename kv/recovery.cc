@@ -265,13 +265,13 @@ class Recovery {
     std::vector<SummaryPlace> summarized(g_.segment_count);
     std::vector<std::pair<uint32_t, CheckpointPlace>> checkpoint;  // by place in it
     if (map != nullptr) {
-      storage::Buffer chunk = device_.buffers().GetChunk();
+      const storage::BufferLease chunk = storage::BufferLease::Chunk(device_.buffers());
       if (!chunk.valid()) return absl::InternalError("no buffer to read the segment map into");
       const uint32_t per_page = MapEntriesPerPage(g_.page_bytes);
       // A page that cannot be read or does not verify says nothing: every segment it names is
       // read (a failing device shows itself in the segments).
       report_.map_pages_damaged += ReadMapPages(
-          device_, g_, shape_.seed, shape_.blocks_per_page, chunk,
+          device_, g_, shape_.seed, shape_.blocks_per_page, *chunk,
           [&](uint64_t index, const SegmentMapPageHeader& floors,
               const SegmentMapEntry* entries, uint64_t segments) {
             floors_.sequence_floor = std::max(floors_.sequence_floor, floors.sequence_floor);
@@ -297,7 +297,6 @@ class Recovery {
               }
             }
           });
-      device_.buffers().PutChunk(chunk);
     }
     // The checkpoint's segments in its order: segment 0, 1, ... (kept whatever their marks say:
     // a checkpoint not used, or one whose marks are not its places, has them read).
@@ -580,8 +579,9 @@ class Recovery {
   // for each in order; stops at the first error `visit` returns.
   template <typename Visit>
   absl::Status ReadPages(const std::vector<uint64_t>& pages, Visit visit) {
-    storage::Buffer chunk = device_.buffers().GetChunk();
-    if (!chunk.valid()) return absl::InternalError("no buffer to read pages into");
+    const storage::BufferLease lease = storage::BufferLease::Chunk(device_.buffers());
+    if (!lease.valid()) return absl::InternalError("no buffer to read pages into");
+    const storage::Buffer& chunk = *lease;
     const size_t per_chunk = chunk.bytes / g_.page_bytes;
     absl::Status status;
     std::vector<storage::IoRequest> requests;
@@ -591,7 +591,7 @@ class Recovery {
       for (size_t i = 0; i < count; ++i) {
         storage::IoRequest& request = requests[i];
         request.op = storage::IoOp::kRead;
-        request.lba = pages[first + i] * shape_.blocks_per_page;
+        request.lba = shape_.LbaOf(pages[first + i]);
         request.lba_count = shape_.blocks_per_page;
         request.buffer = chunk;
         request.buffer.data = chunk.data + i * g_.page_bytes;
@@ -602,7 +602,6 @@ class Recovery {
         status = visit(first + i, chunk.data + i * g_.page_bytes, requests[i].status);
       }
     }
-    device_.buffers().PutChunk(chunk);
     return status;
   }
 
@@ -625,9 +624,13 @@ class Recovery {
     // Tables that will not fit are known before any summary is read.
     NVKV_RETURN_IF_ERROR(CheckBudget(/*projected=*/TableBytes()));
     storage::BufferPool& pool = device_.buffers();
+    std::vector<storage::BufferLease> leases;
     std::vector<storage::Buffer> chunks;
-    for (storage::Buffer chunk = pool.GetChunk(); chunk.valid(); chunk = pool.GetChunk()) {
-      chunks.push_back(chunk);
+    while (true) {
+      storage::BufferLease chunk = storage::BufferLease::Chunk(pool);
+      if (!chunk.valid()) break;
+      chunks.push_back(*chunk);
+      leases.push_back(std::move(chunk));
     }
     if (chunks.empty()) return absl::InternalError("no buffer to read summaries into");
     const uint32_t pages_per_chunk = pool.chunk_bytes() / g_.page_bytes;
@@ -661,7 +664,7 @@ class Recovery {
         const auto read = [&](uint64_t page, uint32_t count, uint32_t offset) {
           storage::IoRequest& request = requests.emplace_back();
           request.op = storage::IoOp::kRead;
-          request.lba = page * shape_.blocks_per_page;
+          request.lba = shape_.LbaOf(page);
           request.lba_count = count * shape_.blocks_per_page;
           request.buffer = chunks[chunk];
           request.buffer.data = at + size_t{offset} * g_.page_bytes;
@@ -700,7 +703,6 @@ class Recovery {
       }
       if (status.ok()) status = CheckBudget(TableBytes());
     }
-    for (const storage::Buffer& chunk : chunks) pool.PutChunk(chunk);
     if (!status.ok()) return status;
     std::sort(to_read_.begin(), to_read_.end());
     return absl::OkStatus();

@@ -45,13 +45,14 @@ absl::StatusOr<std::unique_ptr<SegmentBuffer>> SegmentBuffer::Make(storage::Devi
   buffer->pages_per_chunk_ = pool.chunk_bytes() / geometry.page_bytes;
   const uint32_t chunk_count = ChunksFor(geometry, pool);
   for (uint32_t c = 0; c < chunk_count; ++c) {
-    storage::Buffer chunk = pool.GetChunk();
+    storage::BufferLease chunk = storage::BufferLease::Chunk(pool);
     if (!chunk.valid()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "segments of ", geometry.segment_bytes(), " bytes need ", chunk_count,
           " read buffers of ", pool.chunk_bytes(), " bytes; ", c, " are free"));
     }
-    buffer->chunks_.push_back(chunk);
+    buffer->chunks_.push_back(*chunk);
+    buffer->leases_.push_back(std::move(chunk));
   }
   buffer->requests_.resize(chunk_count);
   return buffer;
@@ -60,8 +61,8 @@ absl::StatusOr<std::unique_ptr<SegmentBuffer>> SegmentBuffer::Make(storage::Devi
 SegmentBuffer::~SegmentBuffer() {
   // Reads still out (the queue broke): the kernel may yet write into the chunks, so they stay
   // out of the pool.
-  if (pending_ != 0) return;
-  for (const storage::Buffer& chunk : chunks_) queue_.buffers().PutChunk(chunk);
+  if (pending_ == 0) return;
+  for (storage::BufferLease& lease : leases_) lease.Abandon();
 }
 
 void SegmentBuffer::OnChunkRead(storage::IoRequest* request) {

@@ -80,6 +80,7 @@ class SegmentBuffer {
   const uint32_t blocks_per_page_;
   uint32_t pages_per_chunk_ = 0;
   std::vector<storage::Buffer> chunks_;
+  std::vector<storage::BufferLease> leases_;  // of chunks_
   std::vector<storage::IoRequest> requests_;  // one per chunk
   uint64_t segment_ = 0;
   uint32_t pending_ = 0;

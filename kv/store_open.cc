@@ -12,6 +12,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "kv/engine_impl.h"
+#include "kv/page_runs.h"
 #include "kv/segment_read.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
@@ -159,8 +160,9 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
 absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
   storage::Device& device = *open_queue_;
   const uint32_t lba_bytes = device_info_.lba_bytes;
-  storage::Buffer chunk = device.buffers().GetChunk();
-  NVKV_CHECK(chunk.valid());
+  const storage::BufferLease lease = storage::BufferLease::Chunk(device.buffers());
+  NVKV_CHECK(lease.valid());
+  const storage::Buffer& chunk = *lease;
   // Superblocks are written in the page size they were formatted with; read the first 128 KiB,
   // which holds both copies for any page size up to 64 KiB.
   const uint64_t probe_bytes = std::min<uint64_t>(128 * 1024, device_info_.capacity_bytes());
@@ -174,10 +176,7 @@ absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
     std::vector<bool> unreadable(units, false);
     const uint32_t failed = RereadPageByPage(device, 0, units, unit_blocks, unit_bytes, chunk, 0,
                                              &unreadable);
-    if (failed == units) {
-      device.buffers().PutChunk(chunk);
-      return read;
-    }
+    if (failed == units) return read;
     for (uint32_t u = 0; u < units; ++u) {
       if (unreadable[u]) std::memset(chunk.data + size_t{u} * unit_bytes, 0xff, unit_bytes);
     }
@@ -204,7 +203,6 @@ absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
     }
   }
   probe.empty = AllZero(chunk.data, probe_bytes);
-  device.buffers().PutChunk(chunk);
   return probe;
 }
 
@@ -283,11 +281,11 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
     return absl::InternalError("getrandom failed for the store id");
   }
   storage::Device& device = *open_queue_;
-  storage::Buffer page = device.buffers().GetChunk();
-  NVKV_CHECK(page.valid() && page.bytes >= 2 * superblock.page_bytes);
+  const storage::BufferLease page = storage::BufferLease::Chunk(device.buffers());
+  NVKV_CHECK(page.valid() && page->bytes >= 2 * superblock.page_bytes);
   for (uint32_t copy = 0; copy < 2; ++copy) {
     superblock.copy = copy;
-    EncodeSuperblock(superblock, page.data + size_t{copy} * superblock.page_bytes,
+    EncodeSuperblock(superblock, page->data + size_t{copy} * superblock.page_bytes,
                      superblock.page_bytes);
   }
   // The first page of every segment must not look like data of this store: a fresh store id
@@ -295,8 +293,7 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
   // (the segment map follows once the engine starts: until then it says nothing, and recovery
   // would read every segment).
   absl::Status written = storage::WriteBlocks(device, 0, 2 * superblock.page_bytes / lba_bytes,
-                                              page, /*fua=*/true);
-  device.buffers().PutChunk(page);
+                                              *page, /*fua=*/true);
   if (!written.ok()) return written;
   return superblock;
 }
@@ -336,11 +333,10 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
   }
   SegmentMapPageHeader floors{};
   storage::Device& device = *open_queue_;
-  storage::Buffer chunk = device.buffers().GetChunk();
+  const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
   NVKV_CHECK(chunk.valid());
   const uint32_t per_page = MapEntriesPerPage(old.page_bytes);
-  const uint64_t pages_per_chunk = chunk.bytes / old.page_bytes;
-  ReadMapPages(device, old, shape_.seed, shape_.blocks_per_page, chunk,
+  ReadMapPages(device, old, shape_.seed, shape_.blocks_per_page, *chunk,
                [&](uint64_t index, const SegmentMapPageHeader& page_floors,
                    const SegmentMapEntry* read, uint64_t count) {
                  floors.sequence_floor =
@@ -349,20 +345,16 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
                      std::max(floors.generation_floor, page_floors.generation_floor);
                  std::memcpy(&entries[index * per_page], read, count * sizeof(SegmentMapEntry));
                });
-  absl::Status status;
-  for (uint64_t first = 0; first < g.map_pages() && status.ok(); first += pages_per_chunk) {
-    const uint64_t count = std::min(pages_per_chunk, g.map_pages() - first);
-    for (uint64_t i = 0; i < count; ++i) {
-      const uint64_t index = first + i;
-      const uint32_t described =
-          static_cast<uint32_t>(std::min<uint64_t>(per_page, segment_count - index * per_page));
-      EncodeMapPage(chunk.data + i * g.page_bytes, g, shape_.seed, g.map_first_page() + index,
-                    static_cast<uint32_t>(index), floors, &entries[index * per_page], described,
-                    /*write_count=*/0);
-    }
-    status = storage::WriteBlocks(device, (g.map_first_page() + first) * shape_.blocks_per_page,
-                                  static_cast<uint32_t>(count * shape_.blocks_per_page), chunk);
+  // The page size stays: shape_ writes the new map's pages and the old one's alike.
+  PageRunWriter map_out(device, shape_, *chunk, /*fua=*/false);
+  for (uint64_t index = 0; index < g.map_pages() && map_out.ok(); ++index) {
+    const uint32_t described =
+        static_cast<uint32_t>(std::min<uint64_t>(per_page, segment_count - index * per_page));
+    EncodeMapPage(map_out.Room(g.map_first_page() + index), g, shape_.seed,
+                  g.map_first_page() + index, static_cast<uint32_t>(index), floors,
+                  &entries[index * per_page], described, /*write_count=*/0);
   }
+  absl::Status status = map_out.Finish();
   if (status.ok() && device_info_.volatile_write_cache) status = storage::FlushDevice(device);
   // 4. The superblocks, one after the other (each with FUA). Until copy 0 is on the device the
   //    store is as it was; once it is, Open takes it (copy 0 wins when both verify) and writes
@@ -372,13 +364,13 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
   }
   // 5. The old map's pages lie in new, free segments now: zeros there, so that no page of the
   //    old map stays behind (one that did would be a stale page of a free segment; harmless).
-  for (uint64_t first = 0; first < old.map_pages() && status.ok(); first += pages_per_chunk) {
-    const uint64_t count = std::min(pages_per_chunk, old.map_pages() - first);
-    std::memset(chunk.data, 0, count * old.page_bytes);
-    status = storage::WriteBlocks(device, (old.map_first_page() + first) * shape_.blocks_per_page,
-                                  static_cast<uint32_t>(count * shape_.blocks_per_page), chunk);
+  if (status.ok()) {
+    PageRunWriter zeros_out(device, shape_, *chunk, /*fua=*/false);
+    for (uint64_t index = 0; index < old.map_pages() && zeros_out.ok(); ++index) {
+      std::memset(zeros_out.Room(old.map_first_page() + index), 0, old.page_bytes);
+    }
+    status = zeros_out.Finish();
   }
-  device.buffers().PutChunk(chunk);
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat(path, ": growing the store from ",
                                                     old.segment_count, " to ", segment_count,

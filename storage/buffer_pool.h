@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -93,6 +94,68 @@ class BufferPool {
   std::vector<bool> page_in_use_;
   std::vector<bool> chunk_in_use_;
   bool registered_ = false;
+};
+
+// A buffer borrowed from a pool for a scope, given back when the lease ends (or is moved from
+// and reassigned). Leases must end before their pool.
+class BufferLease {
+ public:
+  BufferLease() = default;
+  // A chunk; invalid when none is free.
+  static BufferLease Chunk(BufferPool& pool) { return BufferLease(pool, pool.GetChunk(), true); }
+  // A page buffer; invalid when none is free.
+  static BufferLease Page(BufferPool& pool) { return BufferLease(pool, pool.GetPage(), false); }
+  // A chunk, else a page buffer when no chunk is free; invalid when neither is.
+  static BufferLease ChunkOrPage(BufferPool& pool) {
+    BufferLease lease = Chunk(pool);
+    return lease.valid() ? std::move(lease) : Page(pool);
+  }
+  BufferLease(BufferLease&& other) noexcept
+      : pool_(std::exchange(other.pool_, nullptr)),
+        buffer_(std::exchange(other.buffer_, Buffer{})),
+        chunk_(other.chunk_) {}
+  BufferLease& operator=(BufferLease&& other) noexcept {
+    if (this != &other) {
+      Release();
+      pool_ = std::exchange(other.pool_, nullptr);
+      buffer_ = std::exchange(other.buffer_, Buffer{});
+      chunk_ = other.chunk_;
+    }
+    return *this;
+  }
+  ~BufferLease() { Release(); }
+
+  bool valid() const { return buffer_.valid(); }
+  const Buffer& get() const { return buffer_; }
+  const Buffer& operator*() const { return buffer_; }
+  const Buffer* operator->() const { return &buffer_; }
+
+  // Gives the buffer back now.
+  void Release() {
+    if (pool_ != nullptr && buffer_.valid()) {
+      if (chunk_) {
+        pool_->PutChunk(buffer_);
+      } else {
+        pool_->PutPage(buffer_);
+      }
+    }
+    pool_ = nullptr;
+    buffer_ = Buffer{};
+  }
+  // Never gives the buffer back: a read into it may still be out (a queue that broke), and the
+  // kernel may yet write there.
+  void Abandon() {
+    pool_ = nullptr;
+    buffer_ = Buffer{};
+  }
+
+ private:
+  BufferLease(BufferPool& pool, const Buffer& buffer, bool chunk)
+      : pool_(&pool), buffer_(buffer), chunk_(chunk) {}
+
+  BufferPool* pool_ = nullptr;
+  Buffer buffer_;
+  bool chunk_ = false;
 };
 
 }  // namespace nvkv::storage

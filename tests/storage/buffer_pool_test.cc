@@ -76,6 +76,63 @@ TEST(BufferPoolTest, PutMakesBufferAvailableAgain) {
   EXPECT_EQ((*pool)->free_chunks(), 1u);
 }
 
+TEST(BufferPoolTest, ALeaseGivesItsBufferBackWhenItEnds) {
+  BufferPoolOptions options;
+  options.buffer_count = 1;
+  options.chunk_count = 1;
+  auto pool = BufferPool::Create(options);
+  ASSERT_THAT(pool, IsOk());
+  {
+    BufferLease chunk = BufferLease::Chunk(**pool);
+    ASSERT_TRUE(chunk.valid());
+    EXPECT_EQ((*pool)->free_chunks(), 0u);
+    EXPECT_FALSE(BufferLease::Chunk(**pool).valid());  // none left
+    BufferLease moved = std::move(chunk);
+    EXPECT_FALSE(chunk.valid());
+    EXPECT_TRUE(moved.valid());
+    EXPECT_EQ((*pool)->free_chunks(), 0u);  // moving gives nothing back
+  }
+  EXPECT_EQ((*pool)->free_chunks(), 1u);
+  BufferLease page = BufferLease::Page(**pool);
+  ASSERT_TRUE(page.valid());
+  EXPECT_EQ((*pool)->free_pages(), 0u);
+  page = BufferLease::Chunk(**pool);  // the page goes back as the chunk comes
+  EXPECT_EQ((*pool)->free_pages(), 1u);
+  EXPECT_EQ((*pool)->free_chunks(), 0u);
+  page.Release();
+  EXPECT_EQ((*pool)->free_chunks(), 1u);
+}
+
+TEST(BufferPoolTest, ChunkOrPageTakesAPageWhenNoChunkIsFree) {
+  BufferPoolOptions options;
+  options.buffer_count = 1;
+  options.chunk_count = 1;
+  auto pool = BufferPool::Create(options);
+  ASSERT_THAT(pool, IsOk());
+  BufferLease chunk = BufferLease::ChunkOrPage(**pool);
+  EXPECT_EQ(chunk->bytes, (*pool)->chunk_bytes());
+  BufferLease page = BufferLease::ChunkOrPage(**pool);
+  ASSERT_TRUE(page.valid());
+  EXPECT_EQ(page->bytes, (*pool)->page_bytes());
+  EXPECT_FALSE(BufferLease::ChunkOrPage(**pool).valid());
+  page.Release();
+  EXPECT_EQ((*pool)->free_pages(), 1u);  // back to the page list, not the chunk list
+  EXPECT_EQ((*pool)->free_chunks(), 0u);
+}
+
+TEST(BufferPoolTest, AnAbandonedLeaseNeverGivesItsBufferBack) {
+  BufferPoolOptions options;
+  options.chunk_count = 1;
+  auto pool = BufferPool::Create(options);
+  ASSERT_THAT(pool, IsOk());
+  {
+    BufferLease chunk = BufferLease::Chunk(**pool);
+    ASSERT_TRUE(chunk.valid());
+    chunk.Abandon();
+  }
+  EXPECT_EQ((*pool)->free_chunks(), 0u);
+}
+
 TEST(BufferPoolTest, UnregisteredPoolHandsOutNoBufferIndex) {
   auto pool = BufferPool::Create(BufferPoolOptions{});
   ASSERT_THAT(pool, IsOk());
