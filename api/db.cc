@@ -1,6 +1,6 @@
-// nvkv::DB and nvkv::Iterator over kv::Engine. This file is the only place where the public
-// types meet the engine's: options, enums and stats are converted field by field here, and keys
-// and values are checked against the public limits before they reach the engine.
+// nvkv::DB and nvkv::Iterator over kv::Engine. The engine takes the public value types (options,
+// stats, check reports) as they are; keys and values are checked here against the public limits
+// before they reach it.
 #include "nvkv/db.h"
 
 #include <algorithm>
@@ -13,129 +13,9 @@
 namespace nvkv {
 namespace {
 
-// ----- Options and enums, public -> engine. -----
-
-storage::Backend ToEngine(Backend backend) {
-  switch (backend) {
-    case Backend::kAuto:
-      return storage::Backend::kAuto;
-    case Backend::kNvmePassthrough:
-      return storage::Backend::kNvmePassthrough;
-    case Backend::kDirectFile:
-      return storage::Backend::kDirectFile;
-    case Backend::kSyncFile:
-      return storage::Backend::kSyncFile;
-  }
-  return storage::Backend::kAuto;
-}
-
-// An out-of-range enum value (a cast from a bad integer, e.g. through the C API) is a caller
-// error like any other bad option, not undefined behaviour further down.
-absl::Status CheckEnums(const Options& options) {
-  if (options.index_mode != IndexMode::kHash && options.index_mode != IndexMode::kOrdered &&
-      options.index_mode != IndexMode::kAsFormatted) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown index_mode ", static_cast<int>(options.index_mode)));
-  }
-  if (options.compaction_policy != CompactionPolicy::kCostBenefit &&
-      options.compaction_policy != CompactionPolicy::kGreedy) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown compaction_policy ", static_cast<int>(options.compaction_policy)));
-  }
-  if (static_cast<int>(options.durable_writes) > static_cast<int>(DurableWrites::kFlush)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown durable_writes ", static_cast<int>(options.durable_writes)));
-  }
-  if (static_cast<int>(options.backend) > static_cast<int>(Backend::kSyncFile)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown backend ", static_cast<int>(options.backend)));
-  }
-  return absl::OkStatus();
-}
-
-kv::EngineOptions ToEngineOptions(const Options& options) {
-  kv::EngineOptions engine;
-  engine.create_if_missing = options.create_if_missing;
-  engine.error_if_exists = options.error_if_exists;
-  engine.force_format = options.force_format;
-  engine.read_only = options.read_only;
-  engine.grow_store = options.grow_store;
-  engine.open_degraded = options.open_degraded;
-  engine.capacity_bytes = options.capacity_bytes;
-  engine.page_bytes = options.page_bytes;
-  engine.segment_bytes = options.segment_bytes;
-  engine.shard_count = options.shard_count;
-  engine.index_mode = options.index_mode;
-  engine.max_write_delay_us = options.max_write_delay_us;
-  engine.durable_writes = options.durable_writes;
-  engine.page_buffers_per_shard = options.page_buffers_per_shard;
-  engine.background_compaction = options.background_compaction;
-  engine.compaction_policy = options.compaction_policy;
-  engine.read_queue_depth = options.read_queue_depth;
-  engine.write_queue_depth = options.write_queue_depth;
-  engine.cache_bytes = options.cache_bytes;
-  engine.recovery_memory_bytes = options.recovery_memory_bytes;
-  engine.checkpoint_log_ratio = options.checkpoint_log_ratio;
-  engine.checkpoint_min_log_bytes = options.checkpoint_min_log_bytes;
-
-  storage::DeviceOptions& device = engine.device;
-  device.backend = ToEngine(options.backend);
-  device.allow_sync_fallback = options.allow_sync_fallback;
-  device.lock_device = true;  // two writers would interleave their logs: never allowed
-  device.lock_wait_ms = options.lock_wait_ms;
-  storage::RingOptions& ring = device.ring;
-  ring.queue_depth = options.queue_depth;
-  ring.single_issuer = options.single_issuer;
-  ring.register_ring_fd = options.register_ring_fd;
-  ring.register_file = options.register_file;
-  ring.fixed_buffers = options.fixed_buffers;
-  ring.sqpoll = options.sqpoll;
-  ring.sqpoll_idle_ms = options.sqpoll_idle_ms;
-  ring.iopoll = options.iopoll;
-  return engine;
-}
-
-// The defaults documented in nvkv/options.h are the engine's: a change on either side breaks
-// the build here instead of silently changing what a default-constructed Options means.
-constexpr Options kOptions{};
-constexpr kv::EngineOptions kEngine{};
-static_assert(kOptions.create_if_missing == kEngine.create_if_missing);
-static_assert(kOptions.error_if_exists == kEngine.error_if_exists);
-static_assert(kOptions.force_format == kEngine.force_format);
-static_assert(kOptions.read_only == kEngine.read_only);
-static_assert(kOptions.grow_store == kEngine.grow_store);
-static_assert(kOptions.open_degraded == kEngine.open_degraded);
+// The engine reads the public Options as they are; its refusals that force_format overrides
+// carry the payload DB documents.
 static_assert(std::string_view(DB::kFormatRefusedPayload) == kv::kFormatRefusedPayload);
-static_assert(kOptions.capacity_bytes == kEngine.capacity_bytes);
-static_assert(kOptions.page_bytes == kEngine.page_bytes);
-static_assert(kOptions.segment_bytes == kEngine.segment_bytes);
-static_assert(kOptions.shard_count == kEngine.shard_count);
-static_assert(kOptions.index_mode == kEngine.index_mode);
-static_assert(kOptions.max_write_delay_us == kEngine.max_write_delay_us);
-static_assert(kOptions.durable_writes == kEngine.durable_writes);
-static_assert(kOptions.page_buffers_per_shard == kEngine.page_buffers_per_shard);
-static_assert(kOptions.background_compaction == kEngine.background_compaction);
-static_assert(kOptions.compaction_policy == kEngine.compaction_policy);
-static_assert(kOptions.read_queue_depth == kEngine.read_queue_depth);
-static_assert(kOptions.write_queue_depth == kEngine.write_queue_depth);
-static_assert(kOptions.cache_bytes == kEngine.cache_bytes);
-static_assert(kOptions.recovery_memory_bytes == kEngine.recovery_memory_bytes);
-static_assert(kOptions.checkpoint_log_ratio == kEngine.checkpoint_log_ratio);
-static_assert(kOptions.checkpoint_min_log_bytes == kEngine.checkpoint_min_log_bytes);
-static_assert(kOptions.backend == Backend::kAuto &&
-              kEngine.device.backend == storage::Backend::kAuto);
-static_assert(kOptions.allow_sync_fallback == kEngine.device.allow_sync_fallback);
-static_assert(kOptions.lock_wait_ms == kEngine.device.lock_wait_ms);
-static_assert(kOptions.queue_depth == kEngine.device.ring.queue_depth);
-static_assert(kOptions.single_issuer == kEngine.device.ring.single_issuer);
-static_assert(kOptions.register_ring_fd == kEngine.device.ring.register_ring_fd);
-static_assert(kOptions.register_file == kEngine.device.ring.register_file);
-static_assert(kOptions.fixed_buffers == kEngine.device.ring.fixed_buffers);
-static_assert(kOptions.sqpoll == kEngine.device.ring.sqpoll);
-static_assert(kOptions.sqpoll_idle_ms == kEngine.device.ring.sqpoll_idle_ms);
-static_assert(kOptions.iopoll == kEngine.device.ring.iopoll);
-
-
 
 // The DBs whose ForEachLive is running `visit` on this thread (innermost last; walks of
 // different DBs may nest). On such a DB, CompactAll, Checkpoint, Check and ForEachLive would
@@ -202,9 +82,7 @@ DB::~DB() = default;
 
 absl::StatusOr<std::unique_ptr<DB>> DB::Open(const Options& options, const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("empty store path");
-  if (absl::Status status = CheckEnums(options); !status.ok()) return status;
-  absl::StatusOr<std::unique_ptr<kv::Engine>> engine =
-      kv::Engine::Open(path, ToEngineOptions(options));
+  absl::StatusOr<std::unique_ptr<kv::Engine>> engine = kv::Engine::Open(path, options);
   if (!engine.ok()) return engine.status();
   auto rep = std::make_unique<Rep>();
   rep->engine = std::move(*engine);

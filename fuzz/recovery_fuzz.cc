@@ -58,8 +58,8 @@ storage::MemDeviceOptions DeviceOptions() {
   return mem;
 }
 
-EngineOptions Options(bool ordered, bool create) {
-  EngineOptions options;
+Options StoreOptions(bool ordered, bool create) {
+  Options options;
   options.create_if_missing = create;
   options.page_bytes = kPageBytes;
   options.segment_bytes = kPageBytes * kPagesPerSegment;
@@ -91,7 +91,7 @@ const Store& StoreImage() {
     auto device = storage::MemDevice::Create(DeviceOptions());
     FUZZ_REQUIRE(device.ok(), "%s", device.status().ToString().c_str());
     std::shared_ptr<storage::MemStorage> bytes = (*device)->storage();
-    auto engine = Engine::OpenOnDevice(std::move(*device), Options(false, true));
+    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(false, true));
     FUZZ_REQUIRE(engine.ok(), "%s", engine.status().ToString().c_str());
     auto put = [&](const std::string& key, const std::string& value) {
       const WriteOp op{false, key, value};
@@ -130,7 +130,7 @@ const Store& StoreImage() {
     // an Open reads it alone.
     auto reopen = storage::MemDevice::Open(bytes, DeviceOptions());
     FUZZ_REQUIRE(reopen.ok(), "%s", reopen.status().ToString().c_str());
-    auto reopened = Engine::OpenOnDevice(std::move(*reopen), Options(false, false));
+    auto reopened = Engine::OpenOnDevice(std::move(*reopen), StoreOptions(false, false));
     FUZZ_REQUIRE(reopened.ok(), "%s", reopened.status().ToString().c_str());
     FUZZ_REQUIRE((*reopened)->Stats().recovery_from_checkpoint == 1, "no checkpoint");
     status = (*reopened)->Close();
@@ -180,7 +180,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenOn(const std::shared_ptr<storage::Me
                                                bool ordered) {
   auto device = storage::MemDevice::Open(bytes, DeviceOptions());
   FUZZ_REQUIRE(device.ok(), "%s", device.status().ToString().c_str());
-  return Engine::OpenOnDevice(std::move(*device), Options(ordered, false));
+  return Engine::OpenOnDevice(std::move(*device), StoreOptions(ordered, false));
 }
 
 void Run(const uint8_t* data, size_t size) {

@@ -75,7 +75,7 @@ class Compactor {
     // are never copied: a victim may hold one whole that recovery found cut (its other pages
     // unread then). Borrowed: outlives the compactor. Null: none.
     const SequenceRanges* dropped_batch_records = nullptr;
-    // EngineOptions::victim_picked_for_test.
+    // EngineSeams::victim_picked.
     const std::function<void(uint64_t segment)>* victim_picked = nullptr;
   };
   // Every argument must outlive the compactor. `next_sequence` is the engine's sequence counter

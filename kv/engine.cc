@@ -83,12 +83,37 @@ KeyHash HashKey(std::string_view key) {
 
 namespace {
 
-absl::Status ValidateOptions(const EngineOptions& o) {
+// An out-of-range enum value (a cast from a bad integer, e.g. through the C API) is a caller
+// error like any other bad option, not undefined behaviour further down.
+absl::Status ValidateEnums(const Options& o) {
+  if (o.index_mode != IndexMode::kHash && o.index_mode != IndexMode::kOrdered &&
+      o.index_mode != IndexMode::kAsFormatted) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown index_mode ", static_cast<int>(o.index_mode)));
+  }
+  if (o.compaction_policy != CompactionPolicy::kCostBenefit &&
+      o.compaction_policy != CompactionPolicy::kGreedy) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown compaction_policy ", static_cast<int>(o.compaction_policy)));
+  }
+  if (static_cast<int>(o.durable_writes) > static_cast<int>(DurableWrites::kFlush)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown durable_writes ", static_cast<int>(o.durable_writes)));
+  }
+  if (static_cast<int>(o.backend) > static_cast<int>(Backend::kSyncFile)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown backend ", static_cast<int>(o.backend)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptions(const Options& o) {
+  NVKV_RETURN_IF_ERROR(ValidateEnums(o));
   if (!IsPowerOfTwo(o.page_bytes) || o.page_bytes < kMinPageBytes || o.page_bytes > kMaxPageBytes) {
     return absl::InvalidArgumentError(absl::StrCat("page_bytes ", o.page_bytes,
                                                    " must be a power of two from 4096 to 65536"));
   }
-  if (o.segment_bytes != EngineOptions::kAutoSegmentBytes &&
+  if (o.segment_bytes != kAutoSegmentBytes &&
       (o.segment_bytes % o.page_bytes != 0 || o.segment_bytes / o.page_bytes < 16 ||
        o.segment_bytes > kMaxSegmentBytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -114,10 +139,47 @@ absl::Status ValidateOptions(const EngineOptions& o) {
   if (o.read_only && o.grow_store) {
     return absl::InvalidArgumentError("grow_store needs a writer: a read-only open writes nothing");
   }
-  if (static_cast<int>(o.durable_writes) > static_cast<int>(DurableWrites::kFlush)) {
-    return absl::InvalidArgumentError("unknown durable_writes");
-  }
   return absl::OkStatus();
+}
+
+storage::Backend DeviceBackend(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto:
+      return storage::Backend::kAuto;
+    case Backend::kNvmePassthrough:
+      return storage::Backend::kNvmePassthrough;
+    case Backend::kDirectFile:
+      return storage::Backend::kDirectFile;
+    case Backend::kSyncFile:
+      return storage::Backend::kSyncFile;
+  }
+  return storage::Backend::kAuto;
+}
+
+// The device as the options ask for it, for the first queue, which only holds the device (and
+// its lock): every role opens its own queue.
+storage::DeviceOptions DeviceOptionsOf(const Options& options) {
+  storage::DeviceOptions device;
+  device.backend = DeviceBackend(options.backend);
+  device.allow_sync_fallback = options.allow_sync_fallback;
+  device.lock_device = true;  // two writers would interleave their logs: never allowed
+  device.lock_wait_ms = options.lock_wait_ms;
+  device.read_only = options.read_only;
+  device.create_bytes =
+      options.create_if_missing && !options.read_only ? options.capacity_bytes : 0;
+  storage::RingOptions& ring = device.ring;
+  ring.single_issuer = options.single_issuer;
+  ring.register_ring_fd = options.register_ring_fd;
+  ring.register_file = options.register_file;
+  ring.fixed_buffers = options.fixed_buffers;
+  ring.sqpoll = options.sqpoll;
+  ring.sqpoll_idle_ms = options.sqpoll_idle_ms;
+  ring.iopoll = options.iopoll;
+  ring.queue_depth = 4;
+  device.buffers.buffer_bytes = 4096;
+  device.buffers.buffer_count = 1;
+  device.buffers.chunk_count = 0;
+  return device;
 }
 
 // Options::durable_writes as this engine applies it: kAuto is kFua on every backend today. On
@@ -131,8 +193,10 @@ DurableWrites ChooseDurableWrites(DurableWrites asked) {
 
 }  // namespace
 
-Engine::Impl::Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device)
+Engine::Impl::Impl(const Options& options, const EngineSeams& seams,
+                   std::unique_ptr<storage::Device> device)
     : options_(options),
+      seams_(seams),
       read_only_(options.read_only || device->info().read_only),
       base_device_(std::move(device)),
       device_info_(base_device_->info()),
@@ -231,13 +295,13 @@ void Engine::Impl::StartCheckpointer() {
 
 absl::Status Engine::Impl::Recover() {
   RecoveryOptions recovery_options;
-  recovery_options.read_all = options_.recovery_reads_all;
+  recovery_options.read_all = seams_.recovery_reads_all;
   recovery_options.open_degraded = options_.open_degraded;
   recovery_options.table_budget_bytes = options_.recovery_memory_bytes;
   if (recovery_options.table_budget_bytes == 0) {
     // What the limits leave: recovery keeps its tables, the index and the key filters within it.
-    const std::optional<uint64_t> headroom = options_.memory_headroom_bytes != 0
-                                                 ? options_.memory_headroom_bytes
+    const std::optional<uint64_t> headroom = seams_.memory_headroom_bytes != 0
+                                                 ? seams_.memory_headroom_bytes
                                                  : MemoryHeadroomBytes();
     if (headroom) recovery_options.table_budget_ceiling_bytes = std::max<uint64_t>(1, *headroom);
   }
@@ -317,7 +381,7 @@ absl::Status Engine::Impl::StartWriter() {
   HeadAppender::Options appender_config;
   appender_config.summaries =
       segment_map_ != nullptr &&
-      shape_.geometry.pages_per_segment >= options_.summary_min_segment_pages;
+      shape_.geometry.pages_per_segment >= seams_.summary_min_segment_pages;
   appender_ = std::make_unique<HeadAppender>(appender_config, shape_, shards_, *segments_,
                                              *writer_, next_sequence_);
   for (auto& shard : shards_) {
@@ -358,7 +422,7 @@ absl::Status Engine::Impl::StartCompactor() {
   compactor_config.background = options_.background_compaction;
   compactor_config.compaction_policy = options_.compaction_policy;
   compactor_config.dropped_batch_records = &recovery_.dropped_batch_records;
-  compactor_config.victim_picked = options_.victim_picked_for_test;
+  compactor_config.victim_picked = seams_.victim_picked;
   compactor_ = std::make_unique<Compactor>(compactor_config, shape_, shards_, *segments_,
                                            *writer_, error_, write_counters_, *appender_,
                                            next_sequence_, std::move(*compaction_queue));
@@ -381,7 +445,7 @@ absl::Status Engine::Impl::Close() {
   if (compactor_ != nullptr) compactor_->Stop();
   absl::Status status;
   if (writer_ != nullptr && writer_->started()) {
-    const bool checkpoint_at_close = options_.checkpoint_at_close && WritesCheckpoints();
+    const bool checkpoint_at_close = seams_.checkpoint_at_close && WritesCheckpoints();
     if (!error_.failed()) {
       if (checkpoint_at_close) {
         // The checkpoint keeps the heads in their segments, and the next Open resumes them. (If
@@ -683,27 +747,19 @@ void StopMutexDeadlockDetection() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const std::string& path,
-                                                     const EngineOptions& options) {
+                                                     const Options& options,
+                                                     const EngineSeams& seams) {
   absl::Status valid = ValidateOptions(options);
   if (!valid.ok()) return valid;
   StopMutexDeadlockDetection();
-  storage::DeviceOptions device_options = options.device;
-  device_options.read_only = options.read_only;
-  device_options.create_bytes =
-      options.create_if_missing && !options.read_only ? options.capacity_bytes : 0;
-  // This first queue only holds the device (and its lock); every role opens its own queue.
-  device_options.buffers.buffer_bytes = 4096;
-  device_options.buffers.buffer_count = 1;
-  device_options.buffers.chunk_count = 0;
-  device_options.ring.queue_depth = 4;
   absl::StatusOr<std::unique_ptr<storage::Device>> device =
-      storage::OpenDevice(path, device_options);
+      storage::OpenDevice(path, DeviceOptionsOf(options));
   if (!device.ok()) return device.status();
-  return OpenOnDevice(std::move(*device), options);
+  return OpenOnDevice(std::move(*device), options, seams);
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
-    std::unique_ptr<storage::Device> device, const EngineOptions& options) {
+    std::unique_ptr<storage::Device> device, const Options& options, const EngineSeams& seams) {
   absl::Status valid = ValidateOptions(options);
   if (!valid.ok()) return valid;
   StopMutexDeadlockDetection();
@@ -712,7 +768,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
     return absl::UnimplementedError(absl::StrCat(path, ": zoned namespaces are not supported yet"));
   }
   const storage::DeviceInfo info = device->info();
-  auto impl = std::make_unique<Impl>(options, std::move(device));
+  auto impl = std::make_unique<Impl>(options, seams, std::move(device));
   absl::Status opened;
   try {
     opened = impl->OpenStore(path);

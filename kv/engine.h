@@ -42,10 +42,12 @@ namespace nvkv::kv {
 // only).
 // Memory per key: the index's (IndexMode), plus 2.5-8 bytes per put record on the device, live
 // or not yet cleaned, for compaction's key filters (kv/segment_table.h).
+using ::nvkv::Backend;
 using ::nvkv::CheckReport;
 using ::nvkv::CompactionPolicy;
 using ::nvkv::DurableWrites;
 using ::nvkv::IndexMode;
+using ::nvkv::Options;
 using ::nvkv::ProgressCallback;
 
 // The payload (absl::Status::GetPayload) of Open's refusals that force_format overrides: the
@@ -53,42 +55,20 @@ using ::nvkv::ProgressCallback;
 // errors of the same codes (a device in use, a media error) do not carry it.
 inline constexpr char kFormatRefusedPayload[] = "nvkv/format-refused";
 
-struct EngineOptions {
-  storage::DeviceOptions device;    // backend, ring flags, lock; create_bytes is set from capacity
-  bool create_if_missing = true;    // format an empty device or create a missing file
-  bool error_if_exists = false;     // fail when a store is already there
-  bool force_format = false;        // format even over data that is not an nvkv store
-  uint64_t capacity_bytes = 1ull << 30;  // size of a store file created by Open
-  uint32_t page_bytes = 4096;       // format only: power of two, 4096..65536, multiple of LBA
-  // Format only: a multiple of page_bytes, 16 pages to 8 MiB, or kAutoSegmentBytes: 1 MiB, or
-  // less for a store under 64 MiB, so that it has at least 64 segments (down to 16 pages).
-  static constexpr uint32_t kAutoSegmentBytes = 0;
-  uint32_t segment_bytes = kAutoSegmentBytes;
-  uint32_t shard_count = 4;         // 1..64
-  IndexMode index_mode = IndexMode::kAsFormatted;  // recorded at format (page_format.h)
-  uint32_t max_write_delay_us = 2000;  // non-durable writes reach the device within this (and
-                                       // are durable within twice it plus device time)
-  DurableWrites durable_writes = DurableWrites::kAuto;  // kAuto: kFua (engine.cc)
-  uint32_t page_buffers_per_shard = 32;  // pages a shard may have unwritten or in flight
-  bool background_compaction = true;
-  CompactionPolicy compaction_policy = CompactionPolicy::kCostBenefit;
-  uint32_t read_queue_depth = 64;   // reads in flight per reading thread
-  uint32_t write_queue_depth = 64;  // asynchronous writes pending per thread
-  uint64_t cache_bytes = uint64_t{32} << 20;  // the record cache, over all shards (0: off)
-  // Options::recovery_memory_bytes: recovery's tables beside the index, RecoveryOptions::
-  // table_budget_bytes (0: a share of the index, and tables, index and key filters together
-  // within memory_headroom_bytes).
-  uint64_t recovery_memory_bytes = 0;
+// What no user sets: tests (and checks) reach through these states that the defaults reach only
+// slowly or by chance. The engine otherwise reads the public Options (nvkv/options.h) as given.
+// Options::segment_bytes that sizes segments to the store: 1 MiB, or less for a store under
+// 64 MiB, so that it has at least 64 segments (down to 16 pages).
+inline constexpr uint32_t kAutoSegmentBytes = 0;
+
+struct EngineSeams {
   // How much more memory the process may take as Open starts (RecoveryOptions::
   // table_budget_ceiling_bytes). 0: what its memory limits and the machine's available memory
-  // leave (kv/memory_headroom.h); tests give one.
+  // leave (kv/memory_headroom.h).
   uint64_t memory_headroom_bytes = 0;
   // Recovery reads every segment, whatever the segment map says (kv/FORMAT.md "Recovery"): the
-  // state it rebuilds is the same, only slower. For checks and tests.
+  // state it rebuilds is the same, only slower.
   bool recovery_reads_all = false;
-  // Options::open_degraded: open even when pages of the log cannot be read, without their
-  // records (else Open fails naming them).
-  bool open_degraded = false;
   // Sealed segments get summaries (segment_summary.h) when they have at least this many pages.
   // A summary takes at least a page: in the small segments of a small store (which opens in
   // milliseconds anyway) that is more space than the summary saves time. Tests set 0.
@@ -96,25 +76,12 @@ struct EngineOptions {
   // A clean Close writes a checkpoint of the indexes, the segment table and the log heads'
   // places (checkpoint.h), which the next Open reads instead of the log; the heads go on in
   // their segments. Off, Close makes the heads leave their segments with summaries instead, and
-  // the next Open reads those. Tests that want Open to read the log turn it off.
+  // the next Open reads those.
   bool checkpoint_at_close = true;
-  // While it runs, the engine writes a checkpoint too (checkpointer.h) once the log written since
-  // the last one reaches checkpoint_log_ratio times that one's size and at least
-  // checkpoint_min_log_bytes: recovery after a crash then reads that checkpoint and the log
-  // written since, not the whole log. 0: only at Close. (Writes wait while one is taken into memory.)
-  uint32_t checkpoint_log_ratio = 8;
-  uint64_t checkpoint_min_log_bytes = uint64_t{64} << 20;
-  // Open the store for reading only (Options::read_only): the device is opened read-only under
-  // a shared claim, nothing is formatted, repaired or written (not at Open, not at Close), no
-  // writer or compaction runs, and writes fail with kFailedPrecondition.
-  bool read_only = false;
-  // Grow the store to what its device holds, a store file first extended to capacity_bytes
-  // (Options::grow_store).
-  bool grow_store = false;
-  // Tests only: called on the compactor's thread each time background compaction has picked a
-  // victim, before it waits to clean it (a checkpoint may be taken in between). Borrowed: it
-  // outlives the engine. (A pointer: the options stay a literal type.)
-  const std::function<void(uint64_t segment)>* victim_picked_for_test = nullptr;
+  // Called on the compactor's thread each time background compaction has picked a victim,
+  // before it waits to clean it (a checkpoint may be taken in between). Borrowed: it outlives
+  // the engine.
+  const std::function<void(uint64_t segment)>* victim_picked = nullptr;
 };
 
 // One Put or Delete of a Write call. Views must stay valid for the call.
@@ -139,11 +106,13 @@ class Engine {
   // is not an nvkv store without force_format; newer format), kDataLoss (both superblocks
   // damaged), kInvalidArgument (bad options), plus device errors.
   static absl::StatusOr<std::unique_ptr<Engine>> Open(const std::string& path,
-                                                      const EngineOptions& options);
+                                                      const Options& options,
+                                                      const EngineSeams& seams = {});
   // Opens (or formats) the store on an already open device (a MemDevice or FaultDevice in tests,
   // or a device opened with special options). The engine owns it from then on.
   static absl::StatusOr<std::unique_ptr<Engine>> OpenOnDevice(
-      std::unique_ptr<storage::Device> device, const EngineOptions& options);
+      std::unique_ptr<storage::Device> device, const Options& options,
+      const EngineSeams& seams = {});
   // Closes cleanly: flushes, stops the background threads. Errors are dropped; call Close()
   // first to see them.
   ~Engine();
@@ -193,7 +162,7 @@ class Engine {
   absl::Status CompactAll();
 
   // Writes a checkpoint now (blocking; writes wait while it is taken), as the engine does on its own
-  // (EngineOptions::checkpoint_log_ratio): recovery after a crash reads it and the log written
+  // (Options::checkpoint_log_ratio): recovery after a crash reads it and the log written
   // after it. Every write made so far is durable when it returns OK. kResourceExhausted when
   // the free segments cannot hold it; device errors.
   absl::Status Checkpoint();
@@ -230,7 +199,7 @@ class Engine {
 
   uint32_t max_value_bytes() const;
   uint64_t max_batch_bytes() const;
-  // The index mode this Open chose (kHash or kOrdered: EngineOptions::index_mode, or the store's).
+  // The index mode this Open chose (kHash or kOrdered: Options::index_mode, or the store's).
   IndexMode index_mode() const;
 
   class Impl;

@@ -74,7 +74,7 @@ struct OperationCounters {
 
 class Engine::Impl final {
  public:
-  Impl(const EngineOptions& options, std::unique_ptr<storage::Device> device);
+  Impl(const Options& options, const EngineSeams& seams, std::unique_ptr<storage::Device> device);
   ~Impl();
 
   // --- store_open.cc and engine.cc ---
@@ -239,7 +239,8 @@ class Engine::Impl final {
   // (SegmentTable::WaitForFree), or on the last attempt.
   bool CompactionFreedRoom(const absl::Status& status, SegmentUse use, int attempt);
 
-  const EngineOptions options_;
+  const Options options_;
+  const EngineSeams seams_;
   // Opened for reading only (options_.read_only, or a device opened so): no writer, compactor
   // or head appender exists, and nothing is written to the device.
   const bool read_only_;

@@ -79,7 +79,7 @@ inline constexpr uint64_t kTableShareOfIndex = 16;
 inline constexpr uint64_t kMinTableBudget = uint64_t{256} << 10;
 
 struct RecoveryOptions {
-  // Read every segment, whatever the segment map says (EngineOptions::recovery_reads_all); a
+  // Read every segment, whatever the segment map says (EngineSeams::recovery_reads_all); a
   // checkpoint is then not used either.
   bool read_all = false;
   // The most bytes the tables of newest records may take together, when not 0: a log whose
@@ -89,7 +89,7 @@ struct RecoveryOptions {
   // key filters together within table_budget_ceiling_bytes.
   uint64_t table_budget_bytes = 0;
   uint64_t table_budget_ceiling_bytes = 0;
-  // Pages of a log the device cannot read do not fail recovery (EngineOptions::open_degraded):
+  // Pages of a log the device cannot read do not fail recovery (Options::open_degraded):
   // it goes on without their records, notes them (RecoveryReport::unread_pages) and starts the
   // next sequence UnreadSequenceGap above what it read.
   bool open_degraded = false;

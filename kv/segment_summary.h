@@ -16,7 +16,7 @@
 // PagesWith estimates them from the most summary bytes a page gave so far). When the estimate
 // falls short after all, or a summary would take more than MaxSummaryPages (small records: the
 // summary would cost much space and save little reading), the segment gets none and recovery
-// reads it whole. Small segments get none either (EngineOptions::summary_min_segment_pages).
+// reads it whole. Small segments get none either (EngineSeams::summary_min_segment_pages).
 //
 // Thread contract: SummaryBuilder is its head's, under the shard's lock; the functions are pure.
 #ifndef NVKV_KV_SEGMENT_SUMMARY_H_

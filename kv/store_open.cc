@@ -251,7 +251,7 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
   }
   const uint32_t lba_bytes = device_info_.lba_bytes;
   const uint32_t segment_bytes =
-      options_.segment_bytes != EngineOptions::kAutoSegmentBytes
+      options_.segment_bytes != kAutoSegmentBytes
           ? options_.segment_bytes
           : AutoSegmentBytes(device_info_.capacity_bytes(), options_.page_bytes);
   const uint32_t pages_per_segment = segment_bytes / options_.page_bytes;

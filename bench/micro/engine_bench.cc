@@ -88,8 +88,8 @@ storage::MemDeviceOptions DeviceFor(uint64_t records) {
   return mem;
 }
 
-EngineOptions StoreOptions(IndexMode mode) {
-  EngineOptions options;
+Options StoreOptions(IndexMode mode) {
+  Options options;
   options.index_mode = mode;
   options.shard_count = 4;
   options.segment_bytes = 1 << 20;
@@ -180,7 +180,7 @@ void BM_Recovery(benchmark::State& state, IndexMode mode) {
     }
     // No background compaction: it would start cleaning the overwritten keys' segments as soon
     // as the store is open, and the pages it writes into the memory device would count as Open's.
-    EngineOptions options = StoreOptions(mode);
+    Options options = StoreOptions(mode);
     options.background_compaction = false;
     auto engine = Engine::OpenOnDevice(std::move(*device), options);
     if (!engine.ok()) {
@@ -223,7 +223,7 @@ std::unique_ptr<Engine> LoadedStore(benchmark::State& state, IndexMode mode, uin
     state.SkipWithError(device.status().ToString().c_str());
     return nullptr;
   }
-  EngineOptions options = StoreOptions(mode);
+  Options options = StoreOptions(mode);
   options.cache_bytes = cache_bytes;
   auto engine = Engine::OpenOnDevice(std::move(*device), options);
   if (!engine.ok()) {

@@ -129,7 +129,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenOnMemDevice(IndexMode mode) {
   mem.lba_count = (64 << 20) / mem.lba_bytes;
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::MemDevice> device,
                         storage::MemDevice::Create(mem));
-  EngineOptions options;
+  Options options;
   options.index_mode = mode;
   options.background_compaction = false;
   return Engine::OpenOnDevice(std::move(device), options);

@@ -26,14 +26,14 @@ using ::nvkv::testing::IsOk;
 using ::nvkv::testing::StatusIs;
 
 // No cache, so that no overwrite finds its key's place there.
-EngineOptions Store(uint64_t capacity_bytes = 64 << 20) {
-  EngineOptions options;
+Options Store(uint64_t capacity_bytes = 64 << 20) {
+  Options options;
   options.capacity_bytes = capacity_bytes;
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
   options.index_mode = IndexMode::kHash;
   options.cache_bytes = 0;
-  options.device.ring.queue_depth = 32;
+  options.queue_depth = 32;
   return options;
 }
 
@@ -44,13 +44,13 @@ std::string Value(int i, int version) {
 
 class BlindWriteTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Engine> Open(const EngineOptions& options = Store()) {
+  std::unique_ptr<Engine> Open(const Options& options = Store()) {
     auto engine = Engine::Open(dir_.File("store"), options);
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
   // Writes version 0 of keys [0, n) and reopens, so that no page of them is in memory.
-  std::unique_ptr<Engine> Loaded(int n, const EngineOptions& options = Store()) {
+  std::unique_ptr<Engine> Loaded(int n, const Options& options = Store()) {
     auto engine = Open(options);
     if (engine == nullptr) return nullptr;
     for (int i = 0; i < n; ++i) EXPECT_THAT(Put(*engine, Key(i), Value(i, 0), false), IsOk());
@@ -76,7 +76,7 @@ class BlindWriteTest : public ::testing::Test {
   }
   // Values and Check now, and values again after a clean reopen (recovery rebuilds one entry
   // per key). Leaves `engine` open on the reopened store.
-  void ExpectValuesAcrossReopen(std::unique_ptr<Engine>& engine, const EngineOptions& options,
+  void ExpectValuesAcrossReopen(std::unique_ptr<Engine>& engine, const Options& options,
                                 const std::map<int, int>& versions) {
     ExpectValues(*engine, versions);
     ExpectCheckClean(*engine);
@@ -206,7 +206,7 @@ TEST_F(BlindWriteTest, CheckAndForEachLiveSeeOnlyCurrentRecords) {
 
 TEST_F(BlindWriteTest, CompactionSettlesStaleEntriesAndCopiesOnlyCurrentRecords) {
   constexpr int kKeys = 400;
-  EngineOptions options = Store();
+  Options options = Store();
   options.background_compaction = false;
   auto engine = Loaded(kKeys, options);
   ASSERT_NE(engine, nullptr);
@@ -239,7 +239,7 @@ TEST_F(BlindWriteTest, CompactionSettlesStaleEntriesAndCopiesOnlyCurrentRecords)
 // the garbage and never fill up with it.
 TEST_F(BlindWriteTest, UniformOverwritesOnASmallStoreNeverFillIt) {
   constexpr int kKeys = 3000;  // ~0.5 MB of records in a 4 MiB store
-  const EngineOptions options = Store(4 << 20);
+  const Options options = Store(4 << 20);
   auto engine = Loaded(kKeys, options);
   ASSERT_NE(engine, nullptr);
   std::mt19937 rng(11);

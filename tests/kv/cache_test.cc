@@ -23,14 +23,14 @@ namespace {
 using ::nvkv::testing::IsOk;
 using ::nvkv::testing::StatusIs;
 
-EngineOptions Store(IndexMode mode, uint64_t cache_bytes) {
-  EngineOptions options;
+Options Store(IndexMode mode, uint64_t cache_bytes) {
+  Options options;
   options.capacity_bytes = 64 << 20;
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
   options.index_mode = mode;
   options.cache_bytes = cache_bytes;
-  options.device.ring.queue_depth = 32;
+  options.queue_depth = 32;
   return options;
 }
 
@@ -58,7 +58,7 @@ class CacheTest : public ::testing::TestWithParam<IndexMode> {
 };
 
 TEST_P(CacheTest, WrittenKeysAreReadFromTheCacheWithoutPageReads) {
-  auto engine = Open(EngineOptions{}.cache_bytes);
+  auto engine = Open(Options{}.cache_bytes);
   ASSERT_NE(engine, nullptr);
   for (int i = 0; i < 200; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, 0)), IsOk());
   ASSERT_THAT(engine->Flush(), IsOk());
@@ -91,11 +91,11 @@ TEST_P(CacheTest, WithoutACacheEveryGetOfAWrittenPageReadsIt) {
 
 TEST_P(CacheTest, AReadAfterReopenFillsTheCache) {
   {
-    auto engine = Open(EngineOptions{}.cache_bytes);
+    auto engine = Open(Options{}.cache_bytes);
     ASSERT_NE(engine, nullptr);
     for (int i = 0; i < 20; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, 0)), IsOk());
   }
-  auto engine = Open(EngineOptions{}.cache_bytes);
+  auto engine = Open(Options{}.cache_bytes);
   ASSERT_NE(engine, nullptr);
   const uint64_t reads_at_open = engine->Stats().page_reads;
   for (int i = 0; i < 20; ++i) ASSERT_EQ(*engine->Get(Key(i)), Value(i, 0));
@@ -106,7 +106,7 @@ TEST_P(CacheTest, AReadAfterReopenFillsTheCache) {
 }
 
 TEST_P(CacheTest, OverwritesAndDeletesOfCachedKeysReadNoPage) {
-  auto engine = Open(EngineOptions{}.cache_bytes);
+  auto engine = Open(Options{}.cache_bytes);
   ASSERT_NE(engine, nullptr);
   for (int i = 0; i < 100; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, 0)), IsOk());
   ASSERT_THAT(engine->Flush(), IsOk());
@@ -127,7 +127,7 @@ TEST_P(CacheTest, OverwritesAndDeletesOfCachedKeysReadNoPage) {
 }
 
 TEST_P(CacheTest, HitsFollowBatchesAndCompaction) {
-  auto engine = Open(EngineOptions{}.cache_bytes);
+  auto engine = Open(Options{}.cache_bytes);
   ASSERT_NE(engine, nullptr);
   for (int i = 0; i < 400; ++i) {
     ASSERT_THAT(Put(*engine, Key(i), std::string(600, static_cast<char>('a' + i % 26))), IsOk());
@@ -167,13 +167,13 @@ TEST_P(CacheTest, HitsFollowBatchesAndCompaction) {
   };
   check(*engine);
   engine.reset();
-  engine = Open(EngineOptions{}.cache_bytes);
+  engine = Open(Options{}.cache_bytes);
   ASSERT_NE(engine, nullptr);
   check(*engine);
 }
 
 TEST_P(CacheTest, MultiGetAndGetAsyncServeHitsWithoutPageReads) {
-  auto engine = Open(EngineOptions{}.cache_bytes);
+  auto engine = Open(Options{}.cache_bytes);
   ASSERT_NE(engine, nullptr);
   for (int i = 0; i < 10; ++i) ASSERT_THAT(Put(*engine, Key(i), Value(i, 0)), IsOk());
   ASSERT_THAT(engine->Flush(), IsOk());
@@ -294,7 +294,7 @@ TEST_P(CacheTest, AReadHandledAfterItsPageWasReusedDoesNotFillTheCache) {
   absl::StatusOr<std::unique_ptr<storage::MemDevice>> created = storage::MemDevice::Create(mem);
   ASSERT_THAT(created, IsOk());
   const std::shared_ptr<storage::MemStorage> storage = (*created)->storage();
-  EngineOptions options;
+  Options options;
   options.segment_bytes = kPagesPerSegment * 4096;
   options.shard_count = 1;
   options.page_buffers_per_shard = 16;

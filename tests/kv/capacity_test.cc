@@ -36,7 +36,7 @@ constexpr uint32_t kRecordHeaderBytes = 24;
 
 // A store of `capacity_bytes` in memory, default options otherwise.
 std::shared_ptr<Engine> OpenMemStore(uint64_t capacity_bytes,
-                                     const EngineOptions& options = EngineOptions()) {
+                                     const Options& options = Options()) {
   MemDeviceOptions mem;
   mem.lba_bytes = kPageBytes;
   mem.lba_count = capacity_bytes / kPageBytes;
@@ -173,7 +173,7 @@ uint64_t FillWithDistinctPuts(Engine& engine, absl::Status* refusal, absl::Durat
 // have up to a segment unused. So the live bytes reach at least
 // (usable_bytes - (shard_count - 1) segments) / page_bytes records of 4,034 bytes.
 TEST(CapacityTest, DistinctPutsFillTheUsableCapacityThenFailAtOnce) {
-  EngineOptions options;
+  Options options;
   options.segment_bytes = 1 << 20;
   std::shared_ptr<Engine> engine = OpenMemStore(16 << 20, options);
   ASSERT_NE(engine, nullptr);
@@ -221,7 +221,7 @@ std::vector<std::string> KeysOfShard(const std::string& prefix, uint32_t shard,
 // head's segment may be one compaction took from the reserve; batches used to fill it, and then
 // drain what compaction needs, while single puts were refused.)
 TEST(CapacityTest, BatchesAreRefusedWhereSinglePutsAre) {
-  EngineOptions options;
+  Options options;
   options.shard_count = 2;
   options.background_compaction = false;  // nothing frees a segment meanwhile
   std::shared_ptr<Engine> engine = OpenMemStore(16 << 20, options);
@@ -255,7 +255,7 @@ TEST(CapacityTest, BatchesAreRefusedWhereSinglePutsAre) {
 // without ever wedging: each write returns at once (taken, or refused for room), compaction
 // keeps cleaning, and once deletes have made room the batches go in again.
 TEST(CapacityTest, BatchesAloneFillAndChurnAStoreWithoutWedging) {
-  EngineOptions options;
+  Options options;
   options.shard_count = 2;
   std::shared_ptr<Engine> engine = OpenMemStore(16 << 20, options);
   ASSERT_NE(engine, nullptr);
@@ -318,7 +318,7 @@ TEST(CapacityTest, BatchesAloneFillAndChurnAStoreWithoutWedging) {
 }
 
 // With the default options a small store still holds most of its capacity: its segments are
-// sized to it (EngineOptions::segment_bytes), so the segments compaction needs kept free are a
+// sized to it (Options::segment_bytes), so the segments compaction needs kept free are a
 // small part of it. With 1 MiB segments whatever the size, 16 MiB filled to 46% and 8 MiB was
 // refused as too small.
 TEST(CapacityTest, SmallStoreWithDefaultOptionsHoldsMostOfItsCapacity) {

@@ -59,27 +59,32 @@ struct Shape {
   uint32_t summary_min_segment_pages = 0;  // larger than a segment: no summaries
   uint64_t recovery_memory_bytes = 0;      // 0: the default
   bool background_compaction = false;
-  // EngineOptions::victim_picked_for_test.
+  // EngineSeams::victim_picked.
   const std::function<void(uint64_t)>* victim_picked = nullptr;
 };
 
-EngineOptions StoreOptions(const Shape& shape, IndexMode mode) {
-  EngineOptions options;
+Options StoreOptions(const Shape& shape, IndexMode mode) {
+  Options options;
   options.segment_bytes = kPagesPerSegment * kPageBytes;
-  options.summary_min_segment_pages = shape.summary_min_segment_pages;
   options.recovery_memory_bytes = shape.recovery_memory_bytes;
   options.shard_count = shape.shards;
   options.page_buffers_per_shard = 16;
   options.background_compaction = shape.background_compaction;
-  options.victim_picked_for_test = shape.victim_picked;
   options.index_mode = shape.mode.value_or(mode);
-  options.recovery_reads_all = shape.read_all;
-  options.checkpoint_at_close = shape.checkpoint;
   if (shape.checkpoint_min_log_bytes > 0) {
     options.checkpoint_min_log_bytes = shape.checkpoint_min_log_bytes;
     options.checkpoint_log_ratio = 1;
   }
   return options;
+}
+
+EngineSeams StoreSeams(const Shape& shape) {
+  EngineSeams seams;
+  seams.summary_min_segment_pages = shape.summary_min_segment_pages;
+  seams.victim_picked = shape.victim_picked;
+  seams.recovery_reads_all = shape.read_all;
+  seams.checkpoint_at_close = shape.checkpoint;
+  return seams;
 }
 
 class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
@@ -88,7 +93,8 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
     auto created = MemDevice::Create(MemOptions());
     ASSERT_THAT(created, IsOk());
     storage_ = (*created)->storage();
-    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions({}, GetParam()));
+    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions({}, GetParam()),
+                                       StoreSeams({}));
     ASSERT_THAT(engine, IsOk());
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
@@ -97,7 +103,8 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
                                                const Shape& shape = {}) {
     auto device = MemDevice::Open(storage, MemOptions());
     if (!device.ok()) return device.status();
-    return Engine::OpenOnDevice(std::move(*device), StoreOptions(shape, GetParam()));
+    return Engine::OpenOnDevice(std::move(*device), StoreOptions(shape, GetParam()),
+                                StoreSeams(shape));
   }
 
   // Round `round` of writes: puts, overwrites of a third of the keys, deletes and batches, some
@@ -327,7 +334,8 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
     auto watch = (*fault)->OpenQueue(storage::QueueOptions{});
     EXPECT_THAT(watch, IsOk());
     if (!watch.ok()) return store;
-    auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions({}, GetParam()));
+    auto engine =
+        Engine::OpenOnDevice(std::move(*fault), StoreOptions({}, GetParam()), StoreSeams({}));
     EXPECT_THAT(engine, IsOk());
     if (!engine.ok()) return store;
     store.watch = std::move(*watch);
@@ -701,7 +709,7 @@ TEST_P(CheckpointTest, ACloseRightAfterACheckpointMarksItCurrent) {
   ExpectAll(**engine);
 }
 
-// The engine writes checkpoints on its own as the log grows (EngineOptions::checkpoint_log_ratio
+// The engine writes checkpoints on its own as the log grows (Options::checkpoint_log_ratio
 // and checkpoint_min_log_bytes): a crash then reads the last one and the log after it.
 TEST_P(CheckpointTest, TheEngineWritesCheckpointsAsTheLogGrows) {
   const Shape running{.mode = std::nullopt, .checkpoint_min_log_bytes = 128 << 10};
@@ -873,7 +881,8 @@ TEST_P(CheckpointTest, ACheckpointReadAheadIsSetAsideWhereverAPageFails) {
       } else {
         copy->Corrupt(page * kPageBytes + kPageBytes - 100, 1);
       }
-      auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions({}, GetParam()));
+      auto engine =
+          Engine::OpenOnDevice(std::move(*device), StoreOptions({}, GetParam()), StoreSeams({}));
       ASSERT_THAT(engine, IsOk());
       const EngineStats stats = (*engine)->Stats();
       EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
@@ -1077,16 +1086,16 @@ TEST_P(CheckpointTest, AResumedHeadsKeyFilterIsRebuiltNotSaved) {
   auto created = MemDevice::Create(large);
   ASSERT_THAT(created, IsOk());
   const std::shared_ptr<MemStorage> storage = (*created)->storage();
-  EngineOptions options = StoreOptions(Shape{.mode = std::nullopt, .shards = 1}, GetParam());
+  const Shape shape{.mode = std::nullopt, .shards = 1, .summary_min_segment_pages = 128};
+  Options options = StoreOptions(shape, GetParam());
   options.segment_bytes = uint64_t{kLargePages} * kPageBytes;
-  options.summary_min_segment_pages = 128;
   const auto open = [&](const std::shared_ptr<MemStorage>& on) {
     auto device = MemDevice::Open(on, large);
     EXPECT_THAT(device, IsOk());
-    return Engine::OpenOnDevice(std::move(*device), options);
+    return Engine::OpenOnDevice(std::move(*device), options, StoreSeams(shape));
   };
   {
-    auto engine = Engine::OpenOnDevice(std::move(*created), options);
+    auto engine = Engine::OpenOnDevice(std::move(*created), options, StoreSeams(shape));
     ASSERT_THAT(engine, IsOk());
     WriteOp op{false, "only", "one key"};
     ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), true), IsOk());

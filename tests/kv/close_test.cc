@@ -80,8 +80,8 @@ MemDeviceOptions MemOptions() {
   return options;
 }
 
-EngineOptions StoreOptions(bool background_compaction) {
-  EngineOptions options;
+Options StoreOptions(bool background_compaction) {
+  Options options;
   options.segment_bytes = kPageBytes * kPagesPerSegment;
   options.shard_count = 2;
   options.background_compaction = background_compaction;

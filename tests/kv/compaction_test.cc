@@ -45,8 +45,8 @@ MemDeviceOptions MemOptions(uint64_t segments) {
   return options;
 }
 
-EngineOptions StoreOptions(IndexMode mode) {
-  EngineOptions options;
+Options StoreOptions(IndexMode mode) {
+  Options options;
   options.segment_bytes = kSegmentBytes;
   options.shard_count = 2;
   options.index_mode = mode;
@@ -65,7 +65,7 @@ class MemStore {
     NVKV_CHECK(device.ok());
     storage_ = (*device)->storage();
   }
-  absl::StatusOr<std::unique_ptr<Engine>> Open(const EngineOptions& options) {
+  absl::StatusOr<std::unique_ptr<Engine>> Open(const Options& options) {
     auto device = MemDevice::Open(storage_, mem_);
     if (!device.ok()) return device.status();
     return Engine::OpenOnDevice(std::move(*device), options);
@@ -124,7 +124,7 @@ class CompactionTest : public ::testing::TestWithParam<IndexMode> {};
 // store filled at 60% of its capacity.)
 TEST_P(CompactionTest, NonDurableWritesFillWholePages) {
   MemStore store(16);
-  EngineOptions options = StoreOptions(GetParam());
+  Options options = StoreOptions(GetParam());
   options.shard_count = 1;
   options.max_write_delay_us = 1'000'000;
   auto engine = store.Open(options);
@@ -281,7 +281,7 @@ TEST_P(CompactionTest, LiveDataBeyondCapacityIsRefusedThenDeletesFreeSpace) {
 // every key reads its final version, before and after a reopen.
 TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
   MemStore store(96);
-  EngineOptions options = StoreOptions(GetParam());
+  Options options = StoreOptions(GetParam());
   options.max_write_delay_us = 500;
   auto opened = store.Open(options);
   ASSERT_THAT(opened, IsOk());
@@ -461,7 +461,7 @@ TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
 // compaction, and after reopening (which rebuilds the index from what compaction left).
 TEST_P(CompactionTest, TombstonesDoNotResurrectAfterCompactionAndReopen) {
   MemStore store(48);
-  const EngineOptions options = StoreOptions(GetParam());
+  const Options options = StoreOptions(GetParam());
   constexpr uint64_t kKeys = 3000;
   std::map<uint64_t, int64_t> model;  // key -> version, absent when deleted
   {
@@ -541,7 +541,7 @@ void ExpectAtVersion(Engine& engine, const std::vector<std::string>& keys, int v
 // cleaned. Dropping the tombstones there would bring the keys back at the next reopen.
 TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHide) {
   MemStore store(32);
-  EngineOptions options = StoreOptions(GetParam());
+  Options options = StoreOptions(GetParam());
   options.shard_count = 1;  // one head: the test decides which records share a segment
   options.background_compaction = false;
   constexpr size_t kValueBytes = 98;  // 134-byte records: 30 a page, 480 a segment
@@ -580,7 +580,7 @@ TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHide) {
 // are kept as long as the cold segments hold the puts they hide.
 TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHideAcrossReopen) {
   MemStore store(32);
-  EngineOptions options = StoreOptions(GetParam());
+  Options options = StoreOptions(GetParam());
   options.shard_count = 1;
   options.background_compaction = false;
   constexpr size_t kValueBytes = 98;  // 134-byte records: 30 a page, 480 a segment
@@ -618,7 +618,7 @@ TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHideAcrossReopen) {
 // tombstone is kept while the copy remains, even once the segment first written is gone.
 TEST_P(CompactionTest, TombstonesOutliveRelocatedPuts) {
   MemStore store(32);
-  EngineOptions options = StoreOptions(GetParam());
+  Options options = StoreOptions(GetParam());
   options.shard_count = 1;
   options.background_compaction = false;
   constexpr size_t kValueBytes = 98;  // 134-byte records: 30 a page, 480 a segment
@@ -701,7 +701,7 @@ TEST_P(CompactionTest, OneColdKeyDoesNotPinTombstonesOfLaterKeys) {
 // key must then read back its durable value or the newer one, never nothing.
 TEST_P(CompactionTest, AVictimIsFreedOnlyOnceTheWritesThatKilledItsRecordsAreDurable) {
   MemStore store(24);
-  EngineOptions options = StoreOptions(GetParam());
+  Options options = StoreOptions(GetParam());
   options.shard_count = 1;
   options.max_write_delay_us = 60'000'000;  // non-durable pages reach the device only when full
   {

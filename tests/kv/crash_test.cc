@@ -76,7 +76,7 @@ MemDeviceOptions MemOptions() {
 uint64_t CacheBytesFor(uint64_t seed) {
   switch (seed % 3) {
     case 0:
-      return EngineOptions{}.cache_bytes;
+      return Options{}.cache_bytes;
     case 1:
       return 64 << 10;
     default:
@@ -84,11 +84,10 @@ uint64_t CacheBytesFor(uint64_t seed) {
   }
 }
 
-EngineOptions StoreOptions(IndexMode mode, uint64_t seed) {
-  EngineOptions options;
+Options StoreOptions(IndexMode mode, uint64_t seed) {
+  Options options;
   options.cache_bytes = CacheBytesFor(seed);
   options.segment_bytes = 64 << 10;  // 16 pages: heads change segment often
-  options.summary_min_segment_pages = 0;  // and every segment gets a summary that fits
   options.shard_count = 2;
   options.page_buffers_per_shard = 16;
   options.index_mode = mode;
@@ -97,6 +96,12 @@ EngineOptions StoreOptions(IndexMode mode, uint64_t seed) {
   // each cache size).
   options.durable_writes = (seed / 3) % 2 == 0 ? DurableWrites::kFua : DurableWrites::kFlush;
   return options;
+}
+
+// Every segment gets a summary that fits (the segments are small); `seams` given for the rest.
+EngineSeams StoreSeams(EngineSeams seams = {}) {
+  seams.summary_min_segment_pages = 0;
+  return seams;
 }
 
 // What the store may hold for each key after a crash.
@@ -249,7 +254,7 @@ struct CutTally {
   uint64_t pages_damaged = 0;   // data pages the media damaged during the workloads
   uint64_t reopened_in_other_mode = 0;
   uint64_t reopened_in_passes = 0;  // recovery read the log in passes (a table budget)
-  // Reopens given little memory to take (EngineOptions::memory_headroom_bytes): those that read
+  // Reopens given little memory to take (EngineSeams::memory_headroom_bytes): those that read
   // the log in passes, and the opens refused for want of memory before them.
   uint64_t reopened_in_little_memory = 0, opens_refused_for_memory = 0;
   // Hash mode: overwrites written blind, and stale entries compaction settled (key_entries.h),
@@ -309,7 +314,8 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   auto witness = (*fault)->OpenQueue(storage::QueueOptions{});
   ASSERT_THAT(witness, IsOk());
   FaultDevice* device = static_cast<FaultDevice*>(witness->get());
-  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run.mode, run.seed));
+  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run.mode, run.seed),
+                                     StoreSeams());
   ASSERT_THAT(engine, IsOk());
   if ((*engine)->Stats().recovery_heads_resumed > 0) ++tally->lives_on_resumed_heads;
   nvkv::SplitMix64 rng(LifeSeed(run, life));
@@ -604,7 +610,7 @@ std::optional<uint64_t> APageOfALog(const storage::MemStorage& storage, uint64_t
 // Opens `storage` for reading only (nothing is written, whatever happens) while reads of
 // `page` fail, with `options`.
 absl::StatusOr<std::unique_ptr<Engine>> OpenWhileAPageFailsToRead(
-    std::shared_ptr<storage::MemStorage> storage, uint64_t page, EngineOptions options) {
+    std::shared_ptr<storage::MemStorage> storage, uint64_t page, Options options) {
   auto mem = MemDevice::Open(storage, MemOptions());
   if (!mem.ok()) return mem.status();
   auto fault = FaultDevice::Create(std::move(*mem), {});
@@ -614,7 +620,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenWhileAPageFailsToRead(
   if (!failing.ok()) return failing;
   options.read_only = true;
   options.background_compaction = false;
-  return Engine::OpenOnDevice(std::move(*fault), options);
+  return Engine::OpenOnDevice(std::move(*fault), options, StoreSeams());
 }
 
 // A transient read failure at Open: a page of a log fails to read during one Open. By default
@@ -637,7 +643,7 @@ void TryOpensWhileAPageFailsToRead(const CrashRun& run, int life,
               std::string_view::npos)
         << engine.status();
   }
-  EngineOptions degraded = StoreOptions(mode, run.seed);
+  Options degraded = StoreOptions(mode, run.seed);
   degraded.open_degraded = true;
   auto opened = OpenWhileAPageFailsToRead(storage, *page, degraded);
   ASSERT_THAT(opened, IsOk()) << "a degraded open";
@@ -654,10 +660,10 @@ std::map<std::string, std::string> ReadAllOfCopy(const storage::MemStorage& stor
   auto copy = MemDevice::Open(CopyOf(storage), MemOptions());
   EXPECT_THAT(copy, IsOk());
   if (!copy.ok()) return {};
-  EngineOptions options = StoreOptions(mode, seed);
-  options.recovery_reads_all = true;
+  Options options = StoreOptions(mode, seed);
   options.background_compaction = false;
-  auto engine = Engine::OpenOnDevice(std::move(*copy), options);
+  auto engine = Engine::OpenOnDevice(std::move(*copy), options,
+                                     StoreSeams({.recovery_reads_all = true}));
   EXPECT_THAT(engine, IsOk()) << "open reading every segment";
   if (!engine.ok()) return {};
   EXPECT_EQ((*engine)->Stats().recovery_segments_skipped, 0u);
@@ -694,7 +700,8 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   // returns.)
   // A third of the reopens give recovery's tables a budget of 256 bytes to 128 KiB: it reads the
   // log in passes, each for a share of the keys, and must find what one pass finds.
-  EngineOptions reopen = StoreOptions(mode, run.seed);
+  Options reopen = StoreOptions(mode, run.seed);
+  EngineSeams reopen_seams = StoreSeams();
   // Another third give the process only 16 KiB to 1 MiB more to take (as a memory cgroup
   // would): recovery sets aside the index and the key filters, and its first pass goes on as
   // the first of the passes the rest allows (Recovery::NarrowTo). An Open with too little is
@@ -702,20 +709,20 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   if ((run.seed / 2 + life) % 3 == 0) {
     reopen.recovery_memory_bytes = uint64_t{256} << ((run.seed + life) % 10);
   } else if ((run.seed / 2 + life) % 3 == 1) {
-    reopen.memory_headroom_bytes = uint64_t{16} << (10 + (run.seed + life) % 7);
+    reopen_seams.memory_headroom_bytes = uint64_t{16} << (10 + (run.seed + life) % 7);
   }
-  auto engine = Engine::OpenOnDevice(std::move(*mem), reopen);
-  while (reopen.memory_headroom_bytes != 0 && !engine.ok() &&
+  auto engine = Engine::OpenOnDevice(std::move(*mem), reopen, reopen_seams);
+  while (reopen_seams.memory_headroom_bytes != 0 && !engine.ok() &&
          absl::IsResourceExhausted(engine.status()) &&
          engine.status().message().find("give it more memory") != std::string::npos) {
     ++tally->opens_refused_for_memory;
-    reopen.memory_headroom_bytes *= 2;
+    reopen_seams.memory_headroom_bytes *= 2;
     mem = MemDevice::Open(storage, MemOptions());
     ASSERT_THAT(mem, IsOk());
-    engine = Engine::OpenOnDevice(std::move(*mem), reopen);
+    engine = Engine::OpenOnDevice(std::move(*mem), reopen, reopen_seams);
   }
   ASSERT_THAT(engine, IsOk()) << "open after the crash";
-  if (reopen.memory_headroom_bytes != 0 && (*engine)->Stats().recovery_passes > 1) {
+  if (reopen_seams.memory_headroom_bytes != 0 && (*engine)->Stats().recovery_passes > 1) {
     ++tally->reopened_in_little_memory;
   }
   tally->reopened_in_passes += (*engine)->Stats().recovery_passes > 1 ? 1 : 0;
@@ -799,9 +806,9 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   read_all = ReadAllOfCopy(*storage, mode, run.seed, keys);
   auto copy = MemDevice::Open(CopyOf(*storage), MemOptions());
   ASSERT_THAT(copy, IsOk());
-  EngineOptions options = StoreOptions(mode, run.seed);
+  Options options = StoreOptions(mode, run.seed);
   options.background_compaction = false;
-  auto reopened = Engine::OpenOnDevice(std::move(*copy), options);
+  auto reopened = Engine::OpenOnDevice(std::move(*copy), options, StoreSeams());
   ASSERT_THAT(reopened, IsOk()) << "open after a clean close";
   const EngineStats stats = (*reopened)->Stats();
   ASSERT_EQ(stats.recovery_checkpoints_unused, 0u) << "the clean close left a checkpoint "
@@ -821,7 +828,8 @@ void RunSeed(const CrashRun& run, CutTally* tally) {
   ASSERT_THAT(first, IsOk());
   std::shared_ptr<storage::MemStorage> storage = (*first)->storage();
   {  // Format without faults: the crash tests start from an existing store.
-    auto engine = Engine::OpenOnDevice(std::move(*first), StoreOptions(run.mode, run.seed));
+    auto engine = Engine::OpenOnDevice(std::move(*first), StoreOptions(run.mode, run.seed),
+                                       StoreSeams());
     ASSERT_THAT(engine, IsOk());
   }
   Model model;

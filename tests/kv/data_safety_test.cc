@@ -40,11 +40,12 @@ constexpr uint64_t kSegments = 32;
 
 MemDeviceOptions MemOptions() { return MemStoreOptions(kSegments, kPagesPerSegment, kPageBytes); }
 
-EngineOptions StoreOptions(IndexMode mode = IndexMode::kHash) {
-  EngineOptions options;
-  // These tests forge, after a clean Close, what a crash or the media leaves in the log; a crash
-  // leaves no checkpoint (kv/checkpoint.h), so none is written.
-  options.checkpoint_at_close = false;
+// These tests forge, after a clean Close, what a crash or the media leaves in the log; a crash
+// leaves no checkpoint (kv/checkpoint.h), so none is written.
+constexpr EngineSeams kSeams{.checkpoint_at_close = false};
+
+Options StoreOptions(IndexMode mode = IndexMode::kHash) {
+  Options options;
   options.segment_bytes = kPagesPerSegment * kPageBytes;
   options.shard_count = 1;
   options.page_buffers_per_shard = 16;
@@ -84,10 +85,10 @@ class DataSafetyTest : public ::testing::Test {
     storage_ = *storage;
   }
 
-  std::unique_ptr<Engine> Open(const EngineOptions& options = StoreOptions()) {
+  std::unique_ptr<Engine> Open(const Options& options = StoreOptions()) {
     auto mem = MemDevice::Open(storage_, MemOptions());
     EXPECT_THAT(mem, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*mem), options);
+    auto engine = Engine::OpenOnDevice(std::move(*mem), options, kSeams);
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
@@ -122,7 +123,7 @@ class DataSafetyTest : public ::testing::Test {
 
   // The store over a FaultDevice that loses every unflushed write at a power cut; *device
   // points at it.
-  std::unique_ptr<Engine> OpenLosingUnflushedWrites(const EngineOptions& options,
+  std::unique_ptr<Engine> OpenLosingUnflushedWrites(const Options& options,
                                                     FaultDevice** device) {
     auto mem = MemDevice::Open(storage_, MemOptions());
     EXPECT_THAT(mem, IsOk());
@@ -132,7 +133,7 @@ class DataSafetyTest : public ::testing::Test {
     auto fault = FaultDevice::Create(std::move(*mem), fault_options);
     EXPECT_THAT(fault, IsOk());
     *device = fault->get();
-    auto engine = Engine::OpenOnDevice(std::move(*fault), options);
+    auto engine = Engine::OpenOnDevice(std::move(*fault), options, kSeams);
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
@@ -377,7 +378,7 @@ TEST_F(DataSafetyTest, OrderedStoreReopenedInHashModeReturnsLatestValues) {
 // --- Durable writes that write nothing ---
 
 TEST_F(DataSafetyTest, DurableDeleteOfAnAbsentKeyWaitsForTheDeleteThatRemovedIt) {
-  EngineOptions options = StoreOptions();
+  Options options = StoreOptions();
   options.max_write_delay_us = 10'000'000;  // the non-durable delete stays in memory
   FaultDevice* device = nullptr;
   {
@@ -399,7 +400,7 @@ TEST_F(DataSafetyTest, DurableDeleteOfAnAbsentKeyWaitsForTheDeleteThatRemovedIt)
 // no flush ever runs: whatever the writer announced in the map is durable only if it was written
 // so. Eight segments' worth of puts go past the segments announced at Open.
 TEST_F(DataSafetyTest, PutsInSegmentsAnnouncedWhileRunningSurviveAPowerCutWithoutFlushes) {
-  EngineOptions options = StoreOptions();
+  Options options = StoreOptions();
   options.durable_writes = DurableWrites::kFua;
   options.max_write_delay_us = 10'000'000;
   constexpr int kPuts = 8 * kPagesPerSegment;
@@ -421,7 +422,7 @@ TEST_F(DataSafetyTest, PutsInSegmentsAnnouncedWhileRunningSurviveAPowerCutWithou
 // before they return, so a power cut that loses every unflushed write loses none of them; a
 // large value (written by the calling thread) and a batch too.
 TEST_F(DataSafetyTest, DurableWritesByFlushSurviveAPowerCutThatLosesUnflushedWrites) {
-  EngineOptions options = StoreOptions();
+  Options options = StoreOptions();
   options.durable_writes = DurableWrites::kFlush;
   const std::string large(10000, 'L');
   {
@@ -489,7 +490,7 @@ namespace {
 // change under the read.
 TEST_F(DataSafetyTest, KeysSharingATagNeverReadAsNotFoundWhileCompactionMovesThem) {
   const auto [a, b] = KeysWithOneTag(1);
-  EngineOptions options = StoreOptions();
+  Options options = StoreOptions();
   options.page_buffers_per_shard = 16;
   auto engine = Open(options);
   ASSERT_NE(engine, nullptr);
@@ -539,7 +540,7 @@ uint32_t ShardOf(std::string_view key, uint32_t shard_count) {
 // and lose the original: part of a batch. Here every unflushed write is lost at the cut, and
 // power fails at the first flush after the batch, which compaction issues while it cleans.
 TEST_F(DataSafetyTest, BackgroundCompactionNeverTearsANonDurableBatch) {
-  EngineOptions options = StoreOptions();
+  Options options = StoreOptions();
   options.shard_count = 2;
   options.background_compaction = true;
   options.max_write_delay_us = 10'000'000;  // no flush on a timer during the test
@@ -609,10 +610,10 @@ TEST_F(DataSafetyTest, ATornFreeMarkerDoesNotBringBackARecordItsSegmentDeleted) 
   FaultDevice* device = fault->get();
   // With a record cache overwrites find the records they replace (not blind): segment 0's
   // records are known dead, and CompactAll cleans it.
-  EngineOptions options = StoreOptions();
-  options.cache_bytes = EngineOptions{}.cache_bytes;
+  Options options = StoreOptions();
+  options.cache_bytes = Options{}.cache_bytes;
   {
-    auto engine = Engine::OpenOnDevice(std::move(*fault), options);
+    auto engine = Engine::OpenOnDevice(std::move(*fault), options, kSeams);
     ASSERT_THAT(engine, IsOk());
     // Segment 0: "doomed" on its first page, twelve keys, then a durable batch of three pages
     // that ends by deleting "doomed" (on the segment's last page when the log may use it).

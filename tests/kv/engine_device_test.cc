@@ -70,18 +70,18 @@ uint32_t KernelLogicalBlockBytes(const std::string& path) {
 }
 
 // A store on the whole namespace. Small segments keep compaction and recovery cheap under QEMU.
-EngineOptions DeviceStore() {
-  EngineOptions options;
+Options DeviceStore() {
+  Options options;
   options.force_format = true;
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
-  options.device.ring.queue_depth = 32;
+  options.queue_depth = 32;
   return options;
 }
 
 // Opening an existing store only: fails rather than format.
-EngineOptions ExistingStore() {
-  EngineOptions options = DeviceStore();
+Options ExistingStore() {
+  Options options = DeviceStore();
   options.force_format = false;
   options.create_if_missing = false;
   return options;
@@ -159,7 +159,7 @@ class EngineDeviceTest : public ::testing::TestWithParam<NodeKind> {
     ASSERT_THAT(ScribbleOverSuperblocks(path_), IsOk());
   }
 
-  std::unique_ptr<Engine> Open(const EngineOptions& options = DeviceStore()) {
+  std::unique_ptr<Engine> Open(const Options& options = DeviceStore()) {
     absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(path_, options);
     EXPECT_THAT(engine, IsOk()) << path_;
     return engine.ok() ? std::move(*engine) : nullptr;
@@ -169,7 +169,7 @@ class EngineDeviceTest : public ::testing::TestWithParam<NodeKind> {
 };
 
 TEST_P(EngineDeviceTest, ForeignDataNeedsForceFormat) {
-  EngineOptions options = DeviceStore();
+  Options options = DeviceStore();
   options.force_format = false;
   EXPECT_THAT(Engine::Open(path_, options),
               StatusIs(absl::StatusCode::kFailedPrecondition, "not an nvkv store"));
@@ -234,7 +234,7 @@ TEST_P(EngineDeviceTest, PutGetDeleteAcrossReopen) {
   EXPECT_EQ(engine->Stats().live_keys, 301u);
 }
 
-// Readers of the namespace (EngineOptions::read_only: the node opened O_RDONLY, a shared claim)
+// Readers of the namespace (Options::read_only: the node opened O_RDONLY, a shared claim)
 // open it together and read from the device; a writer waits for them, and they for it.
 TEST_P(EngineDeviceTest, ReadersShareTheNamespace) {
   auto engine = Open();
@@ -242,9 +242,9 @@ TEST_P(EngineDeviceTest, ReadersShareTheNamespace) {
   for (int i = 0; i < 200; ++i) {
     ASSERT_THAT(Put(*engine, "r" + std::to_string(i), ValueOf("r", i, 300)), IsOk());
   }
-  EngineOptions reader = ExistingStore();
+  Options reader = ExistingStore();
   reader.read_only = true;
-  reader.device.lock_wait_ms = 100;
+  reader.lock_wait_ms = 100;
   EXPECT_THAT(Engine::Open(path_, reader),
               StatusIs(absl::StatusCode::kFailedPrecondition, "in use by another opener"));
   ASSERT_THAT(engine->Close(), IsOk());
@@ -253,8 +253,8 @@ TEST_P(EngineDeviceTest, ReadersShareTheNamespace) {
   ASSERT_NE(first, nullptr);
   auto second = Open(reader);
   ASSERT_NE(second, nullptr);
-  EngineOptions writer = ExistingStore();
-  writer.device.lock_wait_ms = 100;
+  Options writer = ExistingStore();
+  writer.lock_wait_ms = 100;
   EXPECT_THAT(Engine::Open(path_, writer),
               StatusIs(absl::StatusCode::kFailedPrecondition, "in use by another opener"));
   for (int i = 0; i < 200; ++i) {
@@ -356,7 +356,7 @@ TEST_P(EngineDeviceTest, MultiGetAndAsyncReadFromTheDevice) {
 // node, Poll waits on a ring of big SQEs with the write listener's eventfd read armed in it, and
 // the log writer's own ring carries its wake event the same way.
 TEST_P(EngineDeviceTest, AsynchronousDurableWritesAndReadsInOneLoop) {
-  EngineOptions options = DeviceStore();
+  Options options = DeviceStore();
   options.cache_bytes = 0;  // reads go to the device
   {
     auto engine = Open(options);
@@ -419,7 +419,7 @@ TEST_P(EngineDeviceTest, MatchesMapModelAcrossReopens) {
   SCOPED_TRACE("NVKV_TEST_SEED=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::map<std::string, std::string> model;
-  EngineOptions options = DeviceStore();
+  Options options = DeviceStore();
   auto engine = Open(options);
   ASSERT_NE(engine, nullptr);
   constexpr int kSteps = 4000;
@@ -479,7 +479,7 @@ TEST_P(EngineDeviceTest, MatchesMapModelAcrossReopens) {
 // segments before the store fills, then CompactAll cleans what garbage is left, and every key
 // still reads its newest value, before and after a reopen.
 TEST_P(EngineDeviceTest, CompactionReclaimsOverwrittenSegments) {
-  EngineOptions options = DeviceStore();
+  Options options = DeviceStore();
   options.segment_bytes = 64 << 10;  // 16 pages of 4 KiB
   auto engine = Open(options);
   ASSERT_NE(engine, nullptr);
@@ -519,7 +519,7 @@ TEST_P(EngineDeviceTest, CompactionReclaimsOverwrittenSegments) {
 }
 
 TEST_P(EngineDeviceTest, LargerPagesAcrossReopen) {
-  EngineOptions options = DeviceStore();
+  Options options = DeviceStore();
   options.page_bytes = 16384;
   options.segment_bytes = 512 << 10;
   std::map<std::string, std::string> model;
@@ -647,8 +647,8 @@ void OtherNodeIsRefusedWhileOneIsOpen(NodeKind first, NodeKind second) {
       EXPECT_EQ(note.find("not kept off"), std::string::npos) << note;
     }
     ASSERT_THAT(Put(**engine, "held", "by the first node"), IsOk());
-    EngineOptions other = ExistingStore();
-    other.device.lock_wait_ms = 200;
+    Options other = ExistingStore();
+    other.lock_wait_ms = 200;
     auto refused = Engine::Open(second_path, other);
     ASSERT_THAT(refused, StatusIs(absl::StatusCode::kFailedPrecondition))
         << second_path << " opened while " << first_path << " had the namespace";
@@ -700,9 +700,14 @@ TEST_P(EngineZonedTest, OpenIsUnimplemented) {
 
 // The device layer opens it when asked to (for reports); the engine still refuses it.
 TEST_P(EngineZonedTest, OpenIsUnimplementedEvenWhenTheDeviceOpens) {
-  EngineOptions options = DeviceStore();
-  options.device.allow_zoned = true;
-  EXPECT_THAT(Engine::Open(path_, options),
+  storage::DeviceOptions device_options;
+  device_options.allow_zoned = true;
+  device_options.buffers.buffer_count = 1;
+  device_options.buffers.chunk_count = 0;
+  device_options.ring.queue_depth = 4;
+  auto device = storage::OpenDevice(path_, device_options);
+  ASSERT_THAT(device, IsOk());
+  EXPECT_THAT(Engine::OpenOnDevice(std::move(*device), DeviceStore()),
               StatusIs(absl::StatusCode::kUnimplemented, "zoned namespaces are not supported"));
 }
 

@@ -19,13 +19,13 @@ namespace {
 using ::nvkv::testing::IsOk;
 using ::nvkv::testing::StatusIs;
 
-EngineOptions SmallStore(IndexMode mode = IndexMode::kHash) {
-  EngineOptions options;
+Options SmallStore(IndexMode mode = IndexMode::kHash) {
+  Options options;
   options.capacity_bytes = 64 << 20;
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
   options.index_mode = mode;
-  options.device.ring.queue_depth = 32;
+  options.queue_depth = 32;
   return options;
 }
 
@@ -37,8 +37,8 @@ struct EngineCase {
   const char* name;
 };
 
-EngineOptions SmallStore(const EngineCase& engine_case) {
-  EngineOptions options = SmallStore(engine_case.mode);
+Options SmallStore(const EngineCase& engine_case) {
+  Options options = SmallStore(engine_case.mode);
   options.cache_bytes = engine_case.cache_bytes;
   return options;
 }
@@ -369,7 +369,7 @@ TEST_P(EngineTest, MatchesMapModelAcrossReopens) {
 // that head's page while it is in memory. Reads and overwrites of those keys must find them
 // there (and not read the page's old contents from the device).
 TEST_P(EngineTest, KeysOfABatchAreReadableBeforeItsPageIsWritten) {
-  EngineOptions options = SmallStore(GetParam());
+  Options options = SmallStore(GetParam());
   options.shard_count = 8;
   options.max_write_delay_us = 10'000'000;  // the batch's page stays in memory
   auto engine = Engine::Open(dir_.File("store"), options);
@@ -447,8 +447,8 @@ TEST_P(EngineTest, ManyLargeValuesInFlightOnOneThread) {
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, EngineTest,
-    ::testing::Values(EngineCase{IndexMode::kHash, EngineOptions{}.cache_bytes, "Hash"},
-                      EngineCase{IndexMode::kOrdered, EngineOptions{}.cache_bytes, "Ordered"},
+    ::testing::Values(EngineCase{IndexMode::kHash, Options{}.cache_bytes, "Hash"},
+                      EngineCase{IndexMode::kOrdered, Options{}.cache_bytes, "Ordered"},
                       EngineCase{IndexMode::kHash, 16 << 10, "HashTinyCache"},
                       EngineCase{IndexMode::kOrdered, 16 << 10, "OrderedTinyCache"},
                       EngineCase{IndexMode::kHash, 0, "HashNoCache"},

@@ -48,10 +48,11 @@ MemDeviceOptions MemOptions() {
   return options;
 }
 
-EngineOptions StoreOptions(IndexMode mode) {
-  EngineOptions options;
-  // Open reads the log here (the reads that fail are the log's): no clean-close checkpoint.
-  options.checkpoint_at_close = false;
+// Open reads the log here (the reads that fail are the log's): no clean-close checkpoint.
+constexpr EngineSeams kSeams{.checkpoint_at_close = false};
+
+Options StoreOptions(IndexMode mode) {
+  Options options;
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
   options.index_mode = mode;
@@ -82,7 +83,7 @@ class FaultTest : public ::testing::TestWithParam<IndexMode> {
     auto device = MemDevice::Create(MemOptions());
     ASSERT_THAT(device, IsOk());
     storage_ = (*device)->storage();
-    auto formatted = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    auto formatted = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()), kSeams);
     ASSERT_THAT(formatted, IsOk());
   }
 
@@ -97,7 +98,7 @@ class FaultTest : public ::testing::TestWithParam<IndexMode> {
     EXPECT_THAT(fault, IsOk());
     fault_ = fault->get();
     if (before_open) before_open(*fault_);
-    auto engine = Engine::OpenOnDevice(std::move(*fault), options_);
+    auto engine = Engine::OpenOnDevice(std::move(*fault), options_, kSeams);
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
@@ -106,7 +107,7 @@ class FaultTest : public ::testing::TestWithParam<IndexMode> {
   std::unique_ptr<Engine> OpenClean() {
     auto mem = MemDevice::Open(storage_, MemOptions());
     EXPECT_THAT(mem, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*mem), StoreOptions(GetParam()));
+    auto engine = Engine::OpenOnDevice(std::move(*mem), StoreOptions(GetParam()), kSeams);
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
@@ -122,7 +123,7 @@ class FaultTest : public ::testing::TestWithParam<IndexMode> {
 
   std::shared_ptr<storage::MemStorage> storage_;
   FaultDevice* fault_ = nullptr;
-  EngineOptions options_ = StoreOptions(GetParam());  // OpenFaulty's; a test may change them
+  Options options_ = StoreOptions(GetParam());  // OpenFaulty's; a test may change them
 };
 
 TEST_P(FaultTest, FailedPageWriteStopsWritesButNotReads) {
@@ -535,7 +536,7 @@ TEST_P(FaultTest, UnreadablePageFailsOpenOrIsAHoleForADegradedOne) {
       auto fault = FaultDevice::Create(std::move(*mem), {});
       ASSERT_THAT(fault, IsOk());
       ASSERT_THAT((*fault)->FailReadsOf(bad_page, 1, error), IsOk());
-      auto refused = Engine::OpenOnDevice(std::move(*fault), options_);
+      auto refused = Engine::OpenOnDevice(std::move(*fault), options_, kSeams);
       EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable,
                                     absl::StrCat("page ", bad_page, " of the log cannot be read")));
     }
@@ -663,7 +664,7 @@ TEST(FileSystemFullTest, CreatingAStoreOnAFullFileSystemIsResourceExhausted) {
     if (probe < 0) _exit(77);  // this kernel's tmpfs refuses O_DIRECT
     close(probe);
     unlink((dir + "/probe").c_str());
-    EngineOptions options;
+    Options options;
     options.capacity_bytes = 64 << 20;
     options.segment_bytes = 256 << 10;
     options.shard_count = 2;

@@ -1,4 +1,4 @@
-// Growing a store (EngineOptions::grow_store, kv/FORMAT.md "Growing a store"): a store file is
+// Growing a store (Options::grow_store, kv/FORMAT.md "Growing a store"): a store file is
 // extended to capacity_bytes and the store takes the new segments, keeping every key and its
 // checkpoint; without the option a store keeps its size; and a power cut at any point of a grow
 // leaves the store whole, at its old size or its new one.
@@ -30,19 +30,21 @@ constexpr int kKeys = 2000;
 std::string Key(int i) { return absl::StrCat("key-", i); }
 std::string Value(int i) { return absl::StrCat("value ", i, std::string(100 + i % 300, 'v')); }
 
-EngineOptions Store(IndexMode mode = IndexMode::kAsFormatted) {
-  EngineOptions options;
+// Every segment gets a summary (the segments are small).
+constexpr EngineSeams kSeams{.summary_min_segment_pages = 0};
+
+Options Store(IndexMode mode = IndexMode::kAsFormatted) {
+  Options options;
   options.capacity_bytes = 16 << 20;
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
   options.index_mode = mode;
-  options.summary_min_segment_pages = 0;
-  options.device.ring.queue_depth = 32;
+  options.queue_depth = 32;
   return options;
 }
 
-EngineOptions Grow(uint64_t capacity_bytes) {
-  EngineOptions options = Store();
+Options Grow(uint64_t capacity_bytes) {
+  Options options = Store();
   options.create_if_missing = false;
   options.grow_store = true;
   options.capacity_bytes = capacity_bytes;
@@ -67,18 +69,18 @@ class GrowTest : public ::testing::TestWithParam<IndexMode> {
  protected:
   // A 16 MiB store file with kKeys keys, closed.
   void SetUp() override {
-    auto engine = Engine::Open(path_, Store(GetParam()));
+    auto engine = Engine::Open(path_, Store(GetParam()), kSeams);
     ASSERT_THAT(engine, IsOk());
     for (int i = 0; i < kKeys; ++i) ASSERT_THAT(Put(**engine, Key(i), Value(i), false), IsOk());
     ASSERT_THAT((*engine)->Close(), IsOk());
     segments_before_ = 0;
-    auto reopened = Engine::Open(path_, Store());
+    auto reopened = Engine::Open(path_, Store(), kSeams);
     ASSERT_THAT(reopened, IsOk());
     segments_before_ = (*reopened)->Stats().segments_total;
   }
 
-  std::unique_ptr<Engine> Open(const EngineOptions& options) {
-    auto engine = Engine::Open(path_, options);
+  std::unique_ptr<Engine> Open(const Options& options, const EngineSeams& seams = kSeams) {
+    auto engine = Engine::Open(path_, options, seams);
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
@@ -140,9 +142,9 @@ TEST_P(GrowTest, OnlyGrowStoreGrowsAndNeverShrinks) {
 // the summaries at their places, with the map at its new one.
 TEST_P(GrowTest, AStoreWithoutACheckpointGrowsToo) {
   {
-    EngineOptions no_checkpoint = Store();
+    EngineSeams no_checkpoint = kSeams;
     no_checkpoint.checkpoint_at_close = false;
-    auto engine = Open(no_checkpoint);
+    auto engine = Open(Store(), no_checkpoint);
     ASSERT_NE(engine, nullptr);
     for (int i = 0; i < kKeys; i += 3) ASSERT_THAT(Put(*engine, Key(i), Value(i), true), IsOk());
     ASSERT_THAT(engine->Close(), IsOk());
@@ -157,10 +159,10 @@ TEST_P(GrowTest, AStoreWithoutACheckpointGrowsToo) {
 
 TEST(GrowOptionsTest, AReaderCannotGrow) {
   nvkv::testing::TempDir dir;
-  EngineOptions options = Store();
+  Options options = Store();
   options.read_only = true;
   options.grow_store = true;
-  EXPECT_THAT(Engine::Open(dir.File("store"), options),
+  EXPECT_THAT(Engine::Open(dir.File("store"), options, kSeams),
               StatusIs(absl::StatusCode::kInvalidArgument, "grow_store"));
 }
 
@@ -183,7 +185,7 @@ TEST(GrowCrashTest, APowerCutWhileGrowingLeavesTheStoreWholeAtOneSize) {
   ASSERT_THAT(created, IsOk());
   std::shared_ptr<storage::MemStorage> small_storage = (*created)->storage();
   {
-    auto engine = Engine::OpenOnDevice(std::move(*created), Store());
+    auto engine = Engine::OpenOnDevice(std::move(*created), Store(), kSeams);
     ASSERT_THAT(engine, IsOk());
     for (int i = 0; i < kKeys; ++i) ASSERT_THAT(Put(**engine, Key(i), Value(i), false), IsOk());
     ASSERT_THAT((*engine)->Close(), IsOk());
@@ -204,17 +206,17 @@ TEST(GrowCrashTest, APowerCutWhileGrowingLeavesTheStoreWholeAtOneSize) {
       ASSERT_THAT(device, IsOk());
       storage::FaultDevice* fault = device->get();
       ASSERT_THAT(fault->SetCutAfterOperations(1 + seed % 20), IsOk());
-      EngineOptions grow = Store();
+      Options grow = Store();
       grow.create_if_missing = false;
       grow.grow_store = true;
-      auto engine = Engine::OpenOnDevice(std::move(*device), grow);
+      auto engine = Engine::OpenOnDevice(std::move(*device), grow, kSeams);
       if (engine.ok()) (void)(*engine)->Close();  // the cut came after the grow, or not at all
     }
     auto rebooted = storage::MemDevice::Open(*storage, large);
     ASSERT_THAT(rebooted, IsOk());
-    EngineOptions plain = Store();
+    Options plain = Store();
     plain.create_if_missing = false;
-    auto engine = Engine::OpenOnDevice(std::move(*rebooted), plain);
+    auto engine = Engine::OpenOnDevice(std::move(*rebooted), plain, kSeams);
     ASSERT_THAT(engine, IsOk());
     const uint64_t segments = (*engine)->Stats().segments_total;
     EXPECT_TRUE(segments == kSegments || segments > 3 * kSegments) << segments;
@@ -225,10 +227,10 @@ TEST(GrowCrashTest, APowerCutWhileGrowingLeavesTheStoreWholeAtOneSize) {
     engine->reset();
     auto again = storage::MemDevice::Open(*storage, large);
     ASSERT_THAT(again, IsOk());
-    EngineOptions grow = Store();
+    Options grow = Store();
     grow.create_if_missing = false;
     grow.grow_store = true;
-    auto regrown = Engine::OpenOnDevice(std::move(*again), grow);
+    auto regrown = Engine::OpenOnDevice(std::move(*again), grow, kSeams);
     ASSERT_THAT(regrown, IsOk());
     EXPECT_GT((*regrown)->Stats().segments_total, 3 * kSegments);
     ExpectEveryKey(**regrown);

@@ -46,10 +46,11 @@ storage::MemDeviceOptions Device() {
   return mem;
 }
 
-EngineOptions Options() {
-  EngineOptions options;
-  // Reopens rebuild the index from the log, not from the clean-close checkpoint.
-  options.checkpoint_at_close = false;
+// Reopens rebuild the index from the log, not from the clean-close checkpoint.
+constexpr EngineSeams kSeams{.checkpoint_at_close = false};
+
+Options StoreOptions() {
+  Options options;
   options.shard_count = 1;  // one table, so its size is the index_bytes of Stats
   options.background_compaction = false;
   return options;
@@ -61,7 +62,7 @@ EngineOptions Options() {
   auto device = storage::MemDevice::Create(Device());
   if (!device.ok()) std::_Exit(10);
   std::shared_ptr<storage::MemStorage> bytes = (*device)->storage();
-  auto engine = Engine::OpenOnDevice(std::move(*device), Options());
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(), kSeams);
   if (!engine.ok()) std::_Exit(11);
   auto put = [&](uint64_t i) {
     const std::string key = Key(i), value = Value(i);
@@ -124,7 +125,7 @@ EngineOptions Options() {
   // Reopened: exactly what was acknowledged.
   auto reopened_device = storage::MemDevice::Open(bytes, Device());
   if (!reopened_device.ok()) std::_Exit(25);
-  auto reopened = Engine::OpenOnDevice(std::move(*reopened_device), Options());
+  auto reopened = Engine::OpenOnDevice(std::move(*reopened_device), StoreOptions(), kSeams);
   if (!reopened.ok()) std::_Exit(26);
   for (uint64_t i = 0; i <= refused_key; i += (i < 16 || i + 16 > refused_key) ? 1 : 97) {
     auto value = (*reopened)->Get(Key(i));

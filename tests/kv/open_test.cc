@@ -38,17 +38,17 @@ MemDeviceOptions MemOptions(uint64_t blocks = 2 + 16 * 64) {
   return options;
 }
 
-EngineOptions StoreOptions() {
-  EngineOptions options;
+Options StoreOptions() {
+  Options options;
   options.capacity_bytes = 16 << 20;
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
-  options.device.ring.queue_depth = 32;
+  options.queue_depth = 32;
   return options;
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenMem(const std::shared_ptr<MemStorage>& storage,
-                                                const EngineOptions& options,
+                                                const Options& options,
                                                 const MemDeviceOptions& mem = MemOptions()) {
   auto device = MemDevice::Open(storage, mem);
   if (!device.ok()) return device.status();
@@ -105,12 +105,12 @@ TEST(OpenTest, ForeignDataIsRefusedAndLeftUntouched) {
   const std::string before = ReadFile(path);
   EXPECT_THAT(Engine::Open(path, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition, "not an nvkv store"));
-  EngineOptions create_only = StoreOptions();
+  Options create_only = StoreOptions();
   create_only.error_if_exists = true;
   EXPECT_THAT(Engine::Open(path, create_only), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_TRUE(ReadFile(path) == before) << "a refused open changed the file";
 
-  EngineOptions force = StoreOptions();
+  Options force = StoreOptions();
   force.force_format = true;
   {
     auto engine = Engine::Open(path, force);
@@ -127,7 +127,7 @@ TEST(OpenTest, ForeignDataIsRefusedAndLeftUntouched) {
 TEST(OpenTest, ForceFormatDoesNotReformatAnExistingStore) {
   auto storage = NewStorage();
   MakeStore(storage);
-  EngineOptions force = StoreOptions();
+  Options force = StoreOptions();
   force.force_format = true;
   auto engine = OpenMem(storage, force);
   ASSERT_THAT(engine, IsOk());
@@ -165,7 +165,7 @@ TEST(OpenTest, BothSuperblocksDamagedIsDataLossAndWritesNothing) {
   const std::vector<uint8_t> before = AllBytes(*storage);
   EXPECT_THAT(OpenMem(storage, StoreOptions()),
               StatusIs(absl::StatusCode::kDataLoss, "both nvkv superblocks are damaged"));
-  EngineOptions no_create = StoreOptions();
+  Options no_create = StoreOptions();
   no_create.create_if_missing = false;
   EXPECT_THAT(OpenMem(storage, no_create), StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_TRUE(AllBytes(*storage) == before) << "a refused open wrote to the device";
@@ -196,7 +196,7 @@ void RewriteFormatVersion(MemStorage& storage, uint32_t version) {
 // version 5) opens with the hash index, as it always did.
 TEST(OpenTest, TheIndexModeAStoreWasFormattedWithIsItsDefault) {
   auto storage = NewStorage();
-  EngineOptions ordered = StoreOptions();
+  Options ordered = StoreOptions();
   ordered.index_mode = IndexMode::kOrdered;
   {
     auto engine = OpenMem(storage, ordered);
@@ -205,7 +205,7 @@ TEST(OpenTest, TheIndexModeAStoreWasFormattedWithIsItsDefault) {
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
   const auto mode_of_open = [&](IndexMode asked) {
-    EngineOptions options = StoreOptions();
+    Options options = StoreOptions();
     options.index_mode = asked;
     auto engine = OpenMem(storage, options);
     EXPECT_THAT(engine, IsOk());
@@ -243,7 +243,7 @@ TEST(OpenTest, NewerFormatVersionIsRefused) {
   EXPECT_THAT(OpenMem(storage, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition, "format version"));
   // force_format is for data that is not an nvkv store; a newer store is one.
-  EngineOptions force = StoreOptions();
+  Options force = StoreOptions();
   force.force_format = true;
   EXPECT_THAT(OpenMem(storage, force),
               StatusIs(absl::StatusCode::kFailedPrecondition, "format version"));
@@ -267,7 +267,7 @@ TEST(OpenTest, VersionOneStoreIsRefusedAndLeftAlone) {
   EXPECT_THAT(OpenMem(storage, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        "format version 1, which this nvkv (version 5) does not read"));
-  EngineOptions force = StoreOptions();
+  Options force = StoreOptions();
   force.force_format = true;
   EXPECT_THAT(OpenMem(storage, force),
               StatusIs(absl::StatusCode::kFailedPrecondition, "format version 1"));
@@ -324,7 +324,7 @@ TEST(OpenTest, DeviceTooSmallIsAClearError) {
   }
   // A file store asked for too little capacity.
   nvkv::testing::TempDir dir;
-  EngineOptions options = StoreOptions();
+  Options options = StoreOptions();
   options.capacity_bytes = 1 << 20;
   EXPECT_THAT(Engine::Open(dir.File("small"), options),
               StatusIs(absl::StatusCode::kFailedPrecondition, "too small"));
@@ -344,7 +344,7 @@ TEST(OpenTest, DeviceTooSmallIsAClearError) {
 
 TEST(OpenTest, ErrorIfExists) {
   auto storage = NewStorage();
-  EngineOptions options = StoreOptions();
+  Options options = StoreOptions();
   options.error_if_exists = true;
   {
     auto engine = OpenMem(storage, options);  // empty device: formats
@@ -359,7 +359,7 @@ TEST(OpenTest, ErrorIfExists) {
 
 TEST(OpenTest, CreateIfMissingOff) {
   nvkv::testing::TempDir dir;
-  EngineOptions options = StoreOptions();
+  Options options = StoreOptions();
   options.create_if_missing = false;
   EXPECT_THAT(Engine::Open(dir.File("missing"), options),
               StatusIs(absl::StatusCode::kNotFound));
@@ -379,23 +379,23 @@ TEST(OpenTest, CreateIfMissingOff) {
 TEST(OpenTest, BadOptionsAreInvalidArgument) {
   auto storage = NewStorage();
   auto bad = [&](auto change) {
-    EngineOptions options = StoreOptions();
+    Options options = StoreOptions();
     change(options);
     return OpenMem(storage, options).status();
   };
-  EXPECT_THAT(bad([](EngineOptions& o) { o.page_bytes = 3000; }),
+  EXPECT_THAT(bad([](Options& o) { o.page_bytes = 3000; }),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(bad([](EngineOptions& o) { o.page_bytes = 128 << 10; }),
+  EXPECT_THAT(bad([](Options& o) { o.page_bytes = 128 << 10; }),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(bad([](EngineOptions& o) { o.segment_bytes = 100000; }),
+  EXPECT_THAT(bad([](Options& o) { o.segment_bytes = 100000; }),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(bad([](EngineOptions& o) { o.shard_count = 0; }),
+  EXPECT_THAT(bad([](Options& o) { o.shard_count = 0; }),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(bad([](EngineOptions& o) { o.shard_count = 65; }),
+  EXPECT_THAT(bad([](Options& o) { o.shard_count = 65; }),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(bad([](EngineOptions& o) { o.read_queue_depth = 0; }),
+  EXPECT_THAT(bad([](Options& o) { o.read_queue_depth = 0; }),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(bad([](EngineOptions& o) { o.page_buffers_per_shard = 2; }),
+  EXPECT_THAT(bad([](Options& o) { o.page_buffers_per_shard = 2; }),
               StatusIs(absl::StatusCode::kInvalidArgument));
   // A page size the device's blocks do not divide.
   auto big_blocks = NewStorage([] {

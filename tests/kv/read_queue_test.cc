@@ -20,15 +20,15 @@ namespace {
 using ::nvkv::testing::IsOk;
 
 // The smallest store Open accepts with one shard: 8 segments of 256 KiB.
-EngineOptions TinyStore() {
-  EngineOptions options;
+Options TinyStore() {
+  Options options;
   options.capacity_bytes = 4 << 20;
   options.segment_bytes = 256 << 10;
   options.shard_count = 1;
   options.page_buffers_per_shard = 8;
   options.read_queue_depth = 4;
   options.background_compaction = false;
-  options.device.ring.queue_depth = 8;
+  options.queue_depth = 8;
   return options;
 }
 
@@ -113,7 +113,7 @@ TEST(ReadQueueTest, WritingThreadsThatExitReleaseTheirQueues) {
   // In hash mode a delete of a key the record cache does not hold reads the key's pages to find
   // its entries, on the deleting thread's queue: no cache here, so that every delete does.
   nvkv::testing::TempDir dir;
-  EngineOptions options = TinyStore();
+  Options options = TinyStore();
   options.cache_bytes = 0;
   auto engine = Engine::Open(dir.File("store"), options);
   ASSERT_THAT(engine, IsOk());
@@ -244,8 +244,8 @@ TEST(ReadQueueTest, ClosingAStoreLeavesNoWaitArmedForAnotherThreadToReap) {
   for (bool single_issuer : {true, false}) {
     SCOPED_TRACE(single_issuer ? "single issuer" : "not single issuer");
     nvkv::testing::TempDir dir;
-    EngineOptions options = TinyStore();
-    options.device.ring.single_issuer = single_issuer;
+    Options options = TinyStore();
+    options.single_issuer = single_issuer;
     options.cache_bytes = 0;  // the reads below go to the device
     auto store_b = Engine::Open(dir.File("b"), options);
     ASSERT_THAT(store_b, IsOk());

@@ -87,10 +87,15 @@ storage::MemDeviceOptions Device() {
   return mem;
 }
 
-EngineOptions Options(bool checkpoint = false) {
-  EngineOptions options;
-  // The memory of recovery from the log, unless the test asks for the clean-close checkpoint.
-  options.checkpoint_at_close = checkpoint;
+// The memory of recovery from the log, unless the test asks for the clean-close checkpoint;
+// `memory_headroom_bytes` stands for a memory cgroup's limit (0: none).
+EngineSeams StoreSeams(bool checkpoint = false, uint64_t memory_headroom_bytes = 0) {
+  return EngineSeams{.memory_headroom_bytes = memory_headroom_bytes,
+                     .checkpoint_at_close = checkpoint};
+}
+
+Options StoreOptions() {
+  Options options;
   options.shard_count = 4;
   options.segment_bytes = 1 << 20;
   options.background_compaction = false;
@@ -119,9 +124,9 @@ std::shared_ptr<storage::MemStorage> CrashedAfterACheckpoint(uint64_t count, Ind
   EXPECT_THAT(device, IsOk());
   if (!device.ok()) return nullptr;
   std::shared_ptr<storage::MemStorage> bytes = (*device)->storage();
-  EngineOptions options = Options();
+  Options options = StoreOptions();
   options.index_mode = mode;
-  auto engine = Engine::OpenOnDevice(std::move(*device), options);
+  auto engine = Engine::OpenOnDevice(std::move(*device), options, StoreSeams());
   EXPECT_THAT(engine, IsOk());
   if (!engine.ok()) return nullptr;
   WriteAll(**engine, 0, count, 'a');
@@ -137,7 +142,7 @@ std::shared_ptr<storage::MemStorage> StoreWith(uint64_t count, bool checkpoint =
   EXPECT_THAT(device, IsOk());
   if (!device.ok()) return nullptr;
   std::shared_ptr<storage::MemStorage> bytes = (*device)->storage();
-  auto engine = Engine::OpenOnDevice(std::move(*device), Options(checkpoint));
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(), StoreSeams(checkpoint));
   EXPECT_THAT(engine, IsOk());
   if (!engine.ok()) return nullptr;
   for (const auto& [end, version] : {std::pair{count, 'a'}, std::pair{count / 4, 'b'}}) {
@@ -165,10 +170,10 @@ uint64_t PeakOfOpen(const std::shared_ptr<storage::MemStorage>& bytes, EngineSta
   return PeakBytesAdded([&] {
     auto device = storage::MemDevice::Open(bytes, Device());
     ASSERT_THAT(device, IsOk());
-    EngineOptions options = Options();
+    Options options = StoreOptions();
     options.index_mode = mode;
     options.recovery_memory_bytes = uint64_t{1} << 30;
-    auto engine = Engine::OpenOnDevice(std::move(*device), options);
+    auto engine = Engine::OpenOnDevice(std::move(*device), options, StoreSeams());
     ASSERT_THAT(engine, IsOk());
     *stats = (*engine)->Stats();
     ASSERT_EQ(stats->recovery_passes, 1u);
@@ -228,7 +233,7 @@ TEST(RecoveryMemoryTest, RecoveryNeedsLittleMoreMemoryPerKeyThanTheIndex) {
 TEST(RecoveryMemoryTest, StatsGiveRecoverysLargestTable) {
   std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys);
   ASSERT_NE(full, nullptr);
-  const uint64_t keys_per_shard = kKeys / Options().shard_count;
+  const uint64_t keys_per_shard = kKeys / StoreOptions().shard_count;
   EngineStats stats;
   PeakOfOpen(full, &stats, IndexMode::kHash);
   ASSERT_EQ(stats.live_keys, kKeys);
@@ -250,7 +255,8 @@ struct OpenMemory {
   uint64_t peak = 0, kept = 0;
 };
 OpenMemory OpenMeasured(const std::shared_ptr<storage::MemStorage>& bytes,
-                        const EngineOptions& options, EngineStats* stats) {
+                        const Options& options, EngineStats* stats,
+                        const EngineSeams& seams = StoreSeams()) {
   OpenMemory memory;
   malloc_trim(0);
   EXPECT_TRUE(ResetPeak());
@@ -258,7 +264,7 @@ OpenMemory OpenMeasured(const std::shared_ptr<storage::MemStorage>& bytes,
   auto device = storage::MemDevice::Open(bytes, Device());
   EXPECT_THAT(device, IsOk());
   if (!device.ok()) return memory;
-  auto engine = Engine::OpenOnDevice(std::move(*device), options);
+  auto engine = Engine::OpenOnDevice(std::move(*device), options, seams);
   EXPECT_THAT(engine, IsOk());
   if (!engine.ok()) return memory;
   const uint64_t peak = StatusBytes("VmHWM"), after = StatusBytes("VmRSS");
@@ -277,13 +283,14 @@ struct KeysCost {
 };
 KeysCost WhatTheKeysCost(const std::shared_ptr<storage::MemStorage>& empty,
                          const std::shared_ptr<storage::MemStorage>& full,
-                         const EngineOptions& options, EngineStats* stats) {
-  OpenMeasured(full, options, stats);
+                         const Options& options, EngineStats* stats,
+                         const EngineSeams& seams = StoreSeams()) {
+  OpenMeasured(full, options, stats, seams);
   OpenMemory fixed{UINT64_MAX, UINT64_MAX}, keys{UINT64_MAX, UINT64_MAX};
   for (int run = 0; run < 3; ++run) {
-    const OpenMemory e = OpenMeasured(empty, options, stats);
+    const OpenMemory e = OpenMeasured(empty, options, stats, seams);
     fixed = {std::min(fixed.peak, e.peak), std::min(fixed.kept, e.kept)};
-    const OpenMemory f = OpenMeasured(full, options, stats);
+    const OpenMemory f = OpenMeasured(full, options, stats, seams);
     keys = {std::min(keys.peak, f.peak), std::min(keys.kept, f.kept)};
   }
   return {static_cast<double>(keys.peak > fixed.peak ? keys.peak - fixed.peak : 0),
@@ -301,10 +308,11 @@ TEST(RecoveryMemoryTest, AnOpenFromTheCheckpointPeaksLittleAboveWhatItBuilds) {
   ASSERT_NE(empty, nullptr);
   ASSERT_NE(full, nullptr);
   for (IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
-    EngineOptions options = Options(/*checkpoint=*/true);
+    Options options = StoreOptions();
     options.index_mode = mode;
     EngineStats stats;
-    const KeysCost cost = WhatTheKeysCost(empty, full, options, &stats);
+    const KeysCost cost =
+        WhatTheKeysCost(empty, full, options, &stats, StoreSeams(/*checkpoint=*/true));
     ASSERT_EQ(stats.recovery_from_checkpoint, 1u);
     // (The checkpoint keeps the index as it was: a few blind overwrites' stale entries too.)
     ASSERT_GE(stats.live_keys + stats.stale_entries, kKeys);
@@ -328,7 +336,7 @@ TEST(RecoveryMemoryTest, AnOpenFromTheLogWithinATableBudgetPeaksLittleAboveWhatI
   std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys);
   ASSERT_NE(empty, nullptr);
   ASSERT_NE(full, nullptr);
-  EngineOptions options = Options();
+  Options options = StoreOptions();
   options.index_mode = IndexMode::kHash;
   // A byte a key: a twentieth of what the engine keeps per key.
   options.recovery_memory_bytes = kKeys;
@@ -361,7 +369,7 @@ TEST(RecoveryMemoryTest, AnOpenFromTheLogWithNoCheckpointIsOnePassWhereMemoryAll
   ASSERT_NE(empty, nullptr);
   ASSERT_NE(full, nullptr);
   for (IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
-    EngineOptions options = Options();
+    Options options = StoreOptions();
     options.index_mode = mode;
     EngineStats stats;
     const KeysCost cost = WhatTheKeysCost(empty, full, options, &stats);
@@ -381,7 +389,7 @@ TEST(RecoveryMemoryTest, AnOpenFromTheLogWithNoCheckpointIsOnePassWhereMemoryAll
 }
 
 // The process may take only so much more memory (a memory cgroup's limit, which kills rather
-// than refuses; EngineOptions::memory_headroom_bytes stands for it here): an Open from the log
+// than refuses; EngineSeams::memory_headroom_bytes stands for it here): an Open from the log
 // keeps its tables, the index it builds and the segments' key filters together within it,
 // reading the log in more passes where the tables would not fit beside the rest. (Before, the
 // tables alone took up to half of it, whatever the index and filters needed: the 10M-key crash
@@ -393,7 +401,7 @@ TEST(RecoveryMemoryTest, AnOpenFromTheLogKeepsWithinTheMemoryTheProcessMayTake) 
   ASSERT_NE(empty, nullptr);
   ASSERT_NE(full, nullptr);
   for (IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
-    EngineOptions options = Options();
+    Options options = StoreOptions();
     options.index_mode = mode;
     EngineStats stats;
     // What the opened engine keeps of the keys (the index and the key filters), unbounded.
@@ -402,8 +410,8 @@ TEST(RecoveryMemoryTest, AnOpenFromTheLogKeepsWithinTheMemoryTheProcessMayTake) 
     // Room for that and half of what one pass takes beside it at its peak.
     const uint64_t headroom =
         static_cast<uint64_t>(unbounded.kept + (unbounded.peak - unbounded.kept) / 2);
-    options.memory_headroom_bytes = headroom;
-    const KeysCost cost = WhatTheKeysCost(empty, full, options, &stats);
+    const KeysCost cost =
+        WhatTheKeysCost(empty, full, options, &stats, StoreSeams(/*checkpoint=*/false, headroom));
     ASSERT_EQ(stats.live_keys, kKeys);
     std::printf("%s: open from the log within %.1f MiB: %u passes, peak %.1f MiB (one pass: "
                 "%.1f), kept %.1f\n",
@@ -422,21 +430,20 @@ TEST(RecoveryMemoryTest, AnOpenThatCannotFitItsIndexFailsSayingSo) {
   std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys);
   ASSERT_NE(full, nullptr);
   for (IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
-    EngineOptions options = Options();
+    Options options = StoreOptions();
     options.index_mode = mode;
     // The hash index alone takes about 9 bytes a key.
-    options.memory_headroom_bytes = kKeys * 6;
     auto device = storage::MemDevice::Open(CopyOf(*full), Device());
     ASSERT_THAT(device, IsOk());
-    auto refused = Engine::OpenOnDevice(std::move(*device), options);
+    auto refused = Engine::OpenOnDevice(std::move(*device), options,
+                                        StoreSeams(/*checkpoint=*/false, kKeys * 6));
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
     EXPECT_THAT(std::string(refused.status().message()),
                 ::testing::HasSubstr("give it more memory to open this store"));
-    options.memory_headroom_bytes = 0;
     device = storage::MemDevice::Open(CopyOf(*full), Device());
     ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), options);
+    auto engine = Engine::OpenOnDevice(std::move(*device), options, StoreSeams());
     ASSERT_THAT(engine, IsOk());
     EXPECT_EQ((*engine)->Stats().live_keys, kKeys);
     EXPECT_THAT((*engine)->Close(), IsOk());
@@ -454,7 +461,7 @@ TEST(RecoveryMemoryTest, AnOpenAfterACrashPeaksLittleAboveWhatItBuilds) {
     const std::shared_ptr<storage::MemStorage> full = CrashedAfterACheckpoint(kKeys, mode);
     ASSERT_NE(empty, nullptr);
     ASSERT_NE(full, nullptr);
-    EngineOptions options = Options();
+    Options options = StoreOptions();
     options.index_mode = mode;
     EngineStats stats;
     // Each Open of a copy as the crash left it (an Open and its Close change the store); the

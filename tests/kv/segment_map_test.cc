@@ -152,15 +152,17 @@ constexpr uint64_t kSegments = 64;
 
 MemDeviceOptions MemOptions() { return MemStoreOptions(kSegments, kPagesPerSegment, kPageBytes); }
 
-EngineOptions StoreOptions(bool read_all = false) {
-  EngineOptions options;
-  // What Open reads of the log by the map: no clean-close checkpoint (checkpoint_test.cc).
-  options.checkpoint_at_close = false;
+// What Open reads of the log by the map: no clean-close checkpoint (checkpoint_test.cc).
+EngineSeams StoreSeams(bool read_all = false) {
+  return EngineSeams{.recovery_reads_all = read_all, .checkpoint_at_close = false};
+}
+
+Options StoreOptions() {
+  Options options;
   options.segment_bytes = kPagesPerSegment * kPageBytes;
   options.shard_count = 1;
   options.page_buffers_per_shard = 16;
   options.background_compaction = false;
-  options.recovery_reads_all = read_all;
   return options;
 }
 
@@ -168,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenOn(const std::shared_ptr<MemStorage>
                                                bool read_all = false) {
   auto device = MemDevice::Open(storage, MemOptions());
   if (!device.ok()) return device.status();
-  return Engine::OpenOnDevice(std::move(*device), StoreOptions(read_all));
+  return Engine::OpenOnDevice(std::move(*device), StoreOptions(), StoreSeams(read_all));
 }
 
 std::string Value(int key, int version) {
@@ -186,7 +188,7 @@ class SegmentMapRecoveryTest : public ::testing::Test {
     auto created = MemDevice::Create(MemOptions());
     ASSERT_THAT(created, IsOk());
     storage_ = (*created)->storage();
-    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions());
+    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions(), StoreSeams());
     ASSERT_THAT(engine, IsOk());
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
@@ -338,7 +340,7 @@ TEST_F(SegmentMapRecoveryTest, AfterACrashRecoveryFindsWhatReadingEverySegmentFi
 
   auto device = MemDevice::Open(snapshot, MemOptions());
   ASSERT_THAT(device, IsOk());
-  auto crashed = Engine::OpenOnDevice(std::move(*device), StoreOptions());
+  auto crashed = Engine::OpenOnDevice(std::move(*device), StoreOptions(), StoreSeams());
   ASSERT_THAT(crashed, IsOk());
   const EngineStats stats = (*crashed)->Stats();
   EXPECT_GT(stats.recovery_segments_skipped, 0u);
@@ -398,7 +400,7 @@ TEST_F(SegmentMapRecoveryTest, AFailedMapWriteFailsWritesAndLosesNothing) {
     auto fault = storage::FaultDevice::Create(std::move(*mem), {});
     ASSERT_THAT(fault, IsOk());
     storage::FaultDevice* device = fault->get();
-    auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions());
+    auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(), StoreSeams());
     ASSERT_THAT(engine, IsOk());
     ASSERT_THAT(device->FailOperation({.nth = 2, .filter = storage::OpFilter::kWrite}), IsOk());
     absl::Status failed;

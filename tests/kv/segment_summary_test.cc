@@ -239,18 +239,22 @@ constexpr uint64_t kSegments = 48;
 
 MemDeviceOptions MemOptions() { return MemStoreOptions(kSegments, kPagesPerSegment, kPageBytes); }
 
-EngineOptions StoreOptions(IndexMode mode, bool read_all = false) {
-  EngineOptions options;
+Options StoreOptions(IndexMode mode) {
+  Options options;
   options.segment_bytes = kPagesPerSegment * kPageBytes;
-  options.summary_min_segment_pages = 0;  // small segments, to have many
   options.shard_count = 2;
   options.page_buffers_per_shard = 16;
   options.background_compaction = false;
   options.index_mode = mode;
-  options.recovery_reads_all = read_all;
-  // These tests are about what Open reads without a checkpoint (checkpoint_test.cc has those).
-  options.checkpoint_at_close = false;
   return options;
+}
+
+// Summaries in small segments too, to have many. These tests are about what Open reads without
+// a checkpoint (checkpoint_test.cc has those).
+EngineSeams StoreSeams(bool read_all = false) {
+  return EngineSeams{.recovery_reads_all = read_all,
+                     .summary_min_segment_pages = 0,
+                     .checkpoint_at_close = false};
 }
 
 std::string Value(int key, int version) {
@@ -265,8 +269,8 @@ MemDeviceOptions LargeSegmentMem() {
   mem.lba_count = kSuperblockPages + 16 * kLargeSegmentPages + MapPagesFor(16, kPageBytes);
   return mem;
 }
-EngineOptions LargeSegmentOptions(IndexMode mode) {
-  EngineOptions options = StoreOptions(mode);
+Options LargeSegmentOptions(IndexMode mode) {
+  Options options = StoreOptions(mode);
   options.segment_bytes = kLargeSegmentPages * kPageBytes;
   options.shard_count = 1;
   options.page_buffers_per_shard = 32;
@@ -279,7 +283,8 @@ class SummaryRecoveryTest : public ::testing::TestWithParam<IndexMode> {
     auto created = MemDevice::Create(MemOptions());
     ASSERT_THAT(created, IsOk());
     storage_ = (*created)->storage();
-    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions(GetParam()));
+    auto engine =
+        Engine::OpenOnDevice(std::move(*created), StoreOptions(GetParam()), StoreSeams());
     ASSERT_THAT(engine, IsOk());
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
@@ -288,7 +293,7 @@ class SummaryRecoveryTest : public ::testing::TestWithParam<IndexMode> {
                                                IndexMode mode, bool read_all = false) {
     auto device = MemDevice::Open(storage, MemOptions());
     if (!device.ok()) return device.status();
-    return Engine::OpenOnDevice(std::move(*device), StoreOptions(mode, read_all));
+    return Engine::OpenOnDevice(std::move(*device), StoreOptions(mode), StoreSeams(read_all));
   }
 
   // Puts, overwrites and deletes (some in batches), then a clean Close.
@@ -424,7 +429,8 @@ TEST_P(SummaryRecoveryTest, ManySummariesAreReadInBatchesAndAFailedOneIsReadWhol
   const std::shared_ptr<MemStorage> storage = (*created)->storage();
   std::map<std::string, std::string> expected;
   {
-    auto engine = Engine::OpenOnDevice(std::move(*created), StoreOptions(GetParam()));
+    auto engine =
+        Engine::OpenOnDevice(std::move(*created), StoreOptions(GetParam()), StoreSeams());
     ASSERT_THAT(engine, IsOk());
     std::vector<std::string> keys, values;
     for (int k = 0; k < 24000; ++k) {
@@ -455,7 +461,8 @@ TEST_P(SummaryRecoveryTest, ManySummariesAreReadInBatchesAndAFailedOneIsReadWhol
   auto faulty = storage::FaultDevice::Create(std::move(*device), {});
   ASSERT_THAT(faulty, IsOk());
   ASSERT_THAT((*faulty)->FailReadsOf(summary_page(in_order.size() / 2), 1), IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*faulty), StoreOptions(GetParam()));
+  auto engine = 
+      Engine::OpenOnDevice(std::move(*faulty), StoreOptions(GetParam()), StoreSeams());
   ASSERT_THAT(engine, IsOk());
   const EngineStats stats = (*engine)->Stats();
   EXPECT_EQ(stats.recovery_summaries_unused, 2u);
@@ -467,13 +474,14 @@ TEST_P(SummaryRecoveryTest, ManySummariesAreReadInBatchesAndAFailedOneIsReadWhol
   }
   auto device_all = MemDevice::Open(CopyOf(*storage), mem);
   ASSERT_THAT(device_all, IsOk());
-  auto read_all = Engine::OpenOnDevice(std::move(*device_all), StoreOptions(GetParam(), true));
+  auto read_all = Engine::OpenOnDevice(std::move(*device_all), StoreOptions(GetParam()),
+                                       StoreSeams(/*read_all=*/true));
   ASSERT_THAT(read_all, IsOk());
   EXPECT_EQ(stats.live_keys, (*read_all)->Stats().live_keys);
   EXPECT_EQ(stats.live_bytes, (*read_all)->Stats().live_bytes);
 }
 
-// Under a budget for its tables of newest records (EngineOptions::recovery_memory_bytes),
+// Under a budget for its tables of newest records (Options::recovery_memory_bytes),
 // recovery reads the log in passes, each for a share of the keys, and ends with the state one
 // pass gives: every key, live bytes, and a store that Check finds sound. A budget of one byte
 // takes the most passes. By summaries the passes are known before anything is read; segments
@@ -490,9 +498,9 @@ TEST_P(SummaryRecoveryTest, UnderATableBudgetRecoveryReadsTheLogInPassesToTheSam
     SCOPED_TRACE(read_all ? "every segment read whole" : "by summaries");
     auto device = MemDevice::Open(CopyOf(*storage_), MemOptions());
     ASSERT_THAT(device, IsOk());
-    EngineOptions options = StoreOptions(GetParam(), read_all);
+    Options options = StoreOptions(GetParam());
     options.recovery_memory_bytes = 1;
-    auto engine = Engine::OpenOnDevice(std::move(*device), options);
+    auto engine = Engine::OpenOnDevice(std::move(*device), options, StoreSeams(read_all));
     ASSERT_THAT(engine, IsOk());
     const EngineStats stats = (*engine)->Stats();
     EXPECT_EQ(stats.recovery_passes, kMaxRecoveryPasses);
@@ -523,13 +531,13 @@ TEST_P(SummaryRecoveryTest, UnderATableBudgetRecoveryReadsTheLogInPassesToTheSam
 constexpr uint64_t kManySegments = 640;
 constexpr int kManyKeys = 16000;
 std::function<absl::StatusOr<std::unique_ptr<Engine>>(uint64_t)> ManyKeysStore(
-    const EngineOptions& options, int keys = kManyKeys, bool overwrite = true,
-    size_t value_bytes = 0) {
+    const Options& options, int keys = kManyKeys, bool overwrite = true,
+    size_t value_bytes = 0, const EngineSeams& seams = StoreSeams()) {
   const MemDeviceOptions mem = MemStoreOptions(kManySegments, kPagesPerSegment, kPageBytes);
   auto created = MemDevice::Create(mem);
   if (!created.ok()) return nullptr;
   const std::shared_ptr<MemStorage> storage = (*created)->storage();
-  auto engine = Engine::OpenOnDevice(std::move(*created), options);
+  auto engine = Engine::OpenOnDevice(std::move(*created), options, seams);
   if (!engine.ok()) return nullptr;
   std::vector<std::string> batch;
   std::vector<WriteOp> ops;
@@ -543,12 +551,13 @@ std::function<absl::StatusOr<std::unique_ptr<Engine>>(uint64_t)> ManyKeysStore(
     batch.clear();
   }
   if (!(*engine)->Close().ok()) return nullptr;
-  return [storage, mem, options](uint64_t budget) -> absl::StatusOr<std::unique_ptr<Engine>> {
+  return [storage, mem, options,
+          seams](uint64_t budget) -> absl::StatusOr<std::unique_ptr<Engine>> {
     auto device = MemDevice::Open(CopyOf(*storage), mem);
     if (!device.ok()) return device.status();
-    EngineOptions with_budget = options;
+    Options with_budget = options;
     with_budget.recovery_memory_bytes = budget;
-    return Engine::OpenOnDevice(std::move(*device), with_budget);
+    return Engine::OpenOnDevice(std::move(*device), with_budget, seams);
   };
 }
 
@@ -589,9 +598,11 @@ TEST_P(SummaryRecoveryTest, TheTablesOfEachPassStayWithinTheBudget) {
 // then, having read a good part of the log, and in more passes than needed.)
 TEST_P(SummaryRecoveryTest, SegmentsReadWholeTellTheirPassesEarly) {
   constexpr int kKeys = 100000;
-  EngineOptions options = StoreOptions(GetParam());
-  options.summary_min_segment_pages = kPagesPerSegment + 1;  // none
-  const auto open = ManyKeysStore(options, kKeys, /*overwrite=*/false, /*value_bytes=*/100);
+  Options options = StoreOptions(GetParam());
+  EngineSeams seams = StoreSeams();
+  seams.summary_min_segment_pages = kPagesPerSegment + 1;  // none
+  const auto open = ManyKeysStore(options, kKeys, /*overwrite=*/false,
+                                  /*value_bytes=*/100, seams);
   ASSERT_NE(open, nullptr);
   auto once = open(/*budget=*/uint64_t{1} << 40);
   ASSERT_THAT(once, IsOk());
@@ -624,16 +635,18 @@ TEST_P(SummaryRecoveryTest, SegmentsReadWholeTellTheirPassesEarly) {
 }
 
 // Where the memory the process may take leaves the tables too little for one pass
-// (EngineOptions::memory_headroom_bytes stands for a memory cgroup's limit), the first pass
+// (EngineSeams::memory_headroom_bytes stands for a memory cgroup's limit), the first pass
 // finds so from the first segments it reads whole and goes on as the first of the passes
 // needed, rather than start again: every page is read once a pass, at most. (The parent started
 // again, reading those first segments once more: 2.03 reads a page in two passes for the
 // 10M-key crash Open under a 400 MB cgroup, bench/README.)
 TEST_P(SummaryRecoveryTest, AFirstPassThatFindsItNeedsMoreGoesOnAsTheFirstOfThem) {
   constexpr int kKeys = 100000;
-  EngineOptions options = StoreOptions(GetParam());
-  options.summary_min_segment_pages = kPagesPerSegment + 1;  // none
-  const auto unbounded = ManyKeysStore(options, kKeys, /*overwrite=*/false, /*value_bytes=*/100);
+  Options options = StoreOptions(GetParam());
+  EngineSeams seams = StoreSeams();
+  seams.summary_min_segment_pages = kPagesPerSegment + 1;  // none
+  const auto unbounded = ManyKeysStore(options, kKeys, /*overwrite=*/false,
+                                       /*value_bytes=*/100, seams);
   ASSERT_NE(unbounded, nullptr);
   auto once = unbounded(/*budget=*/0);
   ASSERT_THAT(once, IsOk());
@@ -643,8 +656,9 @@ TEST_P(SummaryRecoveryTest, AFirstPassThatFindsItNeedsMoreGoesOnAsTheFirstOfThem
   ASSERT_THAT((*once)->Close(), IsOk());
   const uint64_t tables = one_pass.recovery_table_bytes * options.shard_count;
   // Room for the index, a little for the key filters, and a part of the tables.
-  options.memory_headroom_bytes = one_pass.index_bytes * 3 / 2 + tables / 2;
-  const auto bounded = ManyKeysStore(options, kKeys, /*overwrite=*/false, /*value_bytes=*/100);
+  seams.memory_headroom_bytes = one_pass.index_bytes * 3 / 2 + tables / 2;
+  const auto bounded = ManyKeysStore(options, kKeys, /*overwrite=*/false,
+                                     /*value_bytes=*/100, seams);
   ASSERT_NE(bounded, nullptr);
   auto engine = bounded(/*budget=*/0);
   ASSERT_THAT(engine, IsOk());
@@ -667,9 +681,11 @@ TEST_P(SummaryRecoveryTest, AFirstPassThatFindsItNeedsMoreGoesOnAsTheFirstOfThem
 // time of the start it gave up with the rest.
 TEST_P(SummaryRecoveryTest, ARecoveryThatStartsAgainReportsEveryStart) {
   constexpr int kKeys = 100000;
-  EngineOptions options = StoreOptions(GetParam());
-  options.summary_min_segment_pages = kPagesPerSegment + 1;  // none
-  const auto open = ManyKeysStore(options, kKeys, /*overwrite=*/false, /*value_bytes=*/100);
+  Options options = StoreOptions(GetParam());
+  EngineSeams seams = StoreSeams();
+  seams.summary_min_segment_pages = kPagesPerSegment + 1;  // none
+  const auto open = ManyKeysStore(options, kKeys, /*overwrite=*/false,
+                                  /*value_bytes=*/100, seams);
   ASSERT_NE(open, nullptr);
   auto once = open(/*budget=*/uint64_t{1} << 40);
   ASSERT_THAT(once, IsOk());
@@ -695,8 +711,9 @@ TEST_P(SummaryRecoveryTest, APassThatReadsOtherwiseThanTheFirstFailsOpen) {
   WriteAndClose();
   for (const bool read_all : {false, true}) {
     SCOPED_TRACE(read_all ? "every segment read whole" : "by summaries");
-    EngineOptions options = StoreOptions(GetParam(), read_all);
+    Options options = StoreOptions(GetParam());
     options.recovery_memory_bytes = 1;
+    const EngineSeams seams = StoreSeams(read_all);
     // How many reads an Open in passes makes, without faults.
     uint64_t reads = 0;
     {
@@ -705,7 +722,7 @@ TEST_P(SummaryRecoveryTest, APassThatReadsOtherwiseThanTheFirstFailsOpen) {
       auto faulty = storage::FaultDevice::Create(std::move(*device), {});
       ASSERT_THAT(faulty, IsOk());
       storage::FaultDevice* counted = faulty->get();
-      auto engine = Engine::OpenOnDevice(std::move(*faulty), options);
+      auto engine = Engine::OpenOnDevice(std::move(*faulty), options, seams);
       ASSERT_THAT(engine, IsOk());
       ASSERT_EQ((*engine)->Stats().recovery_passes, kMaxRecoveryPasses);
       reads = counted->fault_stats().reads;
@@ -724,7 +741,7 @@ TEST_P(SummaryRecoveryTest, APassThatReadsOtherwiseThanTheFirstFailsOpen) {
         ASSERT_THAT((*faulty)->FailOperation({.nth = nth, .filter = storage::OpFilter::kRead}),
                     IsOk());
       }
-      auto engine = Engine::OpenOnDevice(std::move(*faulty), options);
+      auto engine = Engine::OpenOnDevice(std::move(*faulty), options, seams);
       if (failing == 2) {
         ASSERT_THAT(engine, IsOk()) << "a read that failed once was not tried again";
         ExpectAll(**engine);
@@ -860,11 +877,11 @@ TEST_P(SummaryRecoveryTest, ABatchOfSmallRecordsAfterLargeOnesStaysInOneSegment)
   for (int fill = 48; fill < static_cast<int>(kLargeSegmentPages); ++fill) {
     SCOPED_TRACE(absl::StrCat("batch after ", fill, " pages"));
     const MemDeviceOptions mem = LargeSegmentMem();
-    const EngineOptions options = LargeSegmentOptions(GetParam());
+    const Options options = LargeSegmentOptions(GetParam());
     auto created = MemDevice::Create(mem);
     ASSERT_THAT(created, IsOk());
     std::shared_ptr<MemStorage> storage = (*created)->storage();
-    auto engine = Engine::OpenOnDevice(std::move(*created), options);
+    auto engine = Engine::OpenOnDevice(std::move(*created), options, StoreSeams());
     ASSERT_THAT(engine, IsOk());
     const std::string large(3500, 'L');
     for (int i = 0; i < fill; ++i) {
@@ -900,7 +917,7 @@ TEST_P(SummaryRecoveryTest, ABatchOfSmallRecordsAfterLargeOnesStaysInOneSegment)
     EXPECT_EQ(segments.size(), 1u) << "the batch spans segments";
     auto device = MemDevice::Open(storage, mem);
     ASSERT_THAT(device, IsOk());
-    engine = Engine::OpenOnDevice(std::move(*device), options);
+    engine = Engine::OpenOnDevice(std::move(*device), options, StoreSeams());
     ASSERT_THAT(engine, IsOk());
     for (const std::string& key : keys) ASSERT_THAT((*engine)->Get(key), IsOk()) << key;
   }
@@ -911,11 +928,11 @@ TEST_P(SummaryRecoveryTest, ABatchOfSmallRecordsAfterLargeOnesStaysInOneSegment)
 // summary, for ever).
 TEST_P(SummaryRecoveryTest, ABatchThatFitsTheOpenPageButNotTheSummaryMovesOn) {
   const MemDeviceOptions mem = LargeSegmentMem();
-  const EngineOptions options = LargeSegmentOptions(GetParam());
+  const Options options = LargeSegmentOptions(GetParam());
   auto created = MemDevice::Create(mem);
   ASSERT_THAT(created, IsOk());
   std::shared_ptr<MemStorage> storage = (*created)->storage();
-  auto engine = Engine::OpenOnDevice(std::move(*created), options);
+  auto engine = Engine::OpenOnDevice(std::move(*created), options, StoreSeams());
   ASSERT_THAT(engine, IsOk());
   auto put = [&](const std::string& key, const std::string& value) {
     WriteOp op{false, key, value};
@@ -934,7 +951,7 @@ TEST_P(SummaryRecoveryTest, ABatchThatFitsTheOpenPageButNotTheSummaryMovesOn) {
   ASSERT_THAT((*engine)->Close(), IsOk());
   auto device = MemDevice::Open(storage, mem);
   ASSERT_THAT(device, IsOk());
-  engine = Engine::OpenOnDevice(std::move(*device), options);
+  engine = Engine::OpenOnDevice(std::move(*device), options, StoreSeams());
   ASSERT_THAT(engine, IsOk());
   EXPECT_EQ((*engine)->Stats().recovery_summaries_unused, 0u);
   for (const std::string& key : keys) ASSERT_THAT((*engine)->Get(key), IsOk()) << key;

@@ -42,8 +42,8 @@ struct StressMode {
   }
 };
 
-EngineOptions StoreOptions(const StressMode& mode) {
-  EngineOptions options;
+Options StoreOptions(const StressMode& mode) {
+  Options options;
   if (!mode.cache) options.cache_bytes = 0;
   options.capacity_bytes = 64 << 20;
   options.segment_bytes = 256 << 10;
@@ -51,7 +51,7 @@ EngineOptions StoreOptions(const StressMode& mode) {
   options.index_mode = mode.index;
   options.max_write_delay_us = 1000;
   options.read_queue_depth = 16;  // so that GetAsync bursts run into kUnavailable now and then
-  options.device.ring.queue_depth = 32;
+  options.queue_depth = 32;
   return options;
 }
 
@@ -263,7 +263,7 @@ TEST_P(StressTest, FourThreadsMixedOperationsThenReopen) {
 // Flush must still finish (it waits for every page assigned, that one included).
 TEST_P(StressTest, FlushFinishesAfterDeletesRacedOnOneKey) {
   nvkv::testing::TempDir dir;
-  EngineOptions options = StoreOptions(GetParam());
+  Options options = StoreOptions(GetParam());
   options.shard_count = 1;
   options.max_write_delay_us = 1'000'000;  // pages stay open until full or flushed
   auto engine = Engine::Open(dir.File("store"), options);

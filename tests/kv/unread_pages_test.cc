@@ -1,6 +1,6 @@
 // Pages the device fails to read at Open (a transient EIO, a controller reset, a path that comes
 // back) are not damaged pages: they may read fine at the next Open, or later in the same
-// session. By default such an Open fails and names them; EngineOptions::open_degraded opens
+// session. By default such an Open fails and names them; Options::open_degraded opens
 // without their records, and then no sequence it hands out, no compaction and no checkpoint may
 // let those records, once they read again, win over newer writes or come back in part.
 //
@@ -50,8 +50,8 @@ class UnreadPagesTest : public ::testing::TestWithParam<IndexMode> {
     storage_ = *storage;
   }
 
-  EngineOptions StoreOptions(bool degraded = false) const {
-    EngineOptions options;
+  Options StoreOptions(bool degraded = false) const {
+    Options options;
     options.segment_bytes = kPagesPerSegment * kPageBytes;
     options.shard_count = 1;
     options.page_buffers_per_shard = 16;
@@ -64,7 +64,7 @@ class UnreadPagesTest : public ::testing::TestWithParam<IndexMode> {
 
   // Opens the store on a FaultDevice (fault_) whose reads of `unread_page` fail until Heal().
   absl::StatusOr<std::unique_ptr<Engine>> OpenFailingReadsOf(std::optional<uint64_t> unread_page,
-                                                             const EngineOptions& options) {
+                                                             const Options& options) {
     auto mem = MemDevice::Open(storage_, MemOptions());
     if (!mem.ok()) return mem.status();
     storage::FaultDeviceOptions fault_options;

@@ -57,7 +57,7 @@ TEST_P(WriteAllocationTest, WarmSinglePutsAllocateNothing) {
   mem.volatile_write_cache = true;
   auto device = storage::MemDevice::Create(mem);
   ASSERT_THAT(device, IsOk());
-  EngineOptions options;
+  Options options;
   options.index_mode = setup.mode;
   options.cache_bytes = setup.cache_bytes;
   options.background_compaction = false;
