@@ -113,10 +113,30 @@ const char* DurableWritesName(DurableWrites method) {
   return "unknown";
 }
 
+const char* RecoveryStartName(RecoveryStart start) {
+  switch (start) {
+    case RecoveryStart::kNewStore:
+      return "new_store";
+    case RecoveryStart::kCleanClose:
+      return "clean_close";
+    case RecoveryStart::kBaseCheckpoint:
+      return "base_checkpoint";
+    case RecoveryStart::kLog:
+      return "log";
+  }
+  return "unknown";
+}
+
 std::string Stats::recovery_source() const {
-  if (recovery_from_checkpoint != 0) return "from the clean-close checkpoint";
-  if (recovery_from_base_checkpoint != 0) {
-    return "from the last checkpoint and the log written after it";
+  switch (recovery_start) {
+    case RecoveryStart::kNewStore:
+      return "none (a new store)";
+    case RecoveryStart::kCleanClose:
+      return "from the clean-close checkpoint";
+    case RecoveryStart::kBaseCheckpoint:
+      return "from the last checkpoint and the log written after it";
+    case RecoveryStart::kLog:
+      break;
   }
   if (recovery_checkpoints_unused != 0) {
     return absl::StrCat("from the log (its checkpoint was not usable: ",
@@ -240,8 +260,7 @@ std::string Stats::ToJson() const {
   json.Add("recovery_map_pages_damaged", recovery_map_pages_damaged);
   json.Add("recovery_segments_summarized", recovery_segments_summarized);
   json.Add("recovery_summaries_unused", recovery_summaries_unused);
-  json.Add("recovery_from_checkpoint", recovery_from_checkpoint);
-  json.Add("recovery_from_base_checkpoint", recovery_from_base_checkpoint);
+  json.Add("recovery_start", RecoveryStartName(recovery_start));
   json.Add("recovery_base_segments_freed", recovery_base_segments_freed);
   json.Add("recovery_checkpoints_unused", recovery_checkpoints_unused);
   json.Add("recovery_checkpoint_unused_why", recovery_checkpoint_unused_why);

@@ -74,9 +74,9 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 t = open(sys.argv[2]).read().strip()
 used = (s["segments_total"] - s["segments_free"]) * s["pages_per_segment"]
-print("%s; recovery %.3f s, from a base checkpoint %d, %d passes (%d restarts), %d pages (%.1f MiB; %.2f per "
+print("%s; recovery %.3f s, from %s, %d passes (%d restarts), %d pages (%.1f MiB; %.2f per "
       "page of the segments in use), index %.1f MiB, %d live keys, largest table %d bytes" % (
-    t, s["recovery_seconds"], s["recovery_from_base_checkpoint"], s["recovery_passes"],
+    t, s["recovery_seconds"], s["recovery_start"], s["recovery_passes"],
     s["recovery_restarts"],
     s["recovery_pages_scanned"], s["recovery_pages_scanned"] * s["page_bytes"] / 2**20,
     s["recovery_pages_scanned"] / max(used, 1), s["index_bytes"] / 2**20, s["live_keys"],

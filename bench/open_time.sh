@@ -49,8 +49,8 @@ import json, sys
 s = json.load(sys.stdin)
 map_pages = (s["segments_total"] + 251) // 252 if s["page_bytes"] == 4096 else 0
 read = (s["recovery_pages_scanned"] + map_pages) * s["page_bytes"]
-source = ("checkpoint" if s["recovery_from_checkpoint"] else
-          "last checkpoint and the log after it" if s["recovery_from_base_checkpoint"] else "log")
+source = {"clean_close": "checkpoint", "base_checkpoint": "last checkpoint and the log after it",
+          "log": "log", "new_store": "new store"}[s["recovery_start"]]
 print("open %.1f ms from the %s, %d pages read (%.1f MiB with the map), %d of %d segments not read, %d read by their summaries" % (
     1000 * s["recovery_seconds"], source, s["recovery_pages_scanned"], read / 2**20,
     s["recovery_segments_skipped"], s["segments_total"], s["recovery_segments_summarized"]))'

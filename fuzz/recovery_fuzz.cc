@@ -132,7 +132,8 @@ const Store& StoreImage() {
     FUZZ_REQUIRE(reopen.ok(), "%s", reopen.status().ToString().c_str());
     auto reopened = Engine::OpenOnDevice(std::move(*reopen), StoreOptions(false, false));
     FUZZ_REQUIRE(reopened.ok(), "%s", reopened.status().ToString().c_str());
-    FUZZ_REQUIRE((*reopened)->Stats().recovery_from_checkpoint == 1, "no checkpoint");
+    FUZZ_REQUIRE((*reopened)->Stats().recovery_start == RecoveryStart::kCleanClose,
+                 "no checkpoint");
     status = (*reopened)->Close();
     FUZZ_REQUIRE(status.ok(), "%s", status.ToString().c_str());
     s->image = bytes->CopyOut(0, kLbaCount);

@@ -281,14 +281,21 @@ void Engine::Impl::StartCheckpointer() {
   // The log recovery read beyond the checkpoint it started from (all of it without one): the
   // next crash would read it again, until a checkpoint stands for it.
   uint64_t log_pages_after = 0;
-  if (recovery_.from_base_checkpoint) {
-    log_pages_after = recovery_.segments_after_base * shape_.geometry.log_pages();
-  } else if (!recovery_.from_checkpoint) {
-    log_pages_after = (segments_->count() - segments_->free_count()) * shape_.geometry.log_pages();
+  switch (recovery_.start) {
+    case RecoveryStart::kCleanClose:
+      break;
+    case RecoveryStart::kBaseCheckpoint:
+      log_pages_after = recovery_.segments_after_base * shape_.geometry.log_pages();
+      break;
+    case RecoveryStart::kNewStore:
+    case RecoveryStart::kLog:
+      log_pages_after =
+          (segments_->count() - segments_->free_count()) * shape_.geometry.log_pages();
+      break;
   }
   checkpointer_->StartFrom(log_pages_now, recovery_.checkpoint_pages, log_pages_after);
   absl::MutexLock lock(&checkpoint_mu_);
-  kept_checkpoint_current_ = recovery_.from_checkpoint;
+  kept_checkpoint_current_ = recovery_.start == RecoveryStart::kCleanClose;
   head_counters_at_checkpoint_ = log_pages_now;
   segment_changes_at_checkpoint_ = segments_->segment_changes();
 }
@@ -681,8 +688,7 @@ EngineStats Engine::Impl::Stats() {
   s.recovery_map_pages_damaged = recovery_.map_pages_damaged;
   s.recovery_segments_summarized = recovery_.segments_summarized;
   s.recovery_summaries_unused = recovery_.summaries_unused;
-  s.recovery_from_checkpoint = recovery_.from_checkpoint ? 1 : 0;
-  s.recovery_from_base_checkpoint = recovery_.from_base_checkpoint ? 1 : 0;
+  s.recovery_start = recovery_.start;
   s.recovery_base_segments_freed = recovery_.base_segments_freed;
   s.recovery_heads_resumed = recovery_.heads_resumed;
   s.recovery_checkpoints_unused = recovery_.checkpoint_unused.empty() ? 0 : 1;

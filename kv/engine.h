@@ -49,6 +49,7 @@ using ::nvkv::DurableWrites;
 using ::nvkv::IndexMode;
 using ::nvkv::Options;
 using ::nvkv::ProgressCallback;
+using ::nvkv::RecoveryStart;
 
 // The payload (absl::Status::GetPayload) of Open's refusals that force_format overrides: the
 // device holds data that is not a store, or a store whose superblocks are both damaged. Other

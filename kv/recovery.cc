@@ -200,6 +200,7 @@ class Recovery {
 
   absl::StatusOr<RecoveryReport> Run() {
     const absl::Time start = absl::Now();
+    report_.start = RecoveryStart::kLog;  // unless a checkpoint is used
     NVKV_RETURN_IF_ERROR(ReadMap());
     if (!checkpoint_.empty() && !options_.read_all && use_checkpoint_) {
       const absl::Status used = base_ ? UseBase() : UseCheckpoint();
@@ -348,7 +349,7 @@ class Recovery {
       shard.head.Resume(resumed.place, std::move(resumed.summary));
     }
     report_.heads_resumed = loaded->heads.size();
-    report_.from_checkpoint = true;
+    report_.start = RecoveryStart::kCleanClose;
     report_.checkpoint = checkpoint_;
     report_.pages += loaded->pages;
     report_.checkpoint_pages = loaded->pages;
@@ -418,7 +419,7 @@ class Recovery {
       report_.base_segments_freed = 0;
       return status;
     }
-    report_.from_base_checkpoint = true;
+    report_.start = RecoveryStart::kBaseCheckpoint;
     report_.checkpoint = checkpoint_;
     report_.pages += loaded->pages;
     report_.checkpoint_pages = loaded->pages;

@@ -60,9 +60,12 @@
 #include "kv/sequence_ranges.h"
 #include "kv/shard.h"
 #include "kv/store_shape.h"
+#include "nvkv/stats.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
+
+using ::nvkv::RecoveryStart;
 
 inline constexpr uint32_t kMaxRecoveryPasses = 64;
 // By default recovery over a base checkpoint keeps its tables within 1/kTableShareOfIndex of the
@@ -122,9 +125,9 @@ struct RecoveryReport {
   uint64_t map_pages_damaged = 0;  // map pages that failed to read or verify (their segments read)
   uint64_t segments_summarized = 0;  // read by their summaries (segment_summary.h)
   uint64_t summaries_unused = 0;     // summaries the map named that did not verify: segments read
-  bool from_checkpoint = false;  // it read the clean-close checkpoint and nothing else
-  // It read a checkpoint as the base of the log written after it, and that log.
-  bool from_base_checkpoint = false;
+  // Where it started: kLog, or the checkpoint it read (kCleanClose: nothing else; kBaseCheckpoint:
+  // and the log written after it). kNewStore only when no recovery ran.
+  RecoveryStart start = RecoveryStart::kNewStore;
   uint64_t base_segments_freed = 0;  // of its segments holding a log, those freed since
   uint64_t checkpoint_pages = 0;  // of the checkpoint it read (current or base)
   uint64_t segments_after_base = 0;  // read (or their summaries) for the log after a base

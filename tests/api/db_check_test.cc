@@ -189,7 +189,7 @@ TEST_F(DBCheckTest, CheckNamesADamagedPageThatTheLogGoesOnAfter) {
   // Closed cleanly, the store has its checkpoint: recovery reads that, not the damaged page, and
   // the index still points at it, as it did before the store was closed. The key reads as data
   // loss, never as absent or as an older value.
-  EXPECT_EQ(db->GetStats().recovery_from_checkpoint, 1u);
+  EXPECT_EQ(db->GetStats().recovery_start, RecoveryStart::kCleanClose);
   EXPECT_EQ(db->GetStats().recovery_damaged_pages, 0u);
   EXPECT_EQ(db->GetStats().live_keys, 16u);
   EXPECT_TRUE(absl::IsDataLoss(db->Get("needle-key-7f3a9c").status()));
@@ -221,7 +221,7 @@ TEST_F(DBCheckTest, CheckCountsADamagedLastPageAsATornTailNotAProblem) {
 
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(db->GetStats().recovery_from_checkpoint, 0u);
+  EXPECT_NE(db->GetStats().recovery_start, RecoveryStart::kCleanClose);
   EXPECT_EQ(db->GetStats().live_keys, 5u);
   absl::StatusOr<CheckReport> report = db->Check();
   ASSERT_THAT(report, IsOk());

@@ -212,8 +212,8 @@ void MakeKilledStore(const std::string& path, uint64_t capacity_bytes, uint32_t 
     reader.read_only = true;
     absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(reader, path);
     if (db.ok()) {
-      ASSERT_EQ((*db)->GetStats().recovery_from_checkpoint, 0u);  // the log is read
-      ASSERT_EQ((*db)->GetStats().recovery_from_base_checkpoint, 0u);
+      ASSERT_NE((*db)->GetStats().recovery_start, RecoveryStart::kCleanClose);  // the log is read
+      ASSERT_NE((*db)->GetStats().recovery_start, RecoveryStart::kBaseCheckpoint);
       ASSERT_EQ((*db)->GetStats().recovery_passes, 1u);
       return;
     }

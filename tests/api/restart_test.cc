@@ -116,7 +116,8 @@ TEST(RestartTest, AnOpenAfterAKillReadsOnlyTheLogAfterTheCheckpointAskedFor) {
     absl::StatusOr<std::unique_ptr<DB>> db = DB::Open(StoreOptions(), path);
     ASSERT_THAT(db, IsOk());
     const Stats stats = (*db)->GetStats();
-    EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
+    EXPECT_EQ(stats.recovery_start, RecoveryStart::kBaseCheckpoint)
+        << stats.recovery_checkpoint_unused_why;
     if (checkpoint) {
       EXPECT_LT(stats.recovery_records, kEarlier / 2) << "the keys before the checkpoint were read";
     } else {

@@ -52,7 +52,7 @@ Stats SampleStats() {
   s.recovery_map_pages_damaged = 1;
   s.recovery_segments_summarized = 7;
   s.recovery_summaries_unused = 2;
-  s.recovery_from_checkpoint = 1;
+  s.recovery_start = RecoveryStart::kCleanClose;
   s.recovery_heads_resumed = 3;
   s.recovery_records = 4;
   s.recovery_batches_discarded = 0;
@@ -103,8 +103,8 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"segments_cleaned\":0,\"segments_retained\":0,\"compaction_damaged_pages\":0,"
       "\"unreadable_pages\":0,\"recovery_pages_scanned\":5,\"recovery_segments_skipped\":60,"
       "\"recovery_map_pages_damaged\":1,\"recovery_segments_summarized\":7,"
-      "\"recovery_summaries_unused\":2,\"recovery_from_checkpoint\":1,"
-      "\"recovery_from_base_checkpoint\":0,\"recovery_base_segments_freed\":0,"
+      "\"recovery_summaries_unused\":2,\"recovery_start\":\"clean_close\","
+      "\"recovery_base_segments_freed\":0,"
       "\"recovery_checkpoints_unused\":0,\"recovery_checkpoint_unused_why\":\"\","
       "\"recovery_heads_resumed\":3,"
       "\"recovery_records\":4,"

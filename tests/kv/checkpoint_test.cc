@@ -201,7 +201,8 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
     EXPECT_THAT(crashed, IsOk());
     if (!crashed.ok()) return nullptr;
     const EngineStats stats = (*crashed)->Stats();
-    EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
+    EXPECT_EQ(stats.recovery_start, RecoveryStart::kBaseCheckpoint)
+        << stats.recovery_checkpoint_unused_why;
     if (live_keys) {
       EXPECT_EQ(stats.live_keys, *live_keys);
     }
@@ -212,7 +213,7 @@ class CheckpointTest : public ::testing::TestWithParam<IndexMode> {
     auto read_all = Open(read_all_copy, every_segment);
     EXPECT_THAT(read_all, IsOk());
     if (read_all.ok()) {
-      EXPECT_EQ((*read_all)->Stats().recovery_from_base_checkpoint, 0u);
+      EXPECT_NE((*read_all)->Stats().recovery_start, RecoveryStart::kBaseCheckpoint);
       if (live_keys) {
         EXPECT_EQ((*read_all)->Stats().live_keys, *live_keys);
       }
@@ -357,7 +358,7 @@ TEST_P(CheckpointTest, ACleanCloseLeavesACheckpointThatOpenReadsAlone) {
   auto engine = Open(storage_);
   ASSERT_THAT(engine, IsOk());
   const EngineStats stats = (*engine)->Stats();
-  EXPECT_EQ(stats.recovery_from_checkpoint, 1u);
+  EXPECT_EQ(stats.recovery_start, RecoveryStart::kCleanClose);
   EXPECT_EQ(stats.recovery_checkpoints_unused, 0u);
   EXPECT_EQ(stats.recovery_segments_summarized, 0u);
   EXPECT_EQ(stats.recovery_pages_scanned, pages.size());  // the checkpoint, nothing else
@@ -374,12 +375,12 @@ TEST_P(CheckpointTest, ACleanCloseLeavesACheckpointThatOpenReadsAlone) {
   ASSERT_THAT((*engine)->Close(), IsOk());
   engine = Open(storage_);
   ASSERT_THAT(engine, IsOk());
-  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  EXPECT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   ExpectAll(**engine);
   // Reading every segment of the store as it was closed finds the same.
   auto read_all = Open(as_closed, Shape{.mode = std::nullopt, .read_all = true});
   ASSERT_THAT(read_all, IsOk());
-  EXPECT_EQ((*read_all)->Stats().recovery_from_checkpoint, 0u);
+  EXPECT_NE((*read_all)->Stats().recovery_start, RecoveryStart::kCleanClose);
   EXPECT_EQ((*read_all)->Stats().live_keys, before.live_keys);
 }
 
@@ -393,7 +394,7 @@ TEST_P(CheckpointTest, TheOpenThatReadsACheckpointKeepsItAsTheBaseOfTheLogAfterI
   ASSERT_FALSE(pages.empty());
   auto engine = Open(storage_);
   ASSERT_THAT(engine, IsOk());
-  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  ASSERT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   EXPECT_TRUE(CheckpointPages(*storage_).empty()) << "the map still says it is current";
   EXPECT_EQ(CheckpointPages(*storage_, MapState::kBaseCheckpoint), pages);
   EXPECT_GT((*engine)->Stats().segments_checkpoint, 0u);
@@ -407,8 +408,8 @@ TEST_P(CheckpointTest, TheOpenThatReadsACheckpointKeepsItAsTheBaseOfTheLogAfterI
   auto crashed = Open(crashed_storage);
   ASSERT_THAT(crashed, IsOk());
   const EngineStats stats = (*crashed)->Stats();
-  EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
-  EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u);
+  EXPECT_NE(stats.recovery_start, RecoveryStart::kCleanClose);
+  EXPECT_EQ(stats.recovery_start, RecoveryStart::kBaseCheckpoint);
   EXPECT_EQ(stats.recovery_checkpoints_unused, 0u) << stats.recovery_checkpoint_unused_why;
   EXPECT_EQ(stats.live_keys, before.live_keys);
   if (GetParam() == IndexMode::kOrdered) {
@@ -424,7 +425,7 @@ TEST_P(CheckpointTest, TheOpenThatReadsACheckpointKeepsItAsTheBaseOfTheLogAfterI
   // Reading every segment finds the same.
   auto read_all = Open(crashed_copy, Shape{.mode = std::nullopt, .read_all = true});
   ASSERT_THAT(read_all, IsOk());
-  EXPECT_EQ((*read_all)->Stats().recovery_from_base_checkpoint, 0u);
+  EXPECT_NE((*read_all)->Stats().recovery_start, RecoveryStart::kBaseCheckpoint);
   EXPECT_EQ((*read_all)->Stats().live_keys, before.live_keys);
   ExpectAll(**read_all);
   // The base stays the base of the next crash's recovery, with the log of both sessions after it.
@@ -432,7 +433,7 @@ TEST_P(CheckpointTest, TheOpenThatReadsACheckpointKeepsItAsTheBaseOfTheLogAfterI
   ASSERT_THAT((*crashed)->Flush(), IsOk());
   auto again = Open(CopyOf(*crashed_storage));
   ASSERT_THAT(again, IsOk());
-  EXPECT_EQ((*again)->Stats().recovery_from_base_checkpoint, 1u)
+  EXPECT_EQ((*again)->Stats().recovery_start, RecoveryStart::kBaseCheckpoint)
       << (*again)->Stats().recovery_checkpoint_unused_why;
   EXPECT_EQ((*again)->Stats().live_keys, (*crashed)->Stats().live_keys);
   ExpectAll(**again);
@@ -447,7 +448,7 @@ TEST_P(CheckpointTest, SegmentsFreedAfterTheBaseAreReadAsPartOfTheLogAfterIt) {
   WriteAndClose();
   auto engine = Open(storage_);
   ASSERT_THAT(engine, IsOk());
-  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  ASSERT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   for (int round = 2; round < 6; ++round) {
     Write(**engine, round);
     ASSERT_THAT((*engine)->CompactAll(), IsOk());
@@ -484,7 +485,7 @@ TEST_P(CheckpointTest, ANewCheckpointReplacesTheBase) {
   }
   engine = Open(storage_);
   ASSERT_THAT(engine, IsOk());
-  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  EXPECT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   EXPECT_EQ(CheckpointPages(*storage_, MapState::kBaseCheckpoint), second);
   ExpectAll(**engine);
 }
@@ -507,7 +508,7 @@ TEST_P(CheckpointTest, AStoreFullOfPutsKeepsItsBase) {
   EXPECT_FALSE(CheckpointPages(*storage_, MapState::kBaseCheckpoint).empty());
   auto crashed = Open(CopyOf(*storage_));
   ASSERT_THAT(crashed, IsOk());
-  EXPECT_EQ((*crashed)->Stats().recovery_from_base_checkpoint, 1u);
+  EXPECT_EQ((*crashed)->Stats().recovery_start, RecoveryStart::kBaseCheckpoint);
   ExpectAll(**crashed);
 }
 
@@ -540,7 +541,7 @@ TEST_P(CheckpointTest, DeletesInAFullStoreMayTakeTheBasesSegments) {
   EXPECT_TRUE(CheckpointPages(*storage_, MapState::kBaseCheckpoint).empty());
   auto crashed = Open(CopyOf(*storage_));
   ASSERT_THAT(crashed, IsOk());
-  EXPECT_EQ((*crashed)->Stats().recovery_from_base_checkpoint, 0u);
+  EXPECT_NE((*crashed)->Stats().recovery_start, RecoveryStart::kBaseCheckpoint);
   ExpectAll(**crashed);
 }
 
@@ -579,7 +580,7 @@ TEST_P(CheckpointTest, ABaseIsSetAsideWhenALastPageCannotTellWhetherItsSegmentCh
   auto reopened = Open(crashed);
   ASSERT_THAT(reopened, IsOk());
   const EngineStats stats = (*reopened)->Stats();
-  EXPECT_EQ(stats.recovery_from_base_checkpoint, 0u);
+  EXPECT_NE(stats.recovery_start, RecoveryStart::kBaseCheckpoint);
   EXPECT_EQ(stats.recovery_checkpoints_unused, 1u);
   EXPECT_NE(stats.recovery_checkpoint_unused_why.find("last page"), std::string::npos)
       << stats.recovery_checkpoint_unused_why;
@@ -704,7 +705,7 @@ TEST_P(CheckpointTest, ACloseRightAfterACheckpointMarksItCurrent) {
   EXPECT_EQ(CheckpointPages(*storage_), pages);
   engine = Open(storage_);
   ASSERT_THAT(engine, IsOk());
-  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  EXPECT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   EXPECT_EQ((*engine)->Stats().recovery_pages_scanned, pages.size());
   ExpectAll(**engine);
 }
@@ -724,7 +725,7 @@ TEST_P(CheckpointTest, TheEngineWritesCheckpointsAsTheLogGrows) {
   EXPECT_EQ((*engine)->Stats().checkpoints_failed, 0u);
   auto crashed = Open(CopyOf(*storage_), running);  // no Close
   ASSERT_THAT(crashed, IsOk());
-  EXPECT_EQ((*crashed)->Stats().recovery_from_base_checkpoint, 1u)
+  EXPECT_EQ((*crashed)->Stats().recovery_start, RecoveryStart::kBaseCheckpoint)
       << (*crashed)->Stats().recovery_checkpoint_unused_why;
   ExpectAll(**crashed);
   ExpectCheckFindsNothing(**crashed);
@@ -774,7 +775,7 @@ TEST_P(CheckpointTest, ACopyOfAnOldTombstoneAfterTheBaseDeletesNothing) {
   auto opened = Open(storage_, one_shard);
   ASSERT_THAT(opened, IsOk());
   engine = std::move(*opened);
-  ASSERT_EQ(engine->Stats().recovery_from_checkpoint, 1u);
+  ASSERT_EQ(engine->Stats().recovery_start, RecoveryStart::kCleanClose);
   for (int f = 0; f < 10; ++f) {
     const std::string key = absl::StrCat("goes", f);
     WriteOp op{true, key, ""};
@@ -803,7 +804,7 @@ TEST_P(CheckpointTest, ASessionThatWritesNothingKeepsTheCheckpointItRead) {
   {
     auto engine = Open(storage_);
     ASSERT_THAT(engine, IsOk());
-    ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    ASSERT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
     ExpectAll(**engine);
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
@@ -812,7 +813,7 @@ TEST_P(CheckpointTest, ASessionThatWritesNothingKeepsTheCheckpointItRead) {
   {
     auto engine = Open(storage_);
     ASSERT_THAT(engine, IsOk());
-    EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    EXPECT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
     ExpectAll(**engine);
     WriteOp op{false, "one more", "value"};
     ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), false), IsOk());
@@ -825,7 +826,7 @@ TEST_P(CheckpointTest, ASessionThatWritesNothingKeepsTheCheckpointItRead) {
       << "a session that wrote kept the old checkpoint";
   auto engine = Open(storage_);
   ASSERT_THAT(engine, IsOk());
-  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  EXPECT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   ExpectAll(**engine);
 }
 
@@ -842,7 +843,7 @@ TEST_P(CheckpointTest, ADamagedCheckpointIsSetAsideAndTheLogRead) {
     auto engine = Open(damaged);
     ASSERT_THAT(engine, IsOk());
     const EngineStats stats = (*engine)->Stats();
-    EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
+    EXPECT_NE(stats.recovery_start, RecoveryStart::kCleanClose);
     EXPECT_EQ(stats.recovery_checkpoints_unused, 1u);
     EXPECT_GT(stats.recovery_segments_summarized, 0u);
     EXPECT_EQ(stats.live_keys, before.live_keys);
@@ -863,7 +864,7 @@ TEST_P(CheckpointTest, ACheckpointReadAheadIsSetAsideWhereverAPageFails) {
   {
     auto engine = Open(CopyOf(*storage_));
     ASSERT_THAT(engine, IsOk());
-    EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    EXPECT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
     EXPECT_EQ((*engine)->Stats().live_keys, before.live_keys);
     ExpectAll(**engine);
   }
@@ -885,7 +886,7 @@ TEST_P(CheckpointTest, ACheckpointReadAheadIsSetAsideWhereverAPageFails) {
           Engine::OpenOnDevice(std::move(*device), StoreOptions({}, GetParam()), StoreSeams({}));
       ASSERT_THAT(engine, IsOk());
       const EngineStats stats = (*engine)->Stats();
-      EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
+      EXPECT_NE(stats.recovery_start, RecoveryStart::kCleanClose);
       EXPECT_EQ(stats.recovery_checkpoints_unused, 1u);
       EXPECT_EQ(stats.live_keys, before.live_keys);
       ExpectAll(**engine);
@@ -901,7 +902,7 @@ TEST_P(CheckpointTest, ACheckpointOfAnotherShapeIsSetAside) {
   for (const Shape& shape : {Shape{.mode = std::nullopt, .shards = 3}, Shape{.mode = other}}) {
     auto engine = Open(CopyOf(*storage_), shape);
     ASSERT_THAT(engine, IsOk());
-    EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 0u);
+    EXPECT_NE((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
     EXPECT_EQ((*engine)->Stats().recovery_checkpoints_unused, 1u);
     ExpectAll(**engine);
   }
@@ -911,7 +912,7 @@ TEST_P(CheckpointTest, AnOpenThatReadsEverySegmentIgnoresIt) {
   WriteAndClose();
   auto engine = Open(storage_, Shape{.mode = std::nullopt, .read_all = true});
   ASSERT_THAT(engine, IsOk());
-  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 0u);
+  EXPECT_NE((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   ExpectAll(**engine);
   ExpectCheckFindsNothing(**engine);
 }
@@ -927,7 +928,7 @@ TEST_P(CheckpointTest, TheHeadsGoOnInTheirSegmentsAfterACleanClose) {
     auto engine = Open(storage_, one_shard);
     ASSERT_THAT(engine, IsOk());
     if (session > 0) {
-      EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+      EXPECT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
       EXPECT_EQ((*engine)->Stats().recovery_heads_resumed, 1u);
       ExpectAll(**engine);
     }
@@ -984,13 +985,14 @@ TEST_P(CheckpointTest, AHeadOnAStillEmptySegmentKeepsTheBaseAfterACrash) {
   ASSERT_FALSE(CheckpointPages(*storage_).empty());
   auto engine = Open(storage_, one_shard);
   ASSERT_THAT(engine, IsOk());
-  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  ASSERT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   ASSERT_EQ((*engine)->Stats().recovery_heads_resumed, 1u);
   // A crash now, before any write.
   auto crashed = Open(CopyOf(*storage_), one_shard);
   ASSERT_THAT(crashed, IsOk());
   const EngineStats stats = (*crashed)->Stats();
-  EXPECT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
+  EXPECT_EQ(stats.recovery_start, RecoveryStart::kBaseCheckpoint)
+      << stats.recovery_checkpoint_unused_why;
   EXPECT_EQ(stats.recovery_checkpoints_unused, 0u) << stats.recovery_checkpoint_unused_why;
   // The checkpoint, the last page of each segment, and a few segments whole: the head's, those
   // announced for heads, the map's. (Reading the log reads every segment whole: no summaries.)
@@ -1069,7 +1071,7 @@ TEST_P(CheckpointTest, AVictimFreedAfterACheckpointMakesCloseWriteANewOne) {
   ASSERT_THAT(reopened, IsOk());
   const EngineStats stats = (*reopened)->Stats();
   EXPECT_EQ(stats.recovery_checkpoints_unused, 0u) << stats.recovery_checkpoint_unused_why;
-  EXPECT_EQ(stats.recovery_from_checkpoint, 1u);
+  EXPECT_EQ(stats.recovery_start, RecoveryStart::kCleanClose);
   EXPECT_EQ(stats.recovery_pages_scanned,
             CheckpointPages(*storage_, MapState::kBaseCheckpoint).size());
   ExpectAll(**reopened);
@@ -1105,7 +1107,7 @@ TEST_P(CheckpointTest, AResumedHeadsKeyFilterIsRebuiltNotSaved) {
   {
     auto engine = open(storage);
     ASSERT_THAT(engine, IsOk());
-    EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    EXPECT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
     EXPECT_EQ((*engine)->Stats().recovery_heads_resumed, 1u);
     EXPECT_LE((*engine)->Stats().recovery_pages_scanned, 2u);
     EXPECT_EQ((*engine)->Get("only").value_or(""), "one key");
@@ -1161,7 +1163,7 @@ TEST_P(CheckpointTest, ASessionThatOnlySealsTheHeadsWritesANewCheckpoint) {
   EXPECT_FALSE(now == written) << "the checkpoint read was marked again";
   auto engine = Open(storage_, one_shard);
   ASSERT_THAT(engine, IsOk());
-  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  EXPECT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   EXPECT_EQ((*engine)->Stats().recovery_heads_resumed, 0u) << "the head left its segment";
   ExpectAll(**engine);
   Write(**engine, 2);
@@ -1177,20 +1179,20 @@ TEST_P(CheckpointTest, AResumedHeadsSummaryHoldsEverySessionsRecords) {
   {
     auto engine = Open(storage_);
     ASSERT_THAT(engine, IsOk());
-    ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+    ASSERT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
     Write(**engine, 2);
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
   auto engine = Open(storage_, Shape{.mode = std::nullopt, .checkpoint = false});
   ASSERT_THAT(engine, IsOk());
-  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  ASSERT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   Write(**engine, 3);
   const EngineStats before = (*engine)->Stats();
   ASSERT_THAT((*engine)->Close(), IsOk());  // the heads leave their segments with summaries
   engine = Open(storage_);
   ASSERT_THAT(engine, IsOk());
   const EngineStats stats = (*engine)->Stats();
-  EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
+  EXPECT_NE(stats.recovery_start, RecoveryStart::kCleanClose);
   EXPECT_GT(stats.recovery_segments_summarized, 0u);
   EXPECT_EQ(stats.recovery_summaries_unused, 0u);
   EXPECT_EQ(stats.live_keys, before.live_keys);
@@ -1204,13 +1206,13 @@ TEST_P(CheckpointTest, ACrashAfterTheHeadsResumedRecoversBothSessionsWrites) {
   WriteAndClose();
   auto engine = Open(storage_);
   ASSERT_THAT(engine, IsOk());
-  ASSERT_EQ((*engine)->Stats().recovery_from_checkpoint, 1u);
+  ASSERT_EQ((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   Write(**engine, 2);
   ASSERT_THAT((*engine)->Flush(), IsOk());
   auto crashed = Open(CopyOf(*storage_));  // no Close
   ASSERT_THAT(crashed, IsOk());
   const EngineStats stats = (*crashed)->Stats();
-  EXPECT_EQ(stats.recovery_from_checkpoint, 0u);
+  EXPECT_NE(stats.recovery_start, RecoveryStart::kCleanClose);
   EXPECT_EQ(stats.recovery_damaged_pages, 0u);
   EXPECT_EQ(stats.live_keys, (*engine)->Stats().live_keys);
   ExpectAll(**crashed);

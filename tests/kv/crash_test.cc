@@ -667,7 +667,7 @@ std::map<std::string, std::string> ReadAllOfCopy(const storage::MemStorage& stor
   EXPECT_THAT(engine, IsOk()) << "open reading every segment";
   if (!engine.ok()) return {};
   EXPECT_EQ((*engine)->Stats().recovery_segments_skipped, 0u);
-  EXPECT_EQ((*engine)->Stats().recovery_from_checkpoint, 0u);
+  EXPECT_NE((*engine)->Stats().recovery_start, RecoveryStart::kCleanClose);
   return ReadBack(**engine, keys);
 }
 
@@ -728,8 +728,9 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   tally->reopened_in_passes += (*engine)->Stats().recovery_passes > 1 ? 1 : 0;
   tally->segments_skipped += (*engine)->Stats().recovery_segments_skipped;
   tally->segments_summarized += (*engine)->Stats().recovery_segments_summarized;
-  tally->reopened_from_checkpoint += (*engine)->Stats().recovery_from_checkpoint;
-  tally->reopened_from_base += (*engine)->Stats().recovery_from_base_checkpoint;
+  const RecoveryStart start = (*engine)->Stats().recovery_start;
+  tally->reopened_from_checkpoint += start == RecoveryStart::kCleanClose ? 1 : 0;
+  tally->reopened_from_base += start == RecoveryStart::kBaseCheckpoint ? 1 : 0;
   tally->checkpoints_set_aside += (*engine)->Stats().recovery_checkpoints_unused;
   // Except for keys the media damaged (and the keys of their batches): reading a segment whole
   // finds the damaged page and drops its records (and their batches), where its summary still
@@ -740,10 +741,8 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
     if (model.damaged.count(key) != 0) continue;
     EXPECT_EQ(value.substr(0, 40), read_all[key].substr(0, 40))
         << "key " << key << ": recovery guided by the segment map and "
-        << (*engine)->Stats().recovery_segments_summarized << " summaries (checkpoint: "
-        << (*engine)->Stats().recovery_from_checkpoint << ", base checkpoint: "
-        << (*engine)->Stats().recovery_from_base_checkpoint << ") found another "
-        << "value than reading every segment";
+        << (*engine)->Stats().recovery_segments_summarized << " summaries (RecoveryStart "
+        << static_cast<int>(start) << ") found another value than reading every segment";
   }
   ASSERT_FALSE(::testing::Test::HasFailure());
   std::vector<std::pair<std::string, std::string>> recovered;
@@ -813,12 +812,13 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   const EngineStats stats = (*reopened)->Stats();
   ASSERT_EQ(stats.recovery_checkpoints_unused, 0u) << "the clean close left a checkpoint "
                                                       "the next Open could not use";
-  tally->reopened_from_checkpoint += stats.recovery_from_checkpoint;
+  tally->reopened_from_checkpoint += stats.recovery_start == RecoveryStart::kCleanClose ? 1 : 0;
   for (const auto& [key, value] : ReadBack(**reopened, keys)) {
     if (model.damaged.count(key) != 0) continue;
     EXPECT_EQ(value.substr(0, 40), read_all[key].substr(0, 40))
-        << "key " << key << ": the Open after a clean close (checkpoint: "
-        << stats.recovery_from_checkpoint << ") found another value than reading every segment";
+        << "key " << key << ": the Open after a clean close (RecoveryStart "
+        << static_cast<int>(stats.recovery_start)
+        << ") found another value than reading every segment";
   }
 }
 

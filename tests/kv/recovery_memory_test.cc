@@ -313,7 +313,7 @@ TEST(RecoveryMemoryTest, AnOpenFromTheCheckpointPeaksLittleAboveWhatItBuilds) {
     EngineStats stats;
     const KeysCost cost =
         WhatTheKeysCost(empty, full, options, &stats, StoreSeams(/*checkpoint=*/true));
-    ASSERT_EQ(stats.recovery_from_checkpoint, 1u);
+    ASSERT_EQ(stats.recovery_start, RecoveryStart::kCleanClose);
     // (The checkpoint keeps the index as it was: a few blind overwrites' stale entries too.)
     ASSERT_GE(stats.live_keys + stats.stale_entries, kKeys);
     std::printf("%s: open from the checkpoint: %.1f bytes per key at the peak, %.1f kept "
@@ -342,7 +342,7 @@ TEST(RecoveryMemoryTest, AnOpenFromTheLogWithinATableBudgetPeaksLittleAboveWhatI
   options.recovery_memory_bytes = kKeys;
   EngineStats stats;
   const KeysCost cost = WhatTheKeysCost(empty, full, options, &stats);
-  ASSERT_EQ(stats.recovery_from_checkpoint, 0u);
+  ASSERT_NE(stats.recovery_start, RecoveryStart::kCleanClose);
   ASSERT_EQ(stats.live_keys, kKeys);
   std::printf("hash: open from the log within %llu bytes of tables: %u passes, %.1f bytes per "
               "key at the peak, %.1f kept (index %.1f)\n",
@@ -373,8 +373,8 @@ TEST(RecoveryMemoryTest, AnOpenFromTheLogWithNoCheckpointIsOnePassWhereMemoryAll
     options.index_mode = mode;
     EngineStats stats;
     const KeysCost cost = WhatTheKeysCost(empty, full, options, &stats);
-    ASSERT_EQ(stats.recovery_from_checkpoint, 0u);
-    ASSERT_EQ(stats.recovery_from_base_checkpoint, 0u);
+    ASSERT_NE(stats.recovery_start, RecoveryStart::kCleanClose);
+    ASSERT_NE(stats.recovery_start, RecoveryStart::kBaseCheckpoint);
     ASSERT_EQ(stats.live_keys, kKeys);
     const double tables = static_cast<double>(stats.recovery_table_bytes) * options.shard_count;
     std::printf("%s: open from the log, no checkpoint, default budget: %u passes in %.2f s, "
@@ -476,7 +476,8 @@ TEST(RecoveryMemoryTest, AnOpenAfterACrashPeaksLittleAboveWhatItBuilds) {
     }
     const double peak = static_cast<double>(keys.peak > fixed.peak ? keys.peak - fixed.peak : 0);
     const double kept = static_cast<double>(keys.kept > fixed.kept ? keys.kept - fixed.kept : 0);
-    ASSERT_EQ(stats.recovery_from_base_checkpoint, 1u) << stats.recovery_checkpoint_unused_why;
+    ASSERT_EQ(stats.recovery_start, RecoveryStart::kBaseCheckpoint)
+        << stats.recovery_checkpoint_unused_why;
     // (Overwrites over the base are taken as blind ones: a key whose tag another key's entry
     // shares counts that one as stale.)
     ASSERT_GE(stats.live_keys + stats.stale_entries, kKeys);

@@ -13,6 +13,15 @@
 
 namespace nvkv {
 
+// Where the last Open's recovery started: every Open loads a base (maybe none) and reads the
+// log written after it.
+enum class RecoveryStart : uint8_t {
+  kNewStore,        // this Open formatted the store: nothing to recover
+  kCleanClose,      // the checkpoint a clean Close wrote; no log was written after it
+  kBaseCheckpoint,  // the last checkpoint, and the log written after it (a crash came since)
+  kLog,             // no checkpoint (none, or not usable): the whole log
+};
+
 // What the store runs on (the backend Open chose; see Backend).
 enum class DeviceKind : uint8_t {
   kNvmePassthrough,  // NVMe generic character device, passthrough commands
@@ -27,6 +36,8 @@ const char* DeviceKindName(DeviceKind kind);
 const char* IndexModeName(IndexMode mode);
 // "auto", "fua", "flush".
 const char* DurableWritesName(DurableWrites method);
+// "new_store", "clean_close", "base_checkpoint", "log".
+const char* RecoveryStartName(RecoveryStart start);
 
 // The io_uring features a queue ended up with: what Options asked for, minus what the kernel
 // refused (a refusal is also described in DeviceStats::notes).
@@ -198,13 +209,10 @@ struct Stats {
   // that it could not use (damaged, or the segment freed since: it read those segments).
   uint64_t recovery_segments_summarized = 0;
   uint64_t recovery_summaries_unused = 0;
-  // 1 when recovery read the checkpoint a clean Close wrote, and nothing else; 1 in
-  // recovery_checkpoints_unused when the store had one that could not be used (damaged, or not
-  // agreeing with the segment map): the log was read instead.
-  uint64_t recovery_from_checkpoint = 0;
-  // 1 when recovery read the checkpoint as the base of the log written after it (a crash came
-  // after the Open that read it), and then only that log.
-  uint64_t recovery_from_base_checkpoint = 0;
+  // Where recovery started; 1 in recovery_checkpoints_unused when the store had a checkpoint
+  // that could not be used (damaged, or not agreeing with the segment map): the log was read
+  // instead (kLog).
+  RecoveryStart recovery_start = RecoveryStart::kNewStore;
   // Of the segments that base says hold a log, those compaction freed after it (recovery
   // forgot what it said of them).
   uint64_t recovery_base_segments_freed = 0;
@@ -246,7 +254,7 @@ struct Stats {
   // Several lines of "name: value", for people.
   std::string ToString() const;
   // What the last Open's recovery read, in words: "from the clean-close checkpoint", "from the
-  // log", or "from the log (its checkpoint was not usable: why)".
+  // log", "from the log (its checkpoint was not usable: why)" and so on.
   std::string recovery_source() const;
   // One JSON object with every field above, under the same names ("device", "ring", "queues"
   // and each queue kind nested).
