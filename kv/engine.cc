@@ -344,13 +344,12 @@ absl::Status Engine::Impl::WriteMapAlone(storage::Device& device) {
   }
   const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
   NVKV_CHECK(chunk.valid());
-  auto floors = [this] { return segments_->MapFloors(); };
   std::vector<SegmentMap::PageWrite> taken;  // in flight until the flush below
   PageRunWriter out(device, shape_, *chunk, /*fua=*/false);
   // The map encodes a page before it says which page it is.
   std::vector<uint8_t> next(shape_.geometry.page_bytes);
   while (out.ok()) {
-    std::optional<SegmentMap::PageWrite> write = segment_map_->TakeWrite(next.data(), floors);
+    std::optional<SegmentMap::PageWrite> write = segments_->TakeMapWrite(next.data());
     if (!write.has_value()) break;
     std::memcpy(out.Room(write->page_number), next.data(), next.size());
     taken.push_back(*write);
@@ -358,13 +357,11 @@ absl::Status Engine::Impl::WriteMapAlone(storage::Device& device) {
   absl::Status status = out.Finish();
   if (status.ok() && device_info_.volatile_write_cache) status = storage::FlushDevice(device);
   // Only now, flushed, are the pages on the device.
-  for (const SegmentMap::PageWrite& write : taken) segment_map_->Written(write, status.ok());
-  if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrCat("writing the segment map failed: ", status.message()));
+  absl::Status result;  // the first failure, as the map's write protocol words it
+  for (const SegmentMap::PageWrite& write : taken) {
+    result.Update(segments_->MapPageWritten(write, status));
   }
-  segments_->MapWritten();
-  return absl::OkStatus();
+  return taken.empty() ? status : result;
 }
 
 absl::Status Engine::Impl::StartWriter() {

@@ -401,8 +401,7 @@ bool LogWriter::SubmitMapWrites(bool stopping) {
   for (MapWrite& write : map_writes_) {
     if (!map->dirty()) break;  // the common pass: nothing changed, no lock taken
     if (write.in_flight) continue;
-    std::optional<SegmentMap::PageWrite> page =
-        map->TakeWrite(write.buffer.data, [this] { return segments_.MapFloors(); });
+    std::optional<SegmentMap::PageWrite> page = segments_.TakeMapWrite(write.buffer.data);
     if (!page.has_value()) break;
     write.page = *page;
     write.in_flight = true;
@@ -420,18 +419,14 @@ void LogWriter::OnMapWritten(storage::IoRequest* request) {
   auto* write = static_cast<MapWrite*>(request->context);
   LogWriter& writer = *write->writer;
   write->in_flight = false;
-  const bool ok = request->status.ok();
-  writer.segments_.map()->Written(write->page, ok);
-  if (!ok) {
+  if (absl::Status written = writer.segments_.MapPageWritten(write->page, request->status);
+      !written.ok()) {
     // Without map writes no segment can be announced: the heads could never move on.
-    writer.error_.Set(absl::Status(
-        request->status.code(),
-        absl::StrCat("writing the segment map failed: ", request->status.message())));
+    writer.error_.Set(written);
     return;
   }
   writer.counters_.device_bytes.fetch_add(writer.shape_.geometry.page_bytes,
                                           std::memory_order_relaxed);
-  writer.segments_.MapWritten();
   // Heads waiting for a segment (HeadAppender::WaitForWriter) may find one now, and a checkpoint
   // waiting for a map change (Engine::Impl::WaitMapDurable) may find it on the device.
   for (const auto& shard : writer.shards_) {

@@ -429,20 +429,29 @@ void SegmentTable::WithdrawAnnouncements() {
   ready_.clear();
 }
 
-bool SegmentTable::MapWritten() {
-  if (map_ == nullptr) return false;
+std::optional<SegmentMap::PageWrite> SegmentTable::TakeMapWrite(uint8_t* page) {
+  NVKV_CHECK(map_ != nullptr);
+  return map_->TakeWrite(page, [this] { return MapFloors(); });
+}
+
+absl::Status SegmentTable::MapPageWritten(const SegmentMap::PageWrite& write,
+                                          const absl::Status& status) {
+  NVKV_CHECK(map_ != nullptr);
+  map_->Written(write, status.ok());
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("writing the segment map failed: ", status.message()));
+  }
   absl::MutexLock lock(&mu_);
-  bool moved = false;
   for (size_t i = 0; i < announcing_.size();) {
     if (map_->Durable(announcing_[i].second)) {
       ready_.push_back(announcing_[i].first);
       announcing_.erase(announcing_.begin() + static_cast<ptrdiff_t>(i));
-      moved = true;
     } else {
       ++i;
     }
   }
-  return moved;
+  return absl::OkStatus();
 }
 
 SegmentMapPageHeader SegmentTable::MapFloors() const {

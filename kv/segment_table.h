@@ -45,7 +45,7 @@
 // a free segment reaches a log head only once the map on the device says it is in use. The
 // table keeps a few free segments *announced* (marked in use, and the map write done) for the
 // heads to take (Allocate takes no other), and the map's writer (the log writer; Open before it
-// starts) announces more as they are taken (AnnounceMore, then MapWritten once the write is
+// starts) announces more as they are taken (AnnounceMore, then MapPageWritten once the write is
 // done). A freed segment is marked free in the map lazily: its free markers already say so. So
 // after a crash recovery reads the segments in use and the announced ones, and skips the rest.
 #ifndef NVKV_KV_SEGMENT_TABLE_H_
@@ -128,9 +128,15 @@ class SegmentTable {
   // Marks free segments in use in the map until announced_target() of them are announced or
   // being announced; their map pages are then written (SegmentMap::TakeWrite).
   void AnnounceMore();
-  // A map write completed: the segments whose marks are on the device may now be taken.
-  // Returns whether any became so.
-  bool MapWritten();
+  // The map's one write protocol, for its two writers (the log writer while it runs, Open and
+  // Close before and after): the next changed map page, encoded into `page` with the floors of
+  // this moment, to be written; none when nothing changed.
+  std::optional<SegmentMap::PageWrite> TakeMapWrite(uint8_t* page);
+  // The write TakeMapWrite prepared completed with `status` (OK: the page is on the device, as
+  // durable as the map needs). On success, the segments whose marks are on the device may now
+  // be taken; a failure comes back saying the map's write failed (a failed page stays changed,
+  // to be written again).
+  absl::Status MapPageWritten(const SegmentMap::PageWrite& write, const absl::Status& status);
   // The store is closing: announced segments (and ones being announced) are free again, and
   // marked so in the map.
   void WithdrawAnnouncements();
