@@ -1,5 +1,6 @@
-// Engine start, close and stats, and the public Engine methods. Opening and formatting a
-// store (its superblocks and geometry) is store_open.cc.
+// Engine start and close, checkpoints while running, and the public Engine methods. Opening and
+// formatting a store (its superblocks and geometry) is store_open.cc; the options as the engine
+// applies them engine_options.cc; Stats engine_stats.cc.
 #include "kv/engine.h"
 
 #include <xxhash.h>
@@ -17,181 +18,19 @@
 #include "absl/time/time.h"
 #include "kv/checkpoint.h"
 #include "kv/engine_impl.h"
+#include "kv/engine_options.h"
 #include "kv/memory_headroom.h"
 #include "kv/page_runs.h"
 #include "kv/read_queue.h"
-#include "storage/base/align.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
-namespace {
-
-// What Stats says of the device (nvkv/stats.h), from what the storage layer knows.
-::nvkv::DeviceKind PublicKind(storage::DeviceKind kind) {
-  switch (kind) {
-    case storage::DeviceKind::kNvmePassthrough:
-      return ::nvkv::DeviceKind::kNvmePassthrough;
-    case storage::DeviceKind::kDirectFile:
-      return ::nvkv::DeviceKind::kDirectFile;
-    case storage::DeviceKind::kSyncFile:
-      return ::nvkv::DeviceKind::kSyncFile;
-    case storage::DeviceKind::kMemory:
-      return ::nvkv::DeviceKind::kMemory;
-  }
-  return ::nvkv::DeviceKind::kMemory;
-}
-
-::nvkv::RingFeatures PublicRing(const storage::RingFeatures& in) {
-  ::nvkv::RingFeatures out;
-  out.queue_depth = in.queue_depth;
-  out.sq_entries = in.sq_entries;
-  out.sqe128_cqe32 = in.sqe128_cqe32;
-  out.single_issuer = in.single_issuer;
-  out.defer_taskrun = in.defer_taskrun;
-  out.coop_taskrun = in.coop_taskrun;
-  out.registered_ring_fd = in.registered_ring_fd;
-  out.registered_file = in.registered_file;
-  out.fixed_buffers = in.fixed_buffers;
-  out.sqpoll = in.sqpoll;
-  out.iopoll = in.iopoll;
-  return out;
-}
-
-::nvkv::DeviceStats PublicDevice(const storage::DeviceInfo& in) {
-  ::nvkv::DeviceStats out;
-  out.kind = PublicKind(in.kind);
-  out.path = in.path;
-  out.lba_bytes = in.lba_bytes;
-  out.lba_count = in.lba_count;
-  out.capacity_bytes = in.capacity_bytes();
-  out.max_transfer_bytes = in.max_transfer_bytes;
-  out.volatile_write_cache = in.volatile_write_cache;
-  out.block_device = in.block_device;
-  out.nsid = in.nsid;
-  out.ring = PublicRing(in.ring);
-  out.notes = in.notes;
-  return out;
-}
-
-}  // namespace
 
 KeyHash HashKey(std::string_view key) {
   const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
   return KeyHash{h.low64, h.high64};
 }
-
-namespace {
-
-// An out-of-range enum value (a cast from a bad integer, e.g. through the C API) is a caller
-// error like any other bad option, not undefined behaviour further down.
-absl::Status ValidateEnums(const Options& o) {
-  if (o.index_mode != IndexMode::kHash && o.index_mode != IndexMode::kOrdered &&
-      o.index_mode != IndexMode::kAsFormatted) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown index_mode ", static_cast<int>(o.index_mode)));
-  }
-  if (o.compaction_policy != CompactionPolicy::kCostBenefit &&
-      o.compaction_policy != CompactionPolicy::kGreedy) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown compaction_policy ", static_cast<int>(o.compaction_policy)));
-  }
-  if (static_cast<int>(o.durable_writes) > static_cast<int>(DurableWrites::kFlush)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown durable_writes ", static_cast<int>(o.durable_writes)));
-  }
-  if (static_cast<int>(o.backend) > static_cast<int>(Backend::kSyncFile)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown backend ", static_cast<int>(o.backend)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateOptions(const Options& o) {
-  NVKV_RETURN_IF_ERROR(ValidateEnums(o));
-  if (!IsPowerOfTwo(o.page_bytes) || o.page_bytes < kMinPageBytes || o.page_bytes > kMaxPageBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("page_bytes ", o.page_bytes,
-                                                   " must be a power of two from 4096 to 65536"));
-  }
-  if (o.segment_bytes != kAutoSegmentBytes &&
-      (o.segment_bytes % o.page_bytes != 0 || o.segment_bytes / o.page_bytes < 16 ||
-       o.segment_bytes > kMaxSegmentBytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "segment_bytes ", o.segment_bytes,
-        " must be 0 (sized to the store) or a multiple of page_bytes, at least 16 pages and at "
-        "most 8 MiB"));
-  }
-  if (o.shard_count == 0 || o.shard_count > 64) {
-    return absl::InvalidArgumentError("shard_count must be between 1 and 64");
-  }
-  if (o.page_buffers_per_shard < 8 || o.page_buffers_per_shard > 1024) {
-    return absl::InvalidArgumentError("page_buffers_per_shard must be between 8 and 1024");
-  }
-  if (o.read_queue_depth == 0 || o.read_queue_depth > 1024) {
-    return absl::InvalidArgumentError("read_queue_depth must be between 1 and 1024");
-  }
-  if (o.write_queue_depth == 0 || o.write_queue_depth > 65536) {
-    return absl::InvalidArgumentError("write_queue_depth must be between 1 and 65536");
-  }
-  if (o.checkpoint_log_ratio > 1024) {
-    return absl::InvalidArgumentError("checkpoint_log_ratio must be between 0 and 1024");
-  }
-  if (o.read_only && o.grow_store) {
-    return absl::InvalidArgumentError("grow_store needs a writer: a read-only open writes nothing");
-  }
-  return absl::OkStatus();
-}
-
-storage::Backend DeviceBackend(Backend backend) {
-  switch (backend) {
-    case Backend::kAuto:
-      return storage::Backend::kAuto;
-    case Backend::kNvmePassthrough:
-      return storage::Backend::kNvmePassthrough;
-    case Backend::kDirectFile:
-      return storage::Backend::kDirectFile;
-    case Backend::kSyncFile:
-      return storage::Backend::kSyncFile;
-  }
-  return storage::Backend::kAuto;
-}
-
-// The device as the options ask for it, for the first queue, which only holds the device (and
-// its lock): every role opens its own queue.
-storage::DeviceOptions DeviceOptionsOf(const Options& options) {
-  storage::DeviceOptions device;
-  device.backend = DeviceBackend(options.backend);
-  device.allow_sync_fallback = options.allow_sync_fallback;
-  device.lock_device = true;  // two writers would interleave their logs: never allowed
-  device.lock_wait_ms = options.lock_wait_ms;
-  device.read_only = options.read_only;
-  device.create_bytes =
-      options.create_if_missing && !options.read_only ? options.capacity_bytes : 0;
-  storage::RingOptions& ring = device.ring;
-  ring.single_issuer = options.single_issuer;
-  ring.register_ring_fd = options.register_ring_fd;
-  ring.register_file = options.register_file;
-  ring.fixed_buffers = options.fixed_buffers;
-  ring.sqpoll = options.sqpoll;
-  ring.sqpoll_idle_ms = options.sqpoll_idle_ms;
-  ring.iopoll = options.iopoll;
-  ring.queue_depth = 4;
-  device.buffers.buffer_bytes = 4096;
-  device.buffers.buffer_count = 1;
-  device.buffers.chunk_count = 0;
-  return device;
-}
-
-// Options::durable_writes as this engine applies it: kAuto is kFua on every backend today. On
-// regular files (ext4 on this project's virtio disk) an FUA write costs the file system a second
-// device write, yet FUA was faster than writing plainly and flushing, at 1 and 8 client threads,
-// since a flush adds a round trip and pages hold few puts each (bench/README.md, "Durable
-// writes: FUA or flush").
-DurableWrites ChooseDurableWrites(DurableWrites asked) {
-  return asked == DurableWrites::kAuto ? DurableWrites::kFua : asked;
-}
-
-}  // namespace
 
 Engine::Impl::Impl(const Options& options, const EngineSeams& seams,
                    std::unique_ptr<storage::Device> device)
@@ -628,108 +467,6 @@ absl::Status Engine::Impl::WaitMapDurable(const SegmentMap::Ticket& ticket) {
     shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
   }
   return absl::OkStatus();
-}
-
-EngineStats Engine::Impl::Stats() {
-  EngineStats s;
-  for (auto& shard : shards_) {
-    absl::MutexLock lock(&shard->mu);
-    const IndexStats index = shard->index->stats();
-    s.live_keys += index.entries - std::min(index.entries, shard->stale_entries);
-    s.stale_entries += shard->stale_entries;
-    s.index_bytes += index.memory_bytes;
-    const RecordCache::Counters cache = shard->cache->counters();
-    s.cache_hits += cache.hits;
-    s.cache_misses += cache.misses;
-    s.cache_evictions += cache.evictions;
-    s.cache_bytes += cache.bytes;
-    s.cache_entries += cache.entries;
-    s.cache_capacity_bytes += shard->cache->capacity_bytes();
-  }
-  s.index_bytes_per_key = s.live_keys ? static_cast<double>(s.index_bytes) / s.live_keys : 0;
-  s.puts = counters_.puts.load();
-  s.deletes = counters_.deletes.load();
-  s.gets = counters_.gets.load();
-  s.batches = counters_.batches.load();
-  s.user_bytes_written = counters_.user_bytes.load();
-  s.device_bytes_written = write_counters_.device_bytes.load();
-  s.compaction_bytes_written = compactor_ != nullptr ? compactor_->copied_bytes() : 0;
-  s.write_amplification = s.user_bytes_written
-                              ? static_cast<double>(s.device_bytes_written) / s.user_bytes_written
-                              : 0;
-  s.pages_written = write_counters_.pages_written.load();
-  s.page_write_commands = write_counters_.page_write_commands.load();
-  s.page_reads = lookup_ != nullptr ? lookup_->page_reads() : 0;
-  s.key_check_page_reads = lookup_ != nullptr ? lookup_->key_check_page_reads() : 0;
-  s.flushes = write_counters_.flushes.load();
-  s.fua_writes = write_counters_.fua_writes.load();
-  s.verify_reads = counters_.verify_reads.load();
-  s.blind_writes = counters_.blind_writes.load();
-  s.stale_entries_settled = compactor_ != nullptr ? compactor_->stale_entries_settled() : 0;
-  s.settle_page_reads = compactor_ != nullptr ? compactor_->settle_page_reads() : 0;
-  s.segments_total = segments_->count();
-  s.segments_free = segments_->free_count();
-  s.segments_checkpoint = segments_->checkpoint_segments_kept();
-  if (checkpointer_ != nullptr) {
-    s.checkpoints_written = checkpointer_->written();
-    s.checkpoints_failed = checkpointer_->failed();
-    s.checkpoint_seconds = static_cast<double>(checkpoint_nanos_.load()) * 1e-9;
-    s.checkpoint_writes_held_seconds = static_cast<double>(checkpoint_held_nanos_.load()) * 1e-9;
-  }
-  s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
-  s.capacity_bytes = shape_.geometry.segment_count * shape_.geometry.segment_bytes();
-  s.live_bytes = segments_->live_bytes_total();
-  s.usable_bytes = segments_->usable_bytes();
-  s.recovery_pages_scanned = recovery_.pages;
-  s.recovery_segments_skipped = recovery_.segments_skipped;
-  s.recovery_map_pages_damaged = recovery_.map_pages_damaged;
-  s.recovery_segments_summarized = recovery_.segments_summarized;
-  s.recovery_summaries_unused = recovery_.summaries_unused;
-  s.recovery_start = recovery_.start;
-  s.recovery_base_segments_freed = recovery_.base_segments_freed;
-  s.recovery_heads_resumed = recovery_.heads_resumed;
-  s.recovery_checkpoints_unused = recovery_.checkpoint_unused.empty() ? 0 : 1;
-  s.recovery_checkpoint_unused_why = recovery_.checkpoint_unused;
-  s.recovery_records = recovery_.records;
-  s.recovery_batches_discarded = recovery_.batches_discarded;
-  s.recovery_damaged_pages = recovery_.damaged_pages;
-  s.recovery_table_bytes = recovery_.table_bytes_peak;
-  s.recovery_passes = recovery_.passes;
-  s.recovery_restarts = recovery_.restarts;
-  s.segments_retained = segments_->retained().size();
-  s.compaction_damaged_pages = compactor_ != nullptr ? compactor_->damaged_pages() : 0;
-  s.unreadable_pages = recovery_.unreadable_pages +
-                       (compactor_ != nullptr ? compactor_->unreadable_pages() : 0);
-  s.recovery_seconds = recovery_.seconds;
-  s.read_queues = read_queues_->size();
-  s.device = PublicDevice(device_info_);
-  {
-    absl::MutexLock lock(&queue_notes_mu_);
-    s.device.notes.insert(s.device.notes.end(), queue_notes_.begin(), queue_notes_.end());
-  }
-  // The first queue only holds the device; the writer's queue shows the ring features in use.
-  if (writer_ != nullptr) s.device.ring = PublicRing(writer_->queue().info().ring);
-  const auto calls_of = [this](QueueKind kind) {
-    const storage::SharedIoCounts& counts = queue_counts_[static_cast<size_t>(kind)];
-    QueueCalls calls;
-    calls.requests = counts.requests_completed.load(std::memory_order_relaxed);
-    calls.calls = counts.calls.load(std::memory_order_relaxed);
-    calls.submitting_calls = counts.submitting_calls.load(std::memory_order_relaxed);
-    calls.requests_submitted = counts.requests_submitted.load(std::memory_order_relaxed);
-    return calls;
-  };
-  s.queues.reads = calls_of(QueueKind::kReads);
-  s.queues.log_writes = calls_of(QueueKind::kLogWrites);
-  s.queues.compaction = calls_of(QueueKind::kCompaction);
-  s.queues.open = calls_of(QueueKind::kOpen);
-  s.queues.checkpoints = calls_of(QueueKind::kCheckpoints);
-  s.queues.check = calls_of(QueueKind::kCheck);
-  s.page_bytes = shape_.geometry.page_bytes;
-  s.pages_per_segment = shape_.geometry.pages_per_segment;
-  s.shard_count = static_cast<uint32_t>(shards_.size());
-  s.index_mode = index_mode();
-  s.durable_writes = durable_writes_;
-  return s;
 }
 
 // --- Engine ---

@@ -1,0 +1,162 @@
+// Engine::Impl::Stats: what the engine's parts count, in the public Stats (nvkv/stats.h).
+#include <algorithm>
+
+#include "absl/synchronization/mutex.h"
+#include "kv/engine_impl.h"
+#include "kv/read_queue.h"
+
+namespace nvkv::kv {
+namespace {
+
+// What Stats says of the device (nvkv/stats.h), from what the storage layer knows.
+::nvkv::DeviceKind PublicKind(storage::DeviceKind kind) {
+  switch (kind) {
+    case storage::DeviceKind::kNvmePassthrough:
+      return ::nvkv::DeviceKind::kNvmePassthrough;
+    case storage::DeviceKind::kDirectFile:
+      return ::nvkv::DeviceKind::kDirectFile;
+    case storage::DeviceKind::kSyncFile:
+      return ::nvkv::DeviceKind::kSyncFile;
+    case storage::DeviceKind::kMemory:
+      return ::nvkv::DeviceKind::kMemory;
+  }
+  return ::nvkv::DeviceKind::kMemory;
+}
+
+::nvkv::RingFeatures PublicRing(const storage::RingFeatures& in) {
+  ::nvkv::RingFeatures out;
+  out.queue_depth = in.queue_depth;
+  out.sq_entries = in.sq_entries;
+  out.sqe128_cqe32 = in.sqe128_cqe32;
+  out.single_issuer = in.single_issuer;
+  out.defer_taskrun = in.defer_taskrun;
+  out.coop_taskrun = in.coop_taskrun;
+  out.registered_ring_fd = in.registered_ring_fd;
+  out.registered_file = in.registered_file;
+  out.fixed_buffers = in.fixed_buffers;
+  out.sqpoll = in.sqpoll;
+  out.iopoll = in.iopoll;
+  return out;
+}
+
+::nvkv::DeviceStats PublicDevice(const storage::DeviceInfo& in) {
+  ::nvkv::DeviceStats out;
+  out.kind = PublicKind(in.kind);
+  out.path = in.path;
+  out.lba_bytes = in.lba_bytes;
+  out.lba_count = in.lba_count;
+  out.capacity_bytes = in.capacity_bytes();
+  out.max_transfer_bytes = in.max_transfer_bytes;
+  out.volatile_write_cache = in.volatile_write_cache;
+  out.block_device = in.block_device;
+  out.nsid = in.nsid;
+  out.ring = PublicRing(in.ring);
+  out.notes = in.notes;
+  return out;
+}
+
+}  // namespace
+
+EngineStats Engine::Impl::Stats() {
+  EngineStats s;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    const IndexStats index = shard->index->stats();
+    s.live_keys += index.entries - std::min(index.entries, shard->stale_entries);
+    s.stale_entries += shard->stale_entries;
+    s.index_bytes += index.memory_bytes;
+    const RecordCache::Counters cache = shard->cache->counters();
+    s.cache_hits += cache.hits;
+    s.cache_misses += cache.misses;
+    s.cache_evictions += cache.evictions;
+    s.cache_bytes += cache.bytes;
+    s.cache_entries += cache.entries;
+    s.cache_capacity_bytes += shard->cache->capacity_bytes();
+  }
+  s.index_bytes_per_key = s.live_keys ? static_cast<double>(s.index_bytes) / s.live_keys : 0;
+  s.puts = counters_.puts.load();
+  s.deletes = counters_.deletes.load();
+  s.gets = counters_.gets.load();
+  s.batches = counters_.batches.load();
+  s.user_bytes_written = counters_.user_bytes.load();
+  s.device_bytes_written = write_counters_.device_bytes.load();
+  s.compaction_bytes_written = compactor_ != nullptr ? compactor_->copied_bytes() : 0;
+  s.write_amplification = s.user_bytes_written
+                              ? static_cast<double>(s.device_bytes_written) / s.user_bytes_written
+                              : 0;
+  s.pages_written = write_counters_.pages_written.load();
+  s.page_write_commands = write_counters_.page_write_commands.load();
+  s.page_reads = lookup_ != nullptr ? lookup_->page_reads() : 0;
+  s.key_check_page_reads = lookup_ != nullptr ? lookup_->key_check_page_reads() : 0;
+  s.flushes = write_counters_.flushes.load();
+  s.fua_writes = write_counters_.fua_writes.load();
+  s.verify_reads = counters_.verify_reads.load();
+  s.blind_writes = counters_.blind_writes.load();
+  s.stale_entries_settled = compactor_ != nullptr ? compactor_->stale_entries_settled() : 0;
+  s.settle_page_reads = compactor_ != nullptr ? compactor_->settle_page_reads() : 0;
+  s.segments_total = segments_->count();
+  s.segments_free = segments_->free_count();
+  s.segments_checkpoint = segments_->checkpoint_segments_kept();
+  if (checkpointer_ != nullptr) {
+    s.checkpoints_written = checkpointer_->written();
+    s.checkpoints_failed = checkpointer_->failed();
+    s.checkpoint_seconds = static_cast<double>(checkpoint_nanos_.load()) * 1e-9;
+    s.checkpoint_writes_held_seconds = static_cast<double>(checkpoint_held_nanos_.load()) * 1e-9;
+  }
+  s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
+  s.capacity_bytes = shape_.geometry.segment_count * shape_.geometry.segment_bytes();
+  s.live_bytes = segments_->live_bytes_total();
+  s.usable_bytes = segments_->usable_bytes();
+  s.recovery_pages_scanned = recovery_.pages;
+  s.recovery_segments_skipped = recovery_.segments_skipped;
+  s.recovery_map_pages_damaged = recovery_.map_pages_damaged;
+  s.recovery_segments_summarized = recovery_.segments_summarized;
+  s.recovery_summaries_unused = recovery_.summaries_unused;
+  s.recovery_start = recovery_.start;
+  s.recovery_base_segments_freed = recovery_.base_segments_freed;
+  s.recovery_heads_resumed = recovery_.heads_resumed;
+  s.recovery_checkpoints_unused = recovery_.checkpoint_unused.empty() ? 0 : 1;
+  s.recovery_checkpoint_unused_why = recovery_.checkpoint_unused;
+  s.recovery_records = recovery_.records;
+  s.recovery_batches_discarded = recovery_.batches_discarded;
+  s.recovery_damaged_pages = recovery_.damaged_pages;
+  s.recovery_table_bytes = recovery_.table_bytes_peak;
+  s.recovery_passes = recovery_.passes;
+  s.recovery_restarts = recovery_.restarts;
+  s.segments_retained = segments_->retained().size();
+  s.compaction_damaged_pages = compactor_ != nullptr ? compactor_->damaged_pages() : 0;
+  s.unreadable_pages = recovery_.unreadable_pages +
+                       (compactor_ != nullptr ? compactor_->unreadable_pages() : 0);
+  s.recovery_seconds = recovery_.seconds;
+  s.read_queues = read_queues_->size();
+  s.device = PublicDevice(device_info_);
+  {
+    absl::MutexLock lock(&queue_notes_mu_);
+    s.device.notes.insert(s.device.notes.end(), queue_notes_.begin(), queue_notes_.end());
+  }
+  // The first queue only holds the device; the writer's queue shows the ring features in use.
+  if (writer_ != nullptr) s.device.ring = PublicRing(writer_->queue().info().ring);
+  const auto calls_of = [this](QueueKind kind) {
+    const storage::SharedIoCounts& counts = queue_counts_[static_cast<size_t>(kind)];
+    QueueCalls calls;
+    calls.requests = counts.requests_completed.load(std::memory_order_relaxed);
+    calls.calls = counts.calls.load(std::memory_order_relaxed);
+    calls.submitting_calls = counts.submitting_calls.load(std::memory_order_relaxed);
+    calls.requests_submitted = counts.requests_submitted.load(std::memory_order_relaxed);
+    return calls;
+  };
+  s.queues.reads = calls_of(QueueKind::kReads);
+  s.queues.log_writes = calls_of(QueueKind::kLogWrites);
+  s.queues.compaction = calls_of(QueueKind::kCompaction);
+  s.queues.open = calls_of(QueueKind::kOpen);
+  s.queues.checkpoints = calls_of(QueueKind::kCheckpoints);
+  s.queues.check = calls_of(QueueKind::kCheck);
+  s.page_bytes = shape_.geometry.page_bytes;
+  s.pages_per_segment = shape_.geometry.pages_per_segment;
+  s.shard_count = static_cast<uint32_t>(shards_.size());
+  s.index_mode = index_mode();
+  s.durable_writes = durable_writes_;
+  return s;
+}
+
+}  // namespace nvkv::kv
