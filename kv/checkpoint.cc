@@ -400,7 +400,7 @@ class PageIn {
       run.count = static_cast<uint32_t>(std::min<uint64_t>(left, pages_per_chunk_));
       run.request = storage::IoRequest{};
       run.request.op = storage::IoOp::kRead;
-      run.request.lba = PageNumber(next_k_) * shape_.blocks_per_page;
+      run.request.lba = shape_.LbaOf(PageNumber(next_k_));
       run.request.lba_count = run.count * shape_.blocks_per_page;
       run.request.buffer = run.chunk;
       run.request.buffer.bytes = run.count * g_.page_bytes;
