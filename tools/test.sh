@@ -5,7 +5,7 @@
 # Linux's NVMe drivers (tests/nvme-vm/ci.sh, about 4 minutes on 2 cores; it installs QEMU and
 # fetches a kernel the first time). Then the clang build (-Werror -Wthread-safety,
 # tools/ci/clang.sh), ThreadSanitizer over the concurrent tests (tools/ci/tsan.sh) and every
-# libFuzzer target for 40 s (tools/ci/fuzz.sh). Each stage's time is printed at the end.
+# libFuzzer target for 25 s (tools/ci/fuzz.sh). Each stage's time is printed at the end.
 #   tools/test.sh            all of it
 #   NVKV_TEST_BUILDS=release tools/test.sh    some steps only (release asan clang tsan fuzz)
 #   NVKV_SKIP_VM=1 tools/test.sh              without the NVMe VMs

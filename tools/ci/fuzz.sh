@@ -7,7 +7,7 @@
 #
 #   tools/ci/fuzz.sh [target...]        default: every target
 # Environment:
-#   NVKV_FUZZ_SECONDS     seconds per target (default 40)
+#   NVKV_FUZZ_SECONDS     seconds per target (default 25)
 #   NVKV_FUZZ_BUILD       build directory (default build/fuzz)
 #   NVKV_FUZZ_WORK        where corpus copies, logs and crash artifacts go (default: a new
 #                         directory under $TMPDIR, printed)
@@ -18,7 +18,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${NVKV_FUZZ_BUILD:-$root/build/fuzz}
-seconds=${NVKV_FUZZ_SECONDS:-40}
+seconds=${NVKV_FUZZ_SECONDS:-25}
 all=(superblock page_records segment_scan recovery cli_dump ycsb_properties)
 if [[ $# -gt 0 ]]; then targets=("$@"); else targets=("${all[@]}"); fi
 
