@@ -1,13 +1,18 @@
-// Page runs: writing many pages through one pool buffer, consecutive pages in one command.
-// The one mechanism for every writer of pages outside the log writer: a checkpoint, the segment
-// map while the writer is not running, a store's growth and a large record.
+// Page runs: writing many pages through one pool buffer, consecutive pages in one command
+// (PageRunWriter), and reading scattered pages through one chunk, a chunk's worth in flight at
+// once (ReadEachPage). The one mechanism for every writer of pages outside the log writer (a
+// checkpoint, the segment map while the writer is not running, a store's growth, a large record)
+// and for recovery's reads of single pages.
 #ifndef NVKV_KV_PAGE_RUNS_H_
 #define NVKV_KV_PAGE_RUNS_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "kv/store_shape.h"
+#include "storage/buffer_pool.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
@@ -62,6 +67,39 @@ class PageRunWriter {
   uint32_t pages_ = 0;   // pages gathered, not yet written
   absl::Status status_;
 };
+
+// Reads `pages` (one page each) through one chunk of `device`'s pool, a chunk's worth in flight
+// at once, and calls `visit(i, page, status)` for each in order (status: the page's read);
+// stops at the first error `visit` returns, or the device's.
+template <typename Visit>
+absl::Status ReadEachPage(storage::Device& device, const StoreShape& shape,
+                          const std::vector<uint64_t>& pages, Visit visit) {
+  const storage::BufferLease lease = storage::BufferLease::Chunk(device.buffers());
+  if (!lease.valid()) return absl::InternalError("no buffer to read pages into");
+  const storage::Buffer& chunk = *lease;
+  const uint32_t page_bytes = shape.geometry.page_bytes;
+  const size_t per_chunk = chunk.bytes / page_bytes;
+  absl::Status status;
+  std::vector<storage::IoRequest> requests;
+  for (size_t first = 0; first < pages.size() && status.ok(); first += per_chunk) {
+    const size_t count = std::min(per_chunk, pages.size() - first);
+    requests.assign(count, storage::IoRequest{});
+    for (size_t i = 0; i < count; ++i) {
+      storage::IoRequest& request = requests[i];
+      request.op = storage::IoOp::kRead;
+      request.lba = shape.LbaOf(pages[first + i]);
+      request.lba_count = shape.blocks_per_page;
+      request.buffer = chunk;
+      request.buffer.data = chunk.data + i * page_bytes;
+      request.buffer.bytes = page_bytes;
+    }
+    status = storage::RunAll(device, requests);
+    for (size_t i = 0; i < count && status.ok(); ++i) {
+      status = visit(first + i, chunk.data + i * page_bytes, requests[i].status);
+    }
+  }
+  return status;
+}
 
 }  // namespace nvkv::kv
 

@@ -17,8 +17,8 @@
 // segment's log are holes whose records are lost, and recovery goes on with the rest of the
 // segment; a segment counts as free only when it holds no log at all. A page the device fails to
 // read is not damaged (the read may work later): recovery fails, naming it (kUnavailable),
-// unless RecoveryOptions::open_degraded (then it is a hole, noted in the report). For each key the record
-// with the highest sequence wins; a winning delete means the key is absent.
+// unless RecoveryOptions::open_degraded (then it is a hole, noted in the report). For each key
+// the record with the highest sequence wins; a winning delete means the key is absent.
 //
 // Memory: while it reads, recovery keeps the newest record of every key, by hash (87 bits,
 // kv/newest_records.h: 24 bytes per entry, 27-34 per key, no key bytes), one table per shard.
@@ -43,8 +43,12 @@
 // Every pass after the first must find what the first found (the same
 // summaries verifying, the same holes and logs in each segment read whole): a read that fails
 // only in a later pass is tried again (kRereadsInLaterPasses times: a transient error), and
-// kUnavailable when it still differs, a device that reads differently from one read to the next. At most
-// kMaxRecoveryPasses: past that the budget is exceeded rather than Open refused.
+// kUnavailable when it still differs, a device that reads differently from one read to the
+// next. At most kMaxRecoveryPasses: past that the budget is exceeded rather than Open refused.
+//
+// The parts (kv/README.md "A recovery"): the driver (recovery.cc), MapView (recovery_map.h),
+// RecoveryBase (recovery_base.h), RecoveryBudget (recovery_budget.h), LogReplay (log_replay.h)
+// and RecordSink (recovery_sink.h).
 #ifndef NVKV_KV_RECOVERY_H_
 #define NVKV_KV_RECOVERY_H_
 

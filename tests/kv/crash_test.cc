@@ -704,8 +704,8 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   EngineSeams reopen_seams = StoreSeams();
   // Another third give the process only 16 KiB to 1 MiB more to take (as a memory cgroup
   // would): recovery sets aside the index and the key filters, and its first pass goes on as
-  // the first of the passes the rest allows (Recovery::NarrowTo). An Open with too little is
-  // refused saying so, and loses nothing: it is tried again with twice as much.
+  // the first of the passes the rest allows (RecoveryBudget::NarrowToNeeded). An Open with too
+  // little is refused saying so, and loses nothing: it is tried again with twice as much.
   if ((run.seed / 2 + life) % 3 == 0) {
     reopen.recovery_memory_bytes = uint64_t{256} << ((run.seed + life) % 10);
   } else if ((run.seed / 2 + life) % 3 == 1) {
