@@ -3,6 +3,7 @@
 // superblock/, page_records/, segment_scan/ get valid inputs built with the encoders of
 // kv/page_format.h (trailing zero bytes cut: the targets pad short inputs with zeros), and
 // recovery/ flag and mutation inputs. Deterministic: run it again and the files are the same.
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -42,6 +43,7 @@ RecordHeader Header(RecordType type, uint8_t flags, std::string_view key, uint32
 void Superblocks() {
   Superblock sb{};
   sb.format_version = kFormatVersion;
+  sb.index_mode = kSuperblockIndexHash;
   sb.page_bytes = 4096;
   sb.pages_per_segment = 256;
   sb.lba_bytes = 4096;
@@ -51,6 +53,10 @@ void Superblocks() {
   std::vector<uint8_t> page(4096);
   EncodeSuperblock(sb, page.data(), 4096);
   Write("superblock", "valid", std::vector<uint8_t>(page.begin(), page.begin() + 72));
+  // The same under a development version's magic: refused by name.
+  std::vector<uint8_t> development(page.begin(), page.begin() + 72);
+  std::memcpy(development.data() + offsetof(Superblock, magic), &kDevelopmentSuperblockMagic, 8);
+  Write("superblock", "development", development);
   sb.copy = 1;
   sb.page_bytes = 65536;
   sb.pages_per_segment = 128;

@@ -32,7 +32,8 @@ void CheckDecode(const uint8_t* page, uint32_t page_bytes) {
   FUZZ_REQUIRE(page_bytes >= sizeof(Superblock));
   const Superblock& sb = *decoded;
   FUZZ_REQUIRE(sb.magic == kSuperblockMagic);
-  FUZZ_REQUIRE(sb.format_version <= kFormatVersion);
+  FUZZ_REQUIRE(sb.format_version == kFormatVersion);
+  FUZZ_REQUIRE(sb.index_mode == kSuperblockIndexHash || sb.index_mode == kSuperblockIndexOrdered);
   FUZZ_REQUIRE(sb.page_bytes >= kMinPageBytes && sb.page_bytes <= kMaxPageBytes);
   FUZZ_REQUIRE((sb.page_bytes & (sb.page_bytes - 1)) == 0);
   FUZZ_REQUIRE(sb.pages_per_segment >= 8);

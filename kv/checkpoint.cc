@@ -489,7 +489,7 @@ class Loader {
       return Refuse(absl::StrCat("written by a store of ", header.shard_count,
                                  " shards; this one has ", shards_.size()));
     }
-    if ((header.flags & ~(kCheckpointOrdered | kCheckpointHeads)) != 0) {
+    if ((header.flags & ~kCheckpointOrdered) != 0) {
       return Refuse(absl::StrCat("flags ", header.flags, " this nvkv does not know"));
     }
     if (((header.flags & kCheckpointOrdered) != 0) != shape_.ordered) {
@@ -521,9 +521,7 @@ class Loader {
       after = range.last + 1;
     }
     NVKV_RETURN_IF_ERROR(LoadSegments(header.saved_segments));
-    if ((header.flags & kCheckpointHeads) != 0) {
-      for (const auto& shard : shards_) NVKV_RETURN_IF_ERROR(LoadHead(shard->id));
-    }
+    for (const auto& shard : shards_) NVKV_RETURN_IF_ERROR(LoadHead(shard->id));
     for (const auto& shard : shards_) NVKV_RETURN_IF_ERROR(LoadShard(*shard));
     if (in_.consumed() != header.stream_bytes) return Refuse("bytes after its last entry");
     loaded.pages = in_.pages();
@@ -723,7 +721,7 @@ absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const StoreShape& shape,
   TakenCheckpoint taken = std::move(room);
   CheckpointHeader& header = taken.header;
   header.shard_count = static_cast<uint32_t>(shards.size());
-  header.flags = (shape.ordered ? kCheckpointOrdered : 0) | kCheckpointHeads;
+  header.flags = shape.ordered ? kCheckpointOrdered : 0;
   header.filter_probes = segments.filter_probes();
   header.next_sequence = globals.next_sequence;
   const uint64_t oldest = segments.MinSequenceExcept(UINT64_MAX);

@@ -169,14 +169,15 @@ class Engine::Impl final {
 
  private:
   // The steps of OpenStore. What the start of the device holds: each superblock copy decoded
-  // (kNotFound when absent), the refusal of a format version this nvkv does not read, and whether it was never written.
+  // (kNotFound when absent), the refusal of a format this nvkv does not read, and whether it was
+  // never written.
   struct SuperblockProbe {
     absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
     absl::Status unreadable_format;
     bool empty = false;
   };
   absl::StatusOr<SuperblockProbe> ProbeSuperblocks();
-  // Writes copy `which` of `good` (a repair from the good copy, or an upgrade), with FUA.
+  // Writes copy `which` of `good` (a repair from the good copy, or a grow's), with FUA.
   absl::Status RepairSuperblock(const Superblock& good, uint32_t which);
   // Formats a device holding no store, if the options and what it holds allow.
   absl::StatusOr<Superblock> FormatStore(const std::string& path, const SuperblockProbe& probe);

@@ -98,6 +98,12 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
   if (page_bytes < sizeof(Superblock)) return absl::InvalidArgumentError("page too small");
   Superblock superblock;
   std::memcpy(&superblock, page, sizeof(superblock));
+  if (superblock.magic == kDevelopmentSuperblockMagic) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "store was written by a development version of nvkv (its format ",
+        superblock.format_version, ", before format version ", kFormatVersion,
+        "), which this nvkv does not read; copy its data out with the nvkv that wrote it"));
+  }
   if (superblock.magic != kSuperblockMagic) {
     return absl::FailedPreconditionError("not an nvkv store (no nvkv superblock)");
   }
@@ -109,15 +115,11 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
         absl::StrCat("store has format version ", superblock.format_version,
                      "; this nvkv reads up to version ", kFormatVersion));
   }
-  if (superblock.format_version < kOldestUpgradableVersion) {
-    // Version 1 had no segment map, and its segments' places leave no room for one: such a
-    // store is refused, never formatted over (kv/FORMAT.md "Format versions"). Version 2 is
-    // read, and upgraded by Open before it writes anything.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "store has format version ", superblock.format_version, ", which this nvkv (version ",
-        kFormatVersion, ") does not read; copy its data out with the nvkv that wrote it"));
+  if (superblock.format_version == 0) {
+    return absl::DataLossError("superblock names format version 0, which none is");
   }
-  if (superblock.index_mode > kSuperblockIndexOrdered) {
+  if (superblock.index_mode != kSuperblockIndexHash &&
+      superblock.index_mode != kSuperblockIndexOrdered) {
     return absl::DataLossError(
         absl::StrCat("superblock names index mode ", superblock.index_mode, ", which none is"));
   }

@@ -25,13 +25,14 @@ namespace nvkv::kv {
 
 static_assert(std::endian::native == std::endian::little, "nvkv's format is little-endian");
 
-inline constexpr uint64_t kSuperblockMagic = 0x31304253564b564eULL;  // "NVKVSB01"
+inline constexpr uint64_t kSuperblockMagic = 0x524f5453564b564eULL;  // "NVKVSTOR"
+// The superblock magic of the development versions before format version 1 (their formats 1
+// to 5): such a store is refused by name, never read or formatted over (kv/FORMAT.md "Format
+// versions").
+inline constexpr uint64_t kDevelopmentSuperblockMagic = 0x31304253564b564eULL;  // "NVKVSB01"
 inline constexpr uint32_t kPageMagic = 0x504b564eU;                  // "NVKP"
-// Version 2 added the segment map; version 3 segment summaries; version 4 the clean-close
-// checkpoint; version 5 log heads in the checkpoint, which resume their segments. Version 1
-// stores are refused; versions 2 to 4 are upgraded at Open (kv/FORMAT.md "Format versions").
-inline constexpr uint32_t kFormatVersion = 5;
-inline constexpr uint32_t kOldestUpgradableVersion = 2;
+// The one format this nvkv reads and writes (kv/FORMAT.md "Format versions").
+inline constexpr uint32_t kFormatVersion = 1;
 inline constexpr uint64_t kSuperblockPages = 2;
 
 inline constexpr uint32_t kMinPageBytes = 4096;
@@ -193,8 +194,6 @@ struct CheckpointHeader {
   uint64_t reserved;
 };
 inline constexpr uint32_t kCheckpointOrdered = 1 << 0;
-// Each CheckpointShard is followed by a CheckpointHead (format version 5 writes it always).
-inline constexpr uint32_t kCheckpointHeads = 1 << 1;
 struct CheckpointRange {  // sequences [first, last] of records of batches recovery dropped
   uint64_t first;
   uint64_t last;
@@ -254,9 +253,7 @@ struct Superblock {
   uint32_t copy;            // 0 or 1: which of the two pages this is
   uint32_t index_mode;      // kSuperblockIndex*: the mode it was formatted with
 };
-// Superblock::index_mode. Stores formatted before version 5 say 0: not recorded (Open's
-// default is then the hash index, as it was then).
-inline constexpr uint32_t kSuperblockIndexNotRecorded = 0;
+// Superblock::index_mode.
 inline constexpr uint32_t kSuperblockIndexHash = 1;
 inline constexpr uint32_t kSuperblockIndexOrdered = 2;
 #pragma pack(pop)
@@ -344,8 +341,9 @@ uint64_t PageSeed(uint64_t store_seed, uint64_t page_number);
 
 // --- Superblock ---
 void EncodeSuperblock(const Superblock& superblock, uint8_t* page, uint32_t page_bytes);
-// kDataLoss: checksum mismatch; kFailedPrecondition: not an nvkv superblock (bad magic) or a
-// newer format version; kInvalidArgument: impossible geometry.
+// kDataLoss: checksum mismatch, or a field no format writes; kFailedPrecondition: not an nvkv
+// superblock (bad magic), a development version's, or a newer format version's;
+// kInvalidArgument: impossible geometry.
 absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_bytes);
 Geometry GeometryOf(const Superblock& superblock);
 

@@ -20,14 +20,14 @@
 namespace nvkv::kv {
 namespace {
 
-// True when DecodeSuperblock refused `page` because it is an nvkv superblock of a format version
-// this nvkv does not read (newer, or version 1): its other kFailedPrecondition is a wrong magic,
-// and a bad checksum is kDataLoss.
+// True when DecodeSuperblock refused `page` because it is an nvkv superblock of a format this
+// nvkv does not read (a newer version's, or a development version's): its other
+// kFailedPrecondition is a wrong magic, and a bad checksum is kDataLoss.
 bool IsOtherFormat(const absl::StatusOr<Superblock>& decoded, const uint8_t* page) {
   if (!absl::IsFailedPrecondition(decoded.status())) return false;
   uint64_t magic = 0;
   std::memcpy(&magic, page + offsetof(Superblock, magic), sizeof(magic));
-  return magic == kSuperblockMagic;
+  return magic == kSuperblockMagic || magic == kDevelopmentSuperblockMagic;
 }
 
 // The segment size a format picks for segment_bytes 0: 1 MiB, halved while the store would hold
@@ -112,16 +112,11 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
     if (options_.error_if_exists) {
       return absl::AlreadyExistsError(absl::StrCat(path, ": a store already exists"));
     }
-    uint32_t good = probe->copies[0].ok() ? 0 : 1;
-    // When both verify but differ, an upgrade or a grow was cut short between its two writes.
-    // Both write copy 0 first, so it is the newer one; only a copy 1 of a newer format version
-    // (written by an nvkv that wrote copy 1 first) wins over it.
-    if (probe->copies[0].ok() && probe->copies[1].ok() &&
-        probe->copies[1]->format_version > probe->copies[0]->format_version) {
-      good = 1;
-    }
+    // When both verify but differ, a grow was cut short between its two writes: it writes copy
+    // 0 first, so that is the newer one.
+    const uint32_t good = probe->copies[0].ok() ? 0 : 1;
     superblock = *probe->copies[good];
-    // The other copy is made the same: a damaged one, or one that an upgrade or a grow did not
+    // The other copy is made the same: a damaged one, or one that a grow did not
     // reach (left as it is, a later Open that found the good copy damaged would take the store
     // for what it was before). A reader leaves it (Check reports it; the next writer repairs it).
     if (!read_only_ && (!probe->copies[1 - good].ok() ||
@@ -140,17 +135,6 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
                  : options_.index_mode == IndexMode::kOrdered;
   absl::Status adopted = AdoptGeometry(path, superblock);
   if (!adopted.ok()) return adopted;
-  if (superblock.format_version < kFormatVersion && !read_only_) {
-    // An upgrade (kv/FORMAT.md "Format versions"): each version only adds to the one before, so
-    // the store is upgraded by saying so in both copies, once its geometry is accepted and
-    // before anything of the new version is written. A reader reads the older version as it
-    // is, for the same reason.
-    superblock.format_version = kFormatVersion;
-    for (uint32_t which : {0u, 1u}) {
-      absl::Status upgraded = RepairSuperblock(superblock, which);
-      if (!upgraded.ok()) return upgraded;
-    }
-  }
   if (options_.grow_store && !formatted_now) {
     NVKV_RETURN_IF_ERROR(GrowStore(path, &superblock));
   }
@@ -182,8 +166,9 @@ absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
     }
   }
   SuperblockProbe probe;
-  // A store of a newer format is refused as such, whatever the options: never formatted over
-  // (force_format is for data that is not an nvkv store), never called foreign.
+  // A store of a format this nvkv does not read (newer, or a development version's) is refused as
+  // such, whatever the options: never formatted over (force_format is for data that is not an
+  // nvkv store), never called foreign.
   probe.copies[0] = DecodeSuperblock(chunk.data, kMaxPageBytes);
   if (IsOtherFormat(probe.copies[0], chunk.data)) probe.unreadable_format = probe.copies[0].status();
   if (probe.copies[0].ok() && probe.copies[0]->page_bytes * 2 <= probe_bytes) {

@@ -171,9 +171,7 @@ TEST(OpenTest, BothSuperblocksDamagedIsDataLossAndWritesNothing) {
   EXPECT_TRUE(AllBytes(*storage) == before) << "a refused open wrote to the device";
 }
 
-// Rewrites both superblock copies of the store on `storage` as format `version` (valid
-// checksums).
-// Rewrites both superblock copies with `change` made to them.
+// Rewrites both superblock copies with `change` made to them (valid checksums).
 void RewriteSuperblock(MemStorage& storage, const std::function<void(Superblock&)>& change) {
   std::vector<uint8_t> page = storage.CopyOut(0, 1);
   auto superblock = DecodeSuperblock(page.data(), kPageBytes);
@@ -192,8 +190,7 @@ void RewriteFormatVersion(MemStorage& storage, uint32_t version) {
 }
 
 // The index mode a store was formatted with is recorded in its superblock and is what an Open
-// uses unless it asks for the other one; a store that does not record it (formatted before
-// version 5) opens with the hash index, as it always did.
+// uses unless it asks for the other one.
 TEST(OpenTest, TheIndexModeAStoreWasFormattedWithIsItsDefault) {
   auto storage = NewStorage();
   Options ordered = StoreOptions();
@@ -218,16 +215,15 @@ TEST(OpenTest, TheIndexModeAStoreWasFormattedWithIsItsDefault) {
   EXPECT_EQ(mode_of_open(IndexMode::kAsFormatted), IndexMode::kOrdered);
   EXPECT_EQ(mode_of_open(IndexMode::kHash), IndexMode::kHash);
   EXPECT_EQ(mode_of_open(IndexMode::kAsFormatted), IndexMode::kOrdered);  // still recorded
-  // Formatted before the mode was recorded: 0 there.
-  RewriteSuperblock(*storage, [](Superblock& superblock) {
-    superblock.index_mode = kSuperblockIndexNotRecorded;
-  });
-  EXPECT_EQ(mode_of_open(IndexMode::kAsFormatted), IndexMode::kHash);
-  EXPECT_EQ(mode_of_open(IndexMode::kOrdered), IndexMode::kOrdered);
-  // A value no format writes is damage.
-  RewriteSuperblock(*storage, [](Superblock& superblock) { superblock.index_mode = 7; });
-  EXPECT_THAT(OpenMem(storage, StoreOptions()),
-              StatusIs(absl::StatusCode::kDataLoss, "index mode 7"));
+  // A value no format writes is damage (0 too: every store records its mode).
+  const std::vector<uint8_t> copy0 = storage->CopyOut(0, 1), copy1 = storage->CopyOut(1, 1);
+  for (const uint32_t mode : {0u, 7u}) {
+    RewriteSuperblock(*storage, [&](Superblock& superblock) { superblock.index_mode = mode; });
+    EXPECT_THAT(OpenMem(storage, StoreOptions()),
+                StatusIs(absl::StatusCode::kDataLoss, absl::StrCat("index mode ", mode)));
+    storage->Write(0, 1, copy0.data());
+    storage->Write(1, 1, copy1.data());
+  }
   // A new store takes the hash index when none is asked for.
   auto fresh = NewStorage();
   auto engine = OpenMem(fresh, StoreOptions());
@@ -257,57 +253,31 @@ TEST(OpenTest, NewerFormatVersionIsRefused) {
   EXPECT_TRUE(AllBytes(*storage) == before);
 }
 
-// Version 1 stores have no segment map, and their segments leave no room for one: refused with
-// a message that says so, and never formatted over, with or without force_format.
-TEST(OpenTest, VersionOneStoreIsRefusedAndLeftAlone) {
+// A store of a development version (before format version 1: superblock magic "NVKVSB01") is
+// refused by name and never formatted over, with or without force_format, also when only its
+// second superblock copy can be read.
+TEST(OpenTest, ADevelopmentVersionsStoreIsRefusedByNameAndLeftAlone) {
   auto storage = NewStorage();
   MakeStore(storage);
-  RewriteFormatVersion(*storage, 1);
+  for (uint32_t copy = 0; copy < 2; ++copy) {
+    std::vector<uint8_t> page = storage->CopyOut(copy, 1);
+    std::memcpy(page.data() + offsetof(Superblock, magic), &kDevelopmentSuperblockMagic, 8);
+    storage->Write(copy, 1, page.data());
+  }
   const std::vector<uint8_t> before = AllBytes(*storage);
   EXPECT_THAT(OpenMem(storage, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       "format version 1, which this nvkv (version 5) does not read"));
+                       "written by a development version of nvkv"));
   Options force = StoreOptions();
   force.force_format = true;
   EXPECT_THAT(OpenMem(storage, force),
-              StatusIs(absl::StatusCode::kFailedPrecondition, "format version 1"));
-  EXPECT_TRUE(AllBytes(*storage) == before) << "a version 1 store was overwritten";
-}
-
-uint32_t VersionOfCopy(const MemStorage& storage, uint32_t copy) {
-  const std::vector<uint8_t> page = storage.CopyOut(copy, 1);
-  auto superblock = DecodeSuperblock(page.data(), kPageBytes);
-  EXPECT_THAT(superblock, IsOk());
-  return superblock.ok() ? superblock->format_version : 0;
-}
-
-// Versions 3 to 5 only add to version 2 (summaries, the checkpoint, its heads): a version 2
-// store is upgraded at Open, both superblock copies saying 5 before anything is written, and
-// keeps its data.
-TEST(OpenTest, VersionTwoStoreIsUpgradedAndKeepsItsData) {
-  auto storage = NewStorage();
-  MakeStore(storage);
-  RewriteFormatVersion(*storage, 2);
-  {
-    auto engine = OpenMem(storage, StoreOptions());
-    ASSERT_THAT(engine, IsOk());
-    EXPECT_EQ(VersionOfCopy(*storage, 0), kFormatVersion);
-    EXPECT_EQ(VersionOfCopy(*storage, 1), kFormatVersion);
-    ExpectStoreIntact(**engine);
-  }
-  // An upgrade cut short after its first copy: the newer copy wins and the other is rewritten.
-  RewriteFormatVersion(*storage, 2);
-  std::vector<uint8_t> page = storage->CopyOut(0, 1);
-  auto superblock = DecodeSuperblock(page.data(), kPageBytes);
-  ASSERT_THAT(superblock, IsOk());
-  superblock->format_version = kFormatVersion;
-  EncodeSuperblock(*superblock, page.data(), kPageBytes);
-  storage->Write(0, 1, page.data());
-  ASSERT_EQ(VersionOfCopy(*storage, 1), 2u);
-  auto engine = OpenMem(storage, StoreOptions());
-  ASSERT_THAT(engine, IsOk());
-  EXPECT_EQ(VersionOfCopy(*storage, 1), kFormatVersion);
-  ExpectStoreIntact(**engine);
+              StatusIs(absl::StatusCode::kFailedPrecondition, "development version"));
+  EXPECT_TRUE(AllBytes(*storage) == before) << "a development version's store was overwritten";
+  storage->Corrupt(8, 1);  // copy 0's magic: not an nvkv superblock at all now
+  const std::vector<uint8_t> damaged = AllBytes(*storage);
+  EXPECT_THAT(OpenMem(storage, force),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "development version"));
+  EXPECT_TRUE(AllBytes(*storage) == damaged) << "a development version's store was overwritten";
 }
 
 TEST(OpenTest, DeviceTooSmallIsAClearError) {

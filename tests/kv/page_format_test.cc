@@ -181,6 +181,7 @@ TEST_F(PageFormatTest, LargeRecordSpansPages) {
 TEST(SuperblockTest, RoundTrip) {
   Superblock sb{};
   sb.format_version = kFormatVersion;
+  sb.index_mode = kSuperblockIndexHash;
   sb.page_bytes = 4096;
   sb.pages_per_segment = 256;
   sb.lba_bytes = 512;
@@ -203,6 +204,7 @@ TEST(SuperblockTest, ForeignDataIsNotAStore) {
 TEST(SuperblockTest, CorruptSuperblockIsDataLoss) {
   Superblock sb{};
   sb.format_version = kFormatVersion;
+  sb.index_mode = kSuperblockIndexHash;
   sb.page_bytes = 4096;
   sb.pages_per_segment = 256;
   sb.segment_count = 100;
@@ -224,6 +226,42 @@ TEST(SuperblockTest, NewerFormatIsRefused) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "format version"));
 }
 
+// The stores of nvkv's development versions (before format version 1, superblock magic
+// "NVKVSB01") are refused by name, whatever their checksum says.
+TEST(SuperblockTest, ADevelopmentVersionsStoreIsRefusedByName) {
+  Superblock sb{};
+  sb.format_version = 5;
+  sb.page_bytes = 4096;
+  sb.pages_per_segment = 256;
+  sb.segment_count = 100;
+  sb.index_mode = kSuperblockIndexHash;
+  std::vector<uint8_t> page(4096);
+  EncodeSuperblock(sb, page.data(), 4096);
+  std::memcpy(page.data() + offsetof(Superblock, magic), &kDevelopmentSuperblockMagic, 8);
+  EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "written by a development version of nvkv (its format 5, before format "
+                       "version 1)"));
+}
+
+// Fields no format writes are damage, even under a right checksum.
+TEST(SuperblockTest, AVersionOrIndexModeNoFormatWritesIsDataLoss) {
+  for (const auto& [version, mode] : {std::pair<uint32_t, uint32_t>{0, kSuperblockIndexHash},
+                                      std::pair<uint32_t, uint32_t>{kFormatVersion, 0},
+                                      std::pair<uint32_t, uint32_t>{kFormatVersion, 3}}) {
+    Superblock sb{};
+    sb.format_version = version;
+    sb.page_bytes = 4096;
+    sb.pages_per_segment = 256;
+    sb.segment_count = 100;
+    sb.index_mode = mode;
+    std::vector<uint8_t> page(4096);
+    EncodeSuperblock(sb, page.data(), 4096);
+    EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
+                StatusIs(absl::StatusCode::kDataLoss, "which none is"));
+  }
+}
+
 // A superblock whose checksum is right (crafted, or written by a bug) but whose geometry is out
 // of every bound a format sets is refused before anything multiplies its fields: a segment
 // count times a segment size that wraps around 64 bits would pass a "fits the device" check.
@@ -240,6 +278,8 @@ TEST(SuperblockTest, GeometryBeyondTheFormatsBoundsIsRefused) {
                               " segments"));
     Superblock sb{};
     sb.format_version = kFormatVersion;
+    sb.index_mode = kSuperblockIndexHash;
+  sb.index_mode = kSuperblockIndexHash;
     sb.page_bytes = 4096;
     sb.pages_per_segment = c.pages_per_segment;
     sb.lba_bytes = 512;
@@ -252,6 +292,7 @@ TEST(SuperblockTest, GeometryBeyondTheFormatsBoundsIsRefused) {
   // The largest the bounds allow still decodes.
   Superblock sb{};
   sb.format_version = kFormatVersion;
+  sb.index_mode = kSuperblockIndexHash;
   sb.page_bytes = 4096;
   sb.pages_per_segment = 2048;  // 8 MiB
   sb.lba_bytes = 512;

@@ -30,8 +30,7 @@ enum class IndexMode : uint8_t {
   // bytes), exact point lookups without a page read, ordered iteration (DB::NewIterator) and
   // range scans (DB::Scan).
   kOrdered,
-  // The mode the store was formatted with (kHash for a new store, and for stores formatted
-  // before nvkv recorded it: format version 4 and older).
+  // The mode the store was formatted with (kHash for a new store).
   kAsFormatted,
 };
 
@@ -94,9 +93,8 @@ struct Options {
   // openers (in this and other processes: `nvkv-cli get`, `scan`, `check`, `stats`) may have
   // the store at once, but none beside a writer; it opens the device O_RDONLY (a file the user
   // may only read, or on a read-only file system, opens) and writes nothing, not at Open and
-  // not at Close: it formats nothing (no store: kNotFound), leaves a damaged superblock copy or
-  // an older format version as they are (Check reports them; the next writer repairs and
-  // upgrades), runs no compaction and writes no checkpoint. Put, Delete, Write, their async
+  // not at Close: it formats nothing (no store: kNotFound), leaves a damaged superblock copy as
+  // it is (Check reports it; the next writer repairs it), runs no compaction and writes no checkpoint. Put, Delete, Write, their async
   // forms and CompactAll fail with kFailedPrecondition; Flush succeeds (nothing is unwritten).
   // A store that was not closed (a crash) is recovered in memory, as a writer would, each time.
   // Default: false. Scope: per Open.
