@@ -1,0 +1,318 @@
+// SegmentTable (segment_table.h), its recovery and checkpoint side: what recovery fills in at
+// Open, what a checkpoint saves of each segment and restores, and the segments checkpoints lie
+// in.
+#include "kv/segment_table.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "storage/base/check.h"
+#include "storage/base/status_macros.h"
+
+namespace nvkv::kv {
+namespace {
+
+absl::Status NoMemoryForFilter(uint64_t segment, uint64_t words) {
+  return absl::ResourceExhaustedError(absl::StrCat("no memory for the key filter of segment ",
+                                                   segment, " (", words * 8, " bytes)"));
+}
+
+}  // namespace
+
+
+absl::Status SegmentTable::SizeRecoveredFilter(uint64_t segment, uint64_t puts) {
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[segment];
+  if (info.filter != nullptr) return absl::OkStatus();
+  const uint64_t words = FilterWordsFor(std::max<uint64_t>(puts, 1));
+  info.filter = KeyFilter::InBlocks(words, probes_, recovered_filters_);
+  if (info.filter == nullptr) return NoMemoryForFilter(segment, words);
+  return absl::OkStatus();
+}
+
+void SegmentTable::StartRecoveredFilter(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  if (recovering_ != UINT64_MAX) {
+    Info& previous = info_[recovering_];
+    previous.filter->FoldTo(FilterWordsFor(previous.puts.load()));
+  }
+  info_[segment].filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
+  recovering_ = segment;
+}
+
+void SegmentTable::RecoverSegment(uint64_t segment, const RecoveredSegment& found) {
+  const bool in_use = found.in_use;
+  Info& info = info_[segment];
+  {
+    absl::MutexLock lock(&mu_);
+    if (!in_use) {
+      info.filter.reset();
+      info.sample_count = 0;
+    } else if (info.filter != nullptr) {
+      info.filter->FoldTo(FilterWordsFor(info.puts.load()));
+    }
+    if (recovering_ == segment) recovering_ = UINT64_MAX;
+    info.generation = in_use ? found.generation : 0;
+    info.summary = in_use ? found.summary : SummaryPlace{};
+  }
+  info.state = in_use ? SegmentState::kSealed : SegmentState::kFree;
+  if (found.extends_restored) return;  // NoteRecord widened the restored sequences
+  info.min_sequence.store(found.min_sequence);
+  info.max_sequence.store(found.max_sequence);
+}
+
+void SegmentTable::FinishRecovery() {
+  absl::MutexLock lock(&mu_);
+  recovered_filters_.Close();
+  free_.clear();
+  announcing_.clear();
+  ready_.clear();
+  announce_due_.store(true, std::memory_order_release);
+  // Highest numbers last, so heads fill the device from the front.
+  for (uint64_t s = segment_count_; s > 0; --s) {
+    const Info& info = info_[s - 1];
+    const bool free = info.state == SegmentState::kFree;
+    if (free) free_.push_back(s - 1);
+    if (map_ == nullptr) continue;
+    if (free) {
+      map_->Set(s - 1, MapState::kFree);
+    } else if (info.state == SegmentState::kCheckpoint) {
+      map_->Set(s - 1, MapState::kBaseCheckpoint, info.summary);
+    } else if (info.summary.pages > 0) {
+      map_->Set(s - 1, MapState::kSummarized, info.summary);
+    } else {
+      map_->Set(s - 1, MapState::kInUse);
+    }
+  }
+}
+
+void SegmentTable::ForEachSaved(const std::vector<uint64_t>& filters_left_out,
+                                const std::function<void(const SavedSegment&)>& visit) {
+  uint64_t next = 0;
+  SaveSome(next, filters_left_out, [&](const SavedSegment& saved) {
+    visit(saved);
+    return true;
+  });
+}
+
+bool SegmentTable::SaveSome(uint64_t& next, const std::vector<uint64_t>& filters_left_out,
+                            const std::function<bool(const SavedSegment&)>& visit) {
+  absl::MutexLock lock(&mu_);
+  SavedSegment saved;
+  while (next < segment_count_) {
+    const uint64_t s = next++;
+    Info& info = info_[s];
+    if (info.state == SegmentState::kFree || info.state == SegmentState::kCheckpoint) continue;
+    CheckpointSegment& f = saved.fields;
+    f = CheckpointSegment{};
+    f.segment = s;
+    f.generation = info.generation;
+    f.min_sequence = info.min_sequence.load();
+    f.max_sequence = info.max_sequence.load();
+    f.live_bytes = info.live_bytes.load();
+    f.likely_stale_bytes = info.likely_stale_bytes.load();
+    f.record_bytes = info.record_bytes.load();
+    f.tombstone_bytes = info.tombstone_bytes.load();
+    f.puts = info.puts.load();
+    f.summary_first = info.summary.first;
+    f.summary_pages = info.summary.pages;
+    saved.tombstones.clear();
+    for (uint32_t i = 0; i < info.sample_count; ++i) {
+      const TombstoneSample& sample = (*info.samples)[i];
+      saved.tombstones.push_back({sample.hash.lo, sample.hash.hi, sample.sequence});
+    }
+    f.tombstone_samples = static_cast<uint32_t>(saved.tombstones.size());
+    saved.filter.clear();
+    const bool left_out = std::find(filters_left_out.begin(), filters_left_out.end(), s) !=
+                          filters_left_out.end();
+    if (info.filter != nullptr && !left_out) info.filter->CopyTo(&saved.filter);
+    f.filter_words = saved.filter.size();
+    if (!visit(saved)) return next == segment_count_;
+  }
+  return true;
+}
+
+absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {
+  const CheckpointSegment& f = saved.fields;
+  const auto refuse = [&](const char* what) {
+    return absl::DataLossError(absl::StrCat("checkpoint: segment ", f.segment, ": ", what));
+  };
+  if (f.segment >= segment_count_) return refuse("beyond the store");
+  if (f.tombstone_samples != saved.tombstones.size() || saved.tombstones.size() > kTombstoneSamples) {
+    return refuse("too many tombstone samples");
+  }
+  const uint64_t words = saved.filter.size();
+  if (f.filter_words != words || (words & (words - 1)) != 0 || words > open_filter_words_) {
+    return refuse("a key filter of a size no store makes");
+  }
+  if (f.generation == 0 || f.record_bytes < 0 || f.live_bytes < 0 || f.tombstone_bytes < 0 ||
+      f.summary_first + uint64_t{f.summary_pages} > log_pages_) {
+    return refuse("counts no segment holding a log has");
+  }
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[f.segment];
+  if (info.state != SegmentState::kFree) return refuse("given twice");
+  info.state = SegmentState::kSealed;
+  info.generation = f.generation;
+  info.summary = SummaryPlace{f.summary_first, f.summary_pages};
+  info.min_sequence.store(f.min_sequence);
+  info.max_sequence.store(f.max_sequence);
+  info.live_bytes.store(f.live_bytes);
+  info.likely_stale_bytes.store(f.likely_stale_bytes);
+  info.record_bytes.store(f.record_bytes);
+  info.tombstone_bytes.store(f.tombstone_bytes);
+  info.puts.store(f.puts);
+  info.filter.reset();
+  if (words > 0) {
+    info.filter = KeyFilter::InBlocks(words, probes_, recovered_filters_, saved.filter.data());
+    if (info.filter == nullptr) return NoMemoryForFilter(f.segment, words);
+  }
+  info.sample_count = static_cast<uint32_t>(saved.tombstones.size());
+  info.samples.reset();
+  if (info.sample_count > 0) {
+    info.samples = std::make_unique<std::array<TombstoneSample, kTombstoneSamples>>();
+    for (uint32_t i = 0; i < info.sample_count; ++i) {
+      const CheckpointTombstone& t = saved.tombstones[i];
+      (*info.samples)[i] = TombstoneSample{KeyHash{t.hash_lo, t.hash_hi}, t.sequence};
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentTable::ResumeHead(uint64_t segment, uint64_t generation,
+                                      absl::Span<const KeyHash> puts) {
+  const auto refuse = [&] {
+    return absl::DataLossError(absl::StrCat("segment ", segment,
+                                            " is not a log a head could go on with"));
+  };
+  if (segment >= segment_count_) return refuse();
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[segment];
+  if (info.state != SegmentState::kSealed || info.generation != generation ||
+      info.summary.pages != 0) {
+    return refuse();
+  }
+  if (info.filter == nullptr) {
+    if (puts.size() != info.puts.load()) return refuse();
+    info.filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
+    for (const KeyHash& hash : puts) info.filter->Add(hash);
+  } else if (info.filter->words() != open_filter_words_) {
+    return refuse();
+  }
+  info.state = SegmentState::kOpen;
+  info.last_write.reset();
+  return absl::OkStatus();
+}
+
+void SegmentTable::ForgetRecovered() {
+  absl::MutexLock lock(&mu_);
+  kept_checkpoint_.clear();
+  pending_checkpoint_.clear();
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    Reset(info_[s]);
+    info_[s].samples.reset();
+    info_[s].state = SegmentState::kFree;
+  }
+  recovering_ = UINT64_MAX;
+}
+
+void SegmentTable::ForgetRecoveredSegment(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  Reset(info_[segment]);
+  info_[segment].samples.reset();
+  info_[segment].state = SegmentState::kFree;
+  if (recovering_ == segment) recovering_ = UINT64_MAX;
+}
+
+bool SegmentTable::TakeForCheckpoint(uint64_t count, uint64_t keep,
+                                     std::vector<uint64_t>* taken) {
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(pending_checkpoint_.empty());
+  taken->clear();
+  if (free_.size() < count || FreeCountLocked() < count + keep) return false;
+  // free_ holds the highest numbers first.
+  taken->assign(free_.begin(), free_.begin() + static_cast<ptrdiff_t>(count));
+  free_.erase(free_.begin(), free_.begin() + static_cast<ptrdiff_t>(count));
+  for (const uint64_t segment : *taken) {
+    NVKV_CHECK(info_[segment].state == SegmentState::kFree);
+    info_[segment].state = SegmentState::kCheckpoint;
+  }
+  pending_checkpoint_ = *taken;
+  return true;
+}
+
+void SegmentTable::AbandonCheckpoint() {
+  absl::MutexLock lock(&mu_);
+  FreeCheckpointLocked(pending_checkpoint_);
+}
+
+SegmentMap::Ticket SegmentTable::RaiseMapFloors() {
+  if (map_ == nullptr) return SegmentMap::Ticket{};
+  return map_->Rewrite(0);
+}
+
+bool SegmentTable::MapDurable(const SegmentMap::Ticket& ticket) const {
+  return map_ == nullptr || map_->Durable(ticket);
+}
+
+std::vector<SegmentMap::Ticket> SegmentTable::AdoptCheckpoint(std::span<const uint32_t> pages,
+                                                              MapState mark) {
+  NVKV_CHECK(map_ != nullptr &&
+             (mark == MapState::kCheckpoint || mark == MapState::kBaseCheckpoint));
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(pages.size() == pending_checkpoint_.size());
+  FreeCheckpointLocked(kept_checkpoint_);
+  kept_checkpoint_ = std::move(pending_checkpoint_);
+  pending_checkpoint_.clear();
+  std::vector<SegmentMap::Ticket> tickets;
+  for (size_t i = 0; i < kept_checkpoint_.size(); ++i) {
+    Info& info = info_[kept_checkpoint_[i]];
+    info.summary = SummaryPlace{static_cast<uint32_t>(i), pages[i]};
+    tickets.push_back(map_->Set(kept_checkpoint_[i], mark, info.summary));
+  }
+  return tickets;
+}
+
+void SegmentTable::KeepCheckpoint(uint64_t segment, uint32_t position, uint32_t pages) {
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[segment];
+  NVKV_CHECK(info.state == SegmentState::kFree && position == kept_checkpoint_.size());
+  info.state = SegmentState::kCheckpoint;
+  info.summary = SummaryPlace{position, pages};
+  kept_checkpoint_.push_back(segment);
+}
+
+void SegmentTable::MarkKeptCheckpointCurrent() {
+  NVKV_CHECK(map_ != nullptr);
+  absl::MutexLock lock(&mu_);
+  for (const uint64_t segment : kept_checkpoint_) {
+    map_->Set(segment, MapState::kCheckpoint, info_[segment].summary);
+  }
+}
+
+void SegmentTable::ReleaseCheckpoint() {
+  absl::MutexLock lock(&mu_);
+  FreeCheckpointLocked(kept_checkpoint_);
+}
+
+uint64_t SegmentTable::FreeCheckpointLocked(std::vector<uint64_t>& segments) {
+  for (const uint64_t segment : segments) {
+    Info& info = info_[segment];
+    NVKV_CHECK(info.state == SegmentState::kCheckpoint);
+    info.state = SegmentState::kFree;
+    info.summary = SummaryPlace{};
+    free_.push_back(segment);
+    if (map_ != nullptr) map_->Set(segment, MapState::kFree);
+  }
+  const uint64_t freed = segments.size();
+  segments.clear();
+  if (freed > 0) announce_due_.store(true, std::memory_order_release);
+  return freed;
+}
+
+uint64_t SegmentTable::checkpoint_segments_kept() {
+  absl::MutexLock lock(&mu_);
+  return kept_checkpoint_.size();
+}
+
+}  // namespace nvkv::kv
