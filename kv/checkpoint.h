@@ -135,6 +135,12 @@ struct LoadedCheckpoint {
   uint64_t pages = 0;  // pages read
 };
 
+// Where page `k` of a checkpoint's stream lies: in segment `k / log_pages` of its places, at
+// the same page within it as `k % log_pages` (the writer's and the loader's one rule).
+inline uint32_t CheckpointPageInSegment(const Geometry& g, uint64_t k) {
+  return static_cast<uint32_t>(k % g.log_pages());
+}
+
 // Reads the checkpoint whose segments the map names (`places`, in their order) and fills the
 // empty indexes of `shards` and the table `segments` as it reads. `map_in_use` says, per
 // segment, whether the map says it holds a log: the checkpoint must name exactly those. Null for

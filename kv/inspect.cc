@@ -180,9 +180,6 @@ std::string ShowKey(std::string_view key) {
 
 // ----- Check -----
 
-// Writes that change the index; Check compares them before and after.
-uint64_t WriteCount(const Engine::Impl& engine) { return engine.index_writes(); }
-
 uint64_t IndexEntries(Engine::Impl& engine) {
   uint64_t entries = 0;
   for (auto& shard : engine.shards()) {
@@ -549,7 +546,7 @@ absl::StatusOr<CheckReport> Engine::Impl::Check(const ProgressCallback& progress
   absl::StatusOr<std::unique_ptr<SegmentReader>> reader = SegmentReader::Open(*this);
   if (!reader.ok()) return reader.status();
   Checker checker(*this, **reader, &report);
-  const uint64_t writes_before = WriteCount(*this);
+  const uint64_t writes_before = index_writes();  // writes that change the index
   checker.CheckSuperblocks();
   const uint64_t segment_count = shape_.geometry.segment_count;
   for (uint64_t segment = 0; segment < segment_count; ++segment) {
@@ -558,7 +555,7 @@ absl::StatusOr<CheckReport> Engine::Impl::Check(const ProgressCallback& progress
   }
   checker.CheckSegmentMap();
   const uint64_t entries = IndexEntries(*this);
-  if (WriteCount(*this) != writes_before) {
+  if (index_writes() != writes_before) {
     report.notes.push_back(
         "writes ran during the check: index entries were not compared with the log");
   } else {
