@@ -497,17 +497,10 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const StoreShape& shape,
   }
   // Up to four chunks: one run loaded while three are read.
   constexpr size_t kChunks = 4;
-  std::vector<storage::BufferLease> leases;
-  std::vector<storage::Buffer> chunks;
-  while (chunks.size() < kChunks) {
-    storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
-    if (!chunk.valid()) break;
-    chunks.push_back(*chunk);
-    leases.push_back(std::move(chunk));
-  }
+  const storage::ChunkLeases chunks = storage::ChunkLeases::UpTo(device.buffers(), kChunks);
   if (chunks.empty()) return absl::InternalError("no buffer to read the checkpoint into");
   // PageIn waits for the reads still in flight as it ends: the chunks go back to the pool after.
-  PageIn in(shape, device, chunks, places);
+  PageIn in(shape, device, chunks.buffers(), places);
   return Loader(shape, options, in, places, map_in_use, segments, shards).Run();
 }
 

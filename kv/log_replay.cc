@@ -78,14 +78,7 @@ absl::Status LogReplay::ReadSummaries() {
   // Tables that will not fit are known before any summary is read.
   NVKV_RETURN_IF_ERROR(CheckBudget());
   storage::BufferPool& pool = device_.buffers();
-  std::vector<storage::BufferLease> leases;
-  std::vector<storage::Buffer> chunks;
-  while (true) {
-    storage::BufferLease chunk = storage::BufferLease::Chunk(pool);
-    if (!chunk.valid()) break;
-    chunks.push_back(*chunk);
-    leases.push_back(std::move(chunk));
-  }
+  const storage::ChunkLeases chunks = storage::ChunkLeases::UpTo(pool, pool.chunk_count());
   if (chunks.empty()) return absl::InternalError("no buffer to read summaries into");
   const uint32_t pages_per_chunk = pool.chunk_bytes() / g_.page_bytes;
   absl::Status status;

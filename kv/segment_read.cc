@@ -44,15 +44,11 @@ absl::StatusOr<std::unique_ptr<SegmentBuffer>> SegmentBuffer::Make(storage::Devi
                                                                  blocks_per_page));
   buffer->pages_per_chunk_ = pool.chunk_bytes() / geometry.page_bytes;
   const uint32_t chunk_count = ChunksFor(geometry, pool);
-  for (uint32_t c = 0; c < chunk_count; ++c) {
-    storage::BufferLease chunk = storage::BufferLease::Chunk(pool);
-    if (!chunk.valid()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "segments of ", geometry.segment_bytes(), " bytes need ", chunk_count,
-          " read buffers of ", pool.chunk_bytes(), " bytes; ", c, " are free"));
-    }
-    buffer->chunks_.push_back(*chunk);
-    buffer->leases_.push_back(std::move(chunk));
+  buffer->chunks_ = storage::ChunkLeases::UpTo(pool, chunk_count);
+  if (buffer->chunks_.size() < chunk_count) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "segments of ", geometry.segment_bytes(), " bytes need ", chunk_count,
+        " read buffers of ", pool.chunk_bytes(), " bytes; ", buffer->chunks_.size(), " are free"));
   }
   buffer->requests_.resize(chunk_count);
   return buffer;
@@ -62,7 +58,7 @@ SegmentBuffer::~SegmentBuffer() {
   // Reads still out (the queue broke): the kernel may yet write into the chunks, so they stay
   // out of the pool.
   if (pending_ == 0) return;
-  for (storage::BufferLease& lease : leases_) lease.Abandon();
+  chunks_.Abandon();
 }
 
 void SegmentBuffer::OnChunkRead(storage::IoRequest* request) {

@@ -68,7 +68,7 @@ class SegmentBuffer {
   const absl::Status& status() const { return status_; }  // the first failed chunk read's
   // Page i of the segment, or null when the device could not read it.
   const uint8_t* page(uint32_t i) const {
-    return PageInChunks(chunks_, pages_per_chunk_, geometry_.page_bytes, unreadable_, i);
+    return PageInChunks(chunks_.buffers(), pages_per_chunk_, geometry_.page_bytes, unreadable_, i);
   }
 
  private:
@@ -79,8 +79,7 @@ class SegmentBuffer {
   const Geometry geometry_;
   const uint32_t blocks_per_page_;
   uint32_t pages_per_chunk_ = 0;
-  std::vector<storage::Buffer> chunks_;
-  std::vector<storage::BufferLease> leases_;  // of chunks_
+  storage::ChunkLeases chunks_;
   std::vector<storage::IoRequest> requests_;  // one per chunk
   uint64_t segment_ = 0;
   uint32_t pending_ = 0;

@@ -158,6 +158,37 @@ class BufferLease {
   bool chunk_ = false;
 };
 
+// Chunks borrowed together, for reads kept in flight together into them, and given back
+// together when the leases end.
+class ChunkLeases {
+ public:
+  ChunkLeases() = default;
+  // As many chunks of `pool` as are free, up to `most`.
+  static ChunkLeases UpTo(BufferPool& pool, size_t most) {
+    ChunkLeases leases;
+    while (leases.buffers_.size() < most) {
+      BufferLease chunk = BufferLease::Chunk(pool);
+      if (!chunk.valid()) break;
+      leases.buffers_.push_back(*chunk);
+      leases.leases_.push_back(std::move(chunk));
+    }
+    return leases;
+  }
+
+  size_t size() const { return buffers_.size(); }
+  bool empty() const { return buffers_.empty(); }
+  const Buffer& operator[](size_t i) const { return buffers_[i]; }
+  const std::vector<Buffer>& buffers() const { return buffers_; }
+  // Never gives them back (BufferLease::Abandon): reads into them may still be out.
+  void Abandon() {
+    for (BufferLease& lease : leases_) lease.Abandon();
+  }
+
+ private:
+  std::vector<BufferLease> leases_;
+  std::vector<Buffer> buffers_;  // leases_' buffers, in order
+};
+
 }  // namespace nvkv::storage
 
 #endif  // NVKV_STORAGE_BUFFER_POOL_H_

@@ -133,6 +133,32 @@ TEST(BufferPoolTest, AnAbandonedLeaseNeverGivesItsBufferBack) {
   EXPECT_EQ((*pool)->free_chunks(), 0u);
 }
 
+// ChunkLeases takes what is free, up to its bound, distinct chunks in order, and gives them
+// all back when it ends (none when abandoned).
+TEST(BufferPoolTest, ChunkLeasesTakeWhatIsFreeAndGiveItAllBack) {
+  BufferPoolOptions options;
+  options.chunk_count = 4;
+  auto pool = BufferPool::Create(options);
+  ASSERT_THAT(pool, IsOk());
+  {
+    const ChunkLeases two = ChunkLeases::UpTo(**pool, 2);
+    ASSERT_EQ(two.size(), 2u);
+    EXPECT_NE(two[0].data, two[1].data);
+    EXPECT_EQ(two.buffers().size(), 2u);
+    EXPECT_EQ((*pool)->free_chunks(), 2u);
+    const ChunkLeases rest = ChunkLeases::UpTo(**pool, 10);  // only two are free
+    EXPECT_EQ(rest.size(), 2u);
+    EXPECT_TRUE(ChunkLeases::UpTo(**pool, 1).empty());
+    EXPECT_EQ((*pool)->free_chunks(), 0u);
+  }
+  EXPECT_EQ((*pool)->free_chunks(), 4u);
+  {
+    ChunkLeases abandoned = ChunkLeases::UpTo(**pool, 3);
+    abandoned.Abandon();
+  }
+  EXPECT_EQ((*pool)->free_chunks(), 1u);
+}
+
 TEST(BufferPoolTest, UnregisteredPoolHandsOutNoBufferIndex) {
   auto pool = BufferPool::Create(BufferPoolOptions{});
   ASSERT_THAT(pool, IsOk());
