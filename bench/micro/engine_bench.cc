@@ -21,7 +21,7 @@
 //     above where it stood during Open (VmHWM, reset through /proc/self/clear_refs, minus VmRSS
 //     before; freed heap handed back with malloc_trim first), open_peak_bytes_per_key that per
 //     live key, and index_MiB what the index holds after it. The peak includes Open's fixed
-//     cost (queues and their buffers, about 21 MiB with these options: 16 MiB of it recovery's
+//     cost (queues and their buffers, about 7 MiB with these options: 4 MiB of it recovery's
 //     reads in flight), whatever the store holds.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
