@@ -1,6 +1,6 @@
-// Engine start and close, checkpoints while running, and the public Engine methods. Opening and
-// formatting a store (its superblocks and geometry) is store_open.cc; the options as the engine
-// applies them engine_options.cc; Stats engine_stats.cc.
+// Engine start and close (checkpoints are the CheckpointKeeper's), and the public Engine
+// methods. Opening and formatting a store (its superblocks and geometry) is store_open.cc; the
+// options as the engine applies them engine_options.cc; Stats engine_stats.cc.
 #include "kv/engine.h"
 
 #include <xxhash.h>
@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "kv/checkpoint.h"
+#include "kv/checkpoint_keeper.h"
 #include "kv/engine_impl.h"
 #include "kv/engine_options.h"
 #include "kv/memory_headroom.h"
@@ -99,24 +100,45 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   if (read_only_) return absl::OkStatus();
   NVKV_RETURN_IF_ERROR(StartWriter());
   NVKV_RETURN_IF_ERROR(StartCompactor());
-  StartCheckpointer();
+  StartCheckpoints();
   NVKV_RETURN_IF_ERROR(writer_->Start());
   NVKV_RETURN_IF_ERROR(compactor_->Start());
-  return checkpointer_->Start();
+  return checkpoints_->StartThread();
 }
 
-void Engine::Impl::StartCheckpointer() {
-  Checkpointer::Options config;
-  config.log_ratio = WritesCheckpoints() ? options_.checkpoint_log_ratio : 0;
-  config.min_log_bytes = options_.checkpoint_min_log_bytes;
-  config.page_bytes = shape_.geometry.page_bytes;
-  checkpointer_ = std::make_unique<Checkpointer>(
-      config, [this] { return appender_->HeadCountersSum(); },
-      [this]() -> absl::StatusOr<uint64_t> {
-        absl::MutexLock lock(&checkpoint_mu_);
-        return CheckpointLocked();
-      });
-  const uint64_t log_pages_now = appender_->HeadCountersSum();
+void Engine::Impl::StartCheckpoints() {
+  Checkpointer::Options when;
+  when.log_ratio = WritesCheckpoints() ? options_.checkpoint_log_ratio : 0;
+  when.min_log_bytes = options_.checkpoint_min_log_bytes;
+  when.page_bytes = shape_.geometry.page_bytes;
+  const CheckpointKeeper::EngineParts parts{
+      .shape = shape_,
+      .segments = *segments_,
+      .shards = shards_,
+      .appender = *appender_,
+      .writer = *writer_,
+      .compactor = *compactor_,
+      .append_gate = append_gate_,
+      .next_sequence = next_sequence_,
+      .dropped = recovery_.dropped_batch_records,
+      .volatile_write_cache = device_info_.volatile_write_cache,
+      .may_write = [this]() -> absl::Status {
+        if (error_.failed()) return error_.status();
+        if (closed_.load()) return absl::FailedPreconditionError("the store is closing");
+        if (!WritesCheckpoints()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "no checkpoint while ", recovery_.unread_pages.size(),
+              " pages of the log Open could not read are missing (open_degraded)"));
+        }
+        return absl::OkStatus();
+      },
+      .open_queue = [this] { return OpenQueue(QueueKind::kCheckpoints, LargeIoQueueOptions()); },
+      .write_map_alone = [this](storage::Device& queue) { return WriteMapAlone(queue); },
+      .wait_map_durable = [this](const SegmentMap::Ticket& ticket) {
+        return WaitMapDurable(ticket);
+      },
+  };
+  checkpoints_ = std::make_unique<CheckpointKeeper>(parts, when);
   // The log recovery read beyond the checkpoint it started from (all of it without one): the
   // next crash would read it again, until a checkpoint stands for it.
   uint64_t log_pages_after = 0;
@@ -132,11 +154,8 @@ void Engine::Impl::StartCheckpointer() {
           (segments_->count() - segments_->free_count()) * shape_.geometry.log_pages();
       break;
   }
-  checkpointer_->StartFrom(log_pages_now, recovery_.checkpoint_pages, log_pages_after);
-  absl::MutexLock lock(&checkpoint_mu_);
-  kept_checkpoint_current_ = recovery_.start == RecoveryStart::kCleanClose;
-  head_counters_at_checkpoint_ = log_pages_now;
-  segment_changes_at_checkpoint_ = segments_->segment_changes();
+  checkpoints_->StartFrom(recovery_.checkpoint_pages, log_pages_after,
+                          recovery_.start == RecoveryStart::kCleanClose);
 }
 
 absl::Status Engine::Impl::Recover() {
@@ -280,11 +299,10 @@ absl::Status Engine::Impl::CompactAll() {
 
 absl::Status Engine::Impl::Close() {
   if (closed_.exchange(true)) return absl::OkStatus();
-  // The checkpoint thread stops first (a checkpoint under way finishes), then compaction: until
-  // it has, it may copy records and wait for the copies to be durable, so the writer must still
-  // be there.
-  if (checkpointer_ != nullptr) checkpointer_->Stop();
-  absl::MutexLock checkpoints(&checkpoint_mu_);  // an Engine::Checkpoint under way finishes
+  // Checkpoints stop first (a checkpoint under way finishes; later ones refuse, closed_), then
+  // compaction: until it has, it may copy records and wait for the copies to be durable, so
+  // the writer must still be there.
+  if (checkpoints_ != nullptr) checkpoints_->Stop();
   if (compactor_ != nullptr) compactor_->Stop();
   absl::Status status;
   if (writer_ != nullptr && writer_->started()) {
@@ -299,7 +317,7 @@ absl::Status Engine::Impl::Close() {
         // only (the writer puts them in the segment map before it exits, with the segments of
         // the checkpoint kept free again).
         appender_->SealHeads();
-        segments_->ReleaseCheckpoint();
+        checkpoints_->ReleaseKept();
       }
       status = writer_->WaitAllDurable();
     }
@@ -307,7 +325,7 @@ absl::Status Engine::Impl::Close() {
     if (status.ok() && !error_.failed() && checkpoint_at_close) {
       // Every write is durable already. A checkpoint that could not be written (no room, or a
       // device error) only makes the next Open read the log: Close still succeeds.
-      WriteCheckpointAtClose().IgnoreError();
+      checkpoints_->WriteAtClose().IgnoreError();
     }
   }
   if (status.ok() && error_.failed()) status = error_.status();
@@ -320,142 +338,12 @@ absl::Status Engine::Impl::Close() {
   return status;
 }
 
-absl::Status Engine::Impl::WriteCheckpointAtClose() {
-  absl::StatusOr<std::unique_ptr<storage::Device>> queue =
-      OpenQueue(QueueKind::kCheckpoints, LargeIoQueueOptions());
-  if (!queue.ok()) return queue.status();
-  if (KeptCheckpointCurrent()) {
-    // Nothing was written since the checkpoint kept was: it stands for the log as it is again,
-    // and its pages are intact (kept since, SegmentTable::AdoptCheckpoint and KeepCheckpoint).
-    segments_->MarkKeptCheckpointCurrent();
-    return WriteMapAlone(**queue);
-  }
-  // A checkpoint that cannot be written leaves the one kept, if any, the next Open's base.
-  NVKV_ASSIGN_OR_RETURN(TakenWithCounters taken, TakeCheckpointNow());
-  NVKV_RETURN_IF_ERROR(WriteCheckpointThrough(**queue, taken, MapState::kCheckpoint,
-                                              /*keep_free=*/0, nullptr)
-                           .status());
-  // The pages are made durable before the map names them: WriteMapAlone flushes first.
-  return WriteMapAlone(**queue);
-}
-
-bool Engine::Impl::KeptCheckpointCurrent() {
-  // No head assigned a page since (records, summaries, compaction's copies all go through
-  // them), and no segment was taken or freed: a victim compaction picked before the checkpoint
-  // may be freed after it without a record to copy.
-  return kept_checkpoint_current_ && segments_->checkpoint_segments_kept() > 0 &&
-         segments_->segment_changes() == segment_changes_at_checkpoint_ &&
-         appender_->HeadCountersSum() == head_counters_at_checkpoint_;
-}
-
-absl::StatusOr<Engine::Impl::TakenWithCounters> Engine::Impl::TakeCheckpointNow(
-    TakenCheckpoint room) {
-  CheckpointGlobals globals;
-  globals.next_sequence = next_sequence_.load();
-  globals.dropped = &recovery_.dropped_batch_records;
-  TakenWithCounters taken;
-  NVKV_ASSIGN_OR_RETURN(taken.checkpoint,
-                        TakeCheckpoint(shape_, globals, *segments_, shards_, std::move(room)));
-  taken.head_counters = appender_->HeadCountersSum();
-  taken.segment_changes = segments_->segment_changes();
-  return taken;
-}
-
-absl::StatusOr<uint64_t> Engine::Impl::WriteCheckpointThrough(
-    storage::Device& queue, TakenWithCounters& taken, MapState mark, uint64_t keep_free,
-    std::vector<SegmentMap::Ticket>* tickets) {
-  auto make_map_durable = [&](const SegmentMap::Ticket& ticket) {
-    // While running the writer writes the map; at Close it has stopped.
-    return writer_->started() ? WaitMapDurable(ticket) : WriteMapAlone(queue);
-  };
-  NVKV_ASSIGN_OR_RETURN(const std::vector<uint32_t> pages,
-                        WriteCheckpoint(shape_, queue, taken.checkpoint, keep_free, *segments_,
-                                        make_map_durable));
-  if (mark == MapState::kBaseCheckpoint && device_info_.volatile_write_cache) {
-    // The writer writes the map that names it: its pages must be durable before.
-    const absl::Status flushed = storage::FlushDevice(queue);
-    if (!flushed.ok()) {
-      segments_->AbandonCheckpoint();
-      return flushed;
-    }
-  }
-  std::vector<SegmentMap::Ticket> adopted = segments_->AdoptCheckpoint(pages, mark);
-  if (tickets != nullptr) *tickets = std::move(adopted);
-  // It stands for the log as it was taken: written since, the engine is not where it stands.
-  kept_checkpoint_current_ = true;
-  head_counters_at_checkpoint_ = taken.head_counters;
-  segment_changes_at_checkpoint_ = taken.segment_changes;
-  uint64_t total = 0;
-  for (const uint32_t p : pages) total += p;
-  return total;
-}
-
 absl::Status Engine::Impl::Checkpoint() {
   NVKV_RETURN_IF_ERROR(CheckWritable());
   // Every earlier write durable first, whatever becomes of the checkpoint (no room for it, a
   // queue that cannot be opened, a store that writes none): the contract of DB::Checkpoint.
   NVKV_RETURN_IF_ERROR(Flush());
-  absl::MutexLock lock(&checkpoint_mu_);
-  NVKV_RETURN_IF_ERROR(CheckWritable());  // (Close may have begun meanwhile)
-  return CheckpointLocked().status();
-}
-
-absl::StatusOr<uint64_t> Engine::Impl::CheckpointLocked() {
-  if (error_.failed()) return error_.status();
-  if (closed_.load()) return absl::FailedPreconditionError("the store is closing");
-  if (!WritesCheckpoints()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no checkpoint while ", recovery_.unread_pages.size(),
-        " pages of the log Open could not read are missing (open_degraded)"));
-  }
-  // The heads and compaction must still find free segments afterwards.
-  const uint64_t keep_free = segments_->user_reserve() + shards_.size();
-  // Without room for one as large as the last, writes are not held back to find that out.
-  const uint64_t needed = (checkpointer_->last_pages() + shape_.geometry.log_pages() - 1) /
-                          shape_.geometry.log_pages();
-  if (segments_->free_count() < needed + keep_free) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "no room for a checkpoint: ", segments_->free_count(), " free segments, ", needed,
-        " for it and ", keep_free, " to keep free"));
-  }
-  NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue,
-                        OpenQueue(QueueKind::kCheckpoints, LargeIoQueueOptions()));
-  uint64_t pages = 0;
-  std::vector<SegmentMap::Ticket> tickets;
-  const absl::Time start = absl::Now();
-  absl::Duration held;
-  {
-    // No victim is being cleaned meanwhile, until the table has adopted it: compaction copies a
-    // record only while it is its key's newest, which a copy decided before the checkpoint was
-    // taken and written after would not be; and the segments it names must stay as it took them.
-    Compactor::Pause pause(*compactor_);
-    // Memory for it before writes are held back: as much as the last one took, and a quarter
-    // more (the log grew since).
-    TakenCheckpoint room;
-    MakeRoomToTake(checkpointer_->last_pages() * shape_.geometry.payload_bytes() / 4 * 5, room);
-    absl::StatusOr<TakenWithCounters> taken;
-    {
-      // Writes wait only while it is taken. Every page written so far durable first: its
-      // entries point at them. The heads go on in their segments afterwards, as after a clean
-      // Close: what they write from then on is the log after it.
-      absl::MutexLock gate(&append_gate_);
-      const absl::Time gate_start = absl::Now();
-      appender_->SealOpenPages();
-      NVKV_RETURN_IF_ERROR(writer_->WaitAllDurable());
-      taken = TakeCheckpointNow(std::move(room));
-      held = absl::Now() - gate_start;
-    }
-    NVKV_RETURN_IF_ERROR(taken.status());
-    NVKV_ASSIGN_OR_RETURN(pages, WriteCheckpointThrough(*queue, *taken, MapState::kBaseCheckpoint,
-                                                        keep_free, &tickets));
-    checkpointer_->Wrote(head_counters_at_checkpoint_, pages);
-  }
-  // Writes go on while the writer writes the map pages that name it; it counts once they are
-  // on the device.
-  for (const SegmentMap::Ticket& ticket : tickets) NVKV_RETURN_IF_ERROR(WaitMapDurable(ticket));
-  checkpoint_nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start));
-  checkpoint_held_nanos_.fetch_add(absl::ToInt64Nanoseconds(held));
-  return pages;
+  return checkpoints_->Checkpoint().status();  // (it refuses once Close began meanwhile)
 }
 
 absl::Status Engine::Impl::WaitMapDurable(const SegmentMap::Ticket& ticket) {

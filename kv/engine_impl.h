@@ -2,10 +2,11 @@
 // several files by concern: store_open.cc (superblocks, format, geometry), engine.cc (start,
 // close, stats), write_path.cc and head_append.cc (writes), read_path.cc (gets, scans). The
 // parts with state of their own are classes: Shard (shard.h), LogWriter (log_writer.h),
-// Compactor (compactor.h), SegmentTable, ReadQueueSet, StickyError.
+// Compactor (compactor.h), CheckpointKeeper (checkpoint_keeper.h), SegmentTable, ReadQueueSet,
+// StickyError.
 //
 // Locks, in the order they may be taken (never the reverse):
-//   checkpoint_mu_ -> Compactor's cleaning mutex -> append_gate_ -> Shard::mu (several only in
+//   CheckpointKeeper's mutex -> Compactor's cleaning mutex -> append_gate_ -> Shard::mu (several only in
 //   ascending shard id, by batches)
 //   -> SegmentTable's mutex (-> SegmentMap's mutex), LogWriter's mutex, StickyError's mutex
 //   (leaves).
@@ -29,7 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/engine.h"
-#include "kv/checkpointer.h"
+#include "kv/checkpoint_keeper.h"
 #include "kv/compactor.h"
 #include "kv/head_append.h"
 #include "kv/index.h"
@@ -202,38 +203,11 @@ class Engine::Impl final {
   // The options of the queue that Open reads through (chunk buffers for large reads), which
   // Close's checkpoint writes through too.
   static storage::QueueOptions LargeIoQueueOptions();
-  // Close: writes the checkpoint of the indexes and the segment table (checkpoint.h) and the
-  // map pages that name it. kResourceExhausted when the free segments cannot hold it; device
-  // errors. Either way every write was durable before, and the next Open reads the log.
-  absl::Status WriteCheckpointAtClose() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
-  // A checkpoint taken into memory, and the counters KeptCheckpointCurrent compares as they were
-  // then.
-  struct TakenWithCounters {
-    TakenCheckpoint checkpoint;
-    uint64_t head_counters = 0;
-    uint64_t segment_changes = 0;
-  };
-  // Takes a checkpoint of the engine as it is (TakeCheckpoint), into `room` first. Nothing else
-  // may append meanwhile.
-  absl::StatusOr<TakenWithCounters> TakeCheckpointNow(TakenCheckpoint room = {});
-  // Writes `taken` through `queue` (one with chunk buffers), leaving `keep_free` segments free,
-  // and has the table adopt it with map mark `mark` (kv/FORMAT.md "When it counts"); returns its
-  // pages. Writes may go on meanwhile; compaction must stay paused (WriteCheckpoint).
-  // `*tickets` (when not null) gets the map changes that name it.
-  absl::StatusOr<uint64_t> WriteCheckpointThrough(storage::Device& queue, TakenWithCounters& taken,
-                                                  MapState mark, uint64_t keep_free,
-                                                  std::vector<SegmentMap::Ticket>* tickets)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
-  // Whether the checkpoint kept still stands for the log as it is: nothing was written since it
-  // was written (or since the Open that read it after a clean Close).
-  bool KeptCheckpointCurrent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
-  // Checkpoint, with checkpoint_mu_ held.
-  absl::StatusOr<uint64_t> CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_);
   absl::Status StartWriter();
   absl::Status StartCompactor();
-  // The checkpoint thread (not started yet), and where the log stands against the checkpoint
-  // recovery started from.
-  void StartCheckpointer();
+  // The checkpoint keeper (its thread not started yet), and where the log stands against the
+  // checkpoint recovery started from.
+  void StartCheckpoints();
   // A write found the store full (`status`): gives compaction a chance to free a segment. True
   // when it did (the caller tries again); false when the caller should return `status`: at
   // once when nothing cleans in the background, or when nothing is worth cleaning
@@ -280,16 +254,9 @@ class Engine::Impl final {
   // Appends hold it shared (AppendWrite), a checkpoint while running exclusively: while it is
   // held so, no write is between taking its sequence and updating the index.
   absl::Mutex append_gate_;
-  // One checkpoint at a time (the checkpoint thread, Engine::Checkpoint, Close), and what they
-  // share: whether the one kept still stands for the log, as of the heads' page counters and
-  // the segments taken then.
-  absl::Mutex checkpoint_mu_;
-  bool kept_checkpoint_current_ ABSL_GUARDED_BY(checkpoint_mu_) = false;
-  uint64_t head_counters_at_checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
-  uint64_t segment_changes_at_checkpoint_ ABSL_GUARDED_BY(checkpoint_mu_) = 0;
-  // Stats::checkpoint_seconds and checkpoint_writes_held_seconds, in nanoseconds.
-  std::atomic<uint64_t> checkpoint_nanos_{0}, checkpoint_held_nanos_{0};
-  std::unique_ptr<Checkpointer> checkpointer_;  // stopped first by Close
+  // Checkpoints while running and at Close (checkpoint_keeper.h); stopped first by Close. None
+  // for a reader.
+  std::unique_ptr<CheckpointKeeper> checkpoints_;
 
   // Per-thread read queues, found through a thread_local cache (read_path.cc) that shares the
   // set, so a thread outliving the engine never touches the engine itself.

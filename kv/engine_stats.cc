@@ -97,11 +97,11 @@ EngineStats Engine::Impl::Stats() {
   s.segments_total = segments_->count();
   s.segments_free = segments_->free_count();
   s.segments_checkpoint = segments_->checkpoint_segments_kept();
-  if (checkpointer_ != nullptr) {
-    s.checkpoints_written = checkpointer_->written();
-    s.checkpoints_failed = checkpointer_->failed();
-    s.checkpoint_seconds = static_cast<double>(checkpoint_nanos_.load()) * 1e-9;
-    s.checkpoint_writes_held_seconds = static_cast<double>(checkpoint_held_nanos_.load()) * 1e-9;
+  if (checkpoints_ != nullptr) {
+    s.checkpoints_written = checkpoints_->written();
+    s.checkpoints_failed = checkpoints_->failed();
+    s.checkpoint_seconds = checkpoints_->seconds();
+    s.checkpoint_writes_held_seconds = checkpoints_->writes_held_seconds();
   }
   s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
   s.capacity_bytes = shape_.geometry.segment_count * shape_.geometry.segment_bytes();
