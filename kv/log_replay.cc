@@ -50,14 +50,7 @@ void LogReplay::DropKept() {
   kept_bytes_ = 0;
 }
 
-// About how many records the summaries recovery is to read name (an entry is 32 bytes and its
-// key's, in ordered mode): ReadSummaries sizes the tables for them.
-uint64_t LogReplay::SummarizedRecords() const {
-  uint64_t summary_pages = 0;
-  for (const Summarized& s : summarized_) summary_pages += s.place.pages;
-  const uint64_t entry_bytes = sizeof(SummaryEntry) + (shape_.ordered ? 16 : 0);
-  return summary_pages * g_.payload_bytes() / entry_bytes;
-}
+uint64_t LogReplay::SummarizedRecords() const { return RecordsSummarized(shape_, summarized_); }
 
 // Reads the summaries the map names (with each segment's last page, for a free marker newer
 // than the summary), many in flight at once, and applies those that verify; the segment of
@@ -68,13 +61,9 @@ absl::Status LogReplay::ReadSummaries() {
   budget_.AddPassPages(SegmentsToReadThisPass().size() * g_.pages_per_segment);
   for (const Summarized& s : summaries) budget_.AddPassPages(s.place.pages + 1);
   if (summaries.empty()) return absl::OkStatus();
-  // Room for this pass's share of the keys the summaries name (about: an entry is 32 bytes
-  // and its key's, in ordered mode), so that the tables do not grow step by step as they fill.
-  uint64_t summary_pages = 0;
-  for (const Summarized& s : summaries) summary_pages += s.place.pages;
-  const uint64_t entry_bytes = sizeof(SummaryEntry) + (shape_.ordered ? 16 : 0);
-  const uint64_t records = summary_pages * g_.payload_bytes() / entry_bytes / budget_.passes();
-  sink_.ReserveTables(records);
+  // Room for this pass's share of the keys the summaries name, so that the tables do not grow
+  // step by step as they fill.
+  sink_.ReserveTables(RecordsSummarized(shape_, summaries) / budget_.passes());
   // Tables that will not fit are known before any summary is read.
   NVKV_RETURN_IF_ERROR(CheckBudget());
   storage::BufferPool& pool = device_.buffers();

@@ -68,13 +68,13 @@ absl::Status RecoveryBase::LoadBase(std::vector<uint64_t>& to_read,
   // shards), made as the index is first sized: growing it later would hold it twice.
   options.room_after = [&](const std::vector<bool>& restored, const std::vector<uint32_t>& log_end,
                            uint64_t put_bytes) {
-    const uint64_t entry_bytes = sizeof(SummaryEntry) + (shape_.ordered ? 16 : 0);
-    uint64_t records = 0;
     std::vector<bool> is_summarized(g.segment_count, false);
+    std::vector<Summarized> after;  // the summaries of segments it does not name
     for (const Summarized& s : summarized) {
       is_summarized[s.segment] = true;
-      if (!restored[s.segment]) records += s.place.pages * g.payload_bytes() / entry_bytes;
+      if (!restored[s.segment]) after.push_back(s);
     }
+    uint64_t records = RecordsSummarized(shape_, after);
     for (uint64_t s = 0; s < g.segment_count; ++s) {
       // Segments the log after it may have gone on in (read whole): those it does not name,
       // and the heads' after their places.

@@ -36,6 +36,17 @@ struct Summarized {
   SummaryPlace place;
 };
 
+// About how many records the summaries `summaries` name, all together: an entry is a
+// SummaryEntry and, in ordered mode, its key (taken as 16 bytes). Recovery sizes its tables and
+// a base's index by it.
+inline uint64_t RecordsSummarized(const StoreShape& shape,
+                                  const std::vector<Summarized>& summaries) {
+  uint64_t pages = 0;
+  for (const Summarized& s : summaries) pages += s.place.pages;
+  const uint64_t entry_bytes = sizeof(SummaryEntry) + (shape.ordered ? 16 : 0);
+  return pages * shape.geometry.payload_bytes() / entry_bytes;
+}
+
 struct MapView {
   // Segments to read whole (in order): every one the map neither says is free nor summarized,
   // nor names as the checkpoint's (whether those are read is recovery's choice).
