@@ -273,11 +273,10 @@ absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const StoreShape& shape,
   return taken;
 }
 
-absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const StoreShape& shape,
-                                                      storage::Device& device,
-                                                      TakenCheckpoint& taken, uint64_t keep_free,
-                                                      SegmentTable& segments,
-                                                      MakeMapDurable make_map_durable) {
+absl::StatusOr<WrittenCheckpoint> WriteCheckpoint(const StoreShape& shape, storage::Device& device,
+                                                  TakenCheckpoint& taken, uint64_t keep_free,
+                                                  SegmentTable& segments,
+                                                  MakeMapDurable make_map_durable) {
   const Geometry& geometry = shape.geometry;
   CheckpointHeader& header = taken.header;
   NVKV_CHECK(header.stream_bytes == taken.bytes && !taken.blocks.empty());
@@ -285,8 +284,8 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const StoreShape& shape,
   const uint64_t segment_count = (pages + geometry.log_pages() - 1) / geometry.log_pages();
   header.segment_count = static_cast<uint32_t>(segment_count);
   header.store_segments = geometry.segment_count;
-  std::vector<uint64_t> places;
-  if (!segments.TakeForCheckpoint(segment_count, keep_free, &places)) {
+  WrittenCheckpoint written;
+  if (!segments.Hold(segment_count, keep_free, &written.segments)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the checkpoint needs ", segment_count, " free segments, and ", keep_free,
         " more must stay free; ", segments.free_count(), " are"));
@@ -301,15 +300,15 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const StoreShape& shape,
   // (A head given one of them under a lower generation would write a log that these pages, which
   // stand for a free marker, hide.)
   if (absl::Status floors = make_map_durable(segments.RaiseMapFloors()); !floors.ok()) {
-    segments.AbandonCheckpoint();
+    segments.Unhold(written.segments);
     return floors;
   }
   const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
   if (!chunk.valid()) {
-    segments.AbandonCheckpoint();
+    segments.Unhold(written.segments);
     return absl::InternalError("no buffer to write the checkpoint from");
   }
-  PageOut out(shape, device, *chunk, places, generation);
+  PageOut out(shape, device, *chunk, written.segments, generation);
   for (uint64_t at = 0; at < taken.bytes; at += TakenCheckpoint::kBlockBytes) {
     const size_t block = static_cast<size_t>(at / TakenCheckpoint::kBlockBytes);
     out.Append(std::string_view(reinterpret_cast<const char*>(taken.blocks[block].get()),
@@ -318,15 +317,14 @@ absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const StoreShape& shape,
   const absl::Status status = out.Finish();
   NVKV_CHECK(out.written() == header.stream_bytes);
   if (!status.ok()) {
-    segments.AbandonCheckpoint();
+    segments.Unhold(written.segments);
     return status;
   }
-  std::vector<uint32_t> pages_in;
   for (uint64_t i = 0; i < segment_count; ++i) {
-    pages_in.push_back(static_cast<uint32_t>(
+    written.pages.push_back(static_cast<uint32_t>(
         std::min<uint64_t>(geometry.log_pages(), pages - i * geometry.log_pages())));
   }
-  return pages_in;
+  return written;
 }
 
 }  // namespace nvkv::kv

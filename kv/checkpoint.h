@@ -101,23 +101,32 @@ absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const StoreShape& shape,
                                                const ShardSet& shards,
                                                TakenCheckpoint room = {});
 
+// Where WriteCheckpoint wrote a checkpoint: the segments the table holds for it (in the
+// checkpoint's order) and how many of its pages each holds.
+struct WrittenCheckpoint {
+  std::vector<uint64_t> segments;
+  std::vector<uint32_t> pages;
+  uint64_t total_pages() const {
+    uint64_t total = 0;
+    for (const uint32_t p : pages) total += p;
+    return total;
+  }
+};
 // Writes `taken` into free segments through `device` (a queue with chunk buffers), which the
-// table holds for it (SegmentTable::TakeForCheckpoint), leaving `keep_free` free, and returns how
-// many of its pages each of those holds. The caller makes the pages durable, and only then has
-// the table adopt it (SegmentTable::AdoptCheckpoint), which makes the map name it. Writes may go
-// on meanwhile (into the heads' segments and segments taken after it: the log after it), but
-// compaction must stay paused until the table adopted it: the segments it names must stay as it
-// took them. kResourceExhausted when the free segments cannot hold it (nothing written);
-// device errors (its segments free again).
+// table holds for it (SegmentTable::Hold), leaving `keep_free` free. The caller makes the pages
+// durable, and only then has the table keep them (SegmentTable::KeepHeld), which makes the map
+// name them, or gives them back (Unhold). Writes may go on meanwhile (into the heads' segments
+// and segments taken after it: the log after it), but compaction must stay paused until the
+// table keeps it: the segments it names must stay as it took them. kResourceExhausted when the
+// free segments cannot hold it (nothing written); device errors (its segments free again).
 // `make_map_durable` writes the map change of a ticket and returns once it is on the device: the
 // pages go into segments the map calls free, and a map floor above their generation is made
 // durable before them (SegmentTable::RaiseMapFloors).
 using MakeMapDurable = absl::FunctionRef<absl::Status(const SegmentMap::Ticket&)>;
-absl::StatusOr<std::vector<uint32_t>> WriteCheckpoint(const StoreShape& shape,
-                                                      storage::Device& device,
-                                                      TakenCheckpoint& taken, uint64_t keep_free,
-                                                      SegmentTable& segments,
-                                                      MakeMapDurable make_map_durable);
+absl::StatusOr<WrittenCheckpoint> WriteCheckpoint(const StoreShape& shape, storage::Device& device,
+                                                  TakenCheckpoint& taken, uint64_t keep_free,
+                                                  SegmentTable& segments,
+                                                  MakeMapDurable make_map_durable);
 
 // A log head that goes on in its segment: the checkpoint's segment table has it open already.
 struct ResumedHead {

@@ -46,8 +46,8 @@ absl::Status CheckpointKeeper::WriteAtClose() {
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::Device> queue, engine_.open_queue());
   if (KeptIsCurrent()) {
     // Nothing was written since the checkpoint kept was: it stands for the log as it is again,
-    // and its pages are intact (kept since, SegmentTable::AdoptCheckpoint and KeepCheckpoint).
-    engine_.segments.MarkKeptCheckpointCurrent();
+    // and its pages are intact (held since: SegmentTable::KeepHeld, KeepFound).
+    engine_.segments.MarkKept(MapState::kCheckpoint);
     return engine_.write_map_alone(*queue);
   }
   // A checkpoint that cannot be written leaves the one kept, if any, the next Open's base.
@@ -61,7 +61,7 @@ absl::Status CheckpointKeeper::WriteAtClose() {
 bool CheckpointKeeper::KeptIsCurrent() {
   // (A victim compaction picked before the checkpoint may be freed after it without a record to
   // copy: hence the segment changes too.)
-  return kept_is_current_ && engine_.segments.checkpoint_segments_kept() > 0 &&
+  return kept_is_current_ && engine_.segments.kept_count() > 0 &&
          engine_.segments.segment_changes() == segment_changes_at_kept_ &&
          engine_.appender.HeadCountersSum() == head_counters_at_kept_;
 }
@@ -86,26 +86,25 @@ absl::StatusOr<uint64_t> CheckpointKeeper::WriteThrough(storage::Device& queue, 
     return engine_.writer.started() ? engine_.wait_map_durable(ticket)
                                     : engine_.write_map_alone(queue);
   };
-  NVKV_ASSIGN_OR_RETURN(const std::vector<uint32_t> pages,
+  NVKV_ASSIGN_OR_RETURN(const WrittenCheckpoint written,
                         WriteCheckpoint(engine_.shape, queue, taken.checkpoint, keep_free,
                                         engine_.segments, make_map_durable));
   if (mark == MapState::kBaseCheckpoint && engine_.volatile_write_cache) {
     // The writer writes the map that names it: its pages must be durable before.
     const absl::Status flushed = storage::FlushDevice(queue);
     if (!flushed.ok()) {
-      engine_.segments.AbandonCheckpoint();
+      engine_.segments.Unhold(written.segments);
       return flushed;
     }
   }
-  std::vector<SegmentMap::Ticket> adopted = engine_.segments.AdoptCheckpoint(pages, mark);
-  if (tickets != nullptr) *tickets = std::move(adopted);
+  std::vector<SegmentMap::Ticket> naming =
+      engine_.segments.KeepHeld(written.segments, written.pages, mark);
+  if (tickets != nullptr) *tickets = std::move(naming);
   // It stands for the log as it was taken: written since, the engine is not where it stands.
   kept_is_current_ = true;
   head_counters_at_kept_ = taken.head_counters;
   segment_changes_at_kept_ = taken.segment_changes;
-  uint64_t total = 0;
-  for (const uint32_t p : pages) total += p;
-  return total;
+  return written.total_pages();
 }
 
 absl::StatusOr<uint64_t> CheckpointKeeper::CheckpointLocked() {
@@ -127,7 +126,7 @@ absl::StatusOr<uint64_t> CheckpointKeeper::CheckpointLocked() {
   const absl::Time start = absl::Now();
   absl::Duration held;
   {
-    // No victim is being cleaned meanwhile, until the table has adopted it: compaction copies a
+    // No victim is being cleaned meanwhile, until the table keeps it: compaction copies a
     // record only while it is its key's newest, which a copy decided before the checkpoint was
     // taken and written after would not be; and the segments it names must stay as it took them.
     Compactor::Pause pause(engine_.compactor);

@@ -1,10 +1,10 @@
 // CheckpointKeeper: the life of the checkpoints a running engine writes (checkpoint.h, kv/README.md
 // "A checkpoint"): the thread that finds one due (Checkpointer), one asked for
 // (Engine::Checkpoint), the one Close writes, whether the one kept still stands for the log as
-// it is, and what they cost. Which segments hold a checkpoint is the SegmentTable's (their
-// states and the free list are one); the keeper takes them, adopts a written checkpoint and
-// releases the kept one through it. Recovery makes the checkpoint it read the kept one
-// (RecoveryBase::Keep).
+// it is, and what they cost. The segments a checkpoint lies in are held segments of the
+// SegmentTable (their states and the free list are one, and a full store may take the kept ones
+// back): the keeper has it hold them, keep a written checkpoint's and release the kept ones.
+// Recovery makes the checkpoint it read the kept one (RecoveryBase::Keep).
 //
 // One checkpoint at a time: the keeper's lock is held while one is taken and written (lock
 // order: first of the engine's locks, engine_impl.h).
@@ -83,15 +83,16 @@ class CheckpointKeeper {
   // kResourceExhausted without room for it; may_write's refusal; device errors.
   absl::StatusOr<uint64_t> Checkpoint() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Close, after Stop, every write durable and the writer stopped: marks the kept checkpoint current when
-  // nothing was written since it, or writes a new one (and the map pages that name it).
+  // Close, after Stop, every write durable and the writer stopped: marks the kept checkpoint
+  // current when nothing was written since it, or writes a new one (and the map pages that name
+  // it).
   // kResourceExhausted when the free segments cannot hold it; device errors. Either way the
   // next Open reads the log then.
   absl::Status WriteAtClose() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The kept checkpoint's segments are free again (the map says so once written): Close leaves
   // the heads' segments without writing a checkpoint, so none stands for the log.
-  void ReleaseKept() { engine_.segments.ReleaseCheckpoint(); }
+  void ReleaseKept() { engine_.segments.ReleaseKept(); }
 
   // For Stats.
   uint64_t written() const { return checkpointer_->written(); }
@@ -110,8 +111,8 @@ class CheckpointKeeper {
   // Takes a checkpoint of the engine as it is, into `room` first. Nothing else may append
   // meanwhile.
   absl::StatusOr<Taken> TakeNow(TakenCheckpoint room = {});
-  // Writes `taken` through `queue`, leaving `keep_free` segments free, and has the table adopt
-  // it with map mark `mark`; returns its pages; `*tickets` (when not null) gets the map changes
+  // Writes `taken` through `queue`, leaving `keep_free` segments free, and has the table keep
+  // its segments with map mark `mark` (SegmentTable::KeepHeld); returns its pages; `*tickets` (when not null) gets the map changes
   // that name it. Writes may go on meanwhile; compaction must stay paused.
   absl::StatusOr<uint64_t> WriteThrough(storage::Device& queue, Taken& taken, MapState mark,
                                         uint64_t keep_free,

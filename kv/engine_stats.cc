@@ -96,7 +96,7 @@ EngineStats Engine::Impl::Stats() {
   s.settle_page_reads = compactor_ != nullptr ? compactor_->settle_page_reads() : 0;
   s.segments_total = segments_->count();
   s.segments_free = segments_->free_count();
-  s.segments_checkpoint = segments_->checkpoint_segments_kept();
+  s.segments_checkpoint = segments_->kept_count();
   if (checkpoints_ != nullptr) {
     s.checkpoints_written = checkpoints_->written();
     s.checkpoints_failed = checkpoints_->failed();

@@ -54,8 +54,7 @@ void RecoveryBase::ForgetAll() {
 
 void RecoveryBase::Keep() {
   for (size_t i = 0; i < map_.checkpoint.size(); ++i) {
-    segments_.KeepCheckpoint(map_.checkpoint[i].segment, static_cast<uint32_t>(i),
-                             map_.checkpoint[i].pages);
+    segments_.KeepFound(map_.checkpoint[i].segment, map_.checkpoint[i].pages);
   }
 }
 

@@ -120,16 +120,15 @@ absl::Status SegmentTable::CheckReserve(SegmentUse use) {
 
 absl::Status SegmentTable::CheckReserveLocked(SegmentUse use) {
   const uint64_t keep = KeepFor(use);
-  // The kept checkpoint (the base) spares the next Open reading the log: puts never take its
-  // room. Deletes and compaction are how a full store makes room again, so when nothing else is
-  // free they may, rather than be refused (recovery then reads the log after a crash).
-  if (FreeCountLocked() <= keep && use != SegmentUse::kUserPut) {
-    FreeCheckpointLocked(kept_checkpoint_);
-  }
+  // The kept held segments (a checkpoint, the base) spare the next Open reading the log: puts
+  // never take their room. Deletes and compaction are how a full store makes room again, so
+  // when nothing else is free they may, rather than be refused (recovery then reads the log
+  // after a crash).
+  if (FreeCountLocked() <= keep && use != SegmentUse::kUserPut) ReleaseKeptLocked();
   if (FreeCountLocked() > keep) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
       "store full: ", FreeCountLocked(), " free segments of ", segment_count_, " (",
-      kept_checkpoint_.size(), " hold the checkpoint the next Open starts from)",
+      kept_.size(), " hold the checkpoint the next Open starts from)",
       " and compaction finds nothing to reclaim"));
 }
 
@@ -489,7 +488,7 @@ bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
 
 uint64_t SegmentTable::usable_bytes() {
   absl::MutexLock lock(&mu_);
-  const uint64_t kept = reserve_user_ + kept_checkpoint_.size();
+  const uint64_t kept = reserve_user_ + kept_.size();
   return segment_count_ > kept ? (segment_count_ - kept) * capacity_bytes_ : 0;
 }
 

@@ -80,9 +80,9 @@ enum class SegmentState : uint8_t {
   kCompacting,  // being cleaned
   kRetained,    // cleaned, but records on damaged pages are still indexed: never picked until
                 // no index entry points into it (Unretain)
-  kCheckpoint,  // holds no log but part of the checkpoint recovery starts from after a crash
-                // (MapState::kBaseCheckpoint): not free until a newer one replaces it, or a
-                // delete or compaction finds no other free segment (CheckReserve)
+  kHeld,        // holds no log but a checkpoint's pages (Hold): not free until given back, or,
+                // kept, until a newer set replaces it or a delete or compaction finds no other
+                // free segment (CheckReserve)
 };
 
 // The head that wrote a segment and the head counter of its last page. Compaction waits until
@@ -148,8 +148,8 @@ class SegmentTable {
   SegmentMapPageHeader MapFloors() const;
   // kResourceExhausted when the free list is down to what `use` must leave (as Allocate would
   // fail): a head's segment taken by compaction from the reserve is for compaction's copies.
-  // Puts never take the kept checkpoint's segments; deletes and compaction free them when
-  // nothing else is free (ReleaseCheckpoint), rather than be refused.
+  // Puts never take the kept held segments; deletes and compaction free them when nothing else
+  // is free (ReleaseKept), rather than be refused.
   absl::Status CheckReserve(SegmentUse use);
   // A head is done with `segment` (full or closing); its key filter shrinks to fit its records.
   // `last_write` says which head wrote it up to which page (none: recovered from the device,
@@ -284,23 +284,34 @@ class SegmentTable {
   void ForgetRecovered();
   // Recovery over a checkpoint: restored `segment` was freed since; free and empty again.
   void ForgetRecoveredSegment(uint64_t segment);
-  // Checkpoints (checkpoint.h) lie in segments of their own (kCheckpoint): the one kept, which
-  // recovery starts from (the map says kBaseCheckpoint of it, or kCheckpoint after a Close that
-  // left it current), and one being written.
-  // Takes `count` free segments for a checkpoint about to be written (the highest numbers when
-  // the free list is as recovery made it: heads fill the device from the front), leaving at
-  // least `keep` free; none when there are not as
-  // many (false). Segments announced to the map for heads are not taken.
-  bool TakeForCheckpoint(uint64_t count, uint64_t keep, std::vector<uint64_t>* taken);
-  // The checkpoint being written was not (a device error): its segments are free again.
-  void AbandonCheckpoint();
-  // The checkpoint being written is durable, `pages[i]` of its pages in its i-th segment: it
-  // replaces the one kept, whose segments are free again, and the map says `mark` (kCheckpoint
-  // or kBaseCheckpoint) of its segments with their places, and free of the old one's, once
-  // written. (A cut that leaves part of that map write on the device leaves marks that do not
-  // line up: recovery then reads the log.)
-  // Returns the map changes that name it, for the caller to wait on (SegmentMap::Durable).
-  std::vector<SegmentMap::Ticket> AdoptCheckpoint(std::span<const uint32_t> pages, MapState mark);
+  // Held segments (kHeld): neither free nor holding a log, for a checkpoint's pages (what
+  // they hold is CheckpointKeeper's and recovery's to know). One set of them is *kept*: the map
+  // names each of its segments with its place (SummaryPlace: its position in the set and its
+  // pages), and when nothing else is free, a delete or compaction frees the set rather than be
+  // refused (CheckReserve); puts never take its room.
+  // Takes `count` free segments (the highest numbers when the free list is as recovery made
+  // it: heads fill the device from the front), leaving at least `keep` free; none when there
+  // are not as many (false). Segments announced to the map for heads are not taken.
+  bool Hold(uint64_t count, uint64_t keep, std::vector<uint64_t>* taken);
+  // Held `segments`, not kept, are free again.
+  void Unhold(std::span<const uint64_t> segments);
+  // Held `segments` become the kept set, `pages[i]` of them in the i-th: the set kept before is
+  // free again, and the map says `mark` of the new set's segments with their places and free of
+  // the old one's, once written. Returns the map changes that name the new set, for the caller
+  // to wait on (SegmentMap::Durable). (A cut that leaves part of those map writes on the device
+  // leaves marks that do not line up: recovery then reads the log.)
+  std::vector<SegmentMap::Ticket> KeepHeld(std::span<const uint64_t> segments,
+                                           std::span<const uint32_t> pages, MapState mark);
+  // Recovery, before FinishRecovery: free `segment` is the next of the kept set, holding
+  // `pages`. FinishRecovery has the map say it is a part of the base (MapState::kBaseCheckpoint):
+  // the log is written after it from now on.
+  void KeepFound(uint64_t segment, uint32_t pages);
+  // The map says `mark` of the kept set's segments again (with their places).
+  void MarkKept(MapState mark);
+  // The kept set is free again (the map says so once written).
+  void ReleaseKept();
+  // Segments in the kept set.
+  uint64_t kept_count();
   // A map write to come whose floors are above every generation taken so far (a page written
   // again): a checkpoint's pages go into segments the map calls free, which recovery does not
   // read, so such a floor must be durable before they are written (kv/FORMAT.md "Checkpoint").
@@ -308,21 +319,6 @@ class SegmentTable {
   SegmentMap::Ticket RaiseMapFloors();
   // Whether the map change of `ticket` is on the device (no map: true).
   bool MapDurable(const SegmentMap::Ticket& ticket) const;
-  // Recovery, before FinishRecovery: free `segment` holds page `position`.. of the checkpoint
-  // it started from, `pages` of them. It stays so (kCheckpoint), and the map says it holds part
-  // of the checkpoint the log after it is read with (MapState::kBaseCheckpoint), until
-  // ReleaseCheckpoint.
-  void KeepCheckpoint(uint64_t segment, uint32_t position, uint32_t pages);
-  // Close, when nothing was written since the kept checkpoint was (or since the Open that read
-  // it): the map says again that it stands for the log as it is (MapState::kCheckpoint).
-  void MarkKeptCheckpointCurrent();
-  // The kept checkpoint's segments are free again (the map says so once written): the heads
-  // leave their segments at Close, or the store needs the room for a delete or compaction
-  // (Allocate and CheckReserve do so when no other segment is free). Recovery after a crash then
-  // reads the log.
-  void ReleaseCheckpoint();
-  // Segments holding the kept checkpoint.
-  uint64_t checkpoint_segments_kept();
   // The generation of the log `segment` holds (0: free).
   uint64_t generation(uint64_t segment);
   // Recovery over a checkpoint, ordered mode: every segment's live bytes 0, before the index's
@@ -344,7 +340,7 @@ class SegmentTable {
   bool WaitForFree(SegmentUse use, absl::Duration timeout);
 
   // Log space user puts may fill: every segment but the `reserve_user` ones kept for
-  // compaction (and deletes) and those of the kept checkpoint, each but its last page
+  // compaction (and deletes) and the kept held ones, each but its last page
   // (Geometry::log_pages). Live bytes stay below it: records are packed whole into pages, and
   // when the store fills up, the open segment of each log head but the one that ran out may be
   // partly unused.
@@ -387,7 +383,9 @@ class SegmentTable {
     uint32_t sample_count = 0;
     uint64_t incarnation = 0;  // how often the segment was freed; guarded by mu_
     uint64_t generation = 0;   // of the log it holds (0: free); guarded by mu_
-    SummaryPlace summary;      // where the map says its summary is; guarded by mu_
+    // Where the map says its summary is (kHeld and kept: its place in the kept set); guarded by
+    // mu_.
+    SummaryPlace summary;
     SegmentState state = SegmentState::kFree;
     bool held_unread = false;             // HoldUnread; guarded by mu_
     std::optional<LastWrite> last_write;  // guarded by mu_
@@ -442,13 +440,12 @@ class SegmentTable {
   std::atomic<bool> announce_due_{true};
   // The memory of the filters RestoreSegment and SizeRecoveredFilter make, until FinishRecovery.
   FilterBlocks recovered_filters_ ABSL_GUARDED_BY(mu_);
-  // Frees `segments`, the kept checkpoint's or the one being written, and clears the list;
-  // returns how many it freed.
-  uint64_t FreeCheckpointLocked(std::vector<uint64_t>& segments) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees held `segments`.
+  void UnholdLocked(std::span<const uint64_t> segments) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseKeptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckReserveLocked(SegmentUse use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The kept checkpoint's segments in its order, and those of the one being written (kCheckpoint).
-  std::vector<uint64_t> kept_checkpoint_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> pending_checkpoint_ ABSL_GUARDED_BY(mu_);
+  // The kept held segments, in their order.
+  std::vector<uint64_t> kept_ ABSL_GUARDED_BY(mu_);
   // Free segments of every kind.
   uint64_t FreeCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return free_.size() + announcing_.size() + ready_.size();

@@ -1,6 +1,6 @@
 // SegmentTable (segment_table.h), its recovery and checkpoint side: what recovery fills in at
-// Open, what a checkpoint saves of each segment and restores, and the segments checkpoints lie
-// in.
+// Open, what a checkpoint saves of each segment and restores, and the held segments
+// checkpoints lie in.
 #include "kv/segment_table.h"
 
 #include <algorithm>
@@ -76,7 +76,7 @@ void SegmentTable::FinishRecovery() {
     if (map_ == nullptr) continue;
     if (free) {
       map_->Set(s - 1, MapState::kFree);
-    } else if (info.state == SegmentState::kCheckpoint) {
+    } else if (info.state == SegmentState::kHeld) {
       map_->Set(s - 1, MapState::kBaseCheckpoint, info.summary);
     } else if (info.summary.pages > 0) {
       map_->Set(s - 1, MapState::kSummarized, info.summary);
@@ -102,7 +102,7 @@ bool SegmentTable::SaveSome(uint64_t& next, const std::vector<uint64_t>& filters
   while (next < segment_count_) {
     const uint64_t s = next++;
     Info& info = info_[s];
-    if (info.state == SegmentState::kFree || info.state == SegmentState::kCheckpoint) continue;
+    if (info.state == SegmentState::kFree || info.state == SegmentState::kHeld) continue;
     CheckpointSegment& f = saved.fields;
     f = CheckpointSegment{};
     f.segment = s;
@@ -206,8 +206,7 @@ absl::Status SegmentTable::ResumeHead(uint64_t segment, uint64_t generation,
 
 void SegmentTable::ForgetRecovered() {
   absl::MutexLock lock(&mu_);
-  kept_checkpoint_.clear();
-  pending_checkpoint_.clear();
+  kept_.clear();
   for (uint64_t s = 0; s < segment_count_; ++s) {
     Reset(info_[s]);
     info_[s].samples.reset();
@@ -224,10 +223,8 @@ void SegmentTable::ForgetRecoveredSegment(uint64_t segment) {
   if (recovering_ == segment) recovering_ = UINT64_MAX;
 }
 
-bool SegmentTable::TakeForCheckpoint(uint64_t count, uint64_t keep,
-                                     std::vector<uint64_t>* taken) {
+bool SegmentTable::Hold(uint64_t count, uint64_t keep, std::vector<uint64_t>* taken) {
   absl::MutexLock lock(&mu_);
-  NVKV_CHECK(pending_checkpoint_.empty());
   taken->clear();
   if (free_.size() < count || FreeCountLocked() < count + keep) return false;
   // free_ holds the highest numbers first.
@@ -235,15 +232,17 @@ bool SegmentTable::TakeForCheckpoint(uint64_t count, uint64_t keep,
   free_.erase(free_.begin(), free_.begin() + static_cast<ptrdiff_t>(count));
   for (const uint64_t segment : *taken) {
     NVKV_CHECK(info_[segment].state == SegmentState::kFree);
-    info_[segment].state = SegmentState::kCheckpoint;
+    info_[segment].state = SegmentState::kHeld;
   }
-  pending_checkpoint_ = *taken;
   return true;
 }
 
-void SegmentTable::AbandonCheckpoint() {
+void SegmentTable::Unhold(std::span<const uint64_t> segments) {
   absl::MutexLock lock(&mu_);
-  FreeCheckpointLocked(pending_checkpoint_);
+  for (const uint64_t segment : segments) {
+    NVKV_CHECK(std::find(kept_.begin(), kept_.end(), segment) == kept_.end());
+  }
+  UnholdLocked(segments);
 }
 
 SegmentMap::Ticket SegmentTable::RaiseMapFloors() {
@@ -255,64 +254,65 @@ bool SegmentTable::MapDurable(const SegmentMap::Ticket& ticket) const {
   return map_ == nullptr || map_->Durable(ticket);
 }
 
-std::vector<SegmentMap::Ticket> SegmentTable::AdoptCheckpoint(std::span<const uint32_t> pages,
-                                                              MapState mark) {
-  NVKV_CHECK(map_ != nullptr &&
-             (mark == MapState::kCheckpoint || mark == MapState::kBaseCheckpoint));
+std::vector<SegmentMap::Ticket> SegmentTable::KeepHeld(std::span<const uint64_t> segments,
+                                                       std::span<const uint32_t> pages,
+                                                       MapState mark) {
+  NVKV_CHECK(map_ != nullptr);
+  NVKV_CHECK(mark == MapState::kCheckpoint || mark == MapState::kBaseCheckpoint);
+  NVKV_CHECK(pages.size() == segments.size());
   absl::MutexLock lock(&mu_);
-  NVKV_CHECK(pages.size() == pending_checkpoint_.size());
-  FreeCheckpointLocked(kept_checkpoint_);
-  kept_checkpoint_ = std::move(pending_checkpoint_);
-  pending_checkpoint_.clear();
+  ReleaseKeptLocked();
+  kept_.assign(segments.begin(), segments.end());
   std::vector<SegmentMap::Ticket> tickets;
-  for (size_t i = 0; i < kept_checkpoint_.size(); ++i) {
-    Info& info = info_[kept_checkpoint_[i]];
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    Info& info = info_[kept_[i]];
+    NVKV_CHECK(info.state == SegmentState::kHeld);
     info.summary = SummaryPlace{static_cast<uint32_t>(i), pages[i]};
-    tickets.push_back(map_->Set(kept_checkpoint_[i], mark, info.summary));
+    tickets.push_back(map_->Set(kept_[i], mark, info.summary));
   }
   return tickets;
 }
 
-void SegmentTable::KeepCheckpoint(uint64_t segment, uint32_t position, uint32_t pages) {
+void SegmentTable::KeepFound(uint64_t segment, uint32_t pages) {
   absl::MutexLock lock(&mu_);
   Info& info = info_[segment];
-  NVKV_CHECK(info.state == SegmentState::kFree && position == kept_checkpoint_.size());
-  info.state = SegmentState::kCheckpoint;
-  info.summary = SummaryPlace{position, pages};
-  kept_checkpoint_.push_back(segment);
+  NVKV_CHECK(info.state == SegmentState::kFree);
+  info.state = SegmentState::kHeld;
+  info.summary = SummaryPlace{static_cast<uint32_t>(kept_.size()), pages};
+  kept_.push_back(segment);
 }
 
-void SegmentTable::MarkKeptCheckpointCurrent() {
+void SegmentTable::MarkKept(MapState mark) {
   NVKV_CHECK(map_ != nullptr);
   absl::MutexLock lock(&mu_);
-  for (const uint64_t segment : kept_checkpoint_) {
-    map_->Set(segment, MapState::kCheckpoint, info_[segment].summary);
-  }
+  for (const uint64_t segment : kept_) map_->Set(segment, mark, info_[segment].summary);
 }
 
-void SegmentTable::ReleaseCheckpoint() {
+void SegmentTable::ReleaseKept() {
   absl::MutexLock lock(&mu_);
-  FreeCheckpointLocked(kept_checkpoint_);
+  ReleaseKeptLocked();
 }
 
-uint64_t SegmentTable::FreeCheckpointLocked(std::vector<uint64_t>& segments) {
+void SegmentTable::ReleaseKeptLocked() {
+  UnholdLocked(kept_);
+  kept_.clear();
+}
+
+void SegmentTable::UnholdLocked(std::span<const uint64_t> segments) {
   for (const uint64_t segment : segments) {
     Info& info = info_[segment];
-    NVKV_CHECK(info.state == SegmentState::kCheckpoint);
+    NVKV_CHECK(info.state == SegmentState::kHeld);
     info.state = SegmentState::kFree;
     info.summary = SummaryPlace{};
     free_.push_back(segment);
     if (map_ != nullptr) map_->Set(segment, MapState::kFree);
   }
-  const uint64_t freed = segments.size();
-  segments.clear();
-  if (freed > 0) announce_due_.store(true, std::memory_order_release);
-  return freed;
+  if (!segments.empty()) announce_due_.store(true, std::memory_order_release);
 }
 
-uint64_t SegmentTable::checkpoint_segments_kept() {
+uint64_t SegmentTable::kept_count() {
   absl::MutexLock lock(&mu_);
-  return kept_checkpoint_.size();
+  return kept_.size();
 }
 
 }  // namespace nvkv::kv

@@ -1,6 +1,6 @@
 // SegmentTable: the reserve each SegmentUse must leave, live-byte and pending-page accounting,
-// victim choice (greedy and LFS cost-benefit), Unpick/Free, and the tombstone floor
-// (MinSequenceExcept).
+// victim choice (greedy and LFS cost-benefit), Unpick/Free, the tombstone floor
+// (MinSequenceExcept), and held segments.
 #include "kv/segment_table.h"
 
 #include <gtest/gtest.h>
@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kv/key_hash.h"
+#include "kv/segment_map.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -531,6 +533,79 @@ TEST(SegmentTableTest, WaitForFreeSeesSegmentsFreedBeforeItStarted) {
   EXPECT_FALSE(table->WaitForFree(SegmentUse::kUserPut, absl::Milliseconds(10)));
   EXPECT_FALSE(table->WaitForFree(SegmentUse::kUserDelete, absl::Milliseconds(10)));
   EXPECT_TRUE(table->WaitForFree(SegmentUse::kCompaction, absl::Milliseconds(10)));
+}
+
+// A table with a segment map (KeepHeld names the kept set in it), every segment free.
+struct MappedTable {
+  explicit MappedTable(uint64_t segments) {
+    geometry.page_bytes = kPageBytes;
+    geometry.pages_per_segment = kPagesPerSegment;
+    geometry.segment_count = segments;
+    map = std::make_unique<SegmentMap>(geometry, /*store_seed=*/7);
+    table = std::make_unique<SegmentTable>(geometry, /*reserve_user=*/3, map.get(),
+                                           &next_sequence);
+    table->FinishRecovery();
+  }
+  Geometry geometry;
+  std::atomic<uint64_t> next_sequence{1};
+  std::unique_ptr<SegmentMap> map;
+  std::unique_ptr<SegmentTable> table;
+};
+
+// Held segments (a checkpoint's) leave the free list, the highest numbers first (heads take the
+// lowest), and only as many as leave `keep` free; given back, they are free again.
+TEST(SegmentTableTest, HeldSegmentsLeaveTheFreeListUntilGivenBack) {
+  MappedTable mapped(8);
+  SegmentTable& table = *mapped.table;
+  std::vector<uint64_t> held;
+  EXPECT_FALSE(table.Hold(3, /*keep=*/6, &held));  // 8 free: 3 held would leave 5
+  EXPECT_TRUE(held.empty());
+  ASSERT_TRUE(table.Hold(2, /*keep=*/6, &held));
+  EXPECT_EQ(held, (std::vector<uint64_t>{7, 6}));
+  EXPECT_EQ(table.free_count(), 6u);
+  for (const uint64_t s : held) EXPECT_EQ(table.state(s), SegmentState::kHeld) << s;
+  table.Unhold(held);
+  for (const uint64_t s : held) EXPECT_EQ(table.state(s), SegmentState::kFree) << s;
+  EXPECT_EQ(table.free_count(), 8u);
+  EXPECT_EQ(table.kept_count(), 0u);
+}
+
+// A kept set is replaced whole: the one kept before is free again. Puts may not fill its room.
+TEST(SegmentTableTest, AKeptSetReplacesTheOneBeforeAndIsNotRoomForPuts) {
+  MappedTable mapped(8);
+  SegmentTable& table = *mapped.table;
+  const uint64_t usable_all = table.usable_bytes();
+  const std::vector<uint32_t> pages = {kPagesPerSegment - 1, 3};
+  std::vector<uint64_t> first, second;
+  ASSERT_TRUE(table.Hold(2, 0, &first));
+  EXPECT_EQ(table.KeepHeld(first, pages, MapState::kBaseCheckpoint).size(), 2u);
+  EXPECT_EQ(table.kept_count(), 2u);
+  const uint64_t per_segment = usable_all / (8 - 3);  // all but the 3 reserved
+  EXPECT_EQ(table.usable_bytes(), usable_all - 2 * per_segment);
+  ASSERT_TRUE(table.Hold(2, 0, &second));
+  table.KeepHeld(second, pages, MapState::kCheckpoint);
+  EXPECT_EQ(table.kept_count(), 2u);
+  for (const uint64_t s : first) EXPECT_EQ(table.state(s), SegmentState::kFree) << s;
+  for (const uint64_t s : second) EXPECT_EQ(table.state(s), SegmentState::kHeld) << s;
+  EXPECT_EQ(table.free_count(), 6u);
+}
+
+// A full store refuses a put and leaves the kept set alone; a delete, which is how a full store
+// makes room again, takes the kept set back rather than be refused.
+TEST(SegmentTableTest, AFullStoreTakesTheKeptSetBackForADeleteNotForAPut) {
+  MappedTable mapped(8);
+  SegmentTable& table = *mapped.table;
+  std::vector<uint64_t> kept, filler;
+  ASSERT_TRUE(table.Hold(2, 0, &kept));
+  table.KeepHeld(kept, std::vector<uint32_t>{1, 1}, MapState::kBaseCheckpoint);
+  ASSERT_TRUE(table.Hold(5, 0, &filler));  // one segment left free
+  EXPECT_THAT(table.CheckReserve(SegmentUse::kUserPut),
+              StatusIs(absl::StatusCode::kResourceExhausted, "2 hold the checkpoint"));
+  EXPECT_EQ(table.kept_count(), 2u);
+  EXPECT_THAT(table.CheckReserve(SegmentUse::kUserDelete), IsOk());
+  EXPECT_EQ(table.kept_count(), 0u);
+  EXPECT_EQ(table.free_count(), 3u);
+  for (const uint64_t s : kept) EXPECT_EQ(table.state(s), SegmentState::kFree) << s;
 }
 
 }  // namespace
