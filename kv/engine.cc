@@ -1,6 +1,7 @@
 // Engine start and close (checkpoints are the CheckpointKeeper's), and the public Engine
-// methods. Opening and formatting a store (its superblocks and geometry) is store_open.cc; the
-// options as the engine applies them engine_options.cc; Stats engine_stats.cc.
+// methods. Reading, formatting and growing a store's superblocks is StoreOpener's
+// (store_open.h); the options as the engine applies them engine_options.cc; Stats
+// engine_stats.cc.
 #include "kv/engine.h"
 
 #include <xxhash.h>
@@ -23,6 +24,7 @@
 #include "kv/memory_headroom.h"
 #include "kv/page_runs.h"
 #include "kv/read_queue.h"
+#include "kv/store_open.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -61,7 +63,6 @@ absl::Status Engine::Impl::CheckWritable() const {
   return absl::OkStatus();
 }
 
-// Reads the superblocks; formats when there is no store and that is allowed.
 absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
     QueueKind kind, const storage::QueueOptions& options) {
   absl::StatusOr<std::unique_ptr<storage::Device>> queue = base_device_->OpenQueue(options);
@@ -76,6 +77,14 @@ absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
     }
   }
   return queue;
+}
+
+absl::Status Engine::Impl::OpenStore(const std::string& path) {
+  StoreOpener opener(options_, read_only_, path, *base_device_, device_info_, open_queue_,
+                     [this] { return OpenQueue(QueueKind::kOpen, LargeIoQueueOptions()); });
+  NVKV_ASSIGN_OR_RETURN(const OpenedStore opened, opener.Open());
+  shape_ = opened.shape;
+  return StartEngine(opened.formatted_now);
 }
 
 absl::Status Engine::Impl::StartEngine(bool formatted_now) {

@@ -1,6 +1,5 @@
 // Engine::Impl: wires the engine's parts together (kv/README.md). Its functions are split over
-// several files by concern: store_open.cc (superblocks, format, geometry), engine.cc (start,
-// close, stats), write_path.cc and head_append.cc (writes), read_path.cc (gets, scans). The
+// several files by concern: engine.cc (open, start, close, stats), write_path.cc and head_append.cc (writes), read_path.cc (gets, scans). The
 // parts with state of their own are classes: Shard (shard.h), LogWriter (log_writer.h),
 // Compactor (compactor.h), CheckpointKeeper (checkpoint_keeper.h), SegmentTable, ReadQueueSet,
 // StickyError.
@@ -78,7 +77,8 @@ class Engine::Impl final {
   Impl(const Options& options, const EngineSeams& seams, std::unique_ptr<storage::Device> device);
   ~Impl();
 
-  // --- store_open.cc and engine.cc ---
+  // --- engine.cc ---
+  // The store at `path` opened (StoreOpener, store_open.h) and the engine started over it.
   absl::Status OpenStore(const std::string& path);
   // Shards, recovery (unless just formatted), the writer's and compaction's queues and threads.
   absl::Status StartEngine(bool formatted_now);
@@ -169,26 +169,6 @@ class Engine::Impl final {
   }
 
  private:
-  // The steps of OpenStore. What the start of the device holds: each superblock copy decoded
-  // (kNotFound when absent), the refusal of a format this nvkv does not read, and whether it was
-  // never written.
-  struct SuperblockProbe {
-    absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
-    absl::Status unreadable_format;
-    bool empty = false;
-  };
-  absl::StatusOr<SuperblockProbe> ProbeSuperblocks();
-  // Writes copy `which` of `good` (a repair from the good copy, or a grow's), with FUA.
-  absl::Status RepairSuperblock(const Superblock& good, uint32_t which);
-  // Formats a device holding no store, if the options and what it holds allow.
-  absl::StatusOr<Superblock> FormatStore(const std::string& path, const SuperblockProbe& probe);
-  // Takes the store's geometry, when it fits this device.
-  absl::Status AdoptGeometry(const std::string& path, const Superblock& superblock);
-  // Options::grow_store: extends a store file to capacity_bytes, then gives the store (adopted
-  // as `*superblock`) every segment the device holds beyond its own: the segment map moves to
-  // its new place after them, then both superblocks say so (kv/FORMAT.md "Growing a store").
-  // Updates *superblock and the geometry when it grew.
-  absl::Status GrowStore(const std::string& path, Superblock* superblock);
   // The steps of StartEngine: recovery of a store that holds data (recovery_), the log writer
   // with its queue and the heads' page buffers (and the HeadAppender over them), the compactor
   // with its queue.
@@ -200,9 +180,6 @@ class Engine::Impl final {
   // While the writer runs: returns once it has written the map change of `ticket` (the writer's
   // error if it fails first).
   absl::Status WaitMapDurable(const SegmentMap::Ticket& ticket);
-  // The options of the queue that Open reads through (chunk buffers for large reads), which
-  // Close's checkpoint writes through too.
-  static storage::QueueOptions LargeIoQueueOptions();
   absl::Status StartWriter();
   absl::Status StartCompactor();
   // The checkpoint keeper (its thread not started yet), and where the log stands against the

@@ -1,5 +1,7 @@
-// Opening a store: reading and repairing its superblocks, formatting a device that holds none,
-// and taking the store's geometry (Engine::Impl::OpenStore and its steps).
+// StoreOpener (store_open.h): reading and repairing a store's superblocks, formatting a device
+// that holds none, growing a store, and taking the store's shape.
+#include "kv/store_open.h"
+
 #include <sys/random.h>
 #include <xxhash.h>
 
@@ -11,9 +13,10 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "kv/engine_impl.h"
 #include "kv/page_runs.h"
+#include "kv/segment_map.h"
 #include "kv/segment_read.h"
+#include "kv/segment_table.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -78,9 +81,7 @@ bool AllZero(const uint8_t* data, size_t bytes) {
 
 }  // namespace
 
-// Opens the store: reads the superblocks (formatting an empty device when allowed), adopts the
-// geometry, recovers, and starts the writer and compaction threads.
-storage::QueueOptions Engine::Impl::LargeIoQueueOptions() {
+storage::QueueOptions LargeIoQueueOptions() {
   storage::QueueOptions options;
   options.queue_depth = 64;
   options.buffers.buffer_bytes = kMaxPageBytes;
@@ -91,58 +92,62 @@ storage::QueueOptions Engine::Impl::LargeIoQueueOptions() {
   return options;
 }
 
-absl::Status Engine::Impl::OpenStore(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<storage::Device>> opening =
-      OpenQueue(QueueKind::kOpen, LargeIoQueueOptions());
-  if (!opening.ok()) return opening.status();
-  open_queue_ = std::move(*opening);
+StoreOpener::StoreOpener(const Options& options, bool read_only, const std::string& path,
+                         storage::Device& device, storage::DeviceInfo& info,
+                         std::unique_ptr<storage::Device>& queue, QueueOpener open_queue)
+    : options_(options),
+      read_only_(read_only),
+      path_(path),
+      device_(device),
+      device_info_(info),
+      queue_(queue),
+      open_queue_(std::move(open_queue)) {}
+
+absl::StatusOr<OpenedStore> StoreOpener::Open() {
+  NVKV_ASSIGN_OR_RETURN(queue_, open_queue_());
   if (options_.page_bytes % device_info_.lba_bytes != 0) {
     return absl::InvalidArgumentError(absl::StrCat("page_bytes ", options_.page_bytes,
                                                    " is not a multiple of the device's ",
                                                    device_info_.lba_bytes, "-byte blocks"));
   }
-  absl::StatusOr<SuperblockProbe> probe = ProbeSuperblocks();
-  if (!probe.ok()) return probe.status();
-  if (!probe->unreadable_format.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": ", probe->unreadable_format.message()));
+  NVKV_ASSIGN_OR_RETURN(const SuperblockProbe probe, ProbeSuperblocks());
+  if (!probe.unreadable_format.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": ", probe.unreadable_format.message()));
   }
   Superblock superblock{};
-  const bool formatted_now = !probe->copies[0].ok() && !probe->copies[1].ok();
-  if (!formatted_now) {
+  OpenedStore opened;
+  opened.formatted_now = !probe.copies[0].ok() && !probe.copies[1].ok();
+  if (!opened.formatted_now) {
     if (options_.error_if_exists) {
-      return absl::AlreadyExistsError(absl::StrCat(path, ": a store already exists"));
+      return absl::AlreadyExistsError(absl::StrCat(path_, ": a store already exists"));
     }
     // When both verify but differ, a grow was cut short between its two writes: it writes copy
     // 0 first, so that is the newer one.
-    const uint32_t good = probe->copies[0].ok() ? 0 : 1;
-    superblock = *probe->copies[good];
+    const uint32_t good = probe.copies[0].ok() ? 0 : 1;
+    superblock = *probe.copies[good];
     // The other copy is made the same: a damaged one, or one that a grow did not
     // reach (left as it is, a later Open that found the good copy damaged would take the store
     // for what it was before). A reader leaves it (Check reports it; the next writer repairs it).
-    if (!read_only_ && (!probe->copies[1 - good].ok() ||
-                        !SameStore(*probe->copies[1 - good], superblock))) {
-      absl::Status repaired = RepairSuperblock(superblock, 1 - good);
-      if (!repaired.ok()) return repaired;
+    if (!read_only_ && (!probe.copies[1 - good].ok() ||
+                        !SameStore(*probe.copies[1 - good], superblock))) {
+      NVKV_RETURN_IF_ERROR(RepairSuperblock(superblock, 1 - good));
     }
   } else {
-    absl::StatusOr<Superblock> formatted = FormatStore(path, *probe);
-    if (!formatted.ok()) return formatted.status();
-    superblock = *formatted;
+    NVKV_ASSIGN_OR_RETURN(superblock, FormatStore(probe));
   }
   // The index mode: the one asked for, else the one the store was formatted with.
   shape_.ordered = options_.index_mode == IndexMode::kAsFormatted
                  ? superblock.index_mode == kSuperblockIndexOrdered
                  : options_.index_mode == IndexMode::kOrdered;
-  absl::Status adopted = AdoptGeometry(path, superblock);
-  if (!adopted.ok()) return adopted;
-  if (options_.grow_store && !formatted_now) {
-    NVKV_RETURN_IF_ERROR(GrowStore(path, &superblock));
-  }
-  return StartEngine(formatted_now);
+  NVKV_RETURN_IF_ERROR(AdoptGeometry(superblock));
+  if (options_.grow_store && !opened.formatted_now) NVKV_RETURN_IF_ERROR(GrowStore(&superblock));
+  opened.shape = shape_;
+  return opened;
 }
 
-absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
-  storage::Device& device = *open_queue_;
+absl::StatusOr<StoreOpener::SuperblockProbe> StoreOpener::ProbeSuperblocks() {
+  storage::Device& device = *queue_;
   const uint32_t lba_bytes = device_info_.lba_bytes;
   const storage::BufferLease lease = storage::BufferLease::Chunk(device.buffers());
   NVKV_CHECK(lease.valid());
@@ -191,8 +196,8 @@ absl::StatusOr<Engine::Impl::SuperblockProbe> Engine::Impl::ProbeSuperblocks() {
   return probe;
 }
 
-absl::Status Engine::Impl::RepairSuperblock(const Superblock& good, uint32_t which) {
-  storage::Device& device = *open_queue_;
+absl::Status StoreOpener::RepairSuperblock(const Superblock& good, uint32_t which) {
+  storage::Device& device = *queue_;
   const uint32_t lba_bytes = device_info_.lba_bytes;
   storage::Buffer page = device.buffers().GetPage();
   if (!page.valid() || page.bytes < good.page_bytes) {
@@ -209,30 +214,29 @@ absl::Status Engine::Impl::RepairSuperblock(const Superblock& good, uint32_t whi
   return repaired;
 }
 
-absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
-                                                     const SuperblockProbe& probe) {
+absl::StatusOr<Superblock> StoreOpener::FormatStore(const SuperblockProbe& probe) {
   const bool damaged = absl::IsDataLoss(probe.copies[0].status()) ||
                        absl::IsDataLoss(probe.copies[1].status());
   if (damaged && !options_.force_format) {
     absl::Status refused = absl::DataLossError(absl::StrCat(
-        path, ": both nvkv superblocks are damaged (", probe.copies[0].status().message(),
+        path_, ": both nvkv superblocks are damaged (", probe.copies[0].status().message(),
         "); refusing to open or format it"));
     refused.SetPayload(kFormatRefusedPayload, absl::Cord());
     return refused;
   }
   if (!probe.empty && !options_.force_format) {
     absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
-        path, ": holds data that is not an nvkv store; refusing to format it without "
-              "force_format"));
+        path_, ": holds data that is not an nvkv store; refusing to format it without "
+               "force_format"));
     refused.SetPayload(kFormatRefusedPayload, absl::Cord());
     return refused;
   }
   if (read_only_) {
     return absl::NotFoundError(
-        absl::StrCat(path, ": no nvkv store (a read-only open formats nothing)"));
+        absl::StrCat(path_, ": no nvkv store (a read-only open formats nothing)"));
   }
   if (!options_.create_if_missing) {
-    return absl::NotFoundError(absl::StrCat(path, ": no nvkv store (create_if_missing is off)"));
+    return absl::NotFoundError(absl::StrCat(path_, ": no nvkv store (create_if_missing is off)"));
   }
   const uint32_t lba_bytes = device_info_.lba_bytes;
   const uint32_t segment_bytes =
@@ -248,7 +252,7 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
       uint64_t{SegmentTable::UserReserveFor(options_.shard_count)} + options_.shard_count + 4;
   if (segment_count < need) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, ": too small: ", device_info_.capacity_bytes(), " bytes hold ", segment_count,
+        path_, ": too small: ", device_info_.capacity_bytes(), " bytes hold ", segment_count,
         " segments of ", segment_bytes, " bytes; need at least ", need,
         " (fewer shards or smaller segments need less)"));
   }
@@ -265,7 +269,7 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
       static_cast<ssize_t>(sizeof(superblock.store_id))) {
     return absl::InternalError("getrandom failed for the store id");
   }
-  storage::Device& device = *open_queue_;
+  storage::Device& device = *queue_;
   const storage::BufferLease page = storage::BufferLease::Chunk(device.buffers());
   NVKV_CHECK(page.valid() && page->bytes >= 2 * superblock.page_bytes);
   for (uint32_t copy = 0; copy < 2; ++copy) {
@@ -283,7 +287,7 @@ absl::StatusOr<Superblock> Engine::Impl::FormatStore(const std::string& path,
   return superblock;
 }
 
-absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superblock) {
+absl::Status StoreOpener::GrowStore(Superblock* superblock) {
   // 1. A store file is extended to capacity_bytes (a file system that fills up leaves it partly
   //    extended, the store as it was). Queues opened before keep the old size: the open queue is
   //    made again.
@@ -291,10 +295,10 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
                             (device_info_.kind == storage::DeviceKind::kDirectFile ||
                              device_info_.kind == storage::DeviceKind::kSyncFile);
   if (regular_file && options_.capacity_bytes > device_info_.capacity_bytes()) {
-    open_queue_.reset();
-    NVKV_RETURN_IF_ERROR(base_device_->GrowFile(options_.capacity_bytes));
-    device_info_ = base_device_->info();
-    NVKV_ASSIGN_OR_RETURN(open_queue_, OpenQueue(QueueKind::kOpen, LargeIoQueueOptions()));
+    queue_.reset();
+    NVKV_RETURN_IF_ERROR(device_.GrowFile(options_.capacity_bytes));
+    device_info_ = device_.info();
+    NVKV_ASSIGN_OR_RETURN(queue_, open_queue_());
   }
   // 2. The segments the device holds now (at most 2^31 pages in all, AdoptGeometry's limit).
   const Geometry old = shape_.geometry;
@@ -317,7 +321,7 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
     entries[s].state = static_cast<uint8_t>(MapState::kFree);
   }
   SegmentMapPageHeader floors{};
-  storage::Device& device = *open_queue_;
+  storage::Device& device = *queue_;
   const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
   NVKV_CHECK(chunk.valid());
   const uint32_t per_page = MapEntriesPerPage(old.page_bytes);
@@ -357,21 +361,21 @@ absl::Status Engine::Impl::GrowStore(const std::string& path, Superblock* superb
     status = zeros_out.Finish();
   }
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat(path, ": growing the store from ",
-                                                    old.segment_count, " to ", segment_count,
-                                                    " segments failed: ", status.message()));
+    return absl::Status(status.code(), absl::StrCat(path_, ": growing the store from ",
+                                                     old.segment_count, " to ", segment_count,
+                                                     " segments failed: ", status.message()));
   }
   *superblock = grown;
-  return AdoptGeometry(path, grown);
+  return AdoptGeometry(grown);
 }
 
-absl::Status Engine::Impl::AdoptGeometry(const std::string& path, const Superblock& superblock) {
+absl::Status StoreOpener::AdoptGeometry(const Superblock& superblock) {
   const uint32_t lba_bytes = device_info_.lba_bytes;
   const Geometry& g = shape_.geometry = GeometryOf(superblock);
   if (g.page_bytes % lba_bytes != 0 ||
       g.total_pages() * g.page_bytes > device_info_.capacity_bytes()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, ": the store (", g.total_pages() * g.page_bytes, " bytes in ", g.page_bytes,
+        path_, ": the store (", g.total_pages() * g.page_bytes, " bytes in ", g.page_bytes,
         "-byte pages) does not fit this device (", device_info_.capacity_bytes(), " bytes, ",
         lba_bytes, "-byte blocks)"));
   }

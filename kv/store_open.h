@@ -1,0 +1,85 @@
+// StoreOpener: the first step of an Open, before the engine has any part: what the start of the
+// device holds (two superblock copies, a damaged or stale one repaired from the other), a device
+// holding no store formatted when the options allow it, a store grown when asked
+// (kv/FORMAT.md "Growing a store"), and the store's shape taken from the superblock. The engine
+// starts over what it finds (Engine::Impl::StartEngine).
+#ifndef NVKV_KV_STORE_OPEN_H_
+#define NVKV_KV_STORE_OPEN_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kv/engine.h"
+#include "kv/page_format.h"
+#include "kv/store_shape.h"
+#include "storage/device.h"
+
+namespace nvkv::kv {
+
+// The options of the queue that Open reads through (chunk buffers for large reads), which
+// Close's checkpoint writes through too.
+storage::QueueOptions LargeIoQueueOptions();
+
+// What StoreOpener::Open found.
+struct OpenedStore {
+  StoreShape shape;
+  // The device held no store and was formatted: nothing to recover.
+  bool formatted_now = false;
+};
+
+class StoreOpener {
+ public:
+  // Opens a queue of LargeIoQueueOptions on the device (counted as Open's in Stats).
+  using QueueOpener = std::function<absl::StatusOr<std::unique_ptr<storage::Device>>()>;
+
+  // `device` is the device as opened (it grows a store file); `info` its facts, updated when a
+  // grow extends the file; `queue` the queue Open reads and writes through, opened again after
+  // such a grow (older queues keep the old size). `path` names the store in errors. All must
+  // outlive the opener.
+  StoreOpener(const Options& options, bool read_only, const std::string& path,
+              storage::Device& device, storage::DeviceInfo& info,
+              std::unique_ptr<storage::Device>& queue, QueueOpener open_queue);
+
+  // The superblocks read (repaired unless read-only), or the device formatted, then grown when
+  // the options ask. Refusals name the path: a store of a format this nvkv does not read, both
+  // copies damaged, data that is no store (without force_format), no store where none may be
+  // made, a device too small, a page size the device's blocks do not divide.
+  absl::StatusOr<OpenedStore> Open();
+
+ private:
+  // What the start of the device holds: each superblock copy decoded (kNotFound when absent),
+  // the refusal of a format this nvkv does not read, and whether it was never written.
+  struct SuperblockProbe {
+    absl::StatusOr<Superblock> copies[2] = {absl::NotFoundError(""), absl::NotFoundError("")};
+    absl::Status unreadable_format;
+    bool empty = false;
+  };
+  absl::StatusOr<SuperblockProbe> ProbeSuperblocks();
+  // Writes copy `which` of `good` (a repair from the good copy, or a grow's), with FUA.
+  absl::Status RepairSuperblock(const Superblock& good, uint32_t which);
+  // Formats a device holding no store, if the options and what it holds allow.
+  absl::StatusOr<Superblock> FormatStore(const SuperblockProbe& probe);
+  // Takes the store's geometry into shape_, when it fits this device.
+  absl::Status AdoptGeometry(const Superblock& superblock);
+  // Options::grow_store: extends a store file to capacity_bytes, then gives the store (adopted
+  // as `*superblock`) every segment the device holds beyond its own: the segment map moves to
+  // its new place after them, then both superblocks say so. Updates *superblock and the
+  // geometry when it grew.
+  absl::Status GrowStore(Superblock* superblock);
+
+  const Options& options_;
+  const bool read_only_;
+  const std::string& path_;
+  storage::Device& device_;
+  storage::DeviceInfo& device_info_;
+  std::unique_ptr<storage::Device>& queue_;
+  const QueueOpener open_queue_;
+  StoreShape shape_;
+};
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_STORE_OPEN_H_
