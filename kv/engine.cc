@@ -42,8 +42,7 @@ Engine::Impl::Impl(const Options& options, const EngineSeams& seams,
       read_only_(options.read_only || device->info().read_only),
       base_device_(std::move(device)),
       device_info_(base_device_->info()),
-      durable_writes_(ChooseDurableWrites(options.durable_writes)),
-      read_queues_(std::make_shared<ReadQueueSet>()) {}
+      durable_writes_(ChooseDurableWrites(options.durable_writes)) {}
 
 Engine::Impl::~Impl() {
   (void)Close();
@@ -103,11 +102,20 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
     NVKV_RETURN_IF_ERROR(WriteMapAlone(*open_queue_));
   }
   open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
-  lookup_ = std::make_unique<PageLookup>(shape_, shards_, recovery_.dropped_batch_records,
-                                         *segments_);
   // A reader's store is what recovery found: nothing writes or cleans it.
+  if (!read_only_) NVKV_RETURN_IF_ERROR(StartWriter());
+  reads_ = std::make_unique<ReadPath>(ReadPath::EngineParts{
+      .shape = shape_,
+      .shards = shards_,
+      .segments = *segments_,
+      .dropped_batch_records = recovery_.dropped_batch_records,
+      .writer = writer_.get(),
+      .read_queue_depth = options_.read_queue_depth,
+      .check_open = [this] { return CheckOpen(); },
+      .open_queue = [this](const storage::QueueOptions& options) {
+        return OpenQueue(QueueKind::kReads, options);
+      }});
   if (read_only_) return absl::OkStatus();
-  NVKV_RETURN_IF_ERROR(StartWriter());
   NVKV_RETURN_IF_ERROR(StartCompactor());
   StartCheckpoints();
   NVKV_RETURN_IF_ERROR(writer_->Start());
@@ -339,7 +347,7 @@ absl::Status Engine::Impl::Close() {
   }
   if (status.ok() && error_.failed()) status = error_.status();
   // Threads that read keep nothing of this engine but the (closed) set.
-  read_queues_->Close();
+  if (reads_ != nullptr) reads_->Close();
   compactor_.reset();
   writer_.reset();
   open_queue_.reset();
@@ -442,7 +450,7 @@ absl::Status Engine::WriteAsync(std::span<const WriteOp> ops, bool durable, Writ
 absl::StatusOr<std::string> Engine::Get(std::string_view key) {
   absl::Status open = impl_->CheckOpen();
   if (!open.ok()) return open;
-  return impl_->Get(key);
+  return impl_->reads().Get(key);
 }
 void Engine::MultiGet(std::span<const std::string_view> keys,
                       std::vector<absl::StatusOr<std::string>>* values) {
@@ -451,19 +459,21 @@ void Engine::MultiGet(std::span<const std::string_view> keys,
     values->assign(keys.size(), open);
     return;
   }
-  impl_->MultiGet(keys, values);
+  impl_->reads().MultiGet(keys, values);
 }
 absl::Status Engine::GetAsync(std::string_view key, GetCallback callback) {
-  return impl_->GetAsync(key, std::move(callback));
+  return impl_->reads().GetAsync(key, std::move(callback));
 }
 absl::StatusOr<uint32_t> Engine::Poll(uint32_t min_complete) {
   absl::Status open = impl_->CheckOpen();
   if (!open.ok()) return open;
-  return impl_->Poll(min_complete);
+  return impl_->reads().Poll(min_complete);
 }
-uint32_t Engine::pending_reads() { return impl_->CheckOpen().ok() ? impl_->pending_reads() : 0; }
+uint32_t Engine::pending_reads() {
+  return impl_->CheckOpen().ok() ? impl_->reads().pending_reads() : 0;
+}
 uint32_t Engine::pending_writes() {
-  return impl_->CheckOpen().ok() ? impl_->pending_writes() : 0;
+  return impl_->CheckOpen().ok() ? impl_->reads().pending_writes() : 0;
 }
 absl::Status Engine::Flush() {
   absl::Status open = impl_->CheckOpen();
@@ -474,7 +484,7 @@ absl::Status Engine::CompactAll() { return impl_->CompactAll(); }
 absl::Status Engine::Checkpoint() { return impl_->Checkpoint(); }
 absl::Status Engine::Scan(std::string_view start, std::string_view end, size_t limit,
                           std::vector<std::pair<std::string, std::string>>* out) {
-  return impl_->Scan(start, end, limit, out);
+  return impl_->reads().Scan(start, end, limit, out);
 }
 EngineStats Engine::Stats() { return impl_->Stats(); }
 absl::Status Engine::Close() { return impl_->Close(); }

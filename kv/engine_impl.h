@@ -1,8 +1,9 @@
 // Engine::Impl: wires the engine's parts together (kv/README.md). Its functions are split over
-// several files by concern: engine.cc (open, start, close, stats), write_path.cc and head_append.cc (writes), read_path.cc (gets, scans). The
-// parts with state of their own are classes: Shard (shard.h), LogWriter (log_writer.h),
-// Compactor (compactor.h), CheckpointKeeper (checkpoint_keeper.h), SegmentTable, ReadQueueSet,
-// StickyError.
+// several files by concern: engine.cc (open, start, close), write_path.cc (writes),
+// engine_stats.cc (Stats), inspect.cc (Check, ForEachLive). The parts with state of their own
+// are classes: StoreOpener (store_open.h), Shard (shard.h), ReadPath (read_path.h), HeadAppender
+// (head_append.h), LogWriter (log_writer.h), Compactor (compactor.h), CheckpointKeeper
+// (checkpoint_keeper.h), SegmentTable, StickyError.
 //
 // Locks, in the order they may be taken (never the reverse):
 //   CheckpointKeeper's mutex -> Compactor's cleaning mutex -> append_gate_ -> Shard::mu (several only in
@@ -36,7 +37,7 @@
 #include "kv/key_hash.h"
 #include "kv/location.h"
 #include "kv/log_writer.h"
-#include "kv/page_lookup.h"
+#include "kv/read_path.h"
 #include "kv/page_format.h"
 #include "kv/recovery.h"
 #include "kv/segment_table.h"
@@ -49,8 +50,6 @@
 
 namespace nvkv::kv {
 
-class ReadQueue;
-enum class ReadPurpose : uint8_t;  // read_queue.h
 
 // What a queue of the engine's is for; Stats::queues counts each kind apart.
 enum class QueueKind : uint8_t {
@@ -62,13 +61,11 @@ enum class QueueKind : uint8_t {
   kCheck,        // Check's
 };
 inline constexpr size_t kQueueKinds = 6;
-class ReadQueueSet;
 
-// What the engine's users asked of it, for Stats.
+// What the engine's users wrote, for Stats (ReadPath counts the reads).
 struct OperationCounters {
-  std::atomic<uint64_t> puts{0}, deletes{0}, gets{0}, batches{0};
+  std::atomic<uint64_t> puts{0}, deletes{0}, batches{0};
   std::atomic<uint64_t> user_bytes{0};    // key and value bytes written
-  std::atomic<uint64_t> verify_reads{0};  // hash-mode deletes that read pages to find their key
   std::atomic<uint64_t> blind_writes{0};  // hash-mode overwrites written without a read
 };
 
@@ -113,34 +110,9 @@ class Engine::Impl final {
   // Every write acknowledged so far durable (a read-only store has none).
   absl::Status Flush() { return read_only_ ? absl::OkStatus() : writer_->WaitAllDurable(); }
 
-  // --- read_path.cc ---
-  absl::Status GetAsync(std::string_view key, GetCallback callback);
-  // Starts a read for GetAsync (kAsync) or for Get and MultiGet (kSync, whose callbacks run
-  // wherever the read finishes); read_queue.h ReadPurpose.
-  absl::Status StartRead(std::string_view key, GetCallback callback, ReadPurpose purpose);
-  absl::Status ReapInternally(ReadQueue& queue);
-  absl::StatusOr<uint32_t> Poll(uint32_t min_complete);
-  uint32_t pending_reads();
-  uint32_t pending_writes();
-  absl::StatusOr<std::string> Get(std::string_view key);
-  void MultiGet(std::span<const std::string_view> keys,
-                std::vector<absl::StatusOr<std::string>>* values);
-  absl::Status Scan(std::string_view start, std::string_view end, size_t limit,
-                    std::vector<std::pair<std::string, std::string>>* out);
-  absl::StatusOr<ReadQueue*> ThisThreadQueue();
-  // Finds `key`'s current record among the index candidates, reading pages as needed with this
-  // thread's queue. Used by the write path (hash mode) to confirm identity.
-  // `read_all`: find every entry of the key by reading its candidate pages (a delete, or an
-  // overwrite that must not add an entry); else an overwrite may be written blind.
-  // Fills *current (reset first, its vectors' capacity reused).
-  absl::Status ResolveCurrent(std::string_view key, const KeyHash& hash, bool read_all,
-                              CurrentRecord* current);
-  // Hash mode, `current->candidates` found: resolves the key from the cache or pages in memory,
-  // or as a blind write; false when the candidates must be read (ResolveByReading).
-  bool ResolveWithoutReading(Shard& shard, std::string_view key, bool read_all,
-                             CurrentRecord* current) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
-  absl::Status ResolveByReading(std::string_view key, const KeyHash& hash,
-                                CurrentRecord* current);
+  // --- reads (read_path.h) ---
+  // Null until the engine started.
+  ReadPath& reads() { return *reads_; }
 
   // --- shared helpers ---
   // Largest batch, in record bytes. A batch's records all go to one head, after what its open
@@ -221,7 +193,6 @@ class Engine::Impl final {
   WriteCounters write_counters_;
   std::unique_ptr<LogWriter> writer_;  // the log writer thread and its queue
   std::unique_ptr<HeadAppender> appender_;  // appends to the heads, for writes and compaction
-  std::unique_ptr<PageLookup> lookup_;      // a read's way through the index and the pages
   // Close stops the compactor first (it finishes the segment it is cleaning and exits;
   // CompactAll refuses), then the writer (which writes what is left). Compaction copies records
   // and waits for them to be durable, which only the writer can do, so the writer serves until
@@ -235,9 +206,8 @@ class Engine::Impl final {
   // for a reader.
   std::unique_ptr<CheckpointKeeper> checkpoints_;
 
-  // Per-thread read queues, found through a thread_local cache (read_path.cc) that shares the
-  // set, so a thread outliving the engine never touches the engine itself.
-  const std::shared_ptr<ReadQueueSet> read_queues_;
+  // Gets, scans and the per-thread queues (null until the engine started).
+  std::unique_ptr<ReadPath> reads_;
 
   absl::Mutex queue_notes_mu_;
   std::vector<std::string> queue_notes_ ABSL_GUARDED_BY(queue_notes_mu_);  // each once

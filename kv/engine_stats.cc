@@ -76,7 +76,7 @@ EngineStats Engine::Impl::Stats() {
   s.index_bytes_per_key = s.live_keys ? static_cast<double>(s.index_bytes) / s.live_keys : 0;
   s.puts = counters_.puts.load();
   s.deletes = counters_.deletes.load();
-  s.gets = counters_.gets.load();
+  s.gets = reads_ != nullptr ? reads_->gets() : 0;
   s.batches = counters_.batches.load();
   s.user_bytes_written = counters_.user_bytes.load();
   s.device_bytes_written = write_counters_.device_bytes.load();
@@ -86,11 +86,11 @@ EngineStats Engine::Impl::Stats() {
                               : 0;
   s.pages_written = write_counters_.pages_written.load();
   s.page_write_commands = write_counters_.page_write_commands.load();
-  s.page_reads = lookup_ != nullptr ? lookup_->page_reads() : 0;
-  s.key_check_page_reads = lookup_ != nullptr ? lookup_->key_check_page_reads() : 0;
+  s.page_reads = reads_ != nullptr ? reads_->lookup().page_reads() : 0;
+  s.key_check_page_reads = reads_ != nullptr ? reads_->lookup().key_check_page_reads() : 0;
   s.flushes = write_counters_.flushes.load();
   s.fua_writes = write_counters_.fua_writes.load();
-  s.verify_reads = counters_.verify_reads.load();
+  s.verify_reads = reads_ != nullptr ? reads_->verify_reads() : 0;
   s.blind_writes = counters_.blind_writes.load();
   s.stale_entries_settled = compactor_ != nullptr ? compactor_->stale_entries_settled() : 0;
   s.settle_page_reads = compactor_ != nullptr ? compactor_->settle_page_reads() : 0;
@@ -128,7 +128,7 @@ EngineStats Engine::Impl::Stats() {
   s.unreadable_pages = recovery_.unreadable_pages +
                        (compactor_ != nullptr ? compactor_->unreadable_pages() : 0);
   s.recovery_seconds = recovery_.seconds;
-  s.read_queues = read_queues_->size();
+  s.read_queues = reads_ != nullptr ? reads_->queue_count() : 0;
   s.device = PublicDevice(device_info_);
   {
     absl::MutexLock lock(&queue_notes_mu_);

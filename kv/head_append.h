@@ -32,7 +32,7 @@
 
 namespace nvkv::kv {
 
-// Where a key's current record is, as a write needs it (read_path.cc ResolveCurrent finds it).
+// Where a key's current record is, as a write needs it (ReadPath::ResolveCurrent finds it).
 struct CurrentRecord {
   bool found = false;
   Location location;  // what its index entry holds (StoreShape::IndexedAt)

@@ -349,7 +349,7 @@ void Checker::CheckLiveRecords(uint64_t segment, const SegmentRecords& segment_r
     std::vector<std::string_view> keys;
     for (size_t i = begin; i < end; ++i) keys.push_back(live[i]->key);
     std::vector<absl::StatusOr<std::string>> values;
-    engine_.MultiGet(keys, &values);
+    engine_.reads().MultiGet(keys, &values);
     for (size_t i = begin; i < end; ++i) {
       const ScannedRecord& record = *live[i];
       const absl::StatusOr<std::string>& value = values[i - begin];

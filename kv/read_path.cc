@@ -1,28 +1,39 @@
-// The read path: Get, MultiGet, GetAsync and Poll on per-thread read queues, ordered scans, and
-// the identity check the write path needs in hash mode (ResolveCurrent). How one read finds its
-// record is page_lookup.h.
+// ReadPath (read_path.h): Get, MultiGet, GetAsync and Poll on per-thread read queues, ordered
+// scans, and the identity check the write path needs in hash mode (ResolveCurrent).
+#include "kv/read_path.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kv/engine_impl.h"
 #include "kv/key_entries.h"
 #include "kv/page_lookup.h"
 #include "kv/read_queue.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 
-absl::Status Engine::Impl::GetAsync(std::string_view key, GetCallback callback) {
+ReadPath::ReadPath(const EngineParts& engine)
+    : engine_(engine),
+      lookup_(engine.shape, engine.shards, engine.dropped_batch_records, engine.segments),
+      queues_(std::make_shared<ReadQueueSet>()) {}
+
+ReadPath::~ReadPath() { Close(); }
+
+void ReadPath::Close() { queues_->Close(); }
+
+size_t ReadPath::queue_count() const { return queues_->size(); }
+
+absl::Status ReadPath::GetAsync(std::string_view key, GetCallback callback) {
   return StartRead(key, std::move(callback), ReadPurpose::kAsync);
 }
 
-absl::Status Engine::Impl::StartRead(std::string_view key, GetCallback callback,
-                                     ReadPurpose purpose) {
-  absl::Status open = CheckOpen();
-  if (!open.ok()) return open;
+absl::Status ReadPath::StartRead(std::string_view key, GetCallback callback,
+                                 ReadPurpose purpose) {
+  NVKV_RETURN_IF_ERROR(engine_.check_open());
   if (key.empty() || key.size() > kMaxKeyBytes) {
     return absl::InvalidArgumentError(absl::StrCat("key of ", key.size(), " bytes; keys are 1 to ",
                                                    kMaxKeyBytes, " bytes"));
@@ -34,7 +45,7 @@ absl::Status Engine::Impl::StartRead(std::string_view key, GetCallback callback,
   }
   ReadOp* op = (*queue)->free_ops.back();
   (*queue)->free_ops.pop_back();
-  counters_.gets.fetch_add(1, std::memory_order_relaxed);
+  gets_.fetch_add(1, std::memory_order_relaxed);
   op->key.assign(key);
   op->hash = HashKey(key);
   op->restarts = 0;
@@ -42,13 +53,13 @@ absl::Status Engine::Impl::StartRead(std::string_view key, GetCallback callback,
   op->callback = std::move(callback);
   // Answers found during GetAsync itself wait in `ready` for Poll: one contract for callers.
   op->state = ReadState::kStarting;
-  lookup_->Start(op);
+  lookup_.Start(op);
   // Unless it finished already (then it is free, or a callback run meanwhile reused it).
   if (op->state == ReadState::kStarting) op->state = ReadState::kRunning;
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
+absl::StatusOr<uint32_t> ReadPath::Poll(uint32_t min_complete) {
   absl::StatusOr<ReadQueue*> queue_or = ThisThreadQueue();
   if (!queue_or.ok()) return queue_or.status();
   ReadQueue& queue = **queue_or;
@@ -127,35 +138,33 @@ absl::StatusOr<uint32_t> Engine::Impl::Poll(uint32_t min_complete) {
   return static_cast<uint32_t>(queue.finished - before);
 }
 
-uint32_t Engine::Impl::pending_reads() {
+uint32_t ReadPath::pending_reads() {
   absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
   if (!queue.ok()) return 0;
   return static_cast<uint32_t>((*queue)->ops.size() - (*queue)->free_ops.size() +
                                (*queue)->ready.size());
 }
 
-uint32_t Engine::Impl::pending_writes() {
+uint32_t ReadPath::pending_writes() {
   absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
   if (!queue.ok()) return 0;
   return (*queue)->writes.pending();
 }
 
-// Reaps this thread's queue for a synchronous call (Get, MultiGet): only the call's own reads
-// run their callbacks here; async reads that finish meanwhile wait for the caller's Poll.
-absl::Status Engine::Impl::ReapInternally(ReadQueue& queue) {
+absl::Status ReadPath::ReapInternally(ReadQueue& queue) {
   ReapScope scope(queue);
   return queue.device->Reap(1).status();
 }
 
-absl::StatusOr<std::string> Engine::Impl::Get(std::string_view key) {
+absl::StatusOr<std::string> ReadPath::Get(std::string_view key) {
   std::vector<std::string_view> keys{key};
   std::vector<absl::StatusOr<std::string>> values;
   MultiGet(keys, &values);
   return std::move(values.front());
 }
 
-void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
-                            std::vector<absl::StatusOr<std::string>>* values) {
+void ReadPath::MultiGet(std::span<const std::string_view> keys,
+                        std::vector<absl::StatusOr<std::string>>* values) {
   values->assign(keys.size(), absl::UnknownError("read did not finish"));
   absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
   if (!queue.ok()) {
@@ -198,14 +207,14 @@ void Engine::Impl::MultiGet(std::span<const std::string_view> keys,
   }
 }
 
-absl::Status Engine::Impl::ResolveCurrent(std::string_view key, const KeyHash& hash,
-                                          bool read_all, CurrentRecord* current) {
+absl::Status ReadPath::ResolveCurrent(std::string_view key, const KeyHash& hash,
+                                      bool read_all, CurrentRecord* current) {
   current->Reset();
-  Shard& shard = shards_.For(hash);
+  Shard& shard = engine_.shards.For(hash);
   {
     absl::MutexLock lock(&shard.mu);
     shard.index->Find(hash.lo, key, &current->candidates);
-    if (shape_.ordered) {
+    if (engine_.shape.ordered) {
       current->exact_candidates = true;
       if (!current->candidates.empty()) {
         current->found = true;
@@ -219,8 +228,8 @@ absl::Status Engine::Impl::ResolveCurrent(std::string_view key, const KeyHash& h
   return ResolveByReading(key, hash, current);
 }
 
-bool Engine::Impl::ResolveWithoutReading(Shard& shard, std::string_view key, bool read_all,
-                                         CurrentRecord* current) {
+bool ReadPath::ResolveWithoutReading(Shard& shard, std::string_view key, bool read_all,
+                                     CurrentRecord* current) {
   // No candidate at all: a new key.
   if (current->candidates.empty()) return true;
   // A cached key's entry says where its current record is (record_cache.h). The entry's place is
@@ -244,7 +253,8 @@ bool Engine::Impl::ResolveWithoutReading(Shard& shard, std::string_view key, boo
   // the write replaces a damaged entry of the key (PageLookup) and the segment can be freed.
   for (uint64_t candidate : current->candidates) {
     const uint64_t page = Location::FromIndexValue(candidate).page;
-    if (page >= kSuperblockPages && segments_->IsRetained(shape_.geometry.SegmentOf(page))) {
+    if (page >= kSuperblockPages &&
+        engine_.segments.IsRetained(engine_.shape.geometry.SegmentOf(page))) {
       return false;
     }
   }
@@ -275,12 +285,12 @@ bool Engine::Impl::ResolveWithoutReading(Shard& shard, std::string_view key, boo
   return true;
 }
 
-absl::Status Engine::Impl::ResolveByReading(std::string_view key, const KeyHash& hash,
-                                            CurrentRecord* current) {
+absl::Status ReadPath::ResolveByReading(std::string_view key, const KeyHash& hash,
+                                        CurrentRecord* current) {
   absl::StatusOr<ReadQueue*> queue = ThisThreadQueue();
   if (!queue.ok()) return queue.status();
   ReadOp op;
-  op.lookup = lookup_.get();
+  op.lookup = &lookup_;
   op.queue = *queue;
   op.page = (*queue)->device->buffers().GetPage();
   if (!op.page.valid()) return absl::ResourceExhaustedError("no page buffer for a key check");
@@ -289,7 +299,7 @@ absl::Status Engine::Impl::ResolveByReading(std::string_view key, const KeyHash&
   op.purpose = ReadPurpose::kKeyCheck;
   op.state = ReadState::kRunning;
   op.resolved = current;
-  lookup_->Start(&op);
+  lookup_.Start(&op);
   {
     ReapScope scope(**queue);
     while (op.state != ReadState::kFinished) {
@@ -303,16 +313,15 @@ absl::Status Engine::Impl::ResolveByReading(std::string_view key, const KeyHash&
   (*queue)->device->buffers().PutPage(op.page);
   if (op.chunk.valid()) (*queue)->device->buffers().PutChunk(op.chunk);
   if (!op.key_check_status.ok()) return op.key_check_status;
-  counters_.verify_reads.fetch_add(1, std::memory_order_relaxed);
+  verify_reads_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
-absl::Status Engine::Impl::Scan(std::string_view start, std::string_view end, size_t limit,
-                                std::vector<std::pair<std::string, std::string>>* out) {
+absl::Status ReadPath::Scan(std::string_view start, std::string_view end, size_t limit,
+                            std::vector<std::pair<std::string, std::string>>* out) {
   out->clear();
-  absl::Status open = CheckOpen();
-  if (!open.ok()) return open;
-  if (!shape_.ordered) {
+  NVKV_RETURN_IF_ERROR(engine_.check_open());
+  if (!engine_.shape.ordered) {
     return absl::FailedPreconditionError(
         "scans need an ordered store (open with index_mode = kOrdered)");
   }
@@ -322,7 +331,7 @@ absl::Status Engine::Impl::Scan(std::string_view start, std::string_view end, si
     // Take the next keys from every shard and merge: the smallest `want` overall are exact.
     const size_t want = std::min<size_t>(limit - out->size(), 256);
     std::vector<std::pair<std::string, uint64_t>> merged, part;
-    for (auto& shard : shards_) {
+    for (auto& shard : engine_.shards) {
       absl::MutexLock lock(&shard->mu);
       absl::Status status = shard->index->Scan(cursor, exclusive, want, &part);
       if (!status.ok()) return status;

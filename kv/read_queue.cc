@@ -1,9 +1,10 @@
 // ReadQueue and ReadQueueSet (read_queue.h), and how a thread finds its own queue: a
-// thread_local list of (engine's set, queue) entries (Engine::Impl::ThisThreadQueue).
+// thread_local list of (engine's set, queue) entries (ReadPath::ThisThreadQueue).
 #include "kv/read_queue.h"
 
 #include <utility>
 
+#include "kv/read_path.h"
 #include "storage/base/check.h"
 
 namespace nvkv::kv {
@@ -69,28 +70,28 @@ ReadQueue::ReadQueue(const PageLookup* lookup, std::unique_ptr<storage::Device> 
   }
 }
 
-absl::StatusOr<ReadQueue*> Engine::Impl::ThisThreadQueue() {
-  if (ReadQueue* queue = tls_queues.Find(read_queues_.get())) return queue;
+absl::StatusOr<ReadQueue*> ReadPath::ThisThreadQueue() {
+  if (ReadQueue* queue = tls_queues.Find(queues_.get())) return queue;
   if (tls_queues_gone) {
     return absl::FailedPreconditionError("no reads on a thread past its thread_local destructors");
   }
   absl::StatusOr<ReadQueue*> queue =
-      read_queues_->Open([this]() -> absl::StatusOr<std::unique_ptr<ReadQueue>> {
+      queues_->Open([this]() -> absl::StatusOr<std::unique_ptr<ReadQueue>> {
         storage::QueueOptions queue_options;
         // Beyond the async reads: a key check may run beside a full set of them, and the write
         // listener's event wait.
-        queue_options.queue_depth = options_.read_queue_depth + 3;
-        queue_options.buffers.buffer_bytes = shape_.geometry.page_bytes;
-        queue_options.buffers.buffer_count = options_.read_queue_depth + 2;
+        queue_options.queue_depth = engine_.read_queue_depth + 3;
+        queue_options.buffers.buffer_bytes = engine_.shape.geometry.page_bytes;
+        queue_options.buffers.buffer_count = engine_.read_queue_depth + 2;
         queue_options.buffers.chunk_count = 2;
         absl::StatusOr<std::unique_ptr<storage::Device>> device =
-            OpenQueue(QueueKind::kReads, queue_options);
+            engine_.open_queue(queue_options);
         if (!device.ok()) return device.status();
-        return std::make_unique<ReadQueue>(lookup_.get(), std::move(*device),
-                                           options_.read_queue_depth, writer_.get());
+        return std::make_unique<ReadQueue>(&lookup_, std::move(*device),
+                                           engine_.read_queue_depth, engine_.writer);
       });
   if (!queue.ok()) return queue.status();
-  tls_queues.Add(read_queues_, *queue);
+  tls_queues.Add(queues_, *queue);
   return *queue;
 }
 

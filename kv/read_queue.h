@@ -3,7 +3,7 @@
 // ReadQueueSet: an engine's read queues, one per thread that reads (or writes asynchronously).
 //
 // Thread contract: a ReadQueue is used only by the thread it belongs to, which finds it through
-// a thread_local cache (read_path.cc ThisThreadQueue). Its engine's ReadQueueSet owns it and
+// a thread_local cache (ReadPath::ThisThreadQueue). Its engine's ReadQueueSet owns it and
 // destroys it when the thread exits (the cache's destructor hands it back) or when the engine
 // closes, whichever comes first.
 #ifndef NVKV_KV_READ_QUEUE_H_
@@ -17,7 +17,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/async_writes.h"
-#include "kv/engine_impl.h"
+#include "kv/engine.h"
+#include "kv/head_append.h"
 #include "kv/page_lookup.h"
 #include "storage/device.h"
 

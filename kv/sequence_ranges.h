@@ -1,6 +1,6 @@
 // A set of record sequences, as sorted disjoint ranges: recovery's list of the records it
 // dropped because their batch was cut short (by a crash, or by damage), which a page read must
-// never take for its key's current record (read_path.cc). Such a record can share a page with
+// never take for its key's current record (page_lookup.cc). Such a record can share a page with
 // the record recovery applied for its key, written before the batch began.
 //
 // Small by construction (one range per cut batch), written only while Open runs.

@@ -4,7 +4,7 @@
 // A write goes through three steps:
 //  1. Resolve (no lock held while reading): find where each key's current record is. In hash
 //     mode the index holds no key bytes, so a candidate page is read to confirm it holds the key
-//     (read_path.cc ResolveCurrent); in ordered mode the index answers exactly.
+//     (ReadPath::ResolveCurrent); in ordered mode the index answers exactly.
 //  2. Append (shard locks held, ascending): re-check that the index still says what step 1
 //     saw (else retry), take sequence numbers, append the records to the open page of one head,
 //     point the index at them, move live bytes.
@@ -367,7 +367,7 @@ absl::Status Engine::Impl::WriteAsync(std::span<const WriteOp> ops, bool durable
                                       WriteCallback done) {
   NVKV_RETURN_IF_ERROR(CheckWritable());
   if (error_.failed()) return error_.status();
-  NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, ThisThreadQueue());
+  NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, reads_->ThisThreadQueue());
   AsyncWrites& writes = queue->writes;
   if (writes.pending() >= options_.write_queue_depth) {
     return absl::UnavailableError(absl::StrCat(
@@ -405,7 +405,7 @@ absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
     bool any_blind = false;
     for (PreparedOp& p : plan.prepared) {
       NVKV_RETURN_IF_ERROR(
-          ResolveCurrent(p.op->key, p.hash, p.op->is_delete || !may_write_blind, &p.current));
+          reads_->ResolveCurrent(p.op->key, p.hash, p.op->is_delete || !may_write_blind, &p.current));
       any_blind = any_blind || p.current.blind;
     }
     // A delete of a key that is not there writes nothing (see Write for its durability).
@@ -415,7 +415,7 @@ absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
     // 2. Append (3 steps inside), not while a checkpoint is written (Checkpoint).
     AppendAttempt appended;
     if (plan.single_large(shape_.geometry)) {
-      NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, ThisThreadQueue());
+      NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, reads_->ThisThreadQueue());
       absl::ReaderMutexLock gate(&append_gate_);
       appended = AppendLargeWrite(*appender_, counters_, plan, *queue->device, durable);
     } else {
