@@ -22,6 +22,7 @@
 #include "kv/engine_impl.h"
 #include "kv/engine_options.h"
 #include "kv/memory_headroom.h"
+#include "kv/metadata_writer.h"
 #include "kv/page_runs.h"
 #include "kv/read_queue.h"
 #include "kv/store_open.h"
@@ -243,9 +244,11 @@ absl::Status Engine::Impl::StartWriter() {
   storage::QueueOptions writer_options;
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
   // Every page in flight, a flush, a wake event, and the segment map's and summaries' writes.
-  writer_options.queue_depth = slots + 3 + LogWriter::kMapWrites + LogWriter::kSummaryWrites;
+  constexpr uint32_t kMetadataWrites =
+      MetadataWriter::kMapWrites + MetadataWriter::kSummaryWrites;
+  writer_options.queue_depth = slots + 3 + kMetadataWrites;
   writer_options.buffers.buffer_bytes = shape_.geometry.page_bytes;
-  writer_options.buffers.buffer_count = slots + LogWriter::kMapWrites + LogWriter::kSummaryWrites;
+  writer_options.buffers.buffer_count = slots + kMetadataWrites;
   writer_options.buffers.chunk_count = 0;
   auto writer_queue = OpenQueue(QueueKind::kLogWrites, writer_options);
   if (!writer_queue.ok()) return writer_queue.status();

@@ -27,11 +27,10 @@
 // 2 x max_write_delay_us plus the device's write and flush time (plus one more flush time when
 // flushes take longer than max_write_delay_us).
 //
-// The segment map. The writer is also the map's writer (segment_table.h): each pass it has the
-// table announce segments for the heads, and writes the map pages that changed, with FUA, one
-// write in flight per page; when announced segments land it wakes the heads waiting for one.
-// It exits only once the map on the device says what the table does (a clean Close leaves an
-// exact map).
+// The segment map and the summaries. The writer is also the map's writer (segment_table.h),
+// and writes the summaries of sealed segments: its MetadataWriter (metadata_writer.h) does both
+// on its thread. It exits only once the map on the device says what the table does (a clean
+// Close leaves an exact map).
 //
 // Thread contract: Start and Stop from the engine's owner thread; everything else from any
 // thread. The writer thread takes each shard's lock in turn, never two at once.
@@ -48,6 +47,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "kv/metadata_writer.h"
 #include "kv/segment_table.h"
 #include "kv/shard.h"
 #include "kv/store_shape.h"
@@ -65,19 +65,6 @@ struct WriteCounters {
   std::atomic<uint64_t> device_bytes{0};  // page bytes written
   std::atomic<uint64_t> fua_writes{0};    // write commands sent with FUA
   std::atomic<uint64_t> flushes{0};
-};
-
-// A sealed segment's summary (segment_summary.h) for the writer to write: its pages were
-// assigned at the head (head counters first_counter.., pages first_in_segment.. of the segment).
-struct SummaryWrite {
-  Shard* shard = nullptr;
-  uint64_t segment = 0;
-  uint64_t generation = 0;  // of the segment's log
-  uint64_t first_page = 0;  // the page number of its first page
-  uint32_t first_in_segment = 0;
-  uint32_t pages = 0;
-  uint64_t first_counter = 0;
-  std::string bytes;  // SummaryBuilder::Take
 };
 
 // What a write waits for to be durable: for each shard listed, its head's pages through the
@@ -112,9 +99,9 @@ class LogWriter {
     bool durable_by_fua = true;
   };
   // Writes the pages of `shards` through `queue` (as deep as the shards have page buffers, plus
-  // a flush, an event wait, kMapWrites and kSummaryWrites; its pool holds kMapWrites +
-  // kSummaryWrites page buffers beyond the shards'). `wake_event` wakes the thread while it
-  // waits for completions. Every argument must outlive the writer.
+  // a flush, an event wait, and MetadataWriter's kMapWrites and kSummaryWrites; its pool holds
+  // as many page buffers beyond the shards', for the MetadataWriter). `wake_event` wakes
+  // the thread while it waits for completions. Every argument must outlive the writer.
   LogWriter(const Options& options, const StoreShape& shape,
             const ShardSet& shards, SegmentTable& segments,
             StickyError& error, WriteCounters& counters,
@@ -123,17 +110,8 @@ class LogWriter {
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
 
-  // Segment map pages in flight at most.
-  static constexpr uint32_t kMapWrites = 2;
-  // Summary pages in flight at most: a summary is written in one round (most take a few pages;
-  // MaxSummaryPages is 15 for 1 MiB segments of 4 KiB pages).
-  static constexpr uint32_t kSummaryWrites = 16;
-
-  // Writes a summary whose pages a head assigned (HeadAppender), once every earlier page of the
-  // head is durable (so that a power cut never leaves a summary behind a lost data page, which
-  // would make that page a hole instead of a torn tail), with FUA; once they are durable, the
-  // segment map says where it is (SegmentTable::MarkSummarized). Any thread; shard locks may be
-  // held.
+  // Writes a summary whose pages a head assigned (HeadAppender) as MetadataWriter says. Any
+  // thread; shard locks may be held.
   void QueueSummary(SummaryWrite write);
 
   // The queue the pages are written with: the shards' page buffers come from its pool.
@@ -194,6 +172,19 @@ class LogWriter {
   void PagesWritten(Shard& shard, uint64_t first_counter, uint64_t segment, uint32_t count,
                     const absl::Status& status, bool fua) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
+  // For the writer's thread and its MetadataWriter: sends one write of `pages` pages from
+  // `buffer` (which starts the run) to page `page_number` on, in `request` (the one place a page
+  // write of the writer's queue is made up); when the queue refuses it, completes it at once
+  // with that error (`on_done` runs) and returns false.
+  bool EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number, uint32_t pages,
+                        const storage::Buffer& buffer, bool fua,
+                        void (*on_done)(storage::IoRequest*), void* context);
+  // How far `shard`'s head is durable, read without its lock (DurablePrefix::
+  // durable_through_unlocked, the one part of a head meant to be read so).
+  static uint64_t DurableThroughUnlocked(const Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return shard.head.durable.durable_through_unlocked();
+  }
+
  private:
   // What one pass of the writer over the shards found.
   struct WriterPass {
@@ -218,35 +209,14 @@ class LogWriter {
   // and segment, its buffer right after last's in the same registered region (an unregistered
   // pool's pages may then cross from one region to the next: plain I/O takes any address).
   bool OneCommandCarries(const PageSlot& last, const PageSlot& next) const;
-  // Sends one write of `pages` pages from `buffer` (which starts the run) to page `page_number`
-  // on, in `request` (the one place a page write is made up); when the queue refuses it,
-  // completes it at once with that error (`on_done` runs) and returns false.
-  bool EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number, uint32_t pages,
-                        const storage::Buffer& buffer, bool fua,
-                        void (*on_done)(storage::IoRequest*), void* context);
   // When a durable prefix moved since the last call, signals each listener one of whose writes
   // it made durable; with `always`, every listener.
   void NotifyListeners(bool always);
   // Waits for at least one completion of the writer's I/O, or a Wake, whichever comes first.
   absl::Status ReapOrWake();
-  // How far `shard`'s head is durable, read without its lock (DurablePrefix::
-  // durable_through_unlocked, the one part of a head meant to be read so).
-  static uint64_t DurableThroughUnlocked(const Shard& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return shard.head.durable.durable_through_unlocked();
-  }
   // Requests in flight on the queue other than the armed wake event.
   uint32_t IoInFlight() const { return queue_->in_flight() - (wake_event_->armed() ? 1 : 0); }
   void SubmitFlush();
-  // Has the table announce segments (or withdraw them, `stopping`), then writes the changed map
-  // pages it has buffers for. Returns whether it submitted any.
-  bool SubmitMapWrites(bool stopping);
-  static void OnMapWritten(storage::IoRequest* request);
-  // Takes the summaries queued, submits the pages of theirs it has buffers for, and has the map
-  // say where the durable ones are. Returns whether it submitted any page.
-  bool SubmitSummaries();
-  static void OnSummaryPageWritten(storage::IoRequest* request);
-  // Whether every summary queued is written, durable and in the map (or the store failed).
-  bool summaries_done() const { return summary_jobs_.empty(); }
   // Waits for a Wake, or until the first of the timers `pass` implies falls due.
   void Sleep(const WriterPass& pass, uint64_t now, uint64_t flush_due_us);
   // The completion of a command of SubmitPages: every page it carried (PageSlot::
@@ -285,36 +255,9 @@ class LogWriter {
   // Set by the thread as it exits (stopping, or its queue broke).
   std::atomic<bool> exited_{false};
   std::atomic<uint64_t> flush_epoch_{1};  // bumped at each flush submission
-  // A segment map page write and its buffer (the writer thread's own).
-  struct MapWrite {
-    LogWriter* writer = nullptr;
-    storage::Buffer buffer;
-    storage::IoRequest request;
-    SegmentMap::PageWrite page;
-    bool in_flight = false;
-  };
-  std::vector<MapWrite> map_writes_;
-  // Summaries: queued by heads, then the writer thread's own until durable and in the map.
-  struct SummaryJob {
-    SummaryWrite write;
-    uint32_t submitted = 0;  // pages
-    uint32_t completed = 0;
-    bool failed = false;
-  };
-  struct SummaryPageWrite {
-    LogWriter* writer = nullptr;
-    SummaryJob* job = nullptr;
-    uint32_t index = 0;  // within the summary
-    storage::Buffer buffer;
-    storage::IoRequest request;
-    bool in_flight = false;
-  };
-  absl::Mutex summaries_mu_;  // a leaf
-  std::vector<SummaryWrite> queued_summaries_ ABSL_GUARDED_BY(summaries_mu_);
-  // How many are queued: read without the lock, so that a pass takes it only when there are.
-  std::atomic<uint32_t> queued_summary_count_{0};
-  std::vector<std::unique_ptr<SummaryJob>> summary_jobs_;
-  std::vector<SummaryPageWrite> summary_writes_;
+  // The map's pages and the summaries, written beside the log by this thread. After queue_:
+  // destroyed before it, giving its buffers back to the queue's pool.
+  MetadataWriter metadata_;
   // The writer thread's own: the flush in flight, if any.
   storage::IoRequest flush_request_;
   bool flush_in_flight_ = false;

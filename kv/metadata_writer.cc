@@ -1,0 +1,173 @@
+// MetadataWriter (metadata_writer.h): the segment map's pages and sealed segments' summaries,
+// written by the log writer's thread.
+#include "kv/metadata_writer.h"
+
+#include <utility>
+
+#include "kv/log_writer.h"
+#include "kv/segment_summary.h"
+#include "storage/base/check.h"
+
+namespace nvkv::kv {
+
+MetadataWriter::MetadataWriter(LogWriter& writer, const StoreShape& shape, const ShardSet& shards,
+                               SegmentTable& segments, StickyError& error,
+                               WriteCounters& counters, storage::Device& queue,
+                               bool volatile_cache)
+    : writer_(writer),
+      shape_(shape),
+      shards_(shards),
+      segments_(segments),
+      error_(error),
+      counters_(counters),
+      queue_(queue),
+      volatile_cache_(volatile_cache),
+      map_writes_(segments.map() != nullptr ? kMapWrites : 0),
+      summary_writes_(segments.map() != nullptr ? kSummaryWrites : 0) {
+  for (MapWrite& write : map_writes_) {
+    write.owner = this;
+    write.buffer = queue_.buffers().GetPage();
+    NVKV_CHECK(write.buffer.valid());
+  }
+  for (SummaryPageWrite& write : summary_writes_) {
+    write.owner = this;
+    write.buffer = queue_.buffers().GetPage();
+    NVKV_CHECK(write.buffer.valid());
+  }
+}
+
+MetadataWriter::~MetadataWriter() {
+  for (MapWrite& write : map_writes_) {
+    if (!write.in_flight) queue_.buffers().PutPage(write.buffer);
+  }
+  for (SummaryPageWrite& write : summary_writes_) {
+    if (!write.in_flight) queue_.buffers().PutPage(write.buffer);
+  }
+}
+
+void MetadataWriter::Queue(SummaryWrite write) {
+  absl::MutexLock lock(&summaries_mu_);
+  queued_summaries_.push_back(std::move(write));
+  queued_summary_count_.fetch_add(1, std::memory_order_release);
+}
+
+bool MetadataWriter::done() const {
+  const bool map_done = segments_.map() == nullptr || error_.failed() ||
+                        !segments_.map()->dirty();
+  return map_done && summary_jobs_.empty();
+}
+
+bool MetadataWriter::SubmitMapWrites(bool stopping) {
+  SegmentMap* map = segments_.map();
+  if (map == nullptr || error_.failed()) return false;
+  // Closing: segments announced but not taken go back to free, so that the next Open does not
+  // read them.
+  if (stopping) {
+    segments_.WithdrawAnnouncements();
+  } else {
+    segments_.AnnounceMore();
+  }
+  bool submitted = false;
+  for (MapWrite& write : map_writes_) {
+    if (!map->dirty()) break;  // the common pass: nothing changed, no lock taken
+    if (write.in_flight) continue;
+    std::optional<SegmentMap::PageWrite> page = segments_.TakeMapWrite(write.buffer.data);
+    if (!page.has_value()) break;
+    write.page = *page;
+    write.in_flight = true;
+    // An announcement must be on the device before a head takes the segment.
+    if (!writer_.EnqueuePageWrite(write.request, page->page_number, 1, write.buffer,
+                                  /*fua=*/volatile_cache_, OnMapWritten, &write)) {
+      break;
+    }
+    submitted = true;
+  }
+  return submitted;
+}
+
+void MetadataWriter::OnMapWritten(storage::IoRequest* request) {
+  auto* write = static_cast<MapWrite*>(request->context);
+  MetadataWriter& writer = *write->owner;
+  write->in_flight = false;
+  if (absl::Status written = writer.segments_.MapPageWritten(write->page, request->status);
+      !written.ok()) {
+    // Without map writes no segment can be announced: the heads could never move on.
+    writer.error_.Set(written);
+    return;
+  }
+  writer.counters_.device_bytes.fetch_add(writer.shape_.geometry.page_bytes,
+                                          std::memory_order_relaxed);
+  // Heads waiting for a segment (HeadAppender::WaitForWriter) may find one now, and a checkpoint
+  // waiting for a map change (Engine::Impl::WaitMapDurable) may find it on the device.
+  for (const auto& shard : writer.shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->changed.SignalAll();
+  }
+}
+
+bool MetadataWriter::SubmitSummaries() {
+  if (queued_summary_count_.load(std::memory_order_acquire) > 0) {
+    absl::MutexLock lock(&summaries_mu_);
+    for (SummaryWrite& write : queued_summaries_) {
+      summary_jobs_.push_back(std::make_unique<SummaryJob>());
+      summary_jobs_.back()->write = std::move(write);
+    }
+    queued_summaries_.clear();
+    queued_summary_count_.store(0, std::memory_order_relaxed);
+  }
+  if (summary_jobs_.empty()) return false;
+  if (error_.failed()) {
+    // Nothing more becomes durable: no summary reaches the map (recovery reads the segments).
+    std::erase_if(summary_jobs_, [](const auto& job) { return job->submitted == job->completed; });
+    return false;
+  }
+  // The durable ones: the map may say where they are now.
+  std::erase_if(summary_jobs_, [this](const std::unique_ptr<SummaryJob>& job) {
+    const SummaryWrite& w = job->write;
+    if (job->completed < w.pages) return false;
+    if (job->failed) return true;  // the store failed (PagesWritten): no summary
+    const uint64_t last = w.first_counter + w.pages - 1;
+    if (LogWriter::DurableThroughUnlocked(*w.shard) < last) return false;
+    segments_.MarkSummarized(w.segment, w.generation, SummaryPlace{w.first_in_segment, w.pages});
+    return true;
+  });
+  bool submitted = false;
+  for (const std::unique_ptr<SummaryJob>& job : summary_jobs_) {
+    const SummaryWrite& w = job->write;
+    // Only after the log's pages: every page of the head before the summary is durable.
+    if (LogWriter::DurableThroughUnlocked(*w.shard) + 1 < w.first_counter) continue;
+    for (SummaryPageWrite& page : summary_writes_) {
+      if (job->submitted == w.pages) break;
+      if (page.in_flight) continue;
+      const uint32_t index = job->submitted++;
+      EncodeSummaryPage(page.buffer.data, shape_.geometry, shape_.seed, w.bytes, index,
+                        w.generation, w.first_in_segment, w.first_counter,
+                        w.first_page + index);
+      page.job = job.get();
+      page.index = index;
+      page.in_flight = true;
+      // Durable on completion: the map may then name it at once, and a durable write in the
+      // next segment waits for no flush of it.
+      submitted = writer_.EnqueuePageWrite(page.request, w.first_page + index, 1, page.buffer,
+                                           /*fua=*/volatile_cache_, OnSummaryPageWritten,
+                                           &page) ||
+                  submitted;
+    }
+  }
+  return submitted;
+}
+
+void MetadataWriter::OnSummaryPageWritten(storage::IoRequest* request) {
+  auto* page = static_cast<SummaryPageWrite*>(request->context);
+  MetadataWriter& writer = *page->owner;
+  SummaryJob& job = *page->job;
+  page->in_flight = false;
+  Shard& shard = *job.write.shard;
+  absl::MutexLock lock(&shard.mu);
+  writer.writer_.PagesWritten(shard, job.write.first_counter + page->index, job.write.segment,
+                              1, request->status, request->fua);
+  ++job.completed;
+  job.failed = job.failed || !request->status.ok();
+}
+
+}  // namespace nvkv::kv
