@@ -152,35 +152,6 @@ uint32_t HeadAppender::PlanFreshPages(const LogHead& head,
   return fresh;
 }
 
-absl::Status HeadAppender::WriteLargeRun(storage::Device& queue, uint64_t first_page,
-                                         uint32_t first_in_segment, uint64_t generation,
-                                         uint64_t first_counter, uint32_t count,
-                                         const RecordHeader& header, std::string_view key,
-                                         std::string_view value, bool fua) const {
-  const Geometry& g = shape_.geometry;
-  // A chunk at a time; a page at a time when this thread's reads of large values hold every
-  // chunk of its queue (its page buffers: one per read slot, plus spares).
-  const storage::BufferLease chunk = storage::BufferLease::ChunkOrPage(queue.buffers());
-  if (!chunk.valid()) return absl::InternalError("no buffer to write a large value from");
-  PageRunWriter out(queue, shape_, *chunk, fua);
-  size_t value_done = 0;
-  for (uint32_t index = 0; index < count && out.ok(); ++index) {
-    PageBuilder builder;
-    builder.Start(out.Room(first_page + index), g,
-                  index == 0 ? PageType::kData : PageType::kContinuation, generation,
-                  first_in_segment + index, first_counter + index);
-    if (index == 0) {
-      value_done = builder.StartLargeRecord(header, key, value);
-    } else {
-      value_done += builder.AddContinuation(value.substr(value_done));
-    }
-    builder.Finish(shape_.seed, first_page + index);
-  }
-  const absl::Status status = out.Finish();
-  if (status.ok()) NVKV_CHECK(value_done == value.size());
-  return status;
-}
-
 absl::Status HeadAppender::WaitForWriter(Shard& shard) const {
   // Back-pressure: every page buffer is sealed or in flight, or no segment is announced in the
   // segment map yet. The writer frees a buffer or announces a segment soon.
@@ -355,9 +326,7 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
   const Geometry& g = shape_.geometry;
   const uint32_t count = LargeRecordPages(g, key.size(), value.size());
   const uint32_t record_bytes = RecordBytes(key.size(), value.size());
-  uint64_t first_page = 0, first_counter = 0;
-  uint32_t first_in_segment = 0;
-  uint64_t generation = 0;
+  LargeRun run{.pages = count};
   RecordHeader h = header;
   h.flags |= kRecordLarge;
   {
@@ -390,39 +359,40 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
       NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
     }
     if (use != SegmentUse::kCompaction) h.sequence = TakeSequences(1);
-    first_page = g.FirstPageOf(head.segment) + head.next_page;
-    first_in_segment = head.next_page;
-    generation = head.generation;
-    first_counter = head.next_counter;
+    run.first_page = g.FirstPageOf(head.segment) + head.next_page;
+    run.first_in_segment = head.next_page;
+    run.generation = head.generation;
+    run.first_counter = head.next_counter;
     head.next_page += count;
     head.next_counter += count;
-    head.durable.Assign(first_counter, count);
+    head.durable.Assign(run.first_counter, count);
     segments_.AddPending(head.segment, static_cast<int32_t>(count));
     segments_.NoteRecord(head.segment, hash, h.sequence, record_bytes, /*is_delete=*/false);
-    head.summary.Add(hash, key, h, first_in_segment);
+    head.summary.Add(hash, key, h, run.first_in_segment);
     for (uint32_t i = 0; i < count; ++i) {
-      shard.unwritten.insert_or_assign(first_page + i, UnwrittenPage::LargeRunInFlight());
+      shard.unwritten.insert_or_assign(run.first_page + i, UnwrittenPage::LargeRunInFlight());
     }
-    ApplyToIndex(shard, key, hash, current, /*is_delete=*/false, first_page, record_bytes, value,
-                 use == SegmentUse::kCompaction ? Change::kRelocation : Change::kUserWrite);
+    ApplyToIndex(shard, key, hash, current, /*is_delete=*/false, run.first_page, record_bytes,
+                 value, use == SegmentUse::kCompaction ? Change::kRelocation : Change::kUserWrite);
     writer_.Wake();  // the sealed page before the run
   }
   // A durable run goes with FUA, or plainly and then the writer's flush (WaitDurable asks it).
   const bool device_fua = writer_.FuaFor(fua);
-  absl::Status written = WriteLargeRun(queue, first_page, first_in_segment, generation,
-                                       first_counter, count, h, key, value, device_fua);
+  absl::Status written = WriteLargeRun(queue, shape_, run, h, key, value, device_fua);
   {
     absl::MutexLock lock(&shard.mu);
-    for (uint32_t i = 0; i < count; ++i) shard.unwritten.erase(first_page + i);
-    writer_.PagesWritten(shard, first_counter, g.SegmentOf(first_page), count, written,
+    for (uint32_t i = 0; i < count; ++i) shard.unwritten.erase(run.first_page + i);
+    writer_.PagesWritten(shard, run.first_counter, g.SegmentOf(run.first_page), count, written,
                          device_fua);
-    if (!fua && use != SegmentUse::kCompaction) shard.NoteNonDurable(first_counter + count - 1);
+    if (!fua && use != SegmentUse::kCompaction) {
+      shard.NoteNonDurable(run.first_counter + count - 1);
+    }
   }
   // The writer holds this head's next waited-on page until the run is written (group commit),
   // and flushes the run when it went without FUA.
   writer_.Wake();
   if (!written.ok()) return written;
-  *last_counter = first_counter + count - 1;
+  *last_counter = run.first_counter + count - 1;
   return absl::OkStatus();
 }
 

@@ -177,11 +177,6 @@ class HeadAppender final : public RecordMover {
   void LeaveSegment(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Fresh pages `records` need at the head, appended in order after what the open page holds.
   uint32_t PlanFreshPages(const LogHead& head, const std::vector<PlannedRecord>& records) const;
-  // Writes a large record into `count` pages starting at `first_page` with `queue`.
-  absl::Status WriteLargeRun(storage::Device& queue, uint64_t first_page,
-                             uint32_t first_in_segment, uint64_t generation,
-                             uint64_t first_counter, uint32_t count, const RecordHeader& header,
-                             std::string_view key, std::string_view value, bool fua) const;
   // Waits, releasing shard.mu, for the writer to give back a page buffer or announce a segment
   // (or fail).
   absl::Status WaitForWriter(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kv/page_format.h"
 #include "kv/store_shape.h"
 #include "storage/buffer_pool.h"
 #include "storage/device.h"
@@ -100,6 +102,23 @@ absl::Status ReadEachPage(storage::Device& device, const StoreShape& shape,
   }
   return status;
 }
+
+// Where a large record's run of pages goes (HeadAppender::AppendLarge assigns it at the head):
+// pages first_page.. of the store, first_in_segment.. of their segment, holding the log of
+// `generation`, head counters first_counter...
+struct LargeRun {
+  uint64_t first_page = 0;
+  uint32_t first_in_segment = 0;
+  uint64_t generation = 0;
+  uint64_t first_counter = 0;
+  uint32_t pages = 0;  // LargeRecordPages of the record
+};
+// Writes a large record (`header`, which has kRecordLarge, `key`, `value`) into `run` through
+// `queue`: a data page that starts it, continuation pages after, a chunk of them per command (a
+// page when this thread's reads hold every chunk of its queue), each with FUA when `fua`.
+absl::Status WriteLargeRun(storage::Device& queue, const StoreShape& shape, const LargeRun& run,
+                           const RecordHeader& header, std::string_view key,
+                           std::string_view value, bool fua);
 
 }  // namespace nvkv::kv
 
