@@ -105,6 +105,17 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
   // A reader's store is what recovery found: nothing writes or cleans it.
   if (!read_only_) NVKV_RETURN_IF_ERROR(StartWriter());
+  StartReads();
+  if (read_only_) return absl::OkStatus();
+  NVKV_RETURN_IF_ERROR(StartCompactor());
+  StartCheckpoints();
+  StartWrites();
+  NVKV_RETURN_IF_ERROR(writer_->Start());
+  NVKV_RETURN_IF_ERROR(compactor_->Start());
+  return checkpoints_->StartThread();
+}
+
+void Engine::Impl::StartReads() {
   reads_ = std::make_unique<ReadPath>(ReadPath::EngineParts{
       .shape = shape_,
       .shards = shards_,
@@ -116,12 +127,22 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
       .open_queue = [this](const storage::QueueOptions& options) {
         return OpenQueue(QueueKind::kReads, options);
       }});
-  if (read_only_) return absl::OkStatus();
-  NVKV_RETURN_IF_ERROR(StartCompactor());
-  StartCheckpoints();
-  NVKV_RETURN_IF_ERROR(writer_->Start());
-  NVKV_RETURN_IF_ERROR(compactor_->Start());
-  return checkpoints_->StartThread();
+}
+
+void Engine::Impl::StartWrites() {
+  writes_ = std::make_unique<WritePath>(WritePath::EngineParts{
+      .shape = shape_,
+      .shards = shards_,
+      .segments = *segments_,
+      .appender = *appender_,
+      .writer = *writer_,
+      .reads = *reads_,
+      .compactor = *compactor_,
+      .append_gate = append_gate_,
+      .error = error_,
+      .max_batch_bytes = max_batch_bytes(),
+      .write_queue_depth = options_.write_queue_depth,
+      .background_compaction = options_.background_compaction});
 }
 
 void Engine::Impl::StartCheckpoints() {
@@ -445,10 +466,12 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 absl::Status Engine::Write(std::span<const WriteOp> ops, bool durable) {
-  return impl_->Write(ops, durable);
+  NVKV_RETURN_IF_ERROR(impl_->CheckWritable());
+  return impl_->writes().Write(ops, durable);
 }
 absl::Status Engine::WriteAsync(std::span<const WriteOp> ops, bool durable, WriteCallback done) {
-  return impl_->WriteAsync(ops, durable, std::move(done));
+  NVKV_RETURN_IF_ERROR(impl_->CheckWritable());
+  return impl_->writes().WriteAsync(ops, durable, std::move(done));
 }
 absl::StatusOr<std::string> Engine::Get(std::string_view key) {
   absl::Status open = impl_->CheckOpen();

@@ -1,8 +1,8 @@
 // Engine::Impl: wires the engine's parts together (kv/README.md). Its functions are split over
-// several files by concern: engine.cc (open, start, close), write_path.cc (writes),
-// engine_stats.cc (Stats), inspect.cc (Check, ForEachLive). The parts with state of their own
-// are classes: StoreOpener (store_open.h), Shard (shard.h), ReadPath (read_path.h), HeadAppender
-// (head_append.h), LogWriter (log_writer.h), Compactor (compactor.h), CheckpointKeeper
+// several files by concern: engine.cc (open, start, close), engine_stats.cc (Stats),
+// inspect.cc (Check, ForEachLive). The parts with state of their own are classes: StoreOpener
+// (store_open.h), Shard (shard.h), ReadPath (read_path.h), WritePath (write_path.h),
+// HeadAppender (head_append.h), LogWriter (log_writer.h), Compactor (compactor.h), CheckpointKeeper
 // (checkpoint_keeper.h), SegmentTable, StickyError.
 //
 // Locks, in the order they may be taken (never the reverse):
@@ -37,19 +37,19 @@
 #include "kv/key_hash.h"
 #include "kv/location.h"
 #include "kv/log_writer.h"
-#include "kv/read_path.h"
 #include "kv/page_format.h"
+#include "kv/read_path.h"
 #include "kv/recovery.h"
 #include "kv/segment_table.h"
+#include "kv/sequence_ranges.h"
 #include "kv/shard.h"
 #include "kv/sticky_error.h"
 #include "kv/store_shape.h"
-#include "kv/sequence_ranges.h"
+#include "kv/write_path.h"
 #include "storage/base/check.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
-
 
 // What a queue of the engine's is for; Stats::queues counts each kind apart.
 enum class QueueKind : uint8_t {
@@ -61,13 +61,6 @@ enum class QueueKind : uint8_t {
   kCheck,        // Check's
 };
 inline constexpr size_t kQueueKinds = 6;
-
-// What the engine's users wrote, for Stats (ReadPath counts the reads).
-struct OperationCounters {
-  std::atomic<uint64_t> puts{0}, deletes{0}, batches{0};
-  std::atomic<uint64_t> user_bytes{0};    // key and value bytes written
-  std::atomic<uint64_t> blind_writes{0};  // hash-mode overwrites written without a read
-};
 
 class Engine::Impl final {
  public:
@@ -96,23 +89,12 @@ class Engine::Impl final {
       const std::function<absl::Status(std::string_view key, std::string_view value)>& visit,
       const ProgressCallback& progress);
 
-  // --- write_path.cc ---
-  absl::Status Write(std::span<const WriteOp> ops, bool durable);
-  absl::Status WriteAsync(std::span<const WriteOp> ops, bool durable, WriteCallback done);
-  // Where a write's records went: the head that took them and the counter of its last page, or
-  // no head when it wrote nothing (no ops, or a delete of an absent key).
-  struct AppendedWrite {
-    Shard* head_shard = nullptr;
-    uint64_t last_counter = 0;
-  };
-  // Steps 1 and 2 of a write (write_path.cc): validates, resolves and appends.
-  absl::StatusOr<AppendedWrite> AppendWrite(std::span<const WriteOp> ops, bool durable);
+  // --- reads and writes (read_path.h, write_path.h) ---
+  // Made once the engine started; no writes on a store opened read-only (CheckWritable).
+  ReadPath& reads() { return *reads_; }
+  WritePath& writes() { return *writes_; }
   // Every write acknowledged so far durable (a read-only store has none).
   absl::Status Flush() { return read_only_ ? absl::OkStatus() : writer_->WaitAllDurable(); }
-
-  // --- reads (read_path.h) ---
-  // Null until the engine started.
-  ReadPath& reads() { return *reads_; }
 
   // --- shared helpers ---
   // Largest batch, in record bytes. A batch's records all go to one head, after what its open
@@ -136,9 +118,7 @@ class Engine::Impl final {
   }
   const ShardSet& shards() const { return shards_; }
   // Writes that changed the index so far (Check compares them before and after).
-  uint64_t index_writes() const {
-    return counters_.puts.load() + counters_.deletes.load() + counters_.batches.load();
-  }
+  uint64_t index_writes() const { return writes_ != nullptr ? writes_->index_writes() : 0; }
 
  private:
   // The steps of StartEngine: recovery of a store that holds data (recovery_), the log writer
@@ -154,14 +134,13 @@ class Engine::Impl final {
   absl::Status WaitMapDurable(const SegmentMap::Ticket& ticket);
   absl::Status StartWriter();
   absl::Status StartCompactor();
+  // The read path (the writer, if any, started first); the write path (everything it appends
+  // through started first).
+  void StartReads();
+  void StartWrites();
   // The checkpoint keeper (its thread not started yet), and where the log stands against the
   // checkpoint recovery started from.
   void StartCheckpoints();
-  // A write found the store full (`status`): gives compaction a chance to free a segment. True
-  // when it did (the caller tries again); false when the caller should return `status`: at
-  // once when nothing cleans in the background, or when nothing is worth cleaning
-  // (SegmentTable::WaitForFree), or on the last attempt.
-  bool CompactionFreedRoom(const absl::Status& status, SegmentUse use, int attempt);
 
   const Options options_;
   const EngineSeams seams_;
@@ -206,18 +185,20 @@ class Engine::Impl final {
   // for a reader.
   std::unique_ptr<CheckpointKeeper> checkpoints_;
 
+  // What recovery found at Open (written by Open only); dropped_batch_records tells page reads
+  // which records on the device belong to no applied batch. Declared before the parts that read
+  // it, so that they are destroyed first.
+  RecoveryReport recovery_;
   // Gets, scans and the per-thread queues (null until the engine started).
   std::unique_ptr<ReadPath> reads_;
+  // Puts, deletes and batches (null until the engine started, and for a reader).
+  std::unique_ptr<WritePath> writes_;
 
   absl::Mutex queue_notes_mu_;
   std::vector<std::string> queue_notes_ ABSL_GUARDED_BY(queue_notes_mu_);  // each once
 
   std::atomic<bool> closed_{false};
 
-  OperationCounters counters_;
-  // What recovery found at Open (written by Open only); dropped_batch_records tells page reads
-  // which records on the device belong to no applied batch.
-  RecoveryReport recovery_;
   // Whether this engine may write checkpoints (at Close and while running): not after an Open
   // that went on without pages it could not read, as a checkpoint would stand for the log
   // without their records and the next Open would never read them again.

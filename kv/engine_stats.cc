@@ -74,11 +74,15 @@ EngineStats Engine::Impl::Stats() {
     s.cache_capacity_bytes += shard->cache->capacity_bytes();
   }
   s.index_bytes_per_key = s.live_keys ? static_cast<double>(s.index_bytes) / s.live_keys : 0;
-  s.puts = counters_.puts.load();
-  s.deletes = counters_.deletes.load();
+  if (writes_ != nullptr) {
+    const UserWriteCounters& writes = writes_->counters();
+    s.puts = writes.puts.load();
+    s.deletes = writes.deletes.load();
+    s.batches = writes.batches.load();
+    s.user_bytes_written = writes.user_bytes.load();
+    s.blind_writes = writes.blind_writes.load();
+  }
   s.gets = reads_ != nullptr ? reads_->gets() : 0;
-  s.batches = counters_.batches.load();
-  s.user_bytes_written = counters_.user_bytes.load();
   s.device_bytes_written = write_counters_.device_bytes.load();
   s.compaction_bytes_written = compactor_ != nullptr ? compactor_->copied_bytes() : 0;
   s.write_amplification = s.user_bytes_written
@@ -91,7 +95,6 @@ EngineStats Engine::Impl::Stats() {
   s.flushes = write_counters_.flushes.load();
   s.fua_writes = write_counters_.fua_writes.load();
   s.verify_reads = reads_ != nullptr ? reads_->verify_reads() : 0;
-  s.blind_writes = counters_.blind_writes.load();
   s.stale_entries_settled = compactor_ != nullptr ? compactor_->stale_entries_settled() : 0;
   s.settle_page_reads = compactor_ != nullptr ? compactor_->settle_page_reads() : 0;
   s.segments_total = segments_->count();

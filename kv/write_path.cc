@@ -1,5 +1,6 @@
-// The write path: Write (validation, resolving each key's current record, appending under the
-// shard locks, waiting for durability). Appending to a head is HeadAppender (head_append.h).
+// WritePath (write_path.h): Write (validation, resolving each key's current record, appending
+// under the shard locks, waiting for durability). Appending to a head is HeadAppender
+// (head_append.h).
 //
 // A write goes through three steps:
 //  1. Resolve (no lock held while reading): find where each key's current record is. In hash
@@ -9,13 +10,14 @@
 //     saw (else retry), take sequence numbers, append the records to the open page of one head,
 //     point the index at them, move live bytes.
 //  3. Wait (durable writes): until the head's durable_through covers the last page appended.
+#include "kv/write_path.h"
+
 #include <algorithm>
 #include <cstring>
 #include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "kv/engine_impl.h"
 #include "kv/head_append.h"
 #include "kv/read_queue.h"
 #include "storage/base/check.h"
@@ -169,7 +171,7 @@ bool StillAsResolved(const std::vector<PreparedOp>& prepared, std::vector<uint64
 // `head_shard`'s head, and points each key's index at its record. Room and page buffers were
 // reserved, so nothing here waits. Returns the head counter of the last page written to.
 // REQUIRES: every shard of `prepared` locked.
-uint64_t AppendPrepared(const HeadAppender& appender, OperationCounters& counters,
+uint64_t AppendPrepared(const HeadAppender& appender, UserWriteCounters& counters,
                         Shard& head_shard, const std::vector<PreparedOp>& prepared)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(head_shard.mu) {
   const bool single = prepared.size() == 1;
@@ -278,7 +280,7 @@ struct AppendAttempt {
 };
 
 // Appends a single large record, written by the calling thread through `queue`.
-AppendAttempt AppendLargeWrite(const HeadAppender& appender, OperationCounters& counters,
+AppendAttempt AppendLargeWrite(const HeadAppender& appender, UserWriteCounters& counters,
                                const WritePlan& plan, storage::Device& queue, bool durable) {
   const PreparedOp& p = plan.prepared.front();
   AppendAttempt attempt;
@@ -302,7 +304,7 @@ AppendAttempt AppendLargeWrite(const HeadAppender& appender, OperationCounters& 
 // its lock), then locks the other shards in ascending order, re-checks what the resolve saw,
 // and appends.
 AppendAttempt AppendPageWrite(const HeadAppender& appender, LogWriter& writer,
-                              OperationCounters& counters, WritePlan& plan, bool durable) {
+                              UserWriteCounters& counters, WritePlan& plan, bool durable) {
   Shard& head_shard = plan.head_shard();
   AppendAttempt attempt;
   head_shard.mu.Lock();
@@ -348,9 +350,8 @@ AppendAttempt AppendPageWrite(const HeadAppender& appender, LogWriter& writer,
 
 }  // namespace
 
-absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
-  NVKV_RETURN_IF_ERROR(CheckWritable());
-  if (error_.failed()) return error_.status();
+absl::Status WritePath::Write(std::span<const WriteOp> ops, bool durable) {
+  if (engine_.error.failed()) return engine_.error.status();
   if (ops.empty()) return absl::OkStatus();
   NVKV_ASSIGN_OR_RETURN(const AppendedWrite appended, AppendWrite(ops, durable));
   // 3. Wait (durable writes).
@@ -358,21 +359,20 @@ absl::Status Engine::Impl::Write(std::span<const WriteOp> ops, bool durable) {
   // A delete of a key that is not there wrote nothing. But the key may be absent only because
   // of a write that is not durable yet (another thread's delete, or a batch on any head): a
   // durable delete returns once everything its answer rests on is durable.
-  if (appended.head_shard == nullptr) return Flush();
-  NVKV_RETURN_IF_ERROR(writer_->WaitDurable(*appended.head_shard, appended.last_counter));
-  return writer_->WaitEarlierNonDurable();
+  if (appended.head_shard == nullptr) return engine_.writer.WaitAllDurable();
+  NVKV_RETURN_IF_ERROR(engine_.writer.WaitDurable(*appended.head_shard, appended.last_counter));
+  return engine_.writer.WaitEarlierNonDurable();
 }
 
-absl::Status Engine::Impl::WriteAsync(std::span<const WriteOp> ops, bool durable,
-                                      WriteCallback done) {
-  NVKV_RETURN_IF_ERROR(CheckWritable());
-  if (error_.failed()) return error_.status();
-  NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, reads_->ThisThreadQueue());
+absl::Status WritePath::WriteAsync(std::span<const WriteOp> ops, bool durable,
+                                   WriteCallback done) {
+  if (engine_.error.failed()) return engine_.error.status();
+  NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, engine_.reads.ThisThreadQueue());
   AsyncWrites& writes = queue->writes;
-  if (writes.pending() >= options_.write_queue_depth) {
+  if (writes.pending() >= engine_.write_queue_depth) {
     return absl::UnavailableError(absl::StrCat(
         "too many asynchronous writes pending on this thread (", writes.pending(),
-        "; write_queue_depth ", options_.write_queue_depth, "): Poll first"));
+        "; write_queue_depth ", engine_.write_queue_depth, "): Poll first"));
   }
   if (durable) NVKV_RETURN_IF_ERROR(writes.PrepareToWait());
   NVKV_ASSIGN_OR_RETURN(const AppendedWrite appended, AppendWrite(ops, durable));
@@ -383,29 +383,29 @@ absl::Status Engine::Impl::WriteAsync(std::span<const WriteOp> ops, bool durable
   // What Write would wait for (above), as marks for Poll to check.
   DurabilityMarks& marks = writes.next_marks();
   if (appended.head_shard == nullptr) {
-    writer_->MarkAllAssigned(&marks);
+    engine_.writer.MarkAllAssigned(&marks);
   } else {
     marks.emplace_back(appended.head_shard, appended.last_counter);
-    writer_->MarkEarlierNonDurable(&marks);
+    engine_.writer.MarkEarlierNonDurable(&marks);
   }
-  writer_->Request(marks);
+  engine_.writer.Request(marks);
   writes.AddWaiting(std::move(done));
   return absl::OkStatus();
 }
 
-absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
+absl::StatusOr<WritePath::AppendedWrite> WritePath::AppendWrite(
     std::span<const WriteOp> ops, bool durable) {
-  NVKV_RETURN_IF_ERROR(ValidateOps(shape_.geometry, max_batch_bytes(), ops));
+  NVKV_RETURN_IF_ERROR(ValidateOps(engine_.shape.geometry, engine_.max_batch_bytes, ops));
   if (ops.empty()) return AppendedWrite{};
   WritePlan& plan = ThreadWritePlan();
-  NVKV_RETURN_IF_ERROR(PlanWrite(shards_, ops, &plan));
+  NVKV_RETURN_IF_ERROR(PlanWrite(engine_.shards, ops, &plan));
   bool may_write_blind = true;
   for (int attempt = 0; attempt < kMaxResolveRetries; ++attempt) {
     // 1. Resolve every key's current record without holding locks.
     bool any_blind = false;
     for (PreparedOp& p : plan.prepared) {
-      NVKV_RETURN_IF_ERROR(
-          reads_->ResolveCurrent(p.op->key, p.hash, p.op->is_delete || !may_write_blind, &p.current));
+      const bool read_all = p.op->is_delete || !may_write_blind;
+      NVKV_RETURN_IF_ERROR(engine_.reads.ResolveCurrent(p.op->key, p.hash, read_all, &p.current));
       any_blind = any_blind || p.current.blind;
     }
     // A delete of a key that is not there writes nothing (see Write for its durability).
@@ -414,13 +414,13 @@ absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
     }
     // 2. Append (3 steps inside), not while a checkpoint is written (Checkpoint).
     AppendAttempt appended;
-    if (plan.single_large(shape_.geometry)) {
-      NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, reads_->ThisThreadQueue());
-      absl::ReaderMutexLock gate(&append_gate_);
-      appended = AppendLargeWrite(*appender_, counters_, plan, *queue->device, durable);
+    if (plan.single_large(engine_.shape.geometry)) {
+      NVKV_ASSIGN_OR_RETURN(ReadQueue* queue, engine_.reads.ThisThreadQueue());
+      absl::ReaderMutexLock gate(&engine_.append_gate);
+      appended = AppendLargeWrite(engine_.appender, counters_, plan, *queue->device, durable);
     } else {
-      absl::ReaderMutexLock gate(&append_gate_);
-      appended = AppendPageWrite(*appender_, *writer_, counters_, plan, durable);
+      absl::ReaderMutexLock gate(&engine_.append_gate);
+      appended = AppendPageWrite(engine_.appender, engine_.writer, counters_, plan, durable);
     }
     switch (appended.outcome) {
       case AppendAttempt::Outcome::kAppended:
@@ -444,12 +444,12 @@ absl::StatusOr<Engine::Impl::AppendedWrite> Engine::Impl::AppendWrite(
   return absl::AbortedError("write kept racing with concurrent writers of the same keys");
 }
 
-bool Engine::Impl::CompactionFreedRoom(const absl::Status& status, SegmentUse use,
-                                       int attempt) {
+bool WritePath::CompactionFreedRoom(const absl::Status& status, SegmentUse use,
+                                    int attempt) {
   if (!absl::IsResourceExhausted(status) || attempt + 1 >= kMaxResolveRetries) return false;
-  if (!options_.background_compaction) return false;
-  compactor_->Wake();
-  return segments_->WaitForFree(use, absl::Seconds(2));
+  if (!engine_.background_compaction) return false;
+  engine_.compactor.Wake();
+  return engine_.segments.WaitForFree(use, absl::Seconds(2));
 }
 
 }  // namespace nvkv::kv
