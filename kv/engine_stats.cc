@@ -55,11 +55,9 @@ namespace {
   return out;
 }
 
-}  // namespace
-
-EngineStats Engine::Impl::Stats() {
-  EngineStats s;
-  for (auto& shard : shards_) {
+// The index and the record cache, over every shard.
+void AddShardStats(const ShardSet& shards, EngineStats& s) {
+  for (auto& shard : shards) {
     absl::MutexLock lock(&shard->mu);
     const IndexStats index = shard->index->stats();
     s.live_keys += index.entries - std::min(index.entries, shard->stale_entries);
@@ -74,6 +72,81 @@ EngineStats Engine::Impl::Stats() {
     s.cache_capacity_bytes += shard->cache->capacity_bytes();
   }
   s.index_bytes_per_key = s.live_keys ? static_cast<double>(s.index_bytes) / s.live_keys : 0;
+}
+
+// What the Open's recovery found.
+void AddRecoveryStats(const RecoveryReport& recovery, EngineStats& s) {
+  s.recovery_pages_scanned = recovery.pages;
+  s.recovery_segments_skipped = recovery.segments_skipped;
+  s.recovery_map_pages_damaged = recovery.map_pages_damaged;
+  s.recovery_segments_summarized = recovery.segments_summarized;
+  s.recovery_summaries_unused = recovery.summaries_unused;
+  s.recovery_start = recovery.start;
+  s.recovery_base_segments_freed = recovery.base_segments_freed;
+  s.recovery_heads_resumed = recovery.heads_resumed;
+  s.recovery_checkpoints_unused = recovery.checkpoint_unused.empty() ? 0 : 1;
+  s.recovery_checkpoint_unused_why = recovery.checkpoint_unused;
+  s.recovery_records = recovery.records;
+  s.recovery_batches_discarded = recovery.batches_discarded;
+  s.recovery_damaged_pages = recovery.damaged_pages;
+  s.recovery_table_bytes = recovery.table_bytes_peak;
+  s.recovery_passes = recovery.passes;
+  s.recovery_restarts = recovery.restarts;
+  s.recovery_seconds = recovery.seconds;
+}
+
+// What each kind of queue asked of the device.
+void AddQueueStats(const std::array<storage::SharedIoCounts, kQueueKinds>& counts,
+                   EngineStats& s) {
+  const auto calls_of = [&counts](QueueKind kind) {
+    const storage::SharedIoCounts& of = counts[static_cast<size_t>(kind)];
+    QueueCalls calls;
+    calls.requests = of.requests_completed.load(std::memory_order_relaxed);
+    calls.calls = of.calls.load(std::memory_order_relaxed);
+    calls.submitting_calls = of.submitting_calls.load(std::memory_order_relaxed);
+    calls.requests_submitted = of.requests_submitted.load(std::memory_order_relaxed);
+    return calls;
+  };
+  s.queues.reads = calls_of(QueueKind::kReads);
+  s.queues.log_writes = calls_of(QueueKind::kLogWrites);
+  s.queues.compaction = calls_of(QueueKind::kCompaction);
+  s.queues.open = calls_of(QueueKind::kOpen);
+  s.queues.checkpoints = calls_of(QueueKind::kCheckpoints);
+  s.queues.check = calls_of(QueueKind::kCheck);
+}
+
+// Segments: how many, in what use, and the space in them.
+void AddSegmentStats(SegmentTable& segments, const Geometry& geometry, EngineStats& s) {
+  s.segments_total = segments.count();
+  s.segments_free = segments.free_count();
+  s.segments_checkpoint = segments.kept_count();
+  s.segments_retained = segments.retained().size();
+  s.capacity_bytes = geometry.segment_count * geometry.segment_bytes();
+  s.live_bytes = segments.live_bytes_total();
+  s.usable_bytes = segments.usable_bytes();
+}
+
+// What compaction did.
+void AddCompactionStats(const Compactor& compactor, EngineStats& s) {
+  s.compaction_bytes_written = compactor.copied_bytes();
+  s.stale_entries_settled = compactor.stale_entries_settled();
+  s.settle_page_reads = compactor.settle_page_reads();
+  s.segments_cleaned = compactor.segments_cleaned();
+  s.compaction_damaged_pages = compactor.damaged_pages();
+}
+
+}  // namespace
+
+EngineStats Engine::Impl::Stats() {
+  EngineStats s;
+  AddShardStats(shards_, s);
+  AddRecoveryStats(recovery_, s);
+  AddQueueStats(queue_counts_, s);
+  AddSegmentStats(*segments_, shape_.geometry, s);
+  if (compactor_ != nullptr) AddCompactionStats(*compactor_, s);
+  // Pages the device could not read, at Open and since.
+  s.unreadable_pages = recovery_.unreadable_pages +
+                       (compactor_ != nullptr ? compactor_->unreadable_pages() : 0);
   if (writes_ != nullptr) {
     const UserWriteCounters& writes = writes_->counters();
     s.puts = writes.puts.load();
@@ -84,7 +157,6 @@ EngineStats Engine::Impl::Stats() {
   }
   s.gets = reads_ != nullptr ? reads_->gets() : 0;
   s.device_bytes_written = write_counters_.device_bytes.load();
-  s.compaction_bytes_written = compactor_ != nullptr ? compactor_->copied_bytes() : 0;
   s.write_amplification = s.user_bytes_written
                               ? static_cast<double>(s.device_bytes_written) / s.user_bytes_written
                               : 0;
@@ -95,42 +167,12 @@ EngineStats Engine::Impl::Stats() {
   s.flushes = write_counters_.flushes.load();
   s.fua_writes = write_counters_.fua_writes.load();
   s.verify_reads = reads_ != nullptr ? reads_->verify_reads() : 0;
-  s.stale_entries_settled = compactor_ != nullptr ? compactor_->stale_entries_settled() : 0;
-  s.settle_page_reads = compactor_ != nullptr ? compactor_->settle_page_reads() : 0;
-  s.segments_total = segments_->count();
-  s.segments_free = segments_->free_count();
-  s.segments_checkpoint = segments_->kept_count();
   if (checkpoints_ != nullptr) {
     s.checkpoints_written = checkpoints_->written();
     s.checkpoints_failed = checkpoints_->failed();
     s.checkpoint_seconds = checkpoints_->seconds();
     s.checkpoint_writes_held_seconds = checkpoints_->writes_held_seconds();
   }
-  s.segments_cleaned = compactor_ != nullptr ? compactor_->segments_cleaned() : 0;
-  s.capacity_bytes = shape_.geometry.segment_count * shape_.geometry.segment_bytes();
-  s.live_bytes = segments_->live_bytes_total();
-  s.usable_bytes = segments_->usable_bytes();
-  s.recovery_pages_scanned = recovery_.pages;
-  s.recovery_segments_skipped = recovery_.segments_skipped;
-  s.recovery_map_pages_damaged = recovery_.map_pages_damaged;
-  s.recovery_segments_summarized = recovery_.segments_summarized;
-  s.recovery_summaries_unused = recovery_.summaries_unused;
-  s.recovery_start = recovery_.start;
-  s.recovery_base_segments_freed = recovery_.base_segments_freed;
-  s.recovery_heads_resumed = recovery_.heads_resumed;
-  s.recovery_checkpoints_unused = recovery_.checkpoint_unused.empty() ? 0 : 1;
-  s.recovery_checkpoint_unused_why = recovery_.checkpoint_unused;
-  s.recovery_records = recovery_.records;
-  s.recovery_batches_discarded = recovery_.batches_discarded;
-  s.recovery_damaged_pages = recovery_.damaged_pages;
-  s.recovery_table_bytes = recovery_.table_bytes_peak;
-  s.recovery_passes = recovery_.passes;
-  s.recovery_restarts = recovery_.restarts;
-  s.segments_retained = segments_->retained().size();
-  s.compaction_damaged_pages = compactor_ != nullptr ? compactor_->damaged_pages() : 0;
-  s.unreadable_pages = recovery_.unreadable_pages +
-                       (compactor_ != nullptr ? compactor_->unreadable_pages() : 0);
-  s.recovery_seconds = recovery_.seconds;
   s.read_queues = reads_ != nullptr ? reads_->queue_count() : 0;
   s.device = PublicDevice(device_info_);
   {
@@ -139,21 +181,6 @@ EngineStats Engine::Impl::Stats() {
   }
   // The first queue only holds the device; the writer's queue shows the ring features in use.
   if (writer_ != nullptr) s.device.ring = PublicRing(writer_->queue().info().ring);
-  const auto calls_of = [this](QueueKind kind) {
-    const storage::SharedIoCounts& counts = queue_counts_[static_cast<size_t>(kind)];
-    QueueCalls calls;
-    calls.requests = counts.requests_completed.load(std::memory_order_relaxed);
-    calls.calls = counts.calls.load(std::memory_order_relaxed);
-    calls.submitting_calls = counts.submitting_calls.load(std::memory_order_relaxed);
-    calls.requests_submitted = counts.requests_submitted.load(std::memory_order_relaxed);
-    return calls;
-  };
-  s.queues.reads = calls_of(QueueKind::kReads);
-  s.queues.log_writes = calls_of(QueueKind::kLogWrites);
-  s.queues.compaction = calls_of(QueueKind::kCompaction);
-  s.queues.open = calls_of(QueueKind::kOpen);
-  s.queues.checkpoints = calls_of(QueueKind::kCheckpoints);
-  s.queues.check = calls_of(QueueKind::kCheck);
   s.page_bytes = shape_.geometry.page_bytes;
   s.pages_per_segment = shape_.geometry.pages_per_segment;
   s.shard_count = static_cast<uint32_t>(shards_.size());
