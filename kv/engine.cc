@@ -100,7 +100,8 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now) {
   }
   if (!read_only_) {
     segments_->AnnounceMore();
-    NVKV_RETURN_IF_ERROR(WriteMapAlone(*open_queue_));
+    NVKV_RETURN_IF_ERROR(
+        WriteMapAlone(*segments_, shape_, *open_queue_, device_info_.volatile_write_cache));
   }
   open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
   // A reader's store is what recovery found: nothing writes or cleans it.
@@ -172,7 +173,10 @@ void Engine::Impl::StartCheckpoints() {
         return absl::OkStatus();
       },
       .open_queue = [this] { return OpenQueue(QueueKind::kCheckpoints, LargeIoQueueOptions()); },
-      .write_map_alone = [this](storage::Device& queue) { return WriteMapAlone(queue); },
+      .write_map_alone =
+          [this](storage::Device& queue) {
+            return WriteMapAlone(*segments_, shape_, queue, device_info_.volatile_write_cache);
+          },
       .wait_map_durable = [this](const SegmentMap::Ticket& ticket) {
         return WaitMapDurable(ticket);
       },
@@ -228,37 +232,6 @@ absl::Status Engine::Impl::Recover() {
     return storage::FlushDevice(*open_queue_);
   }
   return absl::OkStatus();
-}
-
-absl::Status Engine::Impl::WriteMapAlone(storage::Device& device) {
-  if (segment_map_->dirty() && device_info_.volatile_write_cache) {
-    // What recovery read may sit in the device's volatile cache (the store was not closed, and
-    // the device kept its power), and at Close the checkpoint's pages: durable first, so that
-    // no map page written below names a summary, a free segment or a checkpoint that a power cut
-    // could still take back.
-    absl::Status flushed = storage::FlushDevice(device);
-    if (!flushed.ok()) return flushed;
-  }
-  const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
-  NVKV_CHECK(chunk.valid());
-  std::vector<SegmentMap::PageWrite> taken;  // in flight until the flush below
-  PageRunWriter out(device, shape_, *chunk, /*fua=*/false);
-  // The map encodes a page before it says which page it is.
-  std::vector<uint8_t> next(shape_.geometry.page_bytes);
-  while (out.ok()) {
-    std::optional<SegmentMap::PageWrite> write = segments_->TakeMapWrite(next.data());
-    if (!write.has_value()) break;
-    std::memcpy(out.Room(write->page_number), next.data(), next.size());
-    taken.push_back(*write);
-  }
-  absl::Status status = out.Finish();
-  if (status.ok() && device_info_.volatile_write_cache) status = storage::FlushDevice(device);
-  // Only now, flushed, are the pages on the device.
-  absl::Status result;  // the first failure, as the map's write protocol words it
-  for (const SegmentMap::PageWrite& write : taken) {
-    result.Update(segments_->MapPageWritten(write, status));
-  }
-  return taken.empty() ? status : result;
 }
 
 absl::Status Engine::Impl::StartWriter() {

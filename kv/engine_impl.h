@@ -125,10 +125,6 @@ class Engine::Impl final {
   // with its queue and the heads' page buffers (and the HeadAppender over them), the compactor
   // with its queue.
   absl::Status Recover();
-  // Writes the map pages that changed through `device`, without the writer: at Open (recovery's
-  // corrections, the first announced segments, a checkpoint's segments free again) before the
-  // writer starts, and at Close (a checkpoint's marks) after it stopped.
-  absl::Status WriteMapAlone(storage::Device& device);
   // While the writer runs: returns once it has written the map change of `ticket` (the writer's
   // error if it fails first).
   absl::Status WaitMapDurable(const SegmentMap::Ticket& ticket);

@@ -1,10 +1,14 @@
 // MetadataWriter (metadata_writer.h): the segment map's pages and sealed segments' summaries,
-// written by the log writer's thread.
+// written by the log writer's thread; and the map written without it (WriteMapAlone).
 #include "kv/metadata_writer.h"
 
+#include <cstring>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "kv/log_writer.h"
+#include "kv/page_runs.h"
 #include "kv/segment_summary.h"
 #include "storage/base/check.h"
 
@@ -168,6 +172,38 @@ void MetadataWriter::OnSummaryPageWritten(storage::IoRequest* request) {
                               1, request->status, request->fua);
   ++job.completed;
   job.failed = job.failed || !request->status.ok();
+}
+
+absl::Status WriteMapAlone(SegmentTable& segments, const StoreShape& shape,
+                           storage::Device& device, bool volatile_cache) {
+  if (segments.map() != nullptr && segments.map()->dirty() && volatile_cache) {
+    // What recovery read may sit in the device's volatile cache (the store was not closed, and
+    // the device kept its power), and at Close the checkpoint's pages: durable first, so that
+    // no map page written below names a summary, a free segment or a checkpoint that a power cut
+    // could still take back.
+    absl::Status flushed = storage::FlushDevice(device);
+    if (!flushed.ok()) return flushed;
+  }
+  const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
+  NVKV_CHECK(chunk.valid());
+  std::vector<SegmentMap::PageWrite> taken;  // in flight until the flush below
+  PageRunWriter out(device, shape, *chunk, /*fua=*/false);
+  // The map encodes a page before it says which page it is.
+  std::vector<uint8_t> next(shape.geometry.page_bytes);
+  while (out.ok()) {
+    std::optional<SegmentMap::PageWrite> write = segments.TakeMapWrite(next.data());
+    if (!write.has_value()) break;
+    std::memcpy(out.Room(write->page_number), next.data(), next.size());
+    taken.push_back(*write);
+  }
+  absl::Status status = out.Finish();
+  if (status.ok() && volatile_cache) status = storage::FlushDevice(device);
+  // Only now, flushed, are the pages on the device.
+  absl::Status result;  // the first failure, as the map's write protocol words it
+  for (const SegmentMap::PageWrite& write : taken) {
+    result.Update(segments.MapPageWritten(write, status));
+  }
+  return taken.empty() ? status : result;
 }
 
 }  // namespace nvkv::kv

@@ -14,6 +14,8 @@
 // and writes the map pages that changed, with FUA, one write in flight per page; when one lands
 // the heads waiting for a segment are woken.
 //
+// Before the writer starts and after it stopped, WriteMapAlone writes the map instead (below).
+//
 // Thread contract: Queue from any thread; everything else from the writer's thread.
 #ifndef NVKV_KV_METADATA_WRITER_H_
 #define NVKV_KV_METADATA_WRITER_H_
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "kv/segment_map.h"
 #include "kv/segment_table.h"
@@ -126,6 +129,16 @@ class MetadataWriter {
   std::vector<std::unique_ptr<SummaryJob>> summary_jobs_;
   std::vector<SummaryPageWrite> summary_writes_;
 };
+
+// The map's other writer, while the log writer is not running: writes the map pages that
+// changed through `device` (the table's one write protocol: TakeMapWrite, MapPageWritten), at
+// Open before the writer starts (recovery's corrections, the first announced segments, a
+// checkpoint's segments free again) and at Close after it stopped (a checkpoint's marks). With
+// a `volatile_cache`, flushes before (what recovery read, or a checkpoint's pages, may sit in
+// it: no map page may name what a power cut could take back) and after. Returns the first
+// failure, as the map's write protocol words it.
+absl::Status WriteMapAlone(SegmentTable& segments, const StoreShape& shape,
+                           storage::Device& device, bool volatile_cache);
 
 }  // namespace nvkv::kv
 
