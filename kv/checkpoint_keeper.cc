@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "kv/metadata_writer.h"
 #include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
@@ -21,14 +22,32 @@ CheckpointKeeper::CheckpointKeeper(const EngineParts& engine, const Checkpointer
 
 CheckpointKeeper::~CheckpointKeeper() { checkpointer_->Stop(); }
 
-void CheckpointKeeper::StartFrom(uint64_t checkpoint_pages, uint64_t log_pages_after,
-                                 bool kept_is_current) {
+void CheckpointKeeper::StartFrom(const RecoveryReport& recovery) {
+  // The log recovery read beyond the checkpoint it started from (all of it without one): the
+  // next crash would read it again, until a checkpoint stands for it.
+  const uint32_t log_pages = engine_.shape.geometry.log_pages();
+  uint64_t log_pages_after = 0;
+  switch (recovery.start) {
+    case RecoveryStart::kCleanClose:
+      break;
+    case RecoveryStart::kBaseCheckpoint:
+      log_pages_after = recovery.segments_after_base * log_pages;
+      break;
+    case RecoveryStart::kNewStore:
+    case RecoveryStart::kLog:
+      log_pages_after = (engine_.segments.count() - engine_.segments.free_count()) * log_pages;
+      break;
+  }
   const uint64_t log_pages_now = engine_.appender.HeadCountersSum();
-  checkpointer_->StartFrom(log_pages_now, checkpoint_pages, log_pages_after);
+  checkpointer_->StartFrom(log_pages_now, recovery.checkpoint_pages, log_pages_after);
   absl::MutexLock lock(&mu_);
-  kept_is_current_ = kept_is_current;
+  kept_is_current_ = recovery.start == RecoveryStart::kCleanClose;
   head_counters_at_kept_ = log_pages_now;
   segment_changes_at_kept_ = engine_.segments.segment_changes();
+}
+
+absl::Status CheckpointKeeper::WriteMapNow(storage::Device& queue) {
+  return WriteMapAlone(engine_.segments, engine_.shape, queue, engine_.volatile_write_cache);
 }
 
 void CheckpointKeeper::Stop() {
@@ -48,14 +67,14 @@ absl::Status CheckpointKeeper::WriteAtClose() {
     // Nothing was written since the checkpoint kept was: it stands for the log as it is again,
     // and its pages are intact (held since: SegmentTable::KeepHeld, KeepFound).
     engine_.segments.MarkKept(MapState::kCheckpoint);
-    return engine_.write_map_alone(*queue);
+    return WriteMapNow(*queue);
   }
   // A checkpoint that cannot be written leaves the one kept, if any, the next Open's base.
   NVKV_ASSIGN_OR_RETURN(Taken taken, TakeNow());
   NVKV_RETURN_IF_ERROR(
       WriteThrough(*queue, taken, MapState::kCheckpoint, /*keep_free=*/0, nullptr).status());
-  // The pages are made durable before the map names them: write_map_alone flushes first.
-  return engine_.write_map_alone(*queue);
+  // The pages are made durable before the map names them: WriteMapAlone flushes first.
+  return WriteMapNow(*queue);
 }
 
 bool CheckpointKeeper::KeptIsCurrent() {
@@ -81,10 +100,11 @@ absl::StatusOr<CheckpointKeeper::Taken> CheckpointKeeper::TakeNow(TakenCheckpoin
 absl::StatusOr<uint64_t> CheckpointKeeper::WriteThrough(storage::Device& queue, Taken& taken,
                                                         MapState mark, uint64_t keep_free,
                                                         std::vector<SegmentMap::Ticket>* tickets) {
-  auto make_map_durable = [&](const SegmentMap::Ticket& ticket) {
+  // Called within WriteCheckpoint, mu_ still held.
+  auto make_map_durable = [&](const SegmentMap::Ticket& ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     // While running the writer writes the map; at Close it has stopped.
-    return engine_.writer.started() ? engine_.wait_map_durable(ticket)
-                                    : engine_.write_map_alone(queue);
+    return engine_.writer.started() ? engine_.writer.WaitMapDurable(ticket)
+                                    : WriteMapNow(queue);
   };
   NVKV_ASSIGN_OR_RETURN(const WrittenCheckpoint written,
                         WriteCheckpoint(engine_.shape, queue, taken.checkpoint, keep_free,
@@ -154,7 +174,7 @@ absl::StatusOr<uint64_t> CheckpointKeeper::CheckpointLocked() {
   // Writes go on while the writer writes the map pages that name it; it counts once they are
   // on the device.
   for (const SegmentMap::Ticket& ticket : tickets) {
-    NVKV_RETURN_IF_ERROR(engine_.wait_map_durable(ticket));
+    NVKV_RETURN_IF_ERROR(engine_.writer.WaitMapDurable(ticket));
   }
   nanos_.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start));
   held_nanos_.fetch_add(absl::ToInt64Nanoseconds(held));

@@ -25,6 +25,7 @@
 #include "kv/compactor.h"
 #include "kv/head_append.h"
 #include "kv/log_writer.h"
+#include "kv/recovery.h"
 #include "kv/segment_table.h"
 #include "kv/sequence_ranges.h"
 #include "kv/shard.h"
@@ -54,10 +55,6 @@ class CheckpointKeeper {
     std::function<absl::Status()> may_write;
     // A queue with chunk buffers, for a checkpoint's writes.
     std::function<absl::StatusOr<std::unique_ptr<storage::Device>>()> open_queue;
-    // The map pages that changed, written through `queue` without the writer (stopped at Close).
-    std::function<absl::Status(storage::Device& queue)> write_map_alone;
-    // Returns once the running writer has written the map change of `ticket`.
-    std::function<absl::Status(const SegmentMap::Ticket& ticket)> wait_map_durable;
   };
 
   // `when` says when the thread writes one (checkpointer.h; log_ratio 0: never).
@@ -66,10 +63,10 @@ class CheckpointKeeper {
   CheckpointKeeper(const CheckpointKeeper&) = delete;
   CheckpointKeeper& operator=(const CheckpointKeeper&) = delete;
 
-  // Where the engine starts, before anything is written: recovery started from a checkpoint of
-  // `checkpoint_pages` pages and read `log_pages_after` pages of log beyond it;
-  // `kept_is_current` after a clean Close (the kept checkpoint stands for the log as it is).
-  void StartFrom(uint64_t checkpoint_pages, uint64_t log_pages_after, bool kept_is_current);
+  // Where the engine starts, before anything is written: where `recovery` started (the
+  // checkpoint it read, the log it read beyond it; after a clean Close the kept checkpoint
+  // stands for the log as it is).
+  void StartFrom(const RecoveryReport& recovery);
   // Starts the thread, once the writer and compaction run. kResourceExhausted when the system
   // will not start it.
   absl::Status StartThread() { return checkpointer_->Start(); }
@@ -108,6 +105,9 @@ class CheckpointKeeper {
     uint64_t segment_changes = 0;
   };
   absl::StatusOr<uint64_t> CheckpointLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The map pages that changed, written through `queue` without the writer (not started, or
+  // stopped at Close).
+  absl::Status WriteMapNow(storage::Device& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a checkpoint of the engine as it is, into `room` first. Nothing else may append
   // meanwhile.
   absl::StatusOr<Taken> TakeNow(TakenCheckpoint room = {});

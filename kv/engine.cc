@@ -173,32 +173,9 @@ void Engine::Impl::StartCheckpoints() {
         return absl::OkStatus();
       },
       .open_queue = [this] { return OpenQueue(QueueKind::kCheckpoints, LargeIoQueueOptions()); },
-      .write_map_alone =
-          [this](storage::Device& queue) {
-            return WriteMapAlone(*segments_, shape_, queue, device_info_.volatile_write_cache);
-          },
-      .wait_map_durable = [this](const SegmentMap::Ticket& ticket) {
-        return WaitMapDurable(ticket);
-      },
   };
   checkpoints_ = std::make_unique<CheckpointKeeper>(parts, when);
-  // The log recovery read beyond the checkpoint it started from (all of it without one): the
-  // next crash would read it again, until a checkpoint stands for it.
-  uint64_t log_pages_after = 0;
-  switch (recovery_.start) {
-    case RecoveryStart::kCleanClose:
-      break;
-    case RecoveryStart::kBaseCheckpoint:
-      log_pages_after = recovery_.segments_after_base * shape_.geometry.log_pages();
-      break;
-    case RecoveryStart::kNewStore:
-    case RecoveryStart::kLog:
-      log_pages_after =
-          (segments_->count() - segments_->free_count()) * shape_.geometry.log_pages();
-      break;
-  }
-  checkpoints_->StartFrom(recovery_.checkpoint_pages, log_pages_after,
-                          recovery_.start == RecoveryStart::kCleanClose);
+  checkpoints_->StartFrom(recovery_);
 }
 
 absl::Status Engine::Impl::Recover() {
@@ -358,17 +335,6 @@ absl::Status Engine::Impl::Checkpoint() {
   // queue that cannot be opened, a store that writes none): the contract of DB::Checkpoint.
   NVKV_RETURN_IF_ERROR(Flush());
   return checkpoints_->Checkpoint().status();  // (it refuses once Close began meanwhile)
-}
-
-absl::Status Engine::Impl::WaitMapDurable(const SegmentMap::Ticket& ticket) {
-  Shard& shard = shards_[0];  // the writer signals every shard after each map page
-  while (!segments_->MapDurable(ticket)) {
-    if (error_.failed()) return error_.status();
-    writer_->Wake();
-    absl::MutexLock lock(&shard.mu);
-    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
-  }
-  return absl::OkStatus();
 }
 
 // --- Engine ---

@@ -125,9 +125,6 @@ class Engine::Impl final {
   // with its queue and the heads' page buffers (and the HeadAppender over them), the compactor
   // with its queue.
   absl::Status Recover();
-  // While the writer runs: returns once it has written the map change of `ticket` (the writer's
-  // error if it fails first).
-  absl::Status WaitMapDurable(const SegmentMap::Ticket& ticket);
   absl::Status StartWriter();
   absl::Status StartCompactor();
   // The read path (the writer, if any, started first); the write path (everything it appends

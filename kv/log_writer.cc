@@ -133,6 +133,17 @@ absl::Status LogWriter::WaitEarlierNonDurable() {
   return absl::OkStatus();
 }
 
+absl::Status LogWriter::WaitMapDurable(const SegmentMap::Ticket& ticket) {
+  Shard& shard = shards_[0];  // the writer signals every shard after each map page
+  while (!segments_.MapDurable(ticket)) {
+    if (error_.failed()) return error_.status();
+    Wake();
+    absl::MutexLock lock(&shard.mu);
+    shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
+  }
+  return absl::OkStatus();
+}
+
 bool LogWriter::WantLocked(Shard& shard, uint64_t counter) {
   if (shard.head.durable.durable_through() >= counter) return false;
   shard.head.durable.Want(counter);

@@ -141,6 +141,9 @@ class LogWriter {
 
   // Waits until `shard`'s pages through head counter `counter` are durable.
   absl::Status WaitDurable(Shard& shard, uint64_t counter);
+  // Waits until the map change of `ticket` is on the device (the writer writes it), or the
+  // store failed.
+  absl::Status WaitMapDurable(const SegmentMap::Ticket& ticket);
   // Waits until every page assigned so far, on every shard, is durable.
   absl::Status WaitAllDurable();
   // Makes durable every non-durable write that any shard acknowledged before now

@@ -102,7 +102,7 @@ void MetadataWriter::OnMapWritten(storage::IoRequest* request) {
   writer.counters_.device_bytes.fetch_add(writer.shape_.geometry.page_bytes,
                                           std::memory_order_relaxed);
   // Heads waiting for a segment (HeadAppender::WaitForWriter) may find one now, and a checkpoint
-  // waiting for a map change (Engine::Impl::WaitMapDurable) may find it on the device.
+  // waiting for a map change (LogWriter::WaitMapDurable) may find it on the device.
   for (const auto& shard : writer.shards_) {
     absl::MutexLock lock(&shard->mu);
     shard->changed.SignalAll();
