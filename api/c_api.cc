@@ -294,7 +294,6 @@ void nvkv_options_set_backend(nvkv_options_t* o, int v) {
 void nvkv_options_set_allow_sync_fallback(nvkv_options_t* o, uint8_t v) {
   o->options.allow_sync_fallback = v != 0;
 }
-void nvkv_options_set_queue_depth(nvkv_options_t* o, uint32_t v) { o->options.queue_depth = v; }
 void nvkv_options_set_single_issuer(nvkv_options_t* o, uint8_t v) {
   o->options.single_issuer = v != 0;
 }

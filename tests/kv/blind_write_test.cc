@@ -33,7 +33,6 @@ Options Store(uint64_t capacity_bytes = 64 << 20) {
   options.shard_count = 2;
   options.index_mode = IndexMode::kHash;
   options.cache_bytes = 0;
-  options.queue_depth = 32;
   return options;
 }
 

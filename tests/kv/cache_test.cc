@@ -30,7 +30,6 @@ Options Store(IndexMode mode, uint64_t cache_bytes) {
   options.shard_count = 2;
   options.index_mode = mode;
   options.cache_bytes = cache_bytes;
-  options.queue_depth = 32;
   return options;
 }
 

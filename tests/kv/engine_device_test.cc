@@ -75,7 +75,6 @@ Options DeviceStore() {
   options.force_format = true;
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
-  options.queue_depth = 32;
   return options;
 }
 

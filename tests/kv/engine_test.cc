@@ -25,7 +25,6 @@ Options SmallStore(IndexMode mode = IndexMode::kHash) {
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
   options.index_mode = mode;
-  options.queue_depth = 32;
   return options;
 }
 

@@ -39,7 +39,6 @@ Options Store(IndexMode mode = IndexMode::kAsFormatted) {
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
   options.index_mode = mode;
-  options.queue_depth = 32;
   return options;
 }
 

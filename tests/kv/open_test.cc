@@ -43,7 +43,6 @@ Options StoreOptions() {
   options.capacity_bytes = 16 << 20;
   options.segment_bytes = 256 << 10;
   options.shard_count = 2;
-  options.queue_depth = 32;
   return options;
 }
 

@@ -28,7 +28,6 @@ Options TinyStore() {
   options.page_buffers_per_shard = 8;
   options.read_queue_depth = 4;
   options.background_compaction = false;
-  options.queue_depth = 8;
   return options;
 }
 

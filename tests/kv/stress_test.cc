@@ -51,7 +51,6 @@ Options StoreOptions(const StressMode& mode) {
   options.index_mode = mode.index;
   options.max_write_delay_us = 1000;
   options.read_queue_depth = 16;  // so that GetAsync bursts run into kUnavailable now and then
-  options.queue_depth = 32;
   return options;
 }
 

@@ -136,7 +136,6 @@ extern void nvkv_options_set_checkpoint_min_log_bytes(nvkv_options_t* options, u
 /* NVKV_BACKEND_*; anything else makes nvkv_open fail. */
 extern void nvkv_options_set_backend(nvkv_options_t* options, int value);
 extern void nvkv_options_set_allow_sync_fallback(nvkv_options_t* options, uint8_t value);
-extern void nvkv_options_set_queue_depth(nvkv_options_t* options, uint32_t value);
 extern void nvkv_options_set_single_issuer(nvkv_options_t* options, uint8_t value);
 extern void nvkv_options_set_register_ring_fd(nvkv_options_t* options, uint8_t value);
 extern void nvkv_options_set_register_file(nvkv_options_t* options, uint8_t value);

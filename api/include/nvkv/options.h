@@ -266,11 +266,6 @@ struct Options {
   // Default: true. Scope: per Open.
   bool allow_sync_fallback = true;
 
-  // Requests in flight at most on one io_uring queue (the writer's and each reading thread's).
-  // 1..4096.
-  // Default: 64. Scope: per Open.
-  uint32_t queue_depth = 64;
-
   // Ask the kernel for IORING_SETUP_SINGLE_ISSUER with DEFER_TASKRUN (COOP_TASKRUN when the
   // kernel refuses): completions are processed only when nvkv reaps them. Each queue is only
   // ever used by one thread, so this is safe; turn it off only to compare.

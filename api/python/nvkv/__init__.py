@@ -135,7 +135,7 @@ for _name, _ctype in [
         ("read_queue_depth", _u32), ("write_queue_depth", _u32), ("cache_bytes", _u64),
         ("recovery_memory_bytes", _u64), ("checkpoint_log_ratio", _u32),
         ("checkpoint_min_log_bytes", _u64),
-        ("backend", _int), ("allow_sync_fallback", _u8), ("queue_depth", _u32),
+        ("backend", _int), ("allow_sync_fallback", _u8),
         ("single_issuer", _u8), ("register_ring_fd", _u8), ("register_file", _u8),
         ("fixed_buffers", _u8), ("sqpoll", _u8), ("sqpoll_idle_ms", _u32), ("iopoll", _u8)]:
     _OPTION_SETTERS[_name] = _declare("nvkv_options_set_" + _name, None, _vp, _ctype)
