@@ -311,8 +311,8 @@ absl::StatusOr<WrittenCheckpoint> WriteCheckpoint(const StoreShape& shape, stora
   PageOut out(shape, device, *chunk, written.segments, generation);
   for (uint64_t at = 0; at < taken.bytes; at += TakenCheckpoint::kBlockBytes) {
     const size_t block = static_cast<size_t>(at / TakenCheckpoint::kBlockBytes);
-    out.Append(std::string_view(reinterpret_cast<const char*>(taken.blocks[block].get()),
-                                std::min<uint64_t>(TakenCheckpoint::kBlockBytes, taken.bytes - at)));
+    const uint64_t bytes = std::min<uint64_t>(TakenCheckpoint::kBlockBytes, taken.bytes - at);
+    out.Append(std::string_view(reinterpret_cast<const char*>(taken.blocks[block].get()), bytes));
   }
   const absl::Status status = out.Finish();
   NVKV_CHECK(out.written() == header.stream_bytes);

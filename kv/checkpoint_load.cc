@@ -78,8 +78,8 @@ class PageIn {
     const uint64_t payload = g_.payload_bytes();
     const uint64_t pages = (bytes + payload - 1) / payload;
     if (bytes < sizeof(CheckpointHeader) || pages != total_pages_) {
-      return absl::DataLossError(absl::StrCat("checkpoint: ", bytes, " bytes, but the map gives it ",
-                                              total_pages_, " pages"));
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint: ", bytes, " bytes, but the map gives it ", total_pages_, " pages"));
     }
     for (size_t i = 0; i + 1 < places_.size(); ++i) {
       if (places_[i].pages != g_.log_pages()) {
@@ -330,7 +330,8 @@ class Loader {
       puts_ += f.puts;
       saved.tombstones.resize(f.tombstone_samples);
       saved.filter.resize(f.filter_words);
-      if (!in_.Read(saved.tombstones.data(), saved.tombstones.size() * sizeof(CheckpointTombstone)) ||
+      if (!in_.Read(saved.tombstones.data(),
+                    saved.tombstones.size() * sizeof(CheckpointTombstone)) ||
           !in_.Read(saved.filter.data(), saved.filter.size() * sizeof(uint64_t))) {
         return in_.status();
       }

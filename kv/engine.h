@@ -5,17 +5,18 @@
 //
 // Thread contract: every method may be called from any number of threads at once. There is no
 // engine-wide lock on the read or write path: keys are spread over shards by hash and each shard
-// has its own mutex, index and log head. Each thread that reads (or writes asynchronously) gets
-// its own io_uring queue the first time, and releases it when it exits (kv/read_queue.h). Page writes go through
-// one writer thread that batches them across shards (group commit); compaction runs on its own
-// thread.
+// has its own mutex, index and log head. Each thread that reads (or writes asynchronously) gets its
+// own io_uring queue the first time, and releases it when it exits (kv/read_queue.h). Page writes
+// go through one writer thread that batches them across shards (group commit); compaction runs on
+// its own thread.
 //
 // Durability: a write made with durable=true has reached stable media when Write returns OK, or
 // when WriteAsync's callback runs with OK (its page and every earlier page of its log head were
-// written with FUA, or written and then flushed). A write made with durable=false is in memory when Write returns; it reaches the
-// device within `max_write_delay_us` or at the next Flush(), and is durable once a later durable
-// write or Flush() returns, and at the latest within 2 x `max_write_delay_us` plus the device's
-// write and flush time (the writer sends a timed flush; kv/log_writer.cc).
+// written with FUA, or written and then flushed). A write made with durable=false is in memory when
+// Write returns; it reaches the device within `max_write_delay_us` or at the next Flush(), and is
+// durable once a later durable write or Flush() returns, and at the latest within 2 x
+// `max_write_delay_us` plus the device's write and flush time (the writer sends a timed flush;
+// kv/log_writer.cc).
 #ifndef NVKV_KV_ENGINE_H_
 #define NVKV_KV_ENGINE_H_
 
@@ -162,8 +163,8 @@ class Engine {
   // page of dead records, or so little that it repacks into fewer pages.
   absl::Status CompactAll();
 
-  // Writes a checkpoint now (blocking; writes wait while it is taken), as the engine does on its own
-  // (Options::checkpoint_log_ratio): recovery after a crash reads it and the log written
+  // Writes a checkpoint now (blocking; writes wait while it is taken), as the engine does on its
+  // own (Options::checkpoint_log_ratio): recovery after a crash reads it and the log written
   // after it. Every write made so far is durable when it returns OK. kResourceExhausted when
   // the free segments cannot hold it; device errors.
   absl::Status Checkpoint();

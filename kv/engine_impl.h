@@ -6,8 +6,8 @@
 // (checkpoint_keeper.h), SegmentTable, StickyError.
 //
 // Locks, in the order they may be taken (never the reverse):
-//   CheckpointKeeper's mutex -> Compactor's cleaning mutex -> append_gate_ -> Shard::mu (several only in
-//   ascending shard id, by batches)
+//   CheckpointKeeper's mutex -> Compactor's cleaning mutex -> append_gate_ -> Shard::mu (several
+//   only in ascending shard id, by batches)
 //   -> SegmentTable's mutex (-> SegmentMap's mutex), LogWriter's mutex, StickyError's mutex
 //   (leaves).
 // ReadQueueSet's mutex (read_queue.h) and Checkpointer's are leaves too, taken with no other

@@ -1,8 +1,8 @@
-// NewestRecords: while recovery scans the log, the newest record seen so far of every key, known
-// by the key's hash alone (hash mode keeps no key bytes; ordered mode keeps the keys in its index
-// and here only each key's newest sequence, to tell whether a record replaces what it holds). It holds every key of a shard at once,
-// beside the index being built, so it is made small: 24 bytes per entry, where a hash map of
-// the 128-bit hash to the record took a 32-byte slot.
+// NewestRecords: while recovery scans the log, the newest record seen so far of every key, known by
+// the key's hash alone (hash mode keeps no key bytes; ordered mode keeps the keys in its index and
+// here only each key's newest sequence, to tell whether a record replaces what it holds). It holds
+// every key of a shard at once, beside the index being built, so it is made small: 24 bytes per
+// entry, where a hash map of the 128-bit hash to the record took a 32-byte slot.
 //
 // Entry (three uint64_t; an empty slot is all zero):
 //

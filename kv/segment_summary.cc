@@ -79,7 +79,9 @@ absl::Status DecodeEntries(std::string_view entries, uint32_t count, bool has_ke
       return absl::DataLossError(absl::StrCat("entry ", e, " describes no record nvkv writes"));
     }
     if (has_keys) {
-      if (entries.size() - offset < key_bytes) return absl::DataLossError("a key runs past its end");
+      if (entries.size() - offset < key_bytes) {
+        return absl::DataLossError("a key runs past its end");
+      }
       record.key = entries.substr(offset, key_bytes);
       offset += key_bytes;
     }

@@ -265,8 +265,9 @@ class SegmentTable {
   void ForEachSaved(const std::vector<uint64_t>& filters_left_out,
                     const std::function<void(const SavedSegment&)>& visit);
   // Recovery from a checkpoint, before FinishRecovery: `saved` is a segment holding a log,
-  // sealed (ResumeHead makes a head's open again). kDataLoss for what ForEachSaved never gives (a segment out of range or given twice, a
-  // filter whose size is no power of two, too many tombstones, a summary outside the log).
+  // sealed (ResumeHead makes a head's open again). kDataLoss for what ForEachSaved never gives
+  // (a segment out of range or given twice, a filter whose size is no power of two, too many
+  // tombstones, a summary outside the log).
   absl::Status RestoreSegment(const SavedSegment& saved);
   // Recovery from a checkpoint: restored `segment`, of the log of `generation`, is a log head's
   // again (kOpen), as it was at Close, with its key filter at full size: the one restored, or,

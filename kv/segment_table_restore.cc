@@ -138,7 +138,8 @@ absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {
     return absl::DataLossError(absl::StrCat("checkpoint: segment ", f.segment, ": ", what));
   };
   if (f.segment >= segment_count_) return refuse("beyond the store");
-  if (f.tombstone_samples != saved.tombstones.size() || saved.tombstones.size() > kTombstoneSamples) {
+  if (f.tombstone_samples != saved.tombstones.size() ||
+      saved.tombstones.size() > kTombstoneSamples) {
     return refuse("too many tombstone samples");
   }
   const uint64_t words = saved.filter.size();

@@ -175,7 +175,9 @@ absl::StatusOr<StoreOpener::SuperblockProbe> StoreOpener::ProbeSuperblocks() {
   // such, whatever the options: never formatted over (force_format is for data that is not an
   // nvkv store), never called foreign.
   probe.copies[0] = DecodeSuperblock(chunk.data, kMaxPageBytes);
-  if (IsOtherFormat(probe.copies[0], chunk.data)) probe.unreadable_format = probe.copies[0].status();
+  if (IsOtherFormat(probe.copies[0], chunk.data)) {
+    probe.unreadable_format = probe.copies[0].status();
+  }
   if (probe.copies[0].ok() && probe.copies[0]->page_bytes * 2 <= probe_bytes) {
     probe.copies[1] = DecodeSuperblock(chunk.data + probe.copies[0]->page_bytes, kMaxPageBytes);
   } else {
