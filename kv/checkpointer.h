@@ -8,10 +8,10 @@
 // add to the device's writes (1 / log_ratio of the log's) and how much log a recovery reads and
 // keeps tables for beside the index.
 //
-// How: its thread looks every `poll` whether one is due and then calls `write`, the engine's
-// (Engine::Impl::Checkpoint), which holds writes back while it takes the checkpoint into memory,
-// not while it writes it. A checkpoint that fails
-// (no room, a device error) is tried again once as much log again was written.
+// How: its thread looks every `poll` whether one is due and then calls `write`, the
+// CheckpointKeeper's, which holds writes back while it takes the checkpoint into memory, not
+// while it writes it. A checkpoint that fails (no room, a device error) is tried again once as
+// much log again was written.
 //
 // Thread contract: Start, Stop from the engine's owner thread; Wrote and the counters from any.
 #ifndef NVKV_KV_CHECKPOINTER_H_

@@ -45,7 +45,7 @@ namespace nvkv::kv {
 
 class SegmentBuffer;
 
-// What the compactor needs from the write path (Engine::Impl, write_path.cc).
+// What the compactor needs from the write path: HeadAppender (head_append.h) is it.
 class RecordMover {
  public:
   // Appends a copy of `record` (a put the index may still point at, or a tombstone) to its
