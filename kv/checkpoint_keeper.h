@@ -112,8 +112,9 @@ class CheckpointKeeper {
   // meanwhile.
   absl::StatusOr<Taken> TakeNow(TakenCheckpoint room = {});
   // Writes `taken` through `queue`, leaving `keep_free` segments free, and has the table keep
-  // its segments with map mark `mark` (SegmentTable::KeepHeld); returns its pages; `*tickets` (when not null) gets the map changes
-  // that name it. Writes may go on meanwhile; compaction must stay paused.
+  // its segments with map mark `mark` (SegmentTable::KeepHeld); returns its pages; `*tickets`
+  // (when not null) gets the map changes that name it. Writes may go on meanwhile; compaction
+  // must stay paused.
   absl::StatusOr<uint64_t> WriteThrough(storage::Device& queue, Taken& taken, MapState mark,
                                         uint64_t keep_free,
                                         std::vector<SegmentMap::Ticket>* tickets)

@@ -80,10 +80,12 @@ absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
 }
 
 absl::Status Engine::Impl::OpenStore(const std::string& path) {
-  StoreOpener opener(options_, read_only_, path, *base_device_, device_info_, open_queue_,
+  StoreOpener opener(options_, read_only_, path, *base_device_,
                      [this] { return OpenQueue(QueueKind::kOpen, LargeIoQueueOptions()); });
-  NVKV_ASSIGN_OR_RETURN(const OpenedStore opened, opener.Open());
+  NVKV_ASSIGN_OR_RETURN(OpenedStore opened, opener.Open());
   shape_ = opened.shape;
+  device_info_ = opened.device_info;
+  open_queue_ = std::move(opened.queue);
   return StartEngine(opened.formatted_now);
 }
 
@@ -215,11 +217,9 @@ absl::Status Engine::Impl::StartWriter() {
   storage::QueueOptions writer_options;
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
   // Every page in flight, a flush, a wake event, and the segment map's and summaries' writes.
-  constexpr uint32_t kMetadataWrites =
-      MetadataWriter::kMapWrites + MetadataWriter::kSummaryWrites;
-  writer_options.queue_depth = slots + 3 + kMetadataWrites;
+  writer_options.queue_depth = slots + 3 + MetadataWriter::kPageWrites;
   writer_options.buffers.buffer_bytes = shape_.geometry.page_bytes;
-  writer_options.buffers.buffer_count = slots + kMetadataWrites;
+  writer_options.buffers.buffer_count = slots + MetadataWriter::kPageWrites;
   writer_options.buffers.chunk_count = 0;
   auto writer_queue = OpenQueue(QueueKind::kLogWrites, writer_options);
   if (!writer_queue.ok()) return writer_queue.status();

@@ -144,9 +144,11 @@ class Engine::Impl final {
   // adds to them until it is destroyed.
   std::array<storage::SharedIoCounts, kQueueKinds> queue_counts_;
   std::unique_ptr<storage::Device> base_device_;  // as opened; holds the device lock
-  // The opening thread's queue, with room for recovery's reads: superblocks, format and recovery
-  // use it, and StartEngine closes it once they are done (its buffers are 4 MiB of pinned memory).
+  // The opening thread's queue, with room for recovery's reads: StoreOpener hands it over with
+  // the superblocks read, recovery uses it, and StartEngine closes it once it is done (its
+  // buffers are 4 MiB of pinned memory).
   std::unique_ptr<storage::Device> open_queue_;
+  // The device's facts (as StoreOpener leaves them: a grow may extend a store file).
   storage::DeviceInfo device_info_;
   // options_.durable_writes as chosen for this device (never kAuto).
   const DurableWrites durable_writes_;

@@ -99,8 +99,8 @@ class LogWriter {
     bool durable_by_fua = true;
   };
   // Writes the pages of `shards` through `queue` (as deep as the shards have page buffers, plus
-  // a flush, an event wait, and MetadataWriter's kMapWrites and kSummaryWrites; its pool holds
-  // as many page buffers beyond the shards', for the MetadataWriter). `wake_event` wakes
+  // a flush, an event wait, and MetadataWriter::kPageWrites; its pool holds as many page buffers
+  // beyond the shards', for the MetadataWriter). `wake_event` wakes
   // the thread while it waits for completions. Every argument must outlive the writer.
   LogWriter(const Options& options, const StoreShape& shape,
             const ShardSet& shards, SegmentTable& segments,

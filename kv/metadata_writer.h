@@ -60,9 +60,11 @@ class MetadataWriter {
   // Summary pages in flight at most: a summary is written in one round (most take a few pages;
   // MaxSummaryPages is 15 for 1 MiB segments of 4 KiB pages).
   static constexpr uint32_t kSummaryWrites = 16;
+  // Page writes in flight at most, and the page buffers it takes.
+  static constexpr uint32_t kPageWrites = kMapWrites + kSummaryWrites;
 
-  // Takes kMapWrites + kSummaryWrites page buffers from `queue`'s pool when the table has a
-  // map (without one it writes nothing), and gives them back when destroyed. `volatile_cache`:
+  // Takes kPageWrites page buffers from `queue`'s pool when the table has a map (without one it
+  // writes nothing), and gives them back when destroyed. `volatile_cache`:
   // the device's (its writes go with FUA then). Every argument must outlive it.
   MetadataWriter(LogWriter& writer, const StoreShape& shape, const ShardSet& shards,
                  SegmentTable& segments, StickyError& error, WriteCounters& counters,

@@ -93,15 +93,13 @@ storage::QueueOptions LargeIoQueueOptions() {
 }
 
 StoreOpener::StoreOpener(const Options& options, bool read_only, const std::string& path,
-                         storage::Device& device, storage::DeviceInfo& info,
-                         std::unique_ptr<storage::Device>& queue, QueueOpener open_queue)
+                         storage::Device& device, QueueOpener open_queue)
     : options_(options),
       read_only_(read_only),
       path_(path),
       device_(device),
-      device_info_(info),
-      queue_(queue),
-      open_queue_(std::move(open_queue)) {}
+      open_queue_(std::move(open_queue)),
+      device_info_(device.info()) {}
 
 absl::StatusOr<OpenedStore> StoreOpener::Open() {
   NVKV_ASSIGN_OR_RETURN(queue_, open_queue_());
@@ -143,6 +141,8 @@ absl::StatusOr<OpenedStore> StoreOpener::Open() {
   NVKV_RETURN_IF_ERROR(AdoptGeometry(superblock));
   if (options_.grow_store && !opened.formatted_now) NVKV_RETURN_IF_ERROR(GrowStore(&superblock));
   opened.shape = shape_;
+  opened.device_info = device_info_;
+  opened.queue = std::move(queue_);
   return opened;
 }
 

@@ -28,6 +28,10 @@ struct OpenedStore {
   StoreShape shape;
   // The device held no store and was formatted: nothing to recover.
   bool formatted_now = false;
+  // The device's facts as they are now (a grow may have extended a store file).
+  storage::DeviceInfo device_info;
+  // The queue Open read and wrote through, for recovery's reads next.
+  std::unique_ptr<storage::Device> queue;
 };
 
 class StoreOpener {
@@ -35,13 +39,11 @@ class StoreOpener {
   // Opens a queue of LargeIoQueueOptions on the device (counted as Open's in Stats).
   using QueueOpener = std::function<absl::StatusOr<std::unique_ptr<storage::Device>>()>;
 
-  // `device` is the device as opened (it grows a store file); `info` its facts, updated when a
-  // grow extends the file; `queue` the queue Open reads and writes through, opened again after
-  // such a grow (older queues keep the old size). `path` names the store in errors. All must
-  // outlive the opener.
+  // `device` is the device as opened (it grows a store file); `open_queue` opens the queue the
+  // opener reads and writes through (again after a grow: older queues keep the old size).
+  // `path` names the store in errors. All must outlive the opener.
   StoreOpener(const Options& options, bool read_only, const std::string& path,
-              storage::Device& device, storage::DeviceInfo& info,
-              std::unique_ptr<storage::Device>& queue, QueueOpener open_queue);
+              storage::Device& device, QueueOpener open_queue);
 
   // The superblocks read (repaired unless read-only), or the device formatted, then grown when
   // the options ask. Refusals name the path: a store of a format this nvkv does not read, both
@@ -74,9 +76,9 @@ class StoreOpener {
   const bool read_only_;
   const std::string& path_;
   storage::Device& device_;
-  storage::DeviceInfo& device_info_;
-  std::unique_ptr<storage::Device>& queue_;
   const QueueOpener open_queue_;
+  storage::DeviceInfo device_info_;          // updated by a grow
+  std::unique_ptr<storage::Device> queue_;  // handed on in OpenedStore
   StoreShape shape_;
 };
 
