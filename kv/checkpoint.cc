@@ -258,9 +258,9 @@ absl::StatusOr<TakenCheckpoint> TakeCheckpoint(const StoreShape& shape,
   CheckpointHeader& header = taken.header;
   header.shard_count = static_cast<uint32_t>(shards.size());
   header.flags = shape.ordered ? kCheckpointOrdered : 0;
-  header.filter_probes = segments.filter_probes();
+  header.filter_probes = segments.contents().filter_probes();
   header.next_sequence = globals.next_sequence;
-  const uint64_t oldest = segments.MinSequenceExcept(UINT64_MAX);
+  const uint64_t oldest = segments.contents().MinSequenceExcept(UINT64_MAX);
   StagedOut out(taken);
   const StreamCounts counts = EmitStream(out, header, shape, globals, oldest, segments, shards);
   if (out.failed()) {

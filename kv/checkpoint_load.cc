@@ -272,7 +272,7 @@ class Loader {
     // Every count is checked against the bytes left before anything is sized by it.
     // (A store grown since has more segments: the map says the new ones are free.)
     if (header.store_segments > g_.segment_count ||
-        header.filter_probes != segments_.filter_probes() || header.next_sequence == 0 ||
+        header.filter_probes != segments_.contents().filter_probes() || header.next_sequence == 0 ||
         header.next_generation == 0 ||
         header.dropped_ranges > in_.remaining() / sizeof(CheckpointRange) ||
         header.saved_segments > std::min<uint64_t>(g_.segment_count,
@@ -314,8 +314,8 @@ class Loader {
       CheckpointSegment& f = saved.fields;
       if (!in_.Read(&f, sizeof(f))) return in_.status();
       if (f.segment >= g_.segment_count ||
-          f.tombstone_samples > SegmentTable::max_tombstone_samples() ||
-          f.filter_words > std::min(segments_.max_filter_words(), in_.remaining() / 8)) {
+          f.tombstone_samples > SegmentContents::max_tombstone_samples() ||
+          f.filter_words > std::min(segments_.contents().max_filter_words(), in_.remaining() / 8)) {
         return Refuse("a segment record of sizes no store has");
       }
       if (f.generation >= header_.next_generation || f.max_sequence >= header_.next_sequence) {

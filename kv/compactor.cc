@@ -271,7 +271,7 @@ bool Compactor::IndexPointsInto(uint64_t segment, const SegmentRecords& collecte
 
 absl::Status Compactor::CopyLiveRecords(uint64_t segment, const SegmentBuffer& victim,
                                         const std::vector<ScannedRecord>& records) {
-  const uint64_t tombstone_floor = segments_.MinSequenceExcept(segment);
+  const uint64_t tombstone_floor = segments_.contents().MinSequenceExcept(segment);
   for (size_t i = 0; i < records.size(); ++i) {
     if (!shape_.ordered && i % kSettleWindow == 0) {
       const size_t end = std::min(records.size(), i + kSettleWindow);
@@ -282,7 +282,10 @@ absl::Status Compactor::CopyLiveRecords(uint64_t segment, const SegmentBuffer& v
     const bool is_delete = record.header.type == static_cast<uint8_t>(RecordType::kDelete);
     if (is_delete && record.header.sequence < tombstone_floor) continue;  // nothing left to hide
     const KeyHash hash = HashKey(record.key);
-    if (is_delete && !segments_.MayHoldOlder(hash, record.header.sequence, segment)) continue;
+    if (is_delete &&
+        !segments_.contents().MayHoldOlder(hash, record.header.sequence, segment)) {
+      continue;
+    }
     if (!is_delete && !shape_.ordered) {
       if (!SettleEntries(segment, victim, record, hash)) continue;
     }

@@ -7,7 +7,7 @@
 // A put is live when the index still points at its page (Shard::IndexPointsAt). A delete
 // (tombstone) is kept while an older put of its key may still be on the device outside the
 // victim: while some other segment in use holds records older than the tombstone and its key
-// filter may hold the key (SegmentTable::MayHoldOlder). Live bytes move from the victim to the
+// filter may hold the key (SegmentContents::MayHoldOlder). Live bytes move from the victim to the
 // heads as records are copied; write amplification counts the copies.
 //
 // Thread contract: Start and Stop from the engine's owner thread; Wake, CompactAll and Pause

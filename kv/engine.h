@@ -42,7 +42,7 @@ namespace nvkv::kv {
 // too: defined once, where users see them (tests/check_layering.sh allows kv/ these headers
 // only).
 // Memory per key: the index's (IndexMode), plus 2.5-8 bytes per put record on the device, live
-// or not yet cleaned, for compaction's key filters (kv/segment_table.h).
+// or not yet cleaned, for compaction's key filters (kv/segment_contents.h).
 using ::nvkv::Backend;
 using ::nvkv::CheckReport;
 using ::nvkv::CompactionPolicy;

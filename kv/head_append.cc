@@ -265,7 +265,7 @@ uint64_t HeadAppender::AppendToOpenPage(Shard& shard, const RecordHeader& header
   NVKV_CHECK(offset != 0);
   open->tags.emplace_back(TagOf(hash), offset);
   shard.head.summary.Add(hash, key, header, shape_.geometry.PageInSegment(open->page_number));
-  segments_.NoteRecord(open->segment, hash, header.sequence,
+  segments_.contents().Note(open->segment, hash, header.sequence,
                        RecordBytes(key.size(), value.size()),
                        header.type == static_cast<uint8_t>(RecordType::kDelete));
   return open->page_number;
@@ -367,7 +367,7 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
     head.next_counter += count;
     head.durable.Assign(run.first_counter, count);
     segments_.AddPending(head.segment, static_cast<int32_t>(count));
-    segments_.NoteRecord(head.segment, hash, h.sequence, record_bytes, /*is_delete=*/false);
+    segments_.contents().Note(head.segment, hash, h.sequence, record_bytes, /*is_delete=*/false);
     head.summary.Add(hash, key, h, run.first_in_segment);
     for (uint32_t i = 0; i < count; ++i) {
       shard.unwritten.insert_or_assign(run.first_page + i, UnwrittenPage::LargeRunInFlight());

@@ -1,4 +1,4 @@
-// Key filters: a segment's Bloom filter of the keys whose puts it holds (SegmentTable), and the
+// Key filters: a segment's Bloom filter of the keys whose puts it holds (SegmentContents), and the
 // shared blocks of memory the filters recovery makes are cut from.
 #ifndef NVKV_KV_KEY_FILTER_H_
 #define NVKV_KV_KEY_FILTER_H_

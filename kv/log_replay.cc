@@ -191,7 +191,8 @@ bool LogReplay::ApplySummary(const Summarized& summarized, const uint8_t* pages)
       [&](uint32_t i) { return pages + size_t{i} * g_.page_bytes; },
       [&](absl::Span<const SummaryRecord> records) {
         if (!records.empty() && pass() == 0) {
-          const absl::Status sized = segments_.SizeRecoveredFilter(segment, peeked.entry_count);
+          const absl::Status sized =
+              segments_.contents().SizeRecoveredFilter(segment, peeked.entry_count);
           if (!sized.ok() && refused_.ok()) refused_ = sized;
         }
         ApplySummaryRecords(segment, records);
@@ -255,7 +256,7 @@ absl::Status LogReplay::ReadSegments(GoOn go_on) {
   // The keys the tables hold already (the summaries'), and room for this pass's share of
   // those of the segments read whole, once a start given up has projected them.
   const uint64_t held_before = sink_.tables().entries;
-  const uint64_t filters_before = segments_.filter_bytes();
+  const uint64_t filters_before = segments_.contents().filter_bytes();
   if (budget_.whole_records() > 0 && !positions.empty()) {
     sink_.ReserveTables(held_before + budget_.whole_records() / budget_.passes());
     NVKV_RETURN_IF_ERROR(CheckBudget());
@@ -475,7 +476,7 @@ absl::Status LogReplay::ProjectWholeRecords(uint64_t held_before, uint64_t filte
   uint64_t share = 0;
   const absl::Status planned = budget_.ProjectWholeRecords(
       held_before, filters_before, sink_.tables(),
-      segments_.filter_bytes(), read, to_read, &share);
+      segments_.contents().filter_bytes(), read, to_read, &share);
   const uint64_t all_passes = share * budget_.passes();
   const absl::Status status = go_on(planned);
   if (status.ok()) sink_.ReserveTables(all_passes / budget_.passes());

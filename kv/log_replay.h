@@ -92,7 +92,9 @@ class LogReplay {
   void NoteUnread(const SegmentBuffer& read, const SegmentScanResult& scan);
   absl::Status ProjectWholeRecords(uint64_t held_before, uint64_t filters_before, size_t read,
                                    size_t to_read, GoOn go_on);
-  absl::Status CheckBudget() { return budget_.Check(sink_.tables(), segments_.filter_bytes()); }
+  absl::Status CheckBudget() {
+    return budget_.Check(sink_.tables(), segments_.contents().filter_bytes());
+  }
   uint32_t pass() const { return budget_.pass(); }
 
   // Reads of a later pass that fail where the first pass's worked are tried this many times more.

@@ -84,7 +84,7 @@ class Recovery {
       if (pass == 0) NVKV_RETURN_IF_ERROR(go_on(PlanFirstPass(0, 0, "the first pass")));
       if (pass > 0) {
         NVKV_RETURN_IF_ERROR(replay.ApplyKeptRecords());
-        NVKV_RETURN_IF_ERROR(budget_.Check(sink_.tables(), segments_.filter_bytes()));
+        NVKV_RETURN_IF_ERROR(budget_.Check(sink_.tables(), segments_.contents().filter_bytes()));
       }
       NVKV_RETURN_IF_ERROR(replay.refused());
       NVKV_RETURN_IF_ERROR(sink_.refused());
@@ -115,7 +115,7 @@ class Recovery {
     if (!budget_.WithinCeiling()) return absl::OkStatus();
     return budget_.PlanFor(
         budget_.index_entries_before() + sink_.tables().entries * budget_.passes() + more_records,
-        segments_.filter_bytes() + more_filter_bytes, projected_from);
+        segments_.contents().filter_bytes() + more_filter_bytes, projected_from);
   }
 
   // `status` of a step of the first pass; OK instead where it asked for more passes and the pass

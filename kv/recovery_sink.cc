@@ -44,7 +44,9 @@ void RecordSink::Add(uint64_t segment, const FoundRecord& record) {
   // A head's segment the base checkpoint knows up to its end of the log then: of those
   // records, the key filter only (RecoveryBase::LoadBase left the filter out).
   if (record.page_number < base_.tail_from(segment)) {
-    if (pass() == 0 && !record.is_delete) segments_.NoteRestoredPut(segment, record.hash);
+    if (pass() == 0 && !record.is_delete) {
+      segments_.contents().NoteRestoredPut(segment, record.hash);
+    }
     return;
   }
   const bool in_pass = budget_.PassOf(record.hash) == pass();
@@ -92,7 +94,8 @@ void RecordSink::Apply(const Noted& noted) {
     min_seq_[segment] = std::min(min_seq_[segment], record.sequence);
     max_seq_[segment] = std::max(max_seq_[segment], record.sequence);
     max_sequence_ = std::max(max_sequence_, record.sequence);
-    segments_.NoteRecord(segment, hash, record.sequence, record.record_bytes, record.is_delete);
+    segments_.contents().Note(segment, hash, record.sequence, record.record_bytes,
+                              record.is_delete);
     ++report_.records;
   }
 }

@@ -1,44 +1,15 @@
-// SegmentTable (segment_table.h): allocation and the free list, liveness and victims, key
-// filters, and the segment map's write protocol. Its recovery and checkpoint side is
+// SegmentTable (segment_table.h): allocation and the free list, liveness and victims, and the
+// segment map's write protocol. Its recovery and checkpoint side is
 // segment_table_restore.cc.
 #include "kv/segment_table.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
-namespace {
-
-// The most records a segment can hold: every page full of the smallest records (a delete of a
-// one-byte key).
-uint64_t MaxRecordsPerSegment(const Geometry& geometry) {
-  return uint64_t{geometry.pages_per_segment} * (geometry.payload_bytes() / RecordBytes(1, 0));
-}
-
-// See bits_per_put_.
-uint32_t BitsPerPut(uint64_t segments) {
-  return static_cast<uint32_t>(
-      std::clamp(std::ceil(std::log2(100.0 * static_cast<double>(segments)) * 1.44), 10.0, 32.0));
-}
-
-// Adds `value` to `counter`, whose one writer is the caller: readers on other threads see the
-// old sum or the new one.
-template <typename T>
-void AddBySoleWriter(std::atomic<T>& counter, T value) {
-  counter.store(counter.load(std::memory_order_relaxed) + value, std::memory_order_relaxed);
-}
-
-}  // namespace
-
-uint64_t SegmentTable::FilterWordsFor(uint64_t puts) const {
-  uint64_t words = 1;
-  while (words * 64 < puts * bits_per_put_) words *= 2;
-  return words;
-}
 
 SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user, SegmentMap* map,
                            const std::atomic<uint64_t>* next_sequence)
@@ -51,23 +22,16 @@ SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user, Segm
       sparse_bytes_(uint64_t{geometry.pages_per_segment > 2 ? geometry.pages_per_segment - 2 : 0} *
                     geometry.payload_bytes() / 2),
       reserve_user_(reserve_user),
-      bits_per_put_(BitsPerPut(geometry.segment_count)),
-      probes_(std::max<uint32_t>(1, static_cast<uint32_t>(bits_per_put_ * 0.69))),
-      open_filter_words_(FilterWordsFor(MaxRecordsPerSegment(geometry))),
-      info_(new Info[geometry.segment_count]) {}
+      info_(new Info[geometry.segment_count]),
+      contents_(geometry) {}
 
-void SegmentTable::Reset(Info& info) {
+void SegmentTable::Empty(uint64_t segment) {
+  Info& info = info_[segment];
   info.live_bytes.store(0);
   info.likely_stale_bytes.store(0);
-  info.min_sequence.store(UINT64_MAX);
-  info.max_sequence.store(0);
-  info.record_bytes.store(0);
-  info.tombstone_bytes.store(0);
-  info.puts.store(0);
-  info.filter.reset();
-  info.sample_count = 0;
   info.generation = 0;
   info.summary = SummaryPlace{};
+  contents_.Clear(segment);
 }
 
 uint64_t SegmentTable::KeepFor(SegmentUse use) const {
@@ -85,27 +49,21 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
     *awaiting_map = true;
     return 0;
   }
-  // The new segment's key filter before the segment: without memory for it, none is taken.
-  std::unique_ptr<KeyFilter> filter = KeyFilter::OwnOrNull(open_filter_words_, probes_);
-  if (filter == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("no memory for a new segment's key filter (", open_filter_words_ * 8,
-                     " bytes)"));
-  }
-  uint64_t segment = 0;
+  const uint64_t segment = map_ == nullptr ? free_.back() : ready_.front();
+  Info& info = info_[segment];
+  NVKV_CHECK(info.state == SegmentState::kFree);
+  // Its contents (a key filter) before the segment: without memory for them, none is taken.
+  NVKV_RETURN_IF_ERROR(contents_.Open(segment));
   if (map_ == nullptr) {
-    segment = free_.back();
     free_.pop_back();
   } else {
-    segment = ready_.front();
     ready_.erase(ready_.begin());
     announce_due_.store(true, std::memory_order_release);
   }
-  Info& info = info_[segment];
-  NVKV_CHECK(info.state == SegmentState::kFree);
   info.state = SegmentState::kOpen;
-  Reset(info);
-  info.filter = std::move(filter);
+  info.live_bytes.store(0);
+  info.likely_stale_bytes.store(0);
+  info.summary = SummaryPlace{};
   changes_.fetch_add(1, std::memory_order_relaxed);
   *generation = next_generation_.fetch_add(1);
   info.generation = *generation;
@@ -138,7 +96,7 @@ void SegmentTable::Seal(uint64_t segment, std::optional<LastWrite> last_write) {
   NVKV_CHECK(info.state == SegmentState::kOpen);
   info.state = SegmentState::kSealed;
   info.last_write = last_write;
-  if (info.filter != nullptr) info.filter->FoldTo(FilterWordsFor(info.puts.load()));
+  contents_.Seal(segment);
 }
 
 std::optional<LastWrite> SegmentTable::last_write(uint64_t segment) {
@@ -196,41 +154,28 @@ std::optional<uint64_t> SegmentTable::PickVictim(CompactionPolicy policy, uint64
 std::optional<uint64_t> SegmentTable::BestVictim(CompactionPolicy policy, uint64_t now_sequence,
                                                  bool only_with_garbage,
                                                  bool with_writes_in_flight) {
-  // The tombstone floor of each segment (MinSequenceExcept) from the two smallest minimums.
-  uint64_t lowest = UINT64_MAX, second = UINT64_MAX, lowest_segment = segment_count_;
+  std::vector<uint64_t> candidates;
   for (uint64_t s = 0; s < segment_count_; ++s) {
-    if (info_[s].state == SegmentState::kFree) continue;
-    const uint64_t min = info_[s].min_sequence.load();
-    if (min < lowest) {
-      second = lowest;
-      lowest = min;
-      lowest_segment = s;
-    } else if (min < second) {
-      second = min;
+    const Info& info = info_[s];
+    if (info.state != SegmentState::kSealed || info.held_unread) continue;
+    if (with_writes_in_flight || info.pages_pending.load(std::memory_order_acquire) == 0) {
+      candidates.push_back(s);
     }
   }
+  const std::vector<SegmentContents::CleaningEstimate> estimates =
+      contents_.EstimateCleaning(candidates);
   std::optional<uint64_t> best;
   double best_score = -1;
-  for (uint64_t s = 0; s < segment_count_; ++s) {
-    Info& info = info_[s];
-    if (info.state != SegmentState::kSealed || info.held_unread) continue;
-    if (!with_writes_in_flight && info.pages_pending.load(std::memory_order_acquire) != 0) {
-      continue;
-    }
-    // Bytes cleaning must copy: live puts, and the share of tombstones it would keep, unless
-    // the global test drops all of them.
-    const uint64_t floor = s == lowest_segment ? second : lowest;
-    const bool tombstones_dead = info.max_sequence.load() < floor;
-    int64_t tombstones_kept = 0;
-    if (!tombstones_dead && info.sample_count > 0) {
-      tombstones_kept = info.tombstone_bytes.load() * KeptSamples(s) / info.sample_count;
-    }
-    // Records that blind overwrites probably made stale are counted as garbage: cleaning the
-    // segment is what finds out, and settles them (compactor.h).
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Info& info = info_[candidates[i]];
+    const SegmentContents::CleaningEstimate& estimate = estimates[i];
+    // Bytes cleaning must copy: live puts, and the tombstones it would keep. Records that blind
+    // overwrites probably made stale are counted as garbage: cleaning the segment is what finds
+    // out, and settles them (compactor.h).
     const int64_t indexed = info.live_bytes.load() - info.likely_stale_bytes.load();
-    const int64_t kept = std::max<int64_t>(0, indexed) + tombstones_kept;
+    const int64_t kept = std::max<int64_t>(0, indexed) + estimate.tombstones_kept;
     if (only_with_garbage) {
-      const int64_t dead = info.record_bytes.load() - kept;
+      const int64_t dead = estimate.record_bytes - kept;
       if (dead < static_cast<int64_t>(page_payload_bytes_) &&
           kept > static_cast<int64_t>(sparse_bytes_)) {
         continue;  // would be rewritten into as many pages as it has
@@ -244,13 +189,13 @@ std::optional<uint64_t> SegmentTable::BestVictim(CompactionPolicy policy, uint64
     } else {
       // LFS cost-benefit: free space gained times its age, over the cost of reading the segment
       // and writing its live part. Age is how many writes ago the segment's newest record was.
-      const uint64_t newest = info.max_sequence.load();
+      const uint64_t newest = estimate.max_sequence;
       const double age = static_cast<double>(now_sequence > newest ? now_sequence - newest : 0) + 1;
       score = (1.0 - u) * age / (1.0 + u);
     }
     if (score > best_score) {
       best_score = score;
-      best = s;
+      best = candidates[i];
     }
   }
   return best;
@@ -267,8 +212,7 @@ void SegmentTable::Free(uint64_t segment) {
   NVKV_CHECK(info.state == SegmentState::kCompacting);
   info.state = SegmentState::kFree;
   info.last_write.reset();
-  Reset(info);
-  ++info.incarnation;
+  Empty(segment);
   free_.push_back(segment);
   changes_.fetch_add(1, std::memory_order_relaxed);
   if (map_ != nullptr) map_->Set(segment, MapState::kFree);
@@ -344,104 +288,6 @@ SegmentMapPageHeader SegmentTable::MapFloors() const {
   return floors;
 }
 
-void SegmentTable::NoteRecord(uint64_t segment, const KeyHash& hash, uint64_t sequence,
-                              uint32_t record_bytes, bool is_delete) {
-  Info& info = info_[segment];
-  // One writer (the contract): plain loads and stores, no locked read-modify-writes, which cost
-  // recovery, noting a million records or more, tens of milliseconds.
-  AddBySoleWriter(info.record_bytes, int64_t{record_bytes});
-  if (!is_delete) {
-    // Only puts: a tombstone hides nothing older that another tombstone would not hide too
-    // (recovery lets the newest record of a key win; older deletes leave it absent all the same).
-    if (info.filter == nullptr) StartRecoveredFilter(segment);  // heads' segments have theirs
-    info.filter->Add(hash);
-    AddBySoleWriter(info.puts, uint64_t{1});
-  } else {
-    AddBySoleWriter(info.tombstone_bytes, int64_t{record_bytes});
-    // Keep the tombstones with the smallest hash.lo: replace the largest when full.
-    TombstoneSample sample;
-    sample.hash = hash;
-    sample.sequence = sequence;
-    if (info.samples == nullptr) {
-      info.samples = std::make_unique<std::array<TombstoneSample, kTombstoneSamples>>();
-    }
-    std::array<TombstoneSample, kTombstoneSamples>& samples = *info.samples;
-    if (info.sample_count < kTombstoneSamples) {
-      samples[info.sample_count++] = sample;
-    } else {
-      TombstoneSample* largest = &samples[0];
-      for (TombstoneSample& s : samples) {
-        if (s.hash.lo > largest->hash.lo) largest = &s;
-      }
-      if (hash.lo < largest->hash.lo) *largest = sample;
-    }
-  }
-  if (sequence < info.min_sequence.load(std::memory_order_relaxed)) {
-    info.min_sequence.store(sequence, std::memory_order_relaxed);
-  }
-  if (sequence > info.max_sequence.load(std::memory_order_relaxed)) {
-    info.max_sequence.store(sequence, std::memory_order_relaxed);
-  }
-}
-
-void SegmentTable::NoteRestoredPut(uint64_t segment, const KeyHash& hash) {
-  Info& info = info_[segment];
-  if (info.filter == nullptr) StartRecoveredFilter(segment);
-  info.filter->Add(hash);
-}
-
-uint64_t SegmentTable::MinSequenceExcept(uint64_t except) {
-  absl::MutexLock lock(&mu_);
-  uint64_t min = UINT64_MAX;
-  for (uint64_t s = 0; s < segment_count_; ++s) {
-    if (s == except || info_[s].state == SegmentState::kFree) continue;
-    min = std::min(min, info_[s].min_sequence.load());
-  }
-  return min;
-}
-
-bool SegmentTable::MayHoldOlder(const KeyHash& hash, uint64_t sequence, uint64_t except) {
-  absl::MutexLock lock(&mu_);
-  return FindOlder(hash, sequence, except) != UINT64_MAX;
-}
-
-uint64_t SegmentTable::FindOlder(const KeyHash& hash, uint64_t sequence, uint64_t except) {
-  for (uint64_t s = 0; s < segment_count_; ++s) {
-    const Info& info = info_[s];
-    if (s == except || info.state == SegmentState::kFree) continue;
-    if (info.min_sequence.load() >= sequence) continue;
-    if (info.filter != nullptr && info.filter->MayContain(hash)) return s;
-  }
-  return UINT64_MAX;
-}
-
-uint32_t SegmentTable::KeptSamples(uint64_t segment) {
-  Info& info = info_[segment];
-  uint32_t kept = 0;
-  for (uint32_t i = 0; i < info.sample_count; ++i) {
-    TombstoneSample& sample = (*info.samples)[i];
-    // A tombstone found needed stays so while its blocker is there. One found droppable stays
-    // so: every older record of its key was noted before the tombstone was written, and
-    // compaction copies such a record only from a segment that held it (false positives of
-    // later filters aside, which only make the estimate less exact).
-    if (sample.checked) {
-      if (sample.blocker == UINT64_MAX) continue;
-      const Info& blocker = info_[sample.blocker];
-      if (blocker.incarnation == sample.blocker_incarnation &&
-          blocker.state != SegmentState::kFree) {
-        ++kept;
-        continue;
-      }
-    }
-    sample.checked = true;
-    sample.blocker = FindOlder(sample.hash, sample.sequence, segment);
-    if (sample.blocker == UINT64_MAX) continue;
-    sample.blocker_incarnation = info_[sample.blocker].incarnation;
-    ++kept;
-  }
-  return kept;
-}
-
 uint64_t SegmentTable::generation(uint64_t segment) {
   absl::MutexLock lock(&mu_);
   return info_[segment].generation;
@@ -490,15 +336,6 @@ uint64_t SegmentTable::usable_bytes() {
   absl::MutexLock lock(&mu_);
   const uint64_t kept = reserve_user_ + kept_.size();
   return segment_count_ > kept ? (segment_count_ - kept) * capacity_bytes_ : 0;
-}
-
-uint64_t SegmentTable::filter_bytes() {
-  absl::MutexLock lock(&mu_);
-  uint64_t words = 0;
-  for (uint64_t s = 0; s < segment_count_; ++s) {
-    words += info_[s].filter != nullptr ? info_[s].filter->words() : 0;
-  }
-  return words * sizeof(uint64_t);
 }
 
 }  // namespace nvkv::kv

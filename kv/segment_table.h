@@ -1,42 +1,18 @@
-// SegmentTable: what the engine knows about each segment — state, live bytes, generation, the
-// sequence range of its records — and the free list. Shared by the write path (heads take free
-// segments), compaction (chooses victims, frees them) and recovery (fills it in).
+// SegmentTable: what the engine knows about each segment — state, live bytes, generation, and
+// (its SegmentContents) what its log holds — and which segments are free. Shared by the write
+// path (heads take free segments), compaction (chooses victims, frees them) and recovery (fills
+// it in).
 //
 // Thread contract: thread-safe. State changes take `mu_` (rare: once per segment fill or
-// clean); live-byte accounting is an atomic add on the hot path. Key filters: NoteRecord sets
-// their bits (relaxed atomic ORs) from the thread filling the segment, without `mu_`;
-// MayHoldOlder and PickVictim read them under `mu_`; a filter is created, folded or dropped only
-// under `mu_`, and never while its segment is being appended to.
+// clean); live-byte accounting is an atomic add on the hot path. What each segment's log holds
+// (its records' sequences and bytes, its key filter and tombstone sample) is the table's
+// SegmentContents (segment_contents.h), which the table tells when a log begins, is sealed and
+// ends, and which the writers of records tell of each record (contents().Note).
 //
-// Which tombstones cleaning must keep. A delete's tombstone hides the older puts of its key; it
-// may be dropped once none of them can remain outside the segment being cleaned (older deletes
-// need no hiding: recovery lets the newest record of a key win, and a delete leaves it absent).
-// The table keeps, for each segment in use, a filter of the keys of its puts (a Bloom filter over
-// their KeyHash: every put appended, copied there by compaction or found there by recovery is
-// noted), and MayHoldOlder answers "may a segment other than the victim, holding records older
-// than the tombstone, hold a put of this key?". Before that, the cheap global test: no other
-// segment in use holds any record older than the tombstone (MinSequenceExcept).
-//
-// A false positive keeps a tombstone until the segment that gave it is cleaned, and a tombstone
-// is checked against every older segment, so the filters are sized for the store: about 1 in 100
-// tombstones checked against all of its segments is kept by mistake. That takes
-// 1.44 * log2(100 * segments) bits per put (clamped to 10..32: 20 for 128 segments, 24 for 1024,
-// 30 for 16384), rounded up to a power of two.
-//
-// Memory. A segment a head is filling has a filter sized for the most puts a segment can hold
-// (every page full of the smallest records: 41472 for 1 MiB segments of 4 KiB pages, 128 KiB of
-// filter at 24 bits each); when it is sealed, or recovered, the filter is folded (its halves ORed
-// together) down to 1-2 times the bits its puts need. So a store costs 2.5-8 bytes of memory per
-// put record on the device (dead ones too, until their segment is cleaned), plus ~400 bytes per
-// segment (counters and the tombstone sample below) and one full-size filter per log head.
-//
-// What cleaning a segment gains. Its live puts and the tombstones compaction must keep are
-// copied; everything else it holds is reclaimed. Tombstones are never "live" in live_bytes (a
-// delete removes the key from the index), so the table counts them apart and estimates how many
-// of them cleaning would keep: none when the global test drops them all, else the share of a
-// small sample of the segment's tombstones (the ones with the smallest hashes, so a fair sample
-// of its keys) that MayHoldOlder would keep. A segment is worth cleaning (PickVictim's
-// only_with_garbage) when at least a page of its records is dead, or when what it keeps is so
+// Liveness. live_bytes counts the records the index points at (stale entries' too: kv/README.md
+// "Blind overwrites"); deletes are never live. A segment is worth cleaning (PickVictim's
+// only_with_garbage) when at least a page of its records is dead, counting the tombstones
+// cleaning would keep as kept (SegmentContents::EstimateCleaning), or when what it keeps is so
 // little that it repacks into fewer pages: pages are at least half full once packed, so that
 // holds below (pages_per_segment - 2) / 2 pages of payload. Cleaning a segment that gains nothing
 // would only rewrite it, over and over when the store is full of live data.
@@ -65,9 +41,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "kv/engine.h"
-#include "kv/key_filter.h"
 #include "kv/key_hash.h"
 #include "kv/page_format.h"
+#include "kv/segment_contents.h"
 #include "kv/segment_map.h"
 #include "kv/zeroed_block.h"
 
@@ -151,7 +127,7 @@ class SegmentTable {
   // Puts never take the kept held segments; deletes and compaction free them when nothing else
   // is free (ReleaseKept), rather than be refused.
   absl::Status CheckReserve(SegmentUse use);
-  // A head is done with `segment` (full or closing); its key filter shrinks to fit its records.
+  // A head is done with `segment` (full or closing); its contents are sealed.
   // `last_write` says which head wrote it up to which page (none: recovered from the device,
   // durable already).
   void Seal(uint64_t segment, std::optional<LastWrite> last_write = std::nullopt);
@@ -190,25 +166,11 @@ class SegmentTable {
   void AddLikelyStale(uint64_t segment, int64_t bytes) {
     info_[segment].likely_stale_bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
-  // A record of key `hash` and `record_bytes` (a delete when `is_delete`) was appended to
-  // `segment` (by a user write or a compaction copy), or found there by recovery: its key, its
-  // sequence range and byte counts. Called by the one thread filling the segment (under the lock
-  // of the shard whose head owns it), or by recovery before the engine starts.
-  void NoteRecord(uint64_t segment, const KeyHash& hash, uint64_t sequence, uint32_t record_bytes,
-                  bool is_delete);
-  // Recovery over a checkpoint: a put of `hash` is in restored `segment`, whose counts the
-  // checkpoint gave but not its key filter (a log head's): the filter only.
-  void NoteRestoredPut(uint64_t segment, const KeyHash& hash);
+  // What the segments' logs hold: the writers of records note each one there.
+  SegmentContents& contents() { return contents_; }
   void AddPending(uint64_t segment, int32_t pages) {
     info_[segment].pages_pending.fetch_add(pages, std::memory_order_acq_rel);
   }
-
-  // The smallest record sequence in any non-free segment other than `except`, or UINT64_MAX.
-  uint64_t MinSequenceExcept(uint64_t except);
-  // Whether a non-free segment other than `except`, holding a record older than `sequence`, may
-  // hold a record of key `hash`. False only when none does: a tombstone of that key and
-  // sequence in `except` hides nothing elsewhere. O(segments).
-  bool MayHoldOlder(const KeyHash& hash, uint64_t sequence, uint64_t except);
 
   uint64_t NextGeneration() { return next_generation_.fetch_add(1); }
 
@@ -233,12 +195,8 @@ class SegmentTable {
     // records were noted on top of what the checkpoint gave, sequences included.
     bool extends_restored = false;
   };
-  // Recovery is about to note up to `puts` puts of `segment` (from its summary): the segment's
-  // key filter is made that size at once, where it would otherwise start at full size and be
-  // folded. kResourceExhausted when the system has no memory for it.
-  absl::Status SizeRecoveredFilter(uint64_t segment, uint64_t puts);
-  // Recovery fills these before the engine starts (NoteRecord first, for every record it
-  // finds; RecoverSegment then shrinks the segment's key filter, or drops it when not in use).
+  // Recovery fills these before the engine starts (contents().Note first, for every record it
+  // finds; RecoverSegment then says whether the segment holds a log, SegmentContents::Recover).
   void RecoverSegment(uint64_t segment, const RecoveredSegment& found);
   void SetNextGeneration(uint64_t generation) { next_generation_.store(generation); }
   // Builds the free list from the recovered states, and makes the map say the same of every
@@ -249,7 +207,7 @@ class SegmentTable {
   // log, as recovery would find it again by reading the log.
   struct SavedSegment {
     CheckpointSegment fields;
-    std::vector<CheckpointTombstone> tombstones;  // its sample (at most 8)
+    std::vector<CheckpointTombstone> tombstones;  // its sample (SegmentContents::Save)
     std::vector<uint64_t> filter;                 // its key filter's words; empty: none
   };
   // Calls `visit` for the segments holding a log, in segment order, without the key filters of
@@ -266,8 +224,8 @@ class SegmentTable {
                     const std::function<void(const SavedSegment&)>& visit);
   // Recovery from a checkpoint, before FinishRecovery: `saved` is a segment holding a log,
   // sealed (ResumeHead makes a head's open again). kDataLoss for what ForEachSaved never gives
-  // (a segment out of range or given twice, a filter whose size is no power of two, too many
-  // tombstones, a summary outside the log).
+  // (a segment out of range or given twice, counts or a summary no log has, and what
+  // SegmentContents::Restore refuses).
   absl::Status RestoreSegment(const SavedSegment& saved);
   // Recovery from a checkpoint: restored `segment`, of the log of `generation`, is a log head's
   // again (kOpen), as it was at Close, with its key filter at full size: the one restored, or,
@@ -277,10 +235,6 @@ class SegmentTable {
   // as many as the puts it holds.
   absl::Status ResumeHead(uint64_t segment, uint64_t generation,
                           absl::Span<const KeyHash> puts);
-  uint32_t filter_probes() const { return probes_; }
-  // The most a SavedSegment may hold: filter words, and tombstone samples.
-  uint64_t max_filter_words() const { return open_filter_words_; }
-  static constexpr uint32_t max_tombstone_samples() { return kTombstoneSamples; }
   // Recovery set aside a checkpoint it had partly restored: every segment free and empty again.
   void ForgetRecovered();
   // Recovery over a checkpoint: restored `segment` was freed since; free and empty again.
@@ -346,43 +300,12 @@ class SegmentTable {
   // when the store fills up, the open segment of each log head but the one that ran out may be
   // partly unused.
   uint64_t usable_bytes();
-  // The bytes of the segments' key filters (recovery plans its memory with them).
-  uint64_t filter_bytes();
 
  private:
-  // The filter size (64-bit words, a power of two) giving `puts` keys bits_per_put_ bits each.
-  uint64_t FilterWordsFor(uint64_t puts) const;
-
-  // One tombstone of the segment's sample, and what PickVictim last found about it: the
-  // segment (`blocker`, in its `blocker_incarnation`) that made MayHoldOlder keep it, if any.
-  struct TombstoneSample {
-    KeyHash hash;
-    uint64_t sequence = 0;
-    bool checked = false;
-    uint64_t blocker = UINT64_MAX;  // UINT64_MAX: nothing older may hold the key
-    uint64_t blocker_incarnation = 0;
-  };
-  static constexpr uint32_t kTombstoneSamples = 8;
-
   struct Info {
     std::atomic<int64_t> live_bytes{0};
     std::atomic<int64_t> likely_stale_bytes{0};  // AddLikelyStale's estimate, within live_bytes
     std::atomic<int32_t> pages_pending{0};  // pages assigned whose writes have not completed
-    std::atomic<uint64_t> min_sequence{UINT64_MAX};
-    std::atomic<uint64_t> max_sequence{0};
-    std::atomic<int64_t> record_bytes{0};     // every record appended (or recovered), dead or not
-    std::atomic<int64_t> tombstone_bytes{0};  // the deletes among them
-    std::atomic<uint64_t> puts{0};  // records of puts: the keys in `filter`
-    // Written by NoteRecord while the segment is open or recovered (one thread); replaced (Seal,
-    // Free, Allocate, recovery) and read by MayHoldOlder under mu_. Null: no records.
-    std::unique_ptr<KeyFilter> filter;
-    // The kTombstoneSamples tombstones with the smallest hash.lo: written by NoteRecord while
-    // the segment is open, read (and `checked`/`blocker` written) by PickVictim once it is
-    // sealed, under mu_. Allocated at the segment's first tombstone (most never hold one: an
-    // Info is made for every segment of the store, and Open pays for each).
-    std::unique_ptr<std::array<TombstoneSample, kTombstoneSamples>> samples;
-    uint32_t sample_count = 0;
-    uint64_t incarnation = 0;  // how often the segment was freed; guarded by mu_
     uint64_t generation = 0;   // of the log it holds (0: free); guarded by mu_
     // Where the map says its summary is (kHeld and kept: its place in the kept set); guarded by
     // mu_.
@@ -392,14 +315,6 @@ class SegmentTable {
     std::optional<LastWrite> last_write;  // guarded by mu_
   };
 
-  // The segment other than `except` that MayHoldOlder finds, or UINT64_MAX.
-  uint64_t FindOlder(const KeyHash& hash, uint64_t sequence, uint64_t except)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How many of `segment`'s sampled tombstones cleaning would keep, of sample_count.
-  uint32_t KeptSamples(uint64_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Recovery notes records of segments that have no filter yet: one full-size filter at a time
-  // (the previous recovered segment's is folded first, recovery reads segments in turn).
-  void StartRecoveredFilter(uint64_t segment);
   // Free segments a `use` must leave.
   uint64_t KeepFor(SegmentUse use) const;
   // The best victim PickVictim would take (without marking it); with `with_writes_in_flight`,
@@ -407,8 +322,8 @@ class SegmentTable {
   std::optional<uint64_t> BestVictim(CompactionPolicy policy, uint64_t now_sequence,
                                      bool only_with_garbage, bool with_writes_in_flight)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Forgets what `info` counted for a previous use.
-  static void Reset(Info& info);
+  // `segment` holds no log any more (free or held): its counts and contents are forgotten.
+  void Empty(uint64_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t segment_count_;
   SegmentMap* const map_;
@@ -418,14 +333,8 @@ class SegmentTable {
   const uint64_t page_payload_bytes_;  // record bytes one page holds
   const uint64_t sparse_bytes_;        // kept bytes below which a segment repacks smaller
   const uint32_t reserve_user_;
-  // Bits per key of a sealed segment's filter (at least; up to twice as many after rounding) and
-  // bits set per key: chosen so that a tombstone checked against every segment of the store
-  // is kept by a false positive about 1 time in 100 (each false positive keeps it until that
-  // segment is cleaned): log2(100 * segments) * 1.44 bits, ln 2 of them set per key.
-  const uint32_t bits_per_put_;
-  const uint32_t probes_;
-  const uint64_t open_filter_words_;  // for the most puts a segment can hold
   std::unique_ptr<Info[]> info_;
+  SegmentContents contents_;
   std::atomic<uint64_t> next_generation_{1};
   std::atomic<uint64_t> changes_{0};  // segment_changes()
   std::atomic<uint64_t> retained_count_{0};  // segments in kRetained
@@ -439,8 +348,6 @@ class SegmentTable {
   // joined free_; cleared by AnnounceMore once nothing more is. Read without the lock, so that
   // the writer's passes take mu_ only when there is something to announce.
   std::atomic<bool> announce_due_{true};
-  // The memory of the filters RestoreSegment and SizeRecoveredFilter make, until FinishRecovery.
-  FilterBlocks recovered_filters_ ABSL_GUARDED_BY(mu_);
   // Frees held `segments`.
   void UnholdLocked(std::span<const uint64_t> segments) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseKeptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -451,7 +358,6 @@ class SegmentTable {
   uint64_t FreeCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return free_.size() + announcing_.size() + ready_.size();
   }
-  uint64_t recovering_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;  // the one full-size recovered filter
 };
 
 }  // namespace nvkv::kv

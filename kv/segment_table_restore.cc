@@ -10,60 +10,20 @@
 #include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
-namespace {
-
-absl::Status NoMemoryForFilter(uint64_t segment, uint64_t words) {
-  return absl::ResourceExhaustedError(absl::StrCat("no memory for the key filter of segment ",
-                                                   segment, " (", words * 8, " bytes)"));
-}
-
-}  // namespace
-
-
-absl::Status SegmentTable::SizeRecoveredFilter(uint64_t segment, uint64_t puts) {
-  absl::MutexLock lock(&mu_);
-  Info& info = info_[segment];
-  if (info.filter != nullptr) return absl::OkStatus();
-  const uint64_t words = FilterWordsFor(std::max<uint64_t>(puts, 1));
-  info.filter = KeyFilter::InBlocks(words, probes_, recovered_filters_);
-  if (info.filter == nullptr) return NoMemoryForFilter(segment, words);
-  return absl::OkStatus();
-}
-
-void SegmentTable::StartRecoveredFilter(uint64_t segment) {
-  absl::MutexLock lock(&mu_);
-  if (recovering_ != UINT64_MAX) {
-    Info& previous = info_[recovering_];
-    previous.filter->FoldTo(FilterWordsFor(previous.puts.load()));
-  }
-  info_[segment].filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
-  recovering_ = segment;
-}
 
 void SegmentTable::RecoverSegment(uint64_t segment, const RecoveredSegment& found) {
-  const bool in_use = found.in_use;
+  absl::MutexLock lock(&mu_);
   Info& info = info_[segment];
-  {
-    absl::MutexLock lock(&mu_);
-    if (!in_use) {
-      info.filter.reset();
-      info.sample_count = 0;
-    } else if (info.filter != nullptr) {
-      info.filter->FoldTo(FilterWordsFor(info.puts.load()));
-    }
-    if (recovering_ == segment) recovering_ = UINT64_MAX;
-    info.generation = in_use ? found.generation : 0;
-    info.summary = in_use ? found.summary : SummaryPlace{};
-  }
-  info.state = in_use ? SegmentState::kSealed : SegmentState::kFree;
-  if (found.extends_restored) return;  // NoteRecord widened the restored sequences
-  info.min_sequence.store(found.min_sequence);
-  info.max_sequence.store(found.max_sequence);
+  info.state = found.in_use ? SegmentState::kSealed : SegmentState::kFree;
+  info.generation = found.in_use ? found.generation : 0;
+  info.summary = found.in_use ? found.summary : SummaryPlace{};
+  contents_.Recover(segment, found.in_use, found.min_sequence, found.max_sequence,
+                    found.extends_restored);
 }
 
 void SegmentTable::FinishRecovery() {
+  contents_.FinishRecovery();
   absl::MutexLock lock(&mu_);
-  recovered_filters_.Close();
   free_.clear();
   announcing_.clear();
   ready_.clear();
@@ -101,32 +61,19 @@ bool SegmentTable::SaveSome(uint64_t& next, const std::vector<uint64_t>& filters
   SavedSegment saved;
   while (next < segment_count_) {
     const uint64_t s = next++;
-    Info& info = info_[s];
+    const Info& info = info_[s];
     if (info.state == SegmentState::kFree || info.state == SegmentState::kHeld) continue;
     CheckpointSegment& f = saved.fields;
     f = CheckpointSegment{};
     f.segment = s;
     f.generation = info.generation;
-    f.min_sequence = info.min_sequence.load();
-    f.max_sequence = info.max_sequence.load();
     f.live_bytes = info.live_bytes.load();
     f.likely_stale_bytes = info.likely_stale_bytes.load();
-    f.record_bytes = info.record_bytes.load();
-    f.tombstone_bytes = info.tombstone_bytes.load();
-    f.puts = info.puts.load();
     f.summary_first = info.summary.first;
     f.summary_pages = info.summary.pages;
-    saved.tombstones.clear();
-    for (uint32_t i = 0; i < info.sample_count; ++i) {
-      const TombstoneSample& sample = (*info.samples)[i];
-      saved.tombstones.push_back({sample.hash.lo, sample.hash.hi, sample.sequence});
-    }
-    f.tombstone_samples = static_cast<uint32_t>(saved.tombstones.size());
-    saved.filter.clear();
     const bool left_out = std::find(filters_left_out.begin(), filters_left_out.end(), s) !=
                           filters_left_out.end();
-    if (info.filter != nullptr && !left_out) info.filter->CopyTo(&saved.filter);
-    f.filter_words = saved.filter.size();
+    contents_.Save(s, left_out, &f, &saved.tombstones, &saved.filter);
     if (!visit(saved)) return next == segment_count_;
   }
   return true;
@@ -138,45 +85,19 @@ absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {
     return absl::DataLossError(absl::StrCat("checkpoint: segment ", f.segment, ": ", what));
   };
   if (f.segment >= segment_count_) return refuse("beyond the store");
-  if (f.tombstone_samples != saved.tombstones.size() ||
-      saved.tombstones.size() > kTombstoneSamples) {
-    return refuse("too many tombstone samples");
-  }
-  const uint64_t words = saved.filter.size();
-  if (f.filter_words != words || (words & (words - 1)) != 0 || words > open_filter_words_) {
-    return refuse("a key filter of a size no store makes");
-  }
-  if (f.generation == 0 || f.record_bytes < 0 || f.live_bytes < 0 || f.tombstone_bytes < 0 ||
+  if (f.generation == 0 || f.live_bytes < 0 ||
       f.summary_first + uint64_t{f.summary_pages} > log_pages_) {
     return refuse("counts no segment holding a log has");
   }
   absl::MutexLock lock(&mu_);
   Info& info = info_[f.segment];
   if (info.state != SegmentState::kFree) return refuse("given twice");
+  NVKV_RETURN_IF_ERROR(contents_.Restore(f.segment, f, saved.tombstones, saved.filter));
   info.state = SegmentState::kSealed;
   info.generation = f.generation;
   info.summary = SummaryPlace{f.summary_first, f.summary_pages};
-  info.min_sequence.store(f.min_sequence);
-  info.max_sequence.store(f.max_sequence);
   info.live_bytes.store(f.live_bytes);
   info.likely_stale_bytes.store(f.likely_stale_bytes);
-  info.record_bytes.store(f.record_bytes);
-  info.tombstone_bytes.store(f.tombstone_bytes);
-  info.puts.store(f.puts);
-  info.filter.reset();
-  if (words > 0) {
-    info.filter = KeyFilter::InBlocks(words, probes_, recovered_filters_, saved.filter.data());
-    if (info.filter == nullptr) return NoMemoryForFilter(f.segment, words);
-  }
-  info.sample_count = static_cast<uint32_t>(saved.tombstones.size());
-  info.samples.reset();
-  if (info.sample_count > 0) {
-    info.samples = std::make_unique<std::array<TombstoneSample, kTombstoneSamples>>();
-    for (uint32_t i = 0; i < info.sample_count; ++i) {
-      const CheckpointTombstone& t = saved.tombstones[i];
-      (*info.samples)[i] = TombstoneSample{KeyHash{t.hash_lo, t.hash_hi}, t.sequence};
-    }
-  }
   return absl::OkStatus();
 }
 
@@ -193,13 +114,7 @@ absl::Status SegmentTable::ResumeHead(uint64_t segment, uint64_t generation,
       info.summary.pages != 0) {
     return refuse();
   }
-  if (info.filter == nullptr) {
-    if (puts.size() != info.puts.load()) return refuse();
-    info.filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
-    for (const KeyHash& hash : puts) info.filter->Add(hash);
-  } else if (info.filter->words() != open_filter_words_) {
-    return refuse();
-  }
+  if (!contents_.ResumeOpen(segment, puts)) return refuse();
   info.state = SegmentState::kOpen;
   info.last_write.reset();
   return absl::OkStatus();
@@ -209,19 +124,15 @@ void SegmentTable::ForgetRecovered() {
   absl::MutexLock lock(&mu_);
   kept_.clear();
   for (uint64_t s = 0; s < segment_count_; ++s) {
-    Reset(info_[s]);
-    info_[s].samples.reset();
+    Empty(s);
     info_[s].state = SegmentState::kFree;
   }
-  recovering_ = UINT64_MAX;
 }
 
 void SegmentTable::ForgetRecoveredSegment(uint64_t segment) {
   absl::MutexLock lock(&mu_);
-  Reset(info_[segment]);
-  info_[segment].samples.reset();
+  Empty(segment);
   info_[segment].state = SegmentState::kFree;
-  if (recovering_ == segment) recovering_ = UINT64_MAX;
 }
 
 bool SegmentTable::Hold(uint64_t count, uint64_t keep, std::vector<uint64_t>* taken) {

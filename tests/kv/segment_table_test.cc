@@ -64,10 +64,10 @@ uint64_t FilledSegment(SegmentTable& table, const Contents& contents) {
                               ? contents.record_bytes
                               : contents.live_bytes + contents.tombstone_bytes;
   const int64_t puts = records - contents.tombstone_bytes;
-  table.NoteRecord(*segment, HashKey(contents.put_key), contents.min_sequence,
-                   static_cast<uint32_t>(puts), false);
-  table.NoteRecord(*segment, HashKey(contents.tombstone_key), contents.max_sequence,
-                   static_cast<uint32_t>(contents.tombstone_bytes), true);
+  table.contents().Note(*segment, HashKey(contents.put_key), contents.min_sequence,
+                        static_cast<uint32_t>(puts), false);
+  table.contents().Note(*segment, HashKey(contents.tombstone_key), contents.max_sequence,
+                        static_cast<uint32_t>(contents.tombstone_bytes), true);
   table.AddLive(*segment, contents.live_bytes);
   table.Seal(*segment);
   return *segment;
@@ -317,15 +317,15 @@ TEST(SegmentTableTest, MayHoldOlderFindsEveryKeyOfOlderSegmentsInUse) {
   ASSERT_THAT(old_segment, IsOk());
   constexpr uint64_t kKeys = 2000;
   for (uint64_t i = 0; i < kKeys; ++i) {
-    table->NoteRecord(*old_segment, HashKey(absl::StrCat("key", i)), 100 + i, 30, false);
+    table->contents().Note(*old_segment, HashKey(absl::StrCat("key", i)), 100 + i, 30, false);
   }
   absl::StatusOr<uint64_t> victim = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
   ASSERT_THAT(victim, IsOk());
-  table->NoteRecord(*victim, HashKey("key0"), 5000, 30, true);
+  table->contents().Note(*victim, HashKey("key0"), 5000, 30, true);
   // Open, then sealed (its filter folded): every key is found.
   for (int sealed = 0; sealed < 2; ++sealed) {
     for (uint64_t i = 0; i < kKeys; ++i) {
-      ASSERT_TRUE(table->MayHoldOlder(HashKey(absl::StrCat("key", i)), 5000, *victim))
+      ASSERT_TRUE(table->contents().MayHoldOlder(HashKey(absl::StrCat("key", i)), 5000, *victim))
           << "key" << i << (sealed ? " (sealed)" : " (open)");
     }
     if (!sealed) table->Seal(*old_segment);
@@ -333,19 +333,20 @@ TEST(SegmentTableTest, MayHoldOlderFindsEveryKeyOfOlderSegmentsInUse) {
   // A few false positives at most among keys it never held.
   uint64_t false_positives = 0;
   for (uint64_t i = 0; i < kKeys; ++i) {
-    false_positives += table->MayHoldOlder(HashKey(absl::StrCat("other", i)), 5000, *victim);
+    false_positives +=
+        table->contents().MayHoldOlder(HashKey(absl::StrCat("other", i)), 5000, *victim);
   }
   EXPECT_LT(false_positives, kKeys / 20);
   // Not when its records are all newer than the tombstone, nor for the segment asked about.
-  EXPECT_FALSE(table->MayHoldOlder(HashKey("key0"), 100, *victim));
-  EXPECT_FALSE(table->MayHoldOlder(HashKey("key0"), 5000, *old_segment));
+  EXPECT_FALSE(table->contents().MayHoldOlder(HashKey("key0"), 100, *victim));
+  EXPECT_FALSE(table->contents().MayHoldOlder(HashKey("key0"), 5000, *old_segment));
   // Not once it is freed.
   table->Seal(*victim);
   auto picked = table->PickVictim(CompactionPolicy::kGreedy, 6000, false);
   ASSERT_TRUE(picked.has_value());
   ASSERT_EQ(*picked, *old_segment);
   table->Free(*old_segment);
-  EXPECT_FALSE(table->MayHoldOlder(HashKey("key0"), 5000, *victim));
+  EXPECT_FALSE(table->contents().MayHoldOlder(HashKey("key0"), 5000, *victim));
 }
 
 // The clean-close checkpoint may leave a log head's key filter out (its puts are in the head's
@@ -359,10 +360,10 @@ TEST(SegmentTableTest, AResumedHeadsKeyFilterLeftOutIsRebuiltFromItsPuts) {
   std::vector<KeyHash> puts;
   for (uint64_t i = 0; i < 300; ++i) {
     const KeyHash hash = HashKey(absl::StrCat("key", i));
-    table->NoteRecord(*head, hash, 10 + i, 40, /*is_delete=*/false);
+    table->contents().Note(*head, hash, 10 + i, 40, /*is_delete=*/false);
     puts.push_back(hash);
   }
-  table->NoteRecord(*head, HashKey("gone"), 400, 30, /*is_delete=*/true);
+  table->contents().Note(*head, HashKey("gone"), 400, 30, /*is_delete=*/true);
   std::vector<SegmentTable::SavedSegment> whole, left_out;
   table->ForEachSaved({}, [&](const SegmentTable::SavedSegment& s) { whole.push_back(s); });
   table->ForEachSaved({*head}, [&](const SegmentTable::SavedSegment& s) { left_out.push_back(s); });
@@ -416,7 +417,7 @@ TEST(SegmentTableTest, RestoredKeyFiltersAreTheSavedOnesAndOutliveTheirNeighbour
         table->Allocate(SegmentUse::kCompaction, &generation, &never_awaits_map);
     ASSERT_THAT(segment, IsOk());
     for (uint64_t i = 0; i < 5000; ++i) {
-      table->NoteRecord(*segment, HashKey(absl::StrCat(*segment, "/", i)), 1 + i, 40, false);
+      table->contents().Note(*segment, HashKey(absl::StrCat(*segment, "/", i)), 1 + i, 40, false);
     }
     table->AddLive(*segment, 40);
     table->Seal(*segment);
@@ -453,26 +454,26 @@ TEST(SegmentTableTest, RestoredKeyFiltersAreTheSavedOnesAndOutliveTheirNeighbour
 
 TEST(SegmentTableTest, MinSequenceExceptIgnoresFreeSegmentsAndTheVictim) {
   auto table = FreshTable(5, 0);
-  EXPECT_EQ(table->MinSequenceExcept(0), UINT64_MAX);
+  EXPECT_EQ(table->contents().MinSequenceExcept(0), UINT64_MAX);
   const uint64_t a = FilledSegment(*table, 10, 5, 50);
   const uint64_t b = FilledSegment(*table, 10, 30, 40);
   uint64_t generation = 0;
   absl::StatusOr<uint64_t> open = table->Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
   ASSERT_THAT(open, IsOk());
-  table->NoteRecord(*open, HashKey("a"), 70, 100, false);
+  table->contents().Note(*open, HashKey("a"), 70, 100, false);
   // Out of order: compaction copies keep their old sequence.
-  table->NoteRecord(*open, HashKey("b"), 60, 100, false);
-  EXPECT_EQ(table->MinSequenceExcept(b), 5u);
-  EXPECT_EQ(table->MinSequenceExcept(a), 30u);
+  table->contents().Note(*open, HashKey("b"), 60, 100, false);
+  EXPECT_EQ(table->contents().MinSequenceExcept(b), 5u);
+  EXPECT_EQ(table->contents().MinSequenceExcept(a), 30u);
   // The open segment counts too: a tombstone must not be dropped while a head holds older data.
-  table->NoteRecord(*open, HashKey("c"), 2, 100, false);
-  EXPECT_EQ(table->MinSequenceExcept(a), 2u);
+  table->contents().Note(*open, HashKey("c"), 2, 100, false);
+  EXPECT_EQ(table->contents().MinSequenceExcept(a), 2u);
   // A freed segment no longer holds anything.
   auto victim = table->PickVictim(CompactionPolicy::kGreedy, 100, false);
   ASSERT_TRUE(victim.has_value());
   table->Free(*victim);
   const uint64_t other = *victim == a ? b : a;
-  EXPECT_EQ(table->MinSequenceExcept(*open), other == a ? 5u : 30u);
+  EXPECT_EQ(table->contents().MinSequenceExcept(*open), other == a ? 5u : 30u);
 }
 
 TEST(SegmentTableTest, RecoveredSegmentsKeepStateAndSequences) {
@@ -489,7 +490,7 @@ TEST(SegmentTableTest, RecoveredSegmentsKeepStateAndSequences) {
   EXPECT_EQ(table.free_count(), 2u);
   EXPECT_EQ(table.state(0), SegmentState::kSealed);
   EXPECT_EQ(table.state(1), SegmentState::kFree);
-  EXPECT_EQ(table.MinSequenceExcept(2), 7u);
+  EXPECT_EQ(table.contents().MinSequenceExcept(2), 7u);
   uint64_t generation = 0;
   absl::StatusOr<uint64_t> first = table.Allocate(SegmentUse::kUserPut, &generation, &never_awaits_map);
   ASSERT_THAT(first, IsOk());
