@@ -8,8 +8,8 @@
 // Locks, in the order they may be taken (never the reverse):
 //   CheckpointKeeper's mutex -> Compactor's cleaning mutex -> append_gate_ -> Shard::mu (several
 //   only in ascending shard id, by batches)
-//   -> SegmentTable's mutex (-> SegmentContents' mutex, SegmentMap's mutex), LogWriter's mutex,
-//   StickyError's mutex (leaves).
+//   -> SegmentTable's mutex (-> SegmentContents', FreeSegments' and SegmentMap's mutexes, the
+//   map's under FreeSegments' too), LogWriter's mutex, StickyError's mutex (leaves).
 // ReadQueueSet's mutex (read_queue.h) and Checkpointer's are leaves too, taken with no other
 // engine lock held.
 // No lock is held across device I/O, except that a shard's pages are sealed under its lock.

@@ -27,7 +27,7 @@
 // 2 x max_write_delay_us plus the device's write and flush time (plus one more flush time when
 // flushes take longer than max_write_delay_us).
 //
-// The segment map and the summaries. The writer is also the map's writer (segment_table.h),
+// The segment map and the summaries. The writer is also the map's writer (free_segments.h),
 // and writes the summaries of sealed segments: its MetadataWriter (metadata_writer.h) does both
 // on its thread. It exits only once the map on the device says what the table does (a clean
 // Close leaves an exact map).

@@ -10,7 +10,6 @@
 #include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
-
 SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user, SegmentMap* map,
                            const std::atomic<uint64_t>* next_sequence)
     : segment_count_(geometry.segment_count),
@@ -23,7 +22,8 @@ SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user, Segm
                     geometry.payload_bytes() / 2),
       reserve_user_(reserve_user),
       info_(new Info[geometry.segment_count]),
-      contents_(geometry) {}
+      contents_(geometry),
+      free_(map, reserve_user) {}
 
 void SegmentTable::Empty(uint64_t segment) {
   Info& info = info_[segment];
@@ -45,21 +45,17 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   absl::MutexLock lock(&mu_);
   *awaiting_map = false;
   NVKV_RETURN_IF_ERROR(CheckReserveLocked(use));
-  if (map_ != nullptr && ready_.empty()) {
+  const std::optional<uint64_t> next = free_.NextForHead();
+  if (!next) {
     *awaiting_map = true;
     return 0;
   }
-  const uint64_t segment = map_ == nullptr ? free_.back() : ready_.front();
+  const uint64_t segment = *next;
   Info& info = info_[segment];
   NVKV_CHECK(info.state == SegmentState::kFree);
   // Its contents (a key filter) before the segment: without memory for them, none is taken.
   NVKV_RETURN_IF_ERROR(contents_.Open(segment));
-  if (map_ == nullptr) {
-    free_.pop_back();
-  } else {
-    ready_.erase(ready_.begin());
-    announce_due_.store(true, std::memory_order_release);
-  }
+  free_.TakeForHead(segment);
   info.state = SegmentState::kOpen;
   info.live_bytes.store(0);
   info.likely_stale_bytes.store(0);
@@ -82,10 +78,10 @@ absl::Status SegmentTable::CheckReserveLocked(SegmentUse use) {
   // never take their room. Deletes and compaction are how a full store makes room again, so
   // when nothing else is free they may, rather than be refused (recovery then reads the log
   // after a crash).
-  if (FreeCountLocked() <= keep && use != SegmentUse::kUserPut) ReleaseKeptLocked();
-  if (FreeCountLocked() > keep) return absl::OkStatus();
+  if (free_.count() <= keep && use != SegmentUse::kUserPut) ReleaseKeptLocked();
+  if (free_.count() > keep) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "store full: ", FreeCountLocked(), " free segments of ", segment_count_, " (",
+      "store full: ", free_.count(), " free segments of ", segment_count_, " (",
       kept_.size(), " hold the checkpoint the next Open starts from)",
       " and compaction finds nothing to reclaim"));
 }
@@ -213,10 +209,8 @@ void SegmentTable::Free(uint64_t segment) {
   info.state = SegmentState::kFree;
   info.last_write.reset();
   Empty(segment);
-  free_.push_back(segment);
+  free_.Add(segment);
   changes_.fetch_add(1, std::memory_order_relaxed);
-  if (map_ != nullptr) map_->Set(segment, MapState::kFree);
-  announce_due_.store(true, std::memory_order_release);
 }
 
 bool SegmentTable::MarkSummarized(uint64_t segment, uint64_t generation,
@@ -233,27 +227,9 @@ bool SegmentTable::MarkSummarized(uint64_t segment, uint64_t generation,
   return true;
 }
 
-void SegmentTable::AnnounceMore() {
-  if (map_ == nullptr || !announce_due_.load(std::memory_order_acquire)) return;
-  absl::MutexLock lock(&mu_);
-  while (!free_.empty() && announcing_.size() + ready_.size() < announced_target()) {
-    const uint64_t segment = free_.back();
-    free_.pop_back();
-    announcing_.emplace_back(segment, map_->Set(segment, MapState::kInUse));
-  }
-  announce_due_.store(false, std::memory_order_relaxed);  // until a segment leaves or frees
-}
-
 void SegmentTable::WithdrawAnnouncements() {
-  if (map_ == nullptr) return;
   absl::MutexLock lock(&mu_);
-  for (const auto& [segment, ticket] : announcing_) ready_.push_back(segment);
-  announcing_.clear();
-  for (const uint64_t segment : ready_) {
-    free_.push_back(segment);
-    map_->Set(segment, MapState::kFree);
-  }
-  ready_.clear();
+  free_.Withdraw();
 }
 
 std::optional<SegmentMap::PageWrite> SegmentTable::TakeMapWrite(uint8_t* page) {
@@ -269,15 +245,7 @@ absl::Status SegmentTable::MapPageWritten(const SegmentMap::PageWrite& write,
     return absl::Status(status.code(),
                         absl::StrCat("writing the segment map failed: ", status.message()));
   }
-  absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < announcing_.size();) {
-    if (map_->Durable(announcing_[i].second)) {
-      ready_.push_back(announcing_[i].first);
-      announcing_.erase(announcing_.begin() + static_cast<ptrdiff_t>(i));
-    } else {
-      ++i;
-    }
-  }
+  free_.Written();
   return absl::OkStatus();
 }
 
@@ -297,11 +265,6 @@ void SegmentTable::ClearLiveBytes() {
   for (uint64_t s = 0; s < segment_count_; ++s) info_[s].live_bytes.store(0);
 }
 
-uint64_t SegmentTable::free_count() {
-  absl::MutexLock lock(&mu_);
-  return FreeCountLocked();
-}
-
 uint64_t SegmentTable::live_bytes_total() const {
   int64_t total = 0;
   for (uint64_t s = 0; s < segment_count_; ++s) total += info_[s].live_bytes.load();
@@ -319,7 +282,7 @@ bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
   // worth cleaning (counting segments whose writes are still in flight: they become victims
   // once written). When neither holds, the store is full and waiting would only delay saying so.
   auto settled = [this, keep]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (FreeCountLocked() > keep) return true;
+    if (free_.count() > keep) return true;
     for (uint64_t s = 0; s < segment_count_; ++s) {
       if (info_[s].state == SegmentState::kCompacting) return false;
     }
@@ -329,7 +292,7 @@ bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
   };
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithTimeout(absl::Condition(&settled), timeout);
-  return FreeCountLocked() > keep;
+  return free_.count() > keep;
 }
 
 uint64_t SegmentTable::usable_bytes() {

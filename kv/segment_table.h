@@ -18,12 +18,8 @@
 // would only rewrite it, over and over when the store is full of live data.
 //
 // The segment map (segment_map.h). A table given a map keeps it saying what recovery must read:
-// a free segment reaches a log head only once the map on the device says it is in use. The
-// table keeps a few free segments *announced* (marked in use, and the map write done) for the
-// heads to take (Allocate takes no other), and the map's writer (the log writer; Open before it
-// starts) announces more as they are taken (AnnounceMore, then MapPageWritten once the write is
-// done). A freed segment is marked free in the map lazily: its free markers already say so. So
-// after a crash recovery reads the segments in use and the announced ones, and skips the rest.
+// which segments hold a log, and which free ones the heads may take (announced: FreeSegments,
+// free_segments.h). The log writer writes the map's changed pages (TakeMapWrite).
 #ifndef NVKV_KV_SEGMENT_TABLE_H_
 #define NVKV_KV_SEGMENT_TABLE_H_
 
@@ -41,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "kv/engine.h"
+#include "kv/free_segments.h"
 #include "kv/key_hash.h"
 #include "kv/page_format.h"
 #include "kv/segment_contents.h"
@@ -104,7 +101,7 @@ class SegmentTable {
   SegmentMap* map() const { return map_; }
   // Marks free segments in use in the map until announced_target() of them are announced or
   // being announced; their map pages are then written (SegmentMap::TakeWrite).
-  void AnnounceMore();
+  void AnnounceMore() { free_.AnnounceMore(); }
   // The map's one write protocol, for its two writers (the log writer while it runs, Open and
   // Close before and after): the next changed map page, encoded into `page` with the floors of
   // this moment, to be written; none when nothing changed.
@@ -280,7 +277,7 @@ class SegmentTable {
   // entries are counted again (AddLive).
   void ClearLiveBytes();
 
-  uint64_t free_count();
+  uint64_t free_count() { return free_.count(); }
   uint64_t live_bytes_total() const;
   int64_t live_bytes(uint64_t segment) const {
     return info_[segment].live_bytes.load(std::memory_order_relaxed);
@@ -339,25 +336,14 @@ class SegmentTable {
   std::atomic<uint64_t> changes_{0};  // segment_changes()
   std::atomic<uint64_t> retained_count_{0};  // segments in kRetained
   absl::Mutex mu_;
-  // Free segments: not announced (free_), being announced (announcing_, with the map change
-  // that must be on the device first), announced (ready_). Without a map, only free_.
-  std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<uint64_t, SegmentMap::Ticket>> announcing_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> ready_ ABSL_GUARDED_BY(mu_);
-  // Set (under mu_) when announcing more may be possible and needed: a segment left ready_ or
-  // joined free_; cleared by AnnounceMore once nothing more is. Read without the lock, so that
-  // the writer's passes take mu_ only when there is something to announce.
-  std::atomic<bool> announce_due_{true};
+  // Which segments are free is changed only under mu_ (FreeSegments' thread contract).
+  FreeSegments free_;
   // Frees held `segments`.
   void UnholdLocked(std::span<const uint64_t> segments) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseKeptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckReserveLocked(SegmentUse use) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The kept held segments, in their order.
   std::vector<uint64_t> kept_ ABSL_GUARDED_BY(mu_);
-  // Free segments of every kind.
-  uint64_t FreeCountLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return free_.size() + announcing_.size() + ready_.size();
-  }
 };
 
 }  // namespace nvkv::kv

@@ -24,26 +24,23 @@ void SegmentTable::RecoverSegment(uint64_t segment, const RecoveredSegment& foun
 void SegmentTable::FinishRecovery() {
   contents_.FinishRecovery();
   absl::MutexLock lock(&mu_);
-  free_.clear();
-  announcing_.clear();
-  ready_.clear();
-  announce_due_.store(true, std::memory_order_release);
-  // Highest numbers last, so heads fill the device from the front.
+  std::vector<uint64_t> free;
+  // Highest numbers first, so heads fill the device from the front.
   for (uint64_t s = segment_count_; s > 0; --s) {
     const Info& info = info_[s - 1];
-    const bool free = info.state == SegmentState::kFree;
-    if (free) free_.push_back(s - 1);
-    if (map_ == nullptr) continue;
-    if (free) {
-      map_->Set(s - 1, MapState::kFree);
-    } else if (info.state == SegmentState::kHeld) {
-      map_->Set(s - 1, MapState::kBaseCheckpoint, info.summary);
-    } else if (info.summary.pages > 0) {
-      map_->Set(s - 1, MapState::kSummarized, info.summary);
-    } else {
-      map_->Set(s - 1, MapState::kInUse);
+    if (info.state == SegmentState::kFree) {
+      free.push_back(s - 1);
+    } else if (map_ != nullptr) {
+      if (info.state == SegmentState::kHeld) {
+        map_->Set(s - 1, MapState::kBaseCheckpoint, info.summary);
+      } else if (info.summary.pages > 0) {
+        map_->Set(s - 1, MapState::kSummarized, info.summary);
+      } else {
+        map_->Set(s - 1, MapState::kInUse);
+      }
     }
   }
+  free_.Rebuild(std::move(free));
 }
 
 void SegmentTable::ForEachSaved(const std::vector<uint64_t>& filters_left_out,
@@ -137,11 +134,7 @@ void SegmentTable::ForgetRecoveredSegment(uint64_t segment) {
 
 bool SegmentTable::Hold(uint64_t count, uint64_t keep, std::vector<uint64_t>* taken) {
   absl::MutexLock lock(&mu_);
-  taken->clear();
-  if (free_.size() < count || FreeCountLocked() < count + keep) return false;
-  // free_ holds the highest numbers first.
-  taken->assign(free_.begin(), free_.begin() + static_cast<ptrdiff_t>(count));
-  free_.erase(free_.begin(), free_.begin() + static_cast<ptrdiff_t>(count));
+  if (!free_.TakeUnannounced(count, keep, taken)) return false;
   for (const uint64_t segment : *taken) {
     NVKV_CHECK(info_[segment].state == SegmentState::kFree);
     info_[segment].state = SegmentState::kHeld;
@@ -216,10 +209,8 @@ void SegmentTable::UnholdLocked(std::span<const uint64_t> segments) {
     NVKV_CHECK(info.state == SegmentState::kHeld);
     info.state = SegmentState::kFree;
     info.summary = SummaryPlace{};
-    free_.push_back(segment);
-    if (map_ != nullptr) map_->Set(segment, MapState::kFree);
+    free_.Add(segment);
   }
-  if (!segments.empty()) announce_due_.store(true, std::memory_order_release);
 }
 
 uint64_t SegmentTable::kept_count() {
