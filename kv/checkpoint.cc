@@ -14,6 +14,7 @@
 #include "kv/key_hash.h"
 #include "kv/location.h"
 #include "kv/page_runs.h"
+#include "kv/saved_segment.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -83,8 +84,8 @@ StreamCounts EmitStream(Out& out, const CheckpointHeader& header, const StoreSha
   uint64_t next_segment = 0;
   bool segments_done = false;
   while (!segments_done) {
-    segments_done = segments.SaveSome(
-        next_segment, filters_left_out, [&](const SegmentTable::SavedSegment& saved) {
+    segments_done = SaveSegments(
+        segments, next_segment, filters_left_out, [&](const SavedSegment& saved) {
           out.Append(&saved.fields, sizeof(saved.fields));
           out.Append(saved.tombstones.data(),
                      saved.tombstones.size() * sizeof(CheckpointTombstone));

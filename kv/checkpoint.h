@@ -22,7 +22,7 @@
 // segment holding a log and its key filter (2.5-8 bytes per put it holds), and each head's
 // summary so far. A head's segment has a full-size filter (128-256 KiB for 1 MiB segments): it
 // is left out when the head's summary is kept, which names every put of the segment, and Open
-// rebuilds it from there (SegmentTable::ResumeHead). Open reads it in
+// rebuilds it from there (ResumeSavedHead, saved_segment.h). Open reads it in
 // chunk-sized runs and fills the indexes as it goes: no table of every key beside the index.
 #ifndef NVKV_KV_CHECKPOINT_H_
 #define NVKV_KV_CHECKPOINT_H_

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "kv/key_hash.h"
 #include "kv/location.h"
+#include "kv/saved_segment.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -309,7 +310,7 @@ class Loader {
   }
 
   absl::Status LoadSegments(uint64_t count) {
-    SegmentTable::SavedSegment saved;
+    SavedSegment saved;
     for (uint64_t i = 0; i < count; ++i) {
       CheckpointSegment& f = saved.fields;
       if (!in_.Read(&f, sizeof(f))) return in_.status();
@@ -335,7 +336,7 @@ class Loader {
           !in_.Read(saved.filter.data(), saved.filter.size() * sizeof(uint64_t))) {
         return in_.status();
       }
-      NVKV_RETURN_IF_ERROR(segments_.RestoreSegment(saved));
+      NVKV_RETURN_IF_ERROR(RestoreSavedSegment(segments_, saved));
       restored_[f.segment] = true;
     }
     for (uint64_t s = 0; map_in_use_ != nullptr && s < g_.segment_count; ++s) {
@@ -443,7 +444,8 @@ class Loader {
     } else if (saved.summary_entries != 0 || saved.summary_bytes != 0) {
       return Refuse(absl::StrCat("shard ", shard, "'s head: entries of a summary it has not"));
     }
-    const absl::Status taken = segments_.ResumeHead(saved.segment, saved.generation, puts);
+    const absl::Status taken =
+        ResumeSavedHead(segments_, saved.segment, saved.generation, puts);
     if (!taken.ok()) return Refuse(std::string(taken.message()));
     log_end_[saved.segment] = saved.next_page;  // the head writes from there on
     loaded_heads_.push_back(std::move(resumed));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 namespace {
@@ -268,9 +269,9 @@ void SegmentContents::Save(uint64_t segment, bool filter_left_out, CheckpointSeg
   saved->filter_words = filter->size();
 }
 
-absl::Status SegmentContents::Restore(uint64_t segment, const CheckpointSegment& saved,
-                                      std::span<const CheckpointTombstone> tombstones,
-                                      std::span<const uint64_t> filter) {
+absl::Status SegmentContents::CheckSaved(uint64_t segment, const CheckpointSegment& saved,
+                                         std::span<const CheckpointTombstone> tombstones,
+                                         std::span<const uint64_t> filter) const {
   const auto refuse = [&](const char* what) {
     return absl::DataLossError(absl::StrCat("checkpoint: segment ", segment, ": ", what));
   };
@@ -284,6 +285,14 @@ absl::Status SegmentContents::Restore(uint64_t segment, const CheckpointSegment&
   if (saved.record_bytes < 0 || saved.tombstone_bytes < 0) {
     return refuse("counts no segment holding a log has");
   }
+  return absl::OkStatus();
+}
+
+absl::Status SegmentContents::Restore(uint64_t segment, const CheckpointSegment& saved,
+                                      std::span<const CheckpointTombstone> tombstones,
+                                      std::span<const uint64_t> filter) {
+  NVKV_RETURN_IF_ERROR(CheckSaved(segment, saved, tombstones, filter));
+  const uint64_t words = filter.size();
   absl::MutexLock lock(&mu_);
   ClearLocked(segment);
   Contents& c = contents_[segment];
@@ -307,14 +316,20 @@ absl::Status SegmentContents::Restore(uint64_t segment, const CheckpointSegment&
   return absl::OkStatus();
 }
 
-bool SegmentContents::ResumeOpen(uint64_t segment, absl::Span<const KeyHash> puts) {
+bool SegmentContents::CanResumeOpen(uint64_t segment, uint64_t puts) {
+  if (segment >= segment_count_) return false;
+  absl::MutexLock lock(&mu_);
+  const Contents& c = contents_[segment];
+  return c.filter != nullptr ? c.filter->words() == open_filter_words_ : puts == c.puts.load();
+}
+
+void SegmentContents::ResumeOpen(uint64_t segment, absl::Span<const KeyHash> puts) {
+  NVKV_CHECK(CanResumeOpen(segment, puts.size()));
   absl::MutexLock lock(&mu_);
   Contents& c = contents_[segment];
-  if (c.filter != nullptr) return c.filter->words() == open_filter_words_;
-  if (puts.size() != c.puts.load()) return false;
+  if (c.filter != nullptr) return;
   c.filter = std::make_unique<KeyFilter>(open_filter_words_, probes_);
   for (const KeyHash& hash : puts) c.filter->Add(hash);
-  return true;
 }
 
 uint64_t SegmentContents::filter_bytes() {

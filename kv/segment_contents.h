@@ -117,17 +117,23 @@ class SegmentContents {
   // unless `filter_left_out`, its key filter's words (none: empty).
   void Save(uint64_t segment, bool filter_left_out, CheckpointSegment* saved,
             std::vector<CheckpointTombstone>* tombstones, std::vector<uint64_t>* filter);
-  // Recovery from a checkpoint: what Save gave of `segment`, back. kDataLoss for what Save never
-  // gives (too many tombstones, a filter whose size is no power of two or too large, negative
-  // counts); kResourceExhausted when the system has no memory for the filter.
+  // kDataLoss for what Save never gives of a segment (too many tombstones, a filter whose size is
+  // no power of two or too large, negative counts).
+  absl::Status CheckSaved(uint64_t segment, const CheckpointSegment& saved,
+                          std::span<const CheckpointTombstone> tombstones,
+                          std::span<const uint64_t> filter) const;
+  // Recovery from a checkpoint: what Save gave of `segment`, back. kDataLoss as CheckSaved (and
+  // nothing changes); kResourceExhausted when the system has no memory for the filter.
   absl::Status Restore(uint64_t segment, const CheckpointSegment& saved,
                        std::span<const CheckpointTombstone> tombstones,
                        std::span<const uint64_t> filter);
-  // Recovery from a checkpoint: restored `segment` is a log head's again, with its key filter at
-  // full size: the one restored, or, when the checkpoint left it out, one made of `puts`, the
-  // hashes of every put its log holds. False (nothing changes) when its restored filter is not
-  // full size, or it has none and `puts` are not as many as the puts it holds.
-  bool ResumeOpen(uint64_t segment, absl::Span<const KeyHash> puts);
+  // Recovery from a checkpoint: whether restored `segment` can be a log head's again with `puts`
+  // puts named (ResumeOpen): false when its restored filter is not full size, or it has none and
+  // `puts` is not the number of puts it holds.
+  bool CanResumeOpen(uint64_t segment, uint64_t puts);
+  // It is (CanResumeOpen said so), with its key filter at full size: the one restored, or, when
+  // the checkpoint left it out, one made of `puts`, the hashes of every put its log holds.
+  void ResumeOpen(uint64_t segment, absl::Span<const KeyHash> puts);
 
   uint32_t filter_probes() const { return probes_; }
   // The most a saved segment may hold: filter words, and tombstone samples.

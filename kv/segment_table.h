@@ -26,7 +26,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -200,38 +199,25 @@ class SegmentTable {
   // segment (the pages that change are written by the map's writer).
   void FinishRecovery();
 
-  // The clean-close checkpoint (kv/checkpoint.h): what the table knows of one segment holding a
-  // log, as recovery would find it again by reading the log.
-  struct SavedSegment {
-    CheckpointSegment fields;
-    std::vector<CheckpointTombstone> tombstones;  // its sample (SegmentContents::Save)
-    std::vector<uint64_t> filter;                 // its key filter's words; empty: none
+  // What the table knows of a segment holding a log, apart from its contents: what a checkpoint
+  // saves of it (saved_segment.h).
+  struct LogFacts {
+    uint64_t generation = 0;  // of its log
+    SummaryPlace summary;     // a durable summary of the whole log, if it has one
+    int64_t live_bytes = 0;
+    int64_t likely_stale_bytes = 0;
   };
-  // Calls `visit` for the segments holding a log, in segment order, without the key filters of
-  // `filters_left_out` (log heads' segments whose puts the checkpoint holds anyway, in the
-  // head's summary so far: ResumeHead rebuilds them), from segment `next` on, until `visit`
-  // returns false (`next` is then the segment after that one) or none is left (returns true).
-  // The caller may write between calls; meanwhile nothing may change which segments hold a log
-  // or their filters' and samples' sizes (Close, or a checkpoint while running: writes held back,
-  // compaction paused), as the stream's size was counted before.
-  bool SaveSome(uint64_t& next, const std::vector<uint64_t>& filters_left_out,
-                const std::function<bool(const SavedSegment&)>& visit);
-  // Every segment, as SaveSome gives them.
-  void ForEachSaved(const std::vector<uint64_t>& filters_left_out,
-                    const std::function<void(const SavedSegment&)>& visit);
-  // Recovery from a checkpoint, before FinishRecovery: `saved` is a segment holding a log,
-  // sealed (ResumeHead makes a head's open again). kDataLoss for what ForEachSaved never gives
-  // (a segment out of range or given twice, counts or a summary no log has, and what
-  // SegmentContents::Restore refuses).
-  absl::Status RestoreSegment(const SavedSegment& saved);
-  // Recovery from a checkpoint: restored `segment`, of the log of `generation`, is a log head's
-  // again (kOpen), as it was at Close, with its key filter at full size: the one restored, or,
-  // when the checkpoint left it out, one made of `puts`, the hashes of every put its log holds.
-  // kDataLoss when it is not a restored segment of that generation without a summary, taken by
-  // no other head, whose restored filter is full size, or which has none and `puts` are not
-  // as many as the puts it holds.
-  absl::Status ResumeHead(uint64_t segment, uint64_t generation,
-                          absl::Span<const KeyHash> puts);
+  // None when `segment` holds no log (free or held).
+  std::optional<LogFacts> log_facts(uint64_t segment);
+  // Recovery from a checkpoint, before FinishRecovery: free `segment` holds a sealed log, as
+  // `facts` say (its contents are restored apart: RestoreSavedSegment). kDataLoss when it is
+  // beyond the store or given twice, or the facts are no log's (no generation, negative live
+  // bytes, a summary beyond the segment's log pages).
+  absl::Status RestoreLog(uint64_t segment, const LogFacts& facts);
+  // Recovery from a checkpoint: restored `segment` is the log of `generation` a head goes on
+  // with (kOpen again). False, and nothing changes, when it is no restored sealed log of that
+  // generation without a summary (a head goes on only with a log it has not finished).
+  bool ReopenLog(uint64_t segment, uint64_t generation);
   // Recovery set aside a checkpoint it had partly restored: every segment free and empty again.
   void ForgetRecovered();
   // Recovery over a checkpoint: restored `segment` was freed since; free and empty again.

@@ -43,78 +43,47 @@ void SegmentTable::FinishRecovery() {
   free_.Rebuild(std::move(free));
 }
 
-void SegmentTable::ForEachSaved(const std::vector<uint64_t>& filters_left_out,
-                                const std::function<void(const SavedSegment&)>& visit) {
-  uint64_t next = 0;
-  SaveSome(next, filters_left_out, [&](const SavedSegment& saved) {
-    visit(saved);
-    return true;
-  });
-}
-
-bool SegmentTable::SaveSome(uint64_t& next, const std::vector<uint64_t>& filters_left_out,
-                            const std::function<bool(const SavedSegment&)>& visit) {
+std::optional<SegmentTable::LogFacts> SegmentTable::log_facts(uint64_t segment) {
   absl::MutexLock lock(&mu_);
-  SavedSegment saved;
-  while (next < segment_count_) {
-    const uint64_t s = next++;
-    const Info& info = info_[s];
-    if (info.state == SegmentState::kFree || info.state == SegmentState::kHeld) continue;
-    CheckpointSegment& f = saved.fields;
-    f = CheckpointSegment{};
-    f.segment = s;
-    f.generation = info.generation;
-    f.live_bytes = info.live_bytes.load();
-    f.likely_stale_bytes = info.likely_stale_bytes.load();
-    f.summary_first = info.summary.first;
-    f.summary_pages = info.summary.pages;
-    const bool left_out = std::find(filters_left_out.begin(), filters_left_out.end(), s) !=
-                          filters_left_out.end();
-    contents_.Save(s, left_out, &f, &saved.tombstones, &saved.filter);
-    if (!visit(saved)) return next == segment_count_;
-  }
-  return true;
+  const Info& info = info_[segment];
+  if (info.state == SegmentState::kFree || info.state == SegmentState::kHeld) return std::nullopt;
+  return LogFacts{.generation = info.generation,
+                  .summary = info.summary,
+                  .live_bytes = info.live_bytes.load(),
+                  .likely_stale_bytes = info.likely_stale_bytes.load()};
 }
 
-absl::Status SegmentTable::RestoreSegment(const SavedSegment& saved) {
-  const CheckpointSegment& f = saved.fields;
+absl::Status SegmentTable::RestoreLog(uint64_t segment, const LogFacts& facts) {
   const auto refuse = [&](const char* what) {
-    return absl::DataLossError(absl::StrCat("checkpoint: segment ", f.segment, ": ", what));
+    return absl::DataLossError(absl::StrCat("checkpoint: segment ", segment, ": ", what));
   };
-  if (f.segment >= segment_count_) return refuse("beyond the store");
-  if (f.generation == 0 || f.live_bytes < 0 ||
-      f.summary_first + uint64_t{f.summary_pages} > log_pages_) {
+  if (segment >= segment_count_) return refuse("beyond the store");
+  if (facts.generation == 0 || facts.live_bytes < 0 ||
+      facts.summary.first + uint64_t{facts.summary.pages} > log_pages_) {
     return refuse("counts no segment holding a log has");
   }
   absl::MutexLock lock(&mu_);
-  Info& info = info_[f.segment];
+  Info& info = info_[segment];
   if (info.state != SegmentState::kFree) return refuse("given twice");
-  NVKV_RETURN_IF_ERROR(contents_.Restore(f.segment, f, saved.tombstones, saved.filter));
   info.state = SegmentState::kSealed;
-  info.generation = f.generation;
-  info.summary = SummaryPlace{f.summary_first, f.summary_pages};
-  info.live_bytes.store(f.live_bytes);
-  info.likely_stale_bytes.store(f.likely_stale_bytes);
+  info.generation = facts.generation;
+  info.summary = facts.summary;
+  info.live_bytes.store(facts.live_bytes);
+  info.likely_stale_bytes.store(facts.likely_stale_bytes);
   return absl::OkStatus();
 }
 
-absl::Status SegmentTable::ResumeHead(uint64_t segment, uint64_t generation,
-                                      absl::Span<const KeyHash> puts) {
-  const auto refuse = [&] {
-    return absl::DataLossError(absl::StrCat("segment ", segment,
-                                            " is not a log a head could go on with"));
-  };
-  if (segment >= segment_count_) return refuse();
+bool SegmentTable::ReopenLog(uint64_t segment, uint64_t generation) {
+  if (segment >= segment_count_) return false;
   absl::MutexLock lock(&mu_);
   Info& info = info_[segment];
   if (info.state != SegmentState::kSealed || info.generation != generation ||
       info.summary.pages != 0) {
-    return refuse();
+    return false;
   }
-  if (!contents_.ResumeOpen(segment, puts)) return refuse();
   info.state = SegmentState::kOpen;
   info.last_write.reset();
-  return absl::OkStatus();
+  return true;
 }
 
 void SegmentTable::ForgetRecovered() {
