@@ -10,6 +10,18 @@
 #include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
+namespace {
+
+// What cleaning a segment that keeps the share `u` of its log gains for what it costs. Greedy:
+// the space it frees. LFS cost-benefit: the space it frees times its age (how many writes ago
+// its newest record was, `age`), over the cost of reading the segment and writing what it keeps.
+double VictimScore(CompactionPolicy policy, double u, uint64_t age) {
+  if (policy == CompactionPolicy::kGreedy) return 1.0 - u;
+  return (1.0 - u) * (static_cast<double>(age) + 1) / (1.0 + u);
+}
+
+}  // namespace
+
 SegmentTable::SegmentTable(const Geometry& geometry, uint32_t reserve_user, SegmentMap* map,
                            const std::atomic<uint64_t>* next_sequence)
     : segment_count_(geometry.segment_count),
@@ -179,16 +191,8 @@ std::optional<uint64_t> SegmentTable::BestVictim(CompactionPolicy policy, uint64
     }
     const double u =
         std::min(1.0, static_cast<double>(kept) / static_cast<double>(capacity_bytes_));
-    double score;
-    if (policy == CompactionPolicy::kGreedy) {
-      score = 1.0 - u;
-    } else {
-      // LFS cost-benefit: free space gained times its age, over the cost of reading the segment
-      // and writing its live part. Age is how many writes ago the segment's newest record was.
-      const uint64_t newest = estimate.max_sequence;
-      const double age = static_cast<double>(now_sequence > newest ? now_sequence - newest : 0) + 1;
-      score = (1.0 - u) * age / (1.0 + u);
-    }
+    const uint64_t newest = estimate.max_sequence;
+    const double score = VictimScore(policy, u, now_sequence > newest ? now_sequence - newest : 0);
     if (score > best_score) {
       best_score = score;
       best = candidates[i];
