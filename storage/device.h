@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "storage/buffer_pool.h"
+#include "storage/zones.h"
 
 namespace nvkv::storage {
 
@@ -46,13 +47,27 @@ enum class IoOp : uint8_t {
   // this kind still in flight when its queue is destroyed must be signalled first, or the
   // destructor waits for it.
   kWaitEvent = 3,
+  // Zoned devices only (info().zones; zones.h), where `lba` is a zone's first block.
+  kZoneAppend = 4,  // writes lba_count blocks at the zone's write pointer: see appended_lba
+  kZoneReset = 5,   // empties the zone
+  kZoneFinish = 6,  // makes the zone full where its write pointer stands
+  // Reads the zone report (zones.h) of the zones from this one on into `buffer`, lba_count
+  // blocks long: as many zones as fit, or as there are.
+  kZoneReport = 7,
 };
+
+// Whether `op` is one of the zoned devices' own.
+inline bool IsZoneOp(IoOp op) {
+  return op == IoOp::kZoneAppend || op == IoOp::kZoneReset || op == IoOp::kZoneFinish ||
+         op == IoOp::kZoneReport;
+}
 
 // One asynchronous device operation. Caller-owned; see the life cycle above.
 struct IoRequest {
   // --- Set by the caller before Enqueue. ---
   IoOp op = IoOp::kRead;
-  // Write only: the write is durable when it completes (NVMe FUA, RWF_DSYNC on files).
+  // Write and zone append only: the write is durable when it completes (NVMe FUA, RWF_DSYNC on
+  // files).
   bool fua = false;
   uint64_t lba = 0;        // first logical block; ignored for kFlush
   uint32_t lba_count = 0;  // number of logical blocks (not zero-based); ignored for kFlush
@@ -67,6 +82,9 @@ struct IoRequest {
 
   // --- Set by the device before on_done runs. ---
   absl::Status status;
+  // kZoneAppend that succeeded: the first block the device wrote (appends in flight together
+  // land in any order).
+  uint64_t appended_lba = 0;
 
   // --- Backend bookkeeping; callers do not touch. ---
   uint32_t parts_pending = 0;  // SQEs of this request still in flight
@@ -110,6 +128,7 @@ struct DeviceInfo {
   // again when it fails to make a store of it (RemoveCreatedFile).
   bool created = false;
   bool zoned = false;                 // zoned namespace or block device (see allow_zoned)
+  ZoneModel zones;                    // its zones, when a backend knows them (zone ops need it)
   bool read_only = false;             // DeviceOptions::read_only: writes and flushes refused
   uint32_t nsid = 0;                  // NVMe namespace id, 0 elsewhere
   RingFeatures ring;

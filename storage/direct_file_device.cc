@@ -101,6 +101,12 @@ void DirectFileDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
       break;
     case IoOp::kWaitEvent:
       NVKV_CHECK(false);  // RingDevice prepares these itself
+      break;
+    case IoOp::kZoneAppend:
+    case IoOp::kZoneReset:
+    case IoOp::kZoneFinish:
+    case IoOp::kZoneReport:
+      NVKV_CHECK(false);  // refused by ValidateRequest: a file has no zones
   }
   sqe->flags |= sqe_flags();
   io_uring_sqe_set_data(sqe, request);

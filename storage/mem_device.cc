@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "storage/base/align.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::storage {
 namespace {
@@ -22,7 +23,8 @@ constexpr uint32_t kMaxTransferBytes = 1u << 20;
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<MemStorage>> MemStorage::Create(uint32_t lba_bytes,
-                                                               uint64_t lba_count) {
+                                                               uint64_t lba_count,
+                                                               const ZoneModel& zones) {
   if (!IsPowerOfTwo(lba_bytes) || lba_bytes < kMinLbaBytes || lba_bytes > kMaxLbaBytes) {
     return absl::InvalidArgumentError(absl::StrCat("memory storage: lba_bytes ", lba_bytes,
                                                    " must be a power of two between ",
@@ -31,6 +33,14 @@ absl::StatusOr<std::shared_ptr<MemStorage>> MemStorage::Create(uint32_t lba_byte
   if (lba_count == 0 || lba_count > UINT64_MAX / lba_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("memory storage: lba_count ", lba_count, " is zero or too large"));
+  }
+  if (zones.zoned() && (zones.zone_blocks == 0 || zones.capacity_blocks == 0 ||
+                        zones.capacity_blocks > zones.zone_blocks ||
+                        zones.zone_count != lba_count / zones.zone_blocks ||
+                        lba_count % zones.zone_blocks != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory storage: ", zones.zone_count, " zones of ", zones.zone_blocks, " blocks (",
+        zones.capacity_blocks, " writable) do not make ", lba_count, " blocks"));
   }
   const uint64_t bytes = uint64_t{lba_bytes} * lba_count;
   // Anonymous memory reads as zeros and is only backed once touched, so a large, mostly empty
@@ -42,11 +52,16 @@ absl::StatusOr<std::shared_ptr<MemStorage>> MemStorage::Create(uint32_t lba_byte
         absl::StrCat("memory storage: cannot map ", bytes, " bytes: ", strerror(errno)));
   }
   return std::shared_ptr<MemStorage>(
-      new MemStorage(lba_bytes, lba_count, static_cast<uint8_t*>(memory)));
+      new MemStorage(lba_bytes, lba_count, static_cast<uint8_t*>(memory), zones));
 }
 
-MemStorage::MemStorage(uint32_t lba_bytes, uint64_t lba_count, uint8_t* bytes)
-    : lba_bytes_(lba_bytes), lba_count_(lba_count), bytes_(bytes) {}
+MemStorage::MemStorage(uint32_t lba_bytes, uint64_t lba_count, uint8_t* bytes,
+                       const ZoneModel& zones)
+    : lba_bytes_(lba_bytes),
+      lba_count_(lba_count),
+      zones_(zones),
+      bytes_(bytes),
+      zone_(zones.zone_count) {}
 
 MemStorage::~MemStorage() { munmap(bytes_, capacity_bytes()); }
 
@@ -63,9 +78,129 @@ void MemStorage::Read(uint64_t lba, uint32_t lba_count, uint8_t* out) const {
 }
 
 void MemStorage::Write(uint64_t lba, uint32_t lba_count, const uint8_t* data) {
+  NVKV_CHECK(!zones_.zoned());
   const uint64_t offset = CheckedOffset(lba, lba_count);
   absl::MutexLock lock(&mu_);
   std::memcpy(bytes_ + offset, data, size_t{lba_count} * lba_bytes_);
+}
+
+absl::Status MemStorage::OpenForWriteLocked(uint64_t z) {
+  Zone& zone = zone_[z];
+  if (zone.state == ZoneState::kImplicitlyOpen || zone.state == ZoneState::kExplicitlyOpen) {
+    return absl::OkStatus();
+  }
+  uint64_t open = 0, active = 0, oldest = zone_.size();
+  for (uint64_t i = 0; i < zone_.size(); ++i) {
+    const ZoneState state = zone_[i].state;
+    const bool is_open =
+        state == ZoneState::kImplicitlyOpen || state == ZoneState::kExplicitlyOpen;
+    open += is_open ? 1 : 0;
+    active += is_open || state == ZoneState::kClosed ? 1 : 0;
+    if (state == ZoneState::kImplicitlyOpen &&
+        (oldest == zone_.size() || zone_[i].opened < zone_[oldest].opened)) {
+      oldest = i;
+    }
+  }
+  if (zone.state == ZoneState::kEmpty && zones_.max_active != 0 && active >= zones_.max_active) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Too Many Active Zones: zone ", z, " would be one more than the ",
+                     zones_.max_active, " the device keeps active"));
+  }
+  if (zones_.max_open != 0 && open >= zones_.max_open) {
+    // A device at its open limit closes a zone it opened itself to open another.
+    if (oldest == zone_.size()) {
+      return absl::ResourceExhaustedError(absl::StrCat("Too Many Open Zones: zone ", z));
+    }
+    zone_[oldest].state = ZoneState::kClosed;
+  }
+  zone.state = ZoneState::kImplicitlyOpen;
+  zone.opened = ++open_clock_;
+  return absl::OkStatus();
+}
+
+absl::Status MemStorage::WriteAtPointerLocked(uint64_t z, uint32_t lba_count,
+                                              const uint8_t* data) {
+  Zone& zone = zone_[z];
+  if (zone.written + lba_count > zones_.capacity_blocks) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Zone Boundary Error: ", lba_count, " blocks at zone ", z, "'s write pointer (",
+        zone.written, " of ", zones_.capacity_blocks, " blocks written) cross its capacity"));
+  }
+  NVKV_RETURN_IF_ERROR(OpenForWriteLocked(z));
+  const uint64_t lba = zones_.StartOf(z) + zone.written;
+  std::memcpy(bytes_ + lba * lba_bytes_, data, size_t{lba_count} * lba_bytes_);
+  zone.written += lba_count;
+  if (zone.written == zones_.capacity_blocks) zone.state = ZoneState::kFull;
+  return absl::OkStatus();
+}
+
+absl::Status MemStorage::WriteZoned(uint64_t lba, uint32_t lba_count, const uint8_t* data) {
+  CheckedOffset(lba, lba_count);
+  const uint64_t z = zones_.ZoneOf(lba);
+  absl::MutexLock lock(&mu_);
+  // As a drive checks them: the zone's state, then the write pointer, then the capacity.
+  if (zone_[z].state == ZoneState::kFull) {
+    return absl::ResourceExhaustedError(absl::StrCat("Zone Is Full: zone ", z));
+  }
+  const uint64_t pointer = zones_.StartOf(z) + zone_[z].written;
+  if (lba != pointer) {
+    return absl::FailedPreconditionError(absl::StrCat("Zone Invalid Write: LBA ", lba,
+                                                      " is not zone ", z,
+                                                      "'s write pointer, LBA ", pointer));
+  }
+  return WriteAtPointerLocked(z, lba_count, data);
+}
+
+absl::StatusOr<uint64_t> MemStorage::Append(uint64_t zone_start, uint32_t lba_count,
+                                            const uint8_t* data) {
+  const uint64_t z = zones_.ZoneOf(zone_start);
+  NVKV_CHECK(z < zones_.zone_count && zone_start == zones_.StartOf(z));
+  absl::MutexLock lock(&mu_);
+  if (zone_[z].state == ZoneState::kFull) {
+    return absl::ResourceExhaustedError(absl::StrCat("Zone Is Full: zone ", z));
+  }
+  const uint64_t lba = zone_start + zone_[z].written;
+  NVKV_RETURN_IF_ERROR(WriteAtPointerLocked(z, lba_count, data));
+  return lba;
+}
+
+void MemStorage::ResetZone(uint64_t zone_start) {
+  const uint64_t z = zones_.ZoneOf(zone_start);
+  NVKV_CHECK(z < zones_.zone_count && zone_start == zones_.StartOf(z));
+  absl::MutexLock lock(&mu_);
+  std::memset(bytes_ + zone_start * lba_bytes_, 0, zones_.zone_blocks * lba_bytes_);
+  zone_[z] = Zone{};
+}
+
+absl::Status MemStorage::FinishZone(uint64_t zone_start) {
+  const uint64_t z = zones_.ZoneOf(zone_start);
+  NVKV_CHECK(z < zones_.zone_count && zone_start == zones_.StartOf(z));
+  absl::MutexLock lock(&mu_);
+  if (zone_[z].state == ZoneState::kFull) return absl::OkStatus();
+  // An empty zone passes through open on its way to full: it needs an active slot for that.
+  if (zone_[z].state == ZoneState::kEmpty) NVKV_RETURN_IF_ERROR(OpenForWriteLocked(z));
+  zone_[z].state = ZoneState::kFull;
+  zone_[z].written = zones_.capacity_blocks;
+  return absl::OkStatus();
+}
+
+ZoneDescriptor MemStorage::DescribeLocked(uint64_t z) const {
+  ZoneDescriptor d;
+  d.start = zones_.StartOf(z);
+  d.capacity = zones_.capacity_blocks;
+  d.state = zone_[z].state;
+  // A full zone's write pointer is not valid on NVMe; reported at the end of its capacity.
+  d.write_pointer = d.start + zone_[z].written;
+  return d;
+}
+
+std::vector<ZoneDescriptor> MemStorage::Report(uint64_t first_zone, uint64_t max) const {
+  std::vector<ZoneDescriptor> report;
+  absl::MutexLock lock(&mu_);
+  for (uint64_t z = first_zone; z < zones_.zone_count && report.size() < max; ++z) {
+    report.push_back(DescribeLocked(z));
+  }
+  return report;
 }
 
 std::vector<uint8_t> MemStorage::CopyOut(uint64_t lba, uint32_t lba_count) const {
@@ -95,7 +230,7 @@ bool MemStorage::CorruptIfUnchanged(uint64_t lba, const std::vector<uint8_t>& ex
 }
 
 absl::StatusOr<std::unique_ptr<MemDevice>> MemDevice::Create(const MemDeviceOptions& options) {
-  auto storage = MemStorage::Create(options.lba_bytes, options.lba_count);
+  auto storage = MemStorage::Create(options.lba_bytes, options.lba_count, options.zones);
   if (!storage.ok()) return storage.status();
   return Open(std::move(*storage), options);
 }
@@ -129,6 +264,8 @@ absl::StatusOr<std::unique_ptr<MemDevice>> MemDevice::Open(std::shared_ptr<MemSt
   info.memory_alignment = options.memory_alignment;
   info.volatile_write_cache = options.volatile_write_cache;
   info.ring.queue_depth = options.queue_depth;
+  info.zones = storage->zones();
+  info.zoned = info.zones.zoned();
   return std::unique_ptr<MemDevice>(
       new MemDevice(std::move(info), std::move(storage), std::move(*pool), options));
 }
@@ -138,7 +275,8 @@ MemDevice::MemDevice(DeviceInfo info, std::shared_ptr<MemStorage> storage,
     : info_(std::move(info)),
       storage_(std::move(storage)),
       pool_(std::move(pool)),
-      options_(options) {
+      options_(options),
+      order_(options.completion_seed) {
   // Sized once here so Enqueue and Reap never allocate (STYLE.md 4: allocate at open).
   queued_.reserve(info_.ring.queue_depth);
   done_.reserve(info_.ring.queue_depth);
@@ -170,18 +308,53 @@ absl::Status MemDevice::Enqueue(IoRequest* request) {
   return absl::OkStatus();
 }
 
-void MemDevice::Execute(const IoRequest& request) {
+void MemDevice::Execute(IoRequest& request) {
   switch (request.op) {
     case IoOp::kRead:
       storage_->Read(request.lba, request.lba_count, request.buffer.data);
       break;
     case IoOp::kWrite:
-      storage_->Write(request.lba, request.lba_count, request.buffer.data);
+      if (info_.zones.zoned()) {
+        request.status = storage_->WriteZoned(request.lba, request.lba_count, request.buffer.data);
+      } else {
+        storage_->Write(request.lba, request.lba_count, request.buffer.data);
+      }
       break;
     case IoOp::kFlush:
       break;  // RAM has no cache to flush; FaultDevice models one
     case IoOp::kWaitEvent:
       NVKV_CHECK(false);  // refused by ValidateRequest
+      break;
+    case IoOp::kZoneAppend: {
+      absl::StatusOr<uint64_t> lba =
+          storage_->Append(request.lba, request.lba_count, request.buffer.data);
+      if (lba.ok()) request.appended_lba = *lba;
+      request.status = lba.status();
+      break;
+    }
+    case IoOp::kZoneReset:
+      storage_->ResetZone(request.lba);
+      break;
+    case IoOp::kZoneFinish:
+      request.status = storage_->FinishZone(request.lba);
+      break;
+    case IoOp::kZoneReport: {
+      const uint64_t bytes = uint64_t{request.lba_count} * info_.lba_bytes;
+      const std::vector<ZoneDescriptor> zones =
+          storage_->Report(info_.zones.ZoneOf(request.lba), ZoneDescriptorsIn(bytes));
+      EncodeZoneReport(zones, std::span<uint8_t>(request.buffer.data, bytes));
+      break;
+    }
+  }
+  if (!request.status.ok()) {
+    request.status = absl::Status(request.status.code(),
+                                  absl::StrCat(info_.path, ": ", request.status.message()));
+  }
+}
+
+void MemDevice::Shuffle() {
+  for (size_t i = queued_.size(); i > 1; --i) {
+    std::swap(queued_[i - 1], queued_[order_.Below(i)]);
   }
 }
 
@@ -190,8 +363,9 @@ absl::StatusOr<uint32_t> MemDevice::Submit() {
   if (pushed == 0) return 0u;
   ++stats_.submit_calls;
   CountCall(pushed);
-  // In order: a later request of the batch sees the effect of an earlier one (NVMe promises no
-  // order between commands in flight; this is one of the orders it allows).
+  if (options_.completion_seed != 0) Shuffle();
+  // In order (or the seeded order Shuffle drew): a later request of the batch sees the effect of
+  // an earlier one (NVMe promises no order between commands in flight; this is one it allows).
   for (IoRequest* request : queued_) {
     Execute(*request);
     done_.push_back(request);

@@ -11,6 +11,15 @@
 // A volatile write cache and power cuts are modelled by FaultDevice (fault_device.h) wrapped
 // around it; `volatile_write_cache` is only reported in info() (and read by FaultDevice).
 //
+// Zoned: a storage made with a ZoneModel keeps each zone's state and write pointer beside its
+// bytes (surviving the queues like them) and holds every write to the zone rules (zones.h):
+// writes only at the write pointer, Zone Append, reset, finish, report, the open and active
+// limits, a capacity below the zone size. Zone errors, as the NVMe backend words them:
+// "Zone Invalid Write" (not at the write pointer) and "Zone Boundary Error" (past the zone's
+// capacity) are kFailedPrecondition; "Zone Is Full" and "Too Many Active Zones" are
+// kResourceExhausted. With `completion_seed`, each batch a queue submits is carried out and
+// completed in a seeded random order, as NVMe allows (appends in flight land anywhere).
+//
 // Ownership: the storage is shared by std::shared_ptr between its queues and the test. That is
 // against the no-shared_ptr rule of the I/O path (STYLE.md 7) on purpose: this is a test device
 // whose storage must survive the devices built on it, and its cost does not matter.
@@ -23,8 +32,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "storage/base/split_mix64.h"
 #include "storage/device.h"
+#include "storage/zones.h"
 
 namespace nvkv::storage {
 
@@ -37,8 +49,12 @@ class MemStorage {
  public:
   // Fails with kInvalidArgument for a block size that is not a power of two in 512..1 MiB or a
   // zero block count, and kResourceExhausted when the memory cannot be mapped.
+  // With `zones` (zone_count 0: none), a zoned storage whose zones cover it from LBA 0; then
+  // also kInvalidArgument for a model that does not fit: a capacity of 0 or larger than the
+  // zone, or zones that do not make exactly lba_count blocks.
   static absl::StatusOr<std::shared_ptr<MemStorage>> Create(uint32_t lba_bytes,
-                                                            uint64_t lba_count);
+                                                            uint64_t lba_count,
+                                                            const ZoneModel& zones = {});
   ~MemStorage();
   MemStorage(const MemStorage&) = delete;
   MemStorage& operator=(const MemStorage&) = delete;
@@ -48,9 +64,22 @@ class MemStorage {
   uint64_t capacity_bytes() const { return uint64_t{lba_bytes_} * lba_count_; }
 
   // Copies `lba_count` blocks starting at `lba` out to `out` / in from `data`.
-  // REQUIRES: the blocks lie inside the storage (checked).
+  // REQUIRES: the blocks lie inside the storage (checked); Write: not zoned.
   void Read(uint64_t lba, uint32_t lba_count, uint8_t* out) const;
   void Write(uint64_t lba, uint32_t lba_count, const uint8_t* data);
+
+  // Zoned storage. The zone model (zone_count 0: not zoned).
+  const ZoneModel& zones() const { return zones_; }
+  // A write at `lba`, which must be its zone's write pointer.
+  absl::Status WriteZoned(uint64_t lba, uint32_t lba_count, const uint8_t* data);
+  // Zone Append to the zone starting at `zone_start`: the first block written.
+  absl::StatusOr<uint64_t> Append(uint64_t zone_start, uint32_t lba_count, const uint8_t* data);
+  // Reset (the zone empty, its bytes zeros) and Finish (full where it stands, its write pointer
+  // at the end of its capacity; an empty zone needs room among the active ones on its way).
+  void ResetZone(uint64_t zone_start);
+  absl::Status FinishZone(uint64_t zone_start);
+  // The zones from `first_zone` on, at most `max`.
+  std::vector<ZoneDescriptor> Report(uint64_t first_zone, uint64_t max) const;
 
   // Test helpers. CopyOut returns a copy of the blocks; Corrupt XORs `xor_mask` into
   // `length_bytes` bytes starting at byte `offset_bytes` (e.g. to fake a bit flip on the media).
@@ -65,14 +94,29 @@ class MemStorage {
                           uint64_t offset_bytes, uint64_t length_bytes, uint8_t xor_mask = 0xff);
 
  private:
-  MemStorage(uint32_t lba_bytes, uint64_t lba_count, uint8_t* bytes);
+  struct Zone {
+    uint64_t written = 0;  // blocks from its start to its write pointer
+    ZoneState state = ZoneState::kEmpty;
+    uint64_t opened = 0;  // when it was last opened (open_clock_), to close the oldest first
+  };
+
+  MemStorage(uint32_t lba_bytes, uint64_t lba_count, uint8_t* bytes, const ZoneModel& zones);
   // Byte offset of `lba`, after checking that `lba_count` blocks from there fit.
   uint64_t CheckedOffset(uint64_t lba, uint32_t lba_count) const;
+  // Writes `lba_count` blocks at zone `z`'s write pointer, by the zone rules.
+  absl::Status WriteAtPointerLocked(uint64_t z, uint32_t lba_count, const uint8_t* data)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Zone `z` is about to be written: opened (implicitly) if it is not, within the limits.
+  absl::Status OpenForWriteLocked(uint64_t z) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ZoneDescriptor DescribeLocked(uint64_t z) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint32_t lba_bytes_;
   const uint64_t lba_count_;
+  const ZoneModel zones_;
   mutable absl::Mutex mu_;
   uint8_t* const bytes_ ABSL_PT_GUARDED_BY(mu_);  // one anonymous mapping, capacity_bytes() long
+  std::vector<Zone> zone_ ABSL_GUARDED_BY(mu_);   // one per zone of zones_
+  uint64_t open_clock_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 struct MemDeviceOptions {
@@ -86,6 +130,9 @@ struct MemDeviceOptions {
   BufferPoolOptions buffers;          // each queue's own pool (not registered: buf_index -1)
   bool volatile_write_cache = true;   // reported in info(); FaultDevice honours it
   std::string name = "mem";           // reported as info().path, quoted in error messages
+  ZoneModel zones;                    // Create: a zoned storage (MemStorage::Create)
+  // Not 0: each submitted batch is carried out and completed in an order drawn from this seed.
+  uint64_t completion_seed = 0;
 };
 
 // A queue on a MemStorage. Like SyncFileDevice: Enqueue validates and queues, Submit carries out
@@ -123,7 +170,10 @@ class MemDevice final : public Device {
  private:
   MemDevice(DeviceInfo info, std::shared_ptr<MemStorage> storage,
             std::unique_ptr<BufferPool> pool, const MemDeviceOptions& options);
-  void Execute(const IoRequest& request);
+  // Carries out `request`; its outcome in its status.
+  void Execute(IoRequest& request);
+  // The queued batch in a seeded random order (completion_seed).
+  void Shuffle();
 
   DeviceInfo info_;
   std::shared_ptr<MemStorage> storage_;
@@ -134,6 +184,7 @@ class MemDevice final : public Device {
   std::vector<IoRequest*> running_;  // the batch whose callbacks Reap is running
   uint32_t callbacks_left_ = 0;      // requests of running_ whose callbacks have not run yet
   IoStats stats_;
+  SplitMix64 order_;                 // completion_seed's
 };
 
 }  // namespace nvkv::storage

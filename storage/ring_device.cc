@@ -36,6 +36,35 @@ RingDevice::~RingDevice() {
   if (fd_ >= 0) close(fd_);
 }
 
+namespace {
+
+// The zone rules a request can be held to before it reaches the device (the write pointer's are
+// the device's to check).
+absl::Status ValidateZoneRequest(const DeviceInfo& info, const IoRequest& request) {
+  const ZoneModel& zones = info.zones;
+  if (!zones.zoned()) {
+    return absl::UnimplementedError(absl::StrCat(
+        info.path, ": zone commands need a zoned device whose zones are known"));
+  }
+  if (info.read_only && request.op != IoOp::kZoneReport) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(info.path, ": opened read-only; no zone changes"));
+  }
+  if (request.lba >= info.lba_count || request.lba % zones.zone_blocks != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LBA ", request.lba, " is not the first block of a zone of ", info.path));
+  }
+  if (request.op == IoOp::kZoneAppend && zones.max_append_blocks != 0 &&
+      request.lba_count > zones.max_append_blocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zone append of ", request.lba_count, " blocks: ", info.path,
+                     " appends at most ", zones.max_append_blocks));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateRequest(const DeviceInfo& info, const IoRequest& request) {
   if (info.read_only && (request.op == IoOp::kWrite || request.op == IoOp::kFlush)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -46,12 +75,19 @@ absl::Status ValidateRequest(const DeviceInfo& info, const IoRequest& request) {
     return absl::UnimplementedError(
         absl::StrCat("waiting for an event needs an io_uring queue (", info.path, ")"));
   }
-  if (request.op != IoOp::kRead && request.op != IoOp::kWrite) {
+  if (IsZoneOp(request.op)) {
+    absl::Status zone = ValidateZoneRequest(info, request);
+    if (!zone.ok() || request.op == IoOp::kZoneReset || request.op == IoOp::kZoneFinish) {
+      return zone;
+    }
+  } else if (request.op != IoOp::kRead && request.op != IoOp::kWrite) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown I/O op ", static_cast<int>(request.op)));
   }
   if (request.lba_count == 0) return absl::InvalidArgumentError("I/O of zero blocks");
-  if (request.lba >= info.lba_count || request.lba_count > info.lba_count - request.lba) {
+  // A report's blocks are its buffer's length, not a range of the device.
+  if (request.op != IoOp::kZoneReport &&
+      (request.lba >= info.lba_count || request.lba_count > info.lba_count - request.lba)) {
     return absl::OutOfRangeError(absl::StrCat("I/O of ", request.lba_count, " blocks at LBA ",
                                               request.lba, " ends beyond the device's ",
                                               info.lba_count, " blocks (", info.path, ")"));

@@ -311,6 +311,18 @@ TEST(OpenTest, DeviceTooSmallIsAClearError) {
   EXPECT_EQ(st.st_size, 1 << 20);
 }
 
+// The engine does not lay a store on zones yet: a zoned device is refused by name, untouched.
+TEST(OpenTest, AZonedDeviceIsRefusedAndLeftUntouched) {
+  MemDeviceOptions mem = MemOptions(64 * 256);
+  mem.zones = {.zone_count = 64, .zone_blocks = 256, .capacity_blocks = 256};
+  auto device = MemDevice::Create(mem);
+  ASSERT_THAT(device, IsOk());
+  std::shared_ptr<MemStorage> storage = (*device)->storage();
+  EXPECT_THAT(Engine::OpenOnDevice(std::move(*device), StoreOptions()),
+              StatusIs(absl::StatusCode::kUnimplemented, "zoned"));
+  EXPECT_EQ(AllBytes(*storage), std::vector<uint8_t>(storage->capacity_bytes(), 0));
+}
+
 TEST(OpenTest, ErrorIfExists) {
   auto storage = NewStorage();
   Options options = StoreOptions();

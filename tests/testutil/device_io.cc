@@ -1,6 +1,7 @@
 #include "tests/testutil/device_io.h"
 
 #include <cstring>
+#include <span>
 
 #include "storage/base/check.h"
 #include "tests/testutil/block_pattern.h"
@@ -48,6 +49,34 @@ absl::StatusOr<std::vector<uint8_t>> ReadBack(storage::Device& device, uint64_t 
   Return(device.buffers(), buffer, chunk);
   if (!status.ok()) return status;
   return data;
+}
+
+storage::IoRequest MakeRequest(storage::IoOp op, uint64_t lba, uint32_t lba_count,
+                               const storage::Buffer& buffer) {
+  storage::IoRequest request;
+  request.op = op;
+  request.lba = lba;
+  request.lba_count = lba_count;
+  request.buffer = buffer;
+  return request;
+}
+
+absl::Status RunOne(storage::Device& device, storage::IoRequest& request) {
+  absl::Status queue = storage::RunAll(device, std::span<storage::IoRequest>(&request, 1));
+  return queue.ok() ? request.status : queue;
+}
+
+absl::StatusOr<std::vector<storage::ZoneDescriptor>> ReportZones(storage::Device& device) {
+  const storage::Buffer page = device.buffers().GetPage();
+  NVKV_CHECK(page.valid());
+  storage::IoRequest report = MakeRequest(storage::IoOp::kZoneReport, 0,
+                                          page.bytes / device.info().lba_bytes, page);
+  absl::Status status = RunOne(device, report);
+  absl::StatusOr<std::vector<storage::ZoneDescriptor>> zones =
+      status.ok() ? storage::ParseZoneReport(std::span<const uint8_t>(page.data, page.bytes))
+                  : absl::StatusOr<std::vector<storage::ZoneDescriptor>>(status);
+  device.buffers().PutPage(page);
+  return zones;
 }
 
 AsyncIo::AsyncIo(storage::Device& device, storage::IoOp op, uint64_t lba, uint32_t lba_count,
