@@ -1,5 +1,6 @@
 #include "storage/nvme_command.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -37,6 +38,17 @@ nvme_uring_cmd EncodeBlockTransfer(uint8_t opcode, const BlockTransfer& transfer
   return cmd;
 }
 
+// A zone management command of `opcode` on the zone starting at `zone_start` (CDW10-11).
+nvme_uring_cmd EncodeZoneCommand(uint8_t opcode, uint32_t nsid, uint64_t zone_start) {
+  nvme_uring_cmd cmd;
+  std::memset(&cmd, 0, sizeof(cmd));
+  cmd.opcode = opcode;
+  cmd.nsid = nsid;
+  cmd.cdw10 = Low32(zone_start);
+  cmd.cdw11 = High32(zone_start);
+  return cmd;
+}
+
 // Little-endian field readers for Identify pages.
 uint16_t Le16(std::span<const uint8_t> page, size_t at) {
   return static_cast<uint16_t>(page[at] | (page[at + 1] << 8));
@@ -62,6 +74,15 @@ constexpr size_t kCtrlVwc = 525;
 // MDTS above this is treated as this: 2^20 x 4 KiB = 4 GiB, far past any kernel limit, and the
 // shift stays defined for every byte value.
 constexpr uint8_t kMdtsCap = 20;
+
+// ZNS Identify Namespace and Controller offsets.
+constexpr size_t kZnsNsMar = 4;
+constexpr size_t kZnsNsMor = 8;
+constexpr size_t kZnsNsLbafeTable = 2816;
+constexpr size_t kZnsNsLbafeBytes = 16;
+constexpr size_t kZnsCtrlZasl = 0;
+// ZNS Zone Management Receive CDW13: Partial Report.
+constexpr uint32_t kZoneReportPartial = 1u << 16;
 
 // Identify Namespace offsets.
 constexpr size_t kNsNsze = 0;
@@ -116,6 +137,9 @@ const char* CommandSpecificStatusName(uint8_t sc) {
     case 0xba: return "Zone Is Read Only";
     case 0xbb: return "Zone Is Offline";
     case 0xbc: return "Zone Invalid Write";
+    case 0xbd: return "Too Many Active Zones";
+    case 0xbe: return "Too Many Open Zones";
+    case 0xbf: return "Invalid Zone State Transition";
     default: return nullptr;
   }
 }
@@ -189,13 +213,32 @@ absl::StatusCode GenericStatusCode(uint8_t sc) {
   }
 }
 
+absl::StatusCode CommandSpecificStatusCode(uint8_t sc) {
+  switch (sc) {
+    case 0x0a:  // Invalid Format
+      return absl::StatusCode::kInvalidArgument;
+    case 0xb9:  // Zone Is Full
+    case 0xbd:  // Too Many Active Zones
+    case 0xbe:  // Too Many Open Zones
+      return absl::StatusCode::kResourceExhausted;
+    case 0xb8:  // Zone Boundary Error
+    case 0xba:  // Zone Is Read Only
+    case 0xbc:  // Zone Invalid Write
+    case 0xbf:  // Invalid Zone State Transition
+      return absl::StatusCode::kFailedPrecondition;
+    case 0xbb:  // Zone Is Offline: its data is gone
+      return absl::StatusCode::kDataLoss;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
 absl::StatusCode NvmeStatusCode(const NvmeStatus& status) {
   switch (status.sct) {
     case kSctGeneric:
       return GenericStatusCode(status.sc);
     case kSctCommandSpecific:
-      return status.sc == 0x0a ? absl::StatusCode::kInvalidArgument
-                               : absl::StatusCode::kInternal;
+      return CommandSpecificStatusCode(status.sc);
     case kSctMedia:
       return absl::StatusCode::kDataLoss;
     case kSctPath:
@@ -205,10 +248,17 @@ absl::StatusCode NvmeStatusCode(const NvmeStatus& status) {
   }
 }
 
+// Whether a command of `op` names blocks (a zone command: its zone's first), and whether it
+// moves data of lba_count blocks.
+bool NamesBlocks(NvmeOp op) { return op != NvmeOp::kFlush && op != NvmeOp::kIdentify; }
+bool MovesBlocks(NvmeOp op) {
+  return op == NvmeOp::kRead || op == NvmeOp::kWrite || op == NvmeOp::kZoneAppend;
+}
+
 // "NVMe read at LBA 0x1a00", "NVMe flush".
 std::string Where(const CommandContext& context) {
   std::string where = absl::StrCat("NVMe ", NvmeOpName(context.op));
-  if (context.op == NvmeOp::kRead || context.op == NvmeOp::kWrite) {
+  if (NamesBlocks(context.op)) {
     absl::StrAppendFormat(&where, " at LBA 0x%x", context.lba);
   }
   return where;
@@ -216,8 +266,7 @@ std::string Where(const CommandContext& context) {
 
 // " [8 blocks, /dev/ng0n1]" when known.
 std::string Detail(const CommandContext& context) {
-  const bool has_count = context.lba_count > 0 &&
-                         (context.op == NvmeOp::kRead || context.op == NvmeOp::kWrite);
+  const bool has_count = context.lba_count > 0 && MovesBlocks(context.op);
   if (!has_count && context.path.empty()) return "";
   std::string detail = " [";
   if (has_count) absl::StrAppend(&detail, context.lba_count, " blocks");
@@ -240,7 +289,7 @@ absl::Status MapNvmeStatus(int32_t res, const CommandContext& context) {
 }
 
 std::string ErrnoHint(int err, const CommandContext& context) {
-  const bool data_op = context.op == NvmeOp::kRead || context.op == NvmeOp::kWrite;
+  const bool data_op = MovesBlocks(context.op) || context.op == NvmeOp::kZoneReport;
   switch (err) {
     case EINVAL:
       if (data_op && context.fixed_buffer) {
@@ -289,6 +338,30 @@ nvme_uring_cmd EncodeFlush(uint32_t nsid) {
   std::memset(&cmd, 0, sizeof(cmd));
   cmd.opcode = kNvmeOpcodeFlush;
   cmd.nsid = nsid;
+  return cmd;
+}
+
+nvme_uring_cmd EncodeZoneAppend(const BlockTransfer& transfer, bool fua) {
+  nvme_uring_cmd cmd = EncodeBlockTransfer(kNvmeOpcodeZoneAppend, transfer);
+  if (fua) cmd.cdw12 |= kNvmeCdw12Fua;
+  return cmd;
+}
+
+nvme_uring_cmd EncodeZoneManagementSend(uint32_t nsid, uint64_t zone_start,
+                                        ZoneSendAction action) {
+  nvme_uring_cmd cmd = EncodeZoneCommand(kNvmeOpcodeZoneManagementSend, nsid, zone_start);
+  cmd.cdw13 = static_cast<uint8_t>(action);
+  return cmd;
+}
+
+nvme_uring_cmd EncodeZoneReport(uint32_t nsid, uint64_t zone_start, uint64_t addr,
+                                uint32_t bytes) {
+  NVKV_CHECK(bytes >= 4 && bytes % 4 == 0);
+  nvme_uring_cmd cmd = EncodeZoneCommand(kNvmeOpcodeZoneManagementReceive, nsid, zone_start);
+  cmd.addr = addr;
+  cmd.data_len = bytes;
+  cmd.cdw12 = bytes / 4 - 1;        // NUMD, zero-based
+  cmd.cdw13 = kZoneReportPartial;   // ZRA 0 (Report Zones), ZRASF 0 (every state)
   return cmd;
 }
 
@@ -384,6 +457,33 @@ absl::StatusOr<ControllerIdentity> ParseIdentifyController(std::span<const uint8
   return identity;
 }
 
+absl::StatusOr<ZonedNamespaceIdentity> ParseZonedIdentifyNamespace(std::span<const uint8_t> page,
+                                                                   uint8_t format_index) {
+  absl::Status size = CheckPageSize(page, "ZNS Identify Namespace");
+  if (!size.ok()) return size;
+  NVKV_CHECK(format_index < kMaxLbaFormats);
+  // MAR and MOR are zero-based; all ones means no limit.
+  const auto limit = [](uint32_t zero_based) {
+    return zero_based == UINT32_MAX ? 0 : zero_based + 1;
+  };
+  ZonedNamespaceIdentity identity;
+  identity.max_active = limit(Le32(page, kZnsNsMar));
+  identity.max_open = limit(Le32(page, kZnsNsMor));
+  identity.zone_blocks = Le64(page, kZnsNsLbafeTable + kZnsNsLbafeBytes * size_t{format_index});
+  if (identity.zone_blocks == 0) {
+    return absl::DataLossError(absl::StrCat("LBA format ", format_index, " has zone size 0"));
+  }
+  return identity;
+}
+
+absl::StatusOr<uint64_t> ParseZonedIdentifyController(std::span<const uint8_t> page) {
+  absl::Status size = CheckPageSize(page, "ZNS Identify Controller");
+  if (!size.ok()) return size;
+  const uint8_t zasl = page[kZnsCtrlZasl];
+  if (zasl == 0) return uint64_t{0};
+  return uint64_t{kNvmeMdtsUnitBytes} << std::min<uint8_t>(zasl, kMdtsCap);
+}
+
 absl::StatusOr<NamespaceIdentity> ParseIdentifyNamespace(std::span<const uint8_t> page) {
   absl::Status size = CheckPageSize(page, "Identify Namespace");
   if (!size.ok()) return size;
@@ -448,6 +548,10 @@ const char* NvmeOpName(NvmeOp op) {
     case NvmeOp::kWrite: return "write";
     case NvmeOp::kFlush: return "flush";
     case NvmeOp::kIdentify: return "identify";
+    case NvmeOp::kZoneAppend: return "zone append";
+    case NvmeOp::kZoneReset: return "zone reset";
+    case NvmeOp::kZoneFinish: return "zone finish";
+    case NvmeOp::kZoneReport: return "zone report";
   }
   return "command";
 }

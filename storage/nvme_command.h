@@ -29,12 +29,16 @@ inline constexpr uint8_t kNvmeOpcodeFlush = 0x00;     // NVM I/O
 inline constexpr uint8_t kNvmeOpcodeWrite = 0x01;     // NVM I/O
 inline constexpr uint8_t kNvmeOpcodeRead = 0x02;      // NVM I/O
 inline constexpr uint8_t kNvmeOpcodeIdentify = 0x06;  // admin
+inline constexpr uint8_t kNvmeOpcodeZoneManagementSend = 0x79;     // ZNS I/O
+inline constexpr uint8_t kNvmeOpcodeZoneManagementReceive = 0x7a;  // ZNS I/O
+inline constexpr uint8_t kNvmeOpcodeZoneAppend = 0x7d;             // ZNS I/O
 
 // Controls or Namespace Structure (Identify CDW10 bits 0-7): which page Identify returns.
 enum class IdentifyCns : uint8_t {
   kNamespace = 0x00,         // Identify Namespace (NVM command set)
   kController = 0x01,        // Identify Controller
   kCsiNamespace = 0x05,      // I/O command set specific Identify Namespace (needs CSI)
+  kCsiController = 0x06,     // I/O command set specific Identify Controller (needs CSI)
 };
 
 // Command Set Identifier (Identify CDW11 bits 24-31).
@@ -75,6 +79,21 @@ nvme_uring_cmd EncodeRead(const BlockTransfer& transfer);
 nvme_uring_cmd EncodeWrite(const BlockTransfer& transfer, bool fua);
 // NVM Flush (0x00): no data; makes completed writes to `nsid` durable.
 nvme_uring_cmd EncodeFlush(uint32_t nsid);
+// ZNS Zone Append (0x7d), laid out as Write, with `transfer.lba` the zone's first block (ZSLBA);
+// the completion's result (dwords 0-1) is the first block written (ALBA).
+nvme_uring_cmd EncodeZoneAppend(const BlockTransfer& transfer, bool fua);
+// Zone Send Action (Zone Management Send CDW13 bits 0-7).
+enum class ZoneSendAction : uint8_t { kClose = 0x1, kFinish = 0x2, kOpen = 0x3, kReset = 0x4 };
+// ZNS Zone Management Send (0x79) of `action` on the zone starting at `zone_start` (CDW10-11);
+// no data, one zone (Select All, CDW13 bit 8, clear).
+nvme_uring_cmd EncodeZoneManagementSend(uint32_t nsid, uint64_t zone_start,
+                                        ZoneSendAction action);
+// ZNS Zone Management Receive (0x7a), Report Zones of every state (ZRA 0, ZRASF 0) from the zone
+// starting at `zone_start`, into `bytes` (a multiple of 4) at `addr`: NUMD (CDW12) is the
+// zero-based dword count, and Partial Report (CDW13 bit 16) is set, so the header counts the
+// descriptors sent, not every zone from there on (zones.h's parser holds it to that).
+nvme_uring_cmd EncodeZoneReport(uint32_t nsid, uint64_t zone_start, uint64_t addr,
+                                uint32_t bytes);
 // Admin Identify (0x06) returning one 4096-byte page into `addr`. `csi` matters only for the
 // command-set specific pages (kCsiNamespace).
 nvme_uring_cmd EncodeIdentify(IdentifyCns cns, uint32_t nsid, uint8_t csi, uint64_t addr);
@@ -152,6 +171,23 @@ struct NamespaceIdentity {
 //   kUnimplemented    the format carries metadata (MS > 0) or blocks over 64 KiB
 absl::StatusOr<NamespaceIdentity> ParseIdentifyNamespace(std::span<const uint8_t> page);
 
+// What the Zoned Namespace command set's Identify pages say of the zones (CNS 0x05 and 0x06
+// with CSI 0x02).
+struct ZonedNamespaceIdentity {
+  uint64_t zone_blocks = 0;  // ZSZE of the LBA format in use
+  uint32_t max_open = 0;     // MOR + 1 (it is zero-based); 0: no limit (MOR 0xffffffff)
+  uint32_t max_active = 0;   // MAR + 1 likewise
+};
+// Parses the ZNS Identify Namespace page: MAR (bytes 4-7), MOR (8-11), and ZSZE (8 bytes) of
+// the LBA Format Extension of `format_index` (16 bytes each from byte 2816). kInvalidArgument
+// when `page` is not 4096 bytes; kDataLoss when that format's zone size is 0.
+absl::StatusOr<ZonedNamespaceIdentity> ParseZonedIdentifyNamespace(std::span<const uint8_t> page,
+                                                                   uint8_t format_index);
+// Parses the ZNS Identify Controller page: ZASL (byte 0), the largest Zone Append as a power of
+// two of 4 KiB units (kNvmeMdtsUnitBytes), 0 meaning MDTS's limit. Returns the bytes, 0 for
+// "MDTS's". kInvalidArgument when `page` is not 4096 bytes.
+absl::StatusOr<uint64_t> ParseZonedIdentifyController(std::span<const uint8_t> page);
+
 // --- Completion status ---
 
 // What a completion's `res` says when it is positive: the 15-bit NVMe Status Field.
@@ -187,7 +223,16 @@ NvmeStatus DecodeNvmeStatus(int32_t res);
 // The spec's name for (sct, sc), or nullptr when we do not name it.
 const char* NvmeStatusName(uint8_t sct, uint8_t sc);
 
-enum class NvmeOp : uint8_t { kRead, kWrite, kFlush, kIdentify };
+enum class NvmeOp : uint8_t {
+  kRead,
+  kWrite,
+  kFlush,
+  kIdentify,
+  kZoneAppend,
+  kZoneReset,
+  kZoneFinish,
+  kZoneReport,
+};
 const char* NvmeOpName(NvmeOp op);
 
 // What a command was, for the error message and the errno hints.
@@ -206,7 +251,12 @@ struct CommandContext {
 //             (the 127-page limit), EACCES (CAP_SYS_ADMIN), EOPNOTSUPP and EINTR
 //   res >  0  NVMe Status Field: kOutOfRange for LBA Out of Range, kResourceExhausted for
 //             Capacity Exceeded, kDataLoss for media errors, kInvalidArgument for invalid
-//             opcode/field/format, kUnavailable for transient and path errors, else kInternal.
+//             opcode/field/format, kUnavailable for transient and path errors; the zone
+//             statuses as zones' rules have them (MemDevice words them the same):
+//             kResourceExhausted for Zone Is Full, Too Many Active Zones and Too Many Open
+//             Zones, kFailedPrecondition for a write off the write pointer or past the capacity,
+//             a read-only zone and an invalid state transition, kDataLoss for an offline zone;
+//             else kInternal.
 // Message example: "NVMe read at LBA 0x1a00: status SCT 0x2 SC 0x81 (Unrecovered Read Error)".
 absl::Status MapCompletion(int32_t res, const CommandContext& context);
 

@@ -67,6 +67,43 @@ TEST(NvmeCommandTest, WriteEncodesOpcodeAndFuaBit) {
   EXPECT_EQ(fua.data_len, 8u * 4096);
 }
 
+// Zone Append is laid out as Write, with the zone's first block where Write has its own.
+TEST(NvmeCommandTest, ZoneAppendIsAWriteToTheZoneWithItsOwnOpcode) {
+  const nvme_uring_cmd append = EncodeZoneAppend(Transfer(), /*fua=*/true);
+  const nvme_uring_cmd write = EncodeWrite(Transfer(), /*fua=*/true);
+  EXPECT_EQ(append.opcode, 0x7d);
+  EXPECT_EQ(append.cdw10, write.cdw10);  // ZSLBA
+  EXPECT_EQ(append.cdw11, write.cdw11);
+  EXPECT_EQ(append.cdw12, (1u << 30) | 7u);
+  EXPECT_EQ(append.data_len, write.data_len);
+  EXPECT_EQ(append.addr, write.addr);
+  EXPECT_EQ(EncodeZoneAppend(Transfer(), false).cdw12, 7u);
+}
+
+TEST(NvmeCommandTest, ZoneManagementSendNamesTheZoneAndTheAction) {
+  const nvme_uring_cmd reset =
+      EncodeZoneManagementSend(3, 0x0000'0001'0000'4000ULL, ZoneSendAction::kReset);
+  EXPECT_EQ(reset.opcode, 0x79);
+  EXPECT_EQ(reset.nsid, 3u);
+  EXPECT_EQ(reset.cdw10, 0x4000u);
+  EXPECT_EQ(reset.cdw11, 0x1u);
+  EXPECT_EQ(reset.cdw13, 0x4u) << "ZSA 4, Select All clear";
+  EXPECT_EQ(reset.data_len, 0u);
+  EXPECT_EQ(reset.addr, 0u);
+  EXPECT_EQ(EncodeZoneManagementSend(3, 0, ZoneSendAction::kFinish).cdw13, 0x2u);
+}
+
+TEST(NvmeCommandTest, ZoneReportAsksForAPartialReportOfEveryZone) {
+  const nvme_uring_cmd report = EncodeZoneReport(1, 0x8000, 0x7f00'0000'1000ULL, 4096);
+  EXPECT_EQ(report.opcode, 0x7a);
+  EXPECT_EQ(report.cdw10, 0x8000u);
+  EXPECT_EQ(report.cdw11, 0u);
+  EXPECT_EQ(report.cdw12, 1023u) << "NUMD: zero-based dwords";
+  EXPECT_EQ(report.cdw13, 1u << 16) << "Partial Report; ZRA 0 and ZRASF 0";
+  EXPECT_EQ(report.data_len, 4096u);
+  EXPECT_EQ(report.addr, 0x7f00'0000'1000ULL);
+}
+
 TEST(NvmeCommandTest, FullSizeNlbAndSmallBlocks) {
   BlockTransfer transfer = Transfer();
   transfer.lba = 0;
@@ -309,6 +346,39 @@ std::vector<uint8_t> NamespacePage(uint64_t nsze, uint8_t flbas) {
   return page;
 }
 
+// The ZNS Identify Namespace page: zone size per LBA format, and the zero-based limits.
+TEST(NvmeIdentifyTest, ZonedNamespaceGivesZoneSizeAndLimits) {
+  std::vector<uint8_t> page = Page();
+  page[4] = 13;  // MAR: 14 active zones
+  page[8] = 7;   // MOR: 8 open zones
+  PutLe64(page, 2816 + 16 * 2, 0x4000);  // format 2's zone size
+  absl::StatusOr<ZonedNamespaceIdentity> zoned = ParseZonedIdentifyNamespace(page, 2);
+  ASSERT_THAT(zoned, IsOk());
+  EXPECT_EQ(zoned->zone_blocks, 0x4000u);
+  EXPECT_EQ(zoned->max_active, 14u);
+  EXPECT_EQ(zoned->max_open, 8u);
+  for (size_t i = 4; i < 12; ++i) page[i] = 0xff;  // no limits
+  zoned = ParseZonedIdentifyNamespace(page, 2);
+  ASSERT_THAT(zoned, IsOk());
+  EXPECT_EQ(zoned->max_active, 0u);
+  EXPECT_EQ(zoned->max_open, 0u);
+  EXPECT_THAT(ParseZonedIdentifyNamespace(page, 1),
+              StatusIs(absl::StatusCode::kDataLoss, "zone size 0"));
+  EXPECT_THAT(ParseZonedIdentifyNamespace(std::vector<uint8_t>(100), 0),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(NvmeIdentifyTest, ZonedControllerGivesTheAppendLimit) {
+  std::vector<uint8_t> page = Page();
+  absl::StatusOr<uint64_t> bytes = ParseZonedIdentifyController(page);
+  ASSERT_THAT(bytes, IsOk());
+  EXPECT_EQ(*bytes, 0u) << "ZASL 0: MDTS's";
+  page[0] = 5;
+  bytes = ParseZonedIdentifyController(page);
+  ASSERT_THAT(bytes, IsOk());
+  EXPECT_EQ(*bytes, uint64_t{4096} << 5);
+}
+
 TEST(NvmeIdentifyTest, Picks512ByteFormat) {
   auto identity = ParseIdentifyNamespace(NamespacePage(2'097'152, 0));
   ASSERT_THAT(identity, IsOk());
@@ -459,7 +529,14 @@ TEST(NvmeStatusTest, EveryNamedCodeMapsToItsStatusCodeAndName) {
       {0, 0x84, absl::StatusCode::kUnavailable, "Format In Progress"},
       {1, 0x0a, absl::StatusCode::kInvalidArgument, "Invalid Format"},
       {1, 0x82, absl::StatusCode::kInternal, "Attempted Write to Read Only Range"},
-      {1, 0xb9, absl::StatusCode::kInternal, "Zone Is Full"},
+      {1, 0xb8, absl::StatusCode::kFailedPrecondition, "Zone Boundary Error"},
+      {1, 0xb9, absl::StatusCode::kResourceExhausted, "Zone Is Full"},
+      {1, 0xba, absl::StatusCode::kFailedPrecondition, "Zone Is Read Only"},
+      {1, 0xbb, absl::StatusCode::kDataLoss, "Zone Is Offline"},
+      {1, 0xbc, absl::StatusCode::kFailedPrecondition, "Zone Invalid Write"},
+      {1, 0xbd, absl::StatusCode::kResourceExhausted, "Too Many Active Zones"},
+      {1, 0xbe, absl::StatusCode::kResourceExhausted, "Too Many Open Zones"},
+      {1, 0xbf, absl::StatusCode::kFailedPrecondition, "Invalid Zone State Transition"},
       {2, 0x80, absl::StatusCode::kDataLoss, "Write Fault"},
       {2, 0x81, absl::StatusCode::kDataLoss, "Unrecovered Read Error"},
       {2, 0x82, absl::StatusCode::kDataLoss, "End-to-end Guard Check Error"},
