@@ -112,7 +112,7 @@ void DirectFileDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
   io_uring_sqe_set_data(sqe, request);
 }
 
-absl::Status DirectFileDevice::CompletionStatus(const IoRequest& request,
+absl::Status DirectFileDevice::CompletionStatus(IoRequest& request,
                                                 const io_uring_cqe& cqe) {
   const char* op = request.op == IoOp::kRead    ? "read"
                    : request.op == IoOp::kWrite ? "write"

@@ -31,7 +31,7 @@ class DirectFileDevice final : public RingDevice {
 
   uint32_t SqeCount(const IoRequest& request) const override;
   void PrepareSqes(IoRequest* request, io_uring_sqe** sqes) override;
-  absl::Status CompletionStatus(const IoRequest& request, const io_uring_cqe& cqe) override;
+  absl::Status CompletionStatus(IoRequest& request, const io_uring_cqe& cqe) override;
 
   DeviceOptions options_;
 };

@@ -137,11 +137,11 @@ int32_t RunIdentify(int fd, IdentifyCns cns, uint32_t nsid, uint8_t csi, Identif
 }
 
 absl::Status Identify(int fd, IdentifyCns cns, uint32_t nsid, const std::string& path,
-                      IdentifyPage* page) {
+                      IdentifyPage* page, uint8_t csi = kCsiNvm) {
   CommandContext context;
   context.op = NvmeOp::kIdentify;
   context.path = path;
-  return MapCompletion(RunIdentify(fd, cns, nsid, kCsiNvm, page), context);
+  return MapCompletion(RunIdentify(fd, cns, nsid, csi, page), context);
 }
 
 // Zoned? Asks for the ZNS-specific Identify Namespace page (CNS 0x05, CSI 0x02): a controller
@@ -188,6 +188,56 @@ uint32_t ChooseTransferLimits(uint64_t mdts_bytes, const std::string& path, uint
   return ChooseMaxTransferBytes(mdts_bytes, limits, lba_bytes, true);
 }
 
+// The zones of zoned namespace `info->nsid` (its geometry read already, LBA format
+// `format_index`): their size and the open and active limits from the ZNS Identify pages, the
+// largest append (ZASL, else MDTS's, within what one command of this queue carries), and their
+// capacity from a report of the first zones (every zone of a namespace has one size; their
+// capacity is taken to be alike too, and checked across the zones one report page holds).
+absl::Status ReadZoneModel(int fd, uint8_t format_index, DeviceInfo* info, IdentifyPage* page) {
+  const std::string& path = info->path;
+  NVKV_RETURN_IF_ERROR(
+      Identify(fd, IdentifyCns::kCsiNamespace, info->nsid, path, page, kCsiZoned));
+  NVKV_ASSIGN_OR_RETURN(const ZonedNamespaceIdentity zoned,
+                        ParseZonedIdentifyNamespace(page->bytes, format_index));
+  NVKV_RETURN_IF_ERROR(Identify(fd, IdentifyCns::kCsiController, 0, path, page, kCsiZoned));
+  NVKV_ASSIGN_OR_RETURN(const uint64_t append_bytes, ParseZonedIdentifyController(page->bytes));
+  nvme_passthru_cmd report = ToPassthruCmd(EncodeZoneReport(
+      info->nsid, 0, reinterpret_cast<uintptr_t>(page->bytes), kIdentifyPageBytes));
+  CommandContext context;
+  context.op = NvmeOp::kZoneReport;
+  context.path = path;
+  const int ret = ioctl(fd, NVME_IOCTL_IO_CMD, &report);
+  NVKV_RETURN_IF_ERROR(MapCompletion(ret < 0 ? -errno : ret, context));
+  NVKV_ASSIGN_OR_RETURN(const std::vector<ZoneDescriptor> first, ParseZoneReport(page->bytes));
+  if (first.empty() || first[0].capacity == 0 || first[0].capacity > zoned.zone_blocks) {
+    return absl::DataLossError(absl::StrCat(path, ": its first zone reports no usable capacity"));
+  }
+  for (const ZoneDescriptor& zone : first) {
+    if (zone.capacity != first[0].capacity) {
+      return absl::UnimplementedError(absl::StrCat(
+          path, ": zones of different capacities (", first[0].capacity, " and ", zone.capacity,
+          " blocks at LBA ", zone.start, "); nvkv needs one capacity for every zone"));
+    }
+  }
+  if (zoned.zone_blocks > info->lba_count || info->lba_count % zoned.zone_blocks != 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": ", info->lba_count, " blocks are not a whole number of ", zoned.zone_blocks,
+        "-block zones"));
+  }
+  ZoneModel& zones = info->zones;
+  zones.zone_blocks = zoned.zone_blocks;
+  zones.zone_count = info->lba_count / zoned.zone_blocks;
+  zones.capacity_blocks = first[0].capacity;
+  zones.max_open = zoned.max_open;
+  zones.max_active = zoned.max_active;
+  const uint64_t append_limit = append_bytes == 0 ? info->max_transfer_bytes
+                                                  : std::min<uint64_t>(append_bytes,
+                                                                       info->max_transfer_bytes);
+  zones.max_append_blocks = static_cast<uint32_t>(
+      std::min<uint64_t>(append_limit / info->lba_bytes, kNvmeMaxLbaPerCommand));
+  return absl::OkStatus();
+}
+
 // Fills the geometry in `info` from Identify, and the queue limits. A zoned namespace is refused
 // here unless `allow_zoned`.
 absl::Status ReadGeometry(int fd, bool allow_zoned, DeviceInfo* info,
@@ -214,6 +264,9 @@ absl::Status ReadGeometry(int fd, bool allow_zoned, DeviceInfo* info,
   info->memory_alignment = kNvmeMemoryAlignment;
   info->max_transfer_bytes = ChooseTransferLimits(controller.max_transfer_bytes, info->path,
                                                   info->lba_bytes, queue_limits, &info->notes);
+  if (info->zoned) {
+    NVKV_RETURN_IF_ERROR(ReadZoneModel(fd, ns->format_index, info, page.get()));
+  }
   return absl::OkStatus();
 }
 
@@ -316,6 +369,13 @@ absl::StatusOr<std::unique_ptr<Device>> NvmeDevice::OpenQueue(
 }
 
 absl::Status NvmeDevice::Enqueue(IoRequest* request) {
+  // A zone append or report is one command, never split: within what one command carries.
+  if ((request->op == IoOp::kZoneAppend || request->op == IoOp::kZoneReport) &&
+      request->lba_count > LbaPerCommand(*request)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zone command of ", request->lba_count, " blocks: one command of ", info_.path,
+        " carries at most ", LbaPerCommand(*request), " for this buffer"));
+  }
   if (request->op == IoOp::kRead || request->op == IoOp::kWrite) {
     const uint32_t commands = SqeCount(*request);
     if (commands > kMaxCommandsPerRequest) {
@@ -349,7 +409,7 @@ int32_t NvmeDevice::FixedIndexFor(const IoRequest& request, uint64_t addr) {
 }
 
 uint32_t NvmeDevice::SqeCount(const IoRequest& request) const {
-  if (request.op == IoOp::kFlush) return 1;
+  if (request.op != IoOp::kRead && request.op != IoOp::kWrite) return 1;
   return PieceCount(request.lba_count, LbaPerCommand(request));
 }
 
@@ -359,13 +419,45 @@ void NvmeDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
   target.fixed_file = info_.ring.registered_file;
   target.cmd_op = NVME_URING_CMD_IO;
   target.user_data = reinterpret_cast<uintptr_t>(request);
-  if (request->op == IoOp::kFlush) {
-    PrepareNvmeUringCmd(sqes[0], EncodeFlush(info_.nsid), target);
-    return;
+  const uint64_t base = reinterpret_cast<uintptr_t>(request->buffer.data);
+  switch (request->op) {
+    case IoOp::kRead:
+    case IoOp::kWrite:
+      break;
+    case IoOp::kFlush:
+      PrepareNvmeUringCmd(sqes[0], EncodeFlush(info_.nsid), target);
+      return;
+    case IoOp::kZoneAppend: {
+      BlockTransfer transfer;
+      transfer.nsid = info_.nsid;
+      transfer.lba = request->lba;
+      transfer.lba_count = request->lba_count;
+      transfer.lba_bytes = info_.lba_bytes;
+      transfer.addr = base;
+      target.buf_index = FixedIndexFor(*request, base);
+      PrepareNvmeUringCmd(sqes[0], EncodeZoneAppend(transfer, request->fua), target);
+      return;
+    }
+    case IoOp::kZoneReset:
+    case IoOp::kZoneFinish: {
+      const ZoneSendAction action =
+          request->op == IoOp::kZoneReset ? ZoneSendAction::kReset : ZoneSendAction::kFinish;
+      PrepareNvmeUringCmd(sqes[0], EncodeZoneManagementSend(info_.nsid, request->lba, action),
+                          target);
+      return;
+    }
+    case IoOp::kZoneReport:
+      target.buf_index = FixedIndexFor(*request, base);
+      PrepareNvmeUringCmd(sqes[0],
+                          EncodeZoneReport(info_.nsid, request->lba, base,
+                                           request->lba_count * info_.lba_bytes),
+                          target);
+      return;
+    case IoOp::kWaitEvent:
+      NVKV_CHECK(false);  // RingDevice prepares these itself
   }
   const uint32_t per_command = LbaPerCommand(*request);
   const uint32_t pieces = PieceCount(request->lba_count, per_command);
-  const uint64_t base = reinterpret_cast<uintptr_t>(request->buffer.data);
   for (uint32_t i = 0; i < pieces; ++i) {
     const Piece piece =
         PieceAt(request->lba, request->lba_count, per_command, info_.lba_bytes, i);
@@ -385,19 +477,54 @@ void NvmeDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
 
 CommandContext CompletionContext(const IoRequest& request, const DeviceInfo& info) {
   CommandContext context;
-  context.op = request.op == IoOp::kRead    ? NvmeOp::kRead
-               : request.op == IoOp::kWrite ? NvmeOp::kWrite
-                                            : NvmeOp::kFlush;
+  switch (request.op) {
+    case IoOp::kRead:
+      context.op = NvmeOp::kRead;
+      break;
+    case IoOp::kWrite:
+      context.op = NvmeOp::kWrite;
+      break;
+    case IoOp::kFlush:
+    case IoOp::kWaitEvent:
+      context.op = NvmeOp::kFlush;
+      break;
+    case IoOp::kZoneAppend:
+      context.op = NvmeOp::kZoneAppend;
+      break;
+    case IoOp::kZoneReset:
+      context.op = NvmeOp::kZoneReset;
+      break;
+    case IoOp::kZoneFinish:
+      context.op = NvmeOp::kZoneFinish;
+      break;
+    case IoOp::kZoneReport:
+      context.op = NvmeOp::kZoneReport;
+      break;
+  }
   context.lba = request.lba;
   context.lba_count = request.lba_count;
   context.path = info.path;
   return context;
 }
 
-absl::Status NvmeDevice::CompletionStatus(const IoRequest& request, const io_uring_cqe& cqe) {
+absl::Status NvmeDevice::CompletionStatus(IoRequest& request, const io_uring_cqe& cqe) {
   CommandContext context = CompletionContext(request, info_);
   context.fixed_buffer = UsesFixedBuffer(request);
-  return MapCompletion(cqe.res, context);
+  absl::Status status = MapCompletion(cqe.res, context);
+  // The command's 64-bit result (CQE dwords 0-1) rides in the big CQE: for a zone append, the
+  // first block written (ALBA), which must lie in the zone appended to, as device input.
+  if (status.ok() && request.op == IoOp::kZoneAppend) {
+    const uint64_t lba = cqe.big_cqe[0];
+    if (lba < request.lba ||
+        lba + request.lba_count > request.lba + info_.zones.capacity_blocks) {
+      return absl::DataLossError(absl::StrCat(
+          "NVMe zone append to the zone at LBA ", request.lba, " of ", info_.path,
+          " completed at LBA ", lba, ", outside the zone's ", info_.zones.capacity_blocks,
+          " writable blocks"));
+    }
+    request.appended_lba = lba;
+  }
+  return status;
 }
 
 std::optional<uint32_t> FindCharDeviceMajor(std::string_view proc_devices,

@@ -76,7 +76,7 @@ class NvmeDevice final : public RingDevice {
 
   uint32_t SqeCount(const IoRequest& request) const override;
   void PrepareSqes(IoRequest* request, io_uring_sqe** sqes) override;
-  absl::Status CompletionStatus(const IoRequest& request, const io_uring_cqe& cqe) override;
+  absl::Status CompletionStatus(IoRequest& request, const io_uring_cqe& cqe) override;
 
   // Blocks one command may carry for `request` (depends on its buffer's page alignment).
   uint32_t LbaPerCommand(const IoRequest& request) const;

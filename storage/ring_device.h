@@ -43,8 +43,9 @@ class RingDevice : public Device {
   // Fills `sqes` (SqeCount of them, already taken from the ring) for `request`. Each SQE's
   // user_data must be the request's address.
   virtual void PrepareSqes(IoRequest* request, io_uring_sqe** sqes) = 0;
-  // The outcome of one CQE of `request`.
-  virtual absl::Status CompletionStatus(const IoRequest& request, const io_uring_cqe& cqe) = 0;
+  // The outcome of one CQE of `request`, and what it returns beside it (a zone append's
+  // address: IoRequest::appended_lba).
+  virtual absl::Status CompletionStatus(IoRequest& request, const io_uring_cqe& cqe) = 0;
 
   // The fd to put in SQEs and the SQE flags that go with it (fixed file index 0 or the raw fd).
   int sqe_fd() const { return info_.ring.registered_file ? 0 : fd_; }

@@ -13,8 +13,9 @@
 #   device       nvme_device_test: the passthrough backend
 #   engine       engine_device_test: the engine through /dev/ng0n1 and /dev/nvme0n1, and a store
 #                written through one node and read through the other
-# and in zns, where NVKV_TEST_ZONED=1, the same binaries run only their zoned-namespace tests,
-# which check that the namespace is refused (the session checks `format` is refused).
+# and in zns, where NVKV_TEST_ZONED=1, the same binaries run only their zoned-namespace tests:
+# the engine and the default device options refuse the namespace (the session checks `format`
+# is refused), and the zone commands go through passthrough.
 # Prints one line per step and configuration, then "nvkv-vm: N passed, N failed"; exits 0 only
 # when every step passed. First run: installs QEMU and busybox-static with apt-get (as root) and
 # caches Debian's kernel (see README.md).

@@ -26,7 +26,8 @@ options:
                   512: PCIe NVMe, 512-byte LBAs
                   tcp: NVMe-oF TCP over loopback inside the guest, null_blk
                        backed, 4096-byte LBAs
-                  zns: PCIe NVMe zoned namespace, 4096-byte LBAs, 64 MiB zones
+                  zns: PCIe NVMe zoned namespace, 4096-byte LBAs, 32 MiB zones of 24 MiB
+                       capacity, 2 open and 3 active at most
   --timeout S     kill the VM after S seconds (default 600)
   --binary PATH   copy PATH into the guest's /nvkv/bin, with its shared
                   libraries; repeatable
@@ -289,15 +290,22 @@ disk_args() {
   printf '%s\n' \
     -drive "file=$work/scratch.img,if=none,id=scratch,format=raw,cache=unsafe" \
     -device "virtio-blk-pci,drive=scratch"
-  local lba=4096 zoned=""
+  local lba=4096 zoned="" controller=""
   case "$config" in
     tcp) return 0 ;;  # The guest makes its own NVMe-oF device.
     512) lba=512 ;;
-    zns) zoned=",zoned=true,zoned.zone_size=64M" ;;
+    # Zones with a capacity below their size, open and active limits below the zone count (4
+    # zones in ci.sh's 128 MiB namespace, 8 in 256 MiB), and a Zone Append limit (ZASL 5:
+    # 128 KiB) below MDTS, as real drives have them.
+    zns)
+      zoned=",zoned=true,zoned.zone_size=32M,zoned.zone_capacity=24M"
+      zoned+=",zoned.max_open=2,zoned.max_active=3"
+      controller=",zoned.zasl=5"
+      ;;
   esac
   printf '%s\n' \
     -drive "file=$work/nvme.img,if=none,id=nvm,format=raw,cache=unsafe" \
-    -device "nvme,id=nvme0,serial=nvkv0001" \
+    -device "nvme,id=nvme0,serial=nvkv0001$controller" \
     -device "nvme-ns,drive=nvm,bus=nvme0,nsid=1,logical_block_size=$lba,physical_block_size=$lba$zoned"
   # 4k also has a second namespace on a read-only image: QEMU fails every write to it with an
   # NVMe status, as a write-protected or failing drive would (NVKV_TEST_NVME_READONLY).

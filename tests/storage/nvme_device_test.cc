@@ -5,7 +5,8 @@
 //     NVKV_TEST_NVME names its generic device, e.g. NVKV_TEST_NVME=/dev/ng0n1. It writes over
 //     the namespace's contents;
 //   - NvmeZonedTest runs instead when NVKV_TEST_ZONED=1 says that namespace is zoned
-//     (tests/nvme-vm --config zns): Open refuses it unless allow_zoned, which reports it zoned.
+//     (tests/nvme-vm --config zns): Open refuses it unless allow_zoned, which reports it zoned
+//     with its zones, and the zone commands (append, reset, finish, report) do what ZNS says.
 #include "storage/nvme_device.h"
 
 #include <fcntl.h>
@@ -20,10 +21,13 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <set>
+#include <span>
 #include <vector>
 
 #include "storage/device.h"
 #include "storage/nvme_command.h"
+#include "tests/testutil/device_io.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -31,6 +35,9 @@ namespace nvkv::storage {
 namespace {
 
 using ::nvkv::testing::IsOk;
+using ::nvkv::testing::MakeRequest;
+using ::nvkv::testing::ReportZones;
+using ::nvkv::testing::RunOne;
 using ::nvkv::testing::StatusIs;
 
 DeviceOptions NvmeOptions() {
@@ -610,6 +617,126 @@ TEST_F(NvmeZonedTest, AllowZonedOpensAndReportsZoned) {
   // Reads may go anywhere in a zone; only writes must land on its write pointer.
   Buffer page = (*device)->buffers().GetPage();
   EXPECT_THAT(ReadBlocks(**device, 0, page.bytes / info.lba_bytes, page), IsOk());
+  // Its zones, as the ZNS Identify pages and a report say (tests/nvme-vm's zns configuration
+  // has a capacity below the zone size, and open and active limits below the zone count).
+  const ZoneModel& zones = info.zones;
+  ASSERT_TRUE(zones.zoned());
+  EXPECT_EQ(zones.zone_count * zones.zone_blocks, info.lba_count);
+  EXPECT_GT(zones.capacity_blocks, 0u);
+  EXPECT_LT(zones.capacity_blocks, zones.zone_blocks);
+  EXPECT_GT(zones.max_open, 0u);
+  EXPECT_GE(zones.max_active, zones.max_open);
+  EXPECT_LT(zones.max_active, zones.zone_count);
+  EXPECT_GT(zones.max_append_blocks, 0u);
+  EXPECT_LE(uint64_t{zones.max_append_blocks} * info.lba_bytes, info.max_transfer_bytes);
+}
+
+// The zones from the first on, as the device reports them.
+std::vector<ZoneDescriptor> Zones(Device& device) {
+  absl::StatusOr<std::vector<ZoneDescriptor>> zones = ReportZones(device);
+  EXPECT_THAT(zones, IsOk());
+  return zones.ok() ? *zones : std::vector<ZoneDescriptor>{};
+}
+
+// Empties every zone (the tests share one namespace, in any order).
+void ResetAllZones(Device& device) {
+  for (uint64_t z = 0; z < device.info().zones.zone_count; ++z) {
+    IoRequest reset = MakeRequest(IoOp::kZoneReset, device.info().zones.StartOf(z));
+    ASSERT_THAT(RunOne(device, reset), IsOk()) << "zone " << z;
+  }
+}
+
+// Appends in flight together each land where their completion says, with their own data; a
+// write off the write pointer is refused; finish fills a zone, reset empties it.
+TEST_F(NvmeZonedTest, ZoneCommandsDoWhatZnsSays) {
+  DeviceOptions options = NvmeOptions();
+  options.allow_zoned = true;
+  auto opened = OpenDevice(path_, options);
+  ASSERT_THAT(opened, IsOk());
+  Device& device = **opened;
+  const DeviceInfo& info = device.info();
+  ResetAllZones(device);
+  const uint64_t start = info.zones.StartOf(1);
+  const uint32_t blocks_per_page = device.buffers().page_bytes() / info.lba_bytes;
+  constexpr uint32_t kAppends = 8;
+  std::vector<Buffer> pages;
+  std::vector<IoRequest> appends;
+  for (uint32_t i = 0; i < kAppends; ++i) {
+    pages.push_back(device.buffers().GetPage());
+    Fill(pages.back().data, pages.back().bytes, 40 + i);
+    appends.push_back(MakeRequest(IoOp::kZoneAppend, start, blocks_per_page, pages.back()));
+  }
+  ASSERT_THAT(RunAll(device, appends), IsOk());
+  std::set<uint64_t> landed;
+  for (uint32_t i = 0; i < kAppends; ++i) {
+    ASSERT_THAT(appends[i].status, IsOk()) << i;
+    landed.insert(appends[i].appended_lba);
+    ASSERT_GE(appends[i].appended_lba, start) << i;
+    ASSERT_LT(appends[i].appended_lba, start + kAppends * blocks_per_page) << i;
+    ASSERT_EQ((appends[i].appended_lba - start) % blocks_per_page, 0u) << i;
+  }
+  EXPECT_EQ(landed.size(), kAppends) << "each append has its own place";
+  for (uint32_t i = 0; i < kAppends; ++i) {
+    std::memset(pages[i].data, 0, pages[i].bytes);
+    ASSERT_THAT(ReadBlocks(device, appends[i].appended_lba, blocks_per_page, pages[i]), IsOk());
+    EXPECT_TRUE(Matches(pages[i].data, pages[i].bytes, 40 + i)) << i;
+  }
+  std::vector<ZoneDescriptor> zones = Zones(device);
+  ASSERT_EQ(zones.size(), info.zones.zone_count);
+  const uint64_t pointer = start + kAppends * blocks_per_page;
+  EXPECT_EQ(zones[1].write_pointer, pointer);
+  EXPECT_EQ(zones[1].capacity, info.zones.capacity_blocks);
+  EXPECT_EQ(zones[1].state, ZoneState::kImplicitlyOpen);
+  EXPECT_EQ(zones[2].state, ZoneState::kEmpty);
+
+  // Plain writes: only at the write pointer.
+  EXPECT_THAT(WriteBlocks(device, pointer + blocks_per_page, blocks_per_page, pages[0]),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "Zone Invalid Write"));
+  EXPECT_THAT(WriteBlocks(device, pointer, blocks_per_page, pages[0]), IsOk());
+  // Appends larger than the device takes are refused before they reach it.
+  IoRequest big =
+      MakeRequest(IoOp::kZoneAppend, start, info.zones.max_append_blocks + 1, pages[0]);
+  EXPECT_THAT(device.Enqueue(&big), StatusIs(absl::StatusCode::kInvalidArgument));
+
+  IoRequest finish = MakeRequest(IoOp::kZoneFinish, start);
+  ASSERT_THAT(RunOne(device, finish), IsOk());
+  EXPECT_EQ(Zones(device)[1].state, ZoneState::kFull);
+  IoRequest full = MakeRequest(IoOp::kZoneAppend, start, 1, pages[0]);
+  EXPECT_THAT(RunOne(device, full),
+              StatusIs(absl::StatusCode::kResourceExhausted, "Zone Is Full"));
+  IoRequest reset = MakeRequest(IoOp::kZoneReset, start);
+  ASSERT_THAT(RunOne(device, reset), IsOk());
+  zones = Zones(device);
+  EXPECT_EQ(zones[1].state, ZoneState::kEmpty);
+  EXPECT_EQ(zones[1].write_pointer, start);
+  for (const Buffer& page : pages) device.buffers().PutPage(page);
+}
+
+// The device keeps no more zones active than it says: one zone more is refused, and finishing
+// one makes room.
+TEST_F(NvmeZonedTest, TheActiveLimitIsTheDevicesOwn) {
+  DeviceOptions options = NvmeOptions();
+  options.allow_zoned = true;
+  auto opened = OpenDevice(path_, options);
+  ASSERT_THAT(opened, IsOk());
+  Device& device = **opened;
+  const ZoneModel& zones = device.info().zones;
+  ASSERT_LT(zones.max_active, zones.zone_count) << "the configuration leaves no zone past it";
+  ResetAllZones(device);
+  Buffer page = device.buffers().GetPage();
+  const uint32_t blocks = page.bytes / device.info().lba_bytes;
+  const auto append = [&](uint64_t zone) {
+    IoRequest request = MakeRequest(IoOp::kZoneAppend, zones.StartOf(zone), blocks, page);
+    return RunOne(device, request);
+  };
+  for (uint64_t z = 0; z < zones.max_active; ++z) ASSERT_THAT(append(z), IsOk()) << z;
+  EXPECT_THAT(append(zones.max_active),
+              StatusIs(absl::StatusCode::kResourceExhausted, "Too Many Active Zones"));
+  IoRequest finish = MakeRequest(IoOp::kZoneFinish, zones.StartOf(0));
+  ASSERT_THAT(RunOne(device, finish), IsOk());
+  EXPECT_THAT(append(zones.max_active), IsOk());
+  device.buffers().PutPage(page);
+  ResetAllZones(device);
 }
 
 // The namespace's block device (NVKV_TEST_BLOCK) goes through the file backend, which must see
