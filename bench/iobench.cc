@@ -49,7 +49,7 @@ using util::LatencyHistogram;
 constexpr uint32_t kMaxIodepth = 4096;  // storage::RingOptions::queue_depth limit
 constexpr uint64_t kNsPerSecond = 1'000'000'000;
 
-enum class Pattern : uint8_t { kRandRead, kRandWrite, kSeqRead, kSeqWrite };
+enum class Pattern : uint8_t { kRandRead, kRandWrite, kSeqRead, kSeqWrite, kZoneAppend };
 
 struct BenchOptions {
   std::string filename;
@@ -71,6 +71,7 @@ struct BenchOptions {
   storage::Backend backend = storage::Backend::kAuto;
   bool json = false;
   uint64_t seed = 0x9e3779b97f4a7c15ull;
+  uint32_t zones = 0;  // zoneappend: zones appended to at once; 0: the device's open limit
 };
 
 const char kUsage[] =
@@ -80,7 +81,10 @@ const char kUsage[] =
     "I/Os per system call and latency.\n"
     "\n"
     "  --filename=PATH        file or block device (a file is created at --size if missing)\n"
-    "  --rw=MODE              randread (default) | randwrite | read | write\n"
+    "  --rw=MODE              randread (default) | randwrite | read | write | zoneappend\n"
+    "                         (zoneappend: Zone Append on a zoned namespace's /dev/ngXnY, into\n"
+    "                         --zones zones reset first, round robin, until they are full)\n"
+    "  --zones=N              zoneappend: zones at once (default: the device's open limit, or 4)\n"
     "  --bs=N                 block size, multiple of the device LBA size (default 4k)\n"
     "  --iodepth=N            requests in flight (default 1, max 4096)\n"
     "  --runtime=T            run time: 10, 10s, 500ms, 2m (default 10s)\n"
@@ -172,7 +176,8 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
     else if (value == "randwrite") options->pattern = Pattern::kRandWrite;
     else if (value == "read") options->pattern = Pattern::kSeqRead;
     else if (value == "write") options->pattern = Pattern::kSeqWrite;
-    else return BadOption(name, value, "expected randread, randwrite, read or write");
+    else if (value == "zoneappend") options->pattern = Pattern::kZoneAppend;
+    else return BadOption(name, value, "expected randread, randwrite, read, write or zoneappend");
   } else if (name == "bs") {
     absl::StatusOr<uint64_t> bytes = util::ParseSize(value);
     if (!bytes.ok()) return BadOption(name, value, std::string(bytes.status().message()));
@@ -222,6 +227,8 @@ absl::Status ApplyOption(std::string_view name, std::string_view value, BenchOpt
     if (value == "json") options->json = true;
     else if (value == "normal") options->json = false;
     else return BadOption(name, value, "expected normal or json");
+  } else if (name == "zones") {
+    return ParseCount(name, value, UINT32_MAX, &options->zones);
   } else if (name == "seed") {
     if (!ParseUint(value, &options->seed)) return BadOption(name, value, "expected a number");
   } else {
@@ -342,12 +349,14 @@ class Runner {
   Runner(const BenchOptions& options, Device* device)
       : options_(options), device_(device), prng_(options.seed) {}
 
-  absl::Status Setup();
+  absl::Status Setup(std::vector<std::string>* notes);
   absl::Status Run(Summary* summary);
   const LatencyHistogram& histogram() const { return histogram_; }
 
  private:
   static void OnIoDone(IoRequest* request);
+  // zoneappend: the zones to append to, reset; the appends they take.
+  absl::Status SetupZones(std::vector<std::string>* notes);
   void NextOffset(Slot* slot);
   absl::Status Issue(Slot* slot, uint32_t* unsubmitted);
   absl::Status Refill();
@@ -361,6 +370,7 @@ class Runner {
   uint32_t lba_per_io_ = 0;
   uint64_t blocks_ = 0;         // whole bs-sized blocks in the used region
   uint64_t next_block_ = 0;     // sequential patterns
+  uint32_t zones_ = 0;          // zoneappend: zones 0..zones_-1 take the appends in turn
   uint64_t issued_ = 0;
   uint64_t issue_limit_ = UINT64_MAX;
   std::vector<Slot> slots_;     // sized at Setup, never resized (requests point into it)
@@ -381,7 +391,44 @@ class Runner {
   uint64_t last_syscalls_ = 0;
 };
 
-absl::Status Runner::Setup() {
+absl::Status Runner::SetupZones(std::vector<std::string>* notes) {
+  const storage::DeviceInfo& info = device_->info();
+  const storage::ZoneModel& zones = info.zones;
+  if (!zones.zoned()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rw=zoneappend needs a zoned namespace's generic device (/dev/ngXnY); ", info.path,
+        " has no zones"));
+  }
+  if (zones.max_append_blocks != 0 && lba_per_io_ > zones.max_append_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("--bs=", options_.block_bytes, ": ",
+                                                   info.path, " appends at most ",
+                                                   zones.max_append_blocks * info.lba_bytes,
+                                                   " bytes at once"));
+  }
+  zones_ = options_.zones != 0 ? options_.zones : (zones.max_open != 0 ? zones.max_open : 4);
+  if (zones_ > zones.zone_count) {
+    return absl::InvalidArgumentError(absl::StrCat("--zones=", zones_, ": ", info.path,
+                                                   " has ", zones.zone_count));
+  }
+  std::vector<IoRequest> resets(zones_);
+  for (uint32_t z = 0; z < zones_; ++z) {
+    resets[z].op = IoOp::kZoneReset;
+    resets[z].lba = zones.StartOf(z);
+  }
+  absl::Status reset = storage::RunAll(*device_, resets);
+  for (const IoRequest& request : resets) {
+    if (reset.ok()) reset = request.status;
+  }
+  if (!reset.ok()) return reset;
+  const uint64_t appends = uint64_t{zones_} * (zones.capacity_blocks / lba_per_io_);
+  issue_limit_ = std::min(issue_limit_, appends);
+  notes->push_back(absl::StrCat("zone append into zones 0..", zones_ - 1, " (reset first) of ",
+                                zones.capacity_blocks * info.lba_bytes / (1 << 20),
+                                " MiB capacity each, in turn: at most ", appends, " appends"));
+  return absl::OkStatus();
+}
+
+absl::Status Runner::Setup(std::vector<std::string>* notes) {
   const storage::DeviceInfo& info = device_->info();
   if (options_.block_bytes % info.lba_bytes != 0) {
     return absl::InvalidArgumentError(absl::StrCat("--bs=", options_.block_bytes,
@@ -397,11 +444,16 @@ absl::Status Runner::Setup() {
                                                    options_.block_bytes, " bytes"));
   }
   lba_per_io_ = options_.block_bytes / info.lba_bytes;
-  op_ = (options_.pattern == Pattern::kRandWrite || options_.pattern == Pattern::kSeqWrite)
+  op_ = options_.pattern == Pattern::kZoneAppend ? IoOp::kZoneAppend
+        : (options_.pattern == Pattern::kRandWrite || options_.pattern == Pattern::kSeqWrite)
             ? IoOp::kWrite
             : IoOp::kRead;
   random_ = options_.pattern == Pattern::kRandRead || options_.pattern == Pattern::kRandWrite;
   if (options_.number_ios != 0) issue_limit_ = options_.number_ios;
+  if (op_ == IoOp::kZoneAppend) {
+    absl::Status zones = SetupZones(notes);
+    if (!zones.ok()) return zones;
+  }
   slots_.resize(options_.iodepth);
   free_.assign(options_.iodepth, nullptr);
   Prng fill(options_.seed ^ 0x5bd1e995);
@@ -415,7 +467,7 @@ absl::Status Runner::Setup() {
     const bool chunks = device_->buffers().page_count() == 0;
     slot.request.buffer = chunks ? device_->buffers().GetChunk() : device_->buffers().GetPage();
     if (!slot.request.buffer.valid()) return absl::InternalError("buffer pool too small");
-    if (op_ == IoOp::kWrite) {  // fill once: incompressible, never regenerated per I/O
+    if (op_ != IoOp::kRead) {  // fill once: incompressible, never regenerated per I/O
       for (uint32_t i = 0; i + 8 <= options_.block_bytes; i += 8) {
         const uint64_t word = fill.Next();
         std::memcpy(slot.request.buffer.data + i, &word, 8);
@@ -442,6 +494,10 @@ void Runner::OnIoDone(IoRequest* request) {
 }
 
 void Runner::NextOffset(Slot* slot) {
+  if (op_ == IoOp::kZoneAppend) {  // the zone only: the device picks the place
+    slot->request.lba = device_->info().zones.StartOf((issued_ - 1) % zones_);
+    return;
+  }
   uint64_t block;
   if (random_) {
     block = prng_.Below(blocks_);
@@ -561,6 +617,7 @@ const char* PatternName(Pattern pattern) {
     case Pattern::kRandWrite: return "randwrite";
     case Pattern::kSeqRead: return "read";
     case Pattern::kSeqWrite: return "write";
+    case Pattern::kZoneAppend: return "zoneappend";
   }
   return "unknown";
 }
@@ -674,6 +731,7 @@ storage::DeviceOptions MakeDeviceOptions(const BenchOptions& options) {
   device.ring.single_issuer = options.single_issuer;
   device.ring.register_file = options.register_files;
   device.ring.register_ring_fd = options.register_ring;
+  device.allow_zoned = options.pattern == Pattern::kZoneAppend;
   // One buffer per request: pages when bs is a power of two, else whole chunks (508 KiB).
   if (IsPowerOfTwo(options.block_bytes)) {
     device.buffers.buffer_bytes = std::max<uint32_t>(options.block_bytes, 512);
@@ -702,14 +760,14 @@ int Main(int argc, char** argv) {
     return 1;
   }
   Runner runner(options, device->get());
-  absl::Status setup = runner.Setup();
+  Summary summary;
+  absl::Status setup = runner.Setup(&summary.notes);
   if (!setup.ok()) {
     std::fprintf(stderr, "nvkv-iobench: %s\n", setup.ToString().c_str());
     return absl::IsInvalidArgument(setup) ? 2 : 1;
   }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  Summary summary;
   if (!existed) {
     summary.notes.push_back(
         "file created (fallocated): blocks never written read back as zeros without device "

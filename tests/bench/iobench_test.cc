@@ -108,5 +108,19 @@ TEST_F(IobenchTest, SizesTakeBinaryUnitsAndBadOnesExitTwo) {
   }
 }
 
+// Zone Append needs a zoned namespace: on a file it is refused by name before any I/O (the
+// zoned runs themselves are in tests/nvme-vm's zns configuration: bench/compare_zoned.sh).
+TEST_F(IobenchTest, ZoneAppendOnAFileSaysItNeedsAZonedNamespace) {
+  const IobenchRun run = Iobench({"--filename=io.dat", "--size=1MB", "--rw=zoneappend",
+                                  "--number-ios=8"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("--rw=zoneappend needs a zoned namespace's generic device"),
+            std::string::npos)
+      << run.err;
+  const IobenchRun zero = Iobench({"--filename=io.dat", "--rw=zoneappend", "--zones=0"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--zones=0"), std::string::npos) << zero.err;
+}
+
 }  // namespace
 }  // namespace nvkv
