@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <span>
 #include <unordered_set>
@@ -16,6 +17,8 @@
 #include "storage/base/align.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
+#include "storage/fault_zones.h"
+#include "storage/mem_device.h"
 #include "storage/nvme_command.h"
 #include "storage/nvme_device.h"
 
@@ -57,7 +60,7 @@ bool Matches(OpFilter filter, IoOp op) {
     case OpFilter::kRead:
       return op == IoOp::kRead;
     case OpFilter::kWrite:
-      return op == IoOp::kWrite;
+      return op == IoOp::kWrite || op == IoOp::kZoneAppend;
     case OpFilter::kFlush:
       return op == IoOp::kFlush;
   }
@@ -126,12 +129,15 @@ struct FreeDeleter {
 
 }  // namespace
 
-// One write that reached the inner device and is not known durable at the front of the log.
+// One write that reached the inner device and is not known durable at the front of the log; on a
+// zoned device also a zone append, reset or finish.
 struct LoggedWrite {
   uint64_t id = 0;  // submission order, from 1; consecutive along the log
-  uint64_t lba = 0;
-  uint32_t lba_count = 0;
+  IoOp op = IoOp::kWrite;
+  uint64_t lba = 0;        // where it wrote (an append: where it landed); a reset, finish: the zone
+  uint32_t lba_count = 0;  // reset: the blocks it emptied; finish: 0
   std::vector<uint8_t> before;  // the range's contents just before the write
+  uint64_t zone_written = 0;    // zoned: the zone's blocks written just before it
   uint64_t completion = 0;      // completion sequence number; 0 while in flight
   bool durable = false;
 };
@@ -146,9 +152,12 @@ struct LoggedWrite {
 //   - once powered_ is false it stays false, and log_ is empty.
 class FaultState {
  public:
-  FaultState(const FaultDeviceOptions& options, const DeviceInfo& info)
+  // `zoned_storage`: the storage of a zoned inner device (null without zones).
+  FaultState(const FaultDeviceOptions& options, const DeviceInfo& info,
+             std::shared_ptr<MemStorage> zoned_storage)
       : options_(options),
         info_(info),
+        zoned_storage_(std::move(zoned_storage)),
         sectors_per_lba_(info.lba_bytes / options.sector_bytes),
         rng_(options.seed) {}
 
@@ -175,6 +184,12 @@ class FaultState {
   absl::Status CarryOut(Device& inner, FaultDevice::Pending* pending);
   // Gives every request of `batch` its final status and records completions (durability).
   void Complete(std::span<FaultDevice::Pending> batch);
+  // Puts `items` in a seeded random order.
+  template <typename T>
+  void Shuffle(std::span<T> items) {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[rng_.Below(i)]);
+  }
   absl::StatusOr<CutReport> Cut(Device& inner);
 
   FaultStats stats() const;
@@ -211,10 +226,21 @@ class FaultState {
                                    uint32_t sector_count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Write(Device& inner, const IoRequest& request, const std::vector<bool>& sectors,
                      uint64_t* write_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A write or zone append on a zoned device (logged only when the zone took it).
+  absl::Status WriteZone(Device& inner, IoRequest& request, const std::vector<bool>& sectors,
+                         uint64_t* write_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A zone reset or finish (logged only when carried out).
+  absl::Status ManageZone(Device& inner, const IoRequest& request, uint64_t* write_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t ZoneWritten(uint64_t zone) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LoggedWrite& Find(uint64_t write_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDurable(LoggedWrite& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteOne(FaultDevice::Pending& pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   CutWrite DrawFate(const LoggedWrite& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The fate of every entry of the log, in its order (a durable one kept).
+  std::vector<CutWrite> DrawFates() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts every zone the log touched back as fault_zones.h says.
+  void RewindZones(const std::vector<CutWrite>& fates) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Revert(Device& inner, const LoggedWrite& write, const std::vector<bool>& kept,
                       std::unordered_set<uint64_t>* settled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<CutReport> CutLocked(Device& inner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -222,6 +248,7 @@ class FaultState {
 
   const FaultDeviceOptions options_;
   const DeviceInfo info_;
+  const std::shared_ptr<MemStorage> zoned_storage_;
   const uint32_t sectors_per_lba_;
   mutable absl::Mutex mu_;
   bool powered_ ABSL_GUARDED_BY(mu_) = true;
@@ -359,14 +386,81 @@ absl::Status FaultState::Write(Device& inner, const IoRequest& request,
   return written;
 }
 
+uint64_t FaultState::ZoneWritten(uint64_t zone) const {
+  const std::vector<ZoneDescriptor> report = zoned_storage_->Report(zone, 1);
+  NVKV_CHECK(report.size() == 1);
+  return report[0].write_pointer - report[0].start;
+}
+
+absl::Status FaultState::WriteZone(Device& inner, IoRequest& request,
+                                   const std::vector<bool>& sectors, uint64_t* write_id) {
+  const uint64_t zone = info_.zones.ZoneOf(request.lba);
+  const uint32_t bytes = request.lba_count * info_.lba_bytes;
+  IoRequest inner_request;
+  inner_request.op = request.op;
+  inner_request.fua = request.fua;
+  inner_request.lba = request.lba;
+  inner_request.lba_count = request.lba_count;
+  inner_request.buffer = request.buffer;
+  if (!AllOf(sectors, true)) {
+    // A torn write: what lies above a write pointer (zeros) with the written sectors over it.
+    Buffer scratch = Scratch(bytes);
+    std::memset(scratch.data, 0, bytes);
+    for (uint32_t s = 0; s < sectors.size(); ++s) {
+      if (!sectors[s]) continue;
+      std::memcpy(scratch.data + size_t{s} * sector_bytes(),
+                  request.buffer.data + size_t{s} * sector_bytes(), sector_bytes());
+    }
+    inner_request.buffer = scratch;
+  }
+  LoggedWrite logged;
+  logged.op = request.op;
+  logged.zone_written = ZoneWritten(zone);
+  NVKV_RETURN_IF_ERROR(RunAll(inner, std::span<IoRequest>(&inner_request, 1)));
+  // Refused by the zone rules: nothing changed, nothing to log.
+  NVKV_RETURN_IF_ERROR(inner_request.status);
+  if (request.op == IoOp::kZoneAppend) request.appended_lba = inner_request.appended_lba;
+  logged.id = next_write_id_++;
+  logged.lba = request.op == IoOp::kZoneAppend ? inner_request.appended_lba : request.lba;
+  logged.lba_count = request.lba_count;
+  logged.before.assign(bytes, 0);
+  log_.push_back(std::move(logged));
+  *write_id = log_.back().id;
+  return absl::OkStatus();
+}
+
+absl::Status FaultState::ManageZone(Device& inner, const IoRequest& request, uint64_t* write_id) {
+  const uint64_t zone = info_.zones.ZoneOf(request.lba);
+  LoggedWrite logged;
+  logged.op = request.op;
+  logged.lba = request.lba;
+  logged.zone_written = ZoneWritten(zone);
+  if (request.op == IoOp::kZoneReset && logged.zone_written > 0) {
+    // What a lost reset puts back.
+    logged.lba_count = static_cast<uint32_t>(logged.zone_written);
+    logged.before = zoned_storage_->CopyOut(request.lba, logged.lba_count);
+  }
+  IoRequest inner_request;
+  inner_request.op = request.op;
+  inner_request.lba = request.lba;
+  NVKV_RETURN_IF_ERROR(RunAll(inner, std::span<IoRequest>(&inner_request, 1)));
+  NVKV_RETURN_IF_ERROR(inner_request.status);
+  logged.id = next_write_id_++;
+  log_.push_back(std::move(logged));
+  *write_id = log_.back().id;
+  return absl::OkStatus();
+}
+
 absl::Status FaultState::CarryOut(Device& inner, FaultDevice::Pending* pending) {
   IoRequest& request = *pending->request;
   absl::MutexLock lock(&mu_);
   if (!powered_) return PowerOffError(info_);
   ++stats_.operations;
   stats_.reads += request.op == IoOp::kRead ? 1 : 0;
-  stats_.writes += request.op == IoOp::kWrite ? 1 : 0;
+  stats_.writes += request.op == IoOp::kWrite || request.op == IoOp::kZoneAppend ? 1 : 0;
   stats_.flushes += request.op == IoOp::kFlush ? 1 : 0;
+  stats_.zone_resets += request.op == IoOp::kZoneReset ? 1 : 0;
+  stats_.zone_finishes += request.op == IoOp::kZoneFinish ? 1 : 0;
   std::optional<OperationFault> fault = FiringFault(request.op);
   if (request.op == IoOp::kRead && !fault.has_value()) {
     for (const BadBlocks& bad : bad_blocks_) {
@@ -388,20 +482,37 @@ absl::Status FaultState::CarryOut(Device& inner, FaultDevice::Pending* pending) 
       }
       break;
     case IoOp::kWrite:
+    case IoOp::kZoneAppend:
       sectors = WrittenSectors(fault, SectorCount(request.lba_count));
-      if (!AllOf(sectors, false)) status = Write(inner, request, sectors, &pending->write_id);
+      if (AllOf(sectors, false)) {
+        // Nothing written; a silent fault still says where an append landed: at the pointer.
+        if (request.op == IoOp::kZoneAppend) {
+          const uint64_t zone = info_.zones.ZoneOf(request.lba);
+          request.appended_lba = info_.zones.StartOf(zone) + ZoneWritten(zone);
+        }
+        break;
+      }
+      status = zoned_storage_ != nullptr ? WriteZone(inner, request, sectors, &pending->write_id)
+                                         : Write(inner, request, sectors, &pending->write_id);
       break;
     case IoOp::kFlush:
       // Writes completed so far are the ones this flush covers (model rule 3).
       pending->flush_horizon = completions_;
       if (!fault.has_value()) status = FlushDevice(inner);
       break;
-    case IoOp::kWaitEvent:
-    case IoOp::kZoneAppend:
     case IoOp::kZoneReset:
     case IoOp::kZoneFinish:
+      if (!fault.has_value()) status = ManageZone(inner, request, &pending->write_id);
+      break;
     case IoOp::kZoneReport:
-      NVKV_CHECK(false);  // refused by ValidateRequest: Create refuses a zoned device
+      if (!fault.has_value()) {
+        IoRequest report = request;
+        status = RunAll(inner, std::span<IoRequest>(&report, 1));
+        if (status.ok()) status = report.status;
+      }
+      break;
+    case IoOp::kWaitEvent:
+      NVKV_CHECK(false);  // refused by ValidateRequest
   }
   if (fault.has_value()) {
     // A silent fault reports whatever the inner device said about the part that was written.
@@ -435,10 +546,11 @@ void FaultState::MarkDurable(LoggedWrite& write) {
 
 void FaultState::CompleteOne(FaultDevice::Pending& pending) {
   IoRequest& request = *pending.request;
-  if (request.op == IoOp::kWrite && pending.write_id != 0) {
+  if (pending.write_id != 0) {  // a write, or a zone append, reset or finish
     LoggedWrite& write = Find(pending.write_id);
     write.completion = ++completions_;
-    if (request.status.ok() && (request.fua || !info_.volatile_write_cache)) MarkDurable(write);
+    const bool fua = request.fua && (request.op == IoOp::kWrite || request.op == IoOp::kZoneAppend);
+    if (request.status.ok() && (fua || !info_.volatile_write_cache)) MarkDurable(write);
   } else if (request.op == IoOp::kFlush && request.status.ok()) {
     for (LoggedWrite& write : log_) {
       if (write.completion != 0 && write.completion <= pending.flush_horizon) MarkDurable(write);
@@ -462,13 +574,16 @@ void FaultState::Complete(std::span<FaultDevice::Pending> batch) {
 }
 
 CutWrite FaultState::DrawFate(const LoggedWrite& write) {
-  const uint32_t sector_count = SectorCount(write.lba_count);
+  // A reset or finish is done or not: it has no sectors of its own to tear.
+  const bool carries_data = write.op == IoOp::kWrite || write.op == IoOp::kZoneAppend;
+  const uint32_t sector_count = carries_data ? SectorCount(write.lba_count) : 0;
   uint64_t keep = options_.keep_weight;
   uint64_t drop = options_.drop_weight;
   const uint64_t tear = sector_count >= 2 ? options_.tear_weight : 0;
   if (keep + drop + tear == 0) keep = drop = 1;  // only tearing allowed, and this cannot tear
   const uint64_t draw = rng_.Below(keep + drop + tear);
   CutWrite cut;
+  cut.op = write.op;
   cut.lba = write.lba;
   cut.lba_count = write.lba_count;
   cut.completed = write.completion != 0;
@@ -516,30 +631,97 @@ absl::StatusOr<CutReport> FaultState::Cut(Device& inner) {
   return CutLocked(inner);
 }
 
+std::vector<CutWrite> FaultState::DrawFates() {
+  const bool zoned = zoned_storage_ != nullptr;
+  // A durable write to a zone keeps every earlier reset or finish of it: the last one's index.
+  std::map<uint64_t, size_t> last_durable_write;
+  std::unordered_set<uint64_t> lost_reset;  // zones whose reset was dropped so far
+  for (size_t i = 0; zoned && i < log_.size(); ++i) {
+    const bool data = log_[i].op == IoOp::kWrite || log_[i].op == IoOp::kZoneAppend;
+    if (data && log_[i].durable) last_durable_write[info_.zones.ZoneOf(log_[i].lba)] = i;
+  }
+  std::vector<CutWrite> fates;
+  fates.reserve(log_.size());
+  for (size_t i = 0; i < log_.size(); ++i) {
+    const LoggedWrite& write = log_[i];
+    const uint64_t zone = zoned ? info_.zones.ZoneOf(write.lba) : 0;
+    const auto durable_after = last_durable_write.find(zone);
+    const bool kept_by_later =
+        zoned && durable_after != last_durable_write.end() && durable_after->second > i;
+    CutWrite cut;
+    if (write.durable || (kept_by_later && write.op != IoOp::kWrite &&
+                          write.op != IoOp::kZoneAppend)) {
+      cut.fate = WriteFate::kKept;
+    } else if (zoned && lost_reset.count(zone) != 0) {
+      cut.fate = WriteFate::kDropped;  // placed after a reset the device did not keep
+    } else {
+      fates.push_back(DrawFate(write));  // oldest first, so the report reads in submission order
+      if (write.op == IoOp::kZoneReset && fates.back().fate == WriteFate::kDropped) {
+        lost_reset.insert(zone);
+      }
+      continue;
+    }
+    cut.op = write.op;
+    cut.lba = write.lba;
+    cut.lba_count = write.lba_count;
+    cut.completed = write.completion != 0;
+    const bool data = write.op == IoOp::kWrite || write.op == IoOp::kZoneAppend;
+    cut.sectors_kept.assign(data ? SectorCount(write.lba_count) : 0,
+                            cut.fate == WriteFate::kKept);
+    fates.push_back(std::move(cut));
+  }
+  return fates;
+}
+
+void FaultState::RewindZones(const std::vector<CutWrite>& fates) {
+  std::map<uint64_t, std::vector<ZoneOpAtCut>> by_zone;  // in zone order, for the seeded coins
+  for (size_t i = 0; i < log_.size(); ++i) {
+    const LoggedWrite& write = log_[i];
+    ZoneOpAtCut op;
+    op.op = write.op;
+    op.lba = write.lba;
+    op.lba_count = write.lba_count;
+    op.before = &write.before;
+    op.written_before = write.zone_written;
+    op.kept = fates[i].sectors_kept;
+    op.survives = fates[i].fate != WriteFate::kDropped;
+    by_zone[info_.zones.ZoneOf(write.lba)].push_back(std::move(op));
+  }
+  for (const auto& [zone, ops] : by_zone) {
+    const bool pointer_stays = rng_.Below(2) == 1;
+    std::vector<uint8_t> image = zoned_storage_->CopyOut(
+        info_.zones.StartOf(zone), static_cast<uint32_t>(info_.zones.zone_blocks));
+    const ZoneAfterCut after = RewindZone(info_.zones, zone, ops, ZoneWritten(zone),
+                                          pointer_stays, info_.lba_bytes, sector_bytes(), image);
+    zoned_storage_->RestoreZone(zone, after.written, after.state, image);
+  }
+  zoned_storage_->CloseOpenZones();  // the zones no unflushed operation touched
+}
+
 absl::StatusOr<CutReport> FaultState::CutLocked(Device& inner) {
   if (!powered_) return PowerOffError(info_);
   powered_ = false;
   ++stats_.cuts;
   CutReport report;
   report.operation = stats_.operations;
-  // Fates are drawn oldest first (so the report reads in submission order), applied newest first.
-  std::vector<std::vector<bool>> kept(log_.size());
+  // Fates are drawn oldest first, applied newest first.
+  const std::vector<CutWrite> fates = DrawFates();
   for (size_t i = 0; i < log_.size(); ++i) {
-    if (log_[i].durable) {
-      kept[i].assign(SectorCount(log_[i].lba_count), true);
-      continue;
-    }
-    report.writes.push_back(DrawFate(log_[i]));
-    const CutWrite& cut = report.writes.back();
+    if (log_[i].durable) continue;
+    const CutWrite& cut = fates[i];
+    report.writes.push_back(cut);
     report.writes_kept += cut.fate == WriteFate::kKept ? 1 : 0;
     report.writes_dropped += cut.fate == WriteFate::kDropped ? 1 : 0;
     report.writes_torn += cut.fate == WriteFate::kTorn ? 1 : 0;
-    kept[i] = cut.sectors_kept;
   }
-  std::unordered_set<uint64_t> settled;  // absolute sector numbers no older write may touch
-  for (size_t i = log_.size(); i > 0; --i) {
-    absl::Status reverted = Revert(inner, log_[i - 1], kept[i - 1], &settled);
-    if (!reverted.ok() && report.status.ok()) report.status = reverted;
+  if (zoned_storage_ != nullptr) {
+    RewindZones(fates);
+  } else {
+    std::unordered_set<uint64_t> settled;  // absolute sector numbers no older write may touch
+    for (size_t i = log_.size(); i > 0; --i) {
+      absl::Status reverted = Revert(inner, log_[i - 1], fates[i - 1].sectors_kept, &settled);
+      if (!reverted.ok() && report.status.ok()) report.status = reverted;
+    }
   }
   // Make the rollback itself durable on an inner device that has a cache (a file).
   absl::Status flushed = FlushDevice(inner);
@@ -578,13 +760,19 @@ absl::StatusOr<std::unique_ptr<FaultDevice>> FaultDevice::Create(
   if (info.ring.queue_depth == 0) {
     return absl::InvalidArgumentError("fault device: the inner device reports queue depth 0");
   }
-  // Its rollback writes old bytes back below a write pointer, which a zoned device refuses: a
-  // cut would model nothing. Zones wait for a model of write pointers at a cut.
+  // A cut on zones puts write pointers back, which no device command can: only a memory
+  // device's storage lets it (MemStorage::RestoreZone).
+  std::shared_ptr<MemStorage> zoned_storage;
   if (info.zoned) {
-    return absl::UnimplementedError(absl::StrCat(
-        "fault device: ", info.path, " is zoned, and power cuts on zones are not modelled yet"));
+    auto* memory = dynamic_cast<MemDevice*>(inner.get());
+    if (memory == nullptr || !info.zones.zoned()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "fault device: ", info.path,
+          " is zoned, and power cuts on zones are modelled over a zoned memory device only"));
+    }
+    zoned_storage = memory->storage();
   }
-  auto state = std::make_shared<FaultState>(options, info);
+  auto state = std::make_shared<FaultState>(options, info, std::move(zoned_storage));
   return std::unique_ptr<FaultDevice>(new FaultDevice(std::move(inner), std::move(state)));
 }
 
@@ -611,7 +799,7 @@ absl::Status FaultDevice::Enqueue(IoRequest* request) {
                                                " requests in flight, depth ",
                                                info().ring.queue_depth, "): reap first"));
   }
-  if (request->op == IoOp::kWrite) {
+  if (request->op == IoOp::kWrite || request->op == IoOp::kZoneAppend) {
     if (const auto observer = state_->write_observer()) (*observer)(*request);
   }
   request->status = absl::OkStatus();
@@ -619,8 +807,15 @@ absl::Status FaultDevice::Enqueue(IoRequest* request) {
   request->next_done = nullptr;
   Pending pending;
   pending.request = request;
-  // Power may have gone off on another queue since the check above; then nothing is accepted.
-  NVKV_RETURN_IF_ERROR(state_->CarryOut(*inner_, &pending));
+  if (request->op == IoOp::kZoneAppend) {
+    // Carried out with its batch (model rule 7), so that appends in flight together land in
+    // any order.
+    pending.awaiting_submit = true;
+    ++awaiting_submit_;
+  } else {
+    // Power may have gone off on another queue since the check above; then nothing is accepted.
+    NVKV_RETURN_IF_ERROR(state_->CarryOut(*inner_, &pending));
+  }
   pending_.push_back(pending);
   ++unsubmitted_;
   ++stats_.requests_enqueued;
@@ -634,7 +829,20 @@ absl::StatusOr<uint32_t> FaultDevice::Submit() {
 }
 
 uint32_t FaultDevice::Push() {
-  // Requests were carried out when enqueued; pushing them is bookkeeping only.
+  if (awaiting_submit_ > 0) {
+    std::vector<Pending*> appends;
+    for (Pending& pending : pending_) {
+      if (pending.awaiting_submit) appends.push_back(&pending);
+    }
+    state_->Shuffle(std::span<Pending*>(appends));
+    for (Pending* pending : appends) {
+      pending->awaiting_submit = false;
+      // Without power it is not carried out: its harvest reports the cut.
+      (void)state_->CarryOut(*inner_, pending);
+    }
+    awaiting_submit_ = 0;
+  }
+  // Every other request was carried out when enqueued; pushing them is bookkeeping only.
   const uint32_t pushed = unsubmitted_;
   unsubmitted_ = 0;
   if (pushed > 0) {
@@ -647,12 +855,15 @@ uint32_t FaultDevice::Push() {
 uint32_t FaultDevice::Harvest() {
   running_.clear();
   running_.swap(pending_);  // both keep their capacity: no allocation per reap
+  // On zones completions come in any order (model rule 7).
+  if (info().zoned) state_->Shuffle(std::span<Pending>(running_));
   state_->Complete(std::span<Pending>(running_));
   return static_cast<uint32_t>(running_.size());
 }
 
 absl::StatusOr<uint32_t> FaultDevice::Reap(uint32_t) {
-  // Everything was carried out at Enqueue, so whatever min_complete asks is available now.
+  // Everything was carried out at Enqueue, or (zone appends) by the Push below, so whatever
+  // min_complete asks is available now.
   // Without power the requests in flight still complete (with an error), so callers can unwind.
   Push();
   const uint32_t harvested = Harvest();

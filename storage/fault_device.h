@@ -23,7 +23,8 @@
 //
 //   1. Time. A request is *submitted* when Enqueue accepts it: the fault device carries it out
 //      at once on the inner device, synchronously (as if an SQPOLL kernel thread had taken the
-//      SQE straight away; nothing is left for Submit, which only counts). A read returns the data
+//      SQE straight away; nothing is left for Submit, which only counts), except a Zone Append,
+//      which is carried out with its batch (rule 7). A read returns the data
 //      as of its submission. A request is *completed* when a Reap on its queue harvests it; its
 //      callback runs later in that same Reap.
 //   2. Write-through with an undo log. A write reaches the inner device when submitted, so every
@@ -59,24 +60,40 @@
 //      MemDevice (MemDevice::Open) or a new FaultDevice around it; for a file, reopen the path
 //      after the old device is gone (it holds the file's lock).
 //   6. Operation faults. FailOperation arms a fault on the Nth operation, counted among those
-//      Enqueue accepts after arming (optionally only reads, writes or flushes). The request is
-//      accepted and not carried out; its callback gets EIO (absl::ErrnoToStatus(EIO, ...), as
-//      the io_uring backends report -EIO), an NVMe media error (kDataLoss, "Unrecovered Read
-//      Error" for reads, "Write Fault" otherwise) or any NVMe status (kNvmeStatus), each worded
-//      and coded as the passthrough backend reports it (nvme_command.h MapCompletion). A failing
-//      write may be torn: a prefix or a seeded subset of its sectors reaches the device (an
-//      unflushed write like any other). With
+//      carried out after arming (optionally only reads, writes and zone appends, or flushes),
+//      as a cut's count is (SetCutAfterOperations): at Enqueue, or for a Zone Append when its
+//      batch is carried out. The request is accepted and not carried out; its callback gets EIO
+//      (absl::ErrnoToStatus(EIO, ...), as the io_uring backends report -EIO), an NVMe media
+//      error (kDataLoss, "Unrecovered Read Error" for reads, "Write Fault" otherwise) or any
+//      NVMe status (kNvmeStatus), each worded and coded as the passthrough backend reports it
+//      (nvme_command.h MapCompletion). A failing write may be torn: a prefix or a seeded subset
+//      of its sectors reaches the device (an unflushed write like any other). With
 //      FaultError::kSilent the write reports success instead: a lost or torn write the drive
-//      does not notice.
+//      does not notice (a lost Zone Append says it landed at the write pointer, which stays).
 //      FailReadsOf makes blocks unreadable instead: every later read touching them fails the same
 //      way (a bad sector), whichever operation it is, until HealReads (a transient failure:
 //      the blocks read again, holding what they held).
-//   7. Determinism. Every random choice comes from one SplitMix64 (base/split_mix64.h) seeded
+//   7. Zones. On a zoned memory device (MemDevice over a MemStorage with a ZoneModel; any other
+//      zoned device is refused) writes and Zone Appends are logged like writes, and resets and
+//      finishes too: they become durable like a write without FUA (on completion without a
+//      volatile cache, else by a flush submitted after they completed), and a durable write to
+//      a zone makes every earlier reset or finish of it durable. A Zone Append is carried out
+//      when the batch it is in is submitted (Submit, or the Reap that submits it), the batch's
+//      appends in a seeded order, and a zoned family's completions are harvested in a seeded
+//      order: appends in flight together land and complete in any order. At a cut a reset or
+//      finish is kept or dropped (never torn); every write to a zone after a dropped reset of it
+//      is dropped; what each zone then holds, where its write pointer ends (past torn data, or,
+//      by a seeded coin per zone, where it stood at the cut although data below it was lost)
+//      and its state follow fault_zones.h, and the zone is put back so through
+//      MemStorage::RestoreZone. A zone may come back closed, so a store can find more zones
+//      active after the cut than its own writes left.
+//   8. Determinism. Every random choice comes from one SplitMix64 (base/split_mix64.h) seeded
 //      with options.seed and drawn in operation order, so the same seed and the same sequence of
 //      operations give the same faults, fates and bytes. With queues on several threads the
 //      interleaving, and so the outcome, is up to the scheduler.
 //
-// Works over any Device (memory, file, NVMe): it needs only reads and writes of the inner device.
+// Works over any Device without zones (memory, file, NVMe): it needs only reads and writes of the
+// inner device. Over zones it needs a zoned MemDevice, whose storage it puts back at a cut.
 // Costs, acceptable in tests: every write first reads its range; every request is carried out
 // synchronously under a mutex the family shares; the prior contents of unflushed writes stay in
 // RAM until a flush covers them. buffers() is the inner device's pool; back-pressure matches
@@ -106,7 +123,7 @@ namespace nvkv::storage {
 enum class OpFilter : uint8_t {
   kAny,
   kRead,
-  kWrite,
+  kWrite,  // writes and zone appends
   kFlush,
 };
 
@@ -161,14 +178,16 @@ enum class WriteFate : uint8_t {
   kTorn,
 };
 
-// One unflushed write at a power cut.
+// One unflushed write (or, on a zoned device, zone append, reset or finish) at a power cut.
 struct CutWrite {
-  uint64_t lba = 0;
-  uint32_t lba_count = 0;
+  IoOp op = IoOp::kWrite;
+  uint64_t lba = 0;        // reset, finish: the zone's first block
+  uint32_t lba_count = 0;  // reset: the blocks it emptied; finish: 0
   bool completed = false;  // false: still in flight at the cut
   WriteFate fate = WriteFate::kKept;
   // One flag per sector: this write's data for the sector reached the media. A kept sector can
-  // still read back another write's data when a newer write to it was kept too.
+  // still read back another write's data when a newer write to it was kept too (or, on a zone,
+  // zeros when a newer reset of it was kept). Empty for a reset or finish.
   std::vector<bool> sectors_kept;
 };
 
@@ -185,8 +204,10 @@ struct CutReport {
 struct FaultStats {
   uint64_t operations = 0;  // requests Enqueue accepted (the count faults and cuts refer to)
   uint64_t reads = 0;
-  uint64_t writes = 0;
+  uint64_t writes = 0;  // writes and zone appends
   uint64_t flushes = 0;
+  uint64_t zone_resets = 0;
+  uint64_t zone_finishes = 0;
   uint64_t faults_injected = 0;
   uint64_t unflushed_writes = 0;  // on the device, not yet durable (in flight or completed)
   uint64_t durable_writes = 0;    // made durable by FUA, a flush or a cache-less device
@@ -210,7 +231,8 @@ class FaultState;  // the family's shared state (fault_device.cc)
 
 class FaultDevice final : public Device {
  public:
-  // Wraps `inner` (owned from now on). kInvalidArgument for a bad sector size or weights.
+  // Wraps `inner` (owned from now on). kInvalidArgument for a bad sector size or weights;
+  // kUnimplemented for a zoned device that is not a MemDevice.
   static absl::StatusOr<std::unique_ptr<FaultDevice>> Create(std::unique_ptr<Device> inner,
                                                              const FaultDeviceOptions& options);
   ~FaultDevice() override;
@@ -263,12 +285,14 @@ class FaultDevice final : public Device {
   // One request between Enqueue and its harvest.
   struct Pending {
     IoRequest* request = nullptr;
+    bool awaiting_submit = false;  // a zone append, carried out when its batch is submitted
     uint64_t write_id = 0;       // its undo-log entry; 0 when it changed nothing
     uint64_t flush_horizon = 0;  // flush: covers writes completed up to this sequence number
   };
 
   FaultDevice(std::unique_ptr<Device> inner, std::shared_ptr<FaultState> state);
-  // Counts the requests enqueued since the last push as submitted; returns how many.
+  // Carries out the zone appends awaiting submission (in a seeded order) and counts the requests
+  // enqueued since the last push as submitted; returns how many.
   uint32_t Push();
   // Moves every pending request into running_ with its final status; returns how many.
   uint32_t Harvest();
@@ -279,6 +303,7 @@ class FaultDevice final : public Device {
   std::vector<Pending> running_;  // harvested; Reap is running their callbacks
   uint32_t callbacks_left_ = 0;   // requests of running_ whose callbacks have not run yet
   uint32_t unsubmitted_ = 0;      // enqueued since the last Submit
+  uint32_t awaiting_submit_ = 0;  // zone appends of pending_ not carried out yet
   IoStats stats_;
 };
 

@@ -184,6 +184,27 @@ absl::Status MemStorage::FinishZone(uint64_t zone_start) {
   return absl::OkStatus();
 }
 
+void MemStorage::RestoreZone(uint64_t zone, uint64_t written, ZoneState state,
+                             std::span<const uint8_t> image) {
+  NVKV_CHECK(zone < zones_.zone_count && written <= zones_.capacity_blocks);
+  NVKV_CHECK(image.size() == zones_.zone_blocks * lba_bytes_);
+  uint8_t* start = bytes_ + zones_.StartOf(zone) * lba_bytes_;
+  const size_t kept_bytes = written * lba_bytes_;
+  absl::MutexLock lock(&mu_);
+  std::memcpy(start, image.data(), kept_bytes);
+  std::memset(start + kept_bytes, 0, image.size() - kept_bytes);
+  zone_[zone] = Zone{.written = written, .state = state, .opened = 0};
+}
+
+void MemStorage::CloseOpenZones() {
+  absl::MutexLock lock(&mu_);
+  for (Zone& zone : zone_) {
+    if (zone.state == ZoneState::kImplicitlyOpen || zone.state == ZoneState::kExplicitlyOpen) {
+      zone.state = ZoneState::kClosed;
+    }
+  }
+}
+
 ZoneDescriptor MemStorage::DescribeLocked(uint64_t z) const {
   ZoneDescriptor d;
   d.start = zones_.StartOf(z);

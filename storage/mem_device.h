@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,13 @@ class MemStorage {
   absl::Status FinishZone(uint64_t zone_start);
   // The zones from `first_zone` on, at most `max`.
   std::vector<ZoneDescriptor> Report(uint64_t first_zone, uint64_t max) const;
+  // What a power cut left (FaultDevice's rollback; it ignores the zone rules): zone `zone` holds
+  // the first `written` blocks of `image` (the zone's size), zeros after them, its write pointer
+  // there, in `state`.
+  void RestoreZone(uint64_t zone, uint64_t written, ZoneState state,
+                   std::span<const uint8_t> image);
+  // What a power cycle does to the zones: every open zone is closed.
+  void CloseOpenZones();
 
   // Test helpers. CopyOut returns a copy of the blocks; Corrupt XORs `xor_mask` into
   // `length_bytes` bytes starting at byte `offset_bytes` (e.g. to fake a bit flip on the media).

@@ -11,7 +11,6 @@
 
 #include "storage/base/check.h"
 #include "storage/device.h"
-#include "storage/fault_device.h"
 #include "storage/mem_device.h"
 #include "storage/zones.h"
 #include "tests/testutil/block_pattern.h"
@@ -255,12 +254,6 @@ TEST(ZonedMemDeviceTest, ZoneCommandsNeedAZonedDeviceAndAModelThatFits) {
   EXPECT_THAT(MemDevice::Create(roomy), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
-// Power cuts on zones (what a write pointer says after one) are not modelled yet: the fault
-// device refuses a zoned device rather than take its writes and model nothing at a cut.
-TEST(ZonedMemDeviceTest, TheFaultDeviceRefusesAZonedDeviceItDoesNotModel) {
-  EXPECT_THAT(FaultDevice::Create(MustCreate(ZonedOptions()), {.seed = 1}),
-              StatusIs(absl::StatusCode::kUnimplemented, "not modelled"));
-}
-
+// Power cuts on zones: fault_device_zoned_test.cc.
 }  // namespace
 }  // namespace nvkv::storage

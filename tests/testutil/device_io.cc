@@ -91,7 +91,7 @@ AsyncIo::AsyncIo(storage::Device& device, storage::IoOp op, uint64_t lba, uint32
   request_.context = this;
   if (op == storage::IoOp::kFlush) return;
   request_.buffer = Borrow(device.buffers(), bytes, &chunk_);
-  if (op == storage::IoOp::kWrite) {
+  if (op == storage::IoOp::kWrite || op == storage::IoOp::kZoneAppend) {
     FillPattern(request_.buffer.data, bytes, seed);
   } else {
     std::memset(request_.buffer.data, 0xAB, bytes);

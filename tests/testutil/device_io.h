@@ -32,9 +32,9 @@ absl::Status RunOne(storage::Device& device, storage::IoRequest& request);
 absl::StatusOr<std::vector<storage::ZoneDescriptor>> ReportZones(storage::Device& device);
 
 // One asynchronous request and the pool buffer it uses (a page when the blocks fit one, else a
-// chunk). Writes carry pattern `seed`; reads start filled with 0xAB. `device` is borrowed and
-// must outlive this object; the buffer goes back to its pool on destruction, so destroy this
-// only after its callback ran (or the device is about to be destroyed anyway).
+// chunk). Writes and zone appends carry pattern `seed`; reads start filled with 0xAB. `device`
+// is borrowed and must outlive this object; the buffer goes back to its pool on destruction, so
+// destroy this only after its callback ran (or the device is about to be destroyed anyway).
 class AsyncIo {
  public:
   AsyncIo(storage::Device& device, storage::IoOp op, uint64_t lba, uint32_t lba_count,
@@ -46,6 +46,7 @@ class AsyncIo {
   absl::Status Enqueue() { return device_->Enqueue(&request_); }
   bool done() const { return done_; }
   const absl::Status& status() const { return request_.status; }
+  uint64_t appended_lba() const { return request_.appended_lba; }  // a zone append's
   // The buffer's first `bytes` bytes (for reads: what the device delivered).
   std::vector<uint8_t> Data(size_t bytes) const;
 
