@@ -293,7 +293,9 @@ struct DeviceOptions {
   bool allow_sync_fallback = true;
   // Open a zoned namespace (or zoned block device) anyway, with info().zoned set: for reports
   // such as `nvkv-cli info`. Writes must then follow the zone rules, which nothing in nvkv does
-  // yet (the engine refuses such a device). When false, opening one fails with kUnimplemented.
+  // yet (the engine refuses such a device). When false, opening one fails: a zoned namespace's
+  // generic node with kUnimplemented, a zoned block device with kInvalidArgument (the block layer
+  // has no Zone Append for a program; the error names the namespace's generic node).
   bool allow_zoned = false;
 };
 

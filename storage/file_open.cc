@@ -4,6 +4,7 @@
 #include <linux/blkzoned.h>
 #include <linux/fs.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -15,6 +16,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "storage/base/align.h"
@@ -152,6 +154,44 @@ bool UnderDev(const std::string& path) {
   return resolved == "/dev" || resolved.rfind("/dev/", 0) == 0;
 }
 
+// The NVMe generic node (/dev/ngXnY) of block device `fd`, an NVMe namespace's block node
+// (nvmeXnY), or "" when it is not one. The kernel names the generic node after the controller
+// and the namespace: when the block node's parent in sysfs is its controller (nvmeC), ngCnY;
+// under native multipath the block node is named after the subsystem instead, which usually
+// numbers like its first controller, so ngXnY is the best guess there.
+std::string GenericNodeOf(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return "";
+  std::error_code error;
+  const std::filesystem::path node = std::filesystem::canonical(
+      absl::StrCat("/sys/dev/block/", major(st.st_rdev), ":", minor(st.st_rdev)), error);
+  if (error) return "";
+  const std::string name = node.filename().string();
+  const std::string parent = node.parent_path().filename().string();
+  const size_t n = name.rfind('n');
+  if (name.rfind("nvme", 0) != 0 || n == std::string::npos || n <= 4) return "";
+  const std::string controller =
+      parent.rfind("nvme", 0) == 0 && parent.find_first_not_of("0123456789", 4) ==
+                                          std::string::npos
+          ? parent.substr(4)
+          : name.substr(4, n - 4);
+  return absl::StrCat("/dev/ng", controller, name.substr(n));
+}
+
+// Why a zoned block device is refused: nvkv writes zones only by NVMe passthrough.
+absl::Status ZonedBlockDeviceError(const std::string& path, int fd, uint32_t zone_sectors) {
+  const std::string generic = GenericNodeOf(fd);
+  if (generic.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": zoned block device (", zone_sectors,
+        "-sector zones): nvkv writes zones only through an NVMe generic node (/dev/ngXnY)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": zoned namespace (", zone_sectors,
+      "-sector zones): its block node cannot give nvkv Zone Append; open its NVMe generic node ",
+      generic, " instead"));
+}
+
 }  // namespace
 
 absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
@@ -217,9 +257,7 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
     uint32_t zone_sectors = 0;
     opened.info.zoned = ioctl(fd, BLKGETZONESZ, &zone_sectors) == 0 && zone_sectors != 0;
     if (opened.info.zoned && !options.allow_zoned) {
-      return absl::UnimplementedError(
-          absl::StrCat(path, ": zoned block device (", zone_sectors,
-                       "-sector zones): not supported yet"));
+      return ZonedBlockDeviceError(path, fd, zone_sectors);
     }
   } else {
     uint32_t offset_align = 0, memory_align = 0;

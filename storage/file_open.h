@@ -20,7 +20,8 @@ struct OpenedFile {
 // Opens `path` with O_DIRECT (creating and sizing a regular file when options.create_bytes asks),
 // takes the exclusive lock, and reads the geometry. Clear errors for a missing path, missing
 // permission, a directory or character device, a device below options.min_bytes, a lock held
-// by another opener, or a zoned block device (kUnimplemented unless options.allow_zoned).
+// by another opener, or a zoned block device (kInvalidArgument, naming the namespace's NVMe
+// generic node when it has one, unless options.allow_zoned).
 absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
                                                const DeviceOptions& options);
 

@@ -740,13 +740,14 @@ TEST_F(NvmeZonedTest, TheActiveLimitIsTheDevicesOwn) {
 }
 
 // The namespace's block device (NVKV_TEST_BLOCK) goes through the file backend, which must see
-// the zones too.
-TEST_F(NvmeZonedTest, BlockDeviceIsRefusedUnlessAllowed) {
+// the zones too, and refuses them naming the generic node, the only way to Zone Append.
+TEST_F(NvmeZonedTest, BlockDeviceIsRefusedNamingTheGenericNodeUnlessAllowed) {
   const char* block = std::getenv("NVKV_TEST_BLOCK");
   if (block == nullptr) GTEST_SKIP() << "set NVKV_TEST_BLOCK to the namespace's block device";
   DeviceOptions options;
   EXPECT_THAT(OpenDevice(block, options),
-              StatusIs(absl::StatusCode::kUnimplemented, "zoned block device"));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat("open its NVMe generic node ", path_, " instead")));
   options.allow_zoned = true;
   auto device = OpenDevice(block, options);
   ASSERT_THAT(device, IsOk());
