@@ -282,6 +282,10 @@ absl::Status DB::ForEachLive(
       progress);
 }
 
+absl::StatusOr<DeviceStats> DB::InspectDevice(const std::string& path) {
+  return kv::Engine::InspectDevice(path);
+}
+
 Stats DB::GetStats() {
   if (rep_->is_closed()) return rep_->stats_at_close;
   return rep_->engine->Stats();

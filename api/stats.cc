@@ -29,6 +29,24 @@ std::string RingJson(const RingFeatures& ring) {
   return json.Finish();
 }
 
+std::string ZonesJson(const ZoneStats& zones) {
+  JsonObject json;
+  json.Add("zone_count", zones.zone_count);
+  json.Add("zone_bytes", zones.zone_bytes);
+  json.Add("zone_capacity_bytes", zones.zone_capacity_bytes);
+  json.Add("max_open", zones.max_open);
+  json.Add("max_active", zones.max_active);
+  json.Add("max_append_bytes", zones.max_append_bytes);
+  json.Add("states_reported", zones.states_reported);
+  json.Add("empty", zones.empty);
+  json.Add("open", zones.open);
+  json.Add("closed", zones.closed);
+  json.Add("full", zones.full);
+  json.Add("read_only", zones.read_only);
+  json.Add("offline", zones.offline);
+  return json.Finish();
+}
+
 std::string DeviceJson(const DeviceStats& device) {
   JsonObject json;
   json.Add("kind", DeviceKindName(device.kind));
@@ -40,6 +58,8 @@ std::string DeviceJson(const DeviceStats& device) {
   json.Add("volatile_write_cache", device.volatile_write_cache);
   json.Add("block_device", device.block_device);
   json.Add("nsid", device.nsid);
+  json.Add("zoned", device.zoned);
+  if (device.zoned) json.AddRaw("zones", ZonesJson(device.zones));
   json.AddRaw("ring", RingJson(device.ring));
   json.AddStrings("notes", device.notes);
   return json.Finish();
@@ -150,6 +170,14 @@ std::string Stats::ToString() const {
   absl::StrAppendFormat(&out, "device: %s %s, %u-byte LBAs, %u LBAs (%u bytes)\n",
                         DeviceKindName(device.kind), device.path, device.lba_bytes,
                         device.lba_count, device.capacity_bytes);
+  if (device.zoned) {
+    const ZoneStats& z = device.zones;
+    absl::StrAppendFormat(&out,
+                          "zones: %u of %u bytes (%u writable), at most %u open and %u active "
+                          "(0: no limit), appends up to %u bytes\n",
+                          z.zone_count, z.zone_bytes, z.zone_capacity_bytes, z.max_open,
+                          z.max_active, z.max_append_bytes);
+  }
   absl::StrAppendFormat(&out, "ring: depth %u, %s\n", device.ring.queue_depth,
                         RingFeatureNames(device.ring));
   for (const std::string& note : device.notes) absl::StrAppend(&out, "note: ", note, "\n");

@@ -115,6 +115,11 @@ class Engine {
   static absl::StatusOr<std::unique_ptr<Engine>> OpenOnDevice(
       std::unique_ptr<storage::Device> device, const Options& options,
       const EngineSeams& seams = {});
+  // What the device at `path` is, without opening a store there: its geometry and, on a zoned
+  // namespace, its zone model and how many zones are in each state. Opens it for reading with a
+  // shared claim (kFailedPrecondition while a store is open there for writing), and accepts a
+  // zoned device, which Open refuses.
+  static absl::StatusOr<::nvkv::DeviceStats> InspectDevice(const std::string& path);
   // Closes cleanly: flushes, stops the background threads. Errors are dropped; call Close()
   // first to see them.
   ~Engine();

@@ -1,4 +1,5 @@
-// Engine::Impl::Stats: what the engine's parts count, in the public Stats (nvkv/stats.h).
+// Engine::Impl::Stats: what the engine's parts count, in the public Stats (nvkv/stats.h); and
+// Engine::InspectDevice, what a device is without a store.
 #include <algorithm>
 
 #include "absl/synchronization/mutex.h"
@@ -50,9 +51,45 @@ namespace {
   out.volatile_write_cache = in.volatile_write_cache;
   out.block_device = in.block_device;
   out.nsid = in.nsid;
+  out.zoned = in.zoned;
+  const storage::ZoneModel& zones = in.zones;
+  out.zones.zone_count = zones.zone_count;
+  out.zones.zone_bytes = zones.zone_blocks * in.lba_bytes;
+  out.zones.zone_capacity_bytes = zones.capacity_blocks * in.lba_bytes;
+  out.zones.max_open = zones.max_open;
+  out.zones.max_active = zones.max_active;
+  out.zones.max_append_bytes = zones.max_append_blocks * in.lba_bytes;
   out.ring = PublicRing(in.ring);
   out.notes = in.notes;
   return out;
+}
+
+// Counts the zones of `report` by state into `out`.
+void CountZoneStates(const std::vector<storage::ZoneDescriptor>& report, ::nvkv::ZoneStats& out) {
+  out.states_reported = true;
+  for (const storage::ZoneDescriptor& zone : report) {
+    switch (zone.state) {
+      case storage::ZoneState::kEmpty:
+        ++out.empty;
+        break;
+      case storage::ZoneState::kImplicitlyOpen:
+      case storage::ZoneState::kExplicitlyOpen:
+        ++out.open;
+        break;
+      case storage::ZoneState::kClosed:
+        ++out.closed;
+        break;
+      case storage::ZoneState::kFull:
+        ++out.full;
+        break;
+      case storage::ZoneState::kReadOnly:
+        ++out.read_only;
+        break;
+      case storage::ZoneState::kOffline:
+        ++out.offline;
+        break;
+    }
+  }
 }
 
 // The index and the record cache, over every shard.
@@ -136,6 +173,25 @@ void AddCompactionStats(const Compactor& compactor, EngineStats& s) {
 }
 
 }  // namespace
+
+absl::StatusOr<::nvkv::DeviceStats> Engine::InspectDevice(const std::string& path) {
+  storage::DeviceOptions options;
+  options.read_only = true;  // a shared claim: a store open elsewhere keeps this off
+  options.allow_zoned = true;
+  options.ring.queue_depth = 4;
+  options.buffers.buffer_count = 2;
+  options.buffers.chunk_count = 0;
+  absl::StatusOr<std::unique_ptr<storage::Device>> device = storage::OpenDevice(path, options);
+  if (!device.ok()) return device.status();
+  ::nvkv::DeviceStats stats = PublicDevice((*device)->info());
+  if ((*device)->info().zones.zoned()) {
+    absl::StatusOr<std::vector<storage::ZoneDescriptor>> report =
+        storage::ReportAllZones(**device);
+    if (!report.ok()) return report.status();
+    CountZoneStates(*report, stats.zones);
+  }
+  return stats;
+}
 
 EngineStats Engine::Impl::Stats() {
   EngineStats s;

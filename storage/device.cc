@@ -131,6 +131,44 @@ absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const
   return RunBlocking(device, request);
 }
 
+absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device) {
+  const ZoneModel& model = device.info().zones;
+  if (!model.zoned()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(device.info().path, ": no zone model to report (not a zoned namespace)"));
+  }
+  const Buffer page = device.buffers().GetPage();
+  if (!page.valid()) {
+    return absl::ResourceExhaustedError("zone report: no page buffer free in the queue's pool");
+  }
+  std::vector<ZoneDescriptor> zones;
+  absl::Status status;
+  while (status.ok() && zones.size() < model.zone_count) {
+    IoRequest request;
+    request.op = IoOp::kZoneReport;
+    request.lba = model.StartOf(zones.size());
+    request.lba_count = page.bytes / device.info().lba_bytes;
+    request.buffer = page;
+    status = RunBlocking(device, request);
+    if (!status.ok()) break;
+    absl::StatusOr<std::vector<ZoneDescriptor>> part =
+        ParseZoneReport(std::span<const uint8_t>(page.data, page.bytes));
+    if (!part.ok()) {
+      status = part.status();
+    } else if (part->empty() || part->front().start != request.lba) {
+      status = absl::DataLossError(absl::StrCat(device.info().path,
+                                                ": the zone report from LBA ", request.lba,
+                                                " does not start at that zone"));
+    } else {
+      zones.insert(zones.end(), part->begin(), part->end());
+    }
+  }
+  device.buffers().PutPage(page);
+  if (!status.ok()) return status;
+  zones.resize(model.zone_count);
+  return zones;
+}
+
 absl::Status FlushDevice(Device& device) {
   IoRequest request;
   request.op = IoOp::kFlush;

@@ -132,9 +132,11 @@ const std::vector<CommandSpec>& Commands() {
        {},
        RunCompact},
       {"info", "", 0, 0, "print device, layout, use and io_uring features",
-       "Prints the backend in use, the device's block size and capacity, the store's layout\n"
-       "and use, its limits, the io_uring features in force and the notes Open left (fallbacks\n"
-       "it took).",
+       "Prints the backend in use, the device's block size and capacity (and zones, on a\n"
+       "zoned namespace), the store's layout and use, its limits, the io_uring features in\n"
+       "force and the notes Open left (fallbacks it took). On a zoned namespace, where no\n"
+       "store opens yet, prints the device and its zones (model and states) and why, and\n"
+       "exits with the open's error.",
        {{"--json", nullptr, "one JSON object instead of the table"}},
        RunInfo},
       {"resize", "", 0, 0, "grow a store, keeping its data",

@@ -48,6 +48,25 @@ class DBTest : public ::testing::Test {
 
 // ----- Put, Get, Delete -----
 
+// A device can be described without a store on it, and while one is open only for reading.
+TEST_F(DBTest, InspectDeviceDescribesTheDeviceWithoutAStore) {
+  EXPECT_THAT(DB::InspectDevice(path_), StatusIs(absl::StatusCode::kNotFound));
+  auto db = DB::Open(options_, path_);
+  ASSERT_THAT(db, IsOk());
+  EXPECT_THAT(DB::InspectDevice(path_), StatusIs(absl::StatusCode::kFailedPrecondition))
+      << "a store open for writing keeps it off";
+  ASSERT_THAT((*db)->Close(), IsOk());
+  absl::StatusOr<DeviceStats> device = DB::InspectDevice(path_);
+  ASSERT_THAT(device, IsOk());
+  EXPECT_EQ(device->path, path_);
+  EXPECT_EQ(device->capacity_bytes, options_.capacity_bytes);
+  EXPECT_EQ(device->capacity_bytes, device->lba_count * device->lba_bytes);
+  EXPECT_FALSE(device->zoned);
+  EXPECT_EQ(device->zones.zone_count, 0u);
+  EXPECT_FALSE(device->zones.states_reported);
+  EXPECT_THAT(DB::InspectDevice(dir_.path()), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST_F(DBTest, PutThenGetReturnsTheValue) {
   std::unique_ptr<DB> db = OpenOrDie();
   ASSERT_NE(db, nullptr);

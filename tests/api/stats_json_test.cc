@@ -114,7 +114,7 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"shard_count\":4,\"index_mode\":\"ordered\",\"durable_writes\":\"fua\",\"device\":{\"kind\":\"direct-file\","
       "\"path\":\"/tmp/store \\\"a\\\\b\\\"\",\"lba_bytes\":512,\"lba_count\":65536,"
       "\"capacity_bytes\":33554432,\"max_transfer_bytes\":131072,"
-      "\"volatile_write_cache\":true,\"block_device\":false,\"nsid\":0,"
+      "\"volatile_write_cache\":true,\"block_device\":false,\"nsid\":0,\"zoned\":false,"
       "\"ring\":{\"queue_depth\":64,\"sq_entries\":64,\"sqe128_cqe32\":false,"
       "\"single_issuer\":true,\"defer_taskrun\":true,\"coop_taskrun\":false,"
       "\"registered_ring_fd\":false,\"registered_file\":false,\"fixed_buffers\":true,"
@@ -132,6 +132,26 @@ TEST(StatsJsonTest, WritesEveryFieldInOrder) {
       "\"requests_submitted\":0,\"requests_per_submitting_call\":0},"
       "\"check\":{\"requests\":0,\"calls\":0,\"submitting_calls\":0,"
       "\"requests_submitted\":0,\"requests_per_submitting_call\":0}}}");
+}
+
+// A zoned device's zones follow its "zoned" (a device without zones has no "zones" at all).
+TEST(StatsJsonTest, AZonedDeviceWritesItsZones) {
+  Stats s = SampleStats();
+  s.device.zoned = true;
+  s.device.zones = {.zone_count = 4, .zone_bytes = 33554432, .zone_capacity_bytes = 25165824,
+                    .max_open = 2, .max_active = 3, .max_append_bytes = 131072,
+                    .states_reported = true, .empty = 1, .open = 1, .closed = 1, .full = 1};
+  EXPECT_NE(s.ToJson().find(
+                "\"nsid\":0,\"zoned\":true,\"zones\":{\"zone_count\":4,\"zone_bytes\":33554432,"
+                "\"zone_capacity_bytes\":25165824,\"max_open\":2,\"max_active\":3,"
+                "\"max_append_bytes\":131072,\"states_reported\":true,\"empty\":1,\"open\":1,"
+                "\"closed\":1,\"full\":1,\"read_only\":0,\"offline\":0},\"ring\":{"),
+            std::string::npos)
+      << s.ToJson();
+  EXPECT_NE(s.ToString().find("zones: 4 of 33554432 bytes (25165824 writable), at most 2 open "
+                              "and 3 active"),
+            std::string::npos)
+      << s.ToString();
 }
 
 TEST(StatsJsonTest, NumbersThatJsonCannotHoldAreNull) {

@@ -720,6 +720,31 @@ TEST_P(EngineZonedTest, OpenIsUnimplementedEvenWhenTheDeviceOpens) {
               StatusIs(absl::StatusCode::kUnimplemented, "zoned namespaces are not supported"));
 }
 
+// The device the engine refuses can still be described: its zone model through the generic
+// node (the test configuration's capacity is below the zone size, with open and active limits),
+// and every zone counted in one state.
+TEST_P(EngineZonedTest, InspectDeviceShowsTheZones) {
+  absl::StatusOr<::nvkv::DeviceStats> device = Engine::InspectDevice(path_);
+  ASSERT_THAT(device, IsOk());
+  EXPECT_TRUE(device->zoned);
+  const ::nvkv::ZoneStats& zones = device->zones;
+  if (GetParam() == NodeKind::kBlock) {
+    EXPECT_EQ(zones.zone_count, 0u) << "the block node has no zone model of its own";
+    return;
+  }
+  ASSERT_GT(zones.zone_count, 0u);
+  EXPECT_EQ(zones.zone_count * zones.zone_bytes, device->capacity_bytes);
+  EXPECT_GT(zones.zone_capacity_bytes, 0u);
+  EXPECT_LT(zones.zone_capacity_bytes, zones.zone_bytes);
+  EXPECT_GT(zones.max_open, 0u);
+  EXPECT_GE(zones.max_active, zones.max_open);
+  EXPECT_GE(zones.max_append_bytes, device->lba_bytes);
+  ASSERT_TRUE(zones.states_reported);
+  EXPECT_EQ(zones.empty + zones.open + zones.closed + zones.full + zones.read_only +
+                zones.offline,
+            zones.zone_count);
+}
+
 INSTANTIATE_TEST_SUITE_P(Nodes, EngineZonedTest,
                          ::testing::Values(NodeKind::kPassthrough, NodeKind::kBlock),
                          [](const auto& info) {

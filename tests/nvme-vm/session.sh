@@ -12,7 +12,7 @@
 # (through OTHER when STORE is a character device), so `format` finds no store.
 #
 # With NVKV_TEST_ZONED=1 (tests/nvme-vm's zns configuration) the session only checks that
-# `format` refuses the zoned namespace.
+# `format` refuses the zoned namespace, and (nvkv-cli) that `info` shows its zones.
 #
 # Runs under busybox sh in the tests/nvme-vm guest, and under any POSIX sh on a host (CTest runs
 # it on a file). Prints each step; exits 1 at the first step that does not do what it should.
@@ -97,6 +97,24 @@ if [ "${NVKV_TEST_ZONED:-0}" = 1 ]; then
     [ "$rc" -ne 0 ] || fail "format succeeded on a zoned namespace ($node)"
     grep -qi zoned "${TMPDIR:-/tmp}/session.err" || fail "format's error does not say 'zoned'"
   done
+  if [ "$name" = nvkv-cli ]; then
+    # `info` reports the device and its zones although no store opens; the zone model and the
+    # zones' states come through the generic node (STORE), and the block node names it.
+    step "zoned namespace: info $store shows the zones"
+    "$tool" --db "$store" info > "${TMPDIR:-/tmp}/session.out" 2> /dev/null
+    cat "${TMPDIR:-/tmp}/session.out"
+    grep -q '^zones .* zones of .* writable each; at most' "${TMPDIR:-/tmp}/session.out" ||
+      fail "info shows no zone model"
+    grep -q '^zone states .* empty, .* open, .* closed, .* full' \
+      "${TMPDIR:-/tmp}/session.out" || fail "info shows no zone states"
+    if [ "$other" != "$store" ]; then
+      step "zoned namespace: info $other names the generic node"
+      "$tool" --db "$other" info > "${TMPDIR:-/tmp}/session.out" 2> /dev/null
+      cat "${TMPDIR:-/tmp}/session.out"
+      grep -q "open its NVMe generic node $store instead" "${TMPDIR:-/tmp}/session.out" ||
+        fail "info through the block node does not name $store"
+    fi
+  fi
   step "OK (refused)"
   exit 0
 fi

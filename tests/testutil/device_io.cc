@@ -67,16 +67,7 @@ absl::Status RunOne(storage::Device& device, storage::IoRequest& request) {
 }
 
 absl::StatusOr<std::vector<storage::ZoneDescriptor>> ReportZones(storage::Device& device) {
-  const storage::Buffer page = device.buffers().GetPage();
-  NVKV_CHECK(page.valid());
-  storage::IoRequest report = MakeRequest(storage::IoOp::kZoneReport, 0,
-                                          page.bytes / device.info().lba_bytes, page);
-  absl::Status status = RunOne(device, report);
-  absl::StatusOr<std::vector<storage::ZoneDescriptor>> zones =
-      status.ok() ? storage::ParseZoneReport(std::span<const uint8_t>(page.data, page.bytes))
-                  : absl::StatusOr<std::vector<storage::ZoneDescriptor>>(status);
-  device.buffers().PutPage(page);
-  return zones;
+  return storage::ReportAllZones(device);
 }
 
 AsyncIo::AsyncIo(storage::Device& device, storage::IoOp op, uint64_t lba, uint32_t lba_count,

@@ -28,7 +28,7 @@ storage::IoRequest MakeRequest(storage::IoOp op, uint64_t lba, uint32_t lba_coun
 // Runs `request` to its end: the queue's error, else the request's own outcome.
 absl::Status RunOne(storage::Device& device, storage::IoRequest& request);
 
-// The zones of a zoned device from the first on, as one page of its report says.
+// Every zone of a zoned device, as its report says (storage::ReportAllZones).
 absl::StatusOr<std::vector<storage::ZoneDescriptor>> ReportZones(storage::Device& device);
 
 // One asynchronous request and the pool buffer it uses (a page when the blocks fit one, else a

@@ -437,9 +437,53 @@ Outcome RunResize(const Context& context) {
 
 // ----- info -----
 
+// The rows that say what the device is, and its zones when it has them.
+void AddDeviceRows(const DeviceStats& d, Table& table) {
+  table.Row("path", d.path);
+  table.Row("backend", absl::StrCat(DeviceKindName(d.kind),
+                                    d.nsid != 0 ? absl::StrCat(" (namespace ", d.nsid, ")") : "",
+                                    d.block_device ? " (block device)" : ""));
+  table.Row("device", absl::StrFormat("%d-byte LBAs x %d = %s; max transfer %s; %s write cache",
+                                      d.lba_bytes, d.lba_count, FormatBytes(d.capacity_bytes),
+                                      FormatBytes(d.max_transfer_bytes),
+                                      d.volatile_write_cache ? "volatile" : "no volatile"));
+  if (!d.zoned) return;
+  const ZoneStats& z = d.zones;
+  if (z.zone_count == 0) {
+    table.Row("zones", "zoned; its zone model is read through the NVMe generic node (/dev/ngXnY)");
+    return;
+  }
+  auto limit = [](uint32_t n) { return n == 0 ? std::string("no limit") : absl::StrCat(n); };
+  table.Row("zones", absl::StrFormat("%d zones of %s, %s writable each; at most %s open and %s "
+                                     "active; appends up to %s",
+                                     z.zone_count, FormatBytes(z.zone_bytes),
+                                     FormatBytes(z.zone_capacity_bytes), limit(z.max_open),
+                                     limit(z.max_active), FormatBytes(z.max_append_bytes)));
+  if (z.states_reported) {
+    std::string states = absl::StrFormat("%d empty, %d open, %d closed, %d full", z.empty,
+                                         z.open, z.closed, z.full);
+    if (z.read_only + z.offline != 0) {
+      absl::StrAppendFormat(&states, ", %d read-only, %d offline", z.read_only, z.offline);
+    }
+    table.Row("zone states", states);
+  }
+}
+
+// A device no store opens on that is zoned: what it is, and why there is no store.
+Outcome InfoWithoutStore(const Context& context, const absl::Status& open_error) {
+  absl::StatusOr<DeviceStats> device = DB::InspectDevice(context.db_path);
+  if (context.Has("--json") || !device.ok() || !device->zoned) return FromStatus(open_error);
+  Table table;
+  AddDeviceRows(*device, table);
+  table.Row("store", OneLine(open_error.message()));
+  (void)WriteOut(table.Text());
+  if (Outcome out = FinishStdout(); out.exit_code != kExitOk) return out;
+  return FromStatus(open_error);
+}
+
 Outcome RunInfo(const Context& context) {
   absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
-  if (!db.ok()) return FromStatus(db.status());
+  if (!db.ok()) return InfoWithoutStore(context, db.status());
   const Stats s = (*db)->GetStats();
   if (context.Has("--json")) {
     // The limits beside the store's configuration and state as Stats gives them (its
@@ -454,14 +498,7 @@ Outcome RunInfo(const Context& context) {
   const DeviceStats& d = s.device;
   const uint64_t segment_bytes = uint64_t{s.page_bytes} * s.pages_per_segment;
   Table table;
-  table.Row("path", d.path);
-  table.Row("backend", absl::StrCat(DeviceKindName(d.kind),
-                                    d.nsid != 0 ? absl::StrCat(" (namespace ", d.nsid, ")") : "",
-                                    d.block_device ? " (block device)" : ""));
-  table.Row("device", absl::StrFormat("%d-byte LBAs x %d = %s; max transfer %s; %s write cache",
-                                      d.lba_bytes, d.lba_count, FormatBytes(d.capacity_bytes),
-                                      FormatBytes(d.max_transfer_bytes),
-                                      d.volatile_write_cache ? "volatile" : "no volatile"));
+  AddDeviceRows(d, table);
   table.Row("layout", absl::StrFormat("%d-byte pages, %d pages (%s) per segment, %d segments",
                                       s.page_bytes, s.pages_per_segment,
                                       FormatBytes(segment_bytes), s.segments_total));

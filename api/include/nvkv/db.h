@@ -101,6 +101,14 @@ class DB {
   static absl::StatusOr<std::unique_ptr<DB>> Open(const Options& options,
                                                   const std::string& path);
 
+  // What the device (or file) at `path` is, without opening a store there: its geometry and, on
+  // a zoned namespace, its zone model and how many zones are in each state (DeviceStats::zones).
+  // Works on a device Open refuses (a zoned namespace) and on one that holds no store; writes
+  // nothing. Errors: those of Open's for the path itself (kNotFound, kPermissionDenied,
+  // kInvalidArgument for a directory, ...), and kFailedPrecondition while a store is open there
+  // for writing.
+  static absl::StatusOr<DeviceStats> InspectDevice(const std::string& path);
+
   // The payload (absl::Status::GetPayload, empty value) of exactly those Open errors that
   // options.force_format would override: data that is not an nvkv store (kFailedPrecondition)
   // and both superblocks damaged (kDataLoss). Other errors with those codes, a store in use or

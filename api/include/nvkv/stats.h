@@ -55,6 +55,25 @@ struct RingFeatures {
   bool iopoll = false;              // Options::iopoll in force
 };
 
+// A zoned namespace's zones (NVMe ZNS): what the device reports of them, and how many are in
+// each state when they were last reported.
+struct ZoneStats {
+  uint64_t zone_count = 0;
+  uint64_t zone_bytes = 0;           // from one zone's start to the next's
+  uint64_t zone_capacity_bytes = 0;  // what may be written of each (<= zone_bytes)
+  uint32_t max_open = 0;             // zones open at once at most; 0: no limit
+  uint32_t max_active = 0;           // zones open or closed at once at most; 0: no limit
+  uint32_t max_append_bytes = 0;     // the largest Zone Append
+  // By state, from a zone report (states_reported; else all 0).
+  bool states_reported = false;
+  uint64_t empty = 0;
+  uint64_t open = 0;    // implicitly or explicitly
+  uint64_t closed = 0;
+  uint64_t full = 0;
+  uint64_t read_only = 0;
+  uint64_t offline = 0;
+};
+
 struct DeviceStats {
   DeviceKind kind = DeviceKind::kMemory;
   std::string path;
@@ -65,6 +84,10 @@ struct DeviceStats {
   bool volatile_write_cache = false;  // durable writes need FUA or a flush
   bool block_device = false;
   uint32_t nsid = 0;                  // NVMe namespace id, 0 elsewhere
+  // A zoned namespace (or zoned block device). Its zone model is known through the NVMe
+  // generic node only (zones.zone_count 0 through a block node).
+  bool zoned = false;
+  ZoneStats zones;
   RingFeatures ring;
   std::vector<std::string> notes;     // fallbacks taken at Open, one sentence each
 };
