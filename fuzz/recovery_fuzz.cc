@@ -169,7 +169,7 @@ void Forge(std::vector<uint8_t>& image, const std::set<uint64_t>& touched) {
     uint8_t* bytes = image.data() + page * kPageBytes;
     uint64_t checksum;
     if (page < kSuperblockPages) {
-      checksum = XXH3_64bits_withSeed(bytes + 8, sizeof(Superblock) - 8, 0);
+      checksum = XXH3_64bits_withSeed(bytes + 8, kSuperblockChecksumEnd - 8, 0);
     } else {
       checksum = XXH3_64bits_withSeed(bytes + 8, kPageBytes - 8, PageSeed(seed, page));
     }

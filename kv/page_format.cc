@@ -9,6 +9,7 @@
 #endif
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -29,9 +30,10 @@ bool AllZero(const uint8_t* data, size_t bytes) {
   return bytes == 0 || (data[0] == 0 && std::memcmp(data, data + 1, bytes - 1) == 0);
 }
 
-// Sets the checksum of a page whose header and payload are in place.
-void SealPage(uint8_t* page, uint32_t page_bytes, uint64_t store_seed, uint64_t page_number) {
-  const uint64_t checksum = ChecksumOf(page + 8, page_bytes - 8, PageSeed(store_seed, page_number));
+// Sets the checksum of a page whose header and payload are in place, for page `page_number`.
+void SealPage(uint8_t* page, const Geometry& geometry, uint64_t store_seed, uint64_t page_number) {
+  const uint64_t checksum = ChecksumOf(page + 8, geometry.page_bytes - 8,
+                                       PageSeed(store_seed, geometry.SeedPageOf(page_number)));
   std::memcpy(page, &checksum, 8);
 }
 
@@ -48,8 +50,8 @@ absl::StatusOr<PageHeader> VerifySealed(const uint8_t* page, const Geometry& geo
     }
     return absl::DataLossError(absl::StrCat(what, page_number, ": bad magic"));
   }
-  const uint64_t want =
-      ChecksumOf(page + 8, geometry.page_bytes - 8, PageSeed(store_seed, page_number));
+  const uint64_t want = ChecksumOf(page + 8, geometry.page_bytes - 8,
+                                   PageSeed(store_seed, geometry.SeedPageOf(page_number)));
   if (header.checksum != want) {
     return absl::DataLossError(absl::StrCat(what, page_number, ": checksum mismatch"));
   }
@@ -89,15 +91,58 @@ void EncodeSuperblock(const Superblock& superblock, uint8_t* page, uint32_t page
   Superblock copy = superblock;
   copy.magic = kSuperblockMagic;
   copy.checksum = 0;
-  std::memcpy(page, &copy, sizeof(copy));
-  copy.checksum = ChecksumOf(page + 8, sizeof(Superblock) - 8, 0);
+  copy.zoned_checksum = 0;
+  // A version-1 superblock ends at byte 72: the rest of its page stays zero.
+  const uint32_t bytes = SuperblockBytes(copy.format_version);
+  std::memcpy(page, &copy, bytes);
+  if (bytes > kSuperblockChecksumEnd) {
+    constexpr size_t kZonedFields = offsetof(Superblock, layout);
+    copy.zoned_checksum = ChecksumOf(page + kZonedFields, bytes - kZonedFields, 0);
+    std::memcpy(page + offsetof(Superblock, zoned_checksum), &copy.zoned_checksum, 8);
+  }
+  copy.checksum = ChecksumOf(page + 8, kSuperblockChecksumEnd - 8, 0);
   std::memcpy(page, &copy.checksum, 8);
 }
 
+namespace {
+
+// The checks of a zoned store's fields (format version 2), before anything multiplies them.
+absl::Status CheckZonedFields(const Superblock& superblock) {
+  const uint32_t lba_bytes = superblock.lba_bytes;
+  const bool lba_ok = lba_bytes >= 512 && lba_bytes <= superblock.page_bytes &&
+                      (lba_bytes & (lba_bytes - 1)) == 0;
+  const uint64_t blocks_per_page = lba_ok ? superblock.page_bytes / lba_bytes : 1;
+  const bool zone_ok = lba_ok && superblock.layout == kSuperblockLayoutZoned &&
+                       superblock.reserved == 0 && superblock.zone_blocks > 0 &&
+                       superblock.zone_blocks <= kMaxStoreBytes / superblock.page_bytes &&
+                       superblock.capacity_blocks > 0 &&
+                       superblock.capacity_blocks <= superblock.zone_blocks &&
+                       superblock.zone_blocks % blocks_per_page == 0 &&
+                       superblock.capacity_blocks % blocks_per_page == 0 &&
+                       superblock.pages_per_segment ==
+                           superblock.capacity_blocks / blocks_per_page;
+  if (!zone_ok) {
+    return absl::DataLossError(absl::StrCat(
+        "zoned superblock is impossible: layout ", superblock.layout, ", ", lba_bytes,
+        "-byte blocks, zones of ", superblock.zone_blocks, " blocks (", superblock.capacity_blocks,
+        " writable), ", superblock.pages_per_segment, " pages/segment of ",
+        superblock.page_bytes, " bytes"));
+  }
+  const uint64_t zone_bytes = superblock.zone_blocks * lba_bytes;
+  if (superblock.segment_count + kMetadataZones > kMaxStoreBytes / zone_bytes) {
+    return absl::DataLossError(absl::StrCat("zoned superblock geometry is impossible: ",
+                                            superblock.segment_count, " zones of ", zone_bytes,
+                                            " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_bytes) {
   if (page_bytes < sizeof(Superblock)) return absl::InvalidArgumentError("page too small");
-  Superblock superblock;
-  std::memcpy(&superblock, page, sizeof(superblock));
+  Superblock superblock{};
+  std::memcpy(&superblock, page, kSuperblockChecksumEnd);
   if (superblock.magic == kDevelopmentSuperblockMagic) {
     return absl::FailedPreconditionError(absl::StrCat(
         "store was written by a development version of nvkv (its format ",
@@ -107,13 +152,21 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
   if (superblock.magic != kSuperblockMagic) {
     return absl::FailedPreconditionError("not an nvkv store (no nvkv superblock)");
   }
-  if (superblock.checksum != ChecksumOf(page + 8, sizeof(Superblock) - 8, 0)) {
+  if (superblock.checksum != ChecksumOf(page + 8, kSuperblockChecksumEnd - 8, 0)) {
     return absl::DataLossError("superblock checksum mismatch");
   }
-  if (superblock.format_version > kFormatVersion) {
+  if (superblock.format_version > kNewestFormatVersion) {
     return absl::FailedPreconditionError(
         absl::StrCat("store has format version ", superblock.format_version,
-                     "; this nvkv reads up to version ", kFormatVersion));
+                     "; this nvkv reads up to version ", kNewestFormatVersion));
+  }
+  const uint32_t bytes = SuperblockBytes(superblock.format_version);
+  if (bytes > kSuperblockChecksumEnd) {
+    std::memcpy(&superblock, page, bytes);
+    constexpr size_t kZonedFields = offsetof(Superblock, layout);
+    if (superblock.zoned_checksum != ChecksumOf(page + kZonedFields, bytes - kZonedFields, 0)) {
+      return absl::DataLossError("superblock checksum mismatch (its zoned fields)");
+    }
   }
   if (superblock.format_version == 0) {
     return absl::DataLossError("superblock names format version 0, which none is");
@@ -126,11 +179,13 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
   // Every field within the bounds a format sets, before any of them is multiplied: 8 MiB
   // segments at most, and at most 2^60 bytes of segments, so that no product of page size, pages
   // per segment and segment count wraps around 64 bits.
+  const bool zoned = superblock.format_version == kZonedFormatVersion;
+  const uint64_t max_segment_bytes = zoned ? kMaxZonedSegmentBytes : kMaxSegmentBytes;
   const bool page_ok = superblock.page_bytes >= kMinPageBytes &&
                        superblock.page_bytes <= kMaxPageBytes &&
                        (superblock.page_bytes & (superblock.page_bytes - 1)) == 0;
   const bool segment_ok = page_ok && superblock.pages_per_segment >= 8 &&
-                          superblock.pages_per_segment <= kMaxSegmentBytes / superblock.page_bytes;
+                          superblock.pages_per_segment <= max_segment_bytes / superblock.page_bytes;
   const bool count_ok =
       segment_ok && superblock.segment_count > 0 &&
       superblock.segment_count <=
@@ -141,6 +196,7 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
                                             superblock.pages_per_segment, " pages/segment, ",
                                             superblock.segment_count, " segments"));
   }
+  if (zoned) NVKV_RETURN_IF_ERROR(CheckZonedFields(superblock));
   return superblock;
 }
 
@@ -149,12 +205,16 @@ Geometry GeometryOf(const Superblock& superblock) {
   g.page_bytes = superblock.page_bytes;
   g.pages_per_segment = superblock.pages_per_segment;
   g.segment_count = superblock.segment_count;
+  if (superblock.format_version == kZonedFormatVersion) {
+    g.zone_pages = superblock.zone_blocks / (superblock.page_bytes / superblock.lba_bytes);
+  }
   return g;
 }
 
 void PageBuilder::Start(uint8_t* page, const Geometry& geometry, PageType type,
                         uint64_t generation, uint32_t page_in_segment, uint64_t head_sequence) {
   page_ = page;
+  geometry_ = geometry;
   page_bytes_ = geometry.page_bytes;
   payload_bytes_ = geometry.payload_bytes();
   used_bytes_ = 0;
@@ -219,7 +279,7 @@ void PageBuilder::Finish(uint64_t store_seed, uint64_t page_number) {
   header.flags = flags_;
   header.checksum = 0;
   std::memcpy(page_, &header, sizeof(header));
-  SealPage(page_, page_bytes_, store_seed, page_number);
+  SealPage(page_, geometry_, store_seed, page_number);
 }
 
 void EncodeFreePage(uint8_t* page, const Geometry& geometry, uint64_t generation,
@@ -243,7 +303,7 @@ void EncodeMapPage(uint8_t* page, const Geometry& geometry, uint64_t store_seed,
   std::memcpy(page + sizeof(header), &floors, sizeof(floors));
   std::memcpy(page + sizeof(header) + sizeof(floors), entries, count * sizeof(SegmentMapEntry));
   std::memcpy(page, &header, sizeof(header));
-  SealPage(page, geometry.page_bytes, store_seed, page_number);
+  SealPage(page, geometry, store_seed, page_number);
 }
 
 absl::StatusOr<SegmentMapPageHeader> DecodeMapPage(const uint8_t* page, const Geometry& geometry,

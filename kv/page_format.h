@@ -11,6 +11,9 @@
 // Every page starts with a PageHeader whose checksum covers the rest of the page and is seeded
 // with the store's id and the page's own number, so a torn page, a page from an earlier store on
 // the same device and a page written to the wrong place all fail verification.
+// On a zoned namespace (format version 2, Geometry::zoned()) zones 0 and 1 hold the metadata and
+// segment s is zone 2 + s; a page's checksum is seeded with its zone's first page instead, since
+// Zone Append chooses the place (kv/FORMAT.md "Zoned namespaces").
 #ifndef NVKV_KV_PAGE_FORMAT_H_
 #define NVKV_KV_PAGE_FORMAT_H_
 
@@ -31,13 +34,20 @@ inline constexpr uint64_t kSuperblockMagic = 0x524f5453564b564eULL;  // "NVKVSTO
 // versions").
 inline constexpr uint64_t kDevelopmentSuperblockMagic = 0x31304253564b564eULL;  // "NVKVSB01"
 inline constexpr uint32_t kPageMagic = 0x504b564eU;                  // "NVKP"
-// The one format this nvkv reads and writes (kv/FORMAT.md "Format versions").
+// The format of a store on a device without zones, and of one on a zoned namespace; this nvkv
+// reads both (kv/FORMAT.md "Format versions").
 inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kZonedFormatVersion = 2;
+inline constexpr uint32_t kNewestFormatVersion = kZonedFormatVersion;
 inline constexpr uint64_t kSuperblockPages = 2;
+// Zones 0 and 1 of a zoned store: a superblock copy each, and the segment map's log.
+inline constexpr uint64_t kMetadataZones = 2;
 
 inline constexpr uint32_t kMinPageBytes = 4096;
 inline constexpr uint32_t kMaxPageBytes = 65536;  // used_bytes and offsets fit 32 bits anyway
 inline constexpr uint32_t kMaxSegmentBytes = 8u << 20;
+// On zones a segment is a zone's capacity, which drives make large (1 GiB and more).
+inline constexpr uint64_t kMaxZonedSegmentBytes = uint64_t{4} << 30;
 // The log's segments together, at most: no product of page size, pages per segment and segment
 // count of a valid superblock wraps around 64 bits.
 inline constexpr uint64_t kMaxStoreBytes = uint64_t{1} << 60;
@@ -241,7 +251,7 @@ struct CheckpointOrderedEntry {
 };
 
 struct Superblock {
-  uint64_t checksum;        // XXH3-64 of the rest of the struct, seed 0
+  uint64_t checksum;        // XXH3-64 of bytes 8..72 (kSuperblockChecksumEnd), seed 0
   uint64_t magic;           // kSuperblockMagic
   uint32_t format_version;  // kFormatVersion
   uint32_t page_bytes;
@@ -252,15 +262,31 @@ struct Superblock {
   uint64_t format_time_unix_s;
   uint32_t copy;            // 0 or 1: which of the two pages this is
   uint32_t index_mode;      // kSuperblockIndex*: the mode it was formatted with
+  // Format version 2 only (version 1 ends above; these read as zero). Under a checksum of their
+  // own, so that the one above stays what every version's is: a reader of version 1 verifies it
+  // and refuses the store by its version, rather than take it for damage.
+  uint64_t zoned_checksum;   // XXH3-64 of bytes 80..104, seed 0
+  uint32_t layout;           // kSuperblockLayoutZoned
+  uint32_t reserved;         // zero
+  uint64_t zone_blocks;      // the zone size it was formatted for, in blocks
+  uint64_t capacity_blocks;  // the zones' writable blocks
 };
 // Superblock::index_mode.
 inline constexpr uint32_t kSuperblockIndexHash = 1;
 inline constexpr uint32_t kSuperblockIndexOrdered = 2;
+// Superblock::layout.
+inline constexpr uint32_t kSuperblockLayoutZoned = 1;
+// The bytes Superblock::checksum covers end here, in every format version (from byte 8).
+inline constexpr uint32_t kSuperblockChecksumEnd = 72;
+// Bytes of a superblock of `format_version`: 72, or 104 with the zoned fields.
+inline constexpr uint32_t SuperblockBytes(uint32_t format_version) {
+  return format_version >= kZonedFormatVersion ? 104 : kSuperblockChecksumEnd;
+}
 #pragma pack(pop)
 
 static_assert(sizeof(PageHeader) == 40);
 static_assert(sizeof(RecordHeader) == 24);
-static_assert(sizeof(Superblock) == 72);
+static_assert(sizeof(Superblock) == 104);
 static_assert(sizeof(SegmentMapEntry) == 16);
 static_assert(sizeof(SegmentMapPageHeader) == 16);
 static_assert(sizeof(SummaryHeader) == 48);
@@ -292,23 +318,43 @@ struct Geometry {
   uint32_t page_bytes = 4096;
   uint32_t pages_per_segment = 256;
   uint64_t segment_count = 0;
+  // A zoned store's zone size in pages (FORMAT.md "Zoned namespaces"): segment s is zone
+  // kMetadataZones + s, its first pages_per_segment pages (the zone's capacity). 0 without zones.
+  uint64_t zone_pages = 0;
 
+  bool zoned() const { return zone_pages != 0; }
   uint32_t payload_bytes() const { return page_bytes - sizeof(PageHeader); }
   // Pages a segment's log may use: all but the last, which is kept for the free marker
-  // (FORMAT.md "Free marker": overwriting it can then never cut a log short).
-  uint32_t log_pages() const { return pages_per_segment - 1; }
+  // (FORMAT.md "Free marker": overwriting it can then never cut a log short). On zones every
+  // one: a reset frees a zone.
+  uint32_t log_pages() const { return zoned() ? pages_per_segment : pages_per_segment - 1; }
   uint64_t segment_bytes() const { return uint64_t{page_bytes} * pages_per_segment; }
   uint64_t FirstPageOf(uint64_t segment) const {
-    return kSuperblockPages + segment * pages_per_segment;
+    return zoned() ? (kMetadataZones + segment) * zone_pages
+                   : kSuperblockPages + segment * pages_per_segment;
   }
-  uint64_t SegmentOf(uint64_t page) const { return (page - kSuperblockPages) / pages_per_segment; }
+  // REQUIRES: `page` lies in a segment.
+  uint64_t SegmentOf(uint64_t page) const {
+    return zoned() ? page / zone_pages - kMetadataZones
+                   : (page - kSuperblockPages) / pages_per_segment;
+  }
   uint32_t PageInSegment(uint64_t page) const {
-    return static_cast<uint32_t>((page - kSuperblockPages) % pages_per_segment);
+    return static_cast<uint32_t>(zoned() ? page % zone_pages
+                                         : (page - kSuperblockPages) % pages_per_segment);
   }
-  // The segment map: map_pages() pages right after the last segment.
+  // The page whose number seeds `page`'s checksum: the page itself, or on zones its zone's first
+  // page, since Zone Append chooses the place (FORMAT.md "Page identity").
+  uint64_t SeedPageOf(uint64_t page) const { return zoned() ? page - page % zone_pages : page; }
+  // First page of metadata zone `zone` (0 or 1). REQUIRES: zoned().
+  uint64_t MetadataZoneFirstPage(uint64_t zone) const { return zone * zone_pages; }
+  // The segment map: map_pages() pages right after the last segment (on zones it is a log in the
+  // metadata zones instead, and map_first_page() names no place).
   uint64_t map_first_page() const { return kSuperblockPages + segment_count * pages_per_segment; }
   uint64_t map_pages() const { return MapPagesFor(segment_count, page_bytes); }
-  uint64_t total_pages() const { return map_first_page() + map_pages(); }
+  uint64_t total_pages() const {
+    return zoned() ? (kMetadataZones + segment_count) * zone_pages
+                   : map_first_page() + map_pages();
+  }
   // Largest value a record may carry: 1 MiB, or a quarter of a segment's payload if smaller.
   uint32_t max_value_bytes() const;
   // Largest total of record bytes whose records, packed whole and in order, never need more
@@ -370,11 +416,13 @@ class PageBuilder {
   // Fills an empty kContinuation page with the next part of a value (or a kSummary page with
   // the next part of a summary); returns bytes taken.
   uint32_t AddContinuation(std::string_view value_part);
-  // Writes the header and checksum. The page is then ready to write at `page_number`.
+  // Writes the header and checksum. The page is then ready to write at `page_number` (on zones,
+  // anywhere in that page's zone).
   void Finish(uint64_t store_seed, uint64_t page_number);
 
  private:
   uint8_t* page_ = nullptr;
+  Geometry geometry_;  // the store's, for the checksum's seed
   uint32_t page_bytes_ = 0;
   uint32_t payload_bytes_ = 0;
   uint32_t used_bytes_ = 0;

@@ -374,6 +374,15 @@ absl::Status StoreOpener::GrowStore(Superblock* superblock) {
 absl::Status StoreOpener::AdoptGeometry(const Superblock& superblock) {
   const uint32_t lba_bytes = device_info_.lba_bytes;
   const Geometry& g = shape_.geometry = GeometryOf(superblock);
+  // A zoned store's pages are not where a conventional one's are: never read one as the other
+  // (a copy of a zoned namespace in a file, say).
+  if (g.zoned() != device_info_.zoned) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path_, g.zoned() ? ": holds a store formatted for a zoned namespace (format version 2), "
+                           "and this device has no zones"
+                         : ": holds a store formatted for a device without zones, and this "
+                           "device is zoned"));
+  }
   if (g.page_bytes % lba_bytes != 0 ||
       g.total_pages() * g.page_bytes > device_info_.capacity_bytes()) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -233,7 +233,7 @@ TEST(OpenTest, TheIndexModeAStoreWasFormattedWithIsItsDefault) {
 TEST(OpenTest, NewerFormatVersionIsRefused) {
   auto storage = NewStorage();
   MakeStore(storage);
-  RewriteFormatVersion(*storage, kFormatVersion + 1);  // a format this build does not know
+  RewriteFormatVersion(*storage, kNewestFormatVersion + 1);  // a format this build does not know
   const std::vector<uint8_t> before = AllBytes(*storage);
   EXPECT_THAT(OpenMem(storage, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition, "format version"));
@@ -249,6 +249,30 @@ TEST(OpenTest, NewerFormatVersionIsRefused) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "format version"));
   EXPECT_TRUE(AllBytes(*storage) == damaged) << "a newer store was overwritten";
   storage->Corrupt(40, 1);
+  EXPECT_TRUE(AllBytes(*storage) == before);
+}
+
+// A zoned store's superblock (format version 2) on a device without zones is refused, not read
+// as a conventional store (its pages lie elsewhere), also with force_format, and left alone.
+TEST(OpenTest, AZonedStoreOnADeviceWithoutZonesIsRefusedAndLeftAlone) {
+  auto storage = NewStorage();
+  MakeStore(storage);
+  RewriteSuperblock(*storage, [](Superblock& superblock) {
+    const uint64_t blocks_per_page = superblock.page_bytes / superblock.lba_bytes;
+    superblock.format_version = kZonedFormatVersion;
+    superblock.layout = kSuperblockLayoutZoned;
+    superblock.capacity_blocks = superblock.pages_per_segment * blocks_per_page;
+    superblock.zone_blocks = 2 * superblock.capacity_blocks;
+    superblock.segment_count = 2;
+  });
+  const std::vector<uint8_t> before = AllBytes(*storage);
+  EXPECT_THAT(OpenMem(storage, StoreOptions()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "formatted for a zoned namespace (format version 2), and this device "
+                       "has no zones"));
+  Options force = StoreOptions();
+  force.force_format = true;
+  EXPECT_THAT(OpenMem(storage, force), StatusIs(absl::StatusCode::kFailedPrecondition, "zoned"));
   EXPECT_TRUE(AllBytes(*storage) == before);
 }
 

@@ -2,8 +2,12 @@
 #include "kv/page_format.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -195,6 +199,122 @@ TEST(SuperblockTest, RoundTrip) {
   EXPECT_EQ(GeometryOf(*decoded).segment_bytes(), 1u << 20);
 }
 
+// A zoned store's superblock (format version 2): the zone fields after the first 72 bytes, under
+// the checksum, and the geometry of segments on zones (FORMAT.md "Zoned namespaces").
+Superblock ZonedSuperblock() {
+  Superblock sb{};
+  sb.format_version = kZonedFormatVersion;
+  sb.index_mode = kSuperblockIndexHash;
+  sb.page_bytes = 4096;
+  sb.lba_bytes = 4096;
+  sb.layout = kSuperblockLayoutZoned;
+  sb.zone_blocks = 1024;     // 4 MiB zones
+  sb.capacity_blocks = 768;  // 3 MiB of them writable
+  sb.pages_per_segment = 768;
+  sb.segment_count = 30;
+  std::memcpy(sb.store_id, kStoreId, 16);
+  return sb;
+}
+
+TEST(SuperblockTest, AZonedStoresRoundTripsWithItsZones) {
+  std::vector<uint8_t> page(4096);
+  EncodeSuperblock(ZonedSuperblock(), page.data(), 4096);
+  auto decoded = DecodeSuperblock(page.data(), 4096);
+  ASSERT_THAT(decoded, IsOk());
+  EXPECT_EQ(decoded->zone_blocks, 1024u);
+  EXPECT_EQ(decoded->capacity_blocks, 768u);
+  const Geometry g = GeometryOf(*decoded);
+  ASSERT_TRUE(g.zoned());
+  EXPECT_EQ(g.zone_pages, 1024u);
+  EXPECT_EQ(g.log_pages(), 768u) << "no page kept for a free marker: a reset frees a zone";
+  EXPECT_EQ(g.FirstPageOf(0), 2048u) << "after the two metadata zones";
+  EXPECT_EQ(g.FirstPageOf(29), 31u * 1024);
+  EXPECT_EQ(g.SegmentOf(2048 + 767), 0u);
+  EXPECT_EQ(g.SegmentOf(3 * 1024 + 5), 1u);
+  EXPECT_EQ(g.PageInSegment(3 * 1024 + 5), 5u);
+  EXPECT_EQ(g.total_pages(), 32u * 1024);
+  EXPECT_EQ(g.MetadataZoneFirstPage(1), 1024u);
+  EXPECT_EQ(g.SeedPageOf(3 * 1024 + 5), 3u * 1024);
+
+  // The first checksum covers bytes 8..72 as in version 1 (a reader of version 1 verifies it,
+  // then refuses the version); the zone fields are under a checksum of their own; a version-1
+  // superblock leaves their bytes zero.
+  uint64_t checksum = 0;
+  std::memcpy(&checksum, page.data(), 8);
+  EXPECT_EQ(checksum, XXH3_64bits(page.data() + 8, 64));
+  page[offsetof(Superblock, zone_blocks)] ^= 1;
+  EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
+              StatusIs(absl::StatusCode::kDataLoss, "checksum"));
+  Superblock conventional = ZonedSuperblock();
+  conventional.format_version = kFormatVersion;
+  conventional.pages_per_segment = 256;
+  EncodeSuperblock(conventional, page.data(), 4096);
+  EXPECT_TRUE(std::all_of(page.begin() + 72, page.end(), [](uint8_t b) { return b == 0; }));
+  auto v1 = DecodeSuperblock(page.data(), 4096);
+  ASSERT_THAT(v1, IsOk());
+  EXPECT_EQ(v1->zone_blocks, 0u);
+  EXPECT_FALSE(GeometryOf(*v1).zoned());
+  EXPECT_EQ(GeometryOf(*v1).SeedPageOf(300), 300u);
+}
+
+TEST(SuperblockTest, ZoneFieldsNoFormatWritesAreDataLoss) {
+  const std::vector<std::function<void(Superblock&)>> damage = {
+      [](Superblock& sb) { sb.layout = 0; },
+      [](Superblock& sb) { sb.reserved = 1; },
+      [](Superblock& sb) { sb.zone_blocks = 0; },
+      [](Superblock& sb) { sb.capacity_blocks = sb.zone_blocks + 1; },
+      [](Superblock& sb) { sb.pages_per_segment = 767; },  // not the zones' capacity
+      [](Superblock& sb) {  // zones that are not whole pages (their capacity is)
+        sb.lba_bytes = 512;
+        sb.capacity_blocks = 768 * 8;
+        sb.zone_blocks = 1024 * 8 + 1;
+      },
+      [](Superblock& sb) {  // zones of 2^60 bytes: no room for the metadata zones
+        sb.zone_blocks = uint64_t{1} << 48;
+      },
+  };
+  for (size_t i = 0; i < damage.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "damage " << i);
+    Superblock sb = ZonedSuperblock();
+    damage[i](sb);
+    std::vector<uint8_t> page(4096);
+    EncodeSuperblock(sb, page.data(), 4096);
+    EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
+                StatusIs(absl::StatusCode::kDataLoss, "impossible"));
+  }
+}
+
+// On zones a page's checksum names its zone, not its place: a page verifies wherever it landed
+// in its zone, and nowhere else.
+TEST(PageTest, OnZonesAPageVerifiesAnywhereInItsZoneOnly) {
+  Superblock sb = ZonedSuperblock();
+  const Geometry zoned = GeometryOf(sb);
+  const uint64_t seed = StoreSeed(kStoreId);
+  std::vector<uint8_t> page(4096);
+  PageBuilder builder;
+  builder.Start(page.data(), zoned, PageType::kData, 1, /*page_in_segment=*/3, 4);
+  RecordHeader header{};
+  header.type = static_cast<uint8_t>(RecordType::kPut);
+  header.key_bytes = 1;
+  header.value_bytes = 1;
+  header.sequence = 1;
+  ASSERT_NE(builder.AddRecord(header, "k", "v"), 0u);
+  builder.Finish(seed, zoned.FirstPageOf(0) + 3);
+  EXPECT_THAT(VerifyPage(page.data(), zoned, seed, zoned.FirstPageOf(0) + 3), IsOk());
+  EXPECT_THAT(VerifyPage(page.data(), zoned, seed, zoned.FirstPageOf(0) + 700), IsOk());
+  EXPECT_THAT(VerifyPage(page.data(), zoned, seed, zoned.FirstPageOf(1) + 3),
+              StatusIs(absl::StatusCode::kDataLoss, "checksum"));
+  // Without zones the place itself is in the seed.
+  Geometry conventional = zoned;
+  conventional.zone_pages = 0;
+  builder.Start(page.data(), conventional, PageType::kData, 1, 3, 4);
+  ASSERT_NE(builder.AddRecord(header, "k", "v"), 0u);
+  builder.Finish(seed, 5);
+  EXPECT_THAT(VerifyPage(page.data(), conventional, seed, 5), IsOk());
+  EXPECT_THAT(VerifyPage(page.data(), conventional, seed, 6),
+              StatusIs(absl::StatusCode::kDataLoss, "checksum"));
+}
+
 TEST(SuperblockTest, ForeignDataIsNotAStore) {
   std::vector<uint8_t> page(4096, 0xab);
   EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
@@ -214,9 +334,26 @@ TEST(SuperblockTest, CorruptSuperblockIsDataLoss) {
   EXPECT_THAT(DecodeSuperblock(page.data(), 4096), StatusIs(absl::StatusCode::kDataLoss));
 }
 
+// A damaged copy is damage, whichever field the damage hit: a version bit flipped in copy 0
+// must not make the store look like a newer format's (Open then repairs it from copy 1).
+TEST(SuperblockTest, AVersionDamagedUnderTheChecksumIsDataLoss) {
+  Superblock sb{};
+  sb.format_version = kFormatVersion;
+  sb.index_mode = kSuperblockIndexHash;
+  sb.page_bytes = 4096;
+  sb.pages_per_segment = 256;
+  sb.lba_bytes = 512;
+  sb.segment_count = 100;
+  std::vector<uint8_t> page(4096);
+  EncodeSuperblock(sb, page.data(), 4096);
+  page[offsetof(Superblock, format_version)] ^= 0x4;  // version 5
+  EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
+              StatusIs(absl::StatusCode::kDataLoss, "checksum mismatch"));
+}
+
 TEST(SuperblockTest, NewerFormatIsRefused) {
   Superblock sb{};
-  sb.format_version = kFormatVersion + 1;
+  sb.format_version = kNewestFormatVersion + 1;
   sb.page_bytes = 4096;
   sb.pages_per_segment = 256;
   sb.segment_count = 100;
