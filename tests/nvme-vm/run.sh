@@ -26,8 +26,8 @@ options:
                   512: PCIe NVMe, 512-byte LBAs
                   tcp: NVMe-oF TCP over loopback inside the guest, null_blk
                        backed, 4096-byte LBAs
-                  zns: PCIe NVMe zoned namespace, 4096-byte LBAs, 32 MiB zones of 24 MiB
-                       capacity, 2 open and 3 active at most
+                  zns: PCIe NVMe zoned namespace, 4096-byte LBAs, 4 MiB zones of 3 MiB
+                       capacity, 4 open and 5 active at most (NVKV_VM_ZONE_*)
   --timeout S     kill the VM after S seconds (default 600)
   --binary PATH   copy PATH into the guest's /nvkv/bin, with its shared
                   libraries; repeatable
@@ -42,10 +42,17 @@ environment:
   NVKV_VM_MEM         guest memory (default 2G)
   NVKV_VM_SCRATCH_MB  size of the guest's ext4 scratch disk, its cwd (default 512)
   NVKV_VM_IMAGE_SIZE  backing image size for the PCIe configs (default 256M)
+  NVKV_VM_ZONE_SIZE, NVKV_VM_ZONE_CAPACITY
+                      the zns config's zone size and capacity (default 4M and 3M)
+  NVKV_VM_ZONE_MAX_OPEN, NVKV_VM_ZONE_MAX_ACTIVE
+                      its open and active limits (default 4 and 5)
   NVKV_VM_TCP_SIZE_MB size of the tcp config's null_blk namespace in MiB (default 256)
   NVKV_VM_ACCEL       QEMU accelerator (default tcg; kvm where KVM works)
 EOF
 }
+
+: "${NVKV_VM_ZONE_SIZE:=4M}" "${NVKV_VM_ZONE_CAPACITY:=3M}"
+: "${NVKV_VM_ZONE_MAX_OPEN:=4}" "${NVKV_VM_ZONE_MAX_ACTIVE:=5}"
 
 log() { echo "nvkv-vm: $*" >&2; }
 die() { log "error: $*"; exit 2; }
@@ -294,12 +301,15 @@ disk_args() {
   case "$config" in
     tcp) return 0 ;;  # The guest makes its own NVMe-oF device.
     512) lba=512 ;;
-    # Zones with a capacity below their size, open and active limits below the zone count (4
-    # zones in ci.sh's 128 MiB namespace, 8 in 256 MiB), and a Zone Append limit (ZASL 5:
-    # 128 KiB) below MDTS, as real drives have them.
+    # Zones with a capacity below their size, open and active limits far below the zone count
+    # (32 zones in ci.sh's 128 MiB namespace, 64 in 256 MiB: a store needs two metadata zones
+    # and room for segments), and a Zone Append limit (ZASL 5: 128 KiB) below MDTS, as real
+    # drives have them. The open limit is below the active one, so the device closes zones
+    # itself; 4 open zones hold a store of 2 shards (kv/FORMAT.md "Open and active zones").
     zns)
-      zoned=",zoned=true,zoned.zone_size=32M,zoned.zone_capacity=24M"
-      zoned+=",zoned.max_open=2,zoned.max_active=3"
+      zoned=",zoned=true,zoned.zone_size=$NVKV_VM_ZONE_SIZE"
+      zoned+=",zoned.zone_capacity=$NVKV_VM_ZONE_CAPACITY"
+      zoned+=",zoned.max_open=$NVKV_VM_ZONE_MAX_OPEN,zoned.max_active=$NVKV_VM_ZONE_MAX_ACTIVE"
       controller=",zoned.zasl=5"
       ;;
   esac
