@@ -731,7 +731,9 @@ storage::DeviceOptions MakeDeviceOptions(const BenchOptions& options) {
   device.ring.single_issuer = options.single_issuer;
   device.ring.register_file = options.register_files;
   device.ring.register_ring_fd = options.register_ring;
-  device.allow_zoned = options.pattern == Pattern::kZoneAppend;
+  if (options.pattern == Pattern::kZoneAppend) {
+    device.zoned_access = storage::ZonedAccess::kGenericNodeOnly;
+  }
   // One buffer per request: pages when bs is a power of two, else whole chunks (508 KiB).
   if (IsPowerOfTwo(options.block_bytes)) {
     device.buffers.buffer_bytes = std::max<uint32_t>(options.block_bytes, 512);

@@ -26,6 +26,7 @@
 #include "kv/page_runs.h"
 #include "kv/read_queue.h"
 #include "kv/store_open.h"
+#include "kv/zone_budget.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
 
@@ -373,6 +374,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
   StopMutexDeadlockDetection();
   const std::string path = device->info().path;
   if (device->info().zoned) {
+    // A namespace too small in open or active zones for the store is refused with the numbers
+    // (and will be once stores go on zones), before the refusal of zones as such.
+    absl::StatusOr<uint32_t> budget =
+        ZoneBudgetFor(device->info().zones, options.shard_count, path);
+    if (!budget.ok()) return budget.status();
     return absl::UnimplementedError(absl::StrCat(path, ": zoned namespaces are not supported yet"));
   }
   const storage::DeviceInfo info = device->info();

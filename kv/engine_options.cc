@@ -94,6 +94,9 @@ storage::DeviceOptions DeviceOptionsOf(const Options& options) {
   device.lock_device = true;  // two writers would interleave their logs: never allowed
   device.lock_wait_ms = options.lock_wait_ms;
   device.read_only = options.read_only;
+  // A zoned namespace opens through its generic node, for OpenOnDevice to judge; its block node
+  // is refused naming the generic node.
+  device.zoned_access = storage::ZonedAccess::kGenericNodeOnly;
   device.create_bytes =
       options.create_if_missing && !options.read_only ? options.capacity_bytes : 0;
   storage::RingOptions& ring = device.ring;

@@ -177,7 +177,7 @@ void AddCompactionStats(const Compactor& compactor, EngineStats& s) {
 absl::StatusOr<::nvkv::DeviceStats> Engine::InspectDevice(const std::string& path) {
   storage::DeviceOptions options;
   options.read_only = true;  // a shared claim: a store open elsewhere keeps this off
-  options.allow_zoned = true;
+  options.zoned_access = storage::ZonedAccess::kAnyNode;
   options.ring.queue_depth = 4;
   options.buffers.buffer_count = 2;
   options.buffers.chunk_count = 0;

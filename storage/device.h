@@ -127,7 +127,7 @@ struct DeviceInfo {
   // A regular file that this open created (DeviceOptions::create_bytes): the opener removes it
   // again when it fails to make a store of it (RemoveCreatedFile).
   bool created = false;
-  bool zoned = false;                 // zoned namespace or block device (see allow_zoned)
+  bool zoned = false;                 // zoned namespace or block device (see ZonedAccess)
   ZoneModel zones;                    // its zones, when a backend knows them (zone ops need it)
   bool read_only = false;             // DeviceOptions::read_only: writes and flushes refused
   uint32_t nsid = 0;                  // NVMe namespace id, 0 elsewhere
@@ -269,6 +269,19 @@ struct RingOptions {
   bool iopoll = false;           // busy-poll completions (NVMe poll queues); no flushes on files
 };
 
+// Whether an open takes a zoned namespace or zoned block device.
+enum class ZonedAccess : uint8_t {
+  // Neither: a zoned namespace's generic node is refused with kUnimplemented, a zoned block
+  // device with kInvalidArgument naming the namespace's generic node (the block layer has no
+  // Zone Append for a program).
+  kRefuse,
+  // A zoned namespace through its generic node (/dev/ngXnY), the only node nvkv can write zones
+  // through; a zoned block device is refused as above. The engine's.
+  kGenericNodeOnly,
+  // Either, for reports such as `nvkv-cli info` (a block node gives no zone model).
+  kAnyNode,
+};
+
 struct DeviceOptions {
   Backend backend = Backend::kAuto;
   RingOptions ring;
@@ -291,12 +304,8 @@ struct DeviceOptions {
   uint32_t lock_wait_ms = 1000;
   // Allow falling back to pread/pwrite when io_uring is unavailable (files only).
   bool allow_sync_fallback = true;
-  // Open a zoned namespace (or zoned block device) anyway, with info().zoned set: for reports
-  // such as `nvkv-cli info`. Writes must then follow the zone rules, which nothing in nvkv does
-  // yet (the engine refuses such a device). When false, opening one fails: a zoned namespace's
-  // generic node with kUnimplemented, a zoned block device with kInvalidArgument (the block layer
-  // has no Zone Append for a program; the error names the namespace's generic node).
-  bool allow_zoned = false;
+  // Which zoned devices open (with info().zoned set; writes must then follow the zone rules).
+  ZonedAccess zoned_access = ZonedAccess::kRefuse;
 };
 
 // Opens `path` with the backend chosen by `options.backend`.

@@ -256,7 +256,7 @@ absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
     // zone's write pointer. BLKGETZONESZ gives the zone size in sectors, 0 when not zoned.
     uint32_t zone_sectors = 0;
     opened.info.zoned = ioctl(fd, BLKGETZONESZ, &zone_sectors) == 0 && zone_sectors != 0;
-    if (opened.info.zoned && !options.allow_zoned) {
+    if (opened.info.zoned && options.zoned_access != ZonedAccess::kAnyNode) {
       return ZonedBlockDeviceError(path, fd, zone_sectors);
     }
   } else {

@@ -21,7 +21,7 @@ struct OpenedFile {
 // takes the exclusive lock, and reads the geometry. Clear errors for a missing path, missing
 // permission, a directory or character device, a device below options.min_bytes, a lock held
 // by another opener, or a zoned block device (kInvalidArgument, naming the namespace's NVMe
-// generic node when it has one, unless options.allow_zoned).
+// generic node when it has one, unless options.zoned_access is kAnyNode).
 absl::StatusOr<OpenedFile> OpenFileForDirectIo(const std::string& path,
                                                const DeviceOptions& options);
 

@@ -239,15 +239,15 @@ absl::Status ReadZoneModel(int fd, uint8_t format_index, DeviceInfo* info, Ident
 }
 
 // Fills the geometry in `info` from Identify, and the queue limits. A zoned namespace is refused
-// here unless `allow_zoned`.
-absl::Status ReadGeometry(int fd, bool allow_zoned, DeviceInfo* info,
+// here unless `accept_zoned`.
+absl::Status ReadGeometry(int fd, bool accept_zoned, DeviceInfo* info,
                           NvmeQueueLimits* queue_limits) {
   NVKV_ASSIGN_OR_RETURN(info->nsid, NamespaceId(fd, info->path));
   auto page = std::make_unique<IdentifyPage>();
   NVKV_RETURN_IF_ERROR(Identify(fd, IdentifyCns::kController, 0, info->path, page.get()));
   NVKV_ASSIGN_OR_RETURN(const ControllerIdentity controller, ParseIdentifyController(page->bytes));
   NVKV_ASSIGN_OR_RETURN(info->zoned, IsZonedNamespace(fd, info->nsid, info->path, page.get()));
-  if (info->zoned && !allow_zoned) {
+  if (info->zoned && !accept_zoned) {
     return absl::UnimplementedError(
         absl::StrCat(info->path, ": zoned namespace: not supported yet"));
   }
@@ -288,7 +288,8 @@ absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions
   info->kind = DeviceKind::kNvmePassthrough;
   info->path = path;
   info->read_only = options.read_only;
-  NVKV_RETURN_IF_ERROR(ReadGeometry(fd, options.allow_zoned, info, queue_limits));
+  NVKV_RETURN_IF_ERROR(ReadGeometry(fd, options.zoned_access != ZonedAccess::kRefuse, info,
+                                   queue_limits));
   if (info->capacity_bytes() < options.min_bytes) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": too small: ",
                                                       info->capacity_bytes(), " bytes, need ",

@@ -12,7 +12,7 @@
 //     writing (O_RDWR unless read-only);
 //   - io_uring with SQE128|CQE32 and IORING_OP_URING_CMD (5.19; fixed buffers 6.1);
 //   - a namespace of the NVM command set in a format without metadata; zoned namespaces are
-//     refused ("zoned namespace: not supported yet") unless DeviceOptions::allow_zoned, which
+//     refused ("zoned namespace: not supported yet") unless DeviceOptions::zoned_access, which
 //     opens them with info().zoned set.
 //
 // Thread contract: see Device. Invariants:
@@ -45,7 +45,7 @@ bool IsNvmeGenericDevice(const std::string& path);
 //   kInvalidArgument   not an NVMe generic character device; bad ring or pool options
 //   kPermissionDenied  no read+write access to the node, or no CAP_SYS_ADMIN (see above)
 //   kFailedPrecondition in use (exclusive lock held), too small, inactive namespace
-//   kUnimplemented     zoned namespace (without allow_zoned), metadata format, io_uring without
+//   kUnimplemented     zoned namespace (ZonedAccess::kRefuse), metadata format, io_uring without
 //                      URING_CMD/SQE128
 absl::StatusOr<std::unique_ptr<Device>> OpenNvmeDevice(const std::string& path,
                                                        const DeviceOptions& options);

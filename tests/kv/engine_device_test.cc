@@ -710,13 +710,39 @@ TEST_P(EngineZonedTest, OpenIsRefused) {
 // The device layer opens it when asked to (for reports); the engine still refuses it.
 TEST_P(EngineZonedTest, OpenIsUnimplementedEvenWhenTheDeviceOpens) {
   storage::DeviceOptions device_options;
-  device_options.allow_zoned = true;
+  device_options.zoned_access = storage::ZonedAccess::kAnyNode;
   device_options.buffers.buffer_count = 1;
   device_options.buffers.chunk_count = 0;
   device_options.ring.queue_depth = 4;
   auto device = storage::OpenDevice(path_, device_options);
   ASSERT_THAT(device, IsOk());
   EXPECT_THAT(Engine::OpenOnDevice(std::move(*device), DeviceStore()),
+              StatusIs(absl::StatusCode::kUnimplemented, "zoned namespaces are not supported"));
+}
+
+// A namespace whose open or active limits cannot hold the store (a zone per shard, one for the
+// segment map, a spare) is refused with the numbers, before zones as such are.
+TEST_P(EngineZonedTest, TooFewZonesForTheShardsAreRefusedWithTheNumbers) {
+  if (GetParam() == NodeKind::kBlock) GTEST_SKIP() << "the block node has no zone limits to read";
+  absl::StatusOr<::nvkv::DeviceStats> device = Engine::InspectDevice(path_);
+  ASSERT_THAT(device, IsOk());
+  const uint32_t open = device->zones.max_open;
+  const uint32_t active = device->zones.max_active;
+  ASSERT_GT(open, 2u) << "the zns configuration holds a store of at least one shard";
+  const uint32_t budget = active == 0 ? open : std::min(open, active);
+  // The limit named is the open one only when it is below the active one (or alone).
+  const bool open_limits = active == 0 || open < active;
+  Options options = DeviceStore();
+  options.shard_count = budget;  // needs budget + 2
+  EXPECT_THAT(Engine::Open(path_, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       absl::StrCat("zoned namespace: it keeps at most ", budget, " zones ",
+                                    open_limits ? "open" : "active", "; ", budget,
+                                    " shards need ", budget + 2, " (one a shard, one for the "
+                                    "segment map, one spare): open with at most ",
+                                    budget - 2)));
+  options.shard_count = budget - 2;  // fits: the refusal is of zones as such
+  EXPECT_THAT(Engine::Open(path_, options),
               StatusIs(absl::StatusCode::kUnimplemented, "zoned namespaces are not supported"));
 }
 

@@ -5,7 +5,7 @@
 //     NVKV_TEST_NVME names its generic device, e.g. NVKV_TEST_NVME=/dev/ng0n1. It writes over
 //     the namespace's contents;
 //   - NvmeZonedTest runs instead when NVKV_TEST_ZONED=1 says that namespace is zoned
-//     (tests/nvme-vm --config zns): Open refuses it unless allow_zoned, which reports it zoned
+//     (tests/nvme-vm --config zns): Open refuses it unless zoned_access allows it, which reports it zoned
 //     with its zones, and the zone commands (append, reset, finish, report) do what ZNS says.
 #include "storage/nvme_device.h"
 
@@ -598,11 +598,11 @@ TEST_F(NvmeZonedTest, OpenIsUnimplemented) {
               StatusIs(absl::StatusCode::kUnimplemented, "zoned namespace: not supported yet"));
 }
 
-// What `nvkv-cli info` shows: the namespace opens with allow_zoned and reports itself zoned,
+// What `nvkv-cli info` shows: the namespace opens with zoned access and reports itself zoned,
 // with the geometry the kernel sees too.
 TEST_F(NvmeZonedTest, AllowZonedOpensAndReportsZoned) {
   DeviceOptions options = NvmeOptions();
-  options.allow_zoned = true;
+  options.zoned_access = ZonedAccess::kAnyNode;
   auto device = OpenDevice(path_, options);
   ASSERT_THAT(device, IsOk());
   const DeviceInfo& info = (*device)->info();
@@ -650,7 +650,7 @@ void ResetAllZones(Device& device) {
 // write off the write pointer is refused; finish fills a zone, reset empties it.
 TEST_F(NvmeZonedTest, ZoneCommandsDoWhatZnsSays) {
   DeviceOptions options = NvmeOptions();
-  options.allow_zoned = true;
+  options.zoned_access = ZonedAccess::kAnyNode;
   auto opened = OpenDevice(path_, options);
   ASSERT_THAT(opened, IsOk());
   Device& device = **opened;
@@ -716,7 +716,7 @@ TEST_F(NvmeZonedTest, ZoneCommandsDoWhatZnsSays) {
 // one makes room.
 TEST_F(NvmeZonedTest, TheActiveLimitIsTheDevicesOwn) {
   DeviceOptions options = NvmeOptions();
-  options.allow_zoned = true;
+  options.zoned_access = ZonedAccess::kAnyNode;
   auto opened = OpenDevice(path_, options);
   ASSERT_THAT(opened, IsOk());
   Device& device = **opened;
@@ -748,7 +748,7 @@ TEST_F(NvmeZonedTest, BlockDeviceIsRefusedNamingTheGenericNodeUnlessAllowed) {
   EXPECT_THAT(OpenDevice(block, options),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        absl::StrCat("open its NVMe generic node ", path_, " instead")));
-  options.allow_zoned = true;
+  options.zoned_access = ZonedAccess::kAnyNode;
   auto device = OpenDevice(block, options);
   ASSERT_THAT(device, IsOk());
   EXPECT_TRUE((*device)->info().zoned);

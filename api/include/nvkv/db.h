@@ -90,13 +90,18 @@ class DB {
   //                        once the device reads them, or with options.open_degraded to go on
   //                        without their records
   //   kInvalidArgument     an option is out of range; the path is a directory, a FIFO, a socket
-  //                        or a character device other than an NVMe generic one
+  //                        or a character device other than an NVMe generic one; the path is
+  //                        a zoned namespace's block node (the message names its generic node)
+  //   kFailedPrecondition  also: a zoned namespace whose open or active zone limits cannot
+  //                        hold a store of options.shard_count shards (the message says how
+  //                        many can); a zoned store's superblock on a device without zones
   //   kPermissionDenied, kResourceExhausted (no space to create the file, or a file size limit
   //                        below it; for NVMe passthrough, a locked-memory limit too low for its
   //                        rings: the message says how to raise it; no memory for recovery's
   //                        tables or key filters, no thread for the writer or compaction, under
   //                        an address-space or process limit), kUnimplemented (the kernel
-  //                        lacks a required io_uring feature), other device errors (a segment
+  //                        lacks a required io_uring feature; a zoned namespace: nvkv does
+  //                        not lay a store on zones yet), other device errors (a segment
   //                        none of whose pages the device can read)
   static absl::StatusOr<std::unique_ptr<DB>> Open(const Options& options,
                                                   const std::string& path);
