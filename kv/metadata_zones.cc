@@ -1,0 +1,179 @@
+#include "kv/metadata_zones.h"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "storage/base/check.h"
+#include "storage/base/status_macros.h"
+
+namespace nvkv::kv {
+
+namespace {
+
+// Runs one zone command or append on `device` and waits: the queue's error, else its own.
+absl::Status RunOne(storage::Device& device, storage::IoRequest& request) {
+  NVKV_RETURN_IF_ERROR(storage::RunAll(device, std::span<storage::IoRequest>(&request, 1)));
+  return request.status;
+}
+
+// The newest copy of one map page found so far: its bytes, and where and when it was written.
+struct NewestCopy {
+  std::vector<uint8_t> page;  // empty: none found
+  uint64_t page_number = 0;
+  uint64_t write_count = 0;
+};
+
+}  // namespace
+
+bool ZoneSuperblocks::blank() const {
+  return std::all_of(copies.begin(), copies.end(), [](const absl::StatusOr<Superblock>& copy) {
+    return absl::IsNotFound(copy.status());
+  });
+}
+
+absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
+                                                    const storage::Buffer& chunk) {
+  const storage::DeviceInfo& info = device.info();
+  if (info.zones.zone_count <= kMetadataZones) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.path, ": ", info.zones.zone_count, " zones; a store needs ", kMetadataZones,
+        " for its metadata and more for its log"));
+  }
+  NVKV_ASSIGN_OR_RETURN(const std::vector<storage::ZoneDescriptor> report,
+                        storage::ReportAllZones(device));
+  ZoneSuperblocks found;
+  // A superblock is 96 bytes at most: the first block (or 4 KiB) of the zone holds it.
+  const uint32_t blocks = std::max<uint32_t>(1, kMinPageBytes / info.lba_bytes);
+  for (uint32_t z = 0; z < kMetadataZones; ++z) {
+    found.zones[z] = report[z];
+    // By its state: a full zone's write pointer means nothing on NVMe.
+    if (report[z].state == storage::ZoneState::kEmpty) {
+      found.copies[z] = absl::NotFoundError(absl::StrCat("metadata zone ", z, " is empty"));
+      continue;
+    }
+    // A copy that cannot be read is that copy's failure: the other may serve.
+    if (absl::Status read = storage::ReadBlocks(device, report[z].start, blocks, chunk);
+        !read.ok()) {
+      found.copies[z] = read;
+      continue;
+    }
+    const uint32_t bytes = blocks * info.lba_bytes;
+    if (std::all_of(chunk.data, chunk.data + bytes, [](uint8_t b) { return b == 0; })) {
+      found.copies[z] = absl::NotFoundError(
+          absl::StrCat("metadata zone ", z, " holds zeros where its superblock goes"));
+      continue;
+    }
+    found.copies[z] = DecodeSuperblock(chunk.data, bytes);
+  }
+  return found;
+}
+
+absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,
+                                 const Superblock& superblock, const storage::Buffer& page) {
+  const storage::DeviceInfo& info = device.info();
+  const uint32_t blocks_per_page = geometry.page_bytes / info.lba_bytes;
+  for (uint32_t z = 0; z < kMetadataZones; ++z) {
+    storage::IoRequest reset;
+    reset.op = storage::IoOp::kZoneReset;
+    reset.lba = info.zones.StartOf(z);
+    NVKV_RETURN_IF_ERROR(RunOne(device, reset));
+  }
+  for (uint32_t z = 0; z < kMetadataZones; ++z) {
+    Superblock copy = superblock;
+    copy.copy = z;
+    EncodeSuperblock(copy, page.data, geometry.page_bytes);
+    storage::IoRequest append;
+    append.op = storage::IoOp::kZoneAppend;
+    append.fua = true;
+    append.lba = info.zones.StartOf(z);
+    append.lba_count = blocks_per_page;
+    append.buffer = page;
+    NVKV_RETURN_IF_ERROR(RunOne(device, append));
+    if (append.appended_lba != append.lba) {
+      return absl::DataLossError(absl::StrCat(
+          info.path, ": superblock copy ", z, " landed at LBA ", append.appended_lba,
+          ", not at the start of its freshly reset zone (LBA ", append.lba, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MetadataZonesRead> ReadMetadataZones(
+    storage::Device& device, const Geometry& geometry, uint64_t store_seed,
+    uint32_t blocks_per_page, const std::array<storage::ZoneDescriptor, kMetadataZones>& zones,
+    const storage::Buffer& chunk, MapPageVisitor visit) {
+  const uint64_t map_pages = geometry.map_pages();
+  const uint64_t pages_per_chunk = chunk.bytes / geometry.page_bytes;
+  NVKV_CHECK(pages_per_chunk > 0);
+  std::vector<NewestCopy> newest(map_pages);
+  // Per zone: which map pages it holds a copy of, and its newest write.
+  std::array<std::vector<bool>, kMetadataZones> holds;
+  std::array<uint64_t, kMetadataZones> zone_newest = {0, 0};
+  MetadataZonesRead read;
+  for (uint32_t z = 0; z < kMetadataZones; ++z) {
+    holds[z].assign(map_pages, false);
+    // Whole pages below the write pointer, after the superblock's. A full zone's write pointer
+    // means nothing on NVMe: its capacity is written.
+    const bool full = zones[z].state == storage::ZoneState::kFull;
+    const uint64_t end_lba = full ? zones[z].start + zones[z].capacity : zones[z].write_pointer;
+    const uint64_t first = geometry.MetadataZoneFirstPage(z) + 1;
+    const uint64_t end = end_lba / blocks_per_page;
+    for (uint64_t run = first; run < end; run += pages_per_chunk) {
+      const uint64_t count = std::min(pages_per_chunk, end - run);
+      const absl::Status status =
+          storage::ReadBlocks(device, run * blocks_per_page,
+                              static_cast<uint32_t>(count * blocks_per_page), chunk);
+      if (!status.ok()) {
+        read.unusable_pages += count;
+        continue;
+      }
+      for (uint64_t i = 0; i < count; ++i) {
+        const uint8_t* page = chunk.data + i * geometry.page_bytes;
+        const SegmentMapEntry* entries = nullptr;
+        const absl::Status decoded =
+            DecodeMapPage(page, geometry, store_seed, run + i, &entries).status();
+        if (!decoded.ok()) {
+          // Zeros in a finished zone were never written: the finish left them. Below the
+          // pointer of any other zone they are an append a cut lost.
+          if (!(full && absl::IsNotFound(decoded))) ++read.unusable_pages;
+          continue;
+        }
+        PageHeader header;
+        std::memcpy(&header, page, sizeof(header));
+        if (header.page_in_segment >= map_pages) {
+          ++read.unusable_pages;  // a map page of another shape: says nothing here
+          continue;
+        }
+        ++read.pages_found;
+        holds[z][header.page_in_segment] = true;
+        zone_newest[z] = std::max(zone_newest[z], header.head_sequence);
+        NewestCopy& copy = newest[header.page_in_segment];
+        if (header.head_sequence >= copy.write_count) {
+          copy.page.assign(page, page + geometry.page_bytes);
+          copy.page_number = run + i;
+          copy.write_count = header.head_sequence;
+        }
+      }
+    }
+  }
+  read.current = zone_newest[1] > zone_newest[0] ? 1 : 0;
+  read.next_write_count = std::max(zone_newest[0], zone_newest[1]) + 1;
+  const uint32_t per_page = MapEntriesPerPage(geometry.page_bytes);
+  for (uint64_t index = 0; index < map_pages; ++index) {
+    const NewestCopy& copy = newest[index];
+    if (copy.page.empty()) continue;
+    read.holds_every_page &= holds[read.current][index];
+    const SegmentMapEntry* entries = nullptr;
+    const absl::StatusOr<SegmentMapPageHeader> floors =
+        DecodeMapPage(copy.page.data(), geometry, store_seed, copy.page_number, &entries);
+    if (!floors.ok()) return floors.status();  // verified above: a bug if it fails now
+    visit(index, *floors, entries,
+          std::min<uint64_t>(per_page, geometry.segment_count - index * per_page));
+  }
+  return read;
+}
+
+}  // namespace nvkv::kv

@@ -1,0 +1,77 @@
+// The two metadata zones of a zoned store (kv/FORMAT.md "Zoned namespaces": "Superblock" and
+// "The segment map's log"): how a format lays them down, and what Open reads of them.
+//
+// Zone 0 starts with superblock copy 0 and zone 1 with copy 1; after it, each holds map pages,
+// appended (a map page's head_sequence counts map writes and only grows, across sessions). The
+// newest copy of map page i is the verifying one with the highest count in either zone. The
+// *current* zone, where map writes go, is the one holding the newest map page (zone 0 when
+// neither holds one). A zone is reset only while the other holds a copy of every map page, so
+// a cut never leaves a page of the map without a copy; a move cut short leaves the new zone
+// current but incomplete, and Open completes it before it writes anything else
+// (MetadataZonesRead::holds_every_page says whether it must).
+//
+// Thread contract: functions of the opening thread, on its queue.
+#ifndef NVKV_KV_METADATA_ZONES_H_
+#define NVKV_KV_METADATA_ZONES_H_
+
+#include <array>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kv/page_format.h"
+#include "kv/segment_map.h"
+#include "storage/device.h"
+#include "storage/zones.h"
+
+namespace nvkv::kv {
+
+// The superblock copies of a zoned device: what page 0 of each metadata zone holds.
+struct ZoneSuperblocks {
+  std::array<storage::ZoneDescriptor, kMetadataZones> zones;  // as the device reports them
+  // Copy z from zone z: kNotFound when the zone is empty or holds zeros where the copy goes (a
+  // cut lost the append that wrote it), else as DecodeSuperblock says (kFailedPrecondition for
+  // data that is not an nvkv superblock).
+  std::array<absl::StatusOr<Superblock>, kMetadataZones> copies = {absl::NotFoundError(""),
+                                                                   absl::NotFoundError("")};
+  // Neither zone holds anything where a superblock goes: a fresh namespace, or a format cut
+  // short before either copy landed. Open may format it (create_if_missing).
+  bool blank() const;
+};
+
+// Reads the zone report and page 0 of both metadata zones, through `chunk` (at least 4 KiB). A
+// copy that cannot be read has the read's error. Errors: the report's, and kFailedPrecondition
+// for a device with fewer than three zones.
+absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
+                                                    const storage::Buffer& chunk);
+
+// Lays down a new store's metadata zones: resets both, then writes superblock copy 0 at the
+// start of zone 0 and copy 1 at the start of zone 1, each by a Zone Append with FUA that must
+// land there. `superblock` is copy 0 (its `copy` field is set for each).
+absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,
+                                 const Superblock& superblock, const storage::Buffer& page);
+
+// What the map pages of the metadata zones say.
+struct MetadataZonesRead {
+  uint32_t current = 0;             // the zone map writes go to
+  uint64_t next_write_count = 1;    // above every map write found: the next one's count
+  // The current zone holds a copy of every map page found in either zone (a page found in
+  // neither says nothing, as on a conventional device).
+  bool holds_every_page = true;
+  uint64_t pages_found = 0;         // map pages that verify, in either zone
+  // Pages below a write pointer that failed to read or verify (a finished zone's unwritten pages
+  // past its last append are not counted).
+  uint64_t unusable_pages = 0;
+};
+
+// Reads every page after the superblock up to each zone's write pointer (`zones`, from
+// ReadZoneSuperblocks), through `chunk` a run of pages at a time, and calls `visit` once for
+// the newest copy of each map page index found (in index order, after reading both zones).
+absl::StatusOr<MetadataZonesRead> ReadMetadataZones(
+    storage::Device& device, const Geometry& geometry, uint64_t store_seed,
+    uint32_t blocks_per_page, const std::array<storage::ZoneDescriptor, kMetadataZones>& zones,
+    const storage::Buffer& chunk, MapPageVisitor visit);
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_METADATA_ZONES_H_
