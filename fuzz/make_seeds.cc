@@ -63,6 +63,19 @@ void Superblocks() {
   sb.segment_count = (uint64_t{1} << 60) / (uint64_t{65536} * 128);
   EncodeSuperblock(sb, page.data(), 4096);
   Write("superblock", "largest", std::vector<uint8_t>(page.begin(), page.begin() + 72));
+  // A zoned store's (format version 2, kv/FORMAT.md "Zoned namespaces"): 4 MiB zones of 3 MiB.
+  sb.copy = 0;
+  sb.format_version = kZonedFormatVersion;
+  sb.page_bytes = 4096;
+  sb.lba_bytes = 4096;
+  sb.layout = kSuperblockLayoutZoned;
+  sb.zone_blocks = 1024;
+  sb.capacity_blocks = 768;
+  sb.pages_per_segment = 768;
+  sb.segment_count = 30;
+  EncodeSuperblock(sb, page.data(), 4096);
+  Write("superblock", "zoned", std::vector<uint8_t>(page.begin(),
+                                                    page.begin() + SuperblockBytes(2)));
 }
 
 // A data page of small records; a page with a large record's start; a continuation page.
