@@ -182,7 +182,8 @@ TEST_F(PageFormatTest, LargeRecordSpansPages) {
   EXPECT_EQ(rebuilt, value);
 }
 
-TEST(SuperblockTest, RoundTrip) {
+// A conventional store's superblock (format version 1): 1 MiB segments of 4 KiB pages.
+Superblock ConventionalSuperblock() {
   Superblock sb{};
   sb.format_version = kFormatVersion;
   sb.index_mode = kSuperblockIndexHash;
@@ -191,8 +192,18 @@ TEST(SuperblockTest, RoundTrip) {
   sb.lba_bytes = 512;
   sb.segment_count = 100;
   std::memcpy(sb.store_id, kStoreId, 16);
+  return sb;
+}
+
+// `sb` encoded into a 4 KiB page.
+std::vector<uint8_t> Encoded(const Superblock& sb) {
   std::vector<uint8_t> page(4096);
   EncodeSuperblock(sb, page.data(), 4096);
+  return page;
+}
+
+TEST(SuperblockTest, RoundTrip) {
+  std::vector<uint8_t> page = Encoded(ConventionalSuperblock());
   auto decoded = DecodeSuperblock(page.data(), 4096);
   ASSERT_THAT(decoded, IsOk());
   EXPECT_EQ(decoded->segment_count, 100u);
@@ -200,25 +211,21 @@ TEST(SuperblockTest, RoundTrip) {
 }
 
 // A zoned store's superblock (format version 2): the zone fields after the first 72 bytes, under
-// the checksum, and the geometry of segments on zones (FORMAT.md "Zoned namespaces").
+// a checksum of their own, and the geometry of segments on zones (FORMAT.md "Zoned namespaces").
 Superblock ZonedSuperblock() {
-  Superblock sb{};
+  Superblock sb = ConventionalSuperblock();
   sb.format_version = kZonedFormatVersion;
-  sb.index_mode = kSuperblockIndexHash;
-  sb.page_bytes = 4096;
   sb.lba_bytes = 4096;
   sb.layout = kSuperblockLayoutZoned;
   sb.zone_blocks = 1024;     // 4 MiB zones
   sb.capacity_blocks = 768;  // 3 MiB of them writable
   sb.pages_per_segment = 768;
   sb.segment_count = 30;
-  std::memcpy(sb.store_id, kStoreId, 16);
   return sb;
 }
 
 TEST(SuperblockTest, AZonedStoresRoundTripsWithItsZones) {
-  std::vector<uint8_t> page(4096);
-  EncodeSuperblock(ZonedSuperblock(), page.data(), 4096);
+  std::vector<uint8_t> page = Encoded(ZonedSuperblock());
   auto decoded = DecodeSuperblock(page.data(), 4096);
   ASSERT_THAT(decoded, IsOk());
   EXPECT_EQ(decoded->zone_blocks, 1024u);
@@ -277,8 +284,7 @@ TEST(SuperblockTest, ZoneFieldsNoFormatWritesAreDataLoss) {
     SCOPED_TRACE(::testing::Message() << "damage " << i);
     Superblock sb = ZonedSuperblock();
     damage[i](sb);
-    std::vector<uint8_t> page(4096);
-    EncodeSuperblock(sb, page.data(), 4096);
+    const std::vector<uint8_t> page = Encoded(sb);
     EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
                 StatusIs(absl::StatusCode::kDataLoss, "impossible"));
   }
@@ -322,14 +328,7 @@ TEST(SuperblockTest, ForeignDataIsNotAStore) {
 }
 
 TEST(SuperblockTest, CorruptSuperblockIsDataLoss) {
-  Superblock sb{};
-  sb.format_version = kFormatVersion;
-  sb.index_mode = kSuperblockIndexHash;
-  sb.page_bytes = 4096;
-  sb.pages_per_segment = 256;
-  sb.segment_count = 100;
-  std::vector<uint8_t> page(4096);
-  EncodeSuperblock(sb, page.data(), 4096);
+  std::vector<uint8_t> page = Encoded(ConventionalSuperblock());
   page[40] ^= 1;
   EXPECT_THAT(DecodeSuperblock(page.data(), 4096), StatusIs(absl::StatusCode::kDataLoss));
 }
@@ -337,28 +336,16 @@ TEST(SuperblockTest, CorruptSuperblockIsDataLoss) {
 // A damaged copy is damage, whichever field the damage hit: a version bit flipped in copy 0
 // must not make the store look like a newer format's (Open then repairs it from copy 1).
 TEST(SuperblockTest, AVersionDamagedUnderTheChecksumIsDataLoss) {
-  Superblock sb{};
-  sb.format_version = kFormatVersion;
-  sb.index_mode = kSuperblockIndexHash;
-  sb.page_bytes = 4096;
-  sb.pages_per_segment = 256;
-  sb.lba_bytes = 512;
-  sb.segment_count = 100;
-  std::vector<uint8_t> page(4096);
-  EncodeSuperblock(sb, page.data(), 4096);
+  std::vector<uint8_t> page = Encoded(ConventionalSuperblock());
   page[offsetof(Superblock, format_version)] ^= 0x4;  // version 5
   EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
               StatusIs(absl::StatusCode::kDataLoss, "checksum mismatch"));
 }
 
 TEST(SuperblockTest, NewerFormatIsRefused) {
-  Superblock sb{};
+  Superblock sb = ConventionalSuperblock();
   sb.format_version = kNewestFormatVersion + 1;
-  sb.page_bytes = 4096;
-  sb.pages_per_segment = 256;
-  sb.segment_count = 100;
-  std::vector<uint8_t> page(4096);
-  EncodeSuperblock(sb, page.data(), 4096);
+  const std::vector<uint8_t> page = Encoded(sb);
   EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
               StatusIs(absl::StatusCode::kFailedPrecondition, "format version"));
 }
@@ -366,14 +353,9 @@ TEST(SuperblockTest, NewerFormatIsRefused) {
 // The stores of nvkv's development versions (before format version 1, superblock magic
 // "NVKVSB01") are refused by name, whatever their checksum says.
 TEST(SuperblockTest, ADevelopmentVersionsStoreIsRefusedByName) {
-  Superblock sb{};
+  Superblock sb = ConventionalSuperblock();
   sb.format_version = 5;
-  sb.page_bytes = 4096;
-  sb.pages_per_segment = 256;
-  sb.segment_count = 100;
-  sb.index_mode = kSuperblockIndexHash;
-  std::vector<uint8_t> page(4096);
-  EncodeSuperblock(sb, page.data(), 4096);
+  std::vector<uint8_t> page = Encoded(sb);
   std::memcpy(page.data() + offsetof(Superblock, magic), &kDevelopmentSuperblockMagic, 8);
   EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
               StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -386,14 +368,10 @@ TEST(SuperblockTest, AVersionOrIndexModeNoFormatWritesIsDataLoss) {
   for (const auto& [version, mode] : {std::pair<uint32_t, uint32_t>{0, kSuperblockIndexHash},
                                       std::pair<uint32_t, uint32_t>{kFormatVersion, 0},
                                       std::pair<uint32_t, uint32_t>{kFormatVersion, 3}}) {
-    Superblock sb{};
+    Superblock sb = ConventionalSuperblock();
     sb.format_version = version;
-    sb.page_bytes = 4096;
-    sb.pages_per_segment = 256;
-    sb.segment_count = 100;
     sb.index_mode = mode;
-    std::vector<uint8_t> page(4096);
-    EncodeSuperblock(sb, page.data(), 4096);
+    const std::vector<uint8_t> page = Encoded(sb);
     EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
                 StatusIs(absl::StatusCode::kDataLoss, "which none is"));
   }
@@ -413,29 +391,18 @@ TEST(SuperblockTest, GeometryBeyondTheFormatsBoundsIsRefused) {
                         Case{2048, (uint64_t{1} << 60) / (8 << 20) + 1}}) {
     SCOPED_TRACE(absl::StrCat(c.pages_per_segment, " pages per segment, ", c.segment_count,
                               " segments"));
-    Superblock sb{};
-    sb.format_version = kFormatVersion;
-    sb.index_mode = kSuperblockIndexHash;
-  sb.index_mode = kSuperblockIndexHash;
-    sb.page_bytes = 4096;
+    Superblock sb = ConventionalSuperblock();
     sb.pages_per_segment = c.pages_per_segment;
-    sb.lba_bytes = 512;
     sb.segment_count = c.segment_count;
-    std::vector<uint8_t> page(4096);
-    EncodeSuperblock(sb, page.data(), 4096);
+    const std::vector<uint8_t> page = Encoded(sb);
     EXPECT_THAT(DecodeSuperblock(page.data(), 4096),
                 StatusIs(absl::StatusCode::kDataLoss, "geometry is impossible"));
   }
   // The largest the bounds allow still decodes.
-  Superblock sb{};
-  sb.format_version = kFormatVersion;
-  sb.index_mode = kSuperblockIndexHash;
-  sb.page_bytes = 4096;
+  Superblock sb = ConventionalSuperblock();
   sb.pages_per_segment = 2048;  // 8 MiB
-  sb.lba_bytes = 512;
   sb.segment_count = (uint64_t{1} << 60) / (8 << 20);
-  std::vector<uint8_t> page(4096);
-  EncodeSuperblock(sb, page.data(), 4096);
+  const std::vector<uint8_t> page = Encoded(sb);
   EXPECT_THAT(DecodeSuperblock(page.data(), 4096), IsOk());
 }
 
