@@ -43,7 +43,7 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
         " for its metadata and more for its log"));
   }
   NVKV_ASSIGN_OR_RETURN(const std::vector<storage::ZoneDescriptor> report,
-                        storage::ReportAllZones(device));
+                        storage::ReportZones(device, 0, kMetadataZones));
   ZoneSuperblocks found;
   // A superblock is 96 bytes at most: the first block (or 4 KiB) of the zone holds it.
   const uint32_t blocks = std::max<uint32_t>(1, kMinPageBytes / info.lba_bytes);

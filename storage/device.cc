@@ -1,5 +1,7 @@
 #include "storage/device.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -131,22 +133,25 @@ absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const
   return RunBlocking(device, request);
 }
 
-absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device) {
+absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t first,
+                                                        uint64_t count) {
   const ZoneModel& model = device.info().zones;
   if (!model.zoned()) {
     return absl::FailedPreconditionError(
         absl::StrCat(device.info().path, ": no zone model to report (not a zoned namespace)"));
   }
+  const uint64_t available = model.zone_count - std::min(first, model.zone_count);
+  const uint64_t end = first + std::min(count, available);
   const Buffer page = device.buffers().GetPage();
   if (!page.valid()) {
     return absl::ResourceExhaustedError("zone report: no page buffer free in the queue's pool");
   }
   std::vector<ZoneDescriptor> zones;
   absl::Status status;
-  while (status.ok() && zones.size() < model.zone_count) {
+  while (status.ok() && first + zones.size() < end) {
     IoRequest request;
     request.op = IoOp::kZoneReport;
-    request.lba = model.StartOf(zones.size());
+    request.lba = model.StartOf(first + zones.size());
     request.lba_count = page.bytes / device.info().lba_bytes;
     request.buffer = page;
     status = RunBlocking(device, request);
@@ -160,13 +165,17 @@ absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device) {
                                                 ": the zone report from LBA ", request.lba,
                                                 " does not start at that zone"));
     } else {
-      zones.insert(zones.end(), part->begin(), part->end());
+      const size_t take = std::min<size_t>(part->size(), end - first - zones.size());
+      zones.insert(zones.end(), part->begin(), part->begin() + static_cast<ptrdiff_t>(take));
     }
   }
   device.buffers().PutPage(page);
   if (!status.ok()) return status;
-  zones.resize(model.zone_count);
   return zones;
+}
+
+absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device) {
+  return ReportZones(device, 0, device.info().zones.zone_count);
 }
 
 absl::Status FlushDevice(Device& device) {

@@ -322,7 +322,11 @@ absl::Status ReadBlocks(Device& device, uint64_t lba, uint32_t lba_count, const 
 absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer,
                          bool fua = false);
 absl::Status FlushDevice(Device& device);
-// Reports every zone of a zoned device (info().zones), a page of the report at a time.
+// Reports `count` zones of a zoned device (info().zones) from zone `first` on (as many as there
+// are), a page of the report at a time. kFailedPrecondition without a zone model.
+absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t first,
+                                                        uint64_t count);
+// Reports every zone.
 absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device);
 // Runs every request of `requests` (op, lba, lba_count and buffer set; on_done and context are
 // the helper's), as many in flight at once as the queue takes, and returns when all are done.

@@ -254,6 +254,34 @@ TEST(ZonedMemDeviceTest, ZoneCommandsNeedAZonedDeviceAndAModelThatFits) {
   EXPECT_THAT(MemDevice::Create(roomy), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// A report of some zones, from any zone, across as many report pages as it takes (a 4 KiB page
+// describes 63 zones).
+TEST(ZonedMemDeviceTest, ReportsOfSomeZonesOrAllOfThem) {
+  MemDeviceOptions options = ZonedOptions();
+  options.zones.zone_count = 100;
+  options.lba_count = 100 * kZoneBlocks;
+  std::unique_ptr<MemDevice> device = MustCreate(options);
+  absl::StatusOr<std::vector<ZoneDescriptor>> some = storage::ReportZones(*device, 3, 2);
+  ASSERT_THAT(some, IsOk());
+  ASSERT_EQ(some->size(), 2u);
+  EXPECT_EQ((*some)[0].start, 3 * kZoneBlocks);
+  EXPECT_EQ((*some)[1].start, 4 * kZoneBlocks);
+  absl::StatusOr<std::vector<ZoneDescriptor>> tail = storage::ReportZones(*device, 99, 5);
+  ASSERT_THAT(tail, IsOk());
+  ASSERT_EQ(tail->size(), 1u) << "as many as there are";
+  absl::StatusOr<std::vector<ZoneDescriptor>> none = storage::ReportZones(*device, 100, 1);
+  ASSERT_THAT(none, IsOk());
+  EXPECT_TRUE(none->empty());
+  absl::StatusOr<std::vector<ZoneDescriptor>> all = storage::ReportAllZones(*device);
+  ASSERT_THAT(all, IsOk());
+  ASSERT_EQ(all->size(), 100u);
+  for (uint64_t z = 0; z < 100; ++z) EXPECT_EQ((*all)[z].start, z * kZoneBlocks) << z;
+  // Without a zone model there is nothing to report.
+  std::unique_ptr<MemDevice> plain = MustCreate(MemDeviceOptions{});
+  EXPECT_THAT(storage::ReportAllZones(*plain),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "no zone model"));
+}
+
 // Power cuts on zones: fault_device_zoned_test.cc.
 }  // namespace
 }  // namespace nvkv::storage
