@@ -590,6 +590,14 @@ class NvmeZonedTest : public ::testing::Test {
                       "NVKV_TEST_ZONED=1 to run (tests/nvme-vm --config zns)";
     }
   }
+  // The namespace through its generic node, zones accepted.
+  std::unique_ptr<Device> OpenZoned() {
+    DeviceOptions options = NvmeOptions();
+    options.zoned_access = ZonedAccess::kGenericNodeOnly;
+    auto device = OpenDevice(path_, options);
+    EXPECT_THAT(device, IsOk());
+    return device.ok() ? std::move(*device) : nullptr;
+  }
   std::string path_;
 };
 
@@ -601,11 +609,9 @@ TEST_F(NvmeZonedTest, OpenIsUnimplemented) {
 // What `nvkv-cli info` shows: the namespace opens with zoned access and reports itself zoned,
 // with the geometry the kernel sees too.
 TEST_F(NvmeZonedTest, AllowZonedOpensAndReportsZoned) {
-  DeviceOptions options = NvmeOptions();
-  options.zoned_access = ZonedAccess::kAnyNode;
-  auto device = OpenDevice(path_, options);
-  ASSERT_THAT(device, IsOk());
-  const DeviceInfo& info = (*device)->info();
+  std::unique_ptr<Device> device = OpenZoned();
+  ASSERT_NE(device, nullptr);
+  const DeviceInfo& info = device->info();
   EXPECT_TRUE(info.zoned);
   EXPECT_EQ(info.kind, DeviceKind::kNvmePassthrough);
   EXPECT_GE(info.nsid, 1u);
@@ -615,8 +621,8 @@ TEST_F(NvmeZonedTest, AllowZonedOpensAndReportsZoned) {
   EXPECT_EQ(BlockSysfs(path_, "queue/zoned"), "host-managed");
   EXPECT_EQ(BlockSysfs(path_, "size"), std::to_string(info.capacity_bytes() / 512));
   // Reads may go anywhere in a zone; only writes must land on its write pointer.
-  Buffer page = (*device)->buffers().GetPage();
-  EXPECT_THAT(ReadBlocks(**device, 0, page.bytes / info.lba_bytes, page), IsOk());
+  Buffer page = device->buffers().GetPage();
+  EXPECT_THAT(ReadBlocks(*device, 0, page.bytes / info.lba_bytes, page), IsOk());
   // Its zones, as the ZNS Identify pages and a report say (tests/nvme-vm's zns configuration
   // has a capacity below the zone size, and open and active limits below the zone count).
   const ZoneModel& zones = info.zones;
@@ -649,11 +655,9 @@ void ResetAllZones(Device& device) {
 // Appends in flight together each land where their completion says, with their own data; a
 // write off the write pointer is refused; finish fills a zone, reset empties it.
 TEST_F(NvmeZonedTest, ZoneCommandsDoWhatZnsSays) {
-  DeviceOptions options = NvmeOptions();
-  options.zoned_access = ZonedAccess::kAnyNode;
-  auto opened = OpenDevice(path_, options);
-  ASSERT_THAT(opened, IsOk());
-  Device& device = **opened;
+  std::unique_ptr<Device> opened = OpenZoned();
+  ASSERT_NE(opened, nullptr);
+  Device& device = *opened;
   const DeviceInfo& info = device.info();
   ResetAllZones(device);
   const uint64_t start = info.zones.StartOf(1);
@@ -715,11 +719,9 @@ TEST_F(NvmeZonedTest, ZoneCommandsDoWhatZnsSays) {
 // The device keeps no more zones active than it says: one zone more is refused, and finishing
 // one makes room.
 TEST_F(NvmeZonedTest, TheActiveLimitIsTheDevicesOwn) {
-  DeviceOptions options = NvmeOptions();
-  options.zoned_access = ZonedAccess::kAnyNode;
-  auto opened = OpenDevice(path_, options);
-  ASSERT_THAT(opened, IsOk());
-  Device& device = **opened;
+  std::unique_ptr<Device> opened = OpenZoned();
+  ASSERT_NE(opened, nullptr);
+  Device& device = *opened;
   const ZoneModel& zones = device.info().zones;
   ASSERT_LT(zones.max_active, zones.zone_count) << "the configuration leaves no zone past it";
   ResetAllZones(device);
