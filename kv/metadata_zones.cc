@@ -13,12 +13,6 @@ namespace nvkv::kv {
 
 namespace {
 
-// Runs one zone command or append on `device` and waits: the queue's error, else its own.
-absl::Status RunOne(storage::Device& device, storage::IoRequest& request) {
-  NVKV_RETURN_IF_ERROR(storage::RunAll(device, std::span<storage::IoRequest>(&request, 1)));
-  return request.status;
-}
-
 // The newest copy of one map page found so far: its bytes, and where and when it was written.
 struct NewestCopy {
   std::vector<uint8_t> page;  // empty: none found
@@ -79,7 +73,7 @@ absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geomet
     storage::IoRequest reset;
     reset.op = storage::IoOp::kZoneReset;
     reset.lba = info.zones.StartOf(z);
-    NVKV_RETURN_IF_ERROR(RunOne(device, reset));
+    NVKV_RETURN_IF_ERROR(storage::RunOne(device, reset));
   }
   for (uint32_t z = 0; z < kMetadataZones; ++z) {
     Superblock copy = superblock;
@@ -91,7 +85,7 @@ absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geomet
     append.lba = info.zones.StartOf(z);
     append.lba_count = blocks_per_page;
     append.buffer = page;
-    NVKV_RETURN_IF_ERROR(RunOne(device, append));
+    NVKV_RETURN_IF_ERROR(storage::RunOne(device, append));
     if (append.appended_lba != append.lba) {
       return absl::DataLossError(absl::StrCat(
           info.path, ": superblock copy ", z, " landed at LBA ", append.appended_lba,

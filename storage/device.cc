@@ -67,7 +67,12 @@ void OnBlockingRequestDone(IoRequest* request) {
   static_cast<BlockingWait*>(request->context)->done = true;
 }
 
-absl::Status RunBlocking(Device& device, IoRequest& request) {
+
+void OnRunAllRequestDone(IoRequest* request) { --*static_cast<size_t*>(request->context); }
+
+}  // namespace
+
+absl::Status RunOne(Device& device, IoRequest& request) {
   BlockingWait wait;
   request.on_done = OnBlockingRequestDone;
   request.context = &wait;
@@ -84,10 +89,6 @@ absl::Status RunBlocking(Device& device, IoRequest& request) {
   }
   return request.status;
 }
-
-void OnRunAllRequestDone(IoRequest* request) { --*static_cast<size_t*>(request->context); }
-
-}  // namespace
 
 absl::Status RunAll(Device& device, std::span<IoRequest> requests) {
   size_t pending = 0;
@@ -119,7 +120,7 @@ absl::Status ReadBlocks(Device& device, uint64_t lba, uint32_t lba_count, const 
   request.lba = lba;
   request.lba_count = lba_count;
   request.buffer = buffer;
-  return RunBlocking(device, request);
+  return RunOne(device, request);
 }
 
 absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer,
@@ -130,7 +131,7 @@ absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const
   request.lba = lba;
   request.lba_count = lba_count;
   request.buffer = buffer;
-  return RunBlocking(device, request);
+  return RunOne(device, request);
 }
 
 absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t first,
@@ -154,7 +155,7 @@ absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t
     request.lba = model.StartOf(first + zones.size());
     request.lba_count = page.bytes / device.info().lba_bytes;
     request.buffer = page;
-    status = RunBlocking(device, request);
+    status = RunOne(device, request);
     if (!status.ok()) break;
     absl::StatusOr<std::vector<ZoneDescriptor>> part =
         ParseZoneReport(std::span<const uint8_t>(page.data, page.bytes));
@@ -181,7 +182,7 @@ absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device) {
 absl::Status FlushDevice(Device& device) {
   IoRequest request;
   request.op = IoOp::kFlush;
-  return RunBlocking(device, request);
+  return RunOne(device, request);
 }
 
 }  // namespace nvkv::storage

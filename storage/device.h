@@ -328,6 +328,10 @@ absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t
                                                         uint64_t count);
 // Reports every zone.
 absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device);
+// Runs `request` (op, lba, lba_count and buffer set; on_done and context are the helper's) to its
+// end: the queue's error, else the request's own outcome (and, for a Zone Append, where it
+// landed in appended_lba).
+absl::Status RunOne(Device& device, IoRequest& request);
 // Runs every request of `requests` (op, lba, lba_count and buffer set; on_done and context are
 // the helper's), as many in flight at once as the queue takes, and returns when all are done.
 // Each request's own outcome is in its `status`; the returned status is the queue's (a failed

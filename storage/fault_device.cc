@@ -416,9 +416,8 @@ absl::Status FaultState::WriteZone(Device& inner, IoRequest& request,
   LoggedWrite logged;
   logged.op = request.op;
   logged.zone_written = ZoneWritten(zone);
-  NVKV_RETURN_IF_ERROR(RunAll(inner, std::span<IoRequest>(&inner_request, 1)));
   // Refused by the zone rules: nothing changed, nothing to log.
-  NVKV_RETURN_IF_ERROR(inner_request.status);
+  NVKV_RETURN_IF_ERROR(RunOne(inner, inner_request));
   if (request.op == IoOp::kZoneAppend) request.appended_lba = inner_request.appended_lba;
   logged.id = next_write_id_++;
   logged.lba = request.op == IoOp::kZoneAppend ? inner_request.appended_lba : request.lba;
@@ -443,8 +442,7 @@ absl::Status FaultState::ManageZone(Device& inner, const IoRequest& request, uin
   IoRequest inner_request;
   inner_request.op = request.op;
   inner_request.lba = request.lba;
-  NVKV_RETURN_IF_ERROR(RunAll(inner, std::span<IoRequest>(&inner_request, 1)));
-  NVKV_RETURN_IF_ERROR(inner_request.status);
+  NVKV_RETURN_IF_ERROR(RunOne(inner, inner_request));
   logged.id = next_write_id_++;
   log_.push_back(std::move(logged));
   *write_id = log_.back().id;
@@ -507,8 +505,7 @@ absl::Status FaultState::CarryOut(Device& inner, FaultDevice::Pending* pending) 
     case IoOp::kZoneReport:
       if (!fault.has_value()) {
         IoRequest report = request;
-        status = RunAll(inner, std::span<IoRequest>(&report, 1));
-        if (status.ok()) status = report.status;
+        status = RunOne(inner, report);
       }
       break;
     case IoOp::kWaitEvent:

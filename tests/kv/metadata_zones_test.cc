@@ -21,7 +21,6 @@ namespace {
 
 using ::nvkv::testing::IsOk;
 using ::nvkv::testing::MakeRequest;
-using ::nvkv::testing::RunOne;
 using ::nvkv::testing::StatusIs;
 
 constexpr uint32_t kPageBytes = 4096;
@@ -88,7 +87,7 @@ class MetadataZonesTest : public ::testing::Test {
   uint64_t AppendPage(uint32_t zone) {
     storage::IoRequest append = MakeRequest(storage::IoOp::kZoneAppend,
                                             device_->info().zones.StartOf(zone), 1, page_);
-    EXPECT_THAT(RunOne(*device_, append), IsOk());
+    EXPECT_THAT(storage::RunOne(*device_, append), IsOk());
     return append.appended_lba;
   }
 
@@ -200,7 +199,7 @@ TEST_F(MetadataZonesTest, AFinishedZonesUnwrittenPagesAreNotDamage) {
   AppendMapPage(0, 0, 2);
   storage::IoRequest finish =
       MakeRequest(storage::IoOp::kZoneFinish, device_->info().zones.StartOf(0));
-  ASSERT_THAT(RunOne(*device_, finish), IsOk());
+  ASSERT_THAT(storage::RunOne(*device_, finish), IsOk());
   std::map<uint64_t, uint64_t> visited;
   const MetadataZonesRead read = ReadMap(&visited);
   EXPECT_EQ(visited, (std::map<uint64_t, uint64_t>{{0, 20}}));

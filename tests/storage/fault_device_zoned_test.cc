@@ -30,8 +30,6 @@ using ::nvkv::testing::IsOk;
 using ::nvkv::testing::MakeRequest;
 using ::nvkv::testing::Pattern;
 using ::nvkv::testing::ReadBack;
-using ::nvkv::testing::ReportZones;
-using ::nvkv::testing::RunOne;
 using ::nvkv::testing::StatusIs;
 
 constexpr uint32_t kLbaBytes = 4096;
@@ -97,7 +95,7 @@ absl::Status ZoneCommand(Device& device, IoOp op, uint64_t zone) {
 }
 
 ZoneDescriptor Zone(Device& device, uint64_t zone) {
-  absl::StatusOr<std::vector<ZoneDescriptor>> zones = ReportZones(device);
+  absl::StatusOr<std::vector<ZoneDescriptor>> zones = ReportAllZones(device);
   NVKV_CHECK(zones.ok() && zones->size() == kZones);
   return (*zones)[zone];
 }

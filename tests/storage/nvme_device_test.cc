@@ -36,8 +36,6 @@ namespace {
 
 using ::nvkv::testing::IsOk;
 using ::nvkv::testing::MakeRequest;
-using ::nvkv::testing::ReportZones;
-using ::nvkv::testing::RunOne;
 using ::nvkv::testing::StatusIs;
 
 DeviceOptions NvmeOptions() {
@@ -639,7 +637,7 @@ TEST_F(NvmeZonedTest, AllowZonedOpensAndReportsZoned) {
 
 // The zones from the first on, as the device reports them.
 std::vector<ZoneDescriptor> Zones(Device& device) {
-  absl::StatusOr<std::vector<ZoneDescriptor>> zones = ReportZones(device);
+  absl::StatusOr<std::vector<ZoneDescriptor>> zones = ReportAllZones(device);
   EXPECT_THAT(zones, IsOk());
   return zones.ok() ? *zones : std::vector<ZoneDescriptor>{};
 }

@@ -22,8 +22,6 @@ namespace {
 
 using ::nvkv::testing::IsOk;
 using ::nvkv::testing::MakeRequest;
-using ::nvkv::testing::ReportZones;
-using ::nvkv::testing::RunOne;
 using ::nvkv::testing::Pattern;
 using ::nvkv::testing::StatusIs;
 
@@ -54,7 +52,7 @@ std::unique_ptr<MemDevice> MustCreate(const MemDeviceOptions& options) {
 
 // The zones the device reports, from zone 0.
 std::vector<ZoneDescriptor> Report(Device& device) {
-  absl::StatusOr<std::vector<ZoneDescriptor>> zones = ReportZones(device);
+  absl::StatusOr<std::vector<ZoneDescriptor>> zones = ReportAllZones(device);
   EXPECT_THAT(zones, IsOk());
   return zones.ok() ? *zones : std::vector<ZoneDescriptor>{};
 }

@@ -61,15 +61,6 @@ storage::IoRequest MakeRequest(storage::IoOp op, uint64_t lba, uint32_t lba_coun
   return request;
 }
 
-absl::Status RunOne(storage::Device& device, storage::IoRequest& request) {
-  absl::Status queue = storage::RunAll(device, std::span<storage::IoRequest>(&request, 1));
-  return queue.ok() ? request.status : queue;
-}
-
-absl::StatusOr<std::vector<storage::ZoneDescriptor>> ReportZones(storage::Device& device) {
-  return storage::ReportAllZones(device);
-}
-
 AsyncIo::AsyncIo(storage::Device& device, storage::IoOp op, uint64_t lba, uint32_t lba_count,
                  uint64_t seed, bool fua)
     : device_(&device) {

@@ -1,5 +1,5 @@
-// Device I/O shorthands for tests: blocking pattern writes and read-backs, zone commands and
-// reports, and a request with its own pool buffer that a test can keep in flight across Submit,
+// Device I/O shorthands for tests: blocking pattern writes and read-backs, requests for zone
+// commands, and a request with its own pool buffer that a test can keep in flight across Submit,
 // Reap or a power cut.
 #ifndef NVKV_TESTS_TESTUTIL_DEVICE_IO_H_
 #define NVKV_TESTS_TESTUTIL_DEVICE_IO_H_
@@ -24,12 +24,6 @@ absl::StatusOr<std::vector<uint8_t>> ReadBack(storage::Device& device, uint64_t 
 // A request of `op` at `lba` (for a zone op, the zone's first block), not yet enqueued.
 storage::IoRequest MakeRequest(storage::IoOp op, uint64_t lba, uint32_t lba_count = 0,
                                const storage::Buffer& buffer = {});
-
-// Runs `request` to its end: the queue's error, else the request's own outcome.
-absl::Status RunOne(storage::Device& device, storage::IoRequest& request);
-
-// Every zone of a zoned device, as its report says (storage::ReportAllZones).
-absl::StatusOr<std::vector<storage::ZoneDescriptor>> ReportZones(storage::Device& device);
 
 // One asynchronous request and the pool buffer it uses (a page when the blocks fit one, else a
 // chunk). Writes and zone appends carry pattern `seed`; reads start filled with 0xAB. `device`
