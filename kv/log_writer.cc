@@ -312,9 +312,10 @@ void LogWriter::CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPa
 
 bool LogWriter::EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number,
                                  uint32_t pages, const storage::Buffer& buffer, bool fua,
-                                 void (*on_done)(storage::IoRequest*), void* context) {
+                                 bool append, void (*on_done)(storage::IoRequest*),
+                                 void* context) {
   request = storage::IoRequest{};
-  request.op = storage::IoOp::kWrite;
+  request.op = append ? storage::IoOp::kZoneAppend : storage::IoOp::kWrite;
   request.fua = fua;
   request.lba = shape_.LbaOf(page_number);
   request.lba_count = pages * shape_.blocks_per_page;
@@ -355,7 +356,7 @@ void LogWriter::SubmitPages(const std::vector<PageSlot*>& pages) {
     last->next_in_command = nullptr;
     // The queue is as deep as there are page slots, so this cannot be refused for space.
     EnqueuePageWrite(first->request, first->page_number, count, first->buffer, fua,
-                     OnPagesWritten, first);
+                     /*append=*/false, OnPagesWritten, first);
     i += count;
   }
 }

@@ -7,10 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "kv/log_writer.h"
+#include "kv/metadata_zones.h"
 #include "kv/page_runs.h"
 #include "kv/segment_summary.h"
 #include "storage/base/check.h"
+#include "storage/base/status_macros.h"
 
 namespace nvkv::kv {
 
@@ -71,6 +74,15 @@ bool MetadataWriter::SubmitMapWrites(bool stopping) {
   } else {
     segments_.AnnounceMore();
   }
+  if (map->dirty() && shape_.geometry.zoned()) {
+    // The current metadata zone full: the map moves to the other one first (rare, and short:
+    // a reset and one page), on this thread, while no map write is in flight.
+    if (absl::Status moved = MoveMapWhenFull(*map, shape_.geometry, queue_, map_writes_[0].buffer);
+        !moved.ok()) {
+      error_.Set(moved);
+      return false;
+    }
+  }
   bool submitted = false;
   for (MapWrite& write : map_writes_) {
     if (!map->dirty()) break;  // the common pass: nothing changed, no lock taken
@@ -81,7 +93,8 @@ bool MetadataWriter::SubmitMapWrites(bool stopping) {
     write.in_flight = true;
     // An announcement must be on the device before a head takes the segment.
     if (!writer_.EnqueuePageWrite(write.request, page->page_number, 1, write.buffer,
-                                  /*fua=*/volatile_cache_, OnMapWritten, &write)) {
+                                  /*fua=*/volatile_cache_, page->append, OnMapWritten,
+                                  &write)) {
       break;
     }
     submitted = true;
@@ -153,8 +166,8 @@ bool MetadataWriter::SubmitSummaries() {
       // Durable on completion: the map may then name it at once, and a durable write in the
       // next segment waits for no flush of it.
       submitted = writer_.EnqueuePageWrite(page.request, w.first_page + index, 1, page.buffer,
-                                           /*fua=*/volatile_cache_, OnSummaryPageWritten,
-                                           &page) ||
+                                           /*fua=*/volatile_cache_, /*append=*/false,
+                                           OnSummaryPageWritten, &page) ||
                   submitted;
     }
   }
@@ -174,6 +187,47 @@ void MetadataWriter::OnSummaryPageWritten(storage::IoRequest* request) {
   job.failed = job.failed || !request->status.ok();
 }
 
+absl::Status MoveMapWhenFull(SegmentMap& map, const Geometry& geometry, storage::Device& device,
+                             const storage::Buffer& page) {
+  const std::optional<MapZoneLog::Move> move = map.MoveTarget();
+  if (!move.has_value()) return absl::OkStatus();
+  if (absl::Status started =
+          StartMetadataZone(device, geometry, move->superblock, move->zone, page);
+      !started.ok()) {
+    return absl::Status(started.code(), absl::StrCat("moving the segment map to metadata zone ",
+                                                     move->zone, ": ", started.message()));
+  }
+  map.Moved();
+  return absl::OkStatus();
+}
+
+namespace {
+
+// WriteMapAlone on a zoned store: each changed page appended to the current metadata zone with
+// FUA, one at a time, the map moved when the zone is full.
+absl::Status AppendMapAlone(SegmentTable& segments, const StoreShape& shape,
+                                   storage::Device& device, bool volatile_cache) {
+  SegmentMap& map = *segments.map();
+  const storage::BufferLease page = storage::BufferLease::Page(device.buffers());
+  NVKV_CHECK(page.valid());
+  while (map.dirty()) {
+    NVKV_RETURN_IF_ERROR(MoveMapWhenFull(map, shape.geometry, device, *page));
+    std::optional<SegmentMap::PageWrite> write = segments.TakeMapWrite(page->data);
+    if (!write.has_value()) break;
+    storage::IoRequest append;
+    append.op = storage::IoOp::kZoneAppend;
+    append.fua = volatile_cache;
+    append.lba = shape.LbaOf(write->page_number);
+    append.lba_count = shape.blocks_per_page;
+    append.buffer = *page;
+    const absl::Status status = storage::RunOne(device, append);
+    NVKV_RETURN_IF_ERROR(segments.MapPageWritten(*write, status));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status WriteMapAlone(SegmentTable& segments, const StoreShape& shape,
                            storage::Device& device, bool volatile_cache) {
   if (segments.map() != nullptr && segments.map()->dirty() && volatile_cache) {
@@ -183,6 +237,9 @@ absl::Status WriteMapAlone(SegmentTable& segments, const StoreShape& shape,
     // could still take back.
     absl::Status flushed = storage::FlushDevice(device);
     if (!flushed.ok()) return flushed;
+  }
+  if (segments.map() != nullptr && shape.geometry.zoned()) {
+    return AppendMapAlone(segments, shape, device, volatile_cache);
   }
   const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
   NVKV_CHECK(chunk.valid());

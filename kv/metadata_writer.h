@@ -137,10 +137,18 @@ class MetadataWriter {
 // Open before the writer starts (recovery's corrections, the first announced segments, a
 // checkpoint's segments free again) and at Close after it stopped (a checkpoint's marks). With
 // a `volatile_cache`, flushes before (what recovery read, or a checkpoint's pages, may sit in
-// it: no map page may name what a power cut could take back) and after. Returns the first
+// it: no map page may name what a power cut could take back) and after (on zones each page is
+// appended with FUA instead, and the map moved when its zone is full). Returns the first
 // failure, as the map's write protocol words it.
 absl::Status WriteMapAlone(SegmentTable& segments, const StoreShape& shape,
                            storage::Device& device, bool volatile_cache);
+
+// On a zoned store, when the current metadata zone is full and no map write is in flight
+// (SegmentMap::MoveTarget), moves the map: starts the other zone (StartMetadataZone) through
+// `device` and `page` (a page buffer), after which every map page is written again there. Does
+// nothing otherwise. The one way both writers of the map move it.
+absl::Status MoveMapWhenFull(SegmentMap& map, const Geometry& geometry, storage::Device& device,
+                             const storage::Buffer& page);
 
 }  // namespace nvkv::kv
 

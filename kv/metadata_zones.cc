@@ -65,32 +65,41 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
   return found;
 }
 
+absl::Status StartMetadataZone(storage::Device& device, const Geometry& geometry,
+                               const Superblock& superblock, uint32_t zone,
+                               const storage::Buffer& page) {
+  const storage::DeviceInfo& info = device.info();
+  storage::IoRequest reset;
+  reset.op = storage::IoOp::kZoneReset;
+  reset.lba = info.zones.StartOf(zone);
+  NVKV_RETURN_IF_ERROR(storage::RunOne(device, reset));
+  Superblock copy = superblock;
+  copy.copy = zone;
+  EncodeSuperblock(copy, page.data, geometry.page_bytes);
+  storage::IoRequest append;
+  append.op = storage::IoOp::kZoneAppend;
+  append.fua = true;  // durable, and with it the reset before it
+  append.lba = info.zones.StartOf(zone);
+  append.lba_count = geometry.page_bytes / info.lba_bytes;
+  append.buffer = page;
+  NVKV_RETURN_IF_ERROR(storage::RunOne(device, append));
+  if (append.appended_lba != append.lba) {
+    return absl::DataLossError(absl::StrCat(
+        info.path, ": superblock copy ", zone, " landed at LBA ", append.appended_lba,
+        ", not at the start of its freshly reset zone (LBA ", append.lba, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,
                                  const Superblock& superblock, const storage::Buffer& page) {
-  const storage::DeviceInfo& info = device.info();
-  const uint32_t blocks_per_page = geometry.page_bytes / info.lba_bytes;
+  // Zone 1 emptied before copy 0 lands: a cut between them leaves no copy of an older store there.
+  storage::IoRequest reset;
+  reset.op = storage::IoOp::kZoneReset;
+  reset.lba = device.info().zones.StartOf(1);
+  NVKV_RETURN_IF_ERROR(storage::RunOne(device, reset));
   for (uint32_t z = 0; z < kMetadataZones; ++z) {
-    storage::IoRequest reset;
-    reset.op = storage::IoOp::kZoneReset;
-    reset.lba = info.zones.StartOf(z);
-    NVKV_RETURN_IF_ERROR(storage::RunOne(device, reset));
-  }
-  for (uint32_t z = 0; z < kMetadataZones; ++z) {
-    Superblock copy = superblock;
-    copy.copy = z;
-    EncodeSuperblock(copy, page.data, geometry.page_bytes);
-    storage::IoRequest append;
-    append.op = storage::IoOp::kZoneAppend;
-    append.fua = true;
-    append.lba = info.zones.StartOf(z);
-    append.lba_count = blocks_per_page;
-    append.buffer = page;
-    NVKV_RETURN_IF_ERROR(storage::RunOne(device, append));
-    if (append.appended_lba != append.lba) {
-      return absl::DataLossError(absl::StrCat(
-          info.path, ": superblock copy ", z, " landed at LBA ", append.appended_lba,
-          ", not at the start of its freshly reset zone (LBA ", append.lba, ")"));
-    }
+    NVKV_RETURN_IF_ERROR(StartMetadataZone(device, geometry, superblock, z, page));
   }
   return absl::OkStatus();
 }

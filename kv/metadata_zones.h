@@ -45,9 +45,14 @@ struct ZoneSuperblocks {
 absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
                                                     const storage::Buffer& chunk);
 
-// Lays down a new store's metadata zones: resets both, then writes superblock copy 0 at the
-// start of zone 0 and copy 1 at the start of zone 1, each by a Zone Append with FUA that must
-// land there. `superblock` is copy 0 (its `copy` field is set for each).
+// Starts metadata zone `zone` (0 or 1) afresh: resets it, then writes superblock copy `zone`
+// of `superblock` at its start by a Zone Append with FUA that must land there (durable, and the
+// reset with it). Through `page`, a page buffer. A format starts both; a move of the map, the
+// one it moves to.
+absl::Status StartMetadataZone(storage::Device& device, const Geometry& geometry,
+                               const Superblock& superblock, uint32_t zone,
+                               const storage::Buffer& page);
+// Lays down a new store's metadata zones: empties zone 1, then starts zone 0, then zone 1.
 absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,
                                  const Superblock& superblock, const storage::Buffer& page);
 

@@ -2,12 +2,44 @@
 #include "kv/recovery_map.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
+#include "kv/metadata_zones.h"
 #include "kv/segment_map.h"
+#include "storage/base/status_macros.h"
 #include "storage/buffer_pool.h"
 
 namespace nvkv::kv {
+
+namespace {
+
+// The map of a zoned store: the newest copy of each page in the metadata zones, and where the
+// map's log goes on (SegmentMap::ResumeZones).
+absl::Status ReadMapZones(const StoreShape& shape, storage::Device& device,
+                          const storage::Buffer& chunk, SegmentMap& map, MapPageVisitor visit) {
+  NVKV_ASSIGN_OR_RETURN(const std::vector<storage::ZoneDescriptor> report,
+                        storage::ReportZones(device, 0, kMetadataZones));
+  std::array<storage::ZoneDescriptor, kMetadataZones> zones;
+  std::copy_n(report.begin(), kMetadataZones, zones.begin());
+  NVKV_ASSIGN_OR_RETURN(const MetadataZonesRead read,
+                        ReadMetadataZones(device, shape.geometry, shape.seed,
+                                          shape.blocks_per_page, zones, chunk, visit));
+  const storage::ZoneDescriptor& current = zones[read.current];
+  const uint64_t used_blocks = current.state == storage::ZoneState::kFull
+                                   ? current.capacity
+                                   : current.write_pointer - current.start;
+  MapZoneLog::Found found;
+  found.current = read.current;
+  found.pages_used = std::min<uint64_t>(
+      shape.geometry.pages_per_segment,
+      (used_blocks + shape.blocks_per_page - 1) / shape.blocks_per_page);
+  found.holds_every_page = read.holds_every_page;
+  map.ResumeZones(found, read.next_write_count);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<MapView> ReadMapView(const StoreShape& shape, storage::Device& device,
                                     SegmentTable& segments, bool read_all) {
@@ -22,30 +54,37 @@ absl::StatusOr<MapView> ReadMapView(const StoreShape& shape, storage::Device& de
     const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
     if (!chunk.valid()) return absl::InternalError("no buffer to read the segment map into");
     const uint32_t per_page = MapEntriesPerPage(g.page_bytes);
-    view.pages_damaged += ReadMapPages(
-        device, g, shape.seed, shape.blocks_per_page, *chunk,
-        [&](uint64_t index, const SegmentMapPageHeader& floors, const SegmentMapEntry* entries,
-            uint64_t count) {
-          view.floors.Raise(floors.sequence_floor, floors.generation_floor);
-          map->LoadPage(index, entries);
-          for (uint64_t e = 0; e < count; ++e) {
-            const uint64_t segment = index * per_page + e;
-            const SegmentMapEntry& entry = entries[e];
-            const auto state = static_cast<MapState>(entry.state);
-            view.free[segment] = state == MapState::kFree;
-            view.in_use[segment] = state == MapState::kInUse || state == MapState::kSummarized;
-            if (state == MapState::kSummarized) {
-              summarized[segment] = SummaryPlace{entry.summary_first, entry.summary_pages};
-            }
-            if (state == MapState::kCheckpoint || state == MapState::kBaseCheckpoint) {
-              checkpoint.push_back({entry.summary_first, {segment, entry.summary_pages}});
-              // One mark of a base is enough: an Open that read the checkpoint marks it so
-              // before anything is written, and a cut may leave only some pages of that map
-              // write on the device.
-              view.base = view.base || state == MapState::kBaseCheckpoint;
-            }
-          }
-        });
+    uint64_t pages_found = 0;
+    const auto visit = [&](uint64_t index, const SegmentMapPageHeader& floors,
+                           const SegmentMapEntry* entries, uint64_t count) {
+      ++pages_found;
+      view.floors.Raise(floors.sequence_floor, floors.generation_floor);
+      map->LoadPage(index, entries);
+      for (uint64_t e = 0; e < count; ++e) {
+        const uint64_t segment = index * per_page + e;
+        const SegmentMapEntry& entry = entries[e];
+        const auto state = static_cast<MapState>(entry.state);
+        view.free[segment] = state == MapState::kFree;
+        view.in_use[segment] = state == MapState::kInUse || state == MapState::kSummarized;
+        if (state == MapState::kSummarized) {
+          summarized[segment] = SummaryPlace{entry.summary_first, entry.summary_pages};
+        }
+        if (state == MapState::kCheckpoint || state == MapState::kBaseCheckpoint) {
+          checkpoint.push_back({entry.summary_first, {segment, entry.summary_pages}});
+          // One mark of a base is enough: an Open that read the checkpoint marks it so
+          // before anything is written, and a cut may leave only some pages of that map
+          // write on the device.
+          view.base = view.base || state == MapState::kBaseCheckpoint;
+        }
+      }
+    };
+    if (g.zoned()) {
+      NVKV_RETURN_IF_ERROR(ReadMapZones(shape, device, *chunk, *map, visit));
+    } else {
+      ReadMapPages(device, g, shape.seed, shape.blocks_per_page, *chunk, visit);
+    }
+    // A page with no verifying copy says nothing: like a damaged one.
+    view.pages_damaged = g.map_pages() - pages_found;
   }
   // The checkpoint's segments in its order: segment 0, 1, ... (kept whatever their marks say:
   // a checkpoint not used, or one whose marks are not its places, has them read).

@@ -15,6 +15,25 @@ SegmentMap::SegmentMap(const Geometry& geometry, uint64_t store_seed)
       entries_(geometry.segment_count, SegmentMapEntry{}),
       pages_(page_count_) {}
 
+void SegmentMap::UseZones(const Superblock& superblock) {
+  absl::MutexLock lock(&mu_);
+  zones_.emplace(geometry_, superblock);
+}
+
+void SegmentMap::ResumeZones(const MapZoneLog::Found& found, uint64_t next_write_count) {
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(zones_.has_value() && next_write_count > 0);
+  zones_->Resume(found);
+  write_count_ = next_write_count - 1;
+  if (!found.holds_every_page) ChangeEveryPageLocked();
+}
+
+std::optional<uint32_t> SegmentMap::current_zone() const {
+  absl::MutexLock lock(&mu_);
+  if (!zones_.has_value()) return std::nullopt;
+  return zones_->current();
+}
+
 void SegmentMap::LoadPage(uint64_t index, const SegmentMapEntry* entries) {
   absl::MutexLock lock(&mu_);
   const uint64_t first = index * per_page_;
@@ -60,15 +79,29 @@ bool SegmentMap::Durable(const Ticket& ticket) const {
   return pages_[ticket.index].written >= ticket.version;
 }
 
+void SegmentMap::ChangeEveryPageLocked() {
+  for (uint64_t index = 0; index < page_count_; ++index) ChangedLocked(index);
+}
+
+bool SegmentMap::WritableLocked(uint64_t index) const {
+  const PageState& state = pages_[index];
+  return state.version != state.written && !state.in_flight &&
+         (!zones_.has_value() || zones_->MayAppend(index));
+}
+
+int SegmentMap::UrgencyLocked(uint64_t index) const {
+  if (zones_.has_value() && !zones_->Holds(index)) return 2;  // a move goes on
+  return pages_[index].announces ? 1 : 0;  // heads may wait for it
+}
+
 std::optional<SegmentMap::PageWrite> SegmentMap::TakeWrite(uint8_t* page, Floors floors) {
   absl::MutexLock lock(&mu_);
   if (!dirty()) return std::nullopt;
   std::optional<uint64_t> chosen;
   for (uint64_t index = 0; index < page_count_; ++index) {
-    const PageState& state = pages_[index];
-    if (state.version == state.written || state.in_flight) continue;
-    if (!chosen.has_value() || (state.announces && !pages_[*chosen].announces)) chosen = index;
-    if (state.announces) break;
+    if (!WritableLocked(index)) continue;
+    if (!chosen.has_value() || UrgencyLocked(index) > UrgencyLocked(*chosen)) chosen = index;
+    if (UrgencyLocked(index) == 2) break;
   }
   if (!chosen.has_value()) return std::nullopt;
   pages_[*chosen].in_flight = true;
@@ -82,8 +115,14 @@ SegmentMap::PageWrite SegmentMap::EncodeLocked(uint64_t index, uint8_t* page, Fl
       static_cast<uint32_t>(std::min<uint64_t>(per_page_, entries_.size() - first));
   PageWrite write;
   write.index = index;
-  write.page_number = geometry_.map_first_page() + index;
   write.version = pages_[index].version;
+  if (zones_.has_value()) {
+    zones_->Take(index);
+    write.page_number = zones_->current_first_page();
+    write.append = true;
+  } else {
+    write.page_number = geometry_.map_first_page() + index;
+  }
   EncodeMapPage(page, geometry_, store_seed_, write.page_number, static_cast<uint32_t>(index),
                 floors(), entries_.data() + first, count, ++write_count_);
   return write;
@@ -95,6 +134,7 @@ void SegmentMap::Written(const PageWrite& write, bool ok) {
   state.in_flight = false;
   if (!ok) {
     state.announces = true;  // written again, and early: what it announced still waits
+    if (zones_.has_value()) zones_->Failed(write.index);
     return;
   }
   if (write.version <= state.written) return;
@@ -103,6 +143,22 @@ void SegmentMap::Written(const PageWrite& write, bool ok) {
     const uint64_t was_dirty = dirty_pages_.fetch_sub(1, std::memory_order_release);
     NVKV_CHECK(was_dirty > 0);
   }
+}
+
+std::optional<MapZoneLog::Move> SegmentMap::MoveTarget() const {
+  absl::MutexLock lock(&mu_);
+  if (!zones_.has_value() || !dirty()) return std::nullopt;
+  for (const PageState& state : pages_) {
+    if (state.in_flight) return std::nullopt;
+  }
+  return zones_->MoveTarget();
+}
+
+void SegmentMap::Moved() {
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(zones_.has_value());
+  zones_->Moved();
+  ChangeEveryPageLocked();
 }
 
 uint64_t ReadMapPages(storage::Device& device, const Geometry& geometry, uint64_t store_seed,

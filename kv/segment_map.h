@@ -12,8 +12,15 @@
 // is in flight at once (NVMe orders nothing among commands in flight: of two writes of one page,
 // either could land last).
 //
+// On a zoned store the map is a log in the metadata zones (kv/FORMAT.md "The segment map's
+// log"): a page write is an append to the current zone (MapZoneLog says which, and whether it
+// has room), each write counted above every earlier one, across sessions; when the zone is full
+// the writer moves the map to the other zone (MoveTarget, then Moved), after which every page
+// is written again there.
+//
 // Thread contract: thread-safe (a leaf mutex). Set is called by SegmentTable under its lock;
-// TakeWrite and Written by the one thread that writes the map (the log writer, or Open).
+// TakeWrite, Written, MoveTarget and Moved by the one thread that writes the map (the log
+// writer, or Open).
 #ifndef NVKV_KV_SEGMENT_MAP_H_
 #define NVKV_KV_SEGMENT_MAP_H_
 
@@ -24,6 +31,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "kv/map_zone_log.h"
 #include "kv/page_format.h"
 #include "storage/device.h"
 
@@ -36,17 +44,29 @@ class SegmentMap {
     uint64_t index = 0;
     uint64_t version = 0;
   };
-  // A page write TakeWrite prepared: map page `index` at `page_number`, carrying `version`.
+  // A page write TakeWrite prepared: map page `index` at `page_number`, carrying `version`. On
+  // a zoned store (`append`) it goes by Zone Append to the zone that starts at `page_number`.
   struct PageWrite {
     uint64_t index = 0;
     uint64_t page_number = 0;
     uint64_t version = 0;
+    bool append = false;
   };
 
   // Every entry kUnknown, every page written (nothing to write until something changes).
   SegmentMap(const Geometry& geometry, uint64_t store_seed);
 
   uint64_t page_count() const { return page_count_; }
+
+  // A zoned store (`geometry` zoned): the map is a log in the metadata zones, as a format
+  // leaves them (MapZoneLog), each zone starting with its copy of `superblock`. Before anything
+  // is written.
+  void UseZones(const Superblock& superblock);
+  // Zoned: takes the log up where Open found it, its next write counted `next_write_count`. When
+  // the current zone does not hold every page, each is written again.
+  void ResumeZones(const MapZoneLog::Found& found, uint64_t next_write_count);
+  // The current metadata zone; nullopt without zones.
+  std::optional<uint32_t> current_zone() const;
 
   // Recovery: map page `index` as the device holds it (no write needed): its entries, as many
   // as the segments it describes.
@@ -75,6 +95,13 @@ class SegmentMap {
   // changed, to be written again.
   void Written(const PageWrite& write, bool ok);
 
+  // Zoned: the metadata zone the map must move to before any changed page can be written (the
+  // current one is full), once no write is in flight; nullopt otherwise. The writer then resets
+  // it and appends its superblock copy (StartMetadataZone), and calls Moved.
+  std::optional<MapZoneLog::Move> MoveTarget() const;
+  // The zone MoveTarget named is current now: every page is written again there.
+  void Moved();
+
  private:
   struct PageState {
     uint64_t version = 0;
@@ -86,6 +113,14 @@ class SegmentMap {
   void ChangedLocked(uint64_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PageWrite EncodeLocked(uint64_t index, uint8_t* page, Floors floors)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every page changed: written again (in the current zone).
+  void ChangeEveryPageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether page `index` may be written now: changed, no write of it in flight, and (on zones)
+  // room for it in the current zone.
+  bool WritableLocked(uint64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Which changed page TakeWrite writes first: 2 for one the current zone has no copy of (a
+  // move goes on), 1 for one that announces a segment (heads may wait for it), else 0.
+  int UrgencyLocked(uint64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Geometry geometry_;
   const uint64_t store_seed_;
@@ -96,7 +131,10 @@ class SegmentMap {
   std::vector<PageState> pages_ ABSL_GUARDED_BY(mu_);
   // Pages with version > written: changed under mu_, read without it by dirty().
   std::atomic<uint64_t> dirty_pages_{0};
-  uint64_t write_count_ ABSL_GUARDED_BY(mu_) = 0;  // page writes prepared (diagnostics)
+  // Page writes prepared: on zones it orders the copies of a page, so it goes on across
+  // sessions (UseZones); elsewhere it is for diagnostics.
+  uint64_t write_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<MapZoneLog> zones_ ABSL_GUARDED_BY(mu_);
 };
 
 // Reads the segment map of `geometry` as the device holds it, through `device` into `chunk` (a

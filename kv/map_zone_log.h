@@ -1,0 +1,85 @@
+// MapZoneLog: where the segment map's pages go on a zoned store (kv/FORMAT.md "The segment
+// map's log"): the current metadata zone, the room left in it, which map pages it holds a copy
+// of, and when the map must move to the other zone. Bookkeeping only: SegmentMap owns it under
+// its lock and asks it where each page write goes; the map's writer does the I/O (a move's
+// reset and superblock copy: StartMetadataZone, metadata_zones.h).
+//
+// The one rule it keeps: the other zone is reset (a move) only while the current one holds a
+// copy of every map page, each written and completed. So the room of the current zone is
+// shared out so that it always has a place for each page it holds no copy of yet: a page it
+// holds already may be appended only while more room remains than pages are missing. And a
+// move starts only once no map write is in flight.
+//
+// Thread contract: none of its own (its owner's lock).
+#ifndef NVKV_KV_MAP_ZONE_LOG_H_
+#define NVKV_KV_MAP_ZONE_LOG_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kv/page_format.h"
+
+namespace nvkv::kv {
+
+class MapZoneLog {
+ public:
+  // What a move lays down: `zone` started afresh with its copy of `superblock`. (The packed
+  // superblock first, in a struct aligned to 8: its 64-bit fields stay aligned.)
+  struct alignas(8) Move {
+    Superblock superblock;
+    uint32_t zone = 0;
+  };
+  // Where the map stands as Open found it.
+  struct Found {
+    uint32_t current = 0;     // the zone map writes go to
+    uint64_t pages_used = 1;  // pages of it below its write pointer (its capacity when full)
+    // It holds a copy of every map page (else each page counts as missing, to be written again).
+    bool holds_every_page = true;
+  };
+
+  // As a format leaves it: zone 0 current, holding its superblock copy alone (copy 0 of
+  // `superblock`, the store's). REQUIRES: geometry.zoned(), and room in a zone for its
+  // superblock and two copies of the map (ZonedMapFits).
+  MapZoneLog(const Geometry& geometry, const Superblock& superblock);
+  // Takes up the map where Open found it.
+  void Resume(const Found& found);
+
+  uint32_t current() const { return current_; }
+  // The first page of the current zone: where an append of a map page goes, and its seed.
+  uint64_t current_first_page() const { return geometry_.MetadataZoneFirstPage(current_); }
+  // Whether the current zone holds (or has in flight) a copy of map page `index`.
+  bool Holds(uint64_t index) const { return holds_[index]; }
+  // Map pages of which the current zone has no copy, written or in flight.
+  uint64_t missing() const { return missing_; }
+  uint64_t pages_used() const { return used_; }
+
+  // Whether page `index` may be appended to the current zone now.
+  bool MayAppend(uint64_t index) const;
+  // Takes a place in the current zone for an append of page `index`. REQUIRES: MayAppend.
+  void Take(uint64_t index);
+  // The append of page `index` failed: the zone may not hold it (its place stays used).
+  void Failed(uint64_t index);
+  // The zone a move goes to, once the current one has no room for any page: full, and holding
+  // a copy of every page. nullopt while there is room.
+  std::optional<Move> MoveTarget() const;
+  // The move's zone was reset and holds its superblock copy, durably: it is the current zone
+  // now, and holds no map page yet.
+  void Moved();
+
+ private:
+  const Geometry geometry_;
+  const Superblock superblock_;
+  uint32_t current_;
+  uint64_t used_;
+  std::vector<bool> holds_;
+  uint64_t missing_ = 0;
+};
+
+// Whether a metadata zone of `geometry` has room for its superblock and two copies of the map
+// (so that a move is not due again at once): Open refuses a zoned store without it.
+bool ZonedMapFits(const Geometry& geometry);
+
+}  // namespace nvkv::kv
+
+#endif  // NVKV_KV_MAP_ZONE_LOG_H_

@@ -1,0 +1,284 @@
+// The segment map on a zoned store (kv/FORMAT.md "The segment map's log"): each map write an
+// append to the current metadata zone, counted above every earlier one across sessions; the map
+// moved to the other zone when its zone is full, and never a zone reset unless the other holds
+// a copy of every map page. Read back as recovery reads it (ReadMapView), also after power cuts
+// at every point of the writes and moves.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kv/map_zone_log.h"
+#include "kv/metadata_writer.h"
+#include "kv/metadata_zones.h"
+#include "kv/recovery_map.h"
+#include "kv/segment_map.h"
+#include "kv/segment_table.h"
+#include "storage/base/check.h"
+#include "storage/fault_device.h"
+#include "storage/mem_device.h"
+#include "tests/testutil/status_matchers.h"
+
+namespace nvkv::kv {
+namespace {
+
+using ::nvkv::testing::IsOk;
+
+constexpr uint32_t kPageBytes = 4096;
+constexpr uint64_t kZoneBlocks = 16;
+constexpr uint64_t kCapacity = 12;  // pages of a zone that may be written
+constexpr uint8_t kStoreId[16] = {9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+storage::MemDeviceOptions ZonedOptions(uint64_t zones) {
+  storage::MemDeviceOptions options;
+  options.lba_bytes = kPageBytes;
+  options.lba_count = zones * kZoneBlocks;
+  options.buffers.buffer_count = 8;
+  options.buffers.chunk_count = 2;
+  options.zones = {.zone_count = zones, .zone_blocks = kZoneBlocks, .capacity_blocks = kCapacity};
+  return options;
+}
+
+Superblock StoreSuperblock(uint64_t zones) {
+  Superblock sb{};
+  sb.format_version = kZonedFormatVersion;
+  sb.index_mode = kSuperblockIndexHash;
+  sb.page_bytes = kPageBytes;
+  sb.lba_bytes = kPageBytes;
+  sb.layout = kSuperblockLayoutZoned;
+  sb.zone_blocks = kZoneBlocks;
+  sb.capacity_blocks = kCapacity;
+  sb.pages_per_segment = kCapacity;
+  sb.segment_count = zones - kMetadataZones;
+  std::memcpy(sb.store_id, kStoreId, 16);
+  return sb;
+}
+
+// --- MapZoneLog: the room of the current zone ---
+
+Geometry ZonedGeometry(uint64_t segments) {
+  Geometry g;
+  g.page_bytes = kPageBytes;
+  g.pages_per_segment = kCapacity;
+  g.segment_count = segments;
+  g.zone_pages = kZoneBlocks;
+  return g;
+}
+
+TEST(MapZoneLogTest, AZoneKeepsRoomForEveryPageItLacks) {
+  const Geometry g = ZonedGeometry(2 * MapEntriesPerPage(kPageBytes));
+  ASSERT_EQ(g.map_pages(), 2u);
+  MapZoneLog log(g, StoreSuperblock(g.segment_count + kMetadataZones));
+  // Half way through a move: 9 of 12 pages used, neither map page there yet.
+  log.Resume({.current = 1, .pages_used = 9, .holds_every_page = false});
+  EXPECT_EQ(log.missing(), 2u);
+  EXPECT_TRUE(log.MayAppend(0));
+  log.Take(0);  // 10 used, page 1 missing: one of the two places left is kept for it
+  EXPECT_TRUE(log.MayAppend(0));
+  log.Take(0);  // 11 used
+  EXPECT_FALSE(log.MayAppend(0)) << "the last place is page 1's";
+  EXPECT_FALSE(log.MoveTarget().has_value());
+  EXPECT_TRUE(log.MayAppend(1));
+  log.Take(1);  // full, every page held
+  EXPECT_FALSE(log.MayAppend(0));
+  EXPECT_FALSE(log.MayAppend(1));
+  ASSERT_TRUE(log.MoveTarget().has_value()) << "full, and holding every page";
+  EXPECT_EQ(log.MoveTarget()->zone, 0u);
+  EXPECT_EQ(log.MoveTarget()->superblock.zone_blocks, kZoneBlocks);
+  log.Moved();
+  EXPECT_EQ(log.current(), 0u);
+  EXPECT_EQ(log.pages_used(), 1u);
+  EXPECT_EQ(log.missing(), 2u);
+}
+
+TEST(MapZoneLogTest, AFailedAppendCountsItsPageMissingAgain) {
+  const Geometry g = ZonedGeometry(8);
+  MapZoneLog log(g, StoreSuperblock(g.segment_count + kMetadataZones));
+  log.Resume({.current = 0, .pages_used = 10, .holds_every_page = false});
+  log.Take(0);
+  log.Failed(0);
+  EXPECT_EQ(log.missing(), 1u);
+  log.Take(0);
+  EXPECT_FALSE(log.MayAppend(0));
+  ASSERT_TRUE(log.MoveTarget().has_value());
+  EXPECT_EQ(log.MoveTarget()->zone, 1u);
+}
+
+TEST(MapZoneLogTest, AZoneTooSmallForTwoCopiesOfTheMapDoesNotFit) {
+  Geometry g = ZonedGeometry(8);
+  EXPECT_TRUE(ZonedMapFits(g));
+  g.pages_per_segment = 2;  // a superblock and one map page
+  EXPECT_FALSE(ZonedMapFits(g));
+  EXPECT_FALSE(ZonedMapFits(Geometry{}));
+}
+
+// --- The map written and read back ---
+
+// The map of a store on a zoned device: a table and its map as the engine has them.
+struct ZonedMap {
+  ZonedMap(const Superblock& superblock, const StoreShape& shape) {
+    map = std::make_unique<SegmentMap>(shape.geometry, shape.seed);
+    map->UseZones(superblock);
+    table = std::make_unique<SegmentTable>(shape.geometry, /*reserve_user=*/3, map.get(),
+                                           &next_sequence);
+  }
+  std::atomic<uint64_t> next_sequence{1};
+  std::unique_ptr<SegmentMap> map;
+  std::unique_ptr<SegmentTable> table;
+};
+
+// Which segments the map says are in use, after step `step` of the workload below: segment s
+// is in use when bit s of a value that changes one segment a step is set.
+std::vector<bool> InUseAfter(uint64_t step, uint64_t segments) {
+  std::vector<bool> in_use(segments, false);
+  for (uint64_t k = 1; k <= step; ++k) {
+    const uint64_t s = (k * 7) % segments;
+    in_use[s] = !in_use[s];
+  }
+  return in_use;
+}
+
+class MapZonesTest : public ::testing::TestWithParam<uint64_t /*zones*/> {
+ protected:
+  uint64_t zones() const { return GetParam(); }
+  Superblock superblock() const { return StoreSuperblock(zones()); }
+  StoreShape shape() const {
+    StoreShape s;
+    s.geometry = GeometryOf(superblock());
+    s.seed = StoreSeed(kStoreId);
+    return s;
+  }
+  uint64_t segments() const { return zones() - kMetadataZones; }
+
+  // Formats the metadata zones, and writes the map of a fresh store: every segment free.
+  void Format(storage::Device& device, ZonedMap& zoned) {
+    const storage::Buffer page = device.buffers().GetPage();
+    ASSERT_THAT(FormatMetadataZones(device, shape().geometry, superblock(), page), IsOk());
+    device.buffers().PutPage(page);
+    for (uint64_t s = 0; s < segments(); ++s) zoned.map->Set(s, MapState::kFree);
+    ASSERT_THAT(WriteMapAlone(*zoned.table, shape(), device, /*volatile_cache=*/true), IsOk());
+  }
+  // Step `step` of the workload: one segment changes, and the map is written.
+  absl::Status Step(storage::Device& device, ZonedMap& zoned, uint64_t step) {
+    const std::vector<bool> in_use = InUseAfter(step, segments());
+    const uint64_t s = (step * 7) % segments();
+    zoned.map->Set(s, in_use[s] ? MapState::kInUse : MapState::kFree);
+    return WriteMapAlone(*zoned.table, shape(), device, /*volatile_cache=*/true);
+  }
+  // The map as recovery reads it into `zoned` (fresh), as in use per segment.
+  std::vector<bool> Read(storage::Device& device, ZonedMap& zoned) {
+    absl::StatusOr<MapView> view = ReadMapView(shape(), device, *zoned.table, false);
+    EXPECT_THAT(view, IsOk());
+    if (!view.ok()) return {};
+    EXPECT_EQ(view->pages_damaged, 0u);
+    return view->in_use;
+  }
+  // What each zone's superblock copy is: every one whole or absent, at least one whole.
+  void ExpectSuperblocks(storage::Device& device) {
+    const storage::Buffer chunk = device.buffers().GetChunk();
+    absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(device, chunk);
+    device.buffers().PutChunk(chunk);
+    ASSERT_THAT(found, IsOk());
+    int whole = 0;
+    for (uint32_t z = 0; z < kMetadataZones; ++z) {
+      EXPECT_TRUE(found->copies[z].ok() || absl::IsNotFound(found->copies[z].status()))
+          << "zone " << z << ": " << found->copies[z].status();
+      whole += found->copies[z].ok() ? 1 : 0;
+    }
+    EXPECT_GE(whole, 1);
+  }
+};
+
+// Many more map writes than a zone holds: the map moves between the zones, and reads back as
+// written after every step, in a fresh map that then goes on writing where the last one was.
+TEST_P(MapZonesTest, TheMapMovesBetweenZonesAndReadsBackAsWritten) {
+  auto device = storage::MemDevice::Create(ZonedOptions(zones()));
+  ASSERT_THAT(device, IsOk());
+  auto writing = std::make_unique<ZonedMap>(superblock(), shape());
+  Format(**device, *writing);
+  std::vector<uint32_t> current_zones;
+  const uint64_t steps = 4 * kCapacity;
+  for (uint64_t step = 1; step <= steps; ++step) {
+    SCOPED_TRACE(::testing::Message() << "step " << step);
+    ASSERT_THAT(Step(**device, *writing, step), IsOk());
+    const uint32_t current = *writing->map->current_zone();
+    if (current_zones.empty() || current_zones.back() != current) current_zones.push_back(current);
+    ZonedMap reading(superblock(), shape());
+    EXPECT_EQ(Read(**device, reading), InUseAfter(step, segments()));
+    EXPECT_EQ(reading.map->current_zone(), current);
+    ExpectSuperblocks(**device);
+    if (step % 5 == 0) {  // a new session: the map taken up where the last one left it
+      writing = std::make_unique<ZonedMap>(superblock(), shape());
+      EXPECT_EQ(Read(**device, *writing), InUseAfter(step, segments()));
+    }
+  }
+  EXPECT_GE(current_zones.size(), 4u) << "the map moved back and forth";
+}
+
+// Power cuts at every point of the writes and moves: the map read back is, page by page, what
+// some write at or after the last acknowledged one made it, both superblock copies are whole or
+// absent, and a fresh map resumes from it (finishing a move cut short) and reads back exactly.
+TEST_P(MapZonesTest, PowerCutsLeaveTheNewestAcknowledgedMapOrANewerOne) {
+  const uint64_t per_page = MapEntriesPerPage(kPageBytes);
+  const uint64_t steps = 3 * kCapacity;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::unique_ptr<storage::MemDevice> inner;
+    {
+      auto made = storage::MemDevice::Create(ZonedOptions(zones()));
+      ASSERT_THAT(made, IsOk());
+      inner = std::move(*made);
+    }
+    std::shared_ptr<storage::MemStorage> storage = inner->storage();
+    uint64_t acknowledged = 0, attempted = 0;
+    {
+      auto fault = storage::FaultDevice::Create(std::move(inner), {.seed = seed});
+      ASSERT_THAT(fault, IsOk());
+      ZonedMap zoned(superblock(), shape());
+      Format(**fault, zoned);
+      ASSERT_THAT((*fault)->SetCutAfterOperations(1 + seed % (2 * steps)), IsOk());
+      for (uint64_t step = 1; step <= steps; ++step) {
+        attempted = step;
+        if (!Step(**fault, zoned, step).ok()) break;
+        acknowledged = step;
+      }
+    }
+    auto rebooted = storage::MemDevice::Open(storage, ZonedOptions(zones()));
+    ASSERT_THAT(rebooted, IsOk());
+    ExpectSuperblocks(**rebooted);
+    ZonedMap resumed(superblock(), shape());
+    const std::vector<bool> found = Read(**rebooted, resumed);
+    ASSERT_EQ(found.size(), segments());
+    for (uint64_t first = 0; first < segments(); first += per_page) {
+      const uint64_t end = std::min(segments(), first + per_page);
+      bool matches_one = false;
+      for (uint64_t step = acknowledged; step <= attempted && !matches_one; ++step) {
+        const std::vector<bool> then = InUseAfter(step, segments());
+        matches_one = std::equal(found.begin() + first, found.begin() + end, then.begin() + first);
+      }
+      EXPECT_TRUE(matches_one) << "map page " << first / per_page << ": acknowledged "
+                               << acknowledged << ", attempted " << attempted;
+    }
+    // Resumed, the map goes on from what it found, and reads back exactly.
+    std::vector<bool> model = found;
+    for (uint64_t more = 1; more <= kCapacity; ++more) {
+      const uint64_t s = (more * 5) % segments();
+      model[s] = !model[s];
+      resumed.map->Set(s, model[s] ? MapState::kInUse : MapState::kFree);
+      ASSERT_THAT(WriteMapAlone(*resumed.table, shape(), **rebooted, true), IsOk());
+    }
+    ZonedMap reread(superblock(), shape());
+    EXPECT_EQ(Read(**rebooted, reread), model);
+    EXPECT_EQ(reread.map->current_zone(), resumed.map->current_zone());
+    ExpectSuperblocks(**rebooted);
+  }
+}
+
+// One map page (8 zones), and two (a store of more segments than one page describes).
+INSTANTIATE_TEST_SUITE_P(MapPages, MapZonesTest,
+                         ::testing::Values(uint64_t{8},
+                                           MapEntriesPerPage(kPageBytes) + kMetadataZones + 6));
+
+}  // namespace
+}  // namespace nvkv::kv
