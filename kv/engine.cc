@@ -87,11 +87,12 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
   shape_ = opened.shape;
   device_info_ = opened.device_info;
   open_queue_ = std::move(opened.queue);
-  return StartEngine(opened.formatted_now);
+  return StartEngine(opened.formatted_now, opened.superblock);
 }
 
-absl::Status Engine::Impl::StartEngine(bool formatted_now) {
+absl::Status Engine::Impl::StartEngine(bool formatted_now, const Superblock& superblock) {
   segment_map_ = std::make_unique<SegmentMap>(shape_.geometry, shape_.seed);
+  if (shape_.geometry.zoned()) segment_map_->UseZones(superblock);
   segments_ = std::make_unique<SegmentTable>(shape_.geometry,
                                              SegmentTable::UserReserveFor(options_.shard_count),
                                              segment_map_.get(), &next_sequence_);

@@ -70,8 +70,9 @@ class Engine::Impl final {
   // --- engine.cc ---
   // The store at `path` opened (StoreOpener, store_open.h) and the engine started over it.
   absl::Status OpenStore(const std::string& path);
-  // Shards, recovery (unless just formatted), the writer's and compaction's queues and threads.
-  absl::Status StartEngine(bool formatted_now);
+  // Shards, recovery (unless just formatted), the writer's and compaction's queues and threads,
+  // over the store of `superblock` (on zones, the segment map's zones start with it).
+  absl::Status StartEngine(bool formatted_now, const Superblock& superblock);
   absl::Status Close();
   EngineStats Stats();
   absl::Status CheckOpen() const;

@@ -13,7 +13,7 @@ MapZoneLog::MapZoneLog(const Geometry& geometry, const Superblock& superblock)
       current_(0),
       used_(1),
       holds_(geometry.map_pages(), true) {
-  NVKV_CHECK(geometry.zoned() && ZonedMapFits(geometry));
+  NVKV_CHECK(geometry.map_fits_zone());
 }
 
 void MapZoneLog::Resume(const Found& found) {
@@ -59,10 +59,6 @@ void MapZoneLog::Moved() {
   used_ = 1;
   holds_.assign(holds_.size(), false);
   missing_ = holds_.size();
-}
-
-bool ZonedMapFits(const Geometry& geometry) {
-  return geometry.zoned() && geometry.pages_per_segment >= 1 + 2 * geometry.map_pages();
 }
 
 }  // namespace nvkv::kv

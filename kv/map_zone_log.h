@@ -40,7 +40,7 @@ class MapZoneLog {
 
   // As a format leaves it: zone 0 current, holding its superblock copy alone (copy 0 of
   // `superblock`, the store's). REQUIRES: geometry.zoned(), and room in a zone for its
-  // superblock and two copies of the map (ZonedMapFits).
+  // superblock and two copies of the map (Geometry::map_fits_zone).
   MapZoneLog(const Geometry& geometry, const Superblock& superblock);
   // Takes up the map where Open found it.
   void Resume(const Found& found);
@@ -75,10 +75,6 @@ class MapZoneLog {
   std::vector<bool> holds_;
   uint64_t missing_ = 0;
 };
-
-// Whether a metadata zone of `geometry` has room for its superblock and two copies of the map
-// (so that a move is not due again at once): Open refuses a zoned store without it.
-bool ZonedMapFits(const Geometry& geometry);
 
 }  // namespace nvkv::kv
 

@@ -61,6 +61,7 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
       continue;
     }
     found.copies[z] = DecodeSuperblock(chunk.data, bytes);
+    found.other_format[z] = IsOtherNvkvFormat(found.copies[z], chunk.data);
   }
   return found;
 }

@@ -34,6 +34,9 @@ struct ZoneSuperblocks {
   // data that is not an nvkv superblock).
   std::array<absl::StatusOr<Superblock>, kMetadataZones> copies = {absl::NotFoundError(""),
                                                                    absl::NotFoundError("")};
+  // Copy z is an nvkv superblock of a format this nvkv does not read (a newer version's, or a
+  // development version's; IsOtherNvkvFormat): never formatted over.
+  std::array<bool, kMetadataZones> other_format = {false, false};
   // Neither zone holds anything where a superblock goes: a fresh namespace, or a format cut
   // short before either copy landed. Open may format it (create_if_missing).
   bool blank() const;

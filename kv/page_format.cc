@@ -129,10 +129,13 @@ absl::Status CheckZonedFields(const Superblock& superblock) {
         superblock.page_bytes, " bytes"));
   }
   const uint64_t zone_bytes = superblock.zone_blocks * lba_bytes;
-  if (superblock.segment_count + kMetadataZones > kMaxStoreBytes / zone_bytes) {
-    return absl::DataLossError(absl::StrCat("zoned superblock geometry is impossible: ",
-                                            superblock.segment_count, " zones of ", zone_bytes,
-                                            " bytes"));
+  const Geometry g = GeometryOf(superblock);
+  if (superblock.segment_count + kMetadataZones > kMaxStoreBytes / zone_bytes ||
+      !g.map_fits_zone()) {
+    return absl::DataLossError(absl::StrCat(
+        "zoned superblock geometry is impossible: ", superblock.segment_count, " zones of ",
+        zone_bytes, " bytes, ", g.pages_per_segment, " pages of each writable (a metadata zone ",
+        "needs ", 1 + 2 * g.map_pages(), ")"));
   }
   return absl::OkStatus();
 }
@@ -198,6 +201,14 @@ absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_b
   }
   if (zoned) NVKV_RETURN_IF_ERROR(CheckZonedFields(superblock));
   return superblock;
+}
+
+bool IsOtherNvkvFormat(const absl::StatusOr<Superblock>& decoded, const uint8_t* page) {
+  // DecodeSuperblock's other kFailedPrecondition is a wrong magic; a bad checksum is kDataLoss.
+  if (!absl::IsFailedPrecondition(decoded.status())) return false;
+  uint64_t magic = 0;
+  std::memcpy(&magic, page + offsetof(Superblock, magic), sizeof(magic));
+  return magic == kSuperblockMagic || magic == kDevelopmentSuperblockMagic;
 }
 
 Geometry GeometryOf(const Superblock& superblock) {

@@ -351,6 +351,9 @@ struct Geometry {
   // metadata zones instead, and map_first_page() names no place).
   uint64_t map_first_page() const { return kSuperblockPages + segment_count * pages_per_segment; }
   uint64_t map_pages() const { return MapPagesFor(segment_count, page_bytes); }
+  // Zoned: a metadata zone holds its superblock copy and two copies of the map, so that a move
+  // of the map is not due again at once (FORMAT.md "The segment map's log").
+  bool map_fits_zone() const { return zoned() && pages_per_segment >= 1 + 2 * map_pages(); }
   uint64_t total_pages() const {
     return zoned() ? (kMetadataZones + segment_count) * zone_pages
                    : map_first_page() + map_pages();
@@ -391,6 +394,10 @@ void EncodeSuperblock(const Superblock& superblock, uint8_t* page, uint32_t page
 // superblock (bad magic), a development version's, or a newer format version's;
 // kInvalidArgument: impossible geometry.
 absl::StatusOr<Superblock> DecodeSuperblock(const uint8_t* page, uint32_t page_bytes);
+// Whether DecodeSuperblock refused `page` (giving `decoded`) because it is an nvkv superblock of
+// a format this nvkv does not read (a newer version's, or a development version's): such a
+// store is refused as such, never formatted over nor called foreign.
+bool IsOtherNvkvFormat(const absl::StatusOr<Superblock>& decoded, const uint8_t* page);
 Geometry GeometryOf(const Superblock& superblock);
 
 // --- Pages ---

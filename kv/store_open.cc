@@ -13,6 +13,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "kv/metadata_zones.h"
 #include "kv/page_runs.h"
 #include "kv/segment_map.h"
 #include "kv/segment_read.h"
@@ -22,16 +23,6 @@
 
 namespace nvkv::kv {
 namespace {
-
-// True when DecodeSuperblock refused `page` because it is an nvkv superblock of a format this
-// nvkv does not read (a newer version's, or a development version's): its other
-// kFailedPrecondition is a wrong magic, and a bad checksum is kDataLoss.
-bool IsOtherFormat(const absl::StatusOr<Superblock>& decoded, const uint8_t* page) {
-  if (!absl::IsFailedPrecondition(decoded.status())) return false;
-  uint64_t magic = 0;
-  std::memcpy(&magic, page + offsetof(Superblock, magic), sizeof(magic));
-  return magic == kSuperblockMagic || magic == kDevelopmentSuperblockMagic;
-}
 
 // The segment size a format picks for segment_bytes 0: 1 MiB, halved while the store would hold
 // fewer than kAutoMinSegments, down to 16 pages. The segments kept free for compaction (one per
@@ -108,13 +99,17 @@ absl::StatusOr<OpenedStore> StoreOpener::Open() {
                                                    " is not a multiple of the device's ",
                                                    device_info_.lba_bytes, "-byte blocks"));
   }
+  Superblock superblock{};
+  OpenedStore opened;
+  if (device_info_.zoned) {
+    NVKV_ASSIGN_OR_RETURN(superblock, ReadOrFormatZoned(&opened.formatted_now));
+    return Opened(superblock, std::move(opened));
+  }
   NVKV_ASSIGN_OR_RETURN(const SuperblockProbe probe, ProbeSuperblocks());
   if (!probe.unreadable_format.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(path_, ": ", probe.unreadable_format.message()));
   }
-  Superblock superblock{};
-  OpenedStore opened;
   opened.formatted_now = !probe.copies[0].ok() && !probe.copies[1].ok();
   if (!opened.formatted_now) {
     if (options_.error_if_exists) {
@@ -134,16 +129,112 @@ absl::StatusOr<OpenedStore> StoreOpener::Open() {
   } else {
     NVKV_ASSIGN_OR_RETURN(superblock, FormatStore(probe));
   }
+  if (options_.grow_store && !opened.formatted_now) {
+    NVKV_RETURN_IF_ERROR(AdoptGeometry(superblock));
+    NVKV_RETURN_IF_ERROR(GrowStore(&superblock));
+  }
+  return Opened(superblock, std::move(opened));
+}
+
+absl::StatusOr<OpenedStore> StoreOpener::Opened(const Superblock& superblock,
+                                                OpenedStore opened) {
   // The index mode: the one asked for, else the one the store was formatted with.
   shape_.ordered = options_.index_mode == IndexMode::kAsFormatted
                  ? superblock.index_mode == kSuperblockIndexOrdered
                  : options_.index_mode == IndexMode::kOrdered;
   NVKV_RETURN_IF_ERROR(AdoptGeometry(superblock));
-  if (options_.grow_store && !opened.formatted_now) NVKV_RETURN_IF_ERROR(GrowStore(&superblock));
   opened.shape = shape_;
+  opened.superblock = superblock;
+  opened.superblock.copy = 0;
   opened.device_info = device_info_;
   opened.queue = std::move(queue_);
   return opened;
+}
+
+absl::StatusOr<Superblock> StoreOpener::ReadOrFormatZoned(bool* formatted_now) {
+  const storage::BufferLease chunk = storage::BufferLease::Chunk(queue_->buffers());
+  NVKV_CHECK(chunk.valid());
+  absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(*queue_, *chunk);
+  if (!found.ok()) {
+    return absl::Status(found.status().code(),
+                        absl::StrCat(path_, ": ", found.status().message()));
+  }
+  for (uint32_t z = 0; z < kMetadataZones; ++z) {
+    if (found->other_format[z]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path_, ": ", found->copies[z].status().message()));
+    }
+  }
+  *formatted_now = !found->copies[0].ok() && !found->copies[1].ok();
+  if (*formatted_now) return FormatZonedStore(*found);
+  if (options_.error_if_exists) {
+    return absl::AlreadyExistsError(absl::StrCat(path_, ": a store already exists"));
+  }
+  // Copy 0 when both verify (a format writes it first). Nothing is written in place on zones: a
+  // damaged or missing copy is written again when the map next moves into its zone
+  // (MoveMapWhenFull), and until then the other serves.
+  return *found->copies[found->copies[0].ok() ? 0 : 1];
+}
+
+absl::StatusOr<Superblock> StoreOpener::FormatZonedStore(const ZoneSuperblocks& found) {
+  const uint32_t damaged_copy = absl::IsDataLoss(found.copies[0].status()) ? 0 : 1;
+  const absl::Status& damage = found.copies[damaged_copy].status();
+  NVKV_RETURN_IF_ERROR(MayFormat(absl::IsDataLoss(damage), /*empty=*/found.blank(), damage));
+  const storage::ZoneModel& zones = device_info_.zones;
+  const uint32_t lba_bytes = device_info_.lba_bytes;
+  const uint32_t blocks_per_page = options_.page_bytes / lba_bytes;
+  if (zones.zone_blocks % blocks_per_page != 0 || zones.capacity_blocks % blocks_per_page != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": zones of ", zones.zone_blocks, " blocks (", zones.capacity_blocks,
+        " writable) of ", lba_bytes, " bytes are not whole pages of ", options_.page_bytes,
+        " bytes: choose a page_bytes that divides them"));
+  }
+  const uint64_t capacity_bytes = zones.capacity_blocks * lba_bytes;
+  if (options_.segment_bytes != kAutoSegmentBytes && options_.segment_bytes != capacity_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": segment_bytes ", options_.segment_bytes, ": on a zoned namespace a segment is ",
+        "a zone's writable part (", capacity_bytes, " bytes here); leave segment_bytes at 0"));
+  }
+  Superblock superblock{};
+  superblock.format_version = kZonedFormatVersion;
+  superblock.page_bytes = options_.page_bytes;
+  superblock.pages_per_segment = static_cast<uint32_t>(
+      std::min<uint64_t>(zones.capacity_blocks / blocks_per_page, UINT32_MAX));
+  superblock.lba_bytes = lba_bytes;
+  superblock.segment_count = zones.zone_count - kMetadataZones;
+  superblock.layout = kSuperblockLayoutZoned;
+  superblock.zone_blocks = zones.zone_blocks;
+  superblock.capacity_blocks = zones.capacity_blocks;
+  const Geometry g = GeometryOf(superblock);
+  if (capacity_bytes > kMaxZonedSegmentBytes || g.pages_per_segment < 8) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path_, ": zones of ", capacity_bytes, " writable bytes; nvkv takes zones of 8 pages to ",
+        kMaxZonedSegmentBytes >> 30, " GiB"));
+  }
+  if (!g.map_fits_zone()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path_, ": zones of ", g.pages_per_segment, " writable pages cannot hold a superblock and ",
+        "two copies of the segment map of ", g.segment_count, " segments (", 1 + 2 * g.map_pages(),
+        " pages): use a smaller page_bytes or a namespace of larger zones"));
+  }
+  NVKV_RETURN_IF_ERROR(CheckRoomForShards(g.segment_count, capacity_bytes));
+  NVKV_RETURN_IF_ERROR(FillStoreIdentity(&superblock));
+  NVKV_RETURN_IF_ERROR(AdoptGeometry(superblock));  // what Open checks of a store, before writing
+  // Every zone emptied, durably (a cut must not bring an earlier store's zones back under this
+  // store's map), then the metadata zones laid down.
+  storage::Device& device = *queue_;
+  std::vector<storage::IoRequest> resets(zones.zone_count);
+  for (uint64_t z = 0; z < zones.zone_count; ++z) {
+    resets[z].op = storage::IoOp::kZoneReset;
+    resets[z].lba = zones.StartOf(z);
+  }
+  NVKV_RETURN_IF_ERROR(storage::RunAll(device, resets));
+  for (const storage::IoRequest& reset : resets) NVKV_RETURN_IF_ERROR(reset.status);
+  if (device_info_.volatile_write_cache) NVKV_RETURN_IF_ERROR(storage::FlushDevice(device));
+  const storage::BufferLease page = storage::BufferLease::Page(device.buffers());
+  NVKV_CHECK(page.valid());
+  NVKV_RETURN_IF_ERROR(FormatMetadataZones(device, g, superblock, *page));
+  return superblock;
 }
 
 absl::StatusOr<StoreOpener::SuperblockProbe> StoreOpener::ProbeSuperblocks() {
@@ -175,7 +266,7 @@ absl::StatusOr<StoreOpener::SuperblockProbe> StoreOpener::ProbeSuperblocks() {
   // such, whatever the options: never formatted over (force_format is for data that is not an
   // nvkv store), never called foreign.
   probe.copies[0] = DecodeSuperblock(chunk.data, kMaxPageBytes);
-  if (IsOtherFormat(probe.copies[0], chunk.data)) {
+  if (IsOtherNvkvFormat(probe.copies[0], chunk.data)) {
     probe.unreadable_format = probe.copies[0].status();
   }
   if (probe.copies[0].ok() && probe.copies[0]->page_bytes * 2 <= probe_bytes) {
@@ -185,7 +276,7 @@ absl::StatusOr<StoreOpener::SuperblockProbe> StoreOpener::ProbeSuperblocks() {
     for (uint32_t page = kMinPageBytes; page <= kMaxPageBytes && page * 2 <= probe_bytes;
          page *= 2) {
       auto candidate = DecodeSuperblock(chunk.data + page, kMaxPageBytes);
-      if (probe.unreadable_format.ok() && IsOtherFormat(candidate, chunk.data + page)) {
+      if (probe.unreadable_format.ok() && IsOtherNvkvFormat(candidate, chunk.data + page)) {
         probe.unreadable_format = candidate.status();
       }
       if (candidate.ok() && candidate->page_bytes == page) {
@@ -216,17 +307,15 @@ absl::Status StoreOpener::RepairSuperblock(const Superblock& good, uint32_t whic
   return repaired;
 }
 
-absl::StatusOr<Superblock> StoreOpener::FormatStore(const SuperblockProbe& probe) {
-  const bool damaged = absl::IsDataLoss(probe.copies[0].status()) ||
-                       absl::IsDataLoss(probe.copies[1].status());
+absl::Status StoreOpener::MayFormat(bool damaged, bool empty, const absl::Status& damage) {
   if (damaged && !options_.force_format) {
-    absl::Status refused = absl::DataLossError(absl::StrCat(
-        path_, ": both nvkv superblocks are damaged (", probe.copies[0].status().message(),
-        "); refusing to open or format it"));
+    absl::Status refused = absl::DataLossError(
+        absl::StrCat(path_, ": both nvkv superblocks are damaged (", damage.message(),
+                     "); refusing to open or format it"));
     refused.SetPayload(kFormatRefusedPayload, absl::Cord());
     return refused;
   }
-  if (!probe.empty && !options_.force_format) {
+  if (!empty && !options_.force_format) {
     absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
         path_, ": holds data that is not an nvkv store; refusing to format it without "
                "force_format"));
@@ -240,15 +329,10 @@ absl::StatusOr<Superblock> StoreOpener::FormatStore(const SuperblockProbe& probe
   if (!options_.create_if_missing) {
     return absl::NotFoundError(absl::StrCat(path_, ": no nvkv store (create_if_missing is off)"));
   }
-  const uint32_t lba_bytes = device_info_.lba_bytes;
-  const uint32_t segment_bytes =
-      options_.segment_bytes != kAutoSegmentBytes
-          ? options_.segment_bytes
-          : AutoSegmentBytes(device_info_.capacity_bytes(), options_.page_bytes);
-  const uint32_t pages_per_segment = segment_bytes / options_.page_bytes;
-  // Segments and their map after them (FORMAT.md "Device layout").
-  const uint64_t segment_count =
-      SegmentsFitting(device_info_.capacity_bytes(), options_.page_bytes, pages_per_segment);
+  return absl::OkStatus();
+}
+
+absl::Status StoreOpener::CheckRoomForShards(uint64_t segment_count, uint64_t segment_bytes) {
   // The reserve, an open segment per shard, and four segments of data.
   const uint64_t need =
       uint64_t{SegmentTable::UserReserveFor(options_.shard_count)} + options_.shard_count + 4;
@@ -258,19 +342,41 @@ absl::StatusOr<Superblock> StoreOpener::FormatStore(const SuperblockProbe& probe
         " segments of ", segment_bytes, " bytes; need at least ", need,
         " (fewer shards or smaller segments need less)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status StoreOpener::FillStoreIdentity(Superblock* superblock) {
+  superblock->format_time_unix_s = static_cast<uint64_t>(std::time(nullptr));
+  superblock->index_mode = options_.index_mode == IndexMode::kOrdered ? kSuperblockIndexOrdered
+                                                                      : kSuperblockIndexHash;
+  if (getrandom(superblock->store_id, sizeof(superblock->store_id), 0) !=
+      static_cast<ssize_t>(sizeof(superblock->store_id))) {
+    return absl::InternalError("getrandom failed for the store id");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Superblock> StoreOpener::FormatStore(const SuperblockProbe& probe) {
+  const bool damaged = absl::IsDataLoss(probe.copies[0].status()) ||
+                       absl::IsDataLoss(probe.copies[1].status());
+  NVKV_RETURN_IF_ERROR(MayFormat(damaged, probe.empty, probe.copies[0].status()));
+  const uint32_t lba_bytes = device_info_.lba_bytes;
+  const uint32_t segment_bytes =
+      options_.segment_bytes != kAutoSegmentBytes
+          ? options_.segment_bytes
+          : AutoSegmentBytes(device_info_.capacity_bytes(), options_.page_bytes);
+  const uint32_t pages_per_segment = segment_bytes / options_.page_bytes;
+  // Segments and their map after them (FORMAT.md "Device layout").
+  const uint64_t segment_count =
+      SegmentsFitting(device_info_.capacity_bytes(), options_.page_bytes, pages_per_segment);
+  NVKV_RETURN_IF_ERROR(CheckRoomForShards(segment_count, segment_bytes));
   Superblock superblock{};
   superblock.format_version = kFormatVersion;
   superblock.page_bytes = options_.page_bytes;
   superblock.pages_per_segment = pages_per_segment;
   superblock.lba_bytes = lba_bytes;
   superblock.segment_count = segment_count;
-  superblock.format_time_unix_s = static_cast<uint64_t>(std::time(nullptr));
-  superblock.index_mode = options_.index_mode == IndexMode::kOrdered ? kSuperblockIndexOrdered
-                                                                     : kSuperblockIndexHash;
-  if (getrandom(superblock.store_id, sizeof(superblock.store_id), 0) !=
-      static_cast<ssize_t>(sizeof(superblock.store_id))) {
-    return absl::InternalError("getrandom failed for the store id");
-  }
+  NVKV_RETURN_IF_ERROR(FillStoreIdentity(&superblock));
   storage::Device& device = *queue_;
   const storage::BufferLease page = storage::BufferLease::Chunk(device.buffers());
   NVKV_CHECK(page.valid() && page->bytes >= 2 * superblock.page_bytes);
@@ -392,6 +498,17 @@ absl::Status StoreOpener::AdoptGeometry(const Superblock& superblock) {
   }
   if (g.total_pages() >= (uint64_t{1} << 31)) {
     return absl::UnimplementedError("stores of more than 2^31 pages are not supported yet");
+  }
+  if (g.zoned()) {
+    const storage::ZoneModel& zones = device_info_.zones;
+    if (superblock.zone_blocks != zones.zone_blocks ||
+        superblock.capacity_blocks != zones.capacity_blocks || superblock.lba_bytes != lba_bytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path_, ": the store was formatted for zones of ", superblock.zone_blocks, " blocks (",
+          superblock.capacity_blocks, " writable) of ", superblock.lba_bytes,
+          " bytes; the namespace has zones of ", zones.zone_blocks, " blocks (",
+          zones.capacity_blocks, " writable) of ", lba_bytes, " bytes"));
+    }
   }
   shape_.blocks_per_page = shape_.geometry.page_bytes / lba_bytes;
   shape_.seed = StoreSeed(superblock.store_id);

@@ -1,8 +1,10 @@
 // StoreOpener: the first step of an Open, before the engine has any part: what the start of the
 // device holds (two superblock copies, a damaged or stale one repaired from the other), a device
 // holding no store formatted when the options allow it, a store grown when asked
-// (kv/FORMAT.md "Growing a store"), and the store's shape taken from the superblock. The engine
-// starts over what it finds (Engine::Impl::StartEngine).
+// (kv/FORMAT.md "Growing a store"), and the store's shape taken from the superblock. On a zoned
+// namespace the copies are the metadata zones' first pages, and a format empties every zone
+// (kv/FORMAT.md "Zoned namespaces"). The engine starts over what it finds
+// (Engine::Impl::StartEngine).
 #ifndef NVKV_KV_STORE_OPEN_H_
 #define NVKV_KV_STORE_OPEN_H_
 
@@ -13,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kv/engine.h"
+#include "kv/metadata_zones.h"
 #include "kv/page_format.h"
 #include "kv/store_shape.h"
 #include "storage/device.h"
@@ -32,6 +35,8 @@ struct OpenedStore {
   storage::DeviceInfo device_info;
   // The queue Open read and wrote through, for recovery's reads next.
   std::unique_ptr<storage::Device> queue;
+  // The store's superblock (copy 0 of it): on zones, what a metadata zone starts with.
+  Superblock superblock{};
 };
 
 class StoreOpener {
@@ -60,6 +65,23 @@ class StoreOpener {
     bool empty = false;
   };
   absl::StatusOr<SuperblockProbe> ProbeSuperblocks();
+  // What a zoned namespace holds: the store its metadata zones' superblock copies name (either
+  // one: nothing is repaired in place on zones), or a store formatted when the options allow it
+  // (*formatted_now).
+  absl::StatusOr<Superblock> ReadOrFormatZoned(bool* formatted_now);
+  // Formats a zoned namespace whose metadata zones hold no store (kv/FORMAT.md "Zoned
+  // namespaces"): the store takes every zone, each empty; segments are zones.
+  absl::StatusOr<Superblock> FormatZonedStore(const ZoneSuperblocks& found);
+  // Whether the options allow a format of a device that holds no store: refused over damaged
+  // superblocks (`damage` says how) or data (not `empty`) without force_format, on a read-only
+  // open, or without create_if_missing.
+  absl::Status MayFormat(bool damaged, bool empty, const absl::Status& damage);
+  // Whether `segment_count` segments leave room for the shards asked for.
+  absl::Status CheckRoomForShards(uint64_t segment_count, uint64_t segment_bytes);
+  // A new store's id, format time and index mode.
+  absl::Status FillStoreIdentity(Superblock* superblock);
+  // The store of `superblock` as Open hands it on: its shape (AdoptGeometry), the queue.
+  absl::StatusOr<OpenedStore> Opened(const Superblock& superblock, OpenedStore opened);
   // Writes copy `which` of `good` (a repair from the good copy, or a grow's), with FUA.
   absl::Status RepairSuperblock(const Superblock& good, uint32_t which);
   // Formats a device holding no store, if the options and what it holds allow.

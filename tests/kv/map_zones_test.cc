@@ -107,10 +107,10 @@ TEST(MapZoneLogTest, AFailedAppendCountsItsPageMissingAgain) {
 
 TEST(MapZoneLogTest, AZoneTooSmallForTwoCopiesOfTheMapDoesNotFit) {
   Geometry g = ZonedGeometry(8);
-  EXPECT_TRUE(ZonedMapFits(g));
+  EXPECT_TRUE(g.map_fits_zone());
   g.pages_per_segment = 2;  // a superblock and one map page
-  EXPECT_FALSE(ZonedMapFits(g));
-  EXPECT_FALSE(ZonedMapFits(Geometry{}));
+  EXPECT_FALSE(g.map_fits_zone());
+  EXPECT_FALSE(Geometry{}.map_fits_zone());
 }
 
 // --- The map written and read back ---

@@ -185,7 +185,8 @@ struct Options {
   // segments free (Stats::usable_bytes), so on a small store smaller segments leave more of it
   // usable. 0: sized to the store: 1 MiB, halved while the store would have fewer than 64
   // segments, down to 16 pages (a 16 MiB store gets 256 KiB segments: values up to ~64 KiB).
-  // Otherwise a multiple of page_bytes, 16 pages to 8 MiB.
+  // Otherwise a multiple of page_bytes, 16 pages to 8 MiB. On a zoned namespace a segment is a
+  // zone's writable part, whatever its size: 0, or exactly that.
   // Default: 0 (1 MiB on stores of 64 MiB or more). Unit: bytes. Scope: at format.
   uint32_t segment_bytes = 0;
 
