@@ -340,7 +340,7 @@ absl::Status Compactor::PrefetchForSettling(uint64_t segment, const SegmentBuffe
   std::vector<storage::IoRequest> reads(pages.size());
   for (size_t i = 0; i < pages.size(); ++i) {
     reads[i].op = storage::IoOp::kRead;
-    reads[i].lba = shape_.LbaOf(pages[i]);
+    reads[i].lba = shape_.ReadLbaOf(pages[i]);
     reads[i].lba_count = shape_.blocks_per_page;
     reads[i].buffer = prefetch_buffers_[i];
   }
@@ -403,7 +403,8 @@ const uint8_t* Compactor::PageForSettling(uint64_t segment, const SegmentBuffer&
   if (!read_page_.valid()) read_page_ = queue_->buffers().GetPage();
   if (!read_page_.valid()) return nullptr;
   settle_page_reads_.fetch_add(1);
-  if (!storage::ReadBlocks(*queue_, shape_.LbaOf(page), shape_.blocks_per_page, read_page_).ok()) {
+  if (!storage::ReadBlocks(*queue_, shape_.ReadLbaOf(page), shape_.blocks_per_page, read_page_)
+           .ok()) {
     return nullptr;
   }
   return IsDataPage(read_page_.data, page) ? read_page_.data : nullptr;

@@ -92,7 +92,12 @@ absl::Status Engine::Impl::OpenStore(const std::string& path) {
 
 absl::Status Engine::Impl::StartEngine(bool formatted_now, const Superblock& superblock) {
   segment_map_ = std::make_unique<SegmentMap>(shape_.geometry, shape_.seed);
-  if (shape_.geometry.zoned()) segment_map_->UseZones(superblock);
+  if (shape_.geometry.zoned()) {
+    segment_map_->UseZones(superblock);
+    // Before any part takes its copy of the shape: every read of a log page goes through it.
+    zone_places_ = std::make_unique<ZonePlaces>(shape_.geometry);
+    shape_.places = zone_places_.get();
+  }
   segments_ = std::make_unique<SegmentTable>(shape_.geometry,
                                              SegmentTable::UserReserveFor(options_.shard_count),
                                              segment_map_.get(), &next_sequence_);

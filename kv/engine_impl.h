@@ -159,6 +159,8 @@ class Engine::Impl final {
   StoreShape shape_;
   // The segment map (segment_map.h), kept by segments_, written by the writer (by Open before).
   std::unique_ptr<SegmentMap> segment_map_;
+  // A zoned store's place table (zone_places.h), which shape_.places points at.
+  std::unique_ptr<ZonePlaces> zone_places_;
   std::unique_ptr<SegmentTable> segments_;
   ShardSet shards_;
   std::atomic<uint64_t> next_sequence_{1};

@@ -80,7 +80,7 @@ class SegmentReader {
 
   // Reads one page of the store; the bytes stay valid until the next ReadPage.
   absl::StatusOr<const uint8_t*> ReadPage(uint64_t page_number) {
-    absl::Status status = storage::ReadBlocks(*queue_, engine_.shape().LbaOf(page_number),
+    absl::Status status = storage::ReadBlocks(*queue_, engine_.shape().ReadLbaOf(page_number),
                                               engine_.shape().blocks_per_page, page_buffer_);
     if (!status.ok()) return status;
     return page_buffer_.data;
@@ -150,16 +150,16 @@ std::string Where(const Engine::Impl& engine, uint64_t page_number) {
   const Geometry& g = engine.shape().geometry;
   if (page_number < kSuperblockPages) {
     return absl::StrFormat("superblock copy %d (page %d, LBA 0x%x)", page_number, page_number,
-                           engine.shape().LbaOf(page_number));
+                           engine.shape().ReadLbaOf(page_number));
   }
   if (page_number >= g.map_first_page()) {
     return absl::StrFormat("segment map page %d (page %d, LBA 0x%x)",
                            page_number - g.map_first_page(), page_number,
-                           engine.shape().LbaOf(page_number));
+                           engine.shape().ReadLbaOf(page_number));
   }
   return absl::StrFormat("segment %d page %d (page %d, LBA 0x%x)", g.SegmentOf(page_number),
                          g.PageInSegment(page_number), page_number,
-                         engine.shape().LbaOf(page_number));
+                         engine.shape().ReadLbaOf(page_number));
 }
 
 // Printable ASCII as is, anything else as \xHH; cut after kShownKeyBytes.

@@ -194,7 +194,7 @@ void PageLookup::IssueRead(ReadOp* op) const {
   op->read_pages.push_back(page_number);
   op->request.op = storage::IoOp::kRead;
   op->request.fua = false;
-  op->request.lba = shape_.LbaOf(page_number);
+  op->request.lba = shape_.ReadLbaOf(page_number);
   op->request.lba_count = shape_.blocks_per_page;
   op->request.buffer = op->page;
   op->request.on_done = OnPageRead;
@@ -381,9 +381,10 @@ void PageLookup::PageRead(ReadOp* op) const {
 }
 
 void PageLookup::IssueContinuation(ReadOp* op) const {
-  op->large_batch_pages =
-      std::min(op->large_pages_left, op->request.buffer.bytes / shape_.geometry.page_bytes);
-  op->request.lba = shape_.LbaOf(op->large_next_page);
+  op->large_batch_pages = shape_.ReadablePagesFrom(
+      op->large_next_page,
+      std::min(op->large_pages_left, op->request.buffer.bytes / shape_.geometry.page_bytes));
+  op->request.lba = shape_.ReadLbaOf(op->large_next_page);
   op->request.lba_count = op->large_batch_pages * shape_.blocks_per_page;
   absl::Status status = op->queue->device->Enqueue(&op->request);
   if (!status.ok()) FinishOp(op, status);

@@ -70,9 +70,10 @@ class PageRunWriter {
   absl::Status status_;
 };
 
-// Reads `pages` (one page each) through one chunk of `device`'s pool, a chunk's worth in flight
-// at once, and calls `visit(i, page, status)` for each in order (status: the page's read);
-// stops at the first error `visit` returns, or the device's.
+// Reads `pages` (one page each, where StoreShape::ReadLbaOf says) through one chunk of
+// `device`'s pool, a chunk's worth in flight at once, and calls `visit(i, page, status)` for
+// each in order (status: the page's read); stops at the first error `visit` returns, or the
+// device's.
 template <typename Visit>
 absl::Status ReadEachPage(storage::Device& device, const StoreShape& shape,
                           const std::vector<uint64_t>& pages, Visit visit) {
@@ -89,7 +90,7 @@ absl::Status ReadEachPage(storage::Device& device, const StoreShape& shape,
     for (size_t i = 0; i < count; ++i) {
       storage::IoRequest& request = requests[i];
       request.op = storage::IoOp::kRead;
-      request.lba = shape.LbaOf(pages[first + i]);
+      request.lba = shape.ReadLbaOf(pages[first + i]);
       request.lba_count = shape.blocks_per_page;
       request.buffer = chunk;
       request.buffer.data = chunk.data + i * page_bytes;

@@ -8,6 +8,7 @@
 
 #include "kv/location.h"
 #include "kv/page_format.h"
+#include "kv/zone_places.h"
 
 namespace nvkv::kv {
 
@@ -16,9 +17,22 @@ struct StoreShape {
   uint64_t seed = 0;             // the pages' checksum seed (StoreSeed of the store's id)
   uint32_t blocks_per_page = 1;  // device blocks in a page
   bool ordered = false;          // the index mode: ordered, else hash
+  // A zoned store's place table (the engine's, set once it has one; it outlives every part):
+  // where the positions of the log landed. Null on a conventional store.
+  const ZonePlaces* places = nullptr;
 
-  // The first device block of a page.
+  // The first device block of a page, as a write or a read of that very place names it.
   uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page; }
+  // The first device block to read page `page` of the log from: on zones, the place its position
+  // landed at (zone_places.h); elsewhere LbaOf.
+  uint64_t ReadLbaOf(uint64_t page) const {
+    return LbaOf(places != nullptr ? places->PlaceOf(page) : page);
+  }
+  // How many of the `count` pages from `page` on one read takes from ReadLbaOf(page): all of
+  // them, but on zones only as many as landed in a row.
+  uint32_t ReadablePagesFrom(uint64_t page, uint32_t count) const {
+    return places != nullptr ? places->ContiguousFrom(page, count) : count;
+  }
   // What the index keeps of a record's place (location.h): the ordered index its page and size,
   // the hash index its page only.
   Location IndexedAt(uint64_t page, uint32_t record_bytes) const {
