@@ -191,7 +191,7 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
   // Pages the device cannot read are damaged ones (segment_read.h): their records stay where
   // they are, and so does the segment while any of them is indexed (below).
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuffer> victim,
-                        SegmentBuffer::Make(*queue_, shape_.geometry, shape_.blocks_per_page));
+                        SegmentBuffer::Make(*queue_, shape_));
   NVKV_ASSIGN_OR_RETURN(const uint32_t failed, victim->Read(segment));
   unreadable_pages_.fetch_add(failed);
   if (failed == shape_.geometry.pages_per_segment) {

@@ -56,7 +56,7 @@ class SegmentReader {
                           engine.OpenQueue(QueueKind::kCheck, options));
     auto reader = std::unique_ptr<SegmentReader>(new SegmentReader(engine, std::move(queue)));
     NVKV_ASSIGN_OR_RETURN(reader->segment_,
-                          SegmentBuffer::Make(*reader->queue_, g, engine.shape().blocks_per_page));
+                          SegmentBuffer::Make(*reader->queue_, engine.shape()));
     reader->page_buffer_ = reader->queue_->buffers().GetPage();
     NVKV_CHECK(reader->page_buffer_.valid());
     return reader;

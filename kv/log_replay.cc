@@ -249,7 +249,7 @@ absl::Status LogReplay::ReadSegments(GoOn go_on) {
   std::vector<std::unique_ptr<SegmentBuffer>> buffers;
   for (uint32_t b = 0; b < parallel; ++b) {
     NVKV_ASSIGN_OR_RETURN(std::unique_ptr<SegmentBuffer> buffer,
-                          SegmentBuffer::Make(device_, g_, shape_.blocks_per_page));
+                          SegmentBuffer::Make(device_, shape_));
     buffers.push_back(std::move(buffer));
   }
   const std::vector<size_t> positions = SegmentsToReadThisPass();

@@ -32,16 +32,19 @@ uint32_t SegmentBuffer::ChunksFor(const Geometry& geometry, const storage::Buffe
   return (geometry.pages_per_segment + pages_per_chunk - 1) / pages_per_chunk;
 }
 
-SegmentBuffer::SegmentBuffer(storage::Device& queue, const Geometry& geometry,
-                             uint32_t blocks_per_page)
-    : queue_(queue), geometry_(geometry), blocks_per_page_(blocks_per_page) {}
+SegmentBuffer::SegmentBuffer(storage::Device& queue, const StoreShape& shape)
+    : queue_(queue),
+      geometry_(shape.geometry),
+      store_seed_(shape.seed),
+      blocks_per_page_(shape.blocks_per_page) {
+  if (geometry_.zoned()) zeros_.assign(geometry_.page_bytes, 0);
+}
 
 absl::StatusOr<std::unique_ptr<SegmentBuffer>> SegmentBuffer::Make(storage::Device& queue,
-                                                                  const Geometry& geometry,
-                                                                  uint32_t blocks_per_page) {
+                                                                  const StoreShape& shape) {
+  const Geometry& geometry = shape.geometry;
   storage::BufferPool& pool = queue.buffers();
-  auto buffer = std::unique_ptr<SegmentBuffer>(new SegmentBuffer(queue, geometry,
-                                                                 blocks_per_page));
+  auto buffer = std::unique_ptr<SegmentBuffer>(new SegmentBuffer(queue, shape));
   buffer->pages_per_chunk_ = pool.chunk_bytes() / geometry.page_bytes;
   const uint32_t chunk_count = ChunksFor(geometry, pool);
   buffer->chunks_ = storage::ChunkLeases::UpTo(pool, chunk_count);
@@ -92,17 +95,42 @@ absl::Status SegmentBuffer::Issue(uint64_t segment) {
 
 uint32_t SegmentBuffer::Settle() {
   NVKV_CHECK(pending_ == 0);
-  if (status_.ok()) return 0;
-  unreadable_.assign(geometry_.pages_per_segment, false);
   uint32_t failed = 0;
-  for (uint32_t c = 0; c < chunks_.size(); ++c) {
-    const storage::IoRequest& request = requests_[c];
-    if (request.status.ok()) continue;
-    failed += RereadPageByPage(queue_, request.lba, request.lba_count / blocks_per_page_,
-                               blocks_per_page_, geometry_.page_bytes, chunks_[c],
-                               c * pages_per_chunk_, &unreadable_);
+  if (!status_.ok()) {
+    unreadable_.assign(geometry_.pages_per_segment, false);
+    for (uint32_t c = 0; c < chunks_.size(); ++c) {
+      const storage::IoRequest& request = requests_[c];
+      if (request.status.ok()) continue;
+      failed += RereadPageByPage(queue_, request.lba, request.lba_count / blocks_per_page_,
+                                 blocks_per_page_, geometry_.page_bytes, chunks_[c],
+                                 c * pages_per_chunk_, &unreadable_);
+    }
   }
+  if (geometry_.zoned()) FindPositions();
   return failed;
+}
+
+void SegmentBuffer::FindPositions() {
+  const uint32_t pages = geometry_.pages_per_segment;
+  place_of_.assign(pages, kNoPlace);
+  const uint64_t first_page = geometry_.FirstPageOf(segment_);
+  for (uint32_t place = 0; place < pages; ++place) {
+    const uint8_t* data = PageAt(place);
+    if (data == nullptr) continue;
+    // Every page of a zone has the zone's seed: verified as the page at its first place.
+    const absl::StatusOr<PageHeader> header = VerifyPage(data, geometry_, store_seed_, first_page);
+    if (!header.ok() || header->page_in_segment >= pages) continue;
+    uint32_t& claimed = place_of_[header->page_in_segment];
+    claimed = claimed == kNoPlace ? place : kTwoPlaces;
+  }
+}
+
+std::vector<PlaceRun> SegmentBuffer::PlaceRuns() const {
+  std::vector<std::pair<uint32_t, uint32_t>> landed;
+  for (uint32_t position = 0; position < place_of_.size(); ++position) {
+    if (place_of_[position] < kTwoPlaces) landed.emplace_back(position, place_of_[position]);
+  }
+  return RunsFromPlaces(std::move(landed));
 }
 
 absl::StatusOr<uint32_t> SegmentBuffer::Read(uint64_t segment) {

@@ -15,6 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kv/page_format.h"
+#include "kv/store_shape.h"
+#include "kv/zone_places.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
@@ -46,10 +48,10 @@ class SegmentBuffer {
  public:
   // The number of chunks a segment of `geometry` needs from `pool`.
   static uint32_t ChunksFor(const Geometry& geometry, const storage::BufferPool& pool);
-  // Takes the chunks from `queue`'s pool; kResourceExhausted when it has too few free.
+  // Takes the chunks from `queue`'s pool for segments of `shape`; kResourceExhausted when it
+  // has too few free.
   static absl::StatusOr<std::unique_ptr<SegmentBuffer>> Make(storage::Device& queue,
-                                                            const Geometry& geometry,
-                                                            uint32_t blocks_per_page);
+                                                            const StoreShape& shape);
   ~SegmentBuffer();
   SegmentBuffer(const SegmentBuffer&) = delete;
   SegmentBuffer& operator=(const SegmentBuffer&) = delete;
@@ -66,17 +68,35 @@ class SegmentBuffer {
 
   uint64_t segment() const { return segment_; }
   const absl::Status& status() const { return status_; }  // the first failed chunk read's
-  // Page i of the segment, or null when the device could not read it.
+  // Page i of the segment, or null when the device could not read it. On zones page i is the
+  // one of position i, wherever it landed (kv/FORMAT.md "Page identity"): the verifying page
+  // of the zone that says it is page i; zeros (never written) when none does or two do, and
+  // null when none does and some page of the zone could not be read (it may have been that one).
   const uint8_t* page(uint32_t i) const {
-    return PageInChunks(chunks_.buffers(), pages_per_chunk_, geometry_.page_bytes, unreadable_, i);
+    if (!geometry_.zoned()) return PageAt(i);
+    const uint32_t place = place_of_[i];
+    if (place == kNoPlace) return unreadable_.empty() ? zeros_.data() : nullptr;
+    return place == kTwoPlaces ? zeros_.data() : PageAt(place);
   }
+  // Zoned: where the positions found landed, as the place table keeps it (zone_places.h).
+  std::vector<PlaceRun> PlaceRuns() const;
 
  private:
-  SegmentBuffer(storage::Device& queue, const Geometry& geometry, uint32_t blocks_per_page);
+  static constexpr uint32_t kNoPlace = UINT32_MAX;
+  static constexpr uint32_t kTwoPlaces = UINT32_MAX - 1;
+
+  SegmentBuffer(storage::Device& queue, const StoreShape& shape);
   static void OnChunkRead(storage::IoRequest* request);
+  // The page at place i of the segment (its i-th page as the device holds them), or null.
+  const uint8_t* PageAt(uint32_t i) const {
+    return PageInChunks(chunks_.buffers(), pages_per_chunk_, geometry_.page_bytes, unreadable_, i);
+  }
+  // Zoned: finds which position each page of the zone read claims (place_of_).
+  void FindPositions();
 
   storage::Device& queue_;
   const Geometry geometry_;
+  const uint64_t store_seed_;
   const uint32_t blocks_per_page_;
   uint32_t pages_per_chunk_ = 0;
   storage::ChunkLeases chunks_;
@@ -85,6 +105,10 @@ class SegmentBuffer {
   uint32_t pending_ = 0;
   absl::Status status_;
   std::vector<bool> unreadable_;  // empty while every page read
+  // Zoned: per position, the place of the one verifying page that claims it (kNoPlace: none,
+  // kTwoPlaces: more than one), and a page of zeros.
+  std::vector<uint32_t> place_of_;
+  std::vector<uint8_t> zeros_;
 };
 
 }  // namespace nvkv::kv
