@@ -107,6 +107,7 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now, const Superblock& sup
   } else {
     NVKV_RETURN_IF_ERROR(Recover());
   }
+  if (shape_.geometry.zoned() && !read_only_) NVKV_RETURN_IF_ERROR(SettleZones());
   if (!read_only_) {
     segments_->AnnounceMore();
     NVKV_RETURN_IF_ERROR(
@@ -174,6 +175,9 @@ void Engine::Impl::StartCheckpoints() {
       .may_write = [this]() -> absl::Status {
         if (error_.failed()) return error_.status();
         if (closed_.load()) return absl::FailedPreconditionError("the store is closing");
+        if (shape_.geometry.zoned()) {
+          return absl::FailedPreconditionError("no checkpoints on a zoned store yet");
+        }
         if (!WritesCheckpoints()) {
           return absl::FailedPreconditionError(absl::StrCat(
               "no checkpoint while ", recovery_.unread_pages.size(),
@@ -220,6 +224,46 @@ absl::Status Engine::Impl::Recover() {
   return absl::OkStatus();
 }
 
+absl::Status Engine::Impl::SettleZones() {
+  NVKV_ASSIGN_OR_RETURN(const std::vector<storage::ZoneDescriptor> zones,
+                        storage::ReportAllZones(*open_queue_));
+  std::vector<storage::IoRequest> requests;
+  bool resets = false;
+  for (uint64_t s = 0; s < shape_.geometry.segment_count; ++s) {
+    const storage::ZoneDescriptor& zone = zones[kMetadataZones + s];
+    const bool active = zone.state == storage::ZoneState::kImplicitlyOpen ||
+                        zone.state == storage::ZoneState::kExplicitlyOpen ||
+                        zone.state == storage::ZoneState::kClosed;
+    storage::IoRequest request;
+    request.lba = zone.start;
+    if (segments_->state(s) == SegmentState::kFree && zone.state != storage::ZoneState::kEmpty) {
+      // Nothing of it counts (no log, or one compaction emptied): a head starts it afresh.
+      request.op = storage::IoOp::kZoneReset;
+      resets = true;
+    } else if (active) {
+      // A log no head goes on with (heads start in fresh zones at Open): full where it ends,
+      // so that the store starts within the device's active zones.
+      request.op = storage::IoOp::kZoneFinish;
+    } else {
+      continue;
+    }
+    requests.push_back(request);
+  }
+  NVKV_RETURN_IF_ERROR(storage::RunAll(*open_queue_, requests));
+  for (const storage::IoRequest& request : requests) {
+    if (!request.status.ok()) {
+      return absl::Status(request.status.code(),
+                          absl::StrCat(device_info_.path, ": settling zone at LBA ", request.lba,
+                                       " at Open: ", request.status.message()));
+    }
+  }
+  // A reset is durable once a flush after it completed: before a head appends there.
+  if (resets && device_info_.volatile_write_cache) {
+    NVKV_RETURN_IF_ERROR(storage::FlushDevice(*open_queue_));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::Impl::StartWriter() {
   storage::QueueOptions writer_options;
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
@@ -240,7 +284,7 @@ absl::Status Engine::Impl::StartWriter() {
                                         std::move(writer_wake));
   HeadAppender::Options appender_config;
   appender_config.summaries =
-      segment_map_ != nullptr &&
+      segment_map_ != nullptr && !shape_.geometry.zoned() &&  // not built on zones yet
       shape_.geometry.pages_per_segment >= seams_.summary_min_segment_pages;
   appender_ = std::make_unique<HeadAppender>(appender_config, shape_, shards_, *segments_,
                                              *writer_, next_sequence_);
@@ -279,7 +323,7 @@ absl::Status Engine::Impl::StartCompactor() {
   auto compaction_queue = OpenQueue(QueueKind::kCompaction, compaction_options);
   if (!compaction_queue.ok()) return compaction_queue.status();
   Compactor::Options compactor_config;
-  compactor_config.background = options_.background_compaction;
+  compactor_config.background = options_.background_compaction && !shape_.geometry.zoned();
   compactor_config.compaction_policy = options_.compaction_policy;
   compactor_config.dropped_batch_records = &recovery_.dropped_batch_records;
   compactor_config.victim_picked = seams_.victim_picked;
@@ -291,6 +335,10 @@ absl::Status Engine::Impl::StartCompactor() {
 
 absl::Status Engine::Impl::CompactAll() {
   NVKV_RETURN_IF_ERROR(CheckWritable());
+  if (shape_.geometry.zoned()) {
+    return absl::UnimplementedError(absl::StrCat(
+        device_info_.path, ": compaction of a zoned store (zone reset) is not built yet"));
+  }
   if (error_.failed()) return error_.status();
   return compactor_->CompactAll();
 }
@@ -385,7 +433,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
     absl::StatusOr<uint32_t> budget =
         ZoneBudgetFor(device->info().zones, options.shard_count, path);
     if (!budget.ok()) return budget.status();
-    return absl::UnimplementedError(absl::StrCat(path, ": zoned namespaces are not supported yet"));
+    if (!seams.zoned_without_cleaning) {
+      return absl::UnimplementedError(
+          absl::StrCat(path, ": zoned namespaces are not supported yet"));
+    }
   }
   const storage::DeviceInfo info = device->info();
   auto impl = std::make_unique<Impl>(options, seams, std::move(device));

@@ -73,6 +73,9 @@ class Engine::Impl final {
   // Shards, recovery (unless just formatted), the writer's and compaction's queues and threads,
   // over the store of `superblock` (on zones, the segment map's zones start with it).
   absl::Status StartEngine(bool formatted_now, const Superblock& superblock);
+  // Zoned, before anything is written: the zones of free segments that hold data are reset (a
+  // head starts there afresh) and active zones no head goes on with are finished.
+  absl::Status SettleZones();
   absl::Status Close();
   EngineStats Stats();
   absl::Status CheckOpen() const;
@@ -200,7 +203,10 @@ class Engine::Impl final {
   // Whether this engine may write checkpoints (at Close and while running): not after an Open
   // that went on without pages it could not read, as a checkpoint would stand for the log
   // without their records and the next Open would never read them again.
-  bool WritesCheckpoints() const { return recovery_.unread_pages.empty(); }
+  // Nor on zones, yet (issue 40).
+  bool WritesCheckpoints() const {
+    return recovery_.unread_pages.empty() && !shape_.geometry.zoned();
+  }
 };
 
 }  // namespace nvkv::kv

@@ -345,6 +345,8 @@ absl::Status LogReplay::ScanRead(SegmentBuffer& read, size_t position) {
       });
   sink_.Flush();  // while the keys are valid: the read's buffers are reused after this
   if (pass() == 0 && failed > 0) NoteUnread(read, scan);
+  // On zones the records found are named by position: where those landed is the place table's.
+  if (pass() == 0 && shape_.places != nullptr) shape_.places->Restore(segment, read.PlaceRuns());
   if (pass() == 0) {
     kept_.resize(to_read_.size());
     // (A segment with none to keep is kept too: a later pass has nothing to read there.)

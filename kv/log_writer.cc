@@ -17,9 +17,13 @@ uint64_t NowMicros() { return static_cast<uint64_t>(absl::ToUnixMicros(absl::Now
 // Pages one write command of the writer carries at most: 256 KiB, or the device's transfer limit
 // when lower (0: none).
 uint32_t MaxCommandPages(const storage::DeviceInfo& device, uint32_t page_bytes) {
-  uint32_t bytes = 256 * 1024;
-  if (device.max_transfer_bytes != 0) bytes = std::min(bytes, device.max_transfer_bytes);
-  return std::max<uint32_t>(1, bytes / page_bytes);
+  uint64_t bytes = 256 * 1024;
+  if (device.max_transfer_bytes != 0) bytes = std::min<uint64_t>(bytes, device.max_transfer_bytes);
+  // On zones every command is a Zone Append, which the device may limit further.
+  if (device.zoned && device.zones.max_append_blocks != 0) {
+    bytes = std::min<uint64_t>(bytes, uint64_t{device.zones.max_append_blocks} * device.lba_bytes);
+  }
+  return std::max<uint32_t>(1, static_cast<uint32_t>(bytes / page_bytes));
 }
 
 }  // namespace
@@ -224,10 +228,18 @@ void LogWriter::OnPagesWritten(storage::IoRequest* request) {
   PageSlot* const first = static_cast<PageSlot*>(request->context);
   LogWriter& writer = *first->writer;
   Shard& shard = *first->shard;
-  const bool ok = request->status.ok();
   uint32_t count = 0;
+  for (const PageSlot* slot = first; slot != nullptr; slot = slot->next_in_command) ++count;
+  if (request->status.ok() && writer.shape_.places != nullptr) {
+    // Where the pages landed, before any leaves memory: a reader that misses a page in
+    // `unwritten` reads it at the place the table gives. A place the table cannot take (the
+    // device said the append landed elsewhere than in its zone's room) fails the write: the
+    // pages stay in memory, and the store fails.
+    request->status = writer.shape_.places->Landed(
+        first->page_number, count, request->appended_lba / writer.shape_.blocks_per_page);
+  }
+  const bool ok = request->status.ok();
   for (const PageSlot* slot = first; slot != nullptr; slot = slot->next_in_command) {
-    ++count;
     if (!ok) continue;
     // The page is on the device: other shards' readers may read it there. This must happen
     // before the slot is recycled below (readers of those shards hold only their own lock).
@@ -354,9 +366,13 @@ void LogWriter::SubmitPages(const std::vector<PageSlot*>& pages) {
       ++count;
     }
     last->next_in_command = nullptr;
-    // The queue is as deep as there are page slots, so this cannot be refused for space.
-    EnqueuePageWrite(first->request, first->page_number, count, first->buffer, fua,
-                     /*append=*/false, OnPagesWritten, first);
+    // The queue is as deep as there are page slots, so this cannot be refused for space. On
+    // zones the pages go by Zone Append to their zone, landing as one run wherever its write
+    // pointer is (OnPagesWritten records where).
+    const bool append = shape_.geometry.zoned();
+    EnqueuePageWrite(first->request,
+                     append ? shape_.geometry.FirstPageOf(first->segment) : first->page_number,
+                     count, first->buffer, fua, append, OnPagesWritten, first);
     i += count;
   }
 }

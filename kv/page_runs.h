@@ -15,6 +15,7 @@
 #include "kv/page_format.h"
 #include "kv/store_shape.h"
 #include "storage/buffer_pool.h"
+#include "storage/base/status_macros.h"
 #include "storage/device.h"
 
 namespace nvkv::kv {
@@ -23,6 +24,11 @@ namespace nvkv::kv {
 // `device`, synchronously: consecutive pages as one write command of up to the buffer's size. A
 // page that does not follow the ones gathered, or a full buffer, sends them first. Every write
 // has FUA when `fua`. After a failure nothing more is written, and Finish returns it.
+//
+// On a zoned store (shape.places) the pages are positions of a zone's log: each run goes by Zone
+// Append to its zone (as long as the device's append limit allows), and where it landed goes
+// into the place table. One command at a time, so a writer alone in a zone lands its runs in
+// order from the write pointer.
 class PageRunWriter {
  public:
   // `buffer` must outlive the writer.
@@ -31,7 +37,7 @@ class PageRunWriter {
       : device_(device),
         shape_(shape),
         buffer_(buffer),
-        capacity_(buffer.bytes / shape.geometry.page_bytes),
+        capacity_(RunPages(device, shape, buffer)),
         fua_(fua) {}
   PageRunWriter(const PageRunWriter&) = delete;
   PageRunWriter& operator=(const PageRunWriter&) = delete;
@@ -52,12 +58,39 @@ class PageRunWriter {
   }
 
  private:
+  // The pages one command carries: the buffer's, and on zones at most the append limit's.
+  static uint32_t RunPages(const storage::Device& device, const StoreShape& shape,
+                           const storage::Buffer& buffer) {
+    uint32_t pages = buffer.bytes / shape.geometry.page_bytes;
+    const storage::ZoneModel& zones = device.info().zones;
+    if (shape.places != nullptr && zones.max_append_blocks != 0) {
+      pages = std::min(pages, std::max<uint32_t>(1, zones.max_append_blocks /
+                                                        shape.blocks_per_page));
+    }
+    return pages;
+  }
   void WriteRun() {
     if (pages_ > 0 && status_.ok()) {
-      status_ = storage::WriteBlocks(device_, shape_.LbaOf(first_), pages_ * shape_.blocks_per_page,
-                                     buffer_, fua_);
+      if (shape_.places == nullptr) {
+        status_ = storage::WriteBlocks(device_, shape_.LbaOf(first_),
+                                       pages_ * shape_.blocks_per_page, buffer_, fua_);
+      } else {
+        status_ = AppendRun();
+      }
     }
     pages_ = 0;
+  }
+  absl::Status AppendRun() {
+    const Geometry& g = shape_.geometry;
+    storage::IoRequest append;
+    append.op = storage::IoOp::kZoneAppend;
+    append.fua = fua_;
+    append.lba = shape_.LbaOf(g.FirstPageOf(g.SegmentOf(first_)));
+    append.lba_count = pages_ * shape_.blocks_per_page;
+    append.buffer = buffer_;
+    append.buffer.bytes = pages_ * g.page_bytes;
+    NVKV_RETURN_IF_ERROR(storage::RunOne(device_, append));
+    return shape_.places->Landed(first_, pages_, append.appended_lba / shape_.blocks_per_page);
   }
 
   storage::Device& device_;

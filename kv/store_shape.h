@@ -18,8 +18,9 @@ struct StoreShape {
   uint32_t blocks_per_page = 1;  // device blocks in a page
   bool ordered = false;          // the index mode: ordered, else hash
   // A zoned store's place table (the engine's, set once it has one; it outlives every part):
-  // where the positions of the log landed. Null on a conventional store.
-  const ZonePlaces* places = nullptr;
+  // where the positions of the log landed, recorded by what completes appends (the log writer, a
+  // large record's writer) and by recovery. Null on a conventional store.
+  ZonePlaces* places = nullptr;
 
   // The first device block of a page, as a write or a read of that very place names it.
   uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page; }

@@ -72,6 +72,10 @@ struct ZoneStats {
   uint64_t full = 0;
   uint64_t read_only = 0;
   uint64_t offline = 0;
+  // A store on the zones (DB::Stats): runs of log pages that landed elsewhere than the places
+  // their positions name (appends completed out of order, or after a gap a cut left). Reads find
+  // them through an in-memory table of these runs; 0 when every append landed in order.
+  uint64_t place_runs = 0;
 };
 
 struct DeviceStats {
