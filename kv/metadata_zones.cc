@@ -102,7 +102,12 @@ absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geomet
   for (uint32_t z = 0; z < kMetadataZones; ++z) {
     NVKV_RETURN_IF_ERROR(StartMetadataZone(device, geometry, superblock, z, page));
   }
-  return absl::OkStatus();
+  // Zone 1 holds its copy alone until the map first moves there: full, so that it does not count
+  // among the device's active zones (the map's current zone, zone 0, does).
+  storage::IoRequest finish;
+  finish.op = storage::IoOp::kZoneFinish;
+  finish.lba = device.info().zones.StartOf(1);
+  return storage::RunOne(device, finish);
 }
 
 absl::StatusOr<MetadataZonesRead> ReadMetadataZones(

@@ -55,7 +55,8 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
 absl::Status StartMetadataZone(storage::Device& device, const Geometry& geometry,
                                const Superblock& superblock, uint32_t zone,
                                const storage::Buffer& page);
-// Lays down a new store's metadata zones: empties zone 1, then starts zone 0, then zone 1.
+// Lays down a new store's metadata zones: empties zone 1, then starts zone 0, then zone 1,
+// which it finishes (only the map's current zone counts among the device's active zones).
 absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,
                                  const Superblock& superblock, const storage::Buffer& page);
 

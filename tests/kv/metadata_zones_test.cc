@@ -133,8 +133,10 @@ TEST_F(MetadataZonesTest, AFormatLaysDownBothCopiesAtTheZonesStarts) {
     ASSERT_THAT(found.copies[z], IsOk());
     EXPECT_EQ(found.copies[z]->copy, z);
     EXPECT_EQ(found.copies[z]->zone_blocks, kZoneBlocks);
-    EXPECT_EQ(found.zones[z].write_pointer, found.zones[z].start + 1) << "the copy alone";
   }
+  EXPECT_EQ(found.zones[0].write_pointer, found.zones[0].start + 1) << "the copy alone";
+  EXPECT_EQ(found.zones[1].state, storage::ZoneState::kFull)
+      << "zone 1 waits for the map's first move without counting among the active zones";
   std::map<uint64_t, uint64_t> visited;
   const MetadataZonesRead read = ReadMap(&visited);
   EXPECT_TRUE(visited.empty()) << "the earlier store's map page is gone";
@@ -247,7 +249,9 @@ TEST_F(TwoMapPagesTest, TheNewestCopyOfEachPageWinsInEitherZone) {
   AppendMapPage(0, 0, 1);
   AppendMapPage(0, 1, 2);
   AppendMapPage(0, 0, 3);
-  AppendMapPage(1, 1, 4);  // a move to zone 1 begun: page 1 copied, page 0 not yet
+  // A move to zone 1 begun: zone 1 started again, page 1 copied, page 0 not yet.
+  ASSERT_THAT(StartMetadataZone(*device_, geometry_, superblock_, 1, page_), IsOk());
+  AppendMapPage(1, 1, 4);
   std::map<uint64_t, uint64_t> visited;
   MetadataZonesRead read = ReadMap(&visited);
   EXPECT_EQ(visited, (std::map<uint64_t, uint64_t>{{0, 30}, {1, 40}}));
