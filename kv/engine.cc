@@ -107,7 +107,14 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now, const Superblock& sup
   } else {
     NVKV_RETURN_IF_ERROR(Recover());
   }
-  if (shape_.geometry.zoned() && !read_only_) NVKV_RETURN_IF_ERROR(SettleZones());
+  if (shape_.geometry.zoned() && !read_only_) {
+    NVKV_RETURN_IF_ERROR(SettleZones());
+    // The device's active zones, less the segment map's: the heads' (Open checked they suffice).
+    NVKV_ASSIGN_OR_RETURN(const uint32_t budget,
+                          ZoneBudgetFor(device_info_.zones, options_.shard_count,
+                                        device_info_.path));
+    segments_->UseZoneTokens(budget - 1);
+  }
   if (!read_only_) {
     segments_->AnnounceMore();
     NVKV_RETURN_IF_ERROR(

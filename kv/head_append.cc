@@ -48,9 +48,9 @@ HeadAppender::HeadAppender(const Options& options, const StoreShape& shape,
 
 absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages,
                                              uint64_t summary_bytes, SegmentUse use,
-                                             bool* awaiting_map) const {
+                                             bool* awaiting_writer) const {
   LogHead& head = shard.head;
-  *awaiting_map = false;
+  *awaiting_writer = false;
   if (head.has_segment && pages > 0 && head.reserved_pages >= pages &&
       head.next_page + pages <= shape_.geometry.log_pages()) {
     // A batch's page: its room, summary entries included, was reserved (ReserveForBatch).
@@ -70,10 +70,10 @@ absl::Status HeadAppender::EnsureSegmentRoom(Shard& shard, uint32_t pages,
   }
   SealOpenPage(shard);
   uint64_t generation = 0;
-  absl::StatusOr<uint64_t> segment = segments_.Allocate(use, &generation, awaiting_map);
+  absl::StatusOr<uint64_t> segment = segments_.Allocate(use, &generation, awaiting_writer);
   // Taken or not, the writer announces the next segments for the heads.
   writer_.Wake();
-  if (!segment.ok() || *awaiting_map) return segment.status();
+  if (!segment.ok() || *awaiting_writer) return segment.status();
   if (head.has_segment) LeaveSegment(shard);
   head.has_segment = true;
   head.segment = *segment;
@@ -122,7 +122,17 @@ void HeadAppender::LeaveSegment(Shard& shard) const {
     writer_.QueueSummary(std::move(write));
   }
   summary.Abandon();  // until the next segment's
+  // A zone stays active on the device until its pages land and fill it, or it is finished: the
+  // writer gives its token back then (at once for a zone never written to), a write of the
+  // segment still to come until that (so that compaction does not take it first and reset a
+  // zone a finish would then make full).
+  if (shape_.geometry.zoned()) segments_.AddPending(head.segment, 1);
   segments_.Seal(head.segment, LastWrite{shard.id, head.next_counter - 1});
+  if (shape_.geometry.zoned()) {
+    const bool partly_written = head.next_page > 0 && head.next_page < shape_.geometry.log_pages();
+    writer_.QueueLeftZone(
+        LeftZone{&shard, head.segment, head.next_counter - 1, /*finish=*/partly_written});
+  }
 }
 
 // Mirrors the append loop of the write path (AppendPrepared): a record goes to a new page when
@@ -170,13 +180,13 @@ void HeadAppender::SealOpenPage(Shard& shard) const {
   shard.wants_writer.store(true, std::memory_order_release);
 }
 
-absl::Status HeadAppender::OpenNewPage(Shard& shard, SegmentUse use, bool* awaiting_map) const {
+absl::Status HeadAppender::OpenNewPage(Shard& shard, SegmentUse use, bool* awaiting_writer) const {
   LogHead& head = shard.head;
   SealOpenPage(shard);
   // The summary bytes of a page to come: as many as the most a page gave so far.
   absl::Status room =
-      EnsureSegmentRoom(shard, 1, head.summary.bytes_per_page(), use, awaiting_map);
-  if (!room.ok() || *awaiting_map) return room;
+      EnsureSegmentRoom(shard, 1, head.summary.bytes_per_page(), use, awaiting_writer);
+  if (!room.ok() || *awaiting_writer) return room;
   PageSlot* slot = head.TakeFreeSlot();
   slot->segment = head.segment;
   slot->page_number = shape_.geometry.FirstPageOf(head.segment) + head.next_page;
@@ -210,9 +220,9 @@ absl::Status HeadAppender::EnsureOpenRoom(Shard& shard, uint32_t bytes, std::str
       writer_.Wake();
     }
     if (!head.free_slots.empty()) {
-      bool awaiting_map = false;
-      NVKV_RETURN_IF_ERROR(OpenNewPage(shard, use, &awaiting_map));
-      if (!awaiting_map) return absl::OkStatus();
+      bool awaiting_writer = false;
+      NVKV_RETURN_IF_ERROR(OpenNewPage(shard, use, &awaiting_writer));
+      if (!awaiting_writer) return absl::OkStatus();
     }
     NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
   }
@@ -239,9 +249,9 @@ absl::Status HeadAppender::ReserveForBatch(Shard& shard,
     uint64_t summary_bytes = 0;
     for (const PlannedRecord& r : records) summary_bytes += head.summary.EntryBytes(r.key.size());
     if (!RoomFor(head, fresh, summary_bytes)) {
-      bool awaiting_map = false;
-      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, fresh, summary_bytes, use, &awaiting_map));
-      if (awaiting_map) NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
+      bool awaiting_writer = false;
+      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, fresh, summary_bytes, use, &awaiting_writer));
+      if (awaiting_writer) NVKV_RETURN_IF_ERROR(WaitForWriter(shard));
       continue;  // the open page was sealed: plan again
     }
     // The head's segment may be one compaction took from the reserve: a batch must not fill it
@@ -346,14 +356,14 @@ absl::Status HeadAppender::AppendLarge(Shard& shard, storage::Device& queue,
       if (current.AddsIndexEntry(/*is_delete=*/false)) {
         NVKV_RETURN_IF_ERROR(shard.index->MakeRoomFor(1));
       }
-      bool awaiting_map = false;
+      bool awaiting_writer = false;
       const uint64_t entry = head.summary.EntryBytes(key.size());  // one for the whole run
-      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, entry, use, &awaiting_map));
-      if (!awaiting_map) {
+      NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, entry, use, &awaiting_writer));
+      if (!awaiting_writer) {
         SealOpenPage(shard);  // the run must come after every page already assigned
         if (RoomFor(head, count, entry)) break;
-        NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, entry, use, &awaiting_map));
-        if (!awaiting_map) break;
+        NVKV_RETURN_IF_ERROR(EnsureSegmentRoom(shard, count, entry, use, &awaiting_writer));
+        if (!awaiting_writer) break;
       }
       // Waiting releases the lock: what was checked above is checked again.
       NVKV_RETURN_IF_ERROR(WaitForWriter(shard));

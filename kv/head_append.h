@@ -97,9 +97,10 @@ class HeadAppender final : public RecordMover {
   void SealOpenPage(Shard& shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   // Opens a fresh page at the head (a free slot must be there). When the head needs a new
-  // segment and none is announced in the segment map yet, opens nothing and sets *awaiting_map
-  // (the caller waits for the writer, WaitForWriter, and tries again).
-  absl::Status OpenNewPage(Shard& shard, SegmentUse use, bool* awaiting_map) const
+  // segment and none can be taken until the writer did something (a segment announced in the
+  // segment map, or on zones a zone token given back: SegmentTable::Allocate), opens nothing and
+  // sets *awaiting_writer (the caller waits for the writer, WaitForWriter, and tries again).
+  absl::Status OpenNewPage(Shard& shard, SegmentUse use, bool* awaiting_writer) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   // Whether a record of `bytes` for `key` can go into the open page as it is.
@@ -164,11 +165,11 @@ class HeadAppender final : public RecordMover {
  private:
   // Makes sure the head's segment has `pages` unassigned pages, and room for its summary once
   // `summary_bytes` more of it are added, moving to a new segment if not (a batch's pages
-  // reserved before never move: LogHead::reserved_pages); *awaiting_map when it must move and
-  // no segment is announced yet (SegmentTable::Allocate).
+  // reserved before never move: LogHead::reserved_pages); *awaiting_writer when it must move and
+  // no segment can be taken yet (SegmentTable::Allocate).
   absl::Status EnsureSegmentRoom(Shard& shard, uint32_t pages, uint64_t summary_bytes,
-                                 SegmentUse use,
-                                 bool* awaiting_map) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+                                 SegmentUse use, bool* awaiting_writer) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Whether the head has a segment with `pages` more pages free, beyond the room kept for its
   // summary (segment_summary.h) once `summary_bytes` more of it are added with them.
   bool RoomFor(const LogHead& head, uint32_t pages, uint64_t summary_bytes) const;

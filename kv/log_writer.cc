@@ -52,6 +52,11 @@ void LogWriter::QueueSummary(SummaryWrite write) {
   Wake();
 }
 
+void LogWriter::QueueLeftZone(LeftZone zone) {
+  metadata_.QueueLeftZone(zone);
+  Wake();
+}
+
 absl::Status LogWriter::Start() {
   NVKV_CHECK(!thread_.joinable());
   return StartThread("the log writer thread", thread_, [this] { Loop(); });
@@ -441,6 +446,7 @@ void LogWriter::Loop() {
     }
     SubmitPages(pass.pages);
     const bool summary_submitted = metadata_.SubmitSummaries();
+    const bool finish_submitted = metadata_.SubmitLeftZones();
     if (pass.want_flush) {
       unflushed_since_us = 0;  // it covers every page completed so far
       SubmitFlush();
@@ -450,7 +456,7 @@ void LogWriter::Loop() {
       // Submits what was queued and waits for at least one completion or a Wake, in one system
       // call; without waiting when this pass submitted something.
       const absl::Status reaped = pass.pages.empty() && !pass.want_flush && !map_submitted &&
-                                          !summary_submitted
+                                          !summary_submitted && !finish_submitted
                                       ? ReapOrWake()
                                       : queue.Reap(0).status();
       if (!reaped.ok()) error_.Set(reaped);

@@ -113,6 +113,9 @@ class LogWriter {
   // Writes a summary whose pages a head assigned (HeadAppender) as MetadataWriter says. Any
   // thread; shard locks may be held.
   void QueueSummary(SummaryWrite write);
+  // Gives back a zone a head left (finishing it when not full), as MetadataWriter says. Any
+  // thread; shard locks may be held.
+  void QueueLeftZone(LeftZone zone);
 
   // The queue the pages are written with: the shards' page buffers come from its pool.
   storage::Device& queue() { return *queue_; }

@@ -53,15 +53,85 @@ MetadataWriter::~MetadataWriter() {
 }
 
 void MetadataWriter::Queue(SummaryWrite write) {
-  absl::MutexLock lock(&summaries_mu_);
+  absl::MutexLock lock(&queued_mu_);
   queued_summaries_.push_back(std::move(write));
   queued_summary_count_.fetch_add(1, std::memory_order_release);
+}
+
+void MetadataWriter::QueueLeftZone(LeftZone zone) {
+  absl::MutexLock lock(&queued_mu_);
+  queued_left_zones_.push_back(zone);
+  queued_left_zone_count_.fetch_add(1, std::memory_order_release);
 }
 
 bool MetadataWriter::done() const {
   const bool map_done = segments_.map() == nullptr || error_.failed() ||
                         !segments_.map()->dirty();
-  return map_done && summary_jobs_.empty();
+  return map_done && summary_jobs_.empty() && left_zone_jobs_.empty() &&
+         queued_left_zone_count_.load(std::memory_order_acquire) == 0;
+}
+
+bool MetadataWriter::SubmitLeftZones() {
+  if (queued_left_zone_count_.load(std::memory_order_acquire) > 0) {
+    absl::MutexLock lock(&queued_mu_);
+    for (const LeftZone& zone : queued_left_zones_) {
+      left_zone_jobs_.push_back(std::make_unique<LeftZoneJob>());
+      left_zone_jobs_.back()->owner = this;
+      left_zone_jobs_.back()->zone = zone;
+    }
+    queued_left_zones_.clear();
+    queued_left_zone_count_.store(0, std::memory_order_relaxed);
+  }
+  std::erase_if(left_zone_jobs_, [this](const std::unique_ptr<LeftZoneJob>& job) {
+    // Failed: nothing more is written, and the zone is finished at the next Open.
+    return job->done || (!job->submitted && error_.failed());
+  });
+  bool submitted = false;
+  for (const std::unique_ptr<LeftZoneJob>& job : left_zone_jobs_) {
+    if (job->submitted) continue;
+    // Every append to the zone has landed: none may meet a full zone.
+    if (LogWriter::DurableThroughUnlocked(*job->zone.shard) < job->zone.last_counter) continue;
+    job->submitted = true;
+    if (!job->zone.finish) {
+      job->done = true;
+      GiveBack(job->zone);
+      continue;
+    }
+    job->request = storage::IoRequest{};
+    job->request.op = storage::IoOp::kZoneFinish;
+    job->request.lba = shape_.LbaOf(shape_.geometry.FirstPageOf(job->zone.segment));
+    job->request.on_done = OnZoneFinished;
+    job->request.context = job.get();
+    if (absl::Status status = queue_.Enqueue(&job->request); !status.ok()) {
+      job->request.status = status;
+      OnZoneFinished(&job->request);
+      continue;
+    }
+    submitted = true;
+  }
+  return submitted;
+}
+
+void MetadataWriter::OnZoneFinished(storage::IoRequest* request) {
+  auto* job = static_cast<LeftZoneJob*>(request->context);
+  job->done = true;
+  if (!request->status.ok()) {
+    // The device keeps the zone active: its token stays taken, and the store fails.
+    job->owner->error_.Set(absl::Status(
+        request->status.code(), absl::StrCat("finishing the zone of segment ", job->zone.segment,
+                                             ": ", request->status.message())));
+    return;
+  }
+  job->owner->GiveBack(job->zone);
+}
+
+void MetadataWriter::GiveBack(const LeftZone& zone) {
+  segments_.AddPending(zone.segment, -1);  // a compaction victim now
+  segments_.ZoneDone();
+  for (const auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    shard->changed.SignalAll();
+  }
 }
 
 bool MetadataWriter::SubmitMapWrites(bool stopping) {
@@ -124,7 +194,7 @@ void MetadataWriter::OnMapWritten(storage::IoRequest* request) {
 
 bool MetadataWriter::SubmitSummaries() {
   if (queued_summary_count_.load(std::memory_order_acquire) > 0) {
-    absl::MutexLock lock(&summaries_mu_);
+    absl::MutexLock lock(&queued_mu_);
     for (SummaryWrite& write : queued_summaries_) {
       summary_jobs_.push_back(std::make_unique<SummaryJob>());
       summary_jobs_.back()->write = std::move(write);

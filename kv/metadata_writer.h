@@ -53,6 +53,19 @@ struct SummaryWrite {
   std::string bytes;  // SummaryBuilder::Take
 };
 
+// A zone a head left (a zoned store). Once every page the head assigned up to `last_counter` is
+// durable, the zone no longer counts among the device's active ones: at once when the head
+// filled it or never wrote to it, else once finished (`finish`: Zone Management Send); then its
+// token is given back (SegmentTable::ZoneDone). Counted as a write pending in its segment until
+// then (SegmentTable::AddPending): compaction does not take the segment before (and reset a zone
+// the finish would then make full).
+struct LeftZone {
+  Shard* shard = nullptr;
+  uint64_t segment = 0;
+  uint64_t last_counter = 0;
+  bool finish = false;
+};
+
 class MetadataWriter {
  public:
   // Segment map pages in flight at most.
@@ -75,6 +88,8 @@ class MetadataWriter {
 
   // Queues a summary whose pages a head assigned; the caller wakes the writer.
   void Queue(SummaryWrite write);
+  // Queues a zone a head left; the caller wakes the writer.
+  void QueueLeftZone(LeftZone zone);
 
   // Has the table announce segments (or withdraw them, `stopping`), then writes the changed map
   // pages it has buffers for. Returns whether it submitted any.
@@ -82,14 +97,21 @@ class MetadataWriter {
   // Takes the summaries queued, submits the pages of theirs it has buffers for, and has the map
   // say where the durable ones are. Returns whether it submitted any page.
   bool SubmitSummaries();
+  // Gives back the zones left whose pages are durable, finishing those not full. Returns whether
+  // it submitted a finish.
+  bool SubmitLeftZones();
   // Whether the map on the device says what the table does (or there is no map, or the store
-  // failed: then it stays as safe as it is, and recovery reads what it must), and every summary
-  // queued is written, durable and in the map (or the store failed).
+  // failed: then it stays as safe as it is, and recovery reads what it must), every summary
+  // queued is written, durable and in the map, and every zone left is given back (or the
+  // store failed).
   bool done() const;
 
  private:
   static void OnMapWritten(storage::IoRequest* request);
   static void OnSummaryPageWritten(storage::IoRequest* request);
+  static void OnZoneFinished(storage::IoRequest* request);
+  // The zone of `job` is no longer active: its token back, the heads that wait woken.
+  void GiveBack(const LeftZone& zone);
 
   LogWriter& writer_;
   const StoreShape& shape_;
@@ -124,12 +146,23 @@ class MetadataWriter {
     storage::IoRequest request;
     bool in_flight = false;
   };
-  absl::Mutex summaries_mu_;  // a leaf
-  std::vector<SummaryWrite> queued_summaries_ ABSL_GUARDED_BY(summaries_mu_);
+  absl::Mutex queued_mu_;  // a leaf
+  std::vector<SummaryWrite> queued_summaries_ ABSL_GUARDED_BY(queued_mu_);
   // How many are queued: read without the lock, so that a pass takes it only when there are.
   std::atomic<uint32_t> queued_summary_count_{0};
   std::vector<std::unique_ptr<SummaryJob>> summary_jobs_;
   std::vector<SummaryPageWrite> summary_writes_;
+  // Zones left: queued by heads, then the writer thread's own until given back.
+  struct LeftZoneJob {
+    MetadataWriter* owner = nullptr;
+    LeftZone zone;
+    storage::IoRequest request;  // its finish
+    bool submitted = false;
+    bool done = false;
+  };
+  std::vector<LeftZone> queued_left_zones_ ABSL_GUARDED_BY(queued_mu_);
+  std::atomic<uint32_t> queued_left_zone_count_{0};
+  std::vector<std::unique_ptr<LeftZoneJob>> left_zone_jobs_;
 };
 
 // The map's other writer, while the log writer is not running: writes the map pages that

@@ -53,13 +53,13 @@ uint64_t SegmentTable::KeepFor(SegmentUse use) const {
 }
 
 absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* generation,
-                                                bool* awaiting_map) {
+                                                bool* awaiting_writer) {
   absl::MutexLock lock(&mu_);
-  *awaiting_map = false;
+  *awaiting_writer = false;
   NVKV_RETURN_IF_ERROR(CheckReserveLocked(use));
   const std::optional<uint64_t> next = free_.NextForHead();
-  if (!next) {
-    *awaiting_map = true;
+  if (!next || (zone_tokens_.has_value() && *zone_tokens_ == 0)) {
+    *awaiting_writer = true;
     return 0;
   }
   const uint64_t segment = *next;
@@ -68,6 +68,7 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   // Its contents (a key filter) before the segment: without memory for them, none is taken.
   NVKV_RETURN_IF_ERROR(contents_.Open(segment));
   free_.TakeForHead(segment);
+  if (zone_tokens_.has_value()) --*zone_tokens_;
   info.state = SegmentState::kOpen;
   info.live_bytes.store(0);
   info.likely_stale_bytes.store(0);
@@ -76,6 +77,22 @@ absl::StatusOr<uint64_t> SegmentTable::Allocate(SegmentUse use, uint64_t* genera
   *generation = next_generation_.fetch_add(1);
   info.generation = *generation;
   return segment;
+}
+
+void SegmentTable::UseZoneTokens(uint32_t tokens) {
+  absl::MutexLock lock(&mu_);
+  zone_tokens_ = tokens;
+}
+
+void SegmentTable::ZoneDone() {
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(zone_tokens_.has_value());
+  ++*zone_tokens_;
+}
+
+std::optional<uint32_t> SegmentTable::zone_tokens_free() {
+  absl::MutexLock lock(&mu_);
+  return zone_tokens_;
 }
 
 absl::Status SegmentTable::CheckReserve(SegmentUse use) {

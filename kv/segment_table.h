@@ -92,9 +92,21 @@ class SegmentTable {
 
   // Takes a free segment for a log head and gives it a fresh generation. kResourceExhausted
   // when the free list is down to what `use` must leave. With a map, only an announced segment
-  // is taken: when none is announced yet, *awaiting_map is set and nothing is taken (the caller
-  // wakes the map's writer and tries again later).
-  absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint64_t* generation, bool* awaiting_map);
+  // is taken, and on zones only with a zone token (UseZoneTokens): when there is none yet,
+  // *awaiting_writer is set and nothing is taken (the caller wakes the writer, which announces
+  // segments and gives tokens back, and tries again later).
+  absl::StatusOr<uint64_t> Allocate(SegmentUse use, uint64_t* generation, bool* awaiting_writer);
+
+  // A zoned store: a head's segment is a zone, and the device keeps only so many zones active
+  // (kv/FORMAT.md "Open and active zones"). The heads share `tokens` of them: a head's zone holds
+  // one from Allocate until the writer found it full, or finished it, once its pages are durable
+  // (ZoneDone). Before any Allocate.
+  void UseZoneTokens(uint32_t tokens);
+  // A head's zone is no longer active on the device: its token is free again. The caller wakes
+  // the heads that wait.
+  void ZoneDone();
+  // Tokens free now (Stats); nullopt without zones.
+  std::optional<uint32_t> zone_tokens_free();
 
   // The segment map (null without one), and what its writer does with it.
   SegmentMap* map() const { return map_; }
@@ -310,6 +322,7 @@ class SegmentTable {
 
   const uint64_t segment_count_;
   SegmentMap* const map_;
+  std::optional<uint32_t> zone_tokens_ ABSL_GUARDED_BY(mu_);  // free ones, on zones
   const std::atomic<uint64_t>* const next_sequence_;
   const uint64_t capacity_bytes_;  // what one segment's log may hold (all but its last page)
   const uint32_t log_pages_;       // the pages of a segment a log may use

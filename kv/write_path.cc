@@ -187,10 +187,10 @@ uint64_t AppendPrepared(const HeadAppender& appender, UserWriteCounters& counter
     const std::string_view value = p.op->is_delete ? std::string_view() : p.op->value;
     const uint32_t bytes = RecordBytes(p.op->key.size(), value.size());
     if (!appender.FitsOpenPage(head_shard.head, bytes, p.op->key, p.hash)) {
-      bool awaiting_map = false;
+      bool awaiting_writer = false;
       const absl::Status opened =
-          appender.OpenNewPage(head_shard, SegmentUse::kCompaction, &awaiting_map);
-      NVKV_CHECK(opened.ok() && !awaiting_map);  // the batch's room was reserved
+          appender.OpenNewPage(head_shard, SegmentUse::kCompaction, &awaiting_writer);
+      NVKV_CHECK(opened.ok() && !awaiting_writer);  // the batch's room was reserved
       // Recovery drops a batch's tail whose first pages were lost (segment_scan.h).
       if (!single && i > 0) head_shard.head.open->builder.MarkContinuesBatch();
     }
