@@ -236,9 +236,9 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
     segments_.Retain(segment);
     return absl::OkStatus();
   }
-  if (absl::Status marked = WriteFreeMarkers(segment); !marked.ok()) {
-    error_.Set(marked);
-    return marked;
+  if (absl::Status emptied = EmptySegment(segment); !emptied.ok()) {
+    error_.Set(emptied);
+    return emptied;
   }
   segments_.Free(segment);
   segments_cleaned_.fetch_add(1);
@@ -413,6 +413,20 @@ const uint8_t* Compactor::PageForSettling(uint64_t segment, const SegmentBuffer&
 bool Compactor::IsDataPage(const uint8_t* bytes, uint64_t page) const {
   absl::StatusOr<PageHeader> header = VerifyPage(bytes, shape_.geometry, shape_.seed, page);
   return header.ok() && header->type == static_cast<uint8_t>(PageType::kData);
+}
+
+absl::Status Compactor::EmptySegment(uint64_t segment) {
+  if (!shape_.geometry.zoned()) return WriteFreeMarkers(segment);
+  // A reset zone, durably (a reset a cut undoes would bring the old log back): only then may a
+  // head take it, and its positions land anew.
+  storage::IoRequest reset;
+  reset.op = storage::IoOp::kZoneReset;
+  reset.lba = shape_.LbaOf(shape_.geometry.FirstPageOf(segment));
+  NVKV_RETURN_IF_ERROR(storage::RunOne(*queue_, reset));
+  NVKV_RETURN_IF_ERROR(storage::FlushDevice(*queue_));
+  shape_.places->Clear(segment);
+  zone_resets_.fetch_add(1);
+  return absl::OkStatus();
 }
 
 absl::Status Compactor::WriteFreeMarkers(uint64_t segment) {

@@ -110,6 +110,7 @@ class Compactor {
   };
 
   uint64_t segments_cleaned() const { return segments_cleaned_.load(); }
+  uint64_t zone_resets() const { return zone_resets_.load(); }
   uint64_t copied_bytes() const { return copied_bytes_.load(); }          // record bytes copied
   uint64_t damaged_pages() const { return damaged_pages_.load(); }        // met in victims
   uint64_t unreadable_pages() const { return unreadable_pages_.load(); }  // of those, unreadable
@@ -145,7 +146,9 @@ class Compactor {
   // Whether `bytes`, read from `page`, verify as a data page of this store.
   bool IsDataPage(const uint8_t* bytes, uint64_t page) const;
 
-  // Marks `segment` empty, durably, before anyone reuses it.
+  // Makes `segment` empty, durably, before anyone reuses it: its zone reset on a zoned store
+  // (and its place runs cleared), else free markers.
+  absl::Status EmptySegment(uint64_t segment);
   absl::Status WriteFreeMarkers(uint64_t segment);
   // How many index entries point into each of `segments`, in one walk of the index (O(index):
   // for segments compaction could not empty only).
@@ -181,7 +184,7 @@ class Compactor {
   // Held by the thread while it cleans segments, and by Pause.
   absl::Mutex cleaning_mu_;
 
-  std::atomic<uint64_t> segments_cleaned_{0}, copied_bytes_{0};
+  std::atomic<uint64_t> segments_cleaned_{0}, copied_bytes_{0}, zone_resets_{0};
   std::atomic<uint64_t> damaged_pages_{0}, unreadable_pages_{0};
   std::atomic<uint64_t> stale_entries_settled_{0}, settle_page_reads_{0};
   storage::Buffer read_page_;  // queue_'s, for PageForSettling; taken on first use

@@ -330,7 +330,7 @@ absl::Status Engine::Impl::StartCompactor() {
   auto compaction_queue = OpenQueue(QueueKind::kCompaction, compaction_options);
   if (!compaction_queue.ok()) return compaction_queue.status();
   Compactor::Options compactor_config;
-  compactor_config.background = options_.background_compaction && !shape_.geometry.zoned();
+  compactor_config.background = options_.background_compaction;
   compactor_config.compaction_policy = options_.compaction_policy;
   compactor_config.dropped_batch_records = &recovery_.dropped_batch_records;
   compactor_config.victim_picked = seams_.victim_picked;
@@ -342,10 +342,6 @@ absl::Status Engine::Impl::StartCompactor() {
 
 absl::Status Engine::Impl::CompactAll() {
   NVKV_RETURN_IF_ERROR(CheckWritable());
-  if (shape_.geometry.zoned()) {
-    return absl::UnimplementedError(absl::StrCat(
-        device_info_.path, ": compaction of a zoned store (zone reset) is not built yet"));
-  }
   if (error_.failed()) return error_.status();
   return compactor_->CompactAll();
 }
@@ -440,7 +436,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
     absl::StatusOr<uint32_t> budget =
         ZoneBudgetFor(device->info().zones, options.shard_count, path);
     if (!budget.ok()) return budget.status();
-    if (!seams.zoned_without_cleaning) {
+    if (!seams.zoned_unfinished) {
       return absl::UnimplementedError(
           absl::StrCat(path, ": zoned namespaces are not supported yet"));
     }

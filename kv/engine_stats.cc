@@ -232,6 +232,7 @@ EngineStats Engine::Impl::Stats() {
   s.read_queues = reads_ != nullptr ? reads_->queue_count() : 0;
   s.device = PublicDevice(device_info_);
   if (zone_places_ != nullptr) s.device.zones.place_runs = zone_places_->run_count();
+  if (compactor_ != nullptr) s.device.zones.resets = compactor_->zone_resets();
   {
     absl::MutexLock lock(&queue_notes_mu_);
     s.device.notes.insert(s.device.notes.end(), queue_notes_.begin(), queue_notes_.end());

@@ -76,6 +76,7 @@ struct ZoneStats {
   // their positions name (appends completed out of order, or after a gap a cut left). Reads find
   // them through an in-memory table of these runs; 0 when every append landed in order.
   uint64_t place_runs = 0;
+  uint64_t resets = 0;  // zones compaction emptied (reset) since Open
 };
 
 struct DeviceStats {
