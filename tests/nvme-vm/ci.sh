@@ -15,7 +15,8 @@
 #                written through one node and read through the other
 # and in zns, where NVKV_TEST_ZONED=1, the same binaries run only their zoned-namespace tests:
 # the engine and the default device options refuse the namespace (the session checks `format`
-# is refused), and the zone commands go through passthrough.
+# is refused), the zone commands go through passthrough, and a store laid on the zones through
+# the engine's test seam writes, compacts and reopens.
 # Prints one line per step and configuration, then "nvkv-vm: N passed, N failed"; exits 0 only
 # when every step passed. First run: installs QEMU and busybox-static with apt-get (as root) and
 # caches Debian's kernel (see README.md).
