@@ -121,6 +121,8 @@ class Engine::Impl final {
     return shape_.ordered ? IndexMode::kOrdered : IndexMode::kHash;
   }
   const ShardSet& shards() const { return shards_; }
+  const storage::DeviceInfo& device_info() const { return device_info_; }
+  SegmentTable& segments() { return *segments_; }
   // Writes that changed the index so far (Check compares them before and after).
   uint64_t index_writes() const { return writes_ != nullptr ? writes_->index_writes() : 0; }
 

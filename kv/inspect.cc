@@ -13,6 +13,7 @@
 // (ordered mode: at that page with that record size, Location::Indexed) as its current entry
 // (hash mode: no entry before it is the key's, key_entries.h).
 #include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <optional>
 
@@ -22,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "kv/engine_impl.h"
 #include "kv/key_entries.h"
+#include "kv/metadata_zones.h"
 #include "kv/segment_read.h"
 #include "kv/segment_scan.h"
 #include "kv/segment_summary.h"
@@ -77,6 +79,10 @@ class SegmentReader {
 
   // Page i of the segment last read, or null when the device could not read it.
   const uint8_t* page(uint32_t i) const { return segment_->page(i); }
+
+  storage::Device& queue() { return *queue_; }
+  // The buffer ReadPage reads into (one page), for other reads of single pages.
+  const storage::Buffer& page_buffer() const { return page_buffer_; }
 
   // Reads one page of the store; the bytes stay valid until the next ReadPage.
   absl::StatusOr<const uint8_t*> ReadPage(uint64_t page_number) {
@@ -213,9 +219,18 @@ class Checker {
   // After every segment: the segment map's pages, and its rule (FORMAT.md "Segment map"): no
   // segment holding a log is free in the map on the device.
   void CheckSegmentMap();
+  // Zoned, after every segment: the zones' states against the logs found (a note of how many
+  // are in each state and active; a free segment's zone that holds data is a note, as Open
+  // resets it).
+  void CheckZones();
   void CheckIndexCoverage(uint64_t entries);
 
  private:
+  // CheckSuperblocks and CheckSegmentMap on zones: the metadata zones' first pages and logs.
+  void CheckZoneSuperblocks();
+  void CheckMapZones();
+  // The map rule for the entries of one map page, `index`.
+  void CheckMapEntries(uint64_t index, const SegmentMapEntry* entries);
   void ClassifyPages(uint64_t segment, const SegmentScanResult& scan);
   void CheckLiveRecords(uint64_t segment, const SegmentRecords& segment_records);
   // A whole log that ends with a summary: the summary must name exactly the log's records, in
@@ -237,9 +252,16 @@ class Checker {
   absl::flat_hash_set<KeyHash> matched_keys_;
   // The generation of the log each segment holds (0: none), for CheckSegmentMap.
   std::vector<uint64_t> log_generation_ = std::vector<uint64_t>(g_.segment_count, 0);
+  // Zoned: the metadata zones as CheckZoneSuperblocks found them.
+  std::array<storage::ZoneDescriptor, kMetadataZones> metadata_zones_{};
+  bool metadata_zones_read_ = false;
 };
 
 void Checker::CheckSuperblocks() {
+  if (g_.zoned()) {
+    CheckZoneSuperblocks();
+    return;
+  }
   report_.pages_scanned += kSuperblockPages;
   for (uint64_t copy = 0; copy < kSuperblockPages; ++copy) {
     std::string fault;
@@ -441,8 +463,132 @@ void Checker::CheckSummary(uint64_t segment, const SegmentScanResult& scan) {
   }
 }
 
-void Checker::CheckSegmentMap() {
+void Checker::CheckZoneSuperblocks() {
+  absl::StatusOr<ZoneSuperblocks> found =
+      ReadZoneSuperblocks(reader_.queue(), reader_.page_buffer());
+  if (!found.ok()) {
+    Problem(absl::StrCat("the metadata zones' superblocks: ", found.status().message()));
+    return;
+  }
+  metadata_zones_ = found->zones;
+  metadata_zones_read_ = true;
+  for (uint32_t z = 0; z < kMetadataZones; ++z) {
+    ++report_.pages_scanned;
+    const absl::StatusOr<Superblock>& copy = found->copies[z];
+    std::string fault;
+    if (!copy.ok()) {
+      fault = std::string(copy.status().message());
+    } else if (GeometryOf(*copy).segment_count != g_.segment_count ||
+               StoreSeed(copy->store_id) != engine_.shape().seed || copy->copy != z) {
+      fault = "describes another store, or another copy, than this one";
+    }
+    if (fault.empty()) {
+      ++report_.pages_valid;
+    } else {
+      ++report_.pages_unreadable;
+      Problem(absl::StrCat("superblock copy ", z, " (the first page of metadata zone ", z, "): ",
+                           fault, "; it is written again when the segment map next moves there"));
+    }
+  }
+}
+
+void Checker::CheckMapZones() {
+  if (!metadata_zones_read_) return;  // CheckZoneSuperblocks said why
+  std::vector<bool> found(g_.map_pages(), false);
+  uint64_t newest = 0;
+  absl::StatusOr<MetadataZonesRead> read = ReadMetadataZones(
+      reader_.queue(), g_, engine_.shape().seed, engine_.shape().blocks_per_page,
+      metadata_zones_, reader_.page_buffer(),
+      [&](uint64_t index, const SegmentMapPageHeader&, const SegmentMapEntry* entries,
+          uint64_t) {
+        found[index] = true;
+        ++newest;
+        CheckMapEntries(index, entries);
+      });
+  if (!read.ok()) {
+    Problem(absl::StrCat("the segment map's zones: ", read.status().message()));
+    return;
+  }
+  report_.pages_scanned += read->pages_found + read->unusable_pages;
+  report_.pages_valid += newest;
+  report_.pages_stale += read->pages_found - newest;  // older copies
+  // Appends a cut lost below a write pointer: older copies serve (a note, not a problem).
+  report_.pages_unreadable += read->unusable_pages;
+  if (read->unusable_pages > 0) {
+    report_.notes.push_back(absl::StrCat(read->unusable_pages,
+                                         " pages of the segment map's zones do not verify (a "
+                                         "cut lost their appends); older copies serve"));
+  }
+  for (uint64_t index = 0; index < found.size(); ++index) {
+    if (!found[index]) {
+      Problem(absl::StrCat("segment map page ", index, ": no copy in the metadata zones; "
+                           "recovery reads every segment it describes"));
+    }
+  }
+  if (!read->holds_every_page) {
+    Problem(absl::StrCat("metadata zone ", read->current, " is current but lacks a copy of some "
+                         "map page (a move cut short: the next Open completes it)"));
+  }
+}
+
+void Checker::CheckMapEntries(uint64_t index, const SegmentMapEntry* entries) {
   const uint32_t per_page = MapEntriesPerPage(g_.page_bytes);
+  const uint64_t first = index * per_page;
+  for (uint64_t s = first; s < std::min<uint64_t>(g_.segment_count, first + per_page); ++s) {
+    if (log_generation_[s] != 0 &&
+        entries[s - first].state == static_cast<uint8_t>(MapState::kFree)) {
+      Problem(absl::StrCat("segment ", s, " holds the log of generation ", log_generation_[s],
+                           ", but the segment map says it is free: recovery would not read "
+                           "it"));
+    }
+  }
+}
+
+void Checker::CheckZones() {
+  absl::StatusOr<std::vector<storage::ZoneDescriptor>> zones =
+      storage::ReportAllZones(reader_.queue());
+  if (!zones.ok()) {
+    Problem(absl::StrCat("zone report failed: ", zones.status().message()));
+    return;
+  }
+  uint64_t empty = 0, open = 0, closed = 0, full = 0, other = 0;
+  for (const storage::ZoneDescriptor& zone : *zones) {
+    switch (zone.state) {
+      case storage::ZoneState::kEmpty: ++empty; break;
+      case storage::ZoneState::kImplicitlyOpen:
+      case storage::ZoneState::kExplicitlyOpen: ++open; break;
+      case storage::ZoneState::kClosed: ++closed; break;
+      case storage::ZoneState::kFull: ++full; break;
+      default: ++other; break;
+    }
+  }
+  const storage::ZoneModel& model = engine_.device_info().zones;
+  const uint32_t active_limit = model.max_active != 0 ? model.max_active : model.max_open;
+  report_.notes.push_back(absl::StrCat(
+      "zones: ", empty, " empty, ", open, " open, ", closed, " closed, ", full, " full",
+      other > 0 ? absl::StrCat(", ", other, " read-only or offline") : std::string(), "; ",
+      open + closed, " active",
+      active_limit != 0 ? absl::StrCat(" of the ", active_limit, " the device keeps")
+                        : std::string()));
+  for (uint64_t s = 0; s < g_.segment_count; ++s) {
+    const storage::ZoneDescriptor& zone = (*zones)[kMetadataZones + s];
+    if (zone.state == storage::ZoneState::kReadOnly || zone.state == storage::ZoneState::kOffline) {
+      Problem(absl::StrCat("segment ", s, ": its zone is ", storage::ZoneStateName(zone.state),
+                           log_generation_[s] != 0 ? " and holds a log" : ""));
+    } else if (log_generation_[s] == 0 && zone.state != storage::ZoneState::kEmpty &&
+               engine_.segments().state(s) == SegmentState::kFree) {
+      report_.notes.push_back(absl::StrCat("segment ", s, " is free but its zone holds data (",
+                                           storage::ZoneStateName(zone.state),
+                                           "): the next Open resets it"));
+    }
+  }
+}
+
+void Checker::CheckSegmentMap() {
+  if (g_.zoned()) {
+    CheckMapZones();
+    return;
+  }
   for (uint64_t index = 0; index < g_.map_pages(); ++index) {
     const uint64_t page_number = g_.map_first_page() + index;
     ++report_.pages_scanned;
@@ -459,15 +605,7 @@ void Checker::CheckSegmentMap() {
       continue;
     }
     ++report_.pages_valid;
-    const uint64_t first = index * per_page;
-    for (uint64_t s = first; s < std::min<uint64_t>(g_.segment_count, first + per_page); ++s) {
-      if (log_generation_[s] != 0 &&
-          entries[s - first].state == static_cast<uint8_t>(MapState::kFree)) {
-        Problem(absl::StrCat("segment ", s, " holds the log of generation ", log_generation_[s],
-                             ", but the segment map says it is free: recovery would not read "
-                             "it"));
-      }
-    }
+    CheckMapEntries(index, entries);
   }
 }
 
@@ -554,6 +692,7 @@ absl::StatusOr<CheckReport> Engine::Impl::Check(const ProgressCallback& progress
     if (progress) progress(segment + 1, segment_count);
   }
   checker.CheckSegmentMap();
+  if (shape_.geometry.zoned()) checker.CheckZones();
   const uint64_t entries = IndexEntries(*this);
   if (index_writes() != writes_before) {
     report.notes.push_back(

@@ -1,7 +1,7 @@
 // A store on a zoned namespace (issue 40, as far as it is built: EngineSeams::zoned_unfinished):
 // the log goes by Zone Append, its pages named by position and read through the place table;
 // Open reads the zones back by position and rebuilds the table; compaction empties zones by
-// reset. Puts, large values, deletes and batches read back at once and after reopening, in both
+// reset; Check reads the metadata zones. Puts, large values, deletes and batches read back at once and after reopening, in both
 // index modes, also when the device carries appends out and completes them in a shuffled order;
 // and power cuts at seeded points, compaction running, never lose an acknowledged durable write.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "kv/engine.h"
 #include "storage/base/check.h"
 #include "storage/fault_device.h"
@@ -89,6 +90,15 @@ void ExpectHolds(Engine& engine, const std::map<std::string, std::string>& model
   }
 }
 
+// Check finds nothing wrong, and reads what it should.
+void ExpectChecksClean(Engine& engine) {
+  absl::StatusOr<CheckReport> report = engine.Check();
+  ASSERT_THAT(report, IsOk());
+  for (const std::string& problem : report->problems) ADD_FAILURE() << problem;
+  EXPECT_GT(report->segments_in_use, 0u);
+  EXPECT_GT(report->live_keys_checked, 0u);
+}
+
 class ZonedEngineTest : public ::testing::TestWithParam<bool /*ordered*/> {};
 
 // Writes `rounds` rounds over 300 keys (puts, overwrites, deletes, a batch per round) into an
@@ -144,6 +154,7 @@ TEST_P(ZonedEngineTest, WritesReadBackAndSurviveAReopen) {
     ExpectHolds(**engine, model, absent);
     Workload(**engine, 1, &model, &absent);
     ExpectHolds(**engine, model, absent);
+    ExpectChecksClean(**engine);
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
 }
@@ -170,6 +181,7 @@ TEST_P(ZonedEngineTest, CompactionResetsZonesAndTheStoreNeverFills) {
       }
     }
     ExpectHolds(**engine, model, absent);
+    ExpectChecksClean(**engine);
     const EngineStats stats = (*engine)->Stats();
     EXPECT_GT(stats.device.zones.resets, 20u);
     EXPECT_EQ(stats.device.zones.resets, stats.segments_cleaned);
@@ -182,6 +194,44 @@ TEST_P(ZonedEngineTest, CompactionResetsZonesAndTheStoreNeverFills) {
   ExpectHolds(**engine, model, absent);
   Workload(**engine, 10, &model, &absent);
   ExpectHolds(**engine, model, absent);
+}
+
+// Check on zones: the superblock copies at the metadata zones' starts, the map's newest copies,
+// and a note of the zones' states against the device's active limit; a damaged copy is a problem
+// (the store still opens from the other).
+TEST_P(ZonedEngineTest, CheckReadsTheMetadataZonesAndReportsTheZones) {
+  auto made = storage::MemDevice::Create(ZonedOptions(/*max_active=*/4));
+  ASSERT_THAT(made, IsOk());
+  std::shared_ptr<storage::MemStorage> storage = (*made)->storage();
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  {
+    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(GetParam()), ZonedSeams());
+    ASSERT_THAT(engine, IsOk());
+    Workload(**engine, 2, &model, &absent);
+    absl::StatusOr<CheckReport> report = (*engine)->Check();
+    ASSERT_THAT(report, IsOk());
+    EXPECT_TRUE(report->ok()) << report->problems.front();
+    EXPECT_EQ(report->pages_scanned, report->pages_valid + report->pages_in_holes +
+                                         report->pages_stale + report->pages_unwritten +
+                                         report->pages_unreadable);
+    bool zones_noted = false;
+    for (const std::string& note : report->notes) {
+      zones_noted = zones_noted || absl::StrContains(note, "active of the 4 the device keeps");
+    }
+    EXPECT_TRUE(zones_noted);
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  storage->Corrupt(kZoneBlocks * kBlock + 40, 1);  // superblock copy 1
+  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+  ASSERT_THAT(device, IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()), ZonedSeams());
+  ASSERT_THAT(engine, IsOk());
+  ExpectHolds(**engine, model, absent);
+  absl::StatusOr<CheckReport> report = (*engine)->Check();
+  ASSERT_THAT(report, IsOk());
+  ASSERT_EQ(report->problems.size(), 1u);
+  EXPECT_THAT(report->problems[0], ::testing::HasSubstr("superblock copy 1"));
 }
 
 // The fault device carries zone appends out in a seeded order and completes them shuffled: pages
