@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tools/cli/cli.h"
 
@@ -46,6 +47,9 @@ const std::vector<OptionSpec>& GlobalOptions() {
       {"--key-hex", nullptr, "keys only are given and printed in hex"},
       {"--value-hex", nullptr, "values only are given and printed in hex"},
       {"--backend", "B", "auto (default), nvme, direct or sync"},
+      {"--shards", "N",
+       "shards to open the store with (default 4; a zoned namespace with few open or active "
+       "zones takes fewer)"},
       {"--degraded", nullptr,
        "open even when pages of the log cannot be read, without their records (a plain open "
        "fails, naming them); for get, dump, check and the other commands"},
@@ -348,6 +352,11 @@ Outcome MakeContext(const ParsedLine& parsed, Context* context) {
       hex || global.count("--key-hex") != 0 ? Encoding::kHex : Encoding::kEscaped;
   context->encodings.value =
       hex || global.count("--value-hex") != 0 ? Encoding::kHex : Encoding::kEscaped;
+  if (auto it = global.find("--shards"); it != global.end()) {
+    if (!absl::SimpleAtoi(it->second, &context->shard_count) || context->shard_count == 0) {
+      return Usage(absl::StrCat("--shards: '", it->second, "' is not a number from 1 to 64"));
+    }
+  }
   if (auto it = global.find("--backend"); it != global.end()) {
     const std::string& name = it->second;
     if (name == "auto") {

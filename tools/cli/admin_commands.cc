@@ -147,6 +147,7 @@ Outcome RunFormat(const Context& context) {
   Options options;
   options.index_mode = context.index_mode;  // recorded: later commands open with it
   options.backend = context.backend;
+  if (context.shard_count != 0) options.shard_count = context.shard_count;
   options.background_compaction = false;  // an empty store has nothing to compact
   options.error_if_exists = true;
   const bool capacity_given = context.Has("--capacity");

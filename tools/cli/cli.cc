@@ -36,6 +36,7 @@ Options Context::OptionsFor(Use use) const {
   options.index_mode = index_mode;
   options.backend = backend;
   options.open_degraded = degraded;
+  if (shard_count != 0) options.shard_count = shard_count;
   return options;
 }
 

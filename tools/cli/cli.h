@@ -51,6 +51,7 @@ struct Context {
   FieldEncodings encodings;  // --hex (both), --key-hex, --value-hex; else escaped
   Backend backend = Backend::kAuto;
   bool degraded = false;  // --degraded: Options::open_degraded
+  uint32_t shard_count = 0;  // --shards: Options::shard_count; 0: its default
 
   bool Has(const std::string& option) const { return options.count(option) != 0; }
   const std::string& Get(const std::string& option) const { return options.at(option); }
