@@ -431,15 +431,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::OpenOnDevice(
   StopMutexDeadlockDetection();
   const std::string path = device->info().path;
   if (device->info().zoned) {
-    // A namespace too small in open or active zones for the store is refused with the numbers
-    // (and will be once stores go on zones), before the refusal of zones as such.
+    if (!device->info().zones.zoned()) {
+      // A zoned block node opened for reports (ZonedAccess::kAnyNode): no zone commands there.
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": zoned device without Zone Append (a block node): open the namespace's NVMe "
+                "generic node"));
+    }
+    // A namespace too small in open or active zones for the store is refused with the numbers.
     absl::StatusOr<uint32_t> budget =
         ZoneBudgetFor(device->info().zones, options.shard_count, path);
     if (!budget.ok()) return budget.status();
-    if (!seams.zoned_unfinished) {
-      return absl::UnimplementedError(
-          absl::StrCat(path, ": zoned namespaces are not supported yet"));
-    }
   }
   const storage::DeviceInfo info = device->info();
   auto impl = std::make_unique<Impl>(options, seams, std::move(device));

@@ -84,10 +84,6 @@ struct EngineSeams {
   // before it waits to clean it (a checkpoint may be taken in between). Borrowed: it outlives
   // the engine.
   const std::function<void(uint64_t segment)>* victim_picked = nullptr;
-  // Opens a zoned namespace although the store laid there lacks summaries and checkpoints yet
-  // (every Open reads the whole log; issue 40's work in progress, for the tests of zoned
-  // stores). Off, Open refuses a zoned namespace.
-  bool zoned_unfinished = false;
 };
 
 // One Put or Delete of a Write call. Views must stay valid for the call.

@@ -4,8 +4,8 @@
 // Each test skips unless the variable of its path is set; the cross-backend tests need both and
 // open the two nodes one after the other; NamespaceTest checks that they cannot be open together
 // (the claim is on the namespace, storage/device_lock.h). With NVKV_TEST_ZONED=1 the namespace
-// is zoned: only EngineZonedTest runs, and checks that Open refuses it (naming the generic node
-// when given the block node), and that a store laid there through the test seam works.
+// is zoned: only EngineZonedTest runs: a store on the zones through the generic node, and the
+// block node refused naming the generic node.
 // tests/nvme-vm runs this binary in QEMU. It formats over whatever the namespace holds.
 // Random tests print their seed; NVKV_TEST_SEED=<seed> replays one.
 #include <gtest/gtest.h>
@@ -693,22 +693,20 @@ class EngineZonedTest : public ::testing::TestWithParam<NodeKind> {
   std::string path_;
 };
 
-// Through the generic node the engine does not lay a store on zones yet; through the block
-// node it never will (no Zone Append there), and the error names the generic node.
-TEST_P(EngineZonedTest, OpenIsRefused) {
-  if (GetParam() == NodeKind::kPassthrough) {
-    EXPECT_THAT(Engine::Open(path_, DeviceStore()),
-                StatusIs(absl::StatusCode::kUnimplemented, "zoned"));
-    return;
-  }
+// Through the block node the engine never lays a store on zones (no Zone Append there), and the
+// error names the generic node.
+TEST_P(EngineZonedTest, TheBlockNodeIsRefusedNamingTheGenericNode) {
+  if (GetParam() == NodeKind::kPassthrough) GTEST_SKIP() << "the generic node takes a store";
   const std::string generic = PathOf(NodeKind::kPassthrough);
   EXPECT_THAT(Engine::Open(path_, DeviceStore()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        generic.empty() ? "zoned" : "open its NVMe generic node " + generic));
 }
 
-// The device layer opens it when asked to (for reports); the engine still refuses it.
-TEST_P(EngineZonedTest, OpenIsUnimplementedEvenWhenTheDeviceOpens) {
+// The device layer opens the block node when asked to (for reports); the engine still refuses
+// it, as it cannot send zone commands there.
+TEST_P(EngineZonedTest, AZonedBlockNodeOpenedForReportsIsRefused) {
+  if (GetParam() == NodeKind::kPassthrough) GTEST_SKIP() << "the generic node takes a store";
   storage::DeviceOptions device_options;
   device_options.zoned_access = storage::ZonedAccess::kAnyNode;
   device_options.buffers.buffer_count = 1;
@@ -717,7 +715,7 @@ TEST_P(EngineZonedTest, OpenIsUnimplementedEvenWhenTheDeviceOpens) {
   auto device = storage::OpenDevice(path_, device_options);
   ASSERT_THAT(device, IsOk());
   EXPECT_THAT(Engine::OpenOnDevice(std::move(*device), DeviceStore()),
-              StatusIs(absl::StatusCode::kUnimplemented, "zoned namespaces are not supported"));
+              StatusIs(absl::StatusCode::kInvalidArgument, "open the namespace's NVMe generic"));
 }
 
 // A namespace whose open or active limits cannot hold the store (a zone per shard, one for the
@@ -741,9 +739,10 @@ TEST_P(EngineZonedTest, TooFewZonesForTheShardsAreRefusedWithTheNumbers) {
                                     " shards need ", budget + 2, " (one a shard, one for the "
                                     "segment map, one spare): open with at most ",
                                     budget - 2)));
-  options.shard_count = budget - 2;  // fits: the refusal is of zones as such
-  EXPECT_THAT(Engine::Open(path_, options),
-              StatusIs(absl::StatusCode::kUnimplemented, "zoned namespaces are not supported"));
+  options.shard_count = budget - 2;  // fits
+  options.segment_bytes = 0;          // a segment is a zone's writable part
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(path_, options);
+  EXPECT_THAT(engine, IsOk());
 }
 
 // The device the engine refuses can still be described: its zone model through the generic
@@ -771,20 +770,17 @@ TEST_P(EngineZonedTest, InspectDeviceShowsTheZones) {
             zones.zone_count);
 }
 
-// A store on the zones through the generic node (EngineSeams::zoned_unfinished, while summaries
-// and checkpoints are not built on zones): its log by Zone Append through passthrough, reopened
-// from the zone report and the pages' positions, compacted by zone resets, within the
+// A store on the zones through the generic node: its log by Zone Append through passthrough,
+// reopened from the zone report and the pages' positions, compacted by zone resets, within the
 // namespace's open and active limits, on Linux's driver and QEMU's zoned namespace.
 TEST_P(EngineZonedTest, AStoreOnTheZonesWritesCompactsAndReopens) {
   if (GetParam() == NodeKind::kBlock) GTEST_SKIP() << "the block node has no Zone Append";
-  EngineSeams seams;
-  seams.zoned_unfinished = true;
   Options options = DeviceStore();
   options.segment_bytes = 0;  // a segment is a zone's writable part
   options.force_format = false;
   std::map<std::string, std::string> model;
   {
-    absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(path_, options, seams);
+    absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(path_, options);
     ASSERT_THAT(engine, IsOk());
     const EngineStats opened = (*engine)->Stats();
     EXPECT_EQ(opened.device.kind, DeviceKind::kNvmePassthrough);
@@ -809,7 +805,7 @@ TEST_P(EngineZonedTest, AStoreOnTheZonesWritesCompactsAndReopens) {
     }
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(path_, options, seams);
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(path_, options);
   ASSERT_THAT(engine, IsOk());
   for (const auto& [key, value] : model) {
     absl::StatusOr<std::string> got = (*engine)->Get(key);

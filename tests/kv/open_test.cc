@@ -335,16 +335,20 @@ TEST(OpenTest, DeviceTooSmallIsAClearError) {
   EXPECT_EQ(st.st_size, 1 << 20);
 }
 
-// The engine does not lay a store on zones yet: a zoned device is refused by name, untouched.
-TEST(OpenTest, AZonedDeviceIsRefusedAndLeftUntouched) {
+// On zones a segment is a zone: a segment size other than the zones' is refused, and the device
+// left untouched (zoned_open_test covers the rest of what a zoned format refuses).
+TEST(OpenTest, AZonedDeviceRefusesASegmentSizeNotItsZonesAndIsLeftUntouched) {
   MemDeviceOptions mem = MemOptions(64 * 256);
   mem.zones = {.zone_count = 64, .zone_blocks = 256, .capacity_blocks = 256};
   auto device = MemDevice::Create(mem);
   ASSERT_THAT(device, IsOk());
   std::shared_ptr<MemStorage> storage = (*device)->storage();
   EXPECT_THAT(Engine::OpenOnDevice(std::move(*device), StoreOptions()),
-              StatusIs(absl::StatusCode::kUnimplemented, "zoned"));
+              StatusIs(absl::StatusCode::kInvalidArgument, "a segment is a zone's writable part"));
   EXPECT_EQ(AllBytes(*storage), std::vector<uint8_t>(storage->capacity_bytes(), 0));
+  for (const storage::ZoneDescriptor& zone : storage->Report(0, 64)) {
+    EXPECT_EQ(zone.state, storage::ZoneState::kEmpty);
+  }
 }
 
 TEST(OpenTest, ErrorIfExists) {

@@ -1,5 +1,4 @@
-// A store on a zoned namespace (issue 40, as far as it is built: EngineSeams::zoned_unfinished):
-// the log goes by Zone Append, its pages named by position and read through the place table;
+// A store on a zoned namespace: the log goes by Zone Append, its pages named by position and read through the place table;
 // Open reads the zones back by position and rebuilds the table; compaction empties zones by
 // reset; Check reads the metadata zones. Puts, large values, deletes and batches read back at once and after reopening, in both
 // index modes, also when the device carries appends out and completes them in a shuffled order;
@@ -48,12 +47,6 @@ Options StoreOptions(bool ordered) {
   options.shard_count = 2;
   options.index_mode = ordered ? IndexMode::kOrdered : IndexMode::kHash;
   return options;
-}
-
-EngineSeams ZonedSeams() {
-  EngineSeams seams;
-  seams.zoned_unfinished = true;
-  return seams;
 }
 
 std::string ValueOf(int key, int version) {
@@ -139,7 +132,7 @@ TEST_P(ZonedEngineTest, WritesReadBackAndSurviveAReopen) {
   std::map<std::string, std::string> model;
   std::vector<std::string> absent;
   {
-    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(GetParam()), ZonedSeams());
+    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     Workload(**engine, 3, &model, &absent);
     ExpectHolds(**engine, model, absent);
@@ -149,7 +142,7 @@ TEST_P(ZonedEngineTest, WritesReadBackAndSurviveAReopen) {
     SCOPED_TRACE(::testing::Message() << "session " << session);
     auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
     ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()), ZonedSeams());
+    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     ExpectHolds(**engine, model, absent);
     Workload(**engine, 1, &model, &absent);
@@ -170,7 +163,7 @@ TEST_P(ZonedEngineTest, CompactionResetsZonesAndTheStoreNeverFills) {
   std::map<std::string, std::string> model;
   std::vector<std::string> absent;
   {
-    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(GetParam()), ZonedSeams());
+    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     // About 130 KiB a round in 300 keys, 120 rounds: 16 MiB into a store of 38 zones of 384
     // KiB (14 MiB), cleaned in the background, and whole once.
@@ -189,7 +182,7 @@ TEST_P(ZonedEngineTest, CompactionResetsZonesAndTheStoreNeverFills) {
   }
   auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
   ASSERT_THAT(device, IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()), ZonedSeams());
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
   ASSERT_THAT(engine, IsOk());
   ExpectHolds(**engine, model, absent);
   Workload(**engine, 10, &model, &absent);
@@ -206,7 +199,7 @@ TEST_P(ZonedEngineTest, CheckReadsTheMetadataZonesAndReportsTheZones) {
   std::map<std::string, std::string> model;
   std::vector<std::string> absent;
   {
-    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(GetParam()), ZonedSeams());
+    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     Workload(**engine, 2, &model, &absent);
     absl::StatusOr<CheckReport> report = (*engine)->Check();
@@ -225,7 +218,7 @@ TEST_P(ZonedEngineTest, CheckReadsTheMetadataZonesAndReportsTheZones) {
   storage->Corrupt(kZoneBlocks * kBlock + 40, 1);  // superblock copy 1
   auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
   ASSERT_THAT(device, IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()), ZonedSeams());
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
   ASSERT_THAT(engine, IsOk());
   ExpectHolds(**engine, model, absent);
   absl::StatusOr<CheckReport> report = (*engine)->Check();
@@ -249,7 +242,7 @@ TEST_P(ZonedEngineTest, PagesThatLandApartReadBackWhereTheyLanded) {
       auto fault = storage::FaultDevice::Create(std::move(*inner), {.seed = seed});
       ASSERT_THAT(fault, IsOk());
       auto engine =
-          Engine::OpenOnDevice(std::move(*fault), StoreOptions(GetParam()), ZonedSeams());
+          Engine::OpenOnDevice(std::move(*fault), StoreOptions(GetParam()));
       ASSERT_THAT(engine, IsOk());
       Workload(**engine, 2, &model, &absent);
       ExpectHolds(**engine, model, absent);
@@ -259,7 +252,7 @@ TEST_P(ZonedEngineTest, PagesThatLandApartReadBackWhereTheyLanded) {
     }
     auto device = storage::MemDevice::Open(storage, ZonedOptions());
     ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()), ZonedSeams());
+    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     EXPECT_EQ((*engine)->Stats().device.zones.place_runs, place_runs)
         << "Open rebuilds the same runs from the pages";
@@ -283,7 +276,7 @@ TEST_P(ZonedEngineTest, PowerCutsNeverLoseAnAcknowledgedDurablePut) {
       ASSERT_THAT(fault, IsOk());
       storage::FaultDevice* faults = fault->get();
       auto engine =
-          Engine::OpenOnDevice(std::move(*fault), StoreOptions(GetParam()), ZonedSeams());
+          Engine::OpenOnDevice(std::move(*fault), StoreOptions(GetParam()));
       ASSERT_THAT(engine, IsOk());
       ASSERT_THAT(faults->SetCutAfterOperations(20 + seed * 7), IsOk());
       for (int i = 0; i < 400; ++i) {
@@ -300,7 +293,7 @@ TEST_P(ZonedEngineTest, PowerCutsNeverLoseAnAcknowledgedDurablePut) {
     }
     auto device = storage::MemDevice::Open(storage, ZonedOptions());
     ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()), ZonedSeams());
+    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     for (const auto& [key, index] : acknowledged) {
       absl::StatusOr<std::string> got = (*engine)->Get(key);
@@ -317,11 +310,28 @@ TEST_P(ZonedEngineTest, PowerCutsNeverLoseAnAcknowledgedDurablePut) {
   EXPECT_GT(cuts, 20);
 }
 
-TEST(ZonedEngineOpenTest, AZonedNamespaceIsRefusedWithoutTheSeam) {
+// A namespace that cannot hold the shards asked for is refused with the numbers.
+TEST(ZonedEngineOpenTest, TooFewActiveZonesForTheShardsAreRefused) {
+  auto device = storage::MemDevice::Create(ZonedOptions(/*max_active=*/4));
+  ASSERT_THAT(device, IsOk());
+  Options options = StoreOptions(false);
+  options.shard_count = 4;
+  EXPECT_THAT(Engine::OpenOnDevice(std::move(*device), options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "4 shards need 6 (one a shard, one for the segment map, one spare): open "
+                       "with at most 2 shards"));
+}
+
+// Checkpoints are not built on zones: refused, and the store goes on.
+TEST(ZonedEngineOpenTest, ACheckpointIsRefusedOnZones) {
   auto device = storage::MemDevice::Create(ZonedOptions());
   ASSERT_THAT(device, IsOk());
-  EXPECT_THAT(Engine::OpenOnDevice(std::move(*device), StoreOptions(false)),
-              StatusIs(absl::StatusCode::kUnimplemented, "zoned namespaces are not supported"));
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(false));
+  ASSERT_THAT(engine, IsOk());
+  ASSERT_THAT(Put(**engine, "k", "v", true), IsOk());
+  EXPECT_THAT((*engine)->Checkpoint(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "no checkpoints on a zoned store"));
+  EXPECT_THAT((*engine)->Get("k"), IsOk());
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ZonedEngineTest, ::testing::Values(false, true),

@@ -71,7 +71,12 @@ class DB {
   // Opens the store at `path`: an NVMe generic character device (/dev/ngXnY), a block device or
   // a regular file. Formats it when it holds no store and options.create_if_missing is set; a
   // missing regular file is created with options.capacity_bytes. Then rebuilds the index from
-  // the log, which recovers every durable write. Unless nvkv was built with
+  // the log, which recovers every durable write.
+  // On a zoned namespace (NVMe ZNS, through its generic node only) the store's segments are its
+  // zones (kv/FORMAT.md "Zoned namespaces"): the log goes by Zone Append, compaction empties a
+  // zone by resetting it, and the store keeps within the namespace's open and active zone
+  // limits. Open there reads the whole log (summaries and checkpoints are not built on zones
+  // yet), and Checkpoint() is refused. Unless nvkv was built with
   // -DNVKV_MUTEX_DEADLOCK_DETECTION=ON (its sanitizer builds are), the process's first Open
   // turns Abseil's mutex deadlock detection off for the whole process, whatever mode was set
   // before (it records every lock taken, at a cost on every operation); a mode set after that
@@ -91,24 +96,29 @@ class DB {
   //                        without their records
   //   kInvalidArgument     an option is out of range; the path is a directory, a FIFO, a socket
   //                        or a character device other than an NVMe generic one; the path is
-  //                        a zoned namespace's block node (the message names its generic node)
+  //                        a zoned namespace's block node (the message names its generic node);
+  //                        on a zoned namespace, a segment_bytes or page_bytes its zones do not
+  //                        take
   //   kFailedPrecondition  also: a zoned namespace whose open or active zone limits cannot
   //                        hold a store of options.shard_count shards (the message says how
-  //                        many can); a zoned store's superblock on a device without zones
+  //                        many can), whose zones hold too little for the store's metadata or
+  //                        are too few, or whose zone model is not the one the store was
+  //                        formatted for; a zoned store's superblock on a device without zones
+  //                        (and the other way round)
   //   kPermissionDenied, kResourceExhausted (no space to create the file, or a file size limit
   //                        below it; for NVMe passthrough, a locked-memory limit too low for its
   //                        rings: the message says how to raise it; no memory for recovery's
   //                        tables or key filters, no thread for the writer or compaction, under
   //                        an address-space or process limit), kUnimplemented (the kernel
-  //                        lacks a required io_uring feature; a zoned namespace: nvkv does
-  //                        not lay a store on zones yet), other device errors (a segment
-  //                        none of whose pages the device can read)
+  //                        lacks a required io_uring feature), other device errors (a
+  //                        segment none of whose pages the device can read)
   static absl::StatusOr<std::unique_ptr<DB>> Open(const Options& options,
                                                   const std::string& path);
 
   // What the device (or file) at `path` is, without opening a store there: its geometry and, on
   // a zoned namespace, its zone model and how many zones are in each state (DeviceStats::zones).
-  // Works on a device Open refuses (a zoned namespace) and on one that holds no store; writes
+  // Works on a device Open refuses (a zoned namespace's block node) and on one that holds no
+  // store; writes
   // nothing. Errors: those of Open's for the path itself (kNotFound, kPermissionDenied,
   // kInvalidArgument for a directory, ...), and kFailedPrecondition while a store is open there
   // for writing.
@@ -275,7 +285,8 @@ class DB {
   // writes wait while it is taken into memory, not while it is written (they do not become
   // durable by it). Errors: kFailedPrecondition after Close() or on a read-only DB (nothing is
   // made durable: there is nothing to), from inside a ForEachLive visitor (nothing either), or
-  // after an Open that went on without pages it could not read (Options::open_degraded);
+  // after an Open that went on without pages it could not read (Options::open_degraded), or on
+  // a zoned namespace (not built there yet);
   // kResourceExhausted when the free segments cannot hold it (the last one stays in use);
   // device errors (a failed flush: as for Flush).
   absl::Status Checkpoint();
