@@ -95,6 +95,8 @@ constexpr const char* kUsage =
     "  --check-every N       run DB::Check after every Nth reopen (default 10; 0: never);\n"
     "                        problems it reports are printed as notes, not failures\n"
     "  --report-seconds N    seconds between progress lines (default 60)\n"
+    "  --shards N            shards to open the store with (default: Options' 4); a zoned\n"
+    "                        namespace with few open or active zones takes fewer\n"
     "  --promise P           what makes an acknowledged non-durable write one that must\n"
     "                        survive a kill: later-durable (default; what options.h promises:\n"
     "                        a later durable write, Flush or Close returned OK) or flush\n"
@@ -127,6 +129,7 @@ struct Config {
   uint32_t durable_percent = 50;
   uint32_t check_every = 10;
   uint32_t report_seconds = 60;
+  uint32_t shard_count = 0;  // --shards; 0: Options' default
   // What makes an acknowledged non-durable write must-survive: true, as options.h promises, any
   // later durable write, Flush or Close returning OK; false, only a later Flush or Close.
   bool later_durable_covers = true;
@@ -195,6 +198,8 @@ std::string ParseArgs(int argc, char** argv, Config* config) {
       }
     } else if (arg == "--report-seconds") {
       error = u32(&config->report_seconds, 1, UINT32_MAX);
+    } else if (arg == "--shards") {
+      error = u32(&config->shard_count, 1, 64);
     } else {
       error = absl::StrCat("unknown option ", arg);
     }
@@ -407,6 +412,7 @@ Options StoreOptions(const Config& config, bool ordered) {
   Options options;
   options.index_mode = ordered ? IndexMode::kOrdered : IndexMode::kHash;
   options.capacity_bytes = config.capacity_mib << 20;
+  if (config.shard_count != 0) options.shard_count = config.shard_count;
   // A killed writer's rings are torn down by the kernel shortly after it died (options.h); wait
   // for that rather than fail.
   options.lock_wait_ms = 30'000;
@@ -799,9 +805,10 @@ class Supervisor {
                 config_.later_durable_covers ? "" : ", --promise flush");
     std::printf(
         "nvkv-soak: reproduce the mix with: nvkv-soak --db %s --seconds %.0f --seed %" PRIu64
-        " --capacity-mib %" PRIu64 " --kill-every-ms %u..%u%s%s%s\n",
+        " --capacity-mib %" PRIu64 " --kill-every-ms %u..%u%s%s%s%s\n",
         config_.db.c_str(), config_.seconds, config_.seed, config_.capacity_mib,
         config_.kill_min_ms, config_.kill_max_ms,
+        config_.shard_count ? absl::StrCat(" --shards ", config_.shard_count).c_str() : "",
         config_.value_max ? absl::StrCat(" --value-max ", config_.value_max).c_str() : "",
         config_.later_durable_covers ? "" : " --promise flush",
         config_.transient_read_faults ? " --transient-read-faults" : "");

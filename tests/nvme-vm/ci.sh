@@ -13,10 +13,13 @@
 #   device       nvme_device_test: the passthrough backend
 #   engine       engine_device_test: the engine through /dev/ng0n1 and /dev/nvme0n1, and a store
 #                written through one node and read through the other
-# and in zns, where NVKV_TEST_ZONED=1, the same binaries run only their zoned-namespace tests:
-# the engine and the default device options refuse the namespace (the session checks `format`
-# is refused), the zone commands go through passthrough, and a store laid on the zones through
-# the engine's test seam writes, compacts and reopens.
+# and in zns, where NVKV_TEST_ZONED=1, the same binaries run only their zoned-namespace tests
+# (the zone commands through passthrough; a store on the zones through the generic node, and
+# the block node refused; the sessions with --shards 2 after the default 4 shards are refused),
+# then
+#   soak         nvkv-soak on /dev/ng0n1 with 2 shards for NVKV_VM_ZONED_SOAK_SECONDS (45):
+#                a writer killed with SIGKILL again and again inside the guest, the store
+#                reopened and checked against every acknowledged write each time
 # Prints one line per step and configuration, then "nvkv-vm: N passed, N failed"; exits 0 only
 # when every step passed. First run: installs QEMU and busybox-static with apt-get (as root) and
 # caches Debian's kernel (see README.md).
@@ -60,6 +63,13 @@ else
   echo "nvkv-vm: no $cli: the CLI session is skipped" >&2
   cli=""
 fi
+soak="$build/tools/nvkv-soak"
+if [[ -x "$soak" ]]; then
+  binaries+=("$soak")
+else
+  echo "nvkv-vm: no $soak: the zoned kill -9 soak is skipped" >&2
+  soak=""
+fi
 
 # The guest's payload: each step prints NVKV-STEP=<name>:<status> so that the host can tell
 # which failed, and the payload goes on after a failure. Its exit status is the number of
@@ -88,6 +98,14 @@ EOF
 if [ "$NVKV_TEST_ZONED" = 1 ]; then
   step device gtest nvme_device_test --gtest_filter='NvmeZonedTest.*'
   step engine gtest engine_device_test --gtest_filter='*EngineZonedTest.*'
+EOF
+  if [[ -n "$soak" ]]; then
+    # QEMU keeps no zone state across its own restarts: the writer is killed inside the guest,
+    # and the store reopened there, through the real driver.
+    echo "  step soak nvkv-soak --db \"\$NVKV_TEST_NVME\" --seconds ${NVKV_VM_ZONED_SOAK_SECONDS:-45}" \
+      "--shards 2 --kill-every-ms 300..2000 --check-every 4 --report-seconds 15"
+  fi
+  cat <<'EOF'
 else
   step smoke passthru_smoke
   step device gtest nvme_device_test
