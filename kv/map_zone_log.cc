@@ -47,10 +47,12 @@ void MapZoneLog::Failed(uint64_t index) {
 }
 
 std::optional<MapZoneLog::Move> MapZoneLog::MoveTarget() const {
-  if (used_ < geometry_.pages_per_segment && missing_ < geometry_.pages_per_segment - used_) {
-    return std::nullopt;  // room for a page it holds: no move yet
-  }
-  if (missing_ > 0) return std::nullopt;  // only a failed write leaves it so: the store failed
+  if (used_ < geometry_.pages_per_segment) return std::nullopt;  // room for a page yet
+  // Full. It holds every page unless a failed write, or an Open that found it without some and
+  // without room for them, left it so: then some page's newest copy is only in the other zone,
+  // which the move resets. Safe all the same: a map page with no copy says nothing, and
+  // recovery reads every segment it describes, as for a damaged page; the move writes every
+  // page again at once.
   return Move{superblock_, 1 - current_};
 }
 

@@ -33,7 +33,9 @@ class MapZoneLog {
   // Where the map stands as Open found it.
   struct Found {
     uint32_t current = 0;     // the zone map writes go to
-    uint64_t pages_used = 1;  // pages of it below its write pointer (its capacity when full)
+    // Pages of it below its write pointer (its capacity when full, or when the pointer is not
+    // on a page boundary: an append a cut tore; nothing more goes there).
+    uint64_t pages_used = 1;
     // It holds a copy of every map page (else each page counts as missing, to be written again).
     bool holds_every_page = true;
   };
@@ -60,8 +62,8 @@ class MapZoneLog {
   void Take(uint64_t index);
   // The append of page `index` failed: the zone may not hold it (its place stays used).
   void Failed(uint64_t index);
-  // The zone a move goes to, once the current one has no room for any page: full, and holding
-  // a copy of every page. nullopt while there is room.
+  // The zone a move goes to, once the current one is full (it then holds a copy of every page,
+  // but after a failed write or an Open that found it so). nullopt while there is room.
   std::optional<Move> MoveTarget() const;
   // The move's zone was reset and holds its superblock copy, durably: it is the current zone
   // now, and holds no map page yet.

@@ -17,6 +17,17 @@
 
 namespace nvkv::kv {
 
+namespace {
+
+// A map page's append landed on a page boundary of its zone (else no read would find it there).
+absl::Status MapAppendLanded(const storage::IoRequest& append, const StoreShape& shape) {
+  if (append.appended_lba % shape.blocks_per_page == 0) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("a segment map page's append landed at LBA ",
+                                          append.appended_lba, ", off a page boundary"));
+}
+
+}  // namespace
+
 MetadataWriter::MetadataWriter(LogWriter& writer, const StoreShape& shape, const ShardSet& shards,
                                SegmentTable& segments, StickyError& error,
                                WriteCounters& counters, storage::Device& queue,
@@ -176,6 +187,9 @@ void MetadataWriter::OnMapWritten(storage::IoRequest* request) {
   auto* write = static_cast<MapWrite*>(request->context);
   MetadataWriter& writer = *write->owner;
   write->in_flight = false;
+  if (request->status.ok() && write->page.append) {
+    request->status = MapAppendLanded(*request, writer.shape_);
+  }
   if (absl::Status written = writer.segments_.MapPageWritten(write->page, request->status);
       !written.ok()) {
     // Without map writes no segment can be announced: the heads could never move on.
@@ -261,9 +275,16 @@ absl::Status MoveMapWhenFull(SegmentMap& map, const Geometry& geometry, storage:
                              const storage::Buffer& page) {
   const std::optional<MapZoneLog::Move> move = map.MoveTarget();
   if (!move.has_value()) return absl::OkStatus();
-  if (absl::Status started =
-          StartMetadataZone(device, geometry, move->superblock, move->zone, page);
-      !started.ok()) {
+  // The zone left is full on the device, or (a pointer a torn append left off a page boundary)
+  // made so: only the current zone counts among the active ones.
+  storage::IoRequest finish;
+  finish.op = storage::IoOp::kZoneFinish;
+  finish.lba = device.info().zones.StartOf(1 - move->zone);
+  absl::Status started = storage::RunOne(device, finish);
+  if (started.ok()) {
+    started = StartMetadataZone(device, geometry, move->superblock, move->zone, page);
+  }
+  if (!started.ok()) {
     return absl::Status(started.code(), absl::StrCat("moving the segment map to metadata zone ",
                                                      move->zone, ": ", started.message()));
   }
@@ -290,7 +311,8 @@ absl::Status AppendMapAlone(SegmentTable& segments, const StoreShape& shape,
     append.lba = shape.LbaOf(write->page_number);
     append.lba_count = shape.blocks_per_page;
     append.buffer = *page;
-    const absl::Status status = storage::RunOne(device, append);
+    absl::Status status = storage::RunOne(device, append);
+    if (status.ok()) status = MapAppendLanded(append, shape);
     NVKV_RETURN_IF_ERROR(segments.MapPageWritten(*write, status));
   }
   return absl::OkStatus();

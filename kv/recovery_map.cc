@@ -31,9 +31,12 @@ absl::Status ReadMapZones(const StoreShape& shape, storage::Device& device,
                                    : current.write_pointer - current.start;
   MapZoneLog::Found found;
   found.current = read.current;
-  found.pages_used = std::min<uint64_t>(
-      shape.geometry.pages_per_segment,
-      (used_blocks + shape.blocks_per_page - 1) / shape.blocks_per_page);
+  // A pointer off a page boundary (an append a cut tore part way) leaves no place an append
+  // could land on whole: the zone counts as full, and the map moves before its next write.
+  found.pages_used = used_blocks % shape.blocks_per_page != 0
+                         ? shape.geometry.pages_per_segment
+                         : std::min<uint64_t>(shape.geometry.pages_per_segment,
+                                              used_blocks / shape.blocks_per_page);
   found.holds_every_page = read.holds_every_page;
   map.ResumeZones(found, read.next_write_count);
   return absl::OkStatus();

@@ -105,6 +105,18 @@ TEST(MapZoneLogTest, AFailedAppendCountsItsPageMissingAgain) {
   EXPECT_EQ(log.MoveTarget()->zone, 1u);
 }
 
+// A zone Open found full (or with a pointer a torn append left off a page boundary) that lacks
+// a copy of some page moves all the same: the move writes every page again, and a page whose
+// only copy the reset took says nothing meanwhile (recovery reads its segments).
+TEST(MapZoneLogTest, AFullZoneMovesEvenWhenItLacksAPage) {
+  const Geometry g = ZonedGeometry(8);
+  MapZoneLog log(g, StoreSuperblock(g.segment_count + kMetadataZones));
+  log.Resume({.current = 1, .pages_used = kCapacity, .holds_every_page = false});
+  EXPECT_FALSE(log.MayAppend(0));
+  ASSERT_TRUE(log.MoveTarget().has_value());
+  EXPECT_EQ(log.MoveTarget()->zone, 0u);
+}
+
 TEST(MapZoneLogTest, AZoneTooSmallForTwoCopiesOfTheMapDoesNotFit) {
   Geometry g = ZonedGeometry(8);
   EXPECT_TRUE(g.map_fits_zone());
