@@ -512,12 +512,17 @@ void Checker::CheckMapZones() {
   report_.pages_scanned += read->pages_found + read->unusable_pages;
   report_.pages_valid += newest;
   report_.pages_stale += read->pages_found - newest;  // older copies
-  // Appends a cut lost below a write pointer: older copies serve (a note, not a problem).
   report_.pages_unreadable += read->unusable_pages;
+  if (read->damaged_pages > 0) {
+    Problem(absl::StrCat(read->damaged_pages, " pages of the segment map's zones fail to read or "
+                         "verify: the map says nothing, and recovery reads every segment"));
+    return;
+  }
+  // Appends a cut lost below a write pointer (zeros): older copies serve (a note).
   if (read->unusable_pages > 0) {
     report_.notes.push_back(absl::StrCat(read->unusable_pages,
-                                         " pages of the segment map's zones do not verify (a "
-                                         "cut lost their appends); older copies serve"));
+                                         " pages of the segment map's zones were never written "
+                                         "(a cut lost their appends); older copies serve"));
   }
   for (uint64_t index = 0; index < found.size(); ++index) {
     if (!found[index]) {

@@ -121,9 +121,14 @@ absl::StatusOr<MetadataZonesRead> ReadMetadataZones(
   // Per zone: which map pages it holds a copy of, and its newest write.
   std::array<std::vector<bool>, kMetadataZones> holds;
   std::array<uint64_t, kMetadataZones> zone_newest = {0, 0};
+  // Per zone: the last place of a page that failed to read or verify (0: none), and per map
+  // page the last place of a verifying copy (to tell whether the damage is superseded).
+  std::array<uint64_t, kMetadataZones> last_damaged = {0, 0};
+  std::array<std::vector<uint64_t>, kMetadataZones> last_copy;
   MetadataZonesRead read;
   for (uint32_t z = 0; z < kMetadataZones; ++z) {
     holds[z].assign(map_pages, false);
+    last_copy[z].assign(map_pages, 0);
     // Whole pages below the write pointer, after the superblock's. A full zone's write pointer
     // means nothing on NVMe: its capacity is written.
     const bool full = zones[z].state == storage::ZoneState::kFull;
@@ -137,6 +142,8 @@ absl::StatusOr<MetadataZonesRead> ReadMetadataZones(
                               static_cast<uint32_t>(count * blocks_per_page), chunk);
       if (!status.ok()) {
         read.unusable_pages += count;
+        read.damaged_pages += count;
+        last_damaged[z] = run + count - 1;
         continue;
       }
       for (uint64_t i = 0; i < count; ++i) {
@@ -148,16 +155,23 @@ absl::StatusOr<MetadataZonesRead> ReadMetadataZones(
           // Zeros in a finished zone were never written: the finish left them. Below the
           // pointer of any other zone they are an append a cut lost.
           if (!(full && absl::IsNotFound(decoded))) ++read.unusable_pages;
+          if (!absl::IsNotFound(decoded)) {
+            ++read.damaged_pages;
+            last_damaged[z] = run + i;
+          }
           continue;
         }
         PageHeader header;
         std::memcpy(&header, page, sizeof(header));
         if (header.page_in_segment >= map_pages) {
-          ++read.unusable_pages;  // a map page of another shape: says nothing here
+          ++read.unusable_pages;  // a map page of another shape: not this map's
+          ++read.damaged_pages;
+          last_damaged[z] = run + i;
           continue;
         }
         ++read.pages_found;
         holds[z][header.page_in_segment] = true;
+        last_copy[z][header.page_in_segment] = run + i;
         zone_newest[z] = std::max(zone_newest[z], header.head_sequence);
         NewestCopy& copy = newest[header.page_in_segment];
         if (header.head_sequence >= copy.write_count) {
@@ -170,7 +184,22 @@ absl::StatusOr<MetadataZonesRead> ReadMetadataZones(
   }
   read.current = zone_newest[1] > zone_newest[0] ? 1 : 0;
   read.next_write_count = std::max(zone_newest[0], zone_newest[1]) + 1;
+  // Damage is superseded when every map page found has a copy written after it: in the current
+  // zone, a later place; for the other zone, the current one holding every page (a zone is
+  // started after the other filled, so each of its copies is newer). A page torn by a cut (the
+  // last ones appended) is so once the next session wrote the map again.
+  const uint32_t other = 1 - read.current;
+  bool superseded = true;
+  for (uint64_t index = 0; index < map_pages; ++index) {
+    if (newest[index].page.empty()) continue;
+    if (last_damaged[read.current] != 0 && last_copy[read.current][index] <= last_damaged[read.current]) {
+      superseded = false;
+    }
+    if (last_damaged[other] != 0 && !holds[read.current][index]) superseded = false;
+  }
+  if (superseded) read.damaged_pages = 0;
   const uint32_t per_page = MapEntriesPerPage(geometry.page_bytes);
+  if (read.damaged_pages > 0) return read;  // the map says nothing (MetadataZonesRead)
   for (uint64_t index = 0; index < map_pages; ++index) {
     const NewestCopy& copy = newest[index];
     if (copy.page.empty()) continue;

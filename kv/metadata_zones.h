@@ -71,11 +71,18 @@ struct MetadataZonesRead {
   // Pages below a write pointer that failed to read or verify (a finished zone's unwritten pages
   // past its last append are not counted).
   uint64_t unusable_pages = 0;
+  // Of those, the ones that are not zeros (zeros are an append a cut lost: never relied on) and
+  // that no later copy of every map page supersedes. When some are, no map page is visited: a
+  // damaged copy may have been some page's newest, and an older one would then say less than
+  // the device held (a segment free that a head took since). The map then says nothing, and
+  // recovery reads every segment, as for a conventional store's damaged map page.
+  uint64_t damaged_pages = 0;
 };
 
 // Reads every page after the superblock up to each zone's write pointer (`zones`, from
 // ReadZoneSuperblocks), through `chunk` a run of pages at a time, and calls `visit` once for
-// the newest copy of each map page index found (in index order, after reading both zones).
+// the newest copy of each map page index found (in index order, after reading both zones),
+// unless a copy is damaged (MetadataZonesRead::damaged_pages).
 absl::StatusOr<MetadataZonesRead> ReadMetadataZones(
     storage::Device& device, const Geometry& geometry, uint64_t store_seed,
     uint32_t blocks_per_page, const std::array<storage::ZoneDescriptor, kMetadataZones>& zones,

@@ -37,7 +37,8 @@ absl::Status ReadMapZones(const StoreShape& shape, storage::Device& device,
                          ? shape.geometry.pages_per_segment
                          : std::min<uint64_t>(shape.geometry.pages_per_segment,
                                               used_blocks / shape.blocks_per_page);
-  found.holds_every_page = read.holds_every_page;
+  // A map that said nothing (a damaged copy) is written again whole.
+  found.holds_every_page = read.holds_every_page && read.damaged_pages == 0;
   map.ResumeZones(found, read.next_write_count);
   return absl::OkStatus();
 }

@@ -268,29 +268,48 @@ TEST_F(TwoMapPagesTest, TheNewestCopyOfEachPageWinsInEitherZone) {
   EXPECT_EQ(read.next_write_count, 6u);
 }
 
-TEST_F(TwoMapPagesTest, ACopyThatDoesNotVerifyGivesWayToAnOlderOne) {
+// Zeros below the write pointer are an append a cut lost (never relied on): the older copy
+// serves.
+TEST_F(TwoMapPagesTest, AnAppendACutLostGivesWayToAnOlderCopy) {
+  ASSERT_THAT(FormatMetadataZones(*device_, geometry_, superblock_, page_), IsOk());
+  AppendMapPage(0, 0, 1);
+  AppendMapPage(0, 1, 2);
+  std::memset(page_.data, 0, kPageBytes);
+  AppendPage(0);
+  std::map<uint64_t, uint64_t> visited;
+  const MetadataZonesRead read = ReadMap(&visited);
+  EXPECT_EQ(visited, (std::map<uint64_t, uint64_t>{{0, 10}, {1, 20}}));
+  EXPECT_EQ(read.unusable_pages, 1u);
+  EXPECT_EQ(read.damaged_pages, 0u);
+  EXPECT_EQ(read.next_write_count, 3u);
+}
+
+// A copy that does not verify may have been some page's newest: the map says nothing (no page is
+// visited), and recovery reads every segment. So does a map page sealed for the other zone.
+TEST_F(TwoMapPagesTest, ADamagedCopyMakesTheMapSayNothing) {
   ASSERT_THAT(FormatMetadataZones(*device_, geometry_, superblock_, page_), IsOk());
   AppendMapPage(0, 0, 1);
   AppendMapPage(0, 1, 2);
   AppendMapPage(0, 0, 3);
   std::shared_ptr<storage::MemStorage> storage = device_->storage();
   storage->Corrupt(3 * kPageBytes + 100, 1);  // the copy of count 3, the zone's fourth page
-  // A page of zeros below the write pointer (a cut that lost an append it counted), and a map
-  // page sealed for zone 1 that landed in zone 0: neither says anything.
-  std::memset(page_.data, 0, kPageBytes);
-  AppendPage(0);
+  std::map<uint64_t, uint64_t> visited;
+  MetadataZonesRead read = ReadMap(&visited);
+  EXPECT_TRUE(visited.empty()) << "page 0's older copy says less than the device held";
+  EXPECT_EQ(read.damaged_pages, 1u);
+  EXPECT_EQ(read.pages_found, 2u);
+  EXPECT_EQ(read.next_write_count, 3u) << "above every count that verifies";
+
+  storage->Corrupt(3 * kPageBytes + 100, 1);  // repaired
   std::vector<SegmentMapEntry> entries(MapEntriesPerPage(kPageBytes));
   SegmentMapPageHeader floors{};
-  floors.sequence_floor = 90;
   EncodeMapPage(page_.data, geometry_, seed_, geometry_.MetadataZoneFirstPage(1), 0, floors,
                 entries.data(), 1, 9);
-  AppendPage(0);
-  std::map<uint64_t, uint64_t> visited;
-  const MetadataZonesRead read = ReadMap(&visited);
-  EXPECT_EQ(visited, (std::map<uint64_t, uint64_t>{{0, 10}, {1, 20}}));
-  EXPECT_EQ(read.unusable_pages, 3u);
-  EXPECT_EQ(read.pages_found, 2u);
-  EXPECT_EQ(read.next_write_count, 3u);
+  AppendPage(0);  // sealed for zone 1, landed in zone 0
+  visited.clear();
+  read = ReadMap(&visited);
+  EXPECT_TRUE(visited.empty());
+  EXPECT_EQ(read.damaged_pages, 1u);
 }
 
 // A full zone is read to its capacity, whatever its write pointer says (NVMe gives none).
