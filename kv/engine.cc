@@ -274,8 +274,16 @@ absl::Status Engine::Impl::SettleZones() {
 absl::Status Engine::Impl::StartWriter() {
   storage::QueueOptions writer_options;
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
-  // Every page in flight, a flush, a wake event, and the segment map's and summaries' writes.
-  writer_options.queue_depth = slots + 3 + MetadataWriter::kPageWrites;
+  // Every page in flight, a flush, a wake event, and the segment map's and summaries' writes;
+  // on zones the finishes of zones left (one a zone token at most), and a map move's commands.
+  uint32_t zone_commands = 0;
+  if (shape_.geometry.zoned()) {
+    NVKV_ASSIGN_OR_RETURN(const uint32_t budget,
+                          ZoneBudgetFor(device_info_.zones, options_.shard_count,
+                                        device_info_.path));
+    zone_commands = budget + 2;
+  }
+  writer_options.queue_depth = slots + 3 + MetadataWriter::kPageWrites + zone_commands;
   writer_options.buffers.buffer_bytes = shape_.geometry.page_bytes;
   writer_options.buffers.buffer_count = slots + MetadataWriter::kPageWrites;
   writer_options.buffers.chunk_count = 0;

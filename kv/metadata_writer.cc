@@ -114,6 +114,10 @@ bool MetadataWriter::SubmitLeftZones() {
     job->request.on_done = OnZoneFinished;
     job->request.context = job.get();
     if (absl::Status status = queue_.Enqueue(&job->request); !status.ok()) {
+      if (absl::IsUnavailable(status)) {
+        job->submitted = false;  // the queue is full for now: the next pass tries again
+        break;
+      }
       job->request.status = status;
       OnZoneFinished(&job->request);
       continue;
