@@ -234,20 +234,33 @@ absl::Status Engine::Impl::Recover() {
 absl::Status Engine::Impl::SettleZones() {
   NVKV_ASSIGN_OR_RETURN(const std::vector<storage::ZoneDescriptor> zones,
                         storage::ReportAllZones(*open_queue_));
+  const auto active = [](const storage::ZoneDescriptor& zone) {
+    return zone.state == storage::ZoneState::kImplicitlyOpen ||
+           zone.state == storage::ZoneState::kExplicitlyOpen ||
+           zone.state == storage::ZoneState::kClosed;
+  };
   std::vector<storage::IoRequest> requests;
+  // The metadata zone the map is not in (a format or a move a cut left before its finish) holds
+  // a superblock copy and older map pages only: full, so that only the map's zone is active.
+  const uint32_t idle_metadata = 1 - segment_map_->current_zone().value_or(0);
+  if (active(zones[idle_metadata])) {
+    storage::IoRequest finish;
+    finish.op = storage::IoOp::kZoneFinish;
+    finish.lba = zones[idle_metadata].start;
+    requests.push_back(finish);
+  }
   bool resets = false;
   for (uint64_t s = 0; s < shape_.geometry.segment_count; ++s) {
     const storage::ZoneDescriptor& zone = zones[kMetadataZones + s];
-    const bool active = zone.state == storage::ZoneState::kImplicitlyOpen ||
-                        zone.state == storage::ZoneState::kExplicitlyOpen ||
-                        zone.state == storage::ZoneState::kClosed;
     storage::IoRequest request;
     request.lba = zone.start;
     if (segments_->state(s) == SegmentState::kFree && zone.state != storage::ZoneState::kEmpty) {
-      // Nothing of it counts (no log, or one compaction emptied): a head starts it afresh.
+      // Nothing of it counts (no log, or one compaction emptied): a head starts it afresh, its
+      // positions landing anew.
       request.op = storage::IoOp::kZoneReset;
+      shape_.places->Clear(s);
       resets = true;
-    } else if (active) {
+    } else if (active(zone)) {
       // A log no head goes on with (heads start in fresh zones at Open): full where it ends,
       // so that the store starts within the device's active zones.
       request.op = storage::IoOp::kZoneFinish;

@@ -189,6 +189,33 @@ TEST_P(ZonedEngineTest, CompactionResetsZonesAndTheStoreNeverFills) {
   ExpectHolds(**engine, model, absent);
 }
 
+// A cut between a metadata zone's start and its finish (a format's, or a move's) leaves it
+// active: Open finishes it, so that the heads have the zones the budget counts on.
+TEST_P(ZonedEngineTest, OpenFinishesAMetadataZoneACutLeftActive) {
+  auto made = storage::MemDevice::Create(ZonedOptions(/*max_active=*/4));
+  ASSERT_THAT(made, IsOk());
+  std::shared_ptr<storage::MemStorage> storage = (*made)->storage();
+  {
+    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(GetParam()));
+    ASSERT_THAT(engine, IsOk());
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  // Zone 1 as a format cut before its finish leaves it: its copy alone, the zone open.
+  const std::vector<uint8_t> copy1 = storage->CopyOut(kZoneBlocks, 1);
+  storage->ResetZone(kZoneBlocks);
+  ASSERT_THAT(storage->Append(kZoneBlocks, 1, copy1.data()), IsOk());
+  ASSERT_EQ(storage->Report(1, 1)[0].state, storage::ZoneState::kImplicitlyOpen);
+  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+  ASSERT_THAT(device, IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+  ASSERT_THAT(engine, IsOk());
+  EXPECT_EQ(storage->Report(1, 1)[0].state, storage::ZoneState::kFull);
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  Workload(**engine, 3, &model, &absent);
+  ExpectHolds(**engine, model, absent);
+}
+
 // Check on zones: the superblock copies at the metadata zones' starts, the map's newest copies,
 // and a note of the zones' states against the device's active limit; a damaged copy is a problem
 // (the store still opens from the other).
