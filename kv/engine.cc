@@ -110,10 +110,9 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now, const Superblock& sup
   if (shape_.geometry.zoned() && !read_only_) {
     NVKV_RETURN_IF_ERROR(SettleZones());
     // The device's active zones, less the segment map's: the heads' (Open checked they suffice).
-    NVKV_ASSIGN_OR_RETURN(const uint32_t budget,
-                          ZoneBudgetFor(device_info_.zones, options_.shard_count,
-                                        device_info_.path));
-    segments_->UseZoneTokens(budget - 1);
+    NVKV_ASSIGN_OR_RETURN(zone_budget_, ZoneBudgetFor(device_info_.zones, options_.shard_count,
+                                                      device_info_.path));
+    segments_->UseZoneTokens(zone_budget_ - 1);
   }
   if (!read_only_) {
     segments_->AnnounceMore();
@@ -289,13 +288,7 @@ absl::Status Engine::Impl::StartWriter() {
   const uint32_t slots = options_.shard_count * options_.page_buffers_per_shard;
   // Every page in flight, a flush, a wake event, and the segment map's and summaries' writes;
   // on zones the finishes of zones left (one a zone token at most), and a map move's commands.
-  uint32_t zone_commands = 0;
-  if (shape_.geometry.zoned()) {
-    NVKV_ASSIGN_OR_RETURN(const uint32_t budget,
-                          ZoneBudgetFor(device_info_.zones, options_.shard_count,
-                                        device_info_.path));
-    zone_commands = budget + 2;
-  }
+  const uint32_t zone_commands = zone_budget_ != 0 ? zone_budget_ + 2 : 0;
   writer_options.queue_depth = slots + 3 + MetadataWriter::kPageWrites + zone_commands;
   writer_options.buffers.buffer_bytes = shape_.geometry.page_bytes;
   writer_options.buffers.buffer_count = slots + MetadataWriter::kPageWrites;

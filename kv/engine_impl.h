@@ -166,6 +166,8 @@ class Engine::Impl final {
   std::unique_ptr<SegmentMap> segment_map_;
   // A zoned store's place table (zone_places.h), which shape_.places points at.
   std::unique_ptr<ZonePlaces> zone_places_;
+  // A zoned store's writer: the zones it may keep active (zone_budget.h); 0 otherwise.
+  uint32_t zone_budget_ = 0;
   std::unique_ptr<SegmentTable> segments_;
   ShardSet shards_;
   std::atomic<uint64_t> next_sequence_{1};

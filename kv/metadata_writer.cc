@@ -143,6 +143,10 @@ void MetadataWriter::OnZoneFinished(storage::IoRequest* request) {
 void MetadataWriter::GiveBack(const LeftZone& zone) {
   segments_.AddPending(zone.segment, -1);  // a compaction victim now
   segments_.ZoneDone();
+  WakeHeads();
+}
+
+void MetadataWriter::WakeHeads() {
   for (const auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     shard->changed.SignalAll();
@@ -204,10 +208,7 @@ void MetadataWriter::OnMapWritten(storage::IoRequest* request) {
                                           std::memory_order_relaxed);
   // Heads waiting for a segment (HeadAppender::WaitForWriter) may find one now, and a checkpoint
   // waiting for a map change (LogWriter::WaitMapDurable) may find it on the device.
-  for (const auto& shard : writer.shards_) {
-    absl::MutexLock lock(&shard->mu);
-    shard->changed.SignalAll();
-  }
+  writer.WakeHeads();
 }
 
 bool MetadataWriter::SubmitSummaries() {

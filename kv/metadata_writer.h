@@ -112,6 +112,9 @@ class MetadataWriter {
   static void OnZoneFinished(storage::IoRequest* request);
   // The zone of `job` is no longer active: its token back, the heads that wait woken.
   void GiveBack(const LeftZone& zone);
+  // Wakes whoever waits on a shard for the writer (a segment announced, a zone token back, a map
+  // change on the device), taking each shard's lock in turn.
+  void WakeHeads();
 
   LogWriter& writer_;
   const StoreShape& shape_;
