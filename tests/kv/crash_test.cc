@@ -28,6 +28,13 @@
 // middle of the workload and some to drop and tear unflushed writes: a crash test whose cuts all
 // came after everything was flushed would pass without testing anything. In hash mode it also
 // requires blind writes and settled stale entries among the runs.
+// Each mode runs on a conventional device and on a zoned one (kv/FORMAT.md "Zoned namespaces"):
+// the log by Zone Append, carried out and completed in a seeded order so that pages land apart
+// from their positions; compaction empties zones by reset; the zones' capacity, open and active
+// limits and Zone Append size vary by seed; the segment map lives in the metadata zones. There
+// the pages are taken by position wherever they landed, and the tally also requires resets and
+// pages that landed apart. What is not built on zones yet (summaries, checkpoints, heads resumed
+// in their zones) is required to be absent, so that the day it is built the test says so.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,10 +45,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kv/engine.h"
+#include "kv/metadata_zones.h"
 #include "kv/page_format.h"
 #include "kv/segment_scan.h"
 #include "storage/base/check.h"
@@ -62,12 +71,41 @@ using storage::MemDeviceOptions;
 constexpr char kDeleted[] = "<deleted>";
 constexpr size_t kPayloadBytes = 4096 - sizeof(PageHeader);  // of a page (StoreOptions: 4 KiB)
 
-MemDeviceOptions MemOptions() {
+// The device a run's store lives on: conventional, or a zoned namespace (kv/FORMAT.md "Zoned
+// namespaces"): the log by Zone Append, pages landing in a seeded order, compaction by reset.
+enum class Layout { kConventional, kZoned };
+
+struct CrashRun {
+  uint64_t seed;
+  IndexMode mode;
+  Layout layout = Layout::kConventional;
+  bool zoned() const { return layout == Layout::kZoned; }
+};
+
+// Zoned: 34 zones of 64 KiB, the two metadata zones and 32 segments.
+constexpr uint64_t kZoneBlocks = 128;
+constexpr uint64_t kZoneCount = 2 + 32;
+
+MemDeviceOptions MemOptions(const CrashRun& run) {
   MemDeviceOptions options;
   options.lba_bytes = 512;        // pages span 8 blocks: tears can split a page
-  // 2 MiB of segments (32 of 64 KiB), the superblocks and the segment map.
-  options.lba_count = 16 + 4096 + 8;
   options.volatile_write_cache = true;
+  if (!run.zoned()) {
+    // 2 MiB of segments (32 of 64 KiB), the superblocks and the segment map.
+    options.lba_count = 16 + 4096 + 8;
+    return options;
+  }
+  // By the seed: a zone's capacity below its size (12 pages) or all of it (16); the open and
+  // active limits as tight as 2 shards allow (4 zones), or none; Zone Appends of at most one
+  // page, of at most 4, or of any size.
+  const uint32_t limit = (run.seed / 2) % 2 == 0 ? 4 : 0;
+  options.lba_count = kZoneCount * kZoneBlocks;
+  options.zones = {.zone_count = kZoneCount,
+                   .zone_blocks = kZoneBlocks,
+                   .capacity_blocks = run.seed % 2 == 0 ? 96 : kZoneBlocks,
+                   .max_open = limit,
+                   .max_active = limit,
+                   .max_append_blocks = run.seed % 3 == 0 ? 8u : run.seed % 3 == 1 ? 32u : 0u};
   return options;
 }
 
@@ -84,10 +122,12 @@ uint64_t CacheBytesFor(uint64_t seed) {
   }
 }
 
-Options StoreOptions(IndexMode mode, uint64_t seed) {
+Options StoreOptions(const CrashRun& run, IndexMode mode) {
+  const uint64_t seed = run.seed;
   Options options;
   options.cache_bytes = CacheBytesFor(seed);
-  options.segment_bytes = 64 << 10;  // 16 pages: heads change segment often
+  // 16 pages: heads change segment often. On zones a segment is a zone's capacity.
+  options.segment_bytes = run.zoned() ? 0 : 64 << 10;
   options.shard_count = 2;
   options.page_buffers_per_shard = 16;
   options.index_mode = mode;
@@ -201,22 +241,38 @@ struct Model {
   }
 };
 
+// A store's geometry and checksum seed, from either superblock copy on `storage`: none when
+// neither decodes.
+struct StoreOnDevice {
+  Geometry g;
+  uint64_t seed = 0;
+};
+std::optional<StoreOnDevice> StoreOf(const storage::MemStorage& storage, const CrashRun& run) {
+  const uint32_t blocks = 4096 / storage.lba_bytes();
+  // Copy 1: the page after copy 0, or on zones the first of metadata zone 1.
+  for (uint64_t lba : {uint64_t{0}, run.zoned() ? kZoneBlocks : blocks}) {
+    const std::vector<uint8_t> page = storage.CopyOut(lba, blocks);
+    absl::StatusOr<Superblock> superblock = DecodeSuperblock(page.data(), 4096);
+    if (superblock.ok()) return StoreOnDevice{GeometryOf(*superblock), StoreSeed(superblock->store_id)};
+  }
+  return std::nullopt;
+}
+
 // Damages one data page of the store chosen by `rng` (a bit flip, as the media might), and
 // tells the model which keys had records on it; returns whether it did. Pages that do not verify
 // as data pages (free, continuation, torn or unwritten), and pages written while it looked, are
 // left alone.
-bool DamageDataPage(storage::MemStorage& storage, nvkv::SplitMix64& rng, Model* model) {
+bool DamageDataPage(storage::MemStorage& storage, const CrashRun& run, nvkv::SplitMix64& rng,
+                    Model* model) {
   const uint32_t page_bytes = 4096;
   const uint32_t blocks = page_bytes / storage.lba_bytes();
-  const std::vector<uint8_t> first = storage.CopyOut(0, blocks);
-  absl::StatusOr<Superblock> superblock = DecodeSuperblock(first.data(), page_bytes);
-  if (!superblock.ok()) return false;
-  const Geometry geometry = GeometryOf(*superblock);
-  const uint64_t page_number = kSuperblockPages + rng.Next() % (geometry.total_pages() -
-                                                                kSuperblockPages);
+  const std::optional<StoreOnDevice> store = StoreOf(storage, run);
+  if (!store) return false;
+  const Geometry& geometry = store->g;
+  const uint64_t first_page = geometry.FirstPageOf(0);
+  const uint64_t page_number = first_page + rng.Next() % (geometry.total_pages() - first_page);
   const std::vector<uint8_t> page = storage.CopyOut(page_number * blocks, blocks);
-  absl::StatusOr<PageHeader> header = VerifyPage(
-      page.data(), geometry, StoreSeed(superblock->store_id), page_number);
+  absl::StatusOr<PageHeader> header = VerifyPage(page.data(), geometry, store->seed, page_number);
   if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) return false;
   std::vector<std::string> keys;
   RecordIterator it(page.data(), *header);
@@ -231,11 +287,6 @@ bool DamageDataPage(storage::MemStorage& storage, nvkv::SplitMix64& rng, Model* 
   model->Damaged(keys);
   return true;
 }
-
-struct CrashRun {
-  uint64_t seed;
-  IndexMode mode;
-};
 
 // Cuts per run, each followed by a reopen on the same bytes: NVKV_CRASH_LIVES, default 3.
 int Lives() {
@@ -265,6 +316,9 @@ struct CutTally {
   // compared with one that reads every segment).
   uint64_t segments_skipped = 0;
   uint64_t segments_summarized = 0;  // read by their summaries at the reopens
+  // Zoned: zones compaction emptied by reset, and runs of pages the reopens found landed apart
+  // from their positions (kv/zone_places.h).
+  uint64_t zone_resets = 0, place_runs_found = 0;
   // Runs whose power failed during a Close, or right after one (which wrote a checkpoint); and
   // reopens that read a checkpoint (after such a Close, or the clean close ending each check).
   uint64_t cut_in_close = 0, closed_before_the_cut = 0;
@@ -303,7 +357,7 @@ uint64_t LifeSeed(const CrashRun& run, int life) {
 
 void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStorage> storage,
                  Model* model, CutTally* tally) {
-  auto mem = MemDevice::Open(storage, MemOptions());
+  auto mem = MemDevice::Open(storage, MemOptions(run));
   ASSERT_THAT(mem, IsOk());
   storage::FaultDeviceOptions fault_options;
   fault_options.seed = LifeSeed(run, life);
@@ -314,7 +368,7 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   auto witness = (*fault)->OpenQueue(storage::QueueOptions{});
   ASSERT_THAT(witness, IsOk());
   FaultDevice* device = static_cast<FaultDevice*>(witness->get());
-  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run.mode, run.seed),
+  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run, run.mode),
                                      StoreSeams());
   ASSERT_THAT(engine, IsOk());
   if ((*engine)->Stats().recovery_heads_resumed > 0) ++tally->lives_on_resumed_heads;
@@ -333,7 +387,7 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   const int steps = closes ? 20 + static_cast<int>(rng.Next() % 200) : 600;
   for (int step = 0; step < steps; ++step) {
     if (damaging && rng.Next() % 100 == 0 && device->fault_stats().powered) {
-      if (DamageDataPage(*storage, rng, model)) ++tally->pages_damaged;
+      if (DamageDataPage(*storage, run, rng, model)) ++tally->pages_damaged;
     }
     const std::string key = "k" + std::to_string(rng.Next() % 64);
     const uint64_t action = rng.Next() % 100;
@@ -504,6 +558,8 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
         ++tally->checkpoints_while_running;
       } else if (absl::IsResourceExhausted(status)) {
         status = absl::OkStatus();  // no room for it: the store goes on without
+      } else if (run.zoned() && absl::IsFailedPrecondition(status)) {
+        status = absl::OkStatus();  // not built on zones yet: refused, the store goes on
       }
     }
     if (!status.ok() && !absl::IsNotFound(status)) {
@@ -517,7 +573,9 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   if (closes && device->fault_stats().powered) {
     // A Close that returns OK made every write durable.
     closing = true;
-    ASSERT_THAT(device->SetCutAfterOperations(1 + rng.Next() % 40), IsOk());
+    // (A zoned Close writes no summaries nor checkpoint: a few operations, which the cut must
+    // fall among as often.)
+    ASSERT_THAT(device->SetCutAfterOperations(1 + rng.Next() % (run.zoned() ? 8 : 40)), IsOk());
     if ((*engine)->Close().ok()) {
       model->AllAckedDurable();
       ++tally->closed_before_the_cut;
@@ -540,6 +598,7 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   const EngineStats stats = (*engine)->Stats();
   tally->blind_writes += stats.blind_writes;
   tally->stale_entries_settled += stats.stale_entries_settled;
+  tally->zone_resets += stats.device.zones.resets;
   (void)(*engine)->Close();
 }
 
@@ -557,61 +616,145 @@ std::map<std::string, std::string> ReadBack(Engine& engine, const std::set<std::
   return found;
 }
 
+// Zoned: the place of segment `s` that holds each position of its log, as recovery finds them
+// (kv/FORMAT.md "Page identity"): the one verifying page of the zone that claims the position,
+// wherever it landed; kNoPlace when none does, kTwoPlaces when more than one does. A place
+// `unread` is left out, as a page the device failed to read.
+constexpr uint32_t kNoPlace = UINT32_MAX;
+constexpr uint32_t kTwoPlaces = UINT32_MAX - 1;
+std::vector<uint32_t> PlacesOfPositions(const std::vector<uint8_t>& bytes, const StoreOnDevice& store,
+                                        uint64_t s, uint32_t unread = kNoPlace) {
+  const Geometry& g = store.g;
+  std::vector<uint32_t> place_of(g.pages_per_segment, kNoPlace);
+  const uint64_t first = g.FirstPageOf(s);
+  for (uint32_t place = 0; place < g.pages_per_segment; ++place) {
+    if (place == unread) continue;
+    const absl::StatusOr<PageHeader> header =
+        VerifyPage(bytes.data() + (first + place) * g.page_bytes, g, store.seed, first + place);
+    if (!header.ok() || header->page_in_segment >= g.pages_per_segment) continue;
+    uint32_t& claimed = place_of[header->page_in_segment];
+    claimed = claimed == kNoPlace ? place : kTwoPlaces;
+  }
+  return place_of;
+}
+
+// Segment `s` of `bytes` (the whole device) by the rules recovery reads a segment with
+// (ScanSegment), its pages taken by position.
+SegmentScanResult ScanAt(const std::vector<uint8_t>& bytes, const StoreOnDevice& store,
+                         uint64_t s) {
+  const Geometry& g = store.g;
+  std::vector<uint32_t> place_of;
+  if (g.zoned()) place_of = PlacesOfPositions(bytes, store, s);
+  const std::vector<uint8_t> zeros(g.page_bytes, 0);
+  return ScanSegment(
+      g, store.seed, s,
+      [&](uint32_t i) {
+        const uint32_t place = g.zoned() ? place_of[i] : i;
+        if (place >= kTwoPlaces) return zeros.data();  // no page, or two: a hole
+        return bytes.data() + (g.FirstPageOf(s) + place) * g.page_bytes;
+      },
+      /*assemble_large_values=*/false, [](const ScannedRecord&) {});
+}
+
+// The state the segment map on `storage` gives each segment whose map page it can read (a
+// torn page, or on zones a damaged copy, says nothing: recovery reads those segments). On zones
+// the map is the newest copies in the metadata zones, read as Open reads them.
+std::map<uint64_t, uint8_t> MapStates(const storage::MemStorage& storage, const CrashRun& run,
+                                      const std::vector<uint8_t>& bytes,
+                                      const StoreOnDevice& store) {
+  const Geometry& g = store.g;
+  const uint32_t per_page = MapEntriesPerPage(g.page_bytes);
+  std::map<uint64_t, uint8_t> states;
+  auto take = [&](uint64_t index, const SegmentMapEntry* entries, uint64_t count) {
+    for (uint64_t i = 0; i < count; ++i) states[index * per_page + i] = entries[i].state;
+  };
+  if (!g.zoned()) {
+    for (uint64_t index = 0; index < g.map_pages(); ++index) {
+      const uint64_t map_page = g.map_first_page() + index;
+      const SegmentMapEntry* entries = nullptr;
+      if (!DecodeMapPage(bytes.data() + map_page * g.page_bytes, g, store.seed, map_page, &entries)
+               .ok()) {
+        continue;
+      }
+      take(index, entries,
+           std::min<uint64_t>(per_page, g.segment_count - index * per_page));
+    }
+    return states;
+  }
+  auto device = MemDevice::Open(CopyOf(storage), MemOptions(run));
+  EXPECT_THAT(device, IsOk());
+  if (!device.ok()) return states;
+  const storage::Buffer chunk = (*device)->buffers().GetChunk();
+  absl::StatusOr<ZoneSuperblocks> superblocks = ReadZoneSuperblocks(**device, chunk);
+  EXPECT_THAT(superblocks, IsOk());
+  if (superblocks.ok()) {
+    absl::StatusOr<MetadataZonesRead> read = ReadMetadataZones(
+        **device, g, store.seed, g.page_bytes / storage.lba_bytes(), superblocks->zones, chunk,
+        [&](uint64_t index, const SegmentMapPageHeader&, const SegmentMapEntry* entries,
+            uint64_t count) { take(index, entries, count); });
+    EXPECT_THAT(read, IsOk());
+  }
+  (*device)->buffers().PutChunk(chunk);
+  return states;
+}
+
 // The segment map's rule, on the bytes a cut left: a segment that holds a log (by the rules
 // recovery reads a segment with, ScanSegment) is never free in the map on the device.
-void CheckMapSaysInUseOfEveryLog(const storage::MemStorage& storage) {
+void CheckMapSaysInUseOfEveryLog(const storage::MemStorage& storage, const CrashRun& run) {
+  const std::optional<StoreOnDevice> store = StoreOf(storage, run);
+  ASSERT_TRUE(store.has_value()) << "no superblock copy decodes";
   const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
-  absl::StatusOr<Superblock> superblock = DecodeSuperblock(bytes.data(), 4096);
-  if (!superblock.ok()) superblock = DecodeSuperblock(bytes.data() + 4096, 4096);
-  ASSERT_THAT(superblock, IsOk());
-  const Geometry g = GeometryOf(*superblock);
-  const uint64_t seed = StoreSeed(superblock->store_id);
-  const uint32_t per_page = MapEntriesPerPage(g.page_bytes);
-  for (uint64_t s = 0; s < g.segment_count; ++s) {
-    const SegmentScanResult scan = ScanSegment(
-        g, seed, s,
-        [&](uint32_t i) { return bytes.data() + (g.FirstPageOf(s) + i) * g.page_bytes; },
-        /*assemble_large_values=*/false, [](const ScannedRecord&) {});
-    if (!scan.in_use) continue;
-    const uint64_t map_page = g.map_first_page() + s / per_page;
-    const SegmentMapEntry* entries = nullptr;
-    if (!DecodeMapPage(bytes.data() + map_page * g.page_bytes, g, seed, map_page, &entries)
-             .ok()) {
-      continue;  // a torn map page says nothing: its segments are read
-    }
-    EXPECT_NE(entries[s % per_page].state, static_cast<uint8_t>(MapState::kFree))
+  const std::map<uint64_t, uint8_t> states = MapStates(storage, run, bytes, *store);
+  for (uint64_t s = 0; s < store->g.segment_count; ++s) {
+    const SegmentScanResult scan = ScanAt(bytes, *store, s);
+    const auto state = states.find(s);
+    if (!scan.in_use || state == states.end()) continue;
+    EXPECT_NE(state->second, static_cast<uint8_t>(MapState::kFree))
         << "segment " << s << " holds the log of generation " << scan.generation
         << " and the map on the device says it is free";
   }
 }
 
-// A page of a log on `storage` (by ScanSegment's rules), chosen by `seed`: none when no
-// segment holds a log.
-std::optional<uint64_t> APageOfALog(const storage::MemStorage& storage, uint64_t seed) {
+// A page of a log on `storage` (by ScanSegment's rules), chosen by `seed`, to fail to read at an
+// Open: the page at `place` fails, and a refused Open's message names `named` first (on zones
+// the first position of its zone that no other page claims: any of them may have been on it).
+struct UnreadPage {
+  uint64_t place = 0;
+  uint64_t named = 0;
+};
+std::optional<UnreadPage> APageOfALog(const storage::MemStorage& storage, const CrashRun& run,
+                                      uint64_t seed) {
+  const std::optional<StoreOnDevice> store = StoreOf(storage, run);
+  if (!store) return std::nullopt;
+  const Geometry& g = store->g;
   const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
-  absl::StatusOr<Superblock> superblock = DecodeSuperblock(bytes.data(), 4096);
-  if (!superblock.ok()) superblock = DecodeSuperblock(bytes.data() + 4096, 4096);
-  if (!superblock.ok()) return std::nullopt;
-  const Geometry g = GeometryOf(*superblock);
-  std::vector<uint64_t> pages;
+  std::vector<std::pair<uint64_t, uint32_t>> pages;  // segment, position
   for (uint64_t s = 0; s < g.segment_count; ++s) {
-    const SegmentScanResult scan = ScanSegment(
-        g, StoreSeed(superblock->store_id), s,
-        [&](uint32_t i) { return bytes.data() + (g.FirstPageOf(s) + i) * g.page_bytes; },
-        /*assemble_large_values=*/false, [](const ScannedRecord&) {});
+    const SegmentScanResult scan = ScanAt(bytes, *store, s);
     if (!scan.in_use) continue;
-    for (uint32_t i = 0; i < scan.log_pages; ++i) pages.push_back(g.FirstPageOf(s) + i);
+    const std::vector<uint32_t> place_of =
+        g.zoned() ? PlacesOfPositions(bytes, *store, s) : std::vector<uint32_t>();
+    for (uint32_t i = 0; i < scan.log_pages; ++i) {
+      if (!g.zoned() || place_of[i] < kTwoPlaces) pages.emplace_back(s, i);
+    }
   }
   if (pages.empty()) return std::nullopt;
   nvkv::SplitMix64 rng(seed);
-  return pages[rng.Below(pages.size())];
+  const auto [segment, position] = pages[rng.Below(pages.size())];
+  if (!g.zoned()) return UnreadPage{g.FirstPageOf(segment) + position, g.FirstPageOf(segment) + position};
+  const uint32_t place = PlacesOfPositions(bytes, *store, segment)[position];
+  const std::vector<uint32_t> without = PlacesOfPositions(bytes, *store, segment, place);
+  const uint32_t first_missing = static_cast<uint32_t>(
+      std::find(without.begin(), without.end(), kNoPlace) - without.begin());
+  return UnreadPage{g.FirstPageOf(segment) + place, g.FirstPageOf(segment) + first_missing};
 }
 
 // Opens `storage` for reading only (nothing is written, whatever happens) while reads of
 // `page` fail, with `options`.
 absl::StatusOr<std::unique_ptr<Engine>> OpenWhileAPageFailsToRead(
-    std::shared_ptr<storage::MemStorage> storage, uint64_t page, Options options) {
-  auto mem = MemDevice::Open(storage, MemOptions());
+    const CrashRun& run, std::shared_ptr<storage::MemStorage> storage, uint64_t page,
+    Options options) {
+  auto mem = MemDevice::Open(storage, MemOptions(run));
   if (!mem.ok()) return mem.status();
   auto fault = FaultDevice::Create(std::move(*mem), {});
   if (!fault.ok()) return fault.status();
@@ -630,22 +773,26 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenWhileAPageFailsToRead(
 void TryOpensWhileAPageFailsToRead(const CrashRun& run, int life,
                                    std::shared_ptr<storage::MemStorage> storage, IndexMode mode,
                                    CutTally* tally) {
-  const std::optional<uint64_t> page = APageOfALog(*storage, run.seed * 31 + life);
+  const std::optional<UnreadPage> page = APageOfALog(*storage, run, run.seed * 31 + life);
   if (!page) return;
-  SCOPED_TRACE(::testing::Message() << "page " << *page << " fails to read at Open");
-  auto engine = OpenWhileAPageFailsToRead(storage, *page, StoreOptions(mode, run.seed));
+  SCOPED_TRACE(::testing::Message() << "page " << page->place << " fails to read at Open");
+  auto engine = OpenWhileAPageFailsToRead(run, storage, page->place, StoreOptions(run, mode));
   if (engine.ok()) {
     ++tally->opens_past_unread;
   } else {
     ++tally->opens_refused_unread;
     EXPECT_TRUE(absl::IsUnavailable(engine.status())) << engine.status();
-    EXPECT_NE(engine.status().message().find(absl::StrCat("page ", *page, " ")),
-              std::string_view::npos)
+    // "page N of the log ...", or "page N, page M, ... of the log".
+    const std::string named = absl::StrCat("page ", page->named);
+    const absl::string_view message = engine.status().message();
+    const size_t at = message.find(named);
+    EXPECT_TRUE(at != absl::string_view::npos && at + named.size() < message.size() &&
+                (message[at + named.size()] == ' ' || message[at + named.size()] == ','))
         << engine.status();
   }
-  Options degraded = StoreOptions(mode, run.seed);
+  Options degraded = StoreOptions(run, mode);
   degraded.open_degraded = true;
-  auto opened = OpenWhileAPageFailsToRead(storage, *page, degraded);
+  auto opened = OpenWhileAPageFailsToRead(run, storage, page->place, degraded);
   ASSERT_THAT(opened, IsOk()) << "a degraded open";
   ++tally->degraded_opens;
   if (!engine.ok()) {
@@ -655,12 +802,12 @@ void TryOpensWhileAPageFailsToRead(const CrashRun& run, int life,
 
 // What an Open of a copy of `storage` that reads every segment finds for each of `keys`.
 std::map<std::string, std::string> ReadAllOfCopy(const storage::MemStorage& storage,
-                                                 IndexMode mode, uint64_t seed,
+                                                 const CrashRun& run, IndexMode mode,
                                                  const std::set<std::string>& keys) {
-  auto copy = MemDevice::Open(CopyOf(storage), MemOptions());
+  auto copy = MemDevice::Open(CopyOf(storage), MemOptions(run));
   EXPECT_THAT(copy, IsOk());
   if (!copy.ok()) return {};
-  Options options = StoreOptions(mode, seed);
+  Options options = StoreOptions(run, mode);
   options.background_compaction = false;
   auto engine = Engine::OpenOnDevice(std::move(*copy), options,
                                      StoreSeams({.recovery_reads_all = true}));
@@ -673,7 +820,7 @@ std::map<std::string, std::string> ReadAllOfCopy(const storage::MemStorage& stor
 
 void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemStorage> storage,
                     Model* model_out, CutTally* tally) {
-  CheckMapSaysInUseOfEveryLog(*storage);
+  CheckMapSaysInUseOfEveryLog(*storage, run);
   ASSERT_FALSE(::testing::Test::HasFailure()) << "the segment map broke its rule";
   Model& model = *model_out;
   // Every other run reopens the store in the other index mode: either may read what either
@@ -688,19 +835,19 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   std::set<std::string> keys;
   for (const auto& [key, values] : model.possible) keys.insert(key);
   for (const Model::Batch& batch : model.batches) keys.insert(batch.keys.begin(), batch.keys.end());
-  std::map<std::string, std::string> read_all = ReadAllOfCopy(*storage, mode, run.seed, keys);
+  std::map<std::string, std::string> read_all = ReadAllOfCopy(*storage, run, mode, keys);
   ASSERT_FALSE(::testing::Test::HasFailure()) << "open after the crash, reading every segment";
   if ((run.seed + life) % 3 == 1) {
     TryOpensWhileAPageFailsToRead(run, life, storage, mode, tally);
     ASSERT_FALSE(::testing::Test::HasFailure()) << "opens while a page fails to read";
   }
-  auto mem = MemDevice::Open(storage, MemOptions());
+  auto mem = MemDevice::Open(storage, MemOptions(run));
   ASSERT_THAT(mem, IsOk());
   // (Background compaction may run meanwhile: it moves records, never changes what a read
   // returns.)
   // A third of the reopens give recovery's tables a budget of 256 bytes to 128 KiB: it reads the
   // log in passes, each for a share of the keys, and must find what one pass finds.
-  Options reopen = StoreOptions(mode, run.seed);
+  Options reopen = StoreOptions(run, mode);
   EngineSeams reopen_seams = StoreSeams();
   // Another third give the process only 16 KiB to 1 MiB more to take (as a memory cgroup
   // would): recovery sets aside the index and the key filters, and its first pass goes on as
@@ -717,7 +864,7 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
          engine.status().message().find("give it more memory") != std::string::npos) {
     ++tally->opens_refused_for_memory;
     reopen_seams.memory_headroom_bytes *= 2;
-    mem = MemDevice::Open(storage, MemOptions());
+    mem = MemDevice::Open(storage, MemOptions(run));
     ASSERT_THAT(mem, IsOk());
     engine = Engine::OpenOnDevice(std::move(*mem), reopen, reopen_seams);
   }
@@ -728,6 +875,7 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   tally->reopened_in_passes += (*engine)->Stats().recovery_passes > 1 ? 1 : 0;
   tally->segments_skipped += (*engine)->Stats().recovery_segments_skipped;
   tally->segments_summarized += (*engine)->Stats().recovery_segments_summarized;
+  tally->place_runs_found += (*engine)->Stats().device.zones.place_runs;
   const RecoveryStart start = (*engine)->Stats().recovery_start;
   tally->reopened_from_checkpoint += start == RecoveryStart::kCleanClose ? 1 : 0;
   tally->reopened_from_base += start == RecoveryStart::kBaseCheckpoint ? 1 : 0;
@@ -802,10 +950,10 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), true), IsOk());
   ASSERT_THAT((*engine)->Close(), IsOk());
   keys.insert("after");
-  read_all = ReadAllOfCopy(*storage, mode, run.seed, keys);
-  auto copy = MemDevice::Open(CopyOf(*storage), MemOptions());
+  read_all = ReadAllOfCopy(*storage, run, mode, keys);
+  auto copy = MemDevice::Open(CopyOf(*storage), MemOptions(run));
   ASSERT_THAT(copy, IsOk());
-  Options options = StoreOptions(mode, run.seed);
+  Options options = StoreOptions(run, mode);
   options.background_compaction = false;
   auto reopened = Engine::OpenOnDevice(std::move(*copy), options, StoreSeams());
   ASSERT_THAT(reopened, IsOk()) << "open after a clean close";
@@ -824,11 +972,11 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
 
 void RunSeed(const CrashRun& run, CutTally* tally) {
   SCOPED_TRACE(::testing::Message() << "replay with NVKV_CRASH_SEED=" << run.seed);
-  auto first = MemDevice::Create(MemOptions());
+  auto first = MemDevice::Create(MemOptions(run));
   ASSERT_THAT(first, IsOk());
   std::shared_ptr<storage::MemStorage> storage = (*first)->storage();
   {  // Format without faults: the crash tests start from an existing store.
-    auto engine = Engine::OpenOnDevice(std::move(*first), StoreOptions(run.mode, run.seed),
+    auto engine = Engine::OpenOnDevice(std::move(*first), StoreOptions(run, run.mode),
                                        StoreSeams());
     ASSERT_THAT(engine, IsOk());
   }
@@ -847,18 +995,20 @@ uint64_t SeedCount(uint64_t fallback) {
   return env != nullptr ? std::strtoull(env, nullptr, 10) : fallback;
 }
 
-class CrashTest : public ::testing::TestWithParam<IndexMode> {};
+class CrashTest : public ::testing::TestWithParam<std::tuple<IndexMode, Layout>> {};
 
 TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
+  const auto [mode, layout] = GetParam();
+  const bool zoned = layout == Layout::kZoned;
   CutTally tally;
   if (const char* replay = std::getenv("NVKV_CRASH_SEED")) {
-    RunSeed({std::strtoull(replay, nullptr, 10), GetParam()}, &tally);
+    RunSeed({std::strtoull(replay, nullptr, 10), mode, layout}, &tally);
     return;
   }
-  const uint64_t base = GetParam() == IndexMode::kHash ? 1000 : 5000;
-  const uint64_t count = SeedCount(GetParam() == IndexMode::kHash ? 150 : 100);
+  const uint64_t base = (mode == IndexMode::kHash ? 1000 : 5000) + (zoned ? 20000 : 0);
+  const uint64_t count = SeedCount(mode == IndexMode::kHash ? 150 : 100);
   for (uint64_t seed = base; seed < base + count; ++seed) {
-    RunSeed({seed, GetParam()}, &tally);
+    RunSeed({seed, mode, layout}, &tally);
     if (HasFatalFailure()) return;
   }
   std::printf("%llu runs: %llu cut mid-run, %llu with writes lost; unflushed writes at the cuts: "
@@ -872,7 +1022,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "written; %llu lives wrote on in the heads' segments of the Close before them; %llu reopens read "
               "the log in passes (%llu of them in little memory, after %llu opens refused for "
               "it); %llu opens refused while a page of a log failed to read, %llu "
-              "opened without needing it, %llu opened degraded\n",
+              "opened without needing it, %llu opened degraded; %llu zones reset, %llu runs of pages "
+              "found landed apart\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
@@ -899,7 +1050,9 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.opens_refused_for_memory),
               static_cast<unsigned long long>(tally.opens_refused_unread),
               static_cast<unsigned long long>(tally.opens_past_unread),
-              static_cast<unsigned long long>(tally.degraded_opens));
+              static_cast<unsigned long long>(tally.degraded_opens),
+              static_cast<unsigned long long>(tally.zone_resets),
+              static_cast<unsigned long long>(tally.place_runs_found));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
   EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
   EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
@@ -908,33 +1061,54 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   EXPECT_GT(tally.pages_damaged, 0u);
   EXPECT_GT(tally.reopened_in_other_mode, 0u);
   EXPECT_GT(tally.reopened_in_passes, 0u) << "no reopen read the log in passes";
-  EXPECT_GT(tally.reopened_in_little_memory, 0u) << "no reopen in little memory took passes";
   EXPECT_GT(tally.opens_refused_unread, 0u) << "no open was refused for a page it could not read";
   EXPECT_GT(tally.async_durable_writes, 0u);
   EXPECT_GT(tally.segments_skipped, 0u);
-  EXPECT_GT(tally.segments_summarized, 0u);
   EXPECT_GT(tally.cut_in_close, 0u);
   EXPECT_GT(tally.closed_before_the_cut, 0u);
-  EXPECT_GT(tally.reopened_from_checkpoint, tally.runs);  // after each check, and after Closes
-  // Lives after the first begin with the checkpoint of the check before (in their own mode).
-  EXPECT_GE(tally.reopened_from_base * 8, tally.runs) << "few cuts recovered from a base";
-  EXPECT_GT(tally.checkpoints_while_running, tally.runs);
-  EXPECT_GT(tally.writes_during_checkpoints, tally.runs);
-  // Lives after the first whose check before reopened in the run's own index mode (a checkpoint
-  // of the other mode is set aside): one in three with the default NVKV_CRASH_LIVES.
-  if (Lives() > 2) {
-    EXPECT_GE(tally.lives_on_resumed_heads * 4, tally.runs);
+  if (zoned) {
+    // Compaction empties zones by reset, and pages land apart from their positions (the fault
+    // device carries appends out in a seeded order).
+    EXPECT_GT(tally.zone_resets, tally.runs);
+    EXPECT_GT(tally.place_runs_found, tally.runs);
+    // Not built on zones yet (kv/FORMAT.md "Where the engine stands"): summaries, checkpoints
+    // (refused while running; a Close writes none), heads resumed in their zones. When they are,
+    // the expectations below become the conventional ones.
+    EXPECT_EQ(tally.segments_summarized, 0u);
+    EXPECT_EQ(tally.reopened_from_checkpoint + tally.reopened_from_base, 0u);
+    EXPECT_EQ(tally.checkpoints_while_running, 0u);
+    EXPECT_EQ(tally.lives_on_resumed_heads, 0u);
+  } else {
+    // (Most reopens in little memory that take passes do so over a base, whose budget is a
+    // share of the index it gave: on zones, where there is no base yet, few or none do.)
+    EXPECT_GT(tally.reopened_in_little_memory, 0u) << "no reopen in little memory took passes";
+    EXPECT_GT(tally.segments_summarized, 0u);
+    EXPECT_GT(tally.reopened_from_checkpoint, tally.runs);  // after each check, and after Closes
+    // Lives after the first begin with the checkpoint of the check before (in their own mode).
+    EXPECT_GE(tally.reopened_from_base * 8, tally.runs) << "few cuts recovered from a base";
+    EXPECT_GT(tally.checkpoints_while_running, tally.runs);
+    EXPECT_GT(tally.writes_during_checkpoints, tally.runs);
+    // Lives after the first whose check before reopened in the run's own index mode (a
+    // checkpoint of the other mode is set aside): one in three with the default
+    // NVKV_CRASH_LIVES.
+    if (Lives() > 2) {
+      EXPECT_GE(tally.lives_on_resumed_heads * 4, tally.runs);
+    }
   }
-  if (GetParam() == IndexMode::kHash) {
+  if (mode == IndexMode::kHash) {
     EXPECT_GT(tally.blind_writes, 0u);
     EXPECT_GT(tally.stale_entries_settled, 0u);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, CrashTest, ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
-                         [](const auto& info) {
-                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Modes, CrashTest,
+    ::testing::Combine(::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
+                       ::testing::Values(Layout::kConventional, Layout::kZoned)),
+    [](const auto& info) {
+      return std::string(std::get<1>(info.param) == Layout::kZoned ? "Zoned" : "") +
+             (std::get<0>(info.param) == IndexMode::kHash ? "Hash" : "Ordered");
+    });
 
 }  // namespace
 }  // namespace nvkv::kv

@@ -13,6 +13,7 @@
 #include "storage/base/check.h"
 #include "storage/device.h"
 #include "storage/mem_device.h"
+#include "storage/zones.h"
 
 namespace nvkv::kv {
 
@@ -29,12 +30,23 @@ inline storage::MemDeviceOptions MemStoreOptions(uint64_t segments, uint32_t pag
   return options;
 }
 
-// A copy of the bytes of `storage`.
+// A copy of the bytes of `storage`; of a zoned storage, with each zone's state and write
+// pointer.
 inline std::shared_ptr<storage::MemStorage> CopyOf(const storage::MemStorage& storage) {
-  auto copy = storage::MemStorage::Create(storage.lba_bytes(), storage.lba_count());
+  const storage::ZoneModel& zones = storage.zones();
+  auto copy = storage::MemStorage::Create(storage.lba_bytes(), storage.lba_count(), zones);
   NVKV_CHECK(copy.ok());
-  const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
-  (*copy)->Write(0, storage.lba_count(), bytes.data());
+  if (!zones.zoned()) {
+    const std::vector<uint8_t> bytes = storage.CopyOut(0, storage.lba_count());
+    (*copy)->Write(0, storage.lba_count(), bytes.data());
+    return *copy;
+  }
+  const std::vector<storage::ZoneDescriptor> report = storage.Report(0, zones.zone_count);
+  for (uint64_t z = 0; z < zones.zone_count; ++z) {
+    const std::vector<uint8_t> image =
+        storage.CopyOut(zones.StartOf(z), static_cast<uint32_t>(zones.zone_blocks));
+    (*copy)->RestoreZone(z, report[z].write_pointer - report[z].start, report[z].state, image);
+  }
   return *copy;
 }
 
