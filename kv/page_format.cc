@@ -336,8 +336,11 @@ absl::StatusOr<SegmentMapPageHeader> DecodeMapPage(const uint8_t* page, const Ge
   return floors;
 }
 
-absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geometry,
-                                      uint64_t store_seed, uint64_t page_number) {
+namespace {
+
+// VerifyPage but for the position on zones: magic, checksum, type and used_bytes.
+absl::StatusOr<PageHeader> VerifyLogPage(const uint8_t* page, const Geometry& geometry,
+                                         uint64_t store_seed, uint64_t page_number) {
   NVKV_ASSIGN_OR_RETURN(const PageHeader header,
                         VerifySealed(page, geometry, store_seed, page_number, "page "));
   if (header.type < static_cast<uint8_t>(PageType::kFree) ||
@@ -351,6 +354,24 @@ absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geome
                                             header.used_bytes, " exceeds the payload"));
   }
   return header;
+}
+
+}  // namespace
+
+absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geometry,
+                                      uint64_t store_seed, uint64_t page_number) {
+  NVKV_ASSIGN_OR_RETURN(const PageHeader header,
+                        VerifyLogPage(page, geometry, store_seed, page_number));
+  if (geometry.zoned() && header.page_in_segment != geometry.PageInSegment(page_number)) {
+    return absl::DataLossError(absl::StrCat("page ", page_number, ": holds position ",
+                                            header.page_in_segment, " of its zone"));
+  }
+  return header;
+}
+
+absl::StatusOr<PageHeader> VerifyZonePage(const uint8_t* page, const Geometry& geometry,
+                                          uint64_t store_seed, uint64_t segment) {
+  return VerifyLogPage(page, geometry, store_seed, geometry.FirstPageOf(segment));
 }
 
 RecordIterator::RecordIterator(const uint8_t* page, const PageHeader& header)

@@ -457,10 +457,15 @@ absl::StatusOr<SegmentMapPageHeader> DecodeMapPage(const uint8_t* page, const Ge
                                                    const SegmentMapEntry** entries);
 
 // Checks a page read from `page_number`: magic, checksum (with the store and page seed), type,
-// and that used_bytes fits. kDataLoss with the page number and what failed. A page of all zero
-// bytes (never written) gives kNotFound.
+// and that used_bytes fits; on zones also that it holds the position `page_number` names (a
+// page verifies anywhere in its zone: FORMAT.md "Page identity"). kDataLoss with the page number
+// and what failed. A page of all zero bytes (never written) gives kNotFound.
 absl::StatusOr<PageHeader> VerifyPage(const uint8_t* page, const Geometry& geometry,
                                       uint64_t store_seed, uint64_t page_number);
+// Zoned: checks a page read from a place of `segment`'s zone before its position is known, as
+// VerifyPage does but for the position, which the header gives.
+absl::StatusOr<PageHeader> VerifyZonePage(const uint8_t* page, const Geometry& geometry,
+                                          uint64_t store_seed, uint64_t segment);
 
 // One record as found in a verified kData page. The views point into the page buffer.
 struct RecordView {

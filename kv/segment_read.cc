@@ -113,12 +113,11 @@ uint32_t SegmentBuffer::Settle() {
 void SegmentBuffer::FindPositions() {
   const uint32_t pages = geometry_.pages_per_segment;
   place_of_.assign(pages, kNoPlace);
-  const uint64_t first_page = geometry_.FirstPageOf(segment_);
   for (uint32_t place = 0; place < pages; ++place) {
     const uint8_t* data = PageAt(place);
     if (data == nullptr) continue;
-    // Every page of a zone has the zone's seed: verified as the page at its first place.
-    const absl::StatusOr<PageHeader> header = VerifyPage(data, geometry_, store_seed_, first_page);
+    const absl::StatusOr<PageHeader> header =
+        VerifyZonePage(data, geometry_, store_seed_, segment_);
     if (!header.ok() || header->page_in_segment >= pages) continue;
     uint32_t& claimed = place_of_[header->page_in_segment];
     claimed = claimed == kNoPlace ? place : kTwoPlaces;

@@ -272,7 +272,11 @@ bool DamageDataPage(storage::MemStorage& storage, const CrashRun& run, nvkv::Spl
   const uint64_t first_page = geometry.FirstPageOf(0);
   const uint64_t page_number = first_page + rng.Next() % (geometry.total_pages() - first_page);
   const std::vector<uint8_t> page = storage.CopyOut(page_number * blocks, blocks);
-  absl::StatusOr<PageHeader> header = VerifyPage(page.data(), geometry, store->seed, page_number);
+  // On zones: whatever position the page at that place holds.
+  absl::StatusOr<PageHeader> header =
+      geometry.zoned()
+          ? VerifyZonePage(page.data(), geometry, store->seed, geometry.SegmentOf(page_number))
+          : VerifyPage(page.data(), geometry, store->seed, page_number);
   if (!header.ok() || header->type != static_cast<uint8_t>(PageType::kData)) return false;
   std::vector<std::string> keys;
   RecordIterator it(page.data(), *header);
@@ -630,7 +634,7 @@ std::vector<uint32_t> PlacesOfPositions(const std::vector<uint8_t>& bytes, const
   for (uint32_t place = 0; place < g.pages_per_segment; ++place) {
     if (place == unread) continue;
     const absl::StatusOr<PageHeader> header =
-        VerifyPage(bytes.data() + (first + place) * g.page_bytes, g, store.seed, first + place);
+        VerifyZonePage(bytes.data() + (first + place) * g.page_bytes, g, store.seed, s);
     if (!header.ok() || header->page_in_segment >= g.pages_per_segment) continue;
     uint32_t& claimed = place_of[header->page_in_segment];
     claimed = claimed == kNoPlace ? place : kTwoPlaces;

@@ -292,7 +292,10 @@ TEST(SuperblockTest, ZoneFieldsNoFormatWritesAreDataLoss) {
 
 // On zones a page's checksum names its zone, not its place: a page verifies wherever it landed
 // in its zone, and nowhere else.
-TEST(PageTest, OnZonesAPageVerifiesAnywhereInItsZoneOnly) {
+// On zones a page's checksum seed is its zone's (FORMAT.md "Page identity"): it verifies at any
+// place of its zone, and only there; read as a page number, it must also hold that position, or a
+// place table that sent a read to the wrong place would hand out another page's records.
+TEST(PageTest, OnZonesAPageVerifiesAnywhereInItsZoneOnlyAsItsOwnPosition) {
   Superblock sb = ZonedSuperblock();
   const Geometry zoned = GeometryOf(sb);
   const uint64_t seed = StoreSeed(kStoreId);
@@ -307,8 +310,17 @@ TEST(PageTest, OnZonesAPageVerifiesAnywhereInItsZoneOnly) {
   ASSERT_NE(builder.AddRecord(header, "k", "v"), 0u);
   builder.Finish(seed, zoned.FirstPageOf(0) + 3);
   EXPECT_THAT(VerifyPage(page.data(), zoned, seed, zoned.FirstPageOf(0) + 3), IsOk());
-  EXPECT_THAT(VerifyPage(page.data(), zoned, seed, zoned.FirstPageOf(0) + 700), IsOk());
+  EXPECT_THAT(VerifyPage(page.data(), zoned, seed, zoned.FirstPageOf(0) + 700),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       absl::StrCat("page ", zoned.FirstPageOf(0) + 700,
+                                    ": holds position 3 of its zone")));
   EXPECT_THAT(VerifyPage(page.data(), zoned, seed, zoned.FirstPageOf(1) + 3),
+              StatusIs(absl::StatusCode::kDataLoss, "checksum"));
+  // Read from a place before the positions are known: any position of the zone.
+  absl::StatusOr<PageHeader> found = VerifyZonePage(page.data(), zoned, seed, 0);
+  ASSERT_THAT(found, IsOk());
+  EXPECT_EQ(found->page_in_segment, 3u);
+  EXPECT_THAT(VerifyZonePage(page.data(), zoned, seed, 1),
               StatusIs(absl::StatusCode::kDataLoss, "checksum"));
   // Without zones the place itself is in the seed.
   Geometry conventional = zoned;
