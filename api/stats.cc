@@ -44,6 +44,11 @@ std::string ZonesJson(const ZoneStats& zones) {
   json.Add("full", zones.full);
   json.Add("read_only", zones.read_only);
   json.Add("offline", zones.offline);
+  json.Add("place_runs", zones.place_runs);
+  json.Add("resets", zones.resets);
+  json.Add("in_use", zones.in_use);
+  json.Add("active", zones.active);
+  json.Add("active_budget", zones.active_budget);
   return json.Finish();
 }
 
@@ -177,6 +182,10 @@ std::string Stats::ToString() const {
                           "(0: no limit), appends up to %u bytes\n",
                           z.zone_count, z.zone_bytes, z.zone_capacity_bytes, z.max_open,
                           z.max_active, z.max_append_bytes);
+    absl::StrAppendFormat(&out,
+                          "zones in use: %u (%u active of the %u the store keeps at most), %u "
+                          "reset by compaction, %u runs of pages landed apart\n",
+                          z.in_use, z.active, z.active_budget, z.resets, z.place_runs);
   }
   absl::StrAppendFormat(&out, "ring: depth %u, %s\n", device.ring.queue_depth,
                         RingFeatureNames(device.ring));

@@ -1,6 +1,7 @@
 // Engine::Impl::Stats: what the engine's parts count, in the public Stats (nvkv/stats.h); and
 // Engine::InspectDevice, what a device is without a store.
 #include <algorithm>
+#include <optional>
 
 #include "absl/synchronization/mutex.h"
 #include "kv/engine_impl.h"
@@ -233,6 +234,14 @@ EngineStats Engine::Impl::Stats() {
   s.device = PublicDevice(device_info_);
   if (zone_places_ != nullptr) s.device.zones.place_runs = zone_places_->run_count();
   if (compactor_ != nullptr) s.device.zones.resets = compactor_->zone_resets();
+  if (shape_.geometry.zoned()) {
+    s.device.zones.in_use = s.segments_total - s.segments_free + kMetadataZones;
+    // The map's current zone holds a token of its own; the table has the rest. A reader
+    // (read-only) has none, and keeps no zone active.
+    const std::optional<uint32_t> tokens_free = segments_->zone_tokens_free();
+    s.device.zones.active_budget = zone_budget_;
+    s.device.zones.active = tokens_free ? zone_budget_ - *tokens_free : 0;
+  }
   {
     absl::MutexLock lock(&queue_notes_mu_);
     s.device.notes.insert(s.device.notes.end(), queue_notes_.begin(), queue_notes_.end());

@@ -80,13 +80,19 @@ std::string FormatTable(const RunDescription& run, const PhaseResult& phase) {
       "store: page_reads=%d (%.2f per get; %d by writes' key checks, %.2f per put) "
       "pages_written=%d verify_reads=%d blind_writes=%d "
       "settle_page_reads=%d flushes=%d fua_writes=%d user_MB=%.1f device_MB=%.1f "
-      "compaction_MB=%.1f user_MB/s=%.1f cache_hits=%d cache_misses=%d\n",
+      "compaction_MB=%.1f write_amp=%.2f user_MB/s=%.1f cache_hits=%d cache_misses=%d\n",
       s.page_reads, PerGetPageReads(s), s.key_check_page_reads,
       s.puts == 0 ? 0.0 : static_cast<double>(s.key_check_page_reads) / s.puts,
       s.pages_written, s.verify_reads, s.blind_writes, s.settle_page_reads, s.flushes,
       s.fua_writes, s.user_bytes_written / 1e6,
-      s.device_bytes_written / 1e6, s.compaction_bytes_written / 1e6,
+      s.device_bytes_written / 1e6, s.compaction_bytes_written / 1e6, s.write_amplification(),
       PerSecond(s.user_bytes_written, phase.elapsed_s) / 1e6, s.cache_hits, s.cache_misses);
+  if (s.zoned) {
+    absl::StrAppendFormat(&out,
+                          "zones: %d reset by compaction, %d holding the store at the end (the "
+                          "device adds no write amplification of its own)\n",
+                          s.zone_resets, s.zones_in_use);
+  }
   const DiskDelta& d = phase.disk;
   // Group commit at a glance: how many puts shared a page write, how often the store flushed,
   // and what each page write cost the disk underneath (the file system's own writes included).
@@ -178,6 +184,10 @@ std::string FormatJson(const RunDescription& run, const PhaseResult& phase) {
       .Add("user_bytes_written", s.user_bytes_written)
       .Add("device_bytes_written", s.device_bytes_written)
       .Add("compaction_bytes_written", s.compaction_bytes_written)
+      .AddFixed("write_amplification", s.write_amplification(), 3)
+      .Add("zoned", s.zoned)
+      .Add("zone_resets", s.zone_resets)
+      .Add("zones_in_use", s.zones_in_use)
       .Add("cache_hits", s.cache_hits)
       .Add("cache_misses", s.cache_misses)
       .Add("checkpoints_written", s.checkpoints_written)

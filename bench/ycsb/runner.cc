@@ -364,6 +364,9 @@ StoreDelta Delta(const Stats& before, const Stats& after) {
   d.user_bytes_written = after.user_bytes_written - before.user_bytes_written;
   d.device_bytes_written = after.device_bytes_written - before.device_bytes_written;
   d.compaction_bytes_written = after.compaction_bytes_written - before.compaction_bytes_written;
+  d.zoned = after.device.zoned;
+  d.zone_resets = after.device.zones.resets - before.device.zones.resets;
+  d.zones_in_use = after.device.zones.in_use;
   d.cache_hits = after.cache_hits - before.cache_hits;
   d.cache_misses = after.cache_misses - before.cache_misses;
   d.checkpoints_written = after.checkpoints_written - before.checkpoints_written;

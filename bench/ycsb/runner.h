@@ -68,6 +68,17 @@ struct StoreDelta {
   uint64_t fua_writes = 0;
   uint64_t blind_writes = 0, settle_page_reads = 0;  // hash mode (nvkv/stats.h)
   uint64_t user_bytes_written = 0, device_bytes_written = 0, compaction_bytes_written = 0;
+  // Zoned namespaces: zones compaction reset over the phase, and zones holding the store at its
+  // end (nvkv/stats.h ZoneStats).
+  bool zoned = false;
+  uint64_t zone_resets = 0, zones_in_use = 0;
+  // Host page bytes written per user byte over the phase (on zones the whole write
+  // amplification: the device moves nothing of its own).
+  double write_amplification() const {
+    return user_bytes_written == 0 ? 0.0
+                                   : static_cast<double>(device_bytes_written) /
+                                         static_cast<double>(user_bytes_written);
+  }
   uint64_t cache_hits = 0, cache_misses = 0;
   uint64_t checkpoints_written = 0;  // while running (Options::checkpoint_log_ratio)
   double checkpoint_seconds = 0, checkpoint_writes_held_seconds = 0;

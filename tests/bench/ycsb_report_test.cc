@@ -90,6 +90,22 @@ TEST(YcsbReportTest, TableShowsRequestsPerSystemCallOfEachQueue) {
       << table;
 }
 
+// The table gives the write amplification (host page bytes per user byte), and on a zoned
+// namespace the zones reset and in use, where the device adds none of its own.
+TEST(YcsbReportTest, TableShowsWriteAmplificationAndOnZonesTheZones) {
+  PhaseResult phase = SamplePhase();
+  std::string table = FormatTable(SampleRun(), phase);
+  EXPECT_NE(table.find("compaction_MB=0.0 write_amp=1.49 "), std::string::npos) << table;
+  EXPECT_EQ(table.find("zones:"), std::string::npos) << table;
+  phase.store.zoned = true;
+  phase.store.zone_resets = 12;
+  phase.store.zones_in_use = 30;
+  table = FormatTable(SampleRun(), phase);
+  EXPECT_NE(table.find("zones: 12 reset by compaction, 30 holding the store at the end"),
+            std::string::npos)
+      << table;
+}
+
 // Page reads per get count the gets' reads only: the pages hash-mode writes read to find their
 // key are said apart, per put (they were counted as the gets' once).
 TEST(YcsbReportTest, PageReadsAreCountedPerGetAndPerPutApart) {
@@ -117,7 +133,8 @@ TEST(YcsbReportTest, JsonLineHasEveryFieldInOrder) {
       "\"store\": {\"gets\": 200, \"puts\": 100, \"page_reads\": 210, \"key_check_page_reads\": 10, \"pages_written\": 40, \"page_write_commands\": 10, "
       "\"verify_reads\": 1, \"blind_writes\": 0, \"settle_page_reads\": 0, \"flushes\": 7, \"fua_writes\": 2, \"user_bytes_written\": 110000, "
       "\"device_bytes_written\": 163840, \"compaction_bytes_written\": 4096, "
-      "\"cache_hits\": 150, \"cache_misses\": 50, \"checkpoints_written\": 2, "
+      "\"write_amplification\": 1.489, \"zoned\": false, \"zone_resets\": 0, "
+      "\"zones_in_use\": 0, \"cache_hits\": 150, \"cache_misses\": 50, \"checkpoints_written\": 2, "
       "\"checkpoint_seconds\": 0.25, \"checkpoint_writes_held_seconds\": 0.125, "
       "\"queues\": {\"reads\": {\"requests\": 210, \"calls\": 40, \"submitting_calls\": 30, "
       "\"requests_submitted\": 210, \"requests_per_submitting_call\": 7.00}, "
@@ -142,7 +159,8 @@ TEST(YcsbReportTest, JsonLineWithoutOperationsOrDisk) {
             "\"verify_reads\": 0, \"blind_writes\": 0, \"settle_page_reads\": 0, "
             "\"flushes\": 0, \"fua_writes\": 0, \"user_bytes_written\": 0, "
             "\"device_bytes_written\": 0, \"compaction_bytes_written\": 0, "
-            "\"cache_hits\": 0, \"cache_misses\": 0, \"checkpoints_written\": 0, "
+            "\"write_amplification\": 0.000, \"zoned\": false, \"zone_resets\": 0, "
+            "\"zones_in_use\": 0, \"cache_hits\": 0, \"cache_misses\": 0, \"checkpoints_written\": 0, "
             "\"checkpoint_seconds\": 0, \"checkpoint_writes_held_seconds\": 0, "
             "\"queues\": {\"reads\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}, \"log_writes\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}, \"compaction\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}, "
             "\"checkpoints\": {\"requests\": 0, \"calls\": 0, \"submitting_calls\": 0, \"requests_submitted\": 0, \"requests_per_submitting_call\": 0.00}}}, "

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "kv/engine.h"
+#include "kv/page_format.h"
 #include "storage/base/check.h"
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
@@ -187,6 +188,60 @@ TEST_P(ZonedEngineTest, CompactionResetsZonesAndTheStoreNeverFills) {
   ExpectHolds(**engine, model, absent);
   Workload(**engine, 10, &model, &absent);
   ExpectHolds(**engine, model, absent);
+}
+
+// Stats on zones: the zones that hold the store (never fewer than the device has written, and at
+// most a zone more per head, not written yet), the zones it keeps active (never fewer than the
+// device has open or closed, and within its budget), the resets, and the write amplification,
+// which on zones is the whole of it: host page bytes per user byte.
+TEST_P(ZonedEngineTest, StatsCountTheZonesInUseActiveAndReset) {
+  auto made = storage::MemDevice::Create(ZonedOptions(/*max_active=*/4));
+  ASSERT_THAT(made, IsOk());
+  std::shared_ptr<storage::MemStorage> storage = (*made)->storage();
+  Options options = StoreOptions(GetParam());
+  options.background_compaction = false;  // nothing writes between Stats and the zone report
+  auto engine = Engine::OpenOnDevice(std::move(*made), options);
+  ASSERT_THAT(engine, IsOk());
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_NO_FATAL_FAILURE(Workload(**engine, 10, &model, &absent));
+    ASSERT_THAT((*engine)->CompactAll(), IsOk());
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    const EngineStats stats = (*engine)->Stats();
+    const ::nvkv::ZoneStats& zones = stats.device.zones;
+    uint64_t written = 0, active = 0;
+    for (const storage::ZoneDescriptor& zone : storage->Report(0, kZones)) {
+      written += zone.write_pointer > zone.start || zone.state == storage::ZoneState::kFull;
+      active += zone.state == storage::ZoneState::kImplicitlyOpen ||
+                zone.state == storage::ZoneState::kExplicitlyOpen ||
+                zone.state == storage::ZoneState::kClosed;
+    }
+    EXPECT_GE(zones.in_use, written);
+    EXPECT_LE(zones.in_use, written + options.shard_count);
+    EXPECT_EQ(zones.in_use, stats.segments_total - stats.segments_free + kMetadataZones);
+    EXPECT_EQ(zones.active_budget, 4u);
+    EXPECT_GE(zones.active, active);
+    EXPECT_LE(zones.active, zones.active_budget);
+    EXPECT_GT(zones.resets, 0u);
+    EXPECT_EQ(zones.resets, stats.segments_cleaned);
+    EXPECT_GT(stats.device_bytes_written, stats.user_bytes_written);
+    EXPECT_DOUBLE_EQ(stats.write_amplification,
+                     static_cast<double>(stats.device_bytes_written) /
+                         static_cast<double>(stats.user_bytes_written));
+  }
+  const uint64_t in_use = (*engine)->Stats().device.zones.in_use;
+  ASSERT_THAT((*engine)->Close(), IsOk());
+  // A reader writes nothing: it holds the same zones and keeps none active.
+  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+  ASSERT_THAT(device, IsOk());
+  options.read_only = true;
+  auto reader = Engine::OpenOnDevice(std::move(*device), options);
+  ASSERT_THAT(reader, IsOk());
+  const ::nvkv::ZoneStats zones = (*reader)->Stats().device.zones;
+  EXPECT_EQ(zones.in_use, in_use);
+  EXPECT_EQ(zones.active, 0u);
+  EXPECT_EQ(zones.active_budget, 0u);
 }
 
 // A cut between a metadata zone's start and its finish (a format's, or a move's) leaves it

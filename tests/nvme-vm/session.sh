@@ -154,5 +154,13 @@ expect_value 4 get "$store" delta
 expect_value one get "$store" alpha
 expect_value "$long" get "$store" gamma
 expect_ok check "$store"
+if [ "${zoned_store:-0}" = 1 ]; then
+  # The store's zones: how many hold it, how many it keeps active within its budget.
+  step "zoned store: info $store shows the zones in use"
+  invoke info "$store" > "${TMPDIR:-/tmp}/session.out" 2> /dev/null
+  cat "${TMPDIR:-/tmp}/session.out"
+  grep -q '^zones in use .* hold the store, .*active' \
+    "${TMPDIR:-/tmp}/session.out" || fail "info on the store shows no zones in use"
+fi
 [ -f "$store" ] && rm -f "$store"
 step "OK"

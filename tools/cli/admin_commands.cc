@@ -204,6 +204,20 @@ Outcome RunFormat(const Context& context) {
 
 // ----- stats -----
 
+// On a zoned namespace, the zones the store holds and keeps active, and what compaction reset.
+void AddZonesInUseRow(const Stats& s, Table& table) {
+  if (!s.device.zoned) return;
+  const ZoneStats& z = s.device.zones;
+  const std::string active =
+      z.active_budget == 0
+          ? std::string("none active (opened to read)")
+          : absl::StrFormat("%d active of the %d it keeps at most", z.active, z.active_budget);
+  table.Row("zones in use",
+            absl::StrFormat("%d hold the store, %s; %d reset by compaction, %d runs of pages "
+                            "landed apart (the device adds no write amplification of its own)",
+                            z.in_use, active, z.resets, z.place_runs));
+}
+
 Outcome RunStats(const Context& context) {
   absl::StatusOr<std::unique_ptr<DB>> db = context.Open(Context::Use::kRead);
   if (!db.ok()) return FromStatus(db.status());
@@ -249,6 +263,7 @@ Outcome RunStats(const Context& context) {
                                              FormatBytes(s.device_bytes_written),
                                              FormatBytes(s.compaction_bytes_written),
                                              s.write_amplification));
+  AddZonesInUseRow(s, table);
   table.Row("device operations",
             absl::StrFormat("%d page writes in %d commands, %d page reads (%d of them by %d "
                             "writes' key checks), %d flushes, %d FUA writes",
@@ -511,6 +526,7 @@ Outcome RunInfo(const Context& context) {
                                    FormatBytes(s.live_bytes),
                                    Percent(s.live_bytes, s.capacity_bytes),
                                    s.live_keys, s.segments_free, s.segments_total));
+  AddZonesInUseRow(s, table);
   table.Row("index", absl::StrFormat("%s (the store's unless --ordered or --hash asks for the "
                                      "other), %d shards",
                                      IndexModeName(s.index_mode), s.shard_count));

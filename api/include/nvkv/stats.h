@@ -77,6 +77,15 @@ struct ZoneStats {
   // them through an in-memory table of these runs; 0 when every append landed in order.
   uint64_t place_runs = 0;
   uint64_t resets = 0;  // zones compaction emptied (reset) since Open
+  // Zones that hold the store now: its segments not free and the two metadata zones (the rest
+  // are empty, ready for a head). A zoned device moves no data of its own, so the bytes a store
+  // writes are all the device writes: Stats::write_amplification is the whole of it there.
+  uint64_t in_use = 0;
+  // Zones the store keeps active (open or closed: being written) now, and the most it lets
+  // itself keep (the smaller of max_open and max_active, or 2 per shard and 4 more without
+  // limits: kv/FORMAT.md "Open and active zones").
+  uint32_t active = 0;
+  uint32_t active_budget = 0;
 };
 
 struct DeviceStats {
