@@ -17,9 +17,12 @@
 # (the zone commands through passthrough; a store on the zones through the generic node, and
 # the block node refused; the sessions with --shards 2 after the default 4 shards are refused),
 # then
+#   engine-512   engine_device_test's zoned tests again on the second zoned namespace,
+#                /dev/ng0n2, of 512-byte LBAs
 #   soak         nvkv-soak on /dev/ng0n1 with 2 shards for NVKV_VM_ZONED_SOAK_SECONDS (45):
 #                a writer killed with SIGKILL again and again inside the guest, the store
 #                reopened and checked against every acknowledged write each time
+#   soak-512     the same on /dev/ng0n2 for NVKV_VM_ZONED_512_SOAK_SECONDS (20)
 # Prints one line per step and configuration, then "nvkv-vm: N passed, N failed"; exits 0 only
 # when every step passed. First run: installs QEMU and busybox-static with apt-get (as root) and
 # caches Debian's kernel (see README.md).
@@ -98,12 +101,19 @@ EOF
 if [ "$NVKV_TEST_ZONED" = 1 ]; then
   step device gtest nvme_device_test --gtest_filter='NvmeZonedTest.*'
   step engine gtest engine_device_test --gtest_filter='*EngineZonedTest.*'
+  # The second zoned namespace, of 512-byte LBAs.
+  step engine-512 env NVKV_TEST_NVME="$NVKV_TEST_NVME_ZONED_512" \
+    NVKV_TEST_BLOCK="$NVKV_TEST_BLOCK_ZONED_512" \
+    engine_device_test --gtest_filter='*EngineZonedTest.*' --gtest_color=no
 EOF
   if [[ -n "$soak" ]]; then
     # QEMU keeps no zone state across its own restarts: the writer is killed inside the guest,
     # and the store reopened there, through the real driver.
     echo "  step soak nvkv-soak --db \"\$NVKV_TEST_NVME\" --seconds ${NVKV_VM_ZONED_SOAK_SECONDS:-45}" \
       "--shards 2 --kill-every-ms 300..2000 --check-every 4 --report-seconds 15"
+    echo "  step soak-512 nvkv-soak --db \"\$NVKV_TEST_NVME_ZONED_512\"" \
+      "--seconds ${NVKV_VM_ZONED_512_SOAK_SECONDS:-20} --shards 2 --kill-every-ms 300..2000" \
+      "--check-every 4 --report-seconds 10"
   fi
   cat <<'EOF'
 else

@@ -97,7 +97,7 @@ setup_scratch() {
 wait_for_devices() {
   tries=$((NVKV_VM_DEVICE_WAIT_S * 10))
   while [ ! -c "$ng" ] || [ ! -b "$blk" ] ||
-    { [ -n "$ro_ng" ] && { [ ! -c "$ro_ng" ] || [ ! -b "$ro_blk" ]; }; }; do
+    { [ -n "$second_ng" ] && { [ ! -c "$second_ng" ] || [ ! -b "$second_blk" ]; }; }; do
     tries=$((tries - 1))
     [ "$tries" -gt 0 ] || setup_failed "no $ng and $blk after ${NVKV_VM_DEVICE_WAIT_S}s"
     sleep 0.1
@@ -112,8 +112,11 @@ setup_scratch
 t_scratch=$(uptime_s)
 [ "$NVKV_VM_CONFIG" = tcp ] && setup_tcp
 # 4k's second namespace sits on a read-only image: every write to it fails (run.sh).
-ro_ng="" ro_blk=""
+# zns's second namespace is zoned too, with 512-byte LBAs (run.sh).
+ro_ng="" ro_blk="" zoned512_ng="" zoned512_blk=""
 [ "$NVKV_VM_CONFIG" = 4k ] && ro_ng=/dev/ng0n2 ro_blk=/dev/nvme0n2
+[ "$NVKV_VM_CONFIG" = zns ] && zoned512_ng=/dev/ng0n2 zoned512_blk=/dev/nvme0n2
+second_ng="$ro_ng$zoned512_ng" second_blk="$ro_blk$zoned512_blk"
 wait_for_devices
 
 # Device tests run their zoned-namespace suites instead of the others when this is 1.
@@ -125,6 +128,7 @@ echo "nvkv-vm: config $NVKV_VM_CONFIG ready at ${t_init}s /init, ${t_modules}s m
   "${t_scratch}s scratch fs, $(uptime_s)s device; running payload"
 env NVKV_TEST_NVME="$ng" NVKV_TEST_BLOCK="$blk" NVKV_TEST_ZONED="$zoned" \
   NVKV_TEST_NVME_READONLY="$ro_ng" NVKV_TEST_BLOCK_READONLY="$ro_blk" \
+  NVKV_TEST_NVME_ZONED_512="$zoned512_ng" NVKV_TEST_BLOCK_ZONED_512="$zoned512_blk" \
   NVKV_VM_CONFIG="$NVKV_VM_CONFIG" \
   NVKV_TEST_DIR="$work" TMPDIR="$work/tmp" HOME="$work" TERM=dumb sh /nvkv/payload.sh < /dev/null
 rc=$?

@@ -288,6 +288,7 @@ make_disks() {
   mkfs.ext4 -q -F -b 4096 -O ^has_journal -E nodiscard,lazy_itable_init=0 "$work/scratch.img"
   [[ "$config" == tcp ]] || truncate -s "${NVKV_VM_IMAGE_SIZE:-256M}" "$work/nvme.img"
   [[ "$config" == 4k ]] && truncate -s 16M "$work/readonly.img"
+  [[ "$config" == zns ]] && truncate -s "${NVKV_VM_IMAGE_SIZE:-256M}" "$work/zoned512.img"
   return 0
 }
 
@@ -317,6 +318,14 @@ disk_args() {
     -drive "file=$work/nvme.img,if=none,id=nvm,format=raw,cache=unsafe" \
     -device "nvme,id=nvme0,serial=nvkv0001$controller" \
     -device "nvme-ns,drive=nvm,bus=nvme0,nsid=1,logical_block_size=$lba,physical_block_size=$lba$zoned"
+  # zns has a second zoned namespace, alike but for its 512-byte LBAs (a page is 8 blocks, a
+  # Zone Append limit of 256).
+  if [[ "$config" == zns ]]; then
+    printf '%s\n' \
+      -drive "file=$work/zoned512.img,if=none,id=z512,format=raw,cache=unsafe" \
+      -device "nvme-ns,drive=z512,bus=nvme0,nsid=2,logical_block_size=512,physical_block_size=512$zoned"
+    return 0
+  fi
   # 4k also has a second namespace on a read-only image: QEMU fails every write to it with an
   # NVMe status, as a write-protected or failing drive would (NVKV_TEST_NVME_READONLY).
   [[ "$config" == 4k ]] || return 0
