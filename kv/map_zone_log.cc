@@ -25,7 +25,7 @@ void MapZoneLog::Resume(const Found& found) {
 }
 
 bool MapZoneLog::MayAppend(uint64_t index) const {
-  const uint64_t room = geometry_.pages_per_segment - used_;
+  const uint64_t room = map_end() - std::min(used_, map_end());
   return room > 0 && (!holds_[index] || room > missing_);
 }
 
@@ -47,13 +47,13 @@ void MapZoneLog::Failed(uint64_t index) {
 }
 
 std::optional<MapZoneLog::Move> MapZoneLog::MoveTarget() const {
-  if (used_ < geometry_.pages_per_segment) return std::nullopt;  // room for a page yet
+  if (used_ < map_end()) return std::nullopt;  // room for a map page yet
   // Full. It holds every page unless a failed write, or an Open that found it without some and
   // without room for them, left it so: then some page's newest copy is only in the other zone,
   // which the move resets. Safe all the same: a map page with no copy says nothing, and
   // recovery reads every segment it describes, as for a damaged page; the move writes every
   // page again at once.
-  return Move{superblock_, 1 - current_};
+  return Move{superblock_, 1 - current_, /*closing_copy_room=*/used_ == map_end()};
 }
 
 void MapZoneLog::Moved() {

@@ -8,7 +8,9 @@
 // copy of every map page, each written and completed. So the room of the current zone is
 // shared out so that it always has a place for each page it holds no copy of yet: a page it
 // holds already may be appended only while more room remains than pages are missing. And a
-// move starts only once no map write is in flight.
+// move starts only once no map write is in flight. The zone's last page is not the map's: the
+// move appends the zone's closing superblock copy there before it resets the other zone, which
+// may hold the only other copy (a first page the media damaged).
 //
 // Thread contract: none of its own (its owner's lock).
 #ifndef NVKV_KV_MAP_ZONE_LOG_H_
@@ -29,6 +31,9 @@ class MapZoneLog {
   struct alignas(8) Move {
     Superblock superblock;
     uint32_t zone = 0;
+    // The zone left has its last page free for its closing superblock copy (else a torn append
+    // took it, or its copy is there already from a move a cut stopped).
+    bool closing_copy_room = false;
   };
   // Where the map stands as Open found it.
   struct Found {
@@ -62,14 +67,19 @@ class MapZoneLog {
   void Take(uint64_t index);
   // The append of page `index` failed: the zone may not hold it (its place stays used).
   void Failed(uint64_t index);
-  // The zone a move goes to, once the current one is full (it then holds a copy of every page,
-  // but after a failed write or an Open that found it so). nullopt while there is room.
+  // The zone a move goes to, once the current one is full: every page but the last, kept for
+  // its closing superblock copy (it then holds a copy of every map page, but after a failed
+  // write or an Open that found it so). nullopt while there is room.
   std::optional<Move> MoveTarget() const;
   // The move's zone was reset and holds its superblock copy, durably: it is the current zone
   // now, and holds no map page yet.
   void Moved();
 
  private:
+  // Places in a zone for map pages: all but the first (its superblock copy) and the last (its
+  // closing copy), counted from the zone's start like used_.
+  uint64_t map_end() const { return geometry_.pages_per_segment - 1; }
+
   const Geometry geometry_;
   const Superblock superblock_;
   uint32_t current_;

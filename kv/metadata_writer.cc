@@ -280,12 +280,21 @@ absl::Status MoveMapWhenFull(SegmentMap& map, const Geometry& geometry, storage:
                              const storage::Buffer& page) {
   const std::optional<MapZoneLog::Move> move = map.MoveTarget();
   if (!move.has_value()) return absl::OkStatus();
+  const uint32_t left = 1 - move->zone;
+  // The zone left ends with its closing superblock copy, and the other zone, which the move
+  // resets, may hold the only other one: the reset waits until the zone left holds a copy that
+  // decodes, read back now (a first copy the media damaged since would otherwise leave none).
+  absl::Status started = absl::OkStatus();
+  if (move->closing_copy_room) {
+    started = CloseMetadataZone(device, geometry, move->superblock, left, page);
+  }
+  if (started.ok()) started = ExpectSuperblockCopy(device, geometry, left, page);
   // The zone left is full on the device, or (a pointer a torn append left off a page boundary)
   // made so: only the current zone counts among the active ones.
   storage::IoRequest finish;
   finish.op = storage::IoOp::kZoneFinish;
-  finish.lba = device.info().zones.StartOf(1 - move->zone);
-  absl::Status started = storage::RunOne(device, finish);
+  finish.lba = device.info().zones.StartOf(left);
+  if (started.ok()) started = storage::RunOne(device, finish);
   if (started.ok()) {
     started = StartMetadataZone(device, geometry, move->superblock, move->zone, page);
   }

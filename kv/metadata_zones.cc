@@ -20,6 +20,24 @@ struct NewestCopy {
   uint64_t write_count = 0;
 };
 
+// The closing superblock copy of the full metadata zone `zone`: the copy that decodes as the
+// zone's last page, for each page size that `chunk` holds (kNotFound when none does).
+absl::StatusOr<Superblock> ReadClosingCopy(storage::Device& device,
+                                           const storage::ZoneDescriptor& zone,
+                                           const storage::Buffer& chunk) {
+  const uint32_t lba_bytes = device.info().lba_bytes;
+  for (uint32_t page_bytes = kMinPageBytes; page_bytes <= kMaxPageBytes; page_bytes *= 2) {
+    const uint32_t blocks = page_bytes / lba_bytes;
+    if (page_bytes > chunk.bytes || blocks == 0 || blocks > zone.capacity) continue;
+    if (!storage::ReadBlocks(device, zone.start + zone.capacity - blocks, blocks, chunk).ok()) {
+      continue;
+    }
+    absl::StatusOr<Superblock> copy = DecodeSuperblock(chunk.data, page_bytes);
+    if (copy.ok() && copy->page_bytes == page_bytes) return copy;
+  }
+  return absl::NotFoundError("no closing superblock copy");
+}
+
 }  // namespace
 
 bool ZoneSuperblocks::blank() const {
@@ -63,6 +81,17 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
     found.copies[z] = DecodeSuperblock(chunk.data, bytes);
     found.other_format[z] = IsOtherNvkvFormat(found.copies[z], chunk.data);
   }
+  for (uint32_t z = 0; z < kMetadataZones; ++z) {
+    if (found.copies[z].ok() || found.other_format[z] ||
+        report[z].state != storage::ZoneState::kFull) {
+      continue;
+    }
+    if (absl::StatusOr<Superblock> closing = ReadClosingCopy(device, report[z], chunk);
+        closing.ok()) {
+      found.copies[z] = closing;
+      found.closing[z] = true;
+    }
+  }
   return found;
 }
 
@@ -90,6 +119,45 @@ absl::Status StartMetadataZone(storage::Device& device, const Geometry& geometry
         ", not at the start of its freshly reset zone (LBA ", append.lba, ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status CloseMetadataZone(storage::Device& device, const Geometry& geometry,
+                               const Superblock& superblock, uint32_t zone,
+                               const storage::Buffer& page) {
+  const storage::DeviceInfo& info = device.info();
+  Superblock copy = superblock;
+  copy.copy = zone;
+  EncodeSuperblock(copy, page.data, geometry.page_bytes);
+  storage::IoRequest append;
+  append.op = storage::IoOp::kZoneAppend;
+  append.fua = true;
+  append.lba = info.zones.StartOf(zone);
+  append.lba_count = geometry.page_bytes / info.lba_bytes;
+  append.buffer = page;
+  NVKV_RETURN_IF_ERROR(storage::RunOne(device, append));
+  const uint64_t last = append.lba + info.zones.capacity_blocks - append.lba_count;
+  if (append.appended_lba != last) {
+    return absl::DataLossError(absl::StrCat(
+        info.path, ": the closing superblock copy of metadata zone ", zone, " landed at LBA ",
+        append.appended_lba, ", not at the zone's last page (LBA ", last, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geometry,
+                                  uint32_t zone, const storage::Buffer& page) {
+  const storage::DeviceInfo& info = device.info();
+  storage::ZoneDescriptor descriptor;
+  descriptor.start = info.zones.StartOf(zone);
+  descriptor.capacity = info.zones.capacity_blocks;
+  absl::Status first = storage::ReadBlocks(device, descriptor.start,
+                                           geometry.page_bytes / info.lba_bytes, page);
+  if (first.ok()) first = DecodeSuperblock(page.data, geometry.page_bytes).status();
+  if (first.ok() || ReadClosingCopy(device, descriptor, page).ok()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "metadata zone ", zone, " holds no superblock copy that decodes (", first.message(),
+      "), and the segment map's move would reset the zone of the other copy: the store takes no "
+      "more writes; copy its data out and format it again"));
 }
 
 absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,
@@ -151,6 +219,11 @@ absl::StatusOr<MetadataZonesRead> ReadMetadataZones(
         const SegmentMapEntry* entries = nullptr;
         const absl::Status decoded =
             DecodeMapPage(page, geometry, store_seed, run + i, &entries).status();
+        // The zone's last page holds its closing superblock copy, never a map page: whatever
+        // is there (a copy, or one a cut tore) says nothing of the map.
+        const bool closing_place =
+            run + i == geometry.MetadataZoneFirstPage(z) + geometry.pages_per_segment - 1;
+        if (!decoded.ok() && closing_place) continue;
         if (!decoded.ok()) {
           // Zeros in a finished zone were never written: the finish left them. Below the
           // pointer of any other zone they are an append a cut lost.

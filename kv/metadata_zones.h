@@ -2,7 +2,9 @@
 // "The segment map's log"): how a format lays them down, and what Open reads of them.
 //
 // Zone 0 starts with superblock copy 0 and zone 1 with copy 1; after it, each holds map pages,
-// appended (a map page's head_sequence counts map writes and only grows, across sessions). The
+// and, once full, ends with a closing copy of its superblock (written before the map moves out
+// and the other zone is reset, so that a damaged first copy never leaves the device without
+// one); the map pages are appended (a map page's head_sequence counts map writes and only grows, across sessions). The
 // newest copy of map page i is the verifying one with the highest count in either zone. The
 // *current* zone, where map writes go, is the one holding the newest map page (zone 0 when
 // neither holds one). A zone is reset only while the other holds a copy of every map page, so
@@ -37,14 +39,17 @@ struct ZoneSuperblocks {
   // Copy z is an nvkv superblock of a format this nvkv does not read (a newer version's, or a
   // development version's; IsOtherNvkvFormat): never formatted over.
   std::array<bool, kMetadataZones> other_format = {false, false};
+  // Copy z is zone z's closing copy, its first one damaged or missing (a full zone's last page).
+  std::array<bool, kMetadataZones> closing = {false, false};
   // Neither zone holds anything where a superblock goes: a fresh namespace, or a format cut
   // short before either copy landed. Open may format it (create_if_missing).
   bool blank() const;
 };
 
-// Reads the zone report and page 0 of both metadata zones, through `chunk` (at least 4 KiB). A
-// copy that cannot be read has the read's error. Errors: the report's, and kFailedPrecondition
-// for a device with fewer than three zones.
+// Reads the zone report and page 0 of both metadata zones, through `chunk` (at least 4 KiB); of
+// a full zone whose page 0 holds no copy that decodes, its closing copy (pages of sizes up to
+// `chunk`'s). A copy that cannot be read has the read's error. Errors: the report's, and
+// kFailedPrecondition for a device with fewer than three zones.
 absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
                                                     const storage::Buffer& chunk);
 
@@ -55,6 +60,16 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
 absl::Status StartMetadataZone(storage::Device& device, const Geometry& geometry,
                                const Superblock& superblock, uint32_t zone,
                                const storage::Buffer& page);
+// Ends metadata zone `zone`: appends its closing copy of `superblock` with FUA at its last page,
+// which must be the one place left (it lands there, or kDataLoss). Through `page`.
+absl::Status CloseMetadataZone(storage::Device& device, const Geometry& geometry,
+                               const Superblock& superblock, uint32_t zone,
+                               const storage::Buffer& page);
+// Whether metadata zone `zone` holds a superblock copy that decodes, its first or its closing
+// one, as the device reads them now (through `page`, a page buffer): kDataLoss saying so when it
+// holds none. A move of the map checks the zone it leaves so before it resets the other.
+absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geometry,
+                                  uint32_t zone, const storage::Buffer& page);
 // Lays down a new store's metadata zones: empties zone 1, then starts zone 0, then zone 1,
 // which it finishes (only the map's current zone counts among the device's active zones).
 absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,

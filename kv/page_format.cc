@@ -135,7 +135,7 @@ absl::Status CheckZonedFields(const Superblock& superblock) {
     return absl::DataLossError(absl::StrCat(
         "zoned superblock geometry is impossible: ", superblock.segment_count, " zones of ",
         zone_bytes, " bytes, ", g.pages_per_segment, " pages of each writable (a metadata zone ",
-        "needs ", 1 + 2 * g.map_pages(), ")"));
+        "needs ", g.metadata_zone_pages(), ")"));
   }
   return absl::OkStatus();
 }

@@ -351,9 +351,11 @@ struct Geometry {
   // metadata zones instead, and map_first_page() names no place).
   uint64_t map_first_page() const { return kSuperblockPages + segment_count * pages_per_segment; }
   uint64_t map_pages() const { return MapPagesFor(segment_count, page_bytes); }
-  // Zoned: a metadata zone holds its superblock copy and two copies of the map, so that a move
-  // of the map is not due again at once (FORMAT.md "The segment map's log").
-  bool map_fits_zone() const { return zoned() && pages_per_segment >= 1 + 2 * map_pages(); }
+  // Zoned: a metadata zone holds its superblock copy, two copies of the map, so that a move of
+  // the map is not due again at once, and its closing superblock copy (FORMAT.md "The segment
+  // map's log").
+  uint64_t metadata_zone_pages() const { return 2 + 2 * map_pages(); }
+  bool map_fits_zone() const { return zoned() && pages_per_segment >= metadata_zone_pages(); }
   uint64_t total_pages() const {
     return zoned() ? (kMetadataZones + segment_count) * zone_pages
                    : map_first_page() + map_pages();

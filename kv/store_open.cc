@@ -213,9 +213,10 @@ absl::StatusOr<Superblock> StoreOpener::FormatZonedStore(const ZoneSuperblocks& 
   }
   if (!g.map_fits_zone()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path_, ": zones of ", g.pages_per_segment, " writable pages cannot hold a superblock and ",
-        "two copies of the segment map of ", g.segment_count, " segments (", 1 + 2 * g.map_pages(),
-        " pages): use a smaller page_bytes or a namespace of larger zones"));
+        path_, ": zones of ", g.pages_per_segment, " writable pages cannot hold two superblock ",
+        "copies and two copies of the segment map of ", g.segment_count, " segments (",
+        g.metadata_zone_pages(), " pages): use a smaller page_bytes or a namespace of larger "
+        "zones"));
   }
   NVKV_RETURN_IF_ERROR(CheckRoomForShards(g.segment_count, capacity_bytes));
   NVKV_RETURN_IF_ERROR(FillStoreIdentity(&superblock));

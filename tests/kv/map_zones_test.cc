@@ -40,6 +40,13 @@ storage::MemDeviceOptions ZonedOptions(uint64_t zones) {
   return options;
 }
 
+// A fresh zoned device of `zones` zones.
+std::unique_ptr<storage::MemDevice> MadeDevice(uint64_t zones) {
+  auto made = storage::MemDevice::Create(ZonedOptions(zones));
+  NVKV_CHECK(made.ok());
+  return std::move(*made);
+}
+
 Superblock StoreSuperblock(uint64_t zones) {
   Superblock sb{};
   sb.format_version = kZonedFormatVersion;
@@ -70,21 +77,23 @@ TEST(MapZoneLogTest, AZoneKeepsRoomForEveryPageItLacks) {
   const Geometry g = ZonedGeometry(2 * MapEntriesPerPage(kPageBytes));
   ASSERT_EQ(g.map_pages(), 2u);
   MapZoneLog log(g, StoreSuperblock(g.segment_count + kMetadataZones));
-  // Half way through a move: 9 of 12 pages used, neither map page there yet.
-  log.Resume({.current = 1, .pages_used = 9, .holds_every_page = false});
+  // Half way through a move: 8 of 12 pages used, neither map page there yet; the 12th is the
+  // closing superblock copy's.
+  log.Resume({.current = 1, .pages_used = 8, .holds_every_page = false});
   EXPECT_EQ(log.missing(), 2u);
   EXPECT_TRUE(log.MayAppend(0));
-  log.Take(0);  // 10 used, page 1 missing: one of the two places left is kept for it
+  log.Take(0);  // 9 used, page 1 missing: one of the two map places left is kept for it
   EXPECT_TRUE(log.MayAppend(0));
-  log.Take(0);  // 11 used
-  EXPECT_FALSE(log.MayAppend(0)) << "the last place is page 1's";
+  log.Take(0);  // 10 used
+  EXPECT_FALSE(log.MayAppend(0)) << "the last map place is page 1's";
   EXPECT_FALSE(log.MoveTarget().has_value());
   EXPECT_TRUE(log.MayAppend(1));
-  log.Take(1);  // full, every page held
+  log.Take(1);  // full for the map, every page held
   EXPECT_FALSE(log.MayAppend(0));
   EXPECT_FALSE(log.MayAppend(1));
   ASSERT_TRUE(log.MoveTarget().has_value()) << "full, and holding every page";
   EXPECT_EQ(log.MoveTarget()->zone, 0u);
+  EXPECT_TRUE(log.MoveTarget()->closing_copy_room) << "the last page is left for it";
   EXPECT_EQ(log.MoveTarget()->superblock.zone_blocks, kZoneBlocks);
   log.Moved();
   EXPECT_EQ(log.current(), 0u);
@@ -95,7 +104,7 @@ TEST(MapZoneLogTest, AZoneKeepsRoomForEveryPageItLacks) {
 TEST(MapZoneLogTest, AFailedAppendCountsItsPageMissingAgain) {
   const Geometry g = ZonedGeometry(8);
   MapZoneLog log(g, StoreSuperblock(g.segment_count + kMetadataZones));
-  log.Resume({.current = 0, .pages_used = 10, .holds_every_page = false});
+  log.Resume({.current = 0, .pages_used = 9, .holds_every_page = false});
   log.Take(0);
   log.Failed(0);
   EXPECT_EQ(log.missing(), 1u);
@@ -115,13 +124,16 @@ TEST(MapZoneLogTest, AFullZoneMovesEvenWhenItLacksAPage) {
   EXPECT_FALSE(log.MayAppend(0));
   ASSERT_TRUE(log.MoveTarget().has_value());
   EXPECT_EQ(log.MoveTarget()->zone, 0u);
+  EXPECT_FALSE(log.MoveTarget()->closing_copy_room) << "its last page is taken";
 }
 
 TEST(MapZoneLogTest, AZoneTooSmallForTwoCopiesOfTheMapDoesNotFit) {
   Geometry g = ZonedGeometry(8);
   EXPECT_TRUE(g.map_fits_zone());
-  g.pages_per_segment = 2;  // a superblock and one map page
+  g.pages_per_segment = 3;  // two superblock copies and one map page
   EXPECT_FALSE(g.map_fits_zone());
+  g.pages_per_segment = 4;
+  EXPECT_TRUE(g.map_fits_zone());
   EXPECT_FALSE(Geometry{}.map_fits_zone());
 }
 
@@ -246,12 +258,7 @@ TEST_P(MapZonesTest, PowerCutsLeaveTheNewestAcknowledgedMapOrANewerOne) {
   uint64_t said_nothing_count = 0;
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
-    std::unique_ptr<storage::MemDevice> inner;
-    {
-      auto made = storage::MemDevice::Create(ZonedOptions(zones()));
-      ASSERT_THAT(made, IsOk());
-      inner = std::move(*made);
-    }
+    std::unique_ptr<storage::MemDevice> inner = MadeDevice(zones());
     std::shared_ptr<storage::MemStorage> storage = inner->storage();
     uint64_t acknowledged = 0, attempted = 0;
     {
@@ -301,6 +308,79 @@ TEST_P(MapZonesTest, PowerCutsLeaveTheNewestAcknowledgedMapOrANewerOne) {
     ExpectSuperblocks(**rebooted);
   }
   EXPECT_LT(said_nothing_count, 100u) << "most cuts leave a map that says what it held";
+}
+
+// The media damaged superblock copy 0 (the first page of zone 0, where the map is): the move of
+// the map to zone 1 resets the zone holding the only other copy. Power cuts at every point of the
+// writes and of that move never leave the device without a superblock copy that decodes (zone 0
+// gets a closing copy, verified, before zone 1 is reset), and the map reads back.
+TEST_P(MapZonesTest, AMoveNeverResetsTheLastGoodSuperblockCopy) {
+  const uint64_t steps = 2 * kCapacity;
+  uint64_t cut_in_the_window = 0;  // zone 1 reset, its copy not yet on the device
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::unique_ptr<storage::MemDevice> inner = MadeDevice(zones());
+    std::shared_ptr<storage::MemStorage> storage = inner->storage();
+    {
+      auto fault = storage::FaultDevice::Create(std::move(inner), {.seed = seed});
+      ASSERT_THAT(fault, IsOk());
+      ZonedMap zoned(superblock(), shape());
+      Format(**fault, zoned);
+      storage->Corrupt(40, 1);  // in copy 0's checksummed bytes
+      ASSERT_THAT((*fault)->SetCutAfterOperations(1 + seed % (2 * steps)), IsOk());
+      for (uint64_t step = 1; step <= steps; ++step) {
+        if (!Step(**fault, zoned, step).ok()) break;
+      }
+    }
+    auto rebooted = storage::MemDevice::Open(storage, ZonedOptions(zones()));
+    ASSERT_THAT(rebooted, IsOk());
+    const storage::Buffer chunk = (*rebooted)->buffers().GetChunk();
+    absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(**rebooted, chunk);
+    (*rebooted)->buffers().PutChunk(chunk);
+    ASSERT_THAT(found, IsOk());
+    EXPECT_TRUE(found->copies[0].ok() || found->copies[1].ok())
+        << "no superblock copy decodes: " << found->copies[0].status() << "; "
+        << found->copies[1].status();
+    cut_in_the_window += found->copies[1].ok() ? 0 : 1;
+    ZonedMap resumed(superblock(), shape());
+    bool said_nothing = false;
+    EXPECT_EQ(Read(**rebooted, resumed, &said_nothing).size(), segments());
+  }
+  EXPECT_GT(cut_in_the_window, 0u) << "no cut came between zone 1's reset and its copy";
+}
+
+// Zone 0 full for the map, its closing copy written (as a cut right after it leaves it), and then
+// both of its copies damaged: the move would reset zone 1, which holds the only copy left. It is
+// refused, saying so, and zone 1 keeps its copy.
+TEST_P(MapZonesTest, AMoveIsRefusedWhenTheZoneLeftHoldsNoGoodCopy) {
+  auto device = storage::MemDevice::Create(ZonedOptions(zones()));
+  ASSERT_THAT(device, IsOk());
+  std::shared_ptr<storage::MemStorage> storage = (*device)->storage();
+  {
+    ZonedMap zoned(superblock(), shape());
+    Format(**device, zoned);
+    for (uint64_t step = 1; storage->Report(0, 1)[0].write_pointer < kCapacity - 1; ++step) {
+      ASSERT_THAT(Step(**device, zoned, step), IsOk());
+    }
+    const storage::Buffer page = (*device)->buffers().GetPage();
+    ASSERT_THAT(CloseMetadataZone(**device, shape().geometry, superblock(), 0, page), IsOk());
+    (*device)->buffers().PutPage(page);
+  }
+  ASSERT_EQ(storage->Report(0, 1)[0].state, storage::ZoneState::kFull);
+  storage->Corrupt(40, 1);                                     // the first copy
+  storage->Corrupt((kCapacity - 1) * kPageBytes + 40, 1);      // the closing copy
+  ZonedMap resumed(superblock(), shape());
+  Read(**device, resumed);  // (a damaged closing copy is no damaged map page)
+  resumed.map->Set(1, MapState::kInUse);
+  EXPECT_THAT(WriteMapAlone(*resumed.table, shape(), **device, true),
+              ::nvkv::testing::StatusIs(absl::StatusCode::kDataLoss,
+                                        "holds no superblock copy that decodes"));
+  const storage::Buffer chunk = (*device)->buffers().GetChunk();
+  absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(**device, chunk);
+  (*device)->buffers().PutChunk(chunk);
+  ASSERT_THAT(found, IsOk());
+  EXPECT_FALSE(found->copies[0].ok());
+  EXPECT_THAT(found->copies[1], IsOk()) << "zone 1 was reset";
 }
 
 // One map page (8 zones), and two (a store of more segments than one page describes).

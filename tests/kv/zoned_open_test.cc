@@ -225,8 +225,8 @@ TEST(ZonedFormatTest, TooFewZonesForTheShardsAreRefused) {
 }
 
 TEST(ZonedFormatTest, ZonesTooSmallForTheMapAreRefused) {
-  // 600 zones of 8 writable pages: a map of 3 pages needs 7 pages of a zone, and 8 suffice;
-  // of 1,100 zones: a map of 5 pages needs 11.
+  // 600 zones of 8 writable pages: a map of 3 pages needs 8 pages of a zone (two superblock
+  // copies and two of the map), and 8 suffice; of 1,100 zones: a map of 5 pages needs 12.
   auto fits = storage::MemDevice::Create(ZonedOptions(8, 8, 600));
   ASSERT_THAT(fits, IsOk());
   EXPECT_THAT(OpenOn(**fits, StoreOptions()), IsOk());
@@ -234,8 +234,8 @@ TEST(ZonedFormatTest, ZonesTooSmallForTheMapAreRefused) {
   ASSERT_THAT(too_small, IsOk());
   EXPECT_THAT(OpenOn(**too_small, StoreOptions()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       "zones of 8 writable pages cannot hold a superblock and two copies of the "
-                       "segment map of 1098 segments (11 pages)"));
+                       "zones of 8 writable pages cannot hold two superblock copies and two "
+                       "copies of the segment map of 1098 segments (12 pages)"));
 }
 
 TEST(ZonedFormatTest, NothingIsFormattedWhereTheOptionsSayNot) {
