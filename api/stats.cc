@@ -49,6 +49,7 @@ std::string ZonesJson(const ZoneStats& zones) {
   json.Add("in_use", zones.in_use);
   json.Add("active", zones.active);
   json.Add("active_budget", zones.active_budget);
+  json.Add("retired", zones.retired);
   return json.Finish();
 }
 
@@ -184,8 +185,9 @@ std::string Stats::ToString() const {
                           z.max_active, z.max_append_bytes);
     absl::StrAppendFormat(&out,
                           "zones in use: %u (%u active of the %u the store keeps at most), %u "
-                          "reset by compaction, %u runs of pages landed apart\n",
-                          z.in_use, z.active, z.active_budget, z.resets, z.place_runs);
+                          "reset by compaction, %u runs of pages landed apart, %u retired (out "
+                          "of service)\n",
+                          z.in_use, z.active, z.active_budget, z.resets, z.place_runs, z.retired);
   }
   absl::StrAppendFormat(&out, "ring: depth %u, %s\n", device.ring.queue_depth,
                         RingFeatureNames(device.ring));

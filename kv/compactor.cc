@@ -236,11 +236,19 @@ absl::Status Compactor::CleanSegment(uint64_t segment) {
     segments_.Retain(segment);
     return absl::OkStatus();
   }
-  if (absl::Status emptied = EmptySegment(segment); !emptied.ok()) {
+  storage::ZoneState out_of_service = storage::ZoneState::kEmpty;
+  if (absl::Status emptied = EmptySegment(segment, &out_of_service); !emptied.ok()) {
     error_.Set(emptied);
     return emptied;
   }
-  segments_.Free(segment);
+  if (storage::OutOfService(out_of_service)) {
+    // Read-only: its old log stays there (SegmentTable::Retire), read where it landed.
+    const bool holds_log = out_of_service == storage::ZoneState::kReadOnly;
+    segments_.Retire(segment, holds_log);
+    if (!holds_log) shape_.places->Clear(segment);
+  } else {
+    segments_.Free(segment);
+  }
   segments_cleaned_.fetch_add(1);
   return absl::OkStatus();
 }
@@ -415,14 +423,25 @@ bool Compactor::IsDataPage(const uint8_t* bytes, uint64_t page) const {
   return header.ok() && header->type == static_cast<uint8_t>(PageType::kData);
 }
 
-absl::Status Compactor::EmptySegment(uint64_t segment) {
+absl::Status Compactor::EmptySegment(uint64_t segment, storage::ZoneState* out_of_service) {
   if (!shape_.geometry.zoned()) return WriteFreeMarkers(segment);
   // A reset zone, durably (a reset a cut undoes would bring the old log back): only then may a
   // head take it, and its positions land anew.
   storage::IoRequest reset;
   reset.op = storage::IoOp::kZoneReset;
   reset.lba = shape_.LbaOf(shape_.geometry.FirstPageOf(segment));
-  NVKV_RETURN_IF_ERROR(storage::RunOne(*queue_, reset));
+  if (absl::Status status = storage::RunOne(*queue_, reset); !status.ok()) {
+    // A zone the device took out of service (read-only or offline) is retired: what it held
+    // was copied out, and it is never written again. Any other failure is the store's error.
+    const uint64_t zone = kMetadataZones + segment;
+    absl::StatusOr<std::vector<storage::ZoneDescriptor>> report =
+        storage::ReportZones(*queue_, zone, 1);
+    if (!report.ok() || report->empty() || !storage::OutOfService(report->front().state)) {
+      return status;
+    }
+    *out_of_service = report->front().state;
+    return absl::OkStatus();
+  }
   NVKV_RETURN_IF_ERROR(storage::FlushDevice(*queue_));
   shape_.places->Clear(segment);
   zone_resets_.fetch_add(1);

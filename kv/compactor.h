@@ -40,6 +40,7 @@
 #include "kv/store_shape.h"
 #include "kv/sticky_error.h"
 #include "storage/device.h"
+#include "storage/zones.h"
 
 namespace nvkv::kv {
 
@@ -147,8 +148,10 @@ class Compactor {
   bool IsDataPage(const uint8_t* bytes, uint64_t page) const;
 
   // Makes `segment` empty, durably, before anyone reuses it: its zone reset on a zoned store
-  // (and its place runs cleared), else free markers.
-  absl::Status EmptySegment(uint64_t segment);
+  // (and its place runs cleared), else free markers. On zones, a zone the device took out of
+  // service is not reset (it cannot be): *out_of_service says how (read-only or offline), and
+  // the zone is never to be used again.
+  absl::Status EmptySegment(uint64_t segment, storage::ZoneState* out_of_service);
   absl::Status WriteFreeMarkers(uint64_t segment);
   // How many index entries point into each of `segments`, in one walk of the index (O(index):
   // for segments compaction could not empty only).

@@ -107,8 +107,8 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now, const Superblock& sup
   } else {
     NVKV_RETURN_IF_ERROR(Recover());
   }
+  if (shape_.geometry.zoned()) NVKV_RETURN_IF_ERROR(SettleZones());
   if (shape_.geometry.zoned() && !read_only_) {
-    NVKV_RETURN_IF_ERROR(SettleZones());
     // The device's active zones, less the segment map's: the heads' (Open checked they suffice).
     NVKV_ASSIGN_OR_RETURN(zone_budget_, ZoneBudgetFor(device_info_.zones, options_.shard_count,
                                                       device_info_.path));
@@ -242,7 +242,7 @@ absl::Status Engine::Impl::SettleZones() {
   // The metadata zone the map is not in (a format or a move a cut left before its finish) holds
   // a superblock copy and older map pages only: full, so that only the map's zone is active.
   const uint32_t idle_metadata = 1 - segment_map_->current_zone().value_or(0);
-  if (active(zones[idle_metadata])) {
+  if (active(zones[idle_metadata]) && !read_only_) {
     storage::IoRequest finish;
     finish.op = storage::IoOp::kZoneFinish;
     finish.lba = zones[idle_metadata].start;
@@ -253,6 +253,17 @@ absl::Status Engine::Impl::SettleZones() {
     const storage::ZoneDescriptor& zone = zones[kMetadataZones + s];
     storage::IoRequest request;
     request.lba = zone.start;
+    if (storage::OutOfService(zone.state)) {
+      // Read-only or offline: never written nor reset again. Free (as the map says of one
+      // compaction emptied), it is retired; else its records are read (offline: they could not
+      // be) until compaction moves them and retires it.
+      if (segments_->state(s) == SegmentState::kFree) {
+        segments_->Retire(s, /*holds_log=*/false);
+        shape_.places->Clear(s);
+      }
+      continue;
+    }
+    if (read_only_) continue;  // a reader writes nothing
     if (segments_->state(s) == SegmentState::kFree && zone.state != storage::ZoneState::kEmpty) {
       // Nothing of it counts (no log, or one compaction emptied): a head starts it afresh, its
       // positions landing anew.

@@ -73,8 +73,9 @@ class Engine::Impl final {
   // Shards, recovery (unless just formatted), the writer's and compaction's queues and threads,
   // over the store of `superblock` (on zones, the segment map's zones start with it).
   absl::Status StartEngine(bool formatted_now, const Superblock& superblock);
-  // Zoned, before anything is written: the zones of free segments that hold data are reset (a
-  // head starts there afresh) and active zones no head goes on with are finished.
+  // Zoned, before anything is written: free segments whose zones the device took out of service
+  // are retired (readers too); and unless read-only, the zones of free segments that hold data
+  // are reset (a head starts there afresh) and active zones no head goes on with are finished.
   absl::Status SettleZones();
   absl::Status Close();
   EngineStats Stats();

@@ -235,12 +235,14 @@ EngineStats Engine::Impl::Stats() {
   if (zone_places_ != nullptr) s.device.zones.place_runs = zone_places_->run_count();
   if (compactor_ != nullptr) s.device.zones.resets = compactor_->zone_resets();
   if (shape_.geometry.zoned()) {
-    s.device.zones.in_use = s.segments_total - s.segments_free + kMetadataZones;
+    s.device.zones.in_use =
+        s.segments_total - s.segments_free - segments_->retired_count() + kMetadataZones;
     // The map's current zone holds a token of its own; the table has the rest. A reader
     // (read-only) has none, and keeps no zone active.
     const std::optional<uint32_t> tokens_free = segments_->zone_tokens_free();
     s.device.zones.active_budget = zone_budget_;
     s.device.zones.active = tokens_free ? zone_budget_ - *tokens_free : 0;
+    s.device.zones.retired = segments_->retired_count();
   }
   {
     absl::MutexLock lock(&queue_notes_mu_);

@@ -46,6 +46,15 @@ void FreeSegments::Add(uint64_t segment) {
   announce_due_.store(true, std::memory_order_release);
 }
 
+void FreeSegments::Remove(uint64_t segment) {
+  absl::MutexLock lock(&mu_);
+  std::erase(free_, segment);
+  std::erase(ready_, segment);
+  std::erase_if(announcing_, [segment](const auto& entry) { return entry.first == segment; });
+  if (map_ != nullptr) map_->Set(segment, MapState::kFree);
+  announce_due_.store(true, std::memory_order_release);
+}
+
 void FreeSegments::Rebuild(std::vector<uint64_t> free) {
   absl::MutexLock lock(&mu_);
   free_ = std::move(free);

@@ -48,6 +48,9 @@ class FreeSegments {
   bool TakeUnannounced(uint64_t count, uint64_t keep, std::vector<uint64_t>* taken);
   // `segment` holds nothing any more: free, and marked so in the map (once written).
   void Add(uint64_t segment);
+  // Free `segment` is no longer to be taken (its zone went out of service): off the list, of
+  // whatever kind, and free in the map.
+  void Remove(uint64_t segment);
   // After recovery: the free segments are `free` (heads take them from its back), none
   // announced, and the map says each is free.
   void Rebuild(std::vector<uint64_t> free);

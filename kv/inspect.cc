@@ -391,6 +391,9 @@ void Checker::CheckLiveRecords(uint64_t segment, const SegmentRecords& segment_r
 }
 
 void Checker::CheckSegment(uint64_t segment) {
+  // In a zone the device took out of service, holding nothing the store needs: not read (an
+  // offline zone cannot be), and CheckZones notes it.
+  if (engine_.segments().state(segment) == SegmentState::kRetired) return;
   ++report_.segments_scanned;
   report_.pages_scanned += g_.pages_per_segment;
   absl::Status read = reader_.Read(segment);
@@ -577,17 +580,29 @@ void Checker::CheckZones() {
       open + closed, " active",
       active_limit != 0 ? absl::StrCat(" of the ", active_limit, " the device keeps")
                         : std::string()));
+  uint64_t retired = 0;
   for (uint64_t s = 0; s < g_.segment_count; ++s) {
     const storage::ZoneDescriptor& zone = (*zones)[kMetadataZones + s];
-    if (zone.state == storage::ZoneState::kReadOnly || zone.state == storage::ZoneState::kOffline) {
-      Problem(absl::StrCat("segment ", s, ": its zone is ", storage::ZoneStateName(zone.state),
-                           log_generation_[s] != 0 ? " and holds a log" : ""));
+    if (storage::OutOfService(zone.state)) {
+      if (engine_.segments().state(s) == SegmentState::kRetired) {
+        ++retired;
+      } else if (zone.state == storage::ZoneState::kReadOnly) {
+        report_.notes.push_back(absl::StrCat(
+            "segment ", s, ": its zone is read-only: its records are read until compaction "
+            "moves them out, and it is then retired"));
+      } else {
+        Problem(absl::StrCat("segment ", s, ": its zone is offline, and the store holds it in use"));
+      }
     } else if (log_generation_[s] == 0 && zone.state != storage::ZoneState::kEmpty &&
                engine_.segments().state(s) == SegmentState::kFree) {
       report_.notes.push_back(absl::StrCat("segment ", s, " is free but its zone holds data (",
                                            storage::ZoneStateName(zone.state),
                                            "): the next Open resets it"));
     }
+  }
+  if (retired > 0) {
+    report_.notes.push_back(absl::StrCat(retired, " segments retired: their zones are read-only "
+                                         "or offline, and the store never writes them again"));
   }
 }
 
@@ -727,6 +742,8 @@ absl::Status Engine::Impl::ForEachLive(
   const uint64_t segment_count = shape_.geometry.segment_count;
   SegmentRecords records;
   for (uint64_t segment = 0; segment < segment_count; ++segment) {
+    // Out of service, holding nothing live (an offline one cannot be read at all).
+    if (segments_->state(segment) == SegmentState::kRetired) continue;
     absl::Status read = (*reader)->Read(segment);
     if (!read.ok()) {
       return absl::Status(read.code(),

@@ -136,6 +136,21 @@ void SegmentTable::Retain(uint64_t segment) {
   retained_count_.fetch_add(1);
 }
 
+void SegmentTable::Retire(uint64_t segment, bool holds_log) {
+  absl::MutexLock lock(&mu_);
+  Info& info = info_[segment];
+  NVKV_CHECK(info.state == SegmentState::kFree || info.state == SegmentState::kCompacting);
+  NVKV_CHECK(!holds_log || info.state == SegmentState::kCompacting);
+  info.state = SegmentState::kRetired;
+  info.last_write.reset();
+  if (!holds_log) {
+    Empty(segment);
+    free_.Remove(segment);  // (compaction's segment is on no list: the map says free all the same)
+  }
+  retired_count_.fetch_add(1, std::memory_order_relaxed);
+  changes_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void SegmentTable::Unretain(uint64_t segment) {
   absl::MutexLock lock(&mu_);
   NVKV_CHECK(info_[segment].state == SegmentState::kRetained);
@@ -318,7 +333,7 @@ bool SegmentTable::WaitForFree(SegmentUse use, absl::Duration timeout) {
 
 uint64_t SegmentTable::usable_bytes() {
   absl::MutexLock lock(&mu_);
-  const uint64_t kept = reserve_user_ + kept_.size();
+  const uint64_t kept = reserve_user_ + kept_.size() + retired_count_.load();
   return segment_count_ > kept ? (segment_count_ - kept) * capacity_bytes_ : 0;
 }
 

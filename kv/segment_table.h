@@ -55,6 +55,9 @@ enum class SegmentState : uint8_t {
   kHeld,        // holds no log but a checkpoint's pages (Hold): not free until given back, or,
                 // kept, until a newer set replaces it or a delete or compaction finds no other
                 // free segment (CheckReserve)
+  kRetired,     // zoned: holds nothing the store needs, in a zone the device took out of service
+                // (read-only or offline): never written, reset nor picked by compaction again
+                // (Retire)
 };
 
 // The head that wrote a segment and the head counter of its last page. Compaction waits until
@@ -152,6 +155,16 @@ class SegmentTable {
   // Compaction cleaned `segment` but could not empty it (damaged pages): kCompacting ->
   // kRetained.
   void Retain(uint64_t segment);
+  // Zoned: `segment`, free or emptied by compaction (kCompacting), lies in a zone the device
+  // took out of service: kRetired, off the free list. Without `holds_log` (offline: the data is
+  // gone; or a free zone, empty) it holds nothing: free in the map, and every Open retires it
+  // again from the zone's state. With it (read-only: compaction moved its records out, but the
+  // old log stays readable there and cannot be erased) the map goes on saying it is in use and
+  // its contents stay known: every Open reads the log (whose records are all older than what
+  // replaced them), and no tombstone it needs is dropped meanwhile (a deleted key's old record
+  // there would otherwise come back at an Open that reads it).
+  void Retire(uint64_t segment, bool holds_log);
+  uint64_t retired_count() const { return retired_count_.load(std::memory_order_relaxed); }
   // No index entry points into retained `segment` any more: back to kSealed with no live bytes,
   // so that compaction frees it.
   void Unretain(uint64_t segment);
@@ -334,6 +347,7 @@ class SegmentTable {
   std::atomic<uint64_t> next_generation_{1};
   std::atomic<uint64_t> changes_{0};  // segment_changes()
   std::atomic<uint64_t> retained_count_{0};  // segments in kRetained
+  std::atomic<uint64_t> retired_count_{0};   // segments in kRetired
   absl::Mutex mu_;
   // Which segments are free is changed only under mu_ (FreeSegments' thread contract).
   FreeSegments free_;

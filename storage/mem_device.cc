@@ -134,10 +134,44 @@ absl::Status MemStorage::WriteAtPointerLocked(uint64_t z, uint32_t lba_count,
   return absl::OkStatus();
 }
 
+absl::Status MemStorage::InServiceLocked(uint64_t z) const {
+  switch (zone_[z].state) {
+    case ZoneState::kReadOnly:
+      return absl::FailedPreconditionError(absl::StrCat("Zone Is Read Only: zone ", z));
+    case ZoneState::kOffline:
+      return absl::DataLossError(absl::StrCat("Zone Is Offline: zone ", z));
+    default:
+      return absl::OkStatus();
+  }
+}
+
+void MemStorage::RetireZone(uint64_t zone, ZoneState state) {
+  NVKV_CHECK(zone < zones_.zone_count &&
+             (state == ZoneState::kReadOnly || state == ZoneState::kOffline));
+  absl::MutexLock lock(&mu_);
+  if (state == ZoneState::kOffline) {
+    std::memset(bytes_ + zones_.StartOf(zone) * lba_bytes_, 0, zones_.zone_blocks * lba_bytes_);
+    zone_[zone].written = 0;
+  }
+  zone_[zone].state = state;
+}
+
+absl::Status MemStorage::CheckReadable(uint64_t lba, uint32_t lba_count) const {
+  if (!zones_.zoned() || lba_count == 0) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  for (uint64_t z = zones_.ZoneOf(lba); z <= zones_.ZoneOf(lba + lba_count - 1); ++z) {
+    if (zone_[z].state == ZoneState::kOffline) {
+      return absl::DataLossError(absl::StrCat("Zone Is Offline: zone ", z));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MemStorage::WriteZoned(uint64_t lba, uint32_t lba_count, const uint8_t* data) {
   CheckedOffset(lba, lba_count);
   const uint64_t z = zones_.ZoneOf(lba);
   absl::MutexLock lock(&mu_);
+  NVKV_RETURN_IF_ERROR(InServiceLocked(z));
   // As a drive checks them: the zone's state, then the write pointer, then the capacity.
   if (zone_[z].state == ZoneState::kFull) {
     return absl::ResourceExhaustedError(absl::StrCat("Zone Is Full: zone ", z));
@@ -156,6 +190,7 @@ absl::StatusOr<uint64_t> MemStorage::Append(uint64_t zone_start, uint32_t lba_co
   const uint64_t z = zones_.ZoneOf(zone_start);
   NVKV_CHECK(z < zones_.zone_count && zone_start == zones_.StartOf(z));
   absl::MutexLock lock(&mu_);
+  NVKV_RETURN_IF_ERROR(InServiceLocked(z));
   if (zone_[z].state == ZoneState::kFull) {
     return absl::ResourceExhaustedError(absl::StrCat("Zone Is Full: zone ", z));
   }
@@ -164,18 +199,21 @@ absl::StatusOr<uint64_t> MemStorage::Append(uint64_t zone_start, uint32_t lba_co
   return lba;
 }
 
-void MemStorage::ResetZone(uint64_t zone_start) {
+absl::Status MemStorage::ResetZone(uint64_t zone_start) {
   const uint64_t z = zones_.ZoneOf(zone_start);
   NVKV_CHECK(z < zones_.zone_count && zone_start == zones_.StartOf(z));
   absl::MutexLock lock(&mu_);
+  NVKV_RETURN_IF_ERROR(InServiceLocked(z));
   std::memset(bytes_ + zone_start * lba_bytes_, 0, zones_.zone_blocks * lba_bytes_);
   zone_[z] = Zone{};
+  return absl::OkStatus();
 }
 
 absl::Status MemStorage::FinishZone(uint64_t zone_start) {
   const uint64_t z = zones_.ZoneOf(zone_start);
   NVKV_CHECK(z < zones_.zone_count && zone_start == zones_.StartOf(z));
   absl::MutexLock lock(&mu_);
+  NVKV_RETURN_IF_ERROR(InServiceLocked(z));
   if (zone_[z].state == ZoneState::kFull) return absl::OkStatus();
   // An empty zone passes through open on its way to full: it needs an active slot for that.
   if (zone_[z].state == ZoneState::kEmpty) NVKV_RETURN_IF_ERROR(OpenForWriteLocked(z));
@@ -332,7 +370,8 @@ absl::Status MemDevice::Enqueue(IoRequest* request) {
 void MemDevice::Execute(IoRequest& request) {
   switch (request.op) {
     case IoOp::kRead:
-      storage_->Read(request.lba, request.lba_count, request.buffer.data);
+      request.status = storage_->CheckReadable(request.lba, request.lba_count);
+      if (request.status.ok()) storage_->Read(request.lba, request.lba_count, request.buffer.data);
       break;
     case IoOp::kWrite:
       if (info_.zones.zoned()) {
@@ -354,7 +393,7 @@ void MemDevice::Execute(IoRequest& request) {
       break;
     }
     case IoOp::kZoneReset:
-      storage_->ResetZone(request.lba);
+      request.status = storage_->ResetZone(request.lba);
       break;
     case IoOp::kZoneFinish:
       request.status = storage_->FinishZone(request.lba);

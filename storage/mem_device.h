@@ -17,7 +17,9 @@
 // limits, a capacity below the zone size. Zone errors, as the NVMe backend words them:
 // "Zone Invalid Write" (not at the write pointer) and "Zone Boundary Error" (past the zone's
 // capacity) are kFailedPrecondition; "Zone Is Full" and "Too Many Active Zones" are
-// kResourceExhausted. With `completion_seed`, each batch a queue submits is carried out and
+// kResourceExhausted; a zone the device took out of service (RetireZone) fails every write,
+// append, reset and finish with "Zone Is Read Only" (kFailedPrecondition) or "Zone Is Offline"
+// (kDataLoss, and its reads too). With `completion_seed`, each batch a queue submits is carried out and
 // completed in a seeded random order, as NVMe allows (appends in flight land anywhere).
 //
 // Ownership: the storage is shared by std::shared_ptr between its queues and the test. That is
@@ -77,8 +79,13 @@ class MemStorage {
   absl::StatusOr<uint64_t> Append(uint64_t zone_start, uint32_t lba_count, const uint8_t* data);
   // Reset (the zone empty, its bytes zeros) and Finish (full where it stands, its write pointer
   // at the end of its capacity; an empty zone needs room among the active ones on its way).
-  void ResetZone(uint64_t zone_start);
+  absl::Status ResetZone(uint64_t zone_start);
   absl::Status FinishZone(uint64_t zone_start);
+  // What a drive does as its media wears: zone `zone` turns read-only (its data stays readable)
+  // or offline (its data is gone). `state` is kReadOnly or kOffline; nothing changes it again.
+  void RetireZone(uint64_t zone, ZoneState state);
+  // kDataLoss when the blocks from `lba` lie in an offline zone (a read of them fails).
+  absl::Status CheckReadable(uint64_t lba, uint32_t lba_count) const;
   // The zones from `first_zone` on, at most `max`.
   std::vector<ZoneDescriptor> Report(uint64_t first_zone, uint64_t max) const;
   // What a power cut left (FaultDevice's rollback; it ignores the zone rules): zone `zone` holds
@@ -111,6 +118,9 @@ class MemStorage {
   MemStorage(uint32_t lba_bytes, uint64_t lba_count, uint8_t* bytes, const ZoneModel& zones);
   // Byte offset of `lba`, after checking that `lba_count` blocks from there fit.
   uint64_t CheckedOffset(uint64_t lba, uint32_t lba_count) const;
+  // The error a write, append, reset or finish of zone `z` meets when the device took it out
+  // of service (read-only or offline); OK otherwise.
+  absl::Status InServiceLocked(uint64_t z) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `lba_count` blocks at zone `z`'s write pointer, by the zone rules.
   absl::Status WriteAtPointerLocked(uint64_t z, uint32_t lba_count, const uint8_t* data)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -55,6 +55,11 @@ enum class ZoneState : uint8_t {
 };
 
 const char* ZoneStateName(ZoneState state);
+// Read-only or offline: the device took the zone out of service, and nothing writes, resets or
+// finishes it again.
+inline bool OutOfService(ZoneState state) {
+  return state == ZoneState::kReadOnly || state == ZoneState::kOffline;
+}
 
 // One zone as the report describes it.
 struct ZoneDescriptor {

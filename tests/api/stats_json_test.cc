@@ -141,13 +141,15 @@ TEST(StatsJsonTest, AZonedDeviceWritesItsZones) {
   s.device.zones = {.zone_count = 4, .zone_bytes = 33554432, .zone_capacity_bytes = 25165824,
                     .max_open = 2, .max_active = 3, .max_append_bytes = 131072,
                     .states_reported = true, .empty = 1, .open = 1, .closed = 1, .full = 1,
-                    .place_runs = 6, .resets = 5, .in_use = 3, .active = 2, .active_budget = 3};
+                    .place_runs = 6, .resets = 5, .in_use = 3, .active = 2, .active_budget = 3,
+                    .retired = 1};
   EXPECT_NE(s.ToJson().find(
                 "\"nsid\":0,\"zoned\":true,\"zones\":{\"zone_count\":4,\"zone_bytes\":33554432,"
                 "\"zone_capacity_bytes\":25165824,\"max_open\":2,\"max_active\":3,"
                 "\"max_append_bytes\":131072,\"states_reported\":true,\"empty\":1,\"open\":1,"
                 "\"closed\":1,\"full\":1,\"read_only\":0,\"offline\":0,\"place_runs\":6,"
-                "\"resets\":5,\"in_use\":3,\"active\":2,\"active_budget\":3},\"ring\":{"),
+                "\"resets\":5,\"in_use\":3,\"active\":2,\"active_budget\":3,\"retired\":1},"
+                "\"ring\":{"),
             std::string::npos)
       << s.ToJson();
   EXPECT_NE(s.ToString().find("zones: 4 of 33554432 bytes (25165824 writable), at most 2 open "
@@ -155,7 +157,8 @@ TEST(StatsJsonTest, AZonedDeviceWritesItsZones) {
             std::string::npos)
       << s.ToString();
   EXPECT_NE(s.ToString().find("zones in use: 3 (2 active of the 3 the store keeps at most), 5 "
-                              "reset by compaction, 6 runs of pages landed apart"),
+                              "reset by compaction, 6 runs of pages landed apart, 1 retired (out "
+                              "of service)"),
             std::string::npos)
       << s.ToString();
 }

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,21 +125,30 @@ void Workload(Engine& engine, int rounds, std::map<std::string, std::string>* mo
   std::erase_if(*absent, [&](const std::string& key) { return model->count(key) > 0; });
 }
 
+// A store written 3 rounds (Workload) on a fresh device that keeps 4 zones active, read back and
+// closed: its storage, with `model` and `absent` as written.
+std::shared_ptr<storage::MemStorage> WrittenAndClosed(bool ordered,
+                                                      std::map<std::string, std::string>* model,
+                                                      std::vector<std::string>* absent) {
+  auto made = storage::MemDevice::Create(ZonedOptions(/*max_active=*/4));
+  NVKV_CHECK(made.ok());
+  std::shared_ptr<storage::MemStorage> storage = (*made)->storage();
+  auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(ordered));
+  EXPECT_THAT(engine, IsOk());
+  if (!engine.ok()) return storage;
+  Workload(**engine, 3, model, absent);
+  ExpectHolds(**engine, *model, *absent);
+  EXPECT_THAT((*engine)->Close(), IsOk());
+  return storage;
+}
+
 // The device keeps only as many zones active as a store of 2 shards needs (4): heads that leave
 // zones (a batch or a large value that does not fit, Close) give them back, finishing them.
 TEST_P(ZonedEngineTest, WritesReadBackAndSurviveAReopen) {
-  auto made = storage::MemDevice::Create(ZonedOptions(/*max_active=*/4));
-  ASSERT_THAT(made, IsOk());
-  std::shared_ptr<storage::MemStorage> storage = (*made)->storage();
   std::map<std::string, std::string> model;
   std::vector<std::string> absent;
-  {
-    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(GetParam()));
-    ASSERT_THAT(engine, IsOk());
-    Workload(**engine, 3, &model, &absent);
-    ExpectHolds(**engine, model, absent);
-    ASSERT_THAT((*engine)->Close(), IsOk());
-  }
+  std::shared_ptr<storage::MemStorage> storage = WrittenAndClosed(GetParam(), &model, &absent);
+  ASSERT_FALSE(HasFailure());
   for (int session = 0; session < 2; ++session) {
     SCOPED_TRACE(::testing::Message() << "session " << session);
     auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
@@ -220,6 +230,7 @@ TEST_P(ZonedEngineTest, StatsCountTheZonesInUseActiveAndReset) {
     EXPECT_GE(zones.in_use, written);
     EXPECT_LE(zones.in_use, written + options.shard_count);
     EXPECT_EQ(zones.in_use, stats.segments_total - stats.segments_free + kMetadataZones);
+    EXPECT_EQ(zones.retired, 0u);
     EXPECT_EQ(zones.active_budget, 4u);
     EXPECT_GE(zones.active, active);
     EXPECT_LE(zones.active, zones.active_budget);
@@ -244,6 +255,124 @@ TEST_P(ZonedEngineTest, StatsCountTheZonesInUseActiveAndReset) {
   EXPECT_EQ(zones.active_budget, 0u);
 }
 
+// The first zone of the log in `state` (from zone `from` on), or none.
+std::optional<uint64_t> ZoneIn(storage::MemStorage& storage, storage::ZoneState state,
+                               uint64_t from = kMetadataZones) {
+  for (const storage::ZoneDescriptor& zone : storage.Report(from, kZones)) {
+    if (zone.state == state) return zone.start / kZoneBlocks;
+  }
+  return std::nullopt;
+}
+
+// Zones the device takes out of service, as drives do when their media wear: read-only at Open a
+// free one and one holding records (still readable), and while the store runs another holding
+// records. The store opens and reads everything, never writes those zones again, and compaction
+// moves their records out and retires them instead of resetting them. The old logs stay on the
+// read-only zones: an Open that reads every segment finds no deleted key come back from them.
+TEST_P(ZonedEngineTest, ZonesTakenOutOfServiceAreRetired) {
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  std::shared_ptr<storage::MemStorage> storage = WrittenAndClosed(GetParam(), &model, &absent);
+  ASSERT_FALSE(HasFailure());
+  const std::optional<uint64_t> with_records = ZoneIn(*storage, storage::ZoneState::kFull);
+  const std::optional<uint64_t> empty = ZoneIn(*storage, storage::ZoneState::kEmpty);
+  ASSERT_TRUE(with_records.has_value() && empty.has_value());
+  storage->RetireZone(*with_records, storage::ZoneState::kReadOnly);
+  storage->RetireZone(*empty, storage::ZoneState::kReadOnly);
+  {
+    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+    ASSERT_THAT(device, IsOk());
+    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    ASSERT_THAT(engine, IsOk());
+    EXPECT_EQ((*engine)->Stats().device.zones.retired, 1u) << "the free one, at Open";
+    ExpectHolds(**engine, model, absent);
+    for (int round = 0; round < 4; ++round) {
+      ASSERT_NO_FATAL_FAILURE(Workload(**engine, 10, &model, &absent));
+      ASSERT_THAT((*engine)->CompactAll(), IsOk());
+      if (round == 1) {
+        // One more, full of records, while the store runs.
+        const std::optional<uint64_t> more =
+            ZoneIn(*storage, storage::ZoneState::kFull, *with_records + 1);
+        ASSERT_TRUE(more.has_value());
+        storage->RetireZone(*more, storage::ZoneState::kReadOnly);
+      }
+    }
+    ExpectHolds(**engine, model, absent);
+    ExpectChecksClean(**engine);
+    EXPECT_EQ((*engine)->Stats().device.zones.retired, 3u)
+        << "the zones with records, once compaction moved them out";
+    // Deleted now, and compacted: their tombstones must stay while old records of theirs do.
+    for (int k = 0; k < 300; k += 3) {
+      ASSERT_THAT(Delete(**engine, Key(k)), IsOk());
+      model.erase(Key(k));
+      absent.push_back(Key(k));
+    }
+    for (int round = 0; round < 3; ++round) {
+      ASSERT_NO_FATAL_FAILURE(Workload(**engine, 5, &model, &absent));
+      ASSERT_THAT((*engine)->CompactAll(), IsOk());
+    }
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  {
+    // A reader retires the out-of-service zones too, and check finds nothing wrong with them.
+    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+    ASSERT_THAT(device, IsOk());
+    Options reader = StoreOptions(GetParam());
+    reader.read_only = true;
+    auto engine = Engine::OpenOnDevice(std::move(*device), reader);
+    ASSERT_THAT(engine, IsOk());
+    ExpectChecksClean(**engine);
+  }
+  {
+    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+    ASSERT_THAT(device, IsOk());
+    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    ASSERT_THAT(engine, IsOk());
+    ExpectHolds(**engine, model, absent);
+    Workload(**engine, 5, &model, &absent);
+    ASSERT_THAT((*engine)->CompactAll(), IsOk());
+    ExpectHolds(**engine, model, absent);
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  // An Open that reads every segment (as one does when the map says nothing) reads the old logs
+  // the read-only zones keep: no deleted key comes back from them, nor an older value.
+  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+  ASSERT_THAT(device, IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()),
+                                     EngineSeams{.recovery_reads_all = true});
+  ASSERT_THAT(engine, IsOk());
+  ExpectHolds(**engine, model, absent);
+}
+
+// A free zone the device took offline at Open: retired (a reader too), never written; the store
+// writes, compacts, checks clean and reopens.
+TEST_P(ZonedEngineTest, AnOfflineFreeZoneIsRetired) {
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  std::shared_ptr<storage::MemStorage> storage = WrittenAndClosed(GetParam(), &model, &absent);
+  ASSERT_FALSE(HasFailure());
+  const std::optional<uint64_t> empty = ZoneIn(*storage, storage::ZoneState::kEmpty);
+  ASSERT_TRUE(empty.has_value());
+  storage->RetireZone(*empty, storage::ZoneState::kOffline);
+  for (const bool read_only : {true, false, false}) {
+    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+    ASSERT_THAT(device, IsOk());
+    Options options = StoreOptions(GetParam());
+    options.read_only = read_only;
+    auto engine = Engine::OpenOnDevice(std::move(*device), options);
+    ASSERT_THAT(engine, IsOk());
+    EXPECT_EQ((*engine)->Stats().device.zones.retired, 1u);
+    ExpectHolds(**engine, model, absent);
+    if (!read_only) {
+      ASSERT_NO_FATAL_FAILURE(Workload(**engine, 20, &model, &absent));
+      ASSERT_THAT((*engine)->CompactAll(), IsOk());
+      ExpectHolds(**engine, model, absent);
+    }
+    ExpectChecksClean(**engine);
+  }
+  EXPECT_EQ(storage->Report(*empty, 1)[0].state, storage::ZoneState::kOffline);
+}
+
 // A cut between a metadata zone's start and its finish (a format's, or a move's) leaves it
 // active: Open finishes it, so that the heads have the zones the budget counts on.
 TEST_P(ZonedEngineTest, OpenFinishesAMetadataZoneACutLeftActive) {
@@ -257,7 +386,7 @@ TEST_P(ZonedEngineTest, OpenFinishesAMetadataZoneACutLeftActive) {
   }
   // Zone 1 as a format cut before its finish leaves it: its copy alone, the zone open.
   const std::vector<uint8_t> copy1 = storage->CopyOut(kZoneBlocks, 1);
-  storage->ResetZone(kZoneBlocks);
+  ASSERT_THAT(storage->ResetZone(kZoneBlocks), IsOk());
   ASSERT_THAT(storage->Append(kZoneBlocks, 1, copy1.data()), IsOk());
   ASSERT_EQ(storage->Report(1, 1)[0].state, storage::ZoneState::kImplicitlyOpen);
   auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));

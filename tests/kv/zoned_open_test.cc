@@ -166,7 +166,7 @@ TEST_F(ZonedOpenTest, ANewerFormatIsRefusedEvenWithForceFormat) {
   newer.format_version = kNewestFormatVersion + 1;
   std::vector<uint8_t> page(kBlock);
   EncodeSuperblock(newer, page.data(), kBlock);
-  storage_->ResetZone(0);
+  ASSERT_THAT(storage_->ResetZone(0), IsOk());
   ASSERT_THAT(storage_->Append(0, 1, page.data()), IsOk());
   const Image before = Snapshot();
   Options forced = StoreOptions();

@@ -192,6 +192,46 @@ TEST(ZonedMemDeviceTest, AZoneFillsToItsCapacityAndResetEmptiesIt) {
   device->buffers().PutChunk(chunk);
 }
 
+// A zone the device took out of service, as drives do as their media wear: read-only keeps its
+// data readable and refuses every change; offline loses the data, and reads fail too.
+TEST(ZonedMemDeviceTest, AZoneTakenOutOfServiceRefusesWritesAndOfflineReads) {
+  auto device = MustCreate(ZonedOptions());
+  Buffer chunk = device->buffers().GetChunk();
+  std::memset(chunk.data, 0xcd, chunk.bytes);
+  for (const uint64_t zone_start : {uint64_t{0}, kZoneBlocks}) {
+    IoRequest append = MakeRequest(IoOp::kZoneAppend, zone_start, 2, chunk);
+    ASSERT_THAT(RunOne(*device, append), IsOk());
+  }
+  device->storage()->RetireZone(0, ZoneState::kReadOnly);
+  device->storage()->RetireZone(1, ZoneState::kOffline);
+  EXPECT_EQ(Report(*device)[0].state, ZoneState::kReadOnly);
+  EXPECT_EQ(Report(*device)[1].state, ZoneState::kOffline);
+  const std::vector<std::pair<IoOp, absl::StatusCode>> refused = {
+      {IoOp::kZoneAppend, absl::StatusCode::kFailedPrecondition},
+      {IoOp::kZoneReset, absl::StatusCode::kFailedPrecondition},
+      {IoOp::kZoneFinish, absl::StatusCode::kFailedPrecondition}};
+  for (const auto& [op, code] : refused) {
+    IoRequest read_only = MakeRequest(op, 0, op == IoOp::kZoneAppend ? 1 : 0,
+                                      op == IoOp::kZoneAppend ? chunk : Buffer{});
+    EXPECT_THAT(RunOne(*device, read_only), StatusIs(code, "Zone Is Read Only: zone 0"));
+    IoRequest offline = MakeRequest(op, kZoneBlocks, op == IoOp::kZoneAppend ? 1 : 0,
+                                    op == IoOp::kZoneAppend ? chunk : Buffer{});
+    EXPECT_THAT(RunOne(*device, offline),
+                StatusIs(absl::StatusCode::kDataLoss, "Zone Is Offline: zone 1"));
+  }
+  IoRequest write = MakeRequest(IoOp::kWrite, 2, 1, chunk);
+  EXPECT_THAT(RunOne(*device, write),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "Zone Is Read Only"));
+  std::memset(chunk.data, 0, chunk.bytes);
+  IoRequest read = MakeRequest(IoOp::kRead, 0, 2, chunk);
+  ASSERT_THAT(RunOne(*device, read), IsOk());
+  EXPECT_EQ(chunk.data[0], 0xcd) << "a read-only zone keeps its data";
+  IoRequest lost = MakeRequest(IoOp::kRead, kZoneBlocks, 1, chunk);
+  EXPECT_THAT(RunOne(*device, lost),
+              StatusIs(absl::StatusCode::kDataLoss, "Zone Is Offline: zone 1"));
+  device->buffers().PutChunk(chunk);
+}
+
 TEST(ZonedMemDeviceTest, TheActiveLimitRefusesAZoneTooManyAndTheOpenLimitClosesTheOldest) {
   auto device = MustCreate(ZonedOptions(/*max_open=*/2, /*max_active=*/3));
   Buffer page = device->buffers().GetPage();

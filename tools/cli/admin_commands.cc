@@ -214,8 +214,9 @@ void AddZonesInUseRow(const Stats& s, Table& table) {
           : absl::StrFormat("%d active of the %d it keeps at most", z.active, z.active_budget);
   table.Row("zones in use",
             absl::StrFormat("%d hold the store, %s; %d reset by compaction, %d runs of pages "
-                            "landed apart (the device adds no write amplification of its own)",
-                            z.in_use, active, z.resets, z.place_runs));
+                            "landed apart, %d retired (out of service; the device adds no write "
+                            "amplification of its own)",
+                            z.in_use, active, z.resets, z.place_runs, z.retired));
 }
 
 Outcome RunStats(const Context& context) {

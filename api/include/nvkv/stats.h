@@ -86,6 +86,9 @@ struct ZoneStats {
   // limits: kv/FORMAT.md "Open and active zones").
   uint32_t active = 0;
   uint32_t active_budget = 0;
+  // Segments whose zones the device took out of service (read-only or offline), each once
+  // nothing the store needs was left in it: never written again, and not counted as capacity.
+  uint64_t retired = 0;
 };
 
 struct DeviceStats {
