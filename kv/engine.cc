@@ -82,7 +82,9 @@ absl::StatusOr<std::unique_ptr<storage::Device>> Engine::Impl::OpenQueue(
 
 absl::Status Engine::Impl::OpenStore(const std::string& path) {
   StoreOpener opener(options_, read_only_, path, *base_device_,
-                     [this] { return OpenQueue(QueueKind::kOpen, LargeIoQueueOptions()); });
+                     [this](uint32_t chunks) {
+                       return OpenQueue(QueueKind::kOpen, LargeIoQueueOptions(chunks));
+                     });
   NVKV_ASSIGN_OR_RETURN(OpenedStore opened, opener.Open());
   shape_ = opened.shape;
   device_info_ = opened.device_info;

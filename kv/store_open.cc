@@ -72,14 +72,15 @@ bool AllZero(const uint8_t* data, size_t bytes) {
 
 }  // namespace
 
-storage::QueueOptions LargeIoQueueOptions() {
+storage::QueueOptions LargeIoQueueOptions(uint32_t chunk_count) {
   storage::QueueOptions options;
-  options.queue_depth = 64;
+  options.queue_depth = std::max<uint32_t>(64, chunk_count);
   options.buffers.buffer_bytes = kMaxPageBytes;
   options.buffers.buffer_count = 2;
   // Recovery keeps up to 4 MiB of reads in flight (measured on this machine's virtio disk, 16
-  // MiB read a 3.4 GiB store no faster); the queue is closed once the store is open.
-  options.buffers.chunk_count = 8;
+  // MiB read a 3.4 GiB store no faster), or a segment's when that is more; the queue is closed
+  // once the store is open.
+  options.buffers.chunk_count = chunk_count;
   return options;
 }
 
@@ -93,7 +94,7 @@ StoreOpener::StoreOpener(const Options& options, bool read_only, const std::stri
       device_info_(device.info()) {}
 
 absl::StatusOr<OpenedStore> StoreOpener::Open() {
-  NVKV_ASSIGN_OR_RETURN(queue_, open_queue_());
+  NVKV_ASSIGN_OR_RETURN(queue_, open_queue_(kLargeIoChunks));
   if (options_.page_bytes % device_info_.lba_bytes != 0) {
     return absl::InvalidArgumentError(absl::StrCat("page_bytes ", options_.page_bytes,
                                                    " is not a multiple of the device's ",
@@ -143,6 +144,12 @@ absl::StatusOr<OpenedStore> StoreOpener::Opened(const Superblock& superblock,
                  ? superblock.index_mode == kSuperblockIndexOrdered
                  : options_.index_mode == IndexMode::kOrdered;
   NVKV_RETURN_IF_ERROR(AdoptGeometry(superblock));
+  // Recovery reads a segment whole (SegmentBuffer): a queue with room for one at least.
+  const uint32_t chunks = SegmentBuffer::ChunksFor(shape_.geometry, queue_->buffers());
+  if (chunks > queue_->buffers().chunk_count()) {
+    queue_.reset();
+    NVKV_ASSIGN_OR_RETURN(queue_, open_queue_(chunks));
+  }
   opened.shape = shape_;
   opened.superblock = superblock;
   opened.superblock.copy = 0;
@@ -407,7 +414,7 @@ absl::Status StoreOpener::GrowStore(Superblock* superblock) {
     queue_.reset();
     NVKV_RETURN_IF_ERROR(device_.GrowFile(options_.capacity_bytes));
     device_info_ = device_.info();
-    NVKV_ASSIGN_OR_RETURN(queue_, open_queue_());
+    NVKV_ASSIGN_OR_RETURN(queue_, open_queue_(kLargeIoChunks));
   }
   // 2. The segments the device holds now (at most 2^31 pages in all, AdoptGeometry's limit).
   const Geometry old = shape_.geometry;

@@ -23,8 +23,10 @@
 namespace nvkv::kv {
 
 // The options of the queue that Open reads through (chunk buffers for large reads), which
-// Close's checkpoint writes through too.
-storage::QueueOptions LargeIoQueueOptions();
+// Close's checkpoint writes through too: `chunk_count` chunks (recovery reads a segment whole,
+// so Open asks for at least a segment's: StoreOpener).
+inline constexpr uint32_t kLargeIoChunks = 8;
+storage::QueueOptions LargeIoQueueOptions(uint32_t chunk_count = kLargeIoChunks);
 
 // What StoreOpener::Open found.
 struct OpenedStore {
@@ -41,8 +43,10 @@ struct OpenedStore {
 
 class StoreOpener {
  public:
-  // Opens a queue of LargeIoQueueOptions on the device (counted as Open's in Stats).
-  using QueueOpener = std::function<absl::StatusOr<std::unique_ptr<storage::Device>>()>;
+  // Opens a queue of LargeIoQueueOptions(chunk_count) on the device (counted as Open's in
+  // Stats).
+  using QueueOpener =
+      std::function<absl::StatusOr<std::unique_ptr<storage::Device>>(uint32_t chunk_count)>;
 
   // `device` is the device as opened (it grows a store file); `open_queue` opens the queue the
   // opener reads and writes through (again after a grow: older queues keep the old size).

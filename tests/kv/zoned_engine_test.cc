@@ -533,6 +533,32 @@ TEST(ZonedEngineOpenTest, TooFewActiveZonesForTheShardsAreRefused) {
                        "with at most 2 shards"));
 }
 
+// Zones larger than the reads Open keeps in flight (8 MiB writable here, where Open's queue has 8
+// chunks of at most 508 KiB): Open reads a segment whole, so its queue takes a segment's chunks.
+TEST(ZonedEngineOpenTest, AStoreOnZonesOfSeveralMiBReopens) {
+  storage::MemDeviceOptions options;
+  options.lba_bytes = kBlock;
+  options.zones = {.zone_count = 12, .zone_blocks = 2048, .capacity_blocks = 2048,
+                   .max_append_blocks = 32};
+  options.lba_count = options.zones.zone_count * options.zones.zone_blocks;
+  auto made = storage::MemDevice::Create(options);
+  ASSERT_THAT(made, IsOk());
+  std::shared_ptr<storage::MemStorage> storage = (*made)->storage();
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  {
+    auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(false));
+    ASSERT_THAT(engine, IsOk());
+    Workload(**engine, 2, &model, &absent);
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  auto device = storage::MemDevice::Open(storage, options);
+  ASSERT_THAT(device, IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(false));
+  ASSERT_THAT(engine, IsOk());
+  ExpectHolds(**engine, model, absent);
+}
+
 // Checkpoints are not built on zones: refused, and the store goes on.
 TEST(ZonedEngineOpenTest, ACheckpointIsRefusedOnZones) {
   auto device = storage::MemDevice::Create(ZonedOptions());

@@ -52,7 +52,9 @@ absl::StatusOr<OpenedStore> OpenOn(storage::Device& device, const Options& optio
                                    bool read_only = false) {
   const std::string path = device.info().path;
   StoreOpener opener(options, read_only, path, device,
-                     [&device] { return device.OpenQueue(LargeIoQueueOptions()); });
+                     [&device](uint32_t chunks) {
+                       return device.OpenQueue(LargeIoQueueOptions(chunks));
+                     });
   return opener.Open();
 }
 
