@@ -2,7 +2,7 @@
 # shellcheck shell=dash
 # PID 1 of the nvme-vm guest (busybox sh). run.sh copies it to /init in the
 # initramfs, next to:
-#   /nvkv/env           NVKV_VM_CONFIG, NVKV_VM_DEVICE_WAIT_S (sourced)
+#   /nvkv/env           NVKV_VM_CONFIG, NVKV_VM_DEVICE_WAIT_S, ... (sourced)
 #   /nvkv/modules.list  "file.ko [params]" lines, dependencies first
 #   /nvkv/payload.sh    the command to run, as given to run.sh after --
 #   /nvkv/bin/          the --binary files (their shared libraries sit at
@@ -97,7 +97,8 @@ setup_scratch() {
 wait_for_devices() {
   tries=$((NVKV_VM_DEVICE_WAIT_S * 10))
   while [ ! -c "$ng" ] || [ ! -b "$blk" ] ||
-    { [ -n "$second_ng" ] && { [ ! -c "$second_ng" ] || [ ! -b "$second_blk" ]; }; }; do
+    { [ -n "$second_ng" ] && { [ ! -c "$second_ng" ] || [ ! -b "$second_blk" ]; }; } ||
+    { [ -n "$conv_ng" ] && { [ ! -c "$conv_ng" ] || [ ! -b "$conv_blk" ]; }; }; do
     tries=$((tries - 1))
     [ "$tries" -gt 0 ] || setup_failed "no $ng and $blk after ${NVKV_VM_DEVICE_WAIT_S}s"
     sleep 0.1
@@ -117,6 +118,10 @@ ro_ng="" ro_blk="" zoned512_ng="" zoned512_blk=""
 [ "$NVKV_VM_CONFIG" = 4k ] && ro_ng=/dev/ng0n2 ro_blk=/dev/nvme0n2
 [ "$NVKV_VM_CONFIG" = zns ] && zoned512_ng=/dev/ng0n2 zoned512_blk=/dev/nvme0n2
 second_ng="$ro_ng$zoned512_ng" second_blk="$ro_blk$zoned512_blk"
+# NVKV_VM_ZNS_CONVENTIONAL=1 gives zns a third namespace, conventional (run.sh).
+conv_ng="" conv_blk=""
+[ "$NVKV_VM_CONFIG" = zns ] && [ "${NVKV_VM_ZNS_CONVENTIONAL:-0}" = 1 ] &&
+  conv_ng=/dev/ng0n3 conv_blk=/dev/nvme0n3
 wait_for_devices
 
 # Device tests run their zoned-namespace suites instead of the others when this is 1.
@@ -129,6 +134,7 @@ echo "nvkv-vm: config $NVKV_VM_CONFIG ready at ${t_init}s /init, ${t_modules}s m
 env NVKV_TEST_NVME="$ng" NVKV_TEST_BLOCK="$blk" NVKV_TEST_ZONED="$zoned" \
   NVKV_TEST_NVME_READONLY="$ro_ng" NVKV_TEST_BLOCK_READONLY="$ro_blk" \
   NVKV_TEST_NVME_ZONED_512="$zoned512_ng" NVKV_TEST_BLOCK_ZONED_512="$zoned512_blk" \
+  NVKV_TEST_NVME_CONVENTIONAL="$conv_ng" NVKV_TEST_BLOCK_CONVENTIONAL="$conv_blk" \
   NVKV_VM_CONFIG="$NVKV_VM_CONFIG" \
   NVKV_TEST_DIR="$work" TMPDIR="$work/tmp" HOME="$work" TERM=dumb sh /nvkv/payload.sh < /dev/null
 rc=$?

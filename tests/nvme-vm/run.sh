@@ -46,6 +46,11 @@ environment:
                       the zns config's zone size and capacity (default 4M and 3M)
   NVKV_VM_ZONE_MAX_OPEN, NVKV_VM_ZONE_MAX_ACTIVE
                       its open and active limits (default 4 and 5)
+  NVKV_VM_ZNS_CONVENTIONAL
+                      1: the zns config gets a third namespace, nsid 3
+                      (/dev/ng0n3, /dev/nvme0n3), conventional (not zoned),
+                      4096-byte LBAs, NVKV_VM_IMAGE_SIZE like nsid 1, on the
+                      same controller (default 0: none; other configs ignore it)
   NVKV_VM_TCP_SIZE_MB size of the tcp config's null_blk namespace in MiB (default 256)
   NVKV_VM_ACCEL       QEMU accelerator (default tcg; kvm where KVM works)
 EOF
@@ -53,6 +58,7 @@ EOF
 
 : "${NVKV_VM_ZONE_SIZE:=4M}" "${NVKV_VM_ZONE_CAPACITY:=3M}"
 : "${NVKV_VM_ZONE_MAX_OPEN:=4}" "${NVKV_VM_ZONE_MAX_ACTIVE:=5}"
+: "${NVKV_VM_ZNS_CONVENTIONAL:=0}"
 
 log() { echo "nvkv-vm: $*" >&2; }
 die() { log "error: $*"; exit 2; }
@@ -270,6 +276,7 @@ NVKV_VM_CONFIG=$config
 NVKV_VM_DEVICE_WAIT_S=60
 NVKV_VM_TCP_LBA_BYTES=4096
 NVKV_VM_TCP_SIZE_MB=${NVKV_VM_TCP_SIZE_MB:-256}
+NVKV_VM_ZNS_CONVENTIONAL=$NVKV_VM_ZNS_CONVENTIONAL
 EOF
   printf '%s\n' "$payload" > "$root/nvkv/payload.sh"
   # Uncompressed: the TCG guest would spend longer unpacking than we save.
@@ -289,6 +296,8 @@ make_disks() {
   [[ "$config" == tcp ]] || truncate -s "${NVKV_VM_IMAGE_SIZE:-256M}" "$work/nvme.img"
   [[ "$config" == 4k ]] && truncate -s 16M "$work/readonly.img"
   [[ "$config" == zns ]] && truncate -s "${NVKV_VM_IMAGE_SIZE:-256M}" "$work/zoned512.img"
+  [[ "$config" == zns && "$NVKV_VM_ZNS_CONVENTIONAL" == 1 ]] &&
+    truncate -s "${NVKV_VM_IMAGE_SIZE:-256M}" "$work/conventional.img"
   return 0
 }
 
@@ -324,6 +333,11 @@ disk_args() {
     printf '%s\n' \
       -drive "file=$work/zoned512.img,if=none,id=z512,format=raw,cache=unsafe" \
       -device "nvme-ns,drive=z512,bus=nvme0,nsid=2,logical_block_size=512,physical_block_size=512$zoned"
+    # NVKV_VM_ZNS_CONVENTIONAL=1: a third namespace, conventional, of nsid 1's size and LBA, on
+    # the same controller, to hold a store beside the zoned one (bench/compare_zoned_store.sh).
+    [[ "$NVKV_VM_ZNS_CONVENTIONAL" == 1 ]] && printf '%s\n' \
+      -drive "file=$work/conventional.img,if=none,id=conv,format=raw,cache=unsafe" \
+      -device "nvme-ns,drive=conv,bus=nvme0,nsid=3,logical_block_size=4096,physical_block_size=4096"
     return 0
   fi
   # 4k also has a second namespace on a read-only image: QEMU fails every write to it with an
@@ -429,6 +443,7 @@ main() {
     case "$config" in 4k | 512 | tcp | zns) ;; *) die "unknown --config $config" ;; esac
   done
   [[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout takes whole seconds"
+  [[ "$NVKV_VM_ZNS_CONVENTIONAL" == [01] ]] || die "NVKV_VM_ZNS_CONVENTIONAL takes 0 or 1"
 
   trap cleanup EXIT
   trap 'log "interrupted"; exit 130' INT TERM  # Do not go on to the next config.
