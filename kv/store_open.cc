@@ -72,6 +72,10 @@ bool AllZero(const uint8_t* data, size_t bytes) {
 
 }  // namespace
 
+// The largest segment nvkv reads whole (AdoptGeometry): a conventional store's are at most
+// kMaxSegmentBytes; QEMU's default zones (128 MiB) fit.
+constexpr uint64_t kMaxSegmentBytesReadWhole = uint64_t{128} << 20;
+
 storage::QueueOptions LargeIoQueueOptions(uint32_t chunk_count) {
   storage::QueueOptions options;
   options.queue_depth = std::max<uint32_t>(64, chunk_count);
@@ -516,6 +520,14 @@ absl::Status StoreOpener::AdoptGeometry(const Superblock& superblock) {
           superblock.capacity_blocks, " writable) of ", superblock.lba_bytes,
           " bytes; the namespace has zones of ", zones.zone_blocks, " blocks (",
           zones.capacity_blocks, " writable) of ", lba_bytes, " bytes"));
+    }
+    // Open, compaction and check read a segment whole into memory (segment_read.h), and on
+    // zones a segment is a zone's whole writable part: bounded until they read in windows.
+    if (g.segment_bytes() > kMaxSegmentBytesReadWhole) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path_, ": zones of ", g.segment_bytes() >> 20, " MiB writable: nvkv reads a zone whole "
+          "into memory while it opens and compacts, and takes zones of up to ",
+          kMaxSegmentBytesReadWhole >> 20, " MiB writable until it reads them in windows"));
     }
   }
   shape_.blocks_per_page = shape_.geometry.page_bytes / lba_bytes;

@@ -240,6 +240,21 @@ TEST(ZonedFormatTest, ZonesTooSmallForTheMapAreRefused) {
                        "copies of the segment map of 1098 segments (12 pages)"));
 }
 
+// Zones larger than nvkv reads whole (a segment is a zone's writable part) are refused with the
+// numbers, and nothing is written: a format must not leave a store no Open can read.
+TEST(ZonedFormatTest, ZonesLargerThanASegmentReadWholeAreRefused) {
+  const uint64_t blocks = (uint64_t{129} << 20) / kBlock;  // 129 MiB, all writable
+  auto device = storage::MemDevice::Create(ZonedOptions(blocks, blocks, 12));
+  ASSERT_THAT(device, IsOk());
+  EXPECT_THAT(OpenOn(**device, StoreOptions()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "zones of 129 MiB writable: nvkv reads a zone whole into memory while it "
+                       "opens and compacts, and takes zones of up to 128 MiB writable"));
+  for (const storage::ZoneDescriptor& zone : (*device)->storage()->Report(0, 12)) {
+    EXPECT_EQ(zone.state, storage::ZoneState::kEmpty);
+  }
+}
+
 TEST(ZonedFormatTest, NothingIsFormattedWhereTheOptionsSayNot) {
   auto device = storage::MemDevice::Create(ZonedOptions());
   ASSERT_THAT(device, IsOk());
