@@ -319,7 +319,9 @@ absl::Status LogReplay::ScanRead(SegmentBuffer& read, size_t position) {
        ++again) {
     NVKV_ASSIGN_OR_RETURN(failed, read.Read(segment));
   }
-  if (failed == g_.pages_per_segment) {
+  // (Unless the device says the zone is offline: its pages are unread ones, whose records an Open
+  // goes without only when degraded, as for any page it cannot read.)
+  if (failed == g_.pages_per_segment && !ZoneOffline(segment)) {
     return absl::Status(read.status().code(),
                         absl::StrCat("segment ", segment, ": no page of it can be read: ",
                                      read.status().message()));
@@ -431,6 +433,13 @@ void LogReplay::NoteUnread(const SegmentBuffer& read, const SegmentScanResult& s
     if (report_.unread_pages.empty()) unread_why_ = std::string(read.status().message());
     report_.unread_pages.push_back(g_.FirstPageOf(segment) + i);
   }
+}
+
+bool LogReplay::ZoneOffline(uint64_t segment) {
+  if (!g_.zoned()) return false;
+  const absl::StatusOr<std::vector<storage::ZoneDescriptor>> zone =
+      storage::ReportZones(device_, kMetadataZones + segment, 1);
+  return zone.ok() && !zone->empty() && zone->front().state == storage::ZoneState::kOffline;
 }
 
 // Why an Open that is not degraded fails when pages of the log could not be read (NoteUnread):

@@ -90,6 +90,8 @@ class LogReplay {
   std::vector<size_t> SegmentsToReadThisPass() const;
   absl::Status ScanRead(SegmentBuffer& read, size_t position);
   void NoteUnread(const SegmentBuffer& read, const SegmentScanResult& scan);
+  // Zoned: whether the device reports `segment`'s zone offline (its data gone).
+  bool ZoneOffline(uint64_t segment);
   absl::Status ProjectWholeRecords(uint64_t held_before, uint64_t filters_before, size_t read,
                                    size_t to_read, GoOn go_on);
   absl::Status CheckBudget() {

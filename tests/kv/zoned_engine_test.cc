@@ -371,6 +371,24 @@ TEST_P(ZonedEngineTest, AnOfflineFreeZoneIsRetired) {
     ExpectChecksClean(**engine);
   }
   EXPECT_EQ(storage->Report(*empty, 1)[0].state, storage::ZoneState::kOffline);
+  // An Open that reads every segment (as one does when the map says nothing) cannot read the
+  // offline zone: refused as for any pages the device cannot read, naming them; degraded, it
+  // goes on without them.
+  for (const bool degraded : {false, true}) {
+    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+    ASSERT_THAT(device, IsOk());
+    Options options = StoreOptions(GetParam());
+    options.open_degraded = degraded;
+    auto engine = Engine::OpenOnDevice(std::move(*device), options,
+                                       EngineSeams{.recovery_reads_all = true});
+    if (!degraded) {
+      EXPECT_THAT(engine, StatusIs(absl::StatusCode::kUnavailable, "Zone Is Offline"));
+      continue;
+    }
+    ASSERT_THAT(engine, IsOk());
+    ExpectHolds(**engine, model, absent);
+    EXPECT_EQ((*engine)->Stats().device.zones.retired, 1u);
+  }
 }
 
 // A cut between a metadata zone's start and its finish (a format's, or a move's) leaves it
