@@ -433,13 +433,10 @@ absl::Status Compactor::EmptySegment(uint64_t segment, storage::ZoneState* out_o
   if (absl::Status status = storage::RunOne(*queue_, reset); !status.ok()) {
     // A zone the device took out of service (read-only or offline) is retired: what it held
     // was copied out, and it is never written again. Any other failure is the store's error.
-    const uint64_t zone = kMetadataZones + segment;
-    absl::StatusOr<std::vector<storage::ZoneDescriptor>> report =
-        storage::ReportZones(*queue_, zone, 1);
-    if (!report.ok() || report->empty() || !storage::OutOfService(report->front().state)) {
-      return status;
-    }
-    *out_of_service = report->front().state;
+    const absl::StatusOr<storage::ZoneDescriptor> zone =
+        storage::ReportZone(*queue_, kMetadataZones + segment);
+    if (!zone.ok() || !storage::OutOfService(zone->state)) return status;
+    *out_of_service = zone->state;
     return absl::OkStatus();
   }
   NVKV_RETURN_IF_ERROR(storage::FlushDevice(*queue_));

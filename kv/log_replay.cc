@@ -437,9 +437,9 @@ void LogReplay::NoteUnread(const SegmentBuffer& read, const SegmentScanResult& s
 
 bool LogReplay::ZoneOffline(uint64_t segment) {
   if (!g_.zoned()) return false;
-  const absl::StatusOr<std::vector<storage::ZoneDescriptor>> zone =
-      storage::ReportZones(device_, kMetadataZones + segment, 1);
-  return zone.ok() && !zone->empty() && zone->front().state == storage::ZoneState::kOffline;
+  const absl::StatusOr<storage::ZoneDescriptor> zone =
+      storage::ReportZone(device_, kMetadataZones + segment);
+  return zone.ok() && zone->state == storage::ZoneState::kOffline;
 }
 
 // Why an Open that is not degraded fails when pages of the log could not be read (NoteUnread):

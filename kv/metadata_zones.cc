@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,32 @@ absl::StatusOr<Superblock> ReadClosingCopy(storage::Device& device,
   return absl::NotFoundError("no closing superblock copy");
 }
 
+// What the first `bytes` of the metadata zone at `start` hold, read through `chunk`.
+struct OpeningCopy {
+  // The copy; the read's failure; kNotFound for zeros (nothing written there).
+  absl::StatusOr<Superblock> copy;
+  bool other_format = false;  // a superblock of another nvkv format
+};
+
+OpeningCopy ReadOpeningCopy(storage::Device& device, uint64_t start, uint32_t bytes,
+                            const storage::Buffer& chunk) {
+  OpeningCopy found;
+  // A copy that cannot be read is that copy's failure: the other may serve.
+  if (absl::Status read = storage::ReadBlocks(device, start, bytes / device.info().lba_bytes,
+                                              chunk);
+      !read.ok()) {
+    found.copy = read;
+    return found;
+  }
+  if (std::all_of(chunk.data, chunk.data + bytes, [](uint8_t b) { return b == 0; })) {
+    found.copy = absl::NotFoundError("the metadata zone holds zeros where its superblock goes");
+    return found;
+  }
+  found.copy = DecodeSuperblock(chunk.data, bytes);
+  found.other_format = IsOtherNvkvFormat(found.copy, chunk.data);
+  return found;
+}
+
 }  // namespace
 
 bool ZoneSuperblocks::blank() const {
@@ -58,7 +85,7 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
                         storage::ReportZones(device, 0, kMetadataZones));
   ZoneSuperblocks found;
   // A superblock is 96 bytes at most: the first block (or 4 KiB) of the zone holds it.
-  const uint32_t blocks = std::max<uint32_t>(1, kMinPageBytes / info.lba_bytes);
+  const uint32_t bytes = std::max<uint32_t>(1, kMinPageBytes / info.lba_bytes) * info.lba_bytes;
   for (uint32_t z = 0; z < kMetadataZones; ++z) {
     found.zones[z] = report[z];
     // By its state: a full zone's write pointer means nothing on NVMe.
@@ -66,20 +93,9 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
       found.copies[z] = absl::NotFoundError(absl::StrCat("metadata zone ", z, " is empty"));
       continue;
     }
-    // A copy that cannot be read is that copy's failure: the other may serve.
-    if (absl::Status read = storage::ReadBlocks(device, report[z].start, blocks, chunk);
-        !read.ok()) {
-      found.copies[z] = read;
-      continue;
-    }
-    const uint32_t bytes = blocks * info.lba_bytes;
-    if (std::all_of(chunk.data, chunk.data + bytes, [](uint8_t b) { return b == 0; })) {
-      found.copies[z] = absl::NotFoundError(
-          absl::StrCat("metadata zone ", z, " holds zeros where its superblock goes"));
-      continue;
-    }
-    found.copies[z] = DecodeSuperblock(chunk.data, bytes);
-    found.other_format[z] = IsOtherNvkvFormat(found.copies[z], chunk.data);
+    OpeningCopy opening = ReadOpeningCopy(device, report[z].start, bytes, chunk);
+    found.copies[z] = std::move(opening.copy);
+    found.other_format[z] = opening.other_format;
   }
   for (uint32_t z = 0; z < kMetadataZones; ++z) {
     if (found.copies[z].ok() || found.other_format[z] ||
@@ -150,9 +166,8 @@ absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geome
   storage::ZoneDescriptor descriptor;
   descriptor.start = info.zones.StartOf(zone);
   descriptor.capacity = info.zones.capacity_blocks;
-  absl::Status first = storage::ReadBlocks(device, descriptor.start,
-                                           geometry.page_bytes / info.lba_bytes, page);
-  if (first.ok()) first = DecodeSuperblock(page.data, geometry.page_bytes).status();
+  const absl::Status first =
+      ReadOpeningCopy(device, descriptor.start, geometry.page_bytes, page).copy.status();
   if (first.ok() || ReadClosingCopy(device, descriptor, page).ok()) return absl::OkStatus();
   return absl::DataLossError(absl::StrCat(
       "metadata zone ", zone, " holds no superblock copy that decodes (", first.message(),

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "storage/base/status_macros.h"
 #include "storage/direct_file_device.h"
 #include "storage/nvme_device.h"
 #include "storage/ring.h"
@@ -177,6 +178,16 @@ absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t
 
 absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device) {
   return ReportZones(device, 0, device.info().zones.zone_count);
+}
+
+absl::StatusOr<ZoneDescriptor> ReportZone(Device& device, uint64_t zone) {
+  NVKV_ASSIGN_OR_RETURN(std::vector<ZoneDescriptor> report, ReportZones(device, zone, 1));
+  if (report.empty()) {
+    return absl::OutOfRangeError(absl::StrCat(device.info().path, ": no zone ", zone,
+                                              " to report (the namespace has ",
+                                              device.info().zones.zone_count, ")"));
+  }
+  return report.front();
 }
 
 absl::Status FlushDevice(Device& device) {

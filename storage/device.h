@@ -328,6 +328,8 @@ absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t
                                                         uint64_t count);
 // Reports every zone.
 absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device);
+// Reports one zone (its state and write pointer now).
+absl::StatusOr<ZoneDescriptor> ReportZone(Device& device, uint64_t zone);
 // Runs `request` (op, lba, lba_count and buffer set; on_done and context are the helper's) to its
 // end: the queue's error, else the request's own outcome (and, for a Zone Append, where it
 // landed in appended_lba).
