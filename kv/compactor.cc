@@ -131,6 +131,7 @@ absl::Status Compactor::CompactAllNow() {
   mover_.SealHeads();
   absl::Status flushed = writer_.WaitAllDurable();
   if (!flushed.ok()) return flushed;
+  NVKV_RETURN_IF_ERROR(writer_.WaitSealedSettled());
   RecheckRetained();
   // Every sealed segment with garbage, once each (segments written meanwhile wait for the next
   // call).

@@ -128,6 +128,20 @@ absl::Status LogWriter::WaitAllDurable() {
   return absl::OkStatus();
 }
 
+absl::Status LogWriter::WaitSealedSettled() {
+  const std::vector<uint64_t> sealed = segments_.SealedWithWritesPending();
+  Shard& shard = shards_[0];  // the writer signals every shard when it gives a zone back
+  for (uint64_t segment : sealed) {
+    while (segments_.WritesPending(segment)) {
+      if (error_.failed()) return error_.status();
+      Wake();
+      absl::MutexLock lock(&shard.mu);
+      shard.changed.WaitWithTimeout(&shard.mu, absl::Milliseconds(10));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LogWriter::WaitEarlierNonDurable() {
   // No allocation for the common case (no shard has a non-durable write pending).
   thread_local DurabilityMarks marks;

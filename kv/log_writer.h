@@ -149,6 +149,10 @@ class LogWriter {
   absl::Status WaitMapDurable(const SegmentMap::Ticket& ticket);
   // Waits until every page assigned so far, on every shard, is durable.
   absl::Status WaitAllDurable();
+  // Waits until no segment sealed by now has a write pending (SegmentTable::AddPending): after
+  // WaitAllDurable, on zones, until the writer gave back the zones the heads left (LeftZone), so
+  // that compaction may take them.
+  absl::Status WaitSealedSettled();
   // Makes durable every non-durable write that any shard acknowledged before now
   // (Shard::nondurable_through): a durable write calls it once its own pages are durable, since
   // options.h promises that a later durable write makes earlier ones durable, whatever their

@@ -179,6 +179,15 @@ std::vector<uint64_t> SegmentTable::retained() {
   return out;
 }
 
+std::vector<uint64_t> SegmentTable::SealedWithWritesPending() {
+  absl::MutexLock lock(&mu_);
+  std::vector<uint64_t> out;
+  for (uint64_t s = 0; s < segment_count_; ++s) {
+    if (info_[s].state == SegmentState::kSealed && WritesPending(s)) out.push_back(s);
+  }
+  return out;
+}
+
 std::optional<uint64_t> SegmentTable::PickVictim(CompactionPolicy policy, uint64_t now_sequence,
                                                  bool only_with_garbage) {
   absl::MutexLock lock(&mu_);

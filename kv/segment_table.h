@@ -169,6 +169,13 @@ class SegmentTable {
   // so that compaction frees it.
   void Unretain(uint64_t segment);
   std::vector<uint64_t> retained();
+  // The sealed segments with writes still pending (AddPending): pages not landed, or on zones a
+  // zone whose head left it and whose token the writer has not given back yet. Compaction takes
+  // none of them until then.
+  std::vector<uint64_t> SealedWithWritesPending();
+  bool WritesPending(uint64_t segment) const {
+    return info_[segment].pages_pending.load(std::memory_order_acquire) > 0;
+  }
   // A degraded Open could not read pages of `segment` (RecoveryReport::unread_pages): it is never
   // a victim while this engine runs, so that no record of those pages, should they read again,
   // is taken alone from a batch recovery did not apply, and the next Open finds them.
