@@ -1,15 +1,19 @@
-// The engine through its interface on a file store: basic operations, durability across reopen,
-// batches, large values, limits, and the std::map model over long random sequences.
+// The engine through its interface on a file store and on a zoned namespace: basic operations,
+// durability across reopen, batches, large values, limits, and the std::map model over long
+// random sequences.
 #include "kv/engine.h"
 #include "tests/kv/engine_ops.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tests/kv/test_store.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -28,11 +32,12 @@ Options SmallStore(IndexMode mode = IndexMode::kHash) {
   return options;
 }
 
-// A mode of the engine tests: the index, and the record cache (the default, a tiny one that
-// evicts constantly and caches only small values, or none).
+// A mode of the engine tests: the index, the record cache (the default, a tiny one that evicts
+// constantly and caches only small values, or none), and the layout.
 struct EngineCase {
   IndexMode mode;
   uint64_t cache_bytes;
+  Layout layout;
   const char* name;
 };
 
@@ -45,11 +50,17 @@ Options SmallStore(const EngineCase& engine_case) {
 class EngineTest : public ::testing::TestWithParam<EngineCase> {
  protected:
   std::unique_ptr<Engine> OpenStore() {
-    auto engine = Engine::Open(dir_.File("store"), SmallStore(GetParam()));
+    auto engine = OpenStore(SmallStore(GetParam()));
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
+
+  absl::StatusOr<std::unique_ptr<Engine>> OpenStore(const Options& options) {
+    return store_.Open(options);
+  }
+
   nvkv::testing::TempDir dir_;
+  TestStore store_{GetParam().layout, dir_.File("store")};
 };
 
 TEST_P(EngineTest, PutGetDelete) {
@@ -286,7 +297,9 @@ TEST_P(EngineTest, AsyncCallbacksRunOnlyInsidePoll) {
   EXPECT_EQ(done, 32);
 }
 
+// Of a file (a namespace's node is locked the same way: engine_device_test).
 TEST_P(EngineTest, SecondOpenIsRefused) {
+  if (GetParam().layout == Layout::kZoned) GTEST_SKIP() << "a memory device has no lock";
   auto engine = OpenStore();
   ASSERT_NE(engine, nullptr);
   EXPECT_THAT(Engine::Open(dir_.File("store"), SmallStore(GetParam())),
@@ -371,7 +384,7 @@ TEST_P(EngineTest, KeysOfABatchAreReadableBeforeItsPageIsWritten) {
   Options options = SmallStore(GetParam());
   options.shard_count = 8;
   options.max_write_delay_us = 10'000'000;  // the batch's page stays in memory
-  auto engine = Engine::Open(dir_.File("store"), options);
+  auto engine = OpenStore(options);
   ASSERT_THAT(engine, IsOk());
   std::vector<std::string> keys, values;
   for (int i = 0; i < 40; ++i) {
@@ -398,7 +411,7 @@ TEST_P(EngineTest, KeysOfABatchAreReadableBeforeItsPageIsWritten) {
   }
   ASSERT_THAT((*engine)->Flush(), IsOk());
   engine->reset();
-  engine = Engine::Open(dir_.File("store"), options);
+  engine = OpenStore(options);
   ASSERT_THAT(engine, IsOk());
   EXPECT_EQ((*engine)->Stats().live_keys, 40u);
   for (int i = 0; i < 40; ++i) {
@@ -446,12 +459,17 @@ TEST_P(EngineTest, ManyLargeValuesInFlightOnOneThread) {
 
 INSTANTIATE_TEST_SUITE_P(
     Modes, EngineTest,
-    ::testing::Values(EngineCase{IndexMode::kHash, Options{}.cache_bytes, "Hash"},
-                      EngineCase{IndexMode::kOrdered, Options{}.cache_bytes, "Ordered"},
-                      EngineCase{IndexMode::kHash, 16 << 10, "HashTinyCache"},
-                      EngineCase{IndexMode::kOrdered, 16 << 10, "OrderedTinyCache"},
-                      EngineCase{IndexMode::kHash, 0, "HashNoCache"},
-                      EngineCase{IndexMode::kOrdered, 0, "OrderedNoCache"}),
+    ::testing::Values(
+        EngineCase{IndexMode::kHash, Options{}.cache_bytes, Layout::kConventional, "Hash"},
+        EngineCase{IndexMode::kOrdered, Options{}.cache_bytes, Layout::kConventional, "Ordered"},
+        EngineCase{IndexMode::kHash, 16 << 10, Layout::kConventional, "HashTinyCache"},
+        EngineCase{IndexMode::kOrdered, 16 << 10, Layout::kConventional, "OrderedTinyCache"},
+        EngineCase{IndexMode::kHash, 0, Layout::kConventional, "HashNoCache"},
+        EngineCase{IndexMode::kOrdered, 0, Layout::kConventional, "OrderedNoCache"},
+        EngineCase{IndexMode::kHash, Options{}.cache_bytes, Layout::kZoned, "ZonedHash"},
+        EngineCase{IndexMode::kOrdered, Options{}.cache_bytes, Layout::kZoned, "ZonedOrdered"},
+        EngineCase{IndexMode::kHash, 0, Layout::kZoned, "ZonedHashNoCache"},
+        EngineCase{IndexMode::kOrdered, 0, Layout::kZoned, "ZonedOrderedNoCache"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
