@@ -1,8 +1,9 @@
-// Multi-threaded stress on a file store: four threads mix Put, Get, Delete, batches, MultiGet and
-// GetAsync, durable and not, over keys of their own and keys they all share, while background
-// compaction and an occasional CompactAll run. Each thread checks its own keys exactly (only it
-// writes them) and shared keys for well-formed values; after a reopen, every thread's own keys
-// hold what it last wrote. Both index modes.
+// Multi-threaded stress on a file store and on a zoned namespace: four threads mix Put, Get,
+// Delete, batches, MultiGet and GetAsync, durable and not, over keys of their own and keys they all
+// share, while background compaction and an occasional CompactAll run. Each thread checks its own
+// keys exactly (only it writes them) and shared keys for well-formed values; after a reopen, every
+// thread's own keys hold what it last wrote. Both index modes; on zones, appends complete in a
+// shuffled order.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "kv/engine.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -33,12 +35,15 @@ constexpr int kSharedKeys = 64;
 constexpr int kOpsPerThread = 6000;
 
 // The modes under stress: each index mode with the default record cache, and hash mode without
-// one, where overwrites are written blind and compaction settles their stale entries.
+// one, where overwrites are written blind and compaction settles their stale entries; on a file
+// and on a zoned namespace.
 struct StressMode {
   IndexMode index = IndexMode::kHash;
   bool cache = true;
+  Layout layout = Layout::kConventional;
   std::string name() const {
-    return absl::StrCat(index == IndexMode::kHash ? "Hash" : "Ordered", cache ? "" : "NoCache");
+    return absl::StrCat(layout == Layout::kConventional ? "" : LayoutName(layout),
+                        index == IndexMode::kHash ? "Hash" : "Ordered", cache ? "" : "NoCache");
   }
 };
 
@@ -199,10 +204,10 @@ TEST_P(StressTest, FourThreadsMixedOperationsThenReopen) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   nvkv::testing::TempDir dir;
-  const std::string path = dir.File("store");
+  TestStore store(GetParam().layout, dir.File("store"));
   std::vector<ThreadResult> results(kThreads);
   {
-    auto engine = Engine::Open(path, StoreOptions(GetParam()));
+    auto engine = store.Open(StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     const absl::Time start = absl::Now();
     std::vector<std::thread> threads;
@@ -225,7 +230,7 @@ TEST_P(StressTest, FourThreadsMixedOperationsThenReopen) {
     for (const ThreadResult& result : results) ASSERT_EQ(result.failure, "");
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
-  auto engine = Engine::Open(path, StoreOptions(GetParam()));
+  auto engine = store.Open(StoreOptions(GetParam()));
   ASSERT_THAT(engine, IsOk());
   uint64_t live_own = 0;
   for (int t = 0; t < kThreads; ++t) {
@@ -265,7 +270,8 @@ TEST_P(StressTest, FlushFinishesAfterDeletesRacedOnOneKey) {
   Options options = StoreOptions(GetParam());
   options.shard_count = 1;
   options.max_write_delay_us = 1'000'000;  // pages stay open until full or flushed
-  auto engine = Engine::Open(dir.File("store"), options);
+  TestStore store(GetParam().layout, dir.File("store"));
+  auto engine = store.Open(options);
   ASSERT_THAT(engine, IsOk());
   constexpr int kDeleters = 3;
   constexpr uint32_t kPayload = 4096 - 40;
@@ -311,7 +317,10 @@ TEST_P(StressTest, FlushFinishesAfterDeletesRacedOnOneKey) {
 INSTANTIATE_TEST_SUITE_P(Modes, StressTest,
                          ::testing::Values(StressMode{IndexMode::kHash, true},
                                            StressMode{IndexMode::kOrdered, true},
-                                           StressMode{IndexMode::kHash, false}),
+                                           StressMode{IndexMode::kHash, false},
+                                           StressMode{IndexMode::kHash, true, Layout::kZoned},
+                                           StressMode{IndexMode::kOrdered, true, Layout::kZoned},
+                                           StressMode{IndexMode::kHash, false, Layout::kZoned}),
                          [](const auto& info) { return info.param.name(); });
 
 }  // namespace
