@@ -130,8 +130,7 @@ void HeadAppender::LeaveSegment(Shard& shard) const {
   segments_.Seal(head.segment, LastWrite{shard.id, head.next_counter - 1});
   if (shape_.geometry.zoned()) {
     const bool partly_written = head.next_page > 0 && head.next_page < shape_.geometry.log_pages();
-    writer_.QueueLeftZone(
-        LeftZone{&shard, head.segment, head.next_counter - 1, /*finish=*/partly_written});
+    writer_.QueueLeftZone(shard, head.segment, head.next_counter - 1, /*finish=*/partly_written);
   }
 }
 

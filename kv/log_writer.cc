@@ -52,8 +52,10 @@ void LogWriter::QueueSummary(SummaryWrite write) {
   Wake();
 }
 
-void LogWriter::QueueLeftZone(LeftZone zone) {
-  metadata_.QueueLeftZone(zone);
+void LogWriter::QueueLeftZone(Shard& shard, uint64_t segment, uint64_t last_counter,
+                              bool finish) {
+  WantLocked(shard, last_counter);
+  metadata_.QueueLeftZone(LeftZone{&shard, segment, last_counter, finish});
   Wake();
 }
 

@@ -113,9 +113,12 @@ class LogWriter {
   // Writes a summary whose pages a head assigned (HeadAppender) as MetadataWriter says. Any
   // thread; shard locks may be held.
   void QueueSummary(SummaryWrite write);
-  // Gives back a zone a head left (finishing it when not full), as MetadataWriter says. Any
-  // thread; shard locks may be held.
-  void QueueLeftZone(LeftZone zone);
+  // Gives back the zone of `segment` that `shard`'s head left (finishing it when not full, as
+  // `finish` says), as MetadataWriter says: once its pages through head counter `last_counter`
+  // are durable, which it asks for now (not at the timed flush: heads may wait for an active
+  // zone, and compaction for victims, meanwhile).
+  void QueueLeftZone(Shard& shard, uint64_t segment, uint64_t last_counter, bool finish)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   // The queue the pages are written with: the shards' page buffers come from its pool.
   storage::Device& queue() { return *queue_; }
