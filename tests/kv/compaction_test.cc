@@ -1,7 +1,7 @@
-// Compaction through the engine's interface, on a MemDevice: a sustained overwrite workload at 70%
-// space use, a store whose live data exceeds its space, cleaning beside concurrent writers and
-// readers, tombstones across compaction and reopen, and the order in which a victim may be freed
-// relative to the writes that made its records dead.
+// Compaction through the engine's interface, on a MemDevice, conventional and zoned: a sustained
+// overwrite workload at 70% space use, a store whose live data exceeds its space, cleaning beside
+// concurrent writers and readers, tombstones across compaction and reopen, and the order in which a
+// victim may be freed relative to the writes that made its records dead.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +21,8 @@
 #include "storage/base/check.h"
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -37,11 +39,14 @@ constexpr uint32_t kPageBytes = 4096;
 constexpr uint32_t kPagesPerSegment = 16;
 constexpr uint32_t kSegmentBytes = kPageBytes * kPagesPerSegment;
 
-// A memory device of `segments` segments of 64 KiB (plus the two superblock pages).
-MemDeviceOptions MemOptions(uint64_t segments) {
+// A memory device of `segments` segments of 64 KiB: conventional (plus the two superblock
+// pages), or zoned, a zone per segment of 128 KiB of which 64 KiB writable (plus the two
+// metadata zones).
+MemDeviceOptions MemOptions(uint64_t segments, Layout layout) {
   MemDeviceOptions options;
   options.lba_bytes = 4096;
   options.lba_count = 2 + segments * kPagesPerSegment;
+  if (layout == Layout::kZoned) return ZonedMemStoreOptions(segments, kPagesPerSegment);
   return options;
 }
 
@@ -60,14 +65,15 @@ Options StoreOptions(IndexMode mode) {
 // A store kept in a MemStorage, reopened as often as the test likes.
 class MemStore {
  public:
-  explicit MemStore(uint64_t segments) : mem_(MemOptions(segments)) {
+  MemStore(uint64_t segments, Layout layout) : mem_(MemOptions(segments, layout)) {
     auto device = MemDevice::Create(mem_);
     NVKV_CHECK(device.ok());
     storage_ = (*device)->storage();
   }
-  absl::StatusOr<std::unique_ptr<Engine>> Open(const Options& options) {
+  absl::StatusOr<std::unique_ptr<Engine>> Open(Options options) {
     auto device = MemDevice::Open(storage_, mem_);
     if (!device.ok()) return device.status();
+    if (mem_.zones.zoned()) options.segment_bytes = 0;  // a zone's writable part
     return Engine::OpenOnDevice(std::move(*device), options);
   }
   const MemDeviceOptions& mem() const { return mem_; }
@@ -117,14 +123,23 @@ int64_t ParseVersion(const std::string& key, const std::string& value, size_t by
   return value == VersionedValue(key, static_cast<uint64_t>(version), bytes) ? version : -1;
 }
 
-class CompactionTest : public ::testing::TestWithParam<IndexMode> {};
+struct CompactionCase {
+  IndexMode mode;
+  Layout layout;
+};
+
+class CompactionTest : public ::testing::TestWithParam<CompactionCase> {
+ protected:
+  IndexMode mode() const { return GetParam().mode; }
+  Layout layout() const { return GetParam().layout; }
+};
 
 // The space budget below assumes that non-durable writes fill whole pages. (The writer once
 // sealed every page opened after it read the clock: half the pages held a single record, and a
 // store filled at 60% of its capacity.)
 TEST_P(CompactionTest, NonDurableWritesFillWholePages) {
-  MemStore store(16);
-  Options options = StoreOptions(GetParam());
+  MemStore store(16, layout());
+  Options options = StoreOptions(mode());
   options.shard_count = 1;
   options.max_write_delay_us = 1'000'000;
   auto engine = store.Open(options);
@@ -151,8 +166,8 @@ TEST_P(CompactionTest, NonDurableWritesFillWholePages) {
 // (x1.22) and pages a 40-byte header: about 6.2 in all. We assert < 10.
 TEST_P(CompactionTest, SustainedOverwriteAtSeventyPercentNeverFillsTheStore) {
   const uint64_t segments = 64;
-  MemStore store(segments);
-  auto engine = store.Open(StoreOptions(GetParam()));
+  MemStore store(segments, layout());
+  auto engine = store.Open(StoreOptions(mode()));
   ASSERT_THAT(engine, IsOk());
   const size_t value_bytes = 98;
   const uint32_t record_bytes = 24 + 12 + value_bytes;
@@ -187,13 +202,13 @@ TEST_P(CompactionTest, SustainedOverwriteAtSeventyPercentNeverFillsTheStore) {
   EXPECT_LT(stats.write_amplification, 10.0);
   std::printf("70%% overwrite (%s): %llu keys, %llu puts, %llu segments cleaned, "
               "write amplification %.2f\n",
-              GetParam() == IndexMode::kHash ? "hash" : "ordered",
+              GetParam().mode == IndexMode::kHash ? "hash" : "ordered",
               static_cast<unsigned long long>(key_count),
               static_cast<unsigned long long>(stats.puts),
               static_cast<unsigned long long>(stats.segments_cleaned), stats.write_amplification);
 
   engine->reset();
-  engine = store.Open(StoreOptions(GetParam()));
+  engine = store.Open(StoreOptions(mode()));
   ASSERT_THAT(engine, IsOk());
   EXPECT_EQ((*engine)->Stats().live_keys, key_count);
   for (uint64_t i = 0; i < key_count; i += 7) {
@@ -208,8 +223,8 @@ TEST_P(CompactionTest, SustainedOverwriteAtSeventyPercentNeverFillsTheStore) {
 // freed, puts succeed again.
 TEST_P(CompactionTest, LiveDataBeyondCapacityIsRefusedThenDeletesFreeSpace) {
   const uint64_t segments = 32;
-  MemStore store(segments);
-  auto engine = store.Open(StoreOptions(GetParam()));
+  MemStore store(segments, layout());
+  auto engine = store.Open(StoreOptions(mode()));
   ASSERT_THAT(engine, IsOk());
   const size_t value_bytes = 200;
   const uint64_t most = 2 * segments * kSegmentBytes / (24 + 12 + value_bytes);
@@ -268,7 +283,7 @@ TEST_P(CompactionTest, LiveDataBeyondCapacityIsRefusedThenDeletesFreeSpace) {
   }
   ASSERT_THAT((*engine)->Flush(), IsOk());
   engine->reset();
-  engine = store.Open(StoreOptions(GetParam()));
+  engine = store.Open(StoreOptions(mode()));
   ASSERT_THAT(engine, IsOk());
   EXPECT_EQ((*engine)->Stats().live_keys, written / 2 + written / 8 + 1);
 }
@@ -280,8 +295,8 @@ TEST_P(CompactionTest, LiveDataBeyondCapacityIsRefusedThenDeletesFreeSpace) {
 // newer than the writer had started to write, nor a value that was never written; at the end
 // every key reads its final version, before and after a reopen.
 TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
-  MemStore store(96);
-  Options options = StoreOptions(GetParam());
+  MemStore store(96, layout());
+  Options options = StoreOptions(mode());
   options.max_write_delay_us = 500;
   auto opened = store.Open(options);
   ASSERT_THAT(opened, IsOk());
@@ -460,8 +475,8 @@ TEST_P(CompactionTest, CompactionUnderConcurrentOverwritesAndReads) {
 // Deleted keys stay deleted after their tombstones and the puts they hide have been through
 // compaction, and after reopening (which rebuilds the index from what compaction left).
 TEST_P(CompactionTest, TombstonesDoNotResurrectAfterCompactionAndReopen) {
-  MemStore store(48);
-  const Options options = StoreOptions(GetParam());
+  MemStore store(48, layout());
+  const Options options = StoreOptions(mode());
   constexpr uint64_t kKeys = 3000;
   std::map<uint64_t, int64_t> model;  // key -> version, absent when deleted
   {
@@ -540,8 +555,8 @@ void ExpectAtVersion(Engine& engine, const std::vector<std::string>& keys, int v
 // (too little of them is dead to be worth cleaning), while the segment of their tombstones is
 // cleaned. Dropping the tombstones there would bring the keys back at the next reopen.
 TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHide) {
-  MemStore store(32);
-  Options options = StoreOptions(GetParam());
+  MemStore store(32, layout());
+  Options options = StoreOptions(mode());
   options.shard_count = 1;  // one head: the test decides which records share a segment
   options.background_compaction = false;
   constexpr size_t kValueBytes = 98;  // 134-byte records: 30 a page, 480 a segment
@@ -579,8 +594,8 @@ TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHide) {
 // what compaction knows of the keys in each segment is rebuilt by recovery, and the tombstones
 // are kept as long as the cold segments hold the puts they hide.
 TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHideAcrossReopen) {
-  MemStore store(32);
-  Options options = StoreOptions(GetParam());
+  MemStore store(32, layout());
+  Options options = StoreOptions(mode());
   options.shard_count = 1;
   options.background_compaction = false;
   constexpr size_t kValueBytes = 98;  // 134-byte records: 30 a page, 480 a segment
@@ -617,8 +632,8 @@ TEST_P(CompactionTest, TombstonesOutliveThePutsTheyHideAcrossReopen) {
 // A put that compaction copied to a new segment is a record of that segment: a later delete's
 // tombstone is kept while the copy remains, even once the segment first written is gone.
 TEST_P(CompactionTest, TombstonesOutliveRelocatedPuts) {
-  MemStore store(32);
-  Options options = StoreOptions(GetParam());
+  MemStore store(32, layout());
+  Options options = StoreOptions(mode());
   options.shard_count = 1;
   options.background_compaction = false;
   constexpr size_t kValueBytes = 98;  // 134-byte records: 30 a page, 480 a segment
@@ -669,8 +684,8 @@ TEST_P(CompactionTest, TombstonesOutliveRelocatedPuts) {
 // store filled with them.)
 TEST_P(CompactionTest, OneColdKeyDoesNotPinTombstonesOfLaterKeys) {
   const uint64_t segments = 128;  // 8 MiB
-  MemStore store(segments);
-  auto engine = store.Open(StoreOptions(GetParam()));
+  MemStore store(segments, layout());
+  auto engine = store.Open(StoreOptions(mode()));
   ASSERT_THAT(engine, IsOk());
   ASSERT_THAT(Put(**engine, "cold", "the oldest record in the store", /*durable=*/true), IsOk());
   // 1000-byte keys: a put (with a 100-byte value) and its tombstone take ~2.2 KB of records.
@@ -700,8 +715,8 @@ TEST_P(CompactionTest, OneColdKeyDoesNotPinTombstonesOfLaterKeys) {
 // compaction frees those segments, and power fails dropping every write not yet durable. Each
 // key must then read back its durable value or the newer one, never nothing.
 TEST_P(CompactionTest, AVictimIsFreedOnlyOnceTheWritesThatKilledItsRecordsAreDurable) {
-  MemStore store(24);
-  Options options = StoreOptions(GetParam());
+  MemStore store(24, layout());
+  Options options = StoreOptions(mode());
   options.shard_count = 1;
   options.max_write_delay_us = 60'000'000;  // non-durable pages reach the device only when full
   {
@@ -761,9 +776,16 @@ TEST_P(CompactionTest, AVictimIsFreedOnlyOnceTheWritesThatKilledItsRecordsAreDur
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CompactionTest,
-                         ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
+                         ::testing::Values(
+                             CompactionCase{IndexMode::kHash, Layout::kConventional},
+                             CompactionCase{IndexMode::kOrdered, Layout::kConventional},
+                             CompactionCase{IndexMode::kHash, Layout::kZoned},
+                             CompactionCase{IndexMode::kOrdered, Layout::kZoned}),
                          [](const auto& info) {
-                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
+                           return std::string(info.param.layout == Layout::kConventional
+                                                  ? ""
+                                                  : LayoutName(info.param.layout)) +
+                                  (info.param.mode == IndexMode::kHash ? "Hash" : "Ordered");
                          });
 
 }  // namespace

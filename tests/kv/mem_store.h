@@ -30,6 +30,21 @@ inline storage::MemDeviceOptions MemStoreOptions(uint64_t segments, uint32_t pag
   return options;
 }
 
+// The zoned counterpart: the two metadata zones and a zone per segment, each of twice
+// `pages_per_segment` blocks of `page_bytes`, a segment's worth of them writable (a zone capacity
+// below the zone size, as on real drives). With a volatile write cache.
+inline storage::MemDeviceOptions ZonedMemStoreOptions(uint64_t segments, uint32_t pages_per_segment,
+                                                      uint32_t page_bytes = 4096) {
+  storage::MemDeviceOptions options;
+  options.lba_bytes = page_bytes;
+  options.zones = {.zone_count = kMetadataZones + segments,
+                   .zone_blocks = 2 * uint64_t{pages_per_segment},
+                   .capacity_blocks = pages_per_segment};
+  options.lba_count = options.zones.zone_count * options.zones.zone_blocks;
+  options.volatile_write_cache = true;
+  return options;
+}
+
 // A copy of the bytes of `storage`; of a zoned storage, with each zone's state and write
 // pointer.
 inline std::shared_ptr<storage::MemStorage> CopyOf(const storage::MemStorage& storage) {
