@@ -3,7 +3,7 @@
 // older entry stale. Every reader of the index must still see only the current record: Get,
 // MultiGet, deletes (which must erase the stale entries too, or the old value would come back),
 // compaction (which settles stale entries and must never copy a stale record over a current
-// one), Check and ForEachLive, and recovery.
+// one), Check and ForEachLive, and recovery. On a file and on a zoned namespace.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "kv/engine.h"
 #include "tests/kv/engine_ops.h"
 #include "kv/page_format.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -41,10 +42,10 @@ std::string Value(int i, int version) {
   return absl::StrCat("value-", i, "-v", version, std::string(100 + i % 50, 'x'));
 }
 
-class BlindWriteTest : public ::testing::Test {
+class BlindWriteTest : public ::testing::TestWithParam<Layout> {
  protected:
   std::unique_ptr<Engine> Open(const Options& options = Store()) {
-    auto engine = Engine::Open(dir_.File("store"), options);
+    auto engine = store_.Open(options);
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
@@ -85,10 +86,11 @@ class BlindWriteTest : public ::testing::Test {
     ExpectValues(*engine, versions);
   }
   nvkv::testing::TempDir dir_;
+  TestStore store_{GetParam(), dir_.File("store")};
 };
 
 // Fails before blind writes: every one of these overwrites read its key's page first.
-TEST_F(BlindWriteTest, UniformOverwritesOfUncachedKeysReadNoPage) {
+TEST_P(BlindWriteTest, UniformOverwritesOfUncachedKeysReadNoPage) {
   constexpr int kKeys = 2000;
   auto engine = Loaded(kKeys);
   ASSERT_NE(engine, nullptr);
@@ -108,7 +110,7 @@ TEST_F(BlindWriteTest, UniformOverwritesOfUncachedKeysReadNoPage) {
 
 // The pages a delete reads to find its key are the writes' (key_check_page_reads), apart from
 // the gets': a benchmark's pages per get leaves them out (they were counted as the gets' once).
-TEST_F(BlindWriteTest, KeyChecksPageReadsAreCountedApartFromTheGets) {
+TEST_P(BlindWriteTest, KeyChecksPageReadsAreCountedApartFromTheGets) {
   constexpr int kKeys = 200;
   auto engine = Loaded(kKeys);
   ASSERT_NE(engine, nullptr);
@@ -125,7 +127,7 @@ TEST_F(BlindWriteTest, KeyChecksPageReadsAreCountedApartFromTheGets) {
   EXPECT_GE(read.page_reads - deleted.page_reads, uint64_t{kKeys / 2});
 }
 
-TEST_F(BlindWriteTest, GetsSeeTheNewestOfManyBlindOverwrites) {
+TEST_P(BlindWriteTest, GetsSeeTheNewestOfManyBlindOverwrites) {
   constexpr int kKeys = 300;
   auto engine = Loaded(kKeys);
   ASSERT_NE(engine, nullptr);
@@ -154,7 +156,7 @@ TEST_F(BlindWriteTest, GetsSeeTheNewestOfManyBlindOverwrites) {
 }
 
 // Fails without the delete erasing the key's stale entries: the older value comes back.
-TEST_F(BlindWriteTest, DeleteAfterBlindOverwritesErasesEveryEntryOfTheKey) {
+TEST_P(BlindWriteTest, DeleteAfterBlindOverwritesErasesEveryEntryOfTheKey) {
   constexpr int kKeys = 100;
   auto engine = Loaded(kKeys);
   ASSERT_NE(engine, nullptr);
@@ -177,7 +179,7 @@ TEST_F(BlindWriteTest, DeleteAfterBlindOverwritesErasesEveryEntryOfTheKey) {
   ExpectCheckClean(*engine);
 }
 
-TEST_F(BlindWriteTest, CheckAndForEachLiveSeeOnlyCurrentRecords) {
+TEST_P(BlindWriteTest, CheckAndForEachLiveSeeOnlyCurrentRecords) {
   constexpr int kKeys = 200;
   auto engine = Loaded(kKeys);
   ASSERT_NE(engine, nullptr);
@@ -203,7 +205,7 @@ TEST_F(BlindWriteTest, CheckAndForEachLiveSeeOnlyCurrentRecords) {
   for (int i = 0; i < kKeys; ++i) EXPECT_EQ(seen[Key(i)], Value(i, 2));
 }
 
-TEST_F(BlindWriteTest, CompactionSettlesStaleEntriesAndCopiesOnlyCurrentRecords) {
+TEST_P(BlindWriteTest, CompactionSettlesStaleEntriesAndCopiesOnlyCurrentRecords) {
   constexpr int kKeys = 400;
   Options options = Store();
   options.background_compaction = false;
@@ -236,7 +238,7 @@ TEST_F(BlindWriteTest, CompactionSettlesStaleEntriesAndCopiesOnlyCurrentRecords)
 
 // Blind overwrites leave compaction's space accounting an estimate: the store must still find
 // the garbage and never fill up with it.
-TEST_F(BlindWriteTest, UniformOverwritesOnASmallStoreNeverFillIt) {
+TEST_P(BlindWriteTest, UniformOverwritesOnASmallStoreNeverFillIt) {
   constexpr int kKeys = 3000;  // ~0.5 MB of records in a 4 MiB store
   const Options options = Store(4 << 20);
   auto engine = Loaded(kKeys, options);
@@ -256,6 +258,10 @@ TEST_F(BlindWriteTest, UniformOverwritesOnASmallStoreNeverFillIt) {
   EXPECT_GT(stats.stale_entries_settled, 0u);
   ExpectValuesAcrossReopen(engine, options, versions);
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, BlindWriteTest,
+                         ::testing::Values(Layout::kConventional, Layout::kZoned),
+                         [](const auto& info) { return std::string(LayoutName(info.param)); });
 
 }  // namespace
 }  // namespace nvkv::kv
