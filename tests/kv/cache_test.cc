@@ -1,7 +1,7 @@
 // The engine's record cache (record_cache.h) through the engine: hits read no page, hash-mode
 // overwrites of cached keys read nothing, a hit is never stale (overwrites, deletes, batches,
 // compaction, reopen), the stats add up, and readers racing writers of the same hot keys never
-// see a value older than one they saw before.
+// see a value older than one they saw before. On a file and on a zoned namespace.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
 #include "tests/kv/mem_store.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -46,14 +47,20 @@ absl::Status Delete(Engine& engine, std::string_view key) {
 std::string Key(int i) { return absl::StrCat("key", i); }
 std::string Value(int i, int version) { return absl::StrCat("value-", i, "-v", version); }
 
-class CacheTest : public ::testing::TestWithParam<IndexMode> {
+struct CacheCase {
+  IndexMode mode;
+  Layout layout;
+};
+
+class CacheTest : public ::testing::TestWithParam<CacheCase> {
  protected:
   std::unique_ptr<Engine> Open(uint64_t cache_bytes) {
-    auto engine = Engine::Open(dir_.File("store"), Store(GetParam(), cache_bytes));
+    auto engine = store_.Open(Store(GetParam().mode, cache_bytes));
     EXPECT_THAT(engine, IsOk());
     return engine.ok() ? std::move(*engine) : nullptr;
   }
   nvkv::testing::TempDir dir_;
+  TestStore store_{GetParam().layout, dir_.File("store")};
 };
 
 TEST_P(CacheTest, WrittenKeysAreReadFromTheCacheWithoutPageReads) {
@@ -289,15 +296,17 @@ TEST_P(CacheTest, ReadersRacingWritersNeverSeeAnOlderValue) {
 // that the key's index entry is again the one the read started from.
 TEST_P(CacheTest, AReadHandledAfterItsPageWasReusedDoesNotFillTheCache) {
   constexpr uint32_t kPagesPerSegment = 16;
-  const storage::MemDeviceOptions mem = MemStoreOptions(8, kPagesPerSegment);
+  const storage::MemDeviceOptions mem = GetParam().layout == Layout::kZoned
+                                             ? ZonedMemStoreOptions(8, kPagesPerSegment)
+                                             : MemStoreOptions(8, kPagesPerSegment);
   absl::StatusOr<std::unique_ptr<storage::MemDevice>> created = storage::MemDevice::Create(mem);
   ASSERT_THAT(created, IsOk());
   const std::shared_ptr<storage::MemStorage> storage = (*created)->storage();
   Options options;
-  options.segment_bytes = kPagesPerSegment * 4096;
+  options.segment_bytes = mem.zones.zoned() ? 0 : kPagesPerSegment * 4096;
   options.shard_count = 1;
   options.page_buffers_per_shard = 16;
-  options.index_mode = GetParam();
+  options.index_mode = GetParam().mode;
   options.background_compaction = false;
   const std::string key = "<the-key>";
   // Values of one size (ordered mode's entries hold it), nearly a page each, found in raw bytes.
@@ -350,9 +359,13 @@ TEST_P(CacheTest, AReadHandledAfterItsPageWasReusedDoesNotFillTheCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CacheTest,
-                         ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
+                         ::testing::Values(CacheCase{IndexMode::kHash, Layout::kConventional},
+                                           CacheCase{IndexMode::kOrdered, Layout::kConventional},
+                                           CacheCase{IndexMode::kHash, Layout::kZoned},
+                                           CacheCase{IndexMode::kOrdered, Layout::kZoned}),
                          [](const auto& info) {
-                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
+                           return std::string(info.param.layout == Layout::kZoned ? "Zoned" : "") +
+                                  (info.param.mode == IndexMode::kHash ? "Hash" : "Ordered");
                          });
 
 }  // namespace
