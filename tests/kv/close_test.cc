@@ -1,6 +1,6 @@
 // Close always finishes, whatever the background threads are doing when it is called; on a
 // MemDevice whose segment-sized reads (compaction reading its victim) can be slowed down on
-// demand, through the Device seam.
+// demand, through the Device seam. Conventional and zoned.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,6 +15,8 @@
 #include "kv/engine.h"
 #include "storage/base/check.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -73,10 +75,13 @@ class SlowSegmentReads final : public storage::Device {
   std::shared_ptr<SlowReadControl> control_;
 };
 
-MemDeviceOptions MemOptions() {
+// kSegments segments: conventional, or zoned (a zone of twice a segment's pages per segment,
+// beside the metadata zones).
+MemDeviceOptions MemOptions(Layout layout) {
   MemDeviceOptions options;
   options.lba_bytes = kPageBytes;
   options.lba_count = 2 + kSegments * kPagesPerSegment;
+  if (layout == Layout::kZoned) return ZonedMemStoreOptions(kSegments, kPagesPerSegment);
   return options;
 }
 
@@ -107,14 +112,16 @@ absl::Status Put(Engine& engine, std::string_view key, std::string_view value) {
 // Close joined the compaction thread, so Close never returned (nvkv-cli put hung, one run in
 // fifteen, on a small store). Here the victim's read is held for longer than the writer's idle
 // wait, so the old code hangs every time.
-TEST(CloseTest, CloseFinishesWhileCompactionCopiesLiveRecords) {
-  auto mem = MemDevice::Create(MemOptions());
+class CloseTest : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(CloseTest, CloseFinishesWhileCompactionCopiesLiveRecords) {
+  auto mem = MemDevice::Create(MemOptions(GetParam()));
   ASSERT_THAT(mem, IsOk());
   std::shared_ptr<storage::MemStorage> bytes = (*mem)->storage();
   mem->reset();
   auto control = std::make_shared<SlowReadControl>();
   auto open = [&](bool background_compaction) -> absl::StatusOr<std::unique_ptr<Engine>> {
-    auto device = MemDevice::Open(bytes, MemOptions());
+    auto device = MemDevice::Open(bytes, MemOptions(GetParam()));
     if (!device.ok()) return device.status();
     return Engine::OpenOnDevice(
         std::make_unique<SlowSegmentReads>(std::move(*device), control),
@@ -173,6 +180,10 @@ TEST(CloseTest, CloseFinishesWhileCompactionCopiesLiveRecords) {
     EXPECT_EQ(*got, Value(i, i % 2 == 0 ? 1 : 0)) << Key(i);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CloseTest,
+                         ::testing::Values(Layout::kConventional, Layout::kZoned),
+                         [](const auto& info) { return std::string(LayoutName(info.param)); });
 
 }  // namespace
 }  // namespace nvkv::kv
