@@ -1,7 +1,8 @@
 // What a store accepts, through the engine's interface on a MemDevice with the default layout
 // (4 KiB pages, 1 MiB segments, 4 shards of 32 page buffers): every batch up to
 // max_batch_bytes(), whatever its records' sizes; live data up to the usable capacity Stats
-// reports; and a write that cannot be taken is refused at once, never left waiting.
+// reports; and a write that cannot be taken is refused at once, never left waiting. On a
+// conventional device and on a zoned one of 1 MiB zones.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "kv/shard.h"
 #include "storage/base/status_macros.h"
 #include "storage/mem_device.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -34,16 +36,28 @@ constexpr uint32_t kPageBytes = 4096;
 constexpr uint32_t kPayloadBytes = kPageBytes - 40;  // after the page header
 constexpr uint32_t kRecordHeaderBytes = 24;
 
-// A store of `capacity_bytes` in memory, default options otherwise.
+class CapacityTest : public ::testing::TestWithParam<Layout> {};
+
+// A store of `capacity_bytes` in memory, default options otherwise. Zoned: zones of 1 MiB (the
+// default segment's size), the two metadata zones among them.
 std::shared_ptr<Engine> OpenMemStore(uint64_t capacity_bytes,
                                      const Options& options = Options()) {
   MemDeviceOptions mem;
   mem.lba_bytes = kPageBytes;
   mem.lba_count = capacity_bytes / kPageBytes;
+  Options store_options = options;
+  if (CapacityTest::GetParam() == Layout::kZoned) {
+    constexpr uint64_t kZoneBlocks = (1 << 20) / kPageBytes;
+    mem.zones = {.zone_count = mem.lba_count / kZoneBlocks + 1,
+                 .zone_blocks = kZoneBlocks,
+                 .capacity_blocks = kZoneBlocks};
+    mem.lba_count = mem.zones.zone_count * kZoneBlocks;
+    store_options.segment_bytes = 0;  // the zone's
+  }
   auto device = MemDevice::Create(mem);
   EXPECT_THAT(device, IsOk());
   if (!device.ok()) return nullptr;
-  auto engine = Engine::OpenOnDevice(std::move(*device), options);
+  auto engine = Engine::OpenOnDevice(std::move(*device), store_options);
   EXPECT_THAT(engine, IsOk());
   if (!engine.ok()) return nullptr;
   return std::shared_ptr<Engine>(std::move(*engine));
@@ -98,7 +112,7 @@ std::shared_ptr<Batch> MakeBatch(const std::string& prefix, uint32_t record_byte
 // badly its records pack. Records are packed whole, so records of just over half a page's
 // payload take a page each; the old limit (~105 KB, 26 pages' payload) let such a batch ask for
 // 51 pages of the 32 its shard owns, and Write waited for them forever.
-TEST(CapacityTest, BatchOfMaxBatchBytesIsWrittenHoweverItsRecordsPack) {
+TEST_P(CapacityTest, BatchOfMaxBatchBytesIsWrittenHoweverItsRecordsPack) {
   std::shared_ptr<Engine> engine = OpenMemStore(64 << 20);
   ASSERT_NE(engine, nullptr);
   const uint64_t limit = engine->max_batch_bytes();
@@ -124,7 +138,7 @@ TEST(CapacityTest, BatchOfMaxBatchBytesIsWrittenHoweverItsRecordsPack) {
 
 // 50 puts of 2,060-byte values (about 104 KB) need 50 pages: more than a shard owns. Write used
 // to wait for them forever; it is over the limit now, and refused before anything is written.
-TEST(CapacityTest, BatchNeedingMorePagesThanAShardOwnsIsRefusedNotLeftWaiting) {
+TEST_P(CapacityTest, BatchNeedingMorePagesThanAShardOwnsIsRefusedNotLeftWaiting) {
   std::shared_ptr<Engine> engine = OpenMemStore(64 << 20);
   ASSERT_NE(engine, nullptr);
   auto batch = std::make_shared<Batch>();
@@ -172,7 +186,7 @@ uint64_t FillWithDistinctPuts(Engine& engine, absl::Status* refusal, absl::Durat
 // the one whose shard's head segment is full, while the head of each other shard may still
 // have up to a segment unused. So the live bytes reach at least
 // (usable_bytes - (shard_count - 1) segments) / page_bytes records of 4,034 bytes.
-TEST(CapacityTest, DistinctPutsFillTheUsableCapacityThenFailAtOnce) {
+TEST_P(CapacityTest, DistinctPutsFillTheUsableCapacityThenFailAtOnce) {
   Options options;
   options.segment_bytes = 1 << 20;
   std::shared_ptr<Engine> engine = OpenMemStore(16 << 20, options);
@@ -189,8 +203,9 @@ TEST(CapacityTest, DistinctPutsFillTheUsableCapacityThenFailAtOnce) {
   ASSERT_EQ(stats.segments_total, 15u);
   EXPECT_EQ(stats.capacity_bytes, 15 * segment_bytes);
   // Every segment but one per shard and two more: 9 of 15, each but its last page (kept for
-  // the free marker).
-  const uint64_t log_bytes = segment_bytes - stats.page_bytes;
+  // the free marker) when conventional; a zone whole (a reset frees it).
+  const uint64_t log_bytes =
+      GetParam() == Layout::kZoned ? segment_bytes : segment_bytes - stats.page_bytes;
   EXPECT_EQ(stats.usable_bytes, (15 - stats.shard_count - 2) * log_bytes);
   const uint32_t record_bytes = kRecordHeaderBytes + 10 + 4000;
   const uint64_t pages_sure =
@@ -220,7 +235,7 @@ std::vector<std::string> KeysOfShard(const std::string& prefix, uint32_t shard,
 // puts are refused, a batch to another shard whose log head still has room is refused too. (The
 // head's segment may be one compaction took from the reserve; batches used to fill it, and then
 // drain what compaction needs, while single puts were refused.)
-TEST(CapacityTest, BatchesAreRefusedWhereSinglePutsAre) {
+TEST_P(CapacityTest, BatchesAreRefusedWhereSinglePutsAre) {
   Options options;
   options.shard_count = 2;
   options.background_compaction = false;  // nothing frees a segment meanwhile
@@ -254,7 +269,7 @@ TEST(CapacityTest, BatchesAreRefusedWhereSinglePutsAre) {
 // A store written by batches alone, overwriting and deleting at random, runs full and back
 // without ever wedging: each write returns at once (taken, or refused for room), compaction
 // keeps cleaning, and once deletes have made room the batches go in again.
-TEST(CapacityTest, BatchesAloneFillAndChurnAStoreWithoutWedging) {
+TEST_P(CapacityTest, BatchesAloneFillAndChurnAStoreWithoutWedging) {
   Options options;
   options.shard_count = 2;
   std::shared_ptr<Engine> engine = OpenMemStore(16 << 20, options);
@@ -321,7 +336,8 @@ TEST(CapacityTest, BatchesAloneFillAndChurnAStoreWithoutWedging) {
 // sized to it (Options::segment_bytes), so the segments compaction needs kept free are a
 // small part of it. With 1 MiB segments whatever the size, 16 MiB filled to 46% and 8 MiB was
 // refused as too small.
-TEST(CapacityTest, SmallStoreWithDefaultOptionsHoldsMostOfItsCapacity) {
+TEST_P(CapacityTest, SmallStoreWithDefaultOptionsHoldsMostOfItsCapacity) {
+  if (GetParam() == Layout::kZoned) GTEST_SKIP() << "a zone's size is the device's, not sized";
   for (const uint64_t capacity : {uint64_t{8} << 20, uint64_t{16} << 20, uint64_t{64} << 20}) {
     SCOPED_TRACE(absl::StrCat(capacity >> 20, " MiB"));
     std::shared_ptr<Engine> engine = OpenMemStore(capacity);
@@ -342,6 +358,10 @@ TEST(CapacityTest, SmallStoreWithDefaultOptionsHoldsMostOfItsCapacity) {
     EXPECT_LE(stats.live_bytes, stats.usable_bytes);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CapacityTest,
+                         ::testing::Values(Layout::kConventional, Layout::kZoned),
+                         [](const auto& info) { return std::string(LayoutName(info.param)); });
 
 }  // namespace
 }  // namespace nvkv::kv

@@ -209,10 +209,11 @@ struct Stats {
   // What puts may fill: capacity_bytes minus the segments kept free so that compaction (and
   // deletes) can always run (one per shard and two more), minus those holding the checkpoint
   // recovery starts from (segments_checkpoint), and minus each segment's last page (kept for
-  // the marker compaction writes when it frees the segment). Puts fail with kResourceExhausted
-  // once the live and dead records compaction cannot reclaim reach it; live_bytes stays below
-  // it, as records are packed whole into pages and, on a full store, the open segment of each
-  // shard but the one that ran out may be partly unused.
+  // the marker compaction writes when it frees the segment; not on a zoned namespace, where a
+  // reset frees a zone). Puts fail with kResourceExhausted once the live and dead records
+  // compaction cannot reclaim reach it; live_bytes stays below it, as records are packed whole
+  // into pages and, on a full store, the open segment of each shard but the one that ran out
+  // may be partly unused.
   uint64_t usable_bytes = 0;
   uint64_t live_bytes = 0;      // held by live records (headers, keys and values)
   uint64_t segments_total = 0;
