@@ -6,6 +6,8 @@
 //
 // Each test crashes the store (a power cut that keeps every durable write) so that Open reads
 // the log, then reopens it on a FaultDevice whose reads of one page fail during that Open only.
+// On a conventional device and on a zoned one (a zone of twice a segment's pages per segment),
+// where appends land in order, so that a page's number is its block as on the other.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -21,6 +23,7 @@
 #include "storage/mem_device.h"
 #include "tests/kv/engine_ops.h"
 #include "tests/kv/mem_store.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -34,18 +37,27 @@ constexpr uint32_t kPageBytes = 4096;
 constexpr uint32_t kPagesPerSegment = 16;
 constexpr uint64_t kSegments = 32;
 
-storage::MemDeviceOptions MemOptions() {
-  return MemStoreOptions(kSegments, kPagesPerSegment, kPageBytes);
+storage::MemDeviceOptions MemOptions(Layout layout) {
+  return layout == Layout::kZoned ? ZonedMemStoreOptions(kSegments, kPagesPerSegment, kPageBytes)
+                                  : MemStoreOptions(kSegments, kPagesPerSegment, kPageBytes);
 }
+
+struct UnreadCase {
+  IndexMode mode;
+  Layout layout;
+};
 
 std::string Key(int i) { return absl::StrCat("<key-", 1000 + i, ">"); }
 // A value that fills most of a page: one record per page.
 std::string BigValue(int i) { return absl::StrCat("v", i, "-", std::string(3000, 'a' + i % 26)); }
 
-class UnreadPagesTest : public ::testing::TestWithParam<IndexMode> {
+class UnreadPagesTest : public ::testing::TestWithParam<UnreadCase> {
  protected:
+  storage::MemDeviceOptions MemOptions() const { return nvkv::kv::MemOptions(GetParam().layout); }
+
   void SetUp() override {
-    auto storage = storage::MemStorage::Create(MemOptions().lba_bytes, MemOptions().lba_count);
+    auto storage = storage::MemStorage::Create(MemOptions().lba_bytes, MemOptions().lba_count,
+                                               MemOptions().zones);
     ASSERT_THAT(storage, IsOk());
     storage_ = *storage;
   }
@@ -55,7 +67,7 @@ class UnreadPagesTest : public ::testing::TestWithParam<IndexMode> {
     options.segment_bytes = kPagesPerSegment * kPageBytes;
     options.shard_count = 1;
     options.page_buffers_per_shard = 16;
-    options.index_mode = GetParam();
+    options.index_mode = GetParam().mode;
     options.background_compaction = false;  // no I/O the test did not ask for
     options.cache_bytes = 0;                // every read goes to the device
     options.open_degraded = degraded;
@@ -221,9 +233,13 @@ TEST_P(UnreadPagesTest, PagesADegradedOpenCouldNotReadComeBackOnceTheyRead) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, UnreadPagesTest,
-                         ::testing::Values(IndexMode::kHash, IndexMode::kOrdered),
+                         ::testing::Values(UnreadCase{IndexMode::kHash, Layout::kConventional},
+                                           UnreadCase{IndexMode::kOrdered, Layout::kConventional},
+                                           UnreadCase{IndexMode::kHash, Layout::kZoned},
+                                           UnreadCase{IndexMode::kOrdered, Layout::kZoned}),
                          [](const auto& info) {
-                           return info.param == IndexMode::kHash ? "Hash" : "Ordered";
+                           return std::string(info.param.layout == Layout::kZoned ? "Zoned" : "") +
+                                  (info.param.mode == IndexMode::kHash ? "Hash" : "Ordered");
                          });
 
 }  // namespace
