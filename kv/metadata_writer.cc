@@ -2,6 +2,7 @@
 // written by the log writer's thread; and the map written without it (WriteMapAlone).
 #include "kv/metadata_writer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -75,10 +76,17 @@ void MetadataWriter::QueueLeftZone(LeftZone zone) {
   queued_left_zone_count_.fetch_add(1, std::memory_order_release);
 }
 
+bool MetadataWriter::Over(const LeftZoneJob& job) const {
+  // Failed: nothing more is written, and the zone is finished at the next Open.
+  return job.done || (!job.submitted && error_.failed());
+}
+
 bool MetadataWriter::done() const {
   const bool map_done = segments_.map() == nullptr || error_.failed() ||
                         !segments_.map()->dirty();
-  return map_done && summary_jobs_.empty() && left_zone_jobs_.empty() &&
+  return map_done && summary_jobs_.empty() &&
+         std::all_of(left_zone_jobs_.begin(), left_zone_jobs_.end(),
+                     [this](const std::unique_ptr<LeftZoneJob>& job) { return Over(*job); }) &&
          queued_left_zone_count_.load(std::memory_order_acquire) == 0;
 }
 
@@ -93,10 +101,8 @@ bool MetadataWriter::SubmitLeftZones() {
     queued_left_zones_.clear();
     queued_left_zone_count_.store(0, std::memory_order_relaxed);
   }
-  std::erase_if(left_zone_jobs_, [this](const std::unique_ptr<LeftZoneJob>& job) {
-    // Failed: nothing more is written, and the zone is finished at the next Open.
-    return job->done || (!job->submitted && error_.failed());
-  });
+  std::erase_if(left_zone_jobs_,
+                [this](const std::unique_ptr<LeftZoneJob>& job) { return Over(*job); });
   bool submitted = false;
   for (const std::unique_ptr<LeftZoneJob>& job : left_zone_jobs_) {
     if (job->submitted) continue;

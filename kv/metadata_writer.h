@@ -163,6 +163,9 @@ class MetadataWriter {
     bool submitted = false;
     bool done = false;
   };
+  // Whether `job` needs nothing more: its zone given back, or never to be (the store failed).
+  // done() counts such a job gone before a pass erases it.
+  bool Over(const LeftZoneJob& job) const;
   std::vector<LeftZone> queued_left_zones_ ABSL_GUARDED_BY(queued_mu_);
   std::atomic<uint32_t> queued_left_zone_count_{0};
   std::vector<std::unique_ptr<LeftZoneJob>> left_zone_jobs_;
