@@ -27,6 +27,7 @@
 #include "kv/record_cache.h"
 #include "storage/base/status_macros.h"
 #include "storage/mem_device.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/replaced_operator_new.h"
 #include "tests/testutil/status_matchers.h"
 
@@ -122,11 +123,15 @@ TEST(OrderedIndexAllocationFailureTest, RoomMadeStaysMadeThroughErasesThatEmptyT
   EXPECT_EQ(pages, std::vector<uint64_t>{2});
 }
 
-// An engine on a 64 MiB in-memory device, without background compaction.
-absl::StatusOr<std::unique_ptr<Engine>> OpenOnMemDevice(IndexMode mode) {
+// An engine on a 64 MiB in-memory device, without background compaction: conventional, or zoned
+// (zones of 1 MiB, the size of the segments the conventional store takes).
+absl::StatusOr<std::unique_ptr<Engine>> OpenOnMemDevice(IndexMode mode, Layout layout) {
   storage::MemDeviceOptions mem;
   mem.lba_bytes = 4096;
   mem.lba_count = (64 << 20) / mem.lba_bytes;
+  if (layout == Layout::kZoned) {
+    mem.zones = {.zone_count = 64, .zone_blocks = 256, .capacity_blocks = 256};
+  }
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::MemDevice> device,
                         storage::MemDevice::Create(mem));
   Options options;
@@ -139,8 +144,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenOnMemDevice(IndexMode mode) {
 // kResourceExhausted, not thrown at the caller; nothing acknowledged before is lost, and the same
 // batch goes in once the memory is back. Each index mode on a thread of its own, whose write plan
 // has not grown yet.
-void WriteABatchWithoutMemoryForItsPlan(IndexMode mode) {
-  auto engine = OpenOnMemDevice(mode);
+void WriteABatchWithoutMemoryForItsPlan(IndexMode mode, Layout layout) {
+  auto engine = OpenOnMemDevice(mode, layout);
   ASSERT_THAT(engine, IsOk());
   for (int i = 0; i < 100; ++i) {
     const std::string key = KeyNumber(i);
@@ -181,10 +186,13 @@ void WriteABatchWithoutMemoryForItsPlan(IndexMode mode) {
 }
 
 TEST(EngineAllocationFailureTest, ABatchWithoutMemoryForItsPlanIsRefusedWholeAndLosesNothing) {
-  for (const IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
-    SCOPED_TRACE(mode == IndexMode::kHash ? "hash" : "ordered");
-    std::thread writer(WriteABatchWithoutMemoryForItsPlan, mode);
-    writer.join();
+  for (const Layout layout : {Layout::kConventional, Layout::kZoned}) {
+    for (const IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
+      SCOPED_TRACE(
+          absl::StrCat(LayoutName(layout), mode == IndexMode::kHash ? " hash" : " ordered"));
+      std::thread writer(WriteABatchWithoutMemoryForItsPlan, mode, layout);
+      writer.join();
+    }
   }
 }
 
@@ -262,8 +270,8 @@ TEST(RecordCacheAllocationFailureTest, AGhostThatCannotGrowForgetsSoonerAndThrow
 // Single puts while large allocations fail, until a head needs a new segment, whose key filter
 // (128 KiB or more) cannot be had: the put is refused with kResourceExhausted before a segment is
 // taken, every put acknowledged before reads back, and the puts go on once memory is back.
-void PutUntilASegmentCannotBeTaken(IndexMode mode) {
-  auto engine = OpenOnMemDevice(mode);
+void PutUntilASegmentCannotBeTaken(IndexMode mode, Layout layout) {
+  auto engine = OpenOnMemDevice(mode, layout);
   ASSERT_THAT(engine, IsOk());
   const std::string value(100, 'p');
   // Warm: what the puts grow (the thread's plan and queue, the index) has grown.
@@ -306,9 +314,13 @@ void PutUntilASegmentCannotBeTaken(IndexMode mode) {
 }
 
 TEST(EngineAllocationFailureTest, APutThatNeedsASegmentWithoutMemoryIsRefusedAndLosesNothing) {
-  for (const IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
-    std::thread writer(PutUntilASegmentCannotBeTaken, mode);
-    writer.join();
+  for (const Layout layout : {Layout::kConventional, Layout::kZoned}) {
+    for (const IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
+      SCOPED_TRACE(
+          absl::StrCat(LayoutName(layout), mode == IndexMode::kHash ? " hash" : " ordered"));
+      std::thread writer(PutUntilASegmentCannotBeTaken, mode, layout);
+      writer.join();
+    }
   }
 }
 
