@@ -3,7 +3,7 @@
 // or not. What may still allocate is amortized growth (a new segment's bookkeeping, a table that
 // grows), a small fraction of the puts; before, every put allocated one to three times. This
 // binary replaces the global operator new (tests/testutil/replaced_operator_new.h) to count the
-// allocations the test's own thread makes.
+// allocations the test's own thread makes. On a conventional device and on a zoned one.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include "kv/engine.h"
 #include "storage/mem_device.h"
 #include "tests/kv/engine_ops.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/replaced_operator_new.h"
 #include "tests/testutil/sanitizers.h"
 #include "tests/testutil/status_matchers.h"
@@ -42,6 +43,7 @@ struct WriteSetup {
   IndexMode mode;
   uint64_t cache_bytes;  // 0: hash-mode overwrites are written blind
   bool durable;
+  Layout layout = Layout::kConventional;  // zoned: zones of 1 MiB, the segments' size here
 };
 
 class WriteAllocationTest : public ::testing::TestWithParam<WriteSetup> {};
@@ -55,6 +57,9 @@ TEST_P(WriteAllocationTest, WarmSinglePutsAllocateNothing) {
   mem.lba_bytes = 4096;
   mem.lba_count = (64 << 20) / mem.lba_bytes;
   mem.volatile_write_cache = true;
+  if (setup.layout == Layout::kZoned) {
+    mem.zones = {.zone_count = 64, .zone_blocks = 256, .capacity_blocks = 256};
+  }
   auto device = storage::MemDevice::Create(mem);
   ASSERT_THAT(device, IsOk());
   Options options;
@@ -104,7 +109,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(WriteSetup{"HashCached", IndexMode::kHash, 32 << 20, false},
                       WriteSetup{"HashBlind", IndexMode::kHash, 0, false},
                       WriteSetup{"HashCachedDurable", IndexMode::kHash, 32 << 20, true},
-                      WriteSetup{"Ordered", IndexMode::kOrdered, 32 << 20, false}),
+                      WriteSetup{"Ordered", IndexMode::kOrdered, 32 << 20, false},
+                      WriteSetup{"ZonedHashCached", IndexMode::kHash, 32 << 20, false,
+                                 Layout::kZoned},
+                      WriteSetup{"ZonedHashBlind", IndexMode::kHash, 0, false, Layout::kZoned},
+                      WriteSetup{"ZonedHashCachedDurable", IndexMode::kHash, 32 << 20, true,
+                                 Layout::kZoned},
+                      WriteSetup{"ZonedOrdered", IndexMode::kOrdered, 32 << 20, false,
+                                 Layout::kZoned}),
     [](const ::testing::TestParamInfo<WriteSetup>& info) { return std::string(info.param.name); });
 
 }  // namespace
