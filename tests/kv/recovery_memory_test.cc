@@ -1,5 +1,5 @@
 // Memory that Open needs to recover a store, per key: what recovery keeps per key while it scans
-// the log must stay within a small multiple of the index it builds.
+// the log must stay within a small multiple of the index it builds (also on a zoned namespace).
 #include <malloc.h>
 
 #include <gmock/gmock.h>
@@ -16,6 +16,7 @@
 #include "kv/engine.h"
 #include "storage/mem_device.h"
 #include "tests/kv/mem_store.h"
+#include "tests/kv/test_store.h"
 #include "tests/testutil/sanitizers.h"
 #include "tests/testutil/status_matchers.h"
 
@@ -79,11 +80,15 @@ uint64_t PeakBytesAdded(F body) {
   return peak > before ? peak - before : 0;
 }
 
-storage::MemDeviceOptions Device() {
+// 40 MiB: conventional, or zoned (zones of 1 MiB, the segments' size here).
+storage::MemDeviceOptions Device(Layout layout = Layout::kConventional) {
   storage::MemDeviceOptions mem;
   mem.lba_bytes = 4096;
   mem.lba_count = (40 << 20) / mem.lba_bytes;
   mem.volatile_write_cache = false;
+  if (layout == Layout::kZoned) {
+    mem.zones = {.zone_count = 40, .zone_blocks = 256, .capacity_blocks = 256};
+  }
   return mem;
 }
 
@@ -137,8 +142,9 @@ std::shared_ptr<storage::MemStorage> CrashedAfterACheckpoint(uint64_t count, Ind
 }
 
 // Writes keys [0, count) and overwrites the first quarter, in batches; returns the storage.
-std::shared_ptr<storage::MemStorage> StoreWith(uint64_t count, bool checkpoint = false) {
-  auto device = storage::MemDevice::Create(Device());
+std::shared_ptr<storage::MemStorage> StoreWith(uint64_t count, bool checkpoint = false,
+                                               Layout layout = Layout::kConventional) {
+  auto device = storage::MemDevice::Create(Device(layout));
   EXPECT_THAT(device, IsOk());
   if (!device.ok()) return nullptr;
   std::shared_ptr<storage::MemStorage> bytes = (*device)->storage();
@@ -166,9 +172,9 @@ std::shared_ptr<storage::MemStorage> StoreWith(uint64_t count, bool checkpoint =
 // Peak memory Open adds on `bytes` in one pass over the log (its tables whole: a budget for
 // them that any fits), and the live keys and index bytes it ended with.
 uint64_t PeakOfOpen(const std::shared_ptr<storage::MemStorage>& bytes, EngineStats* stats,
-                    IndexMode mode = IndexMode::kHash) {
+                    IndexMode mode = IndexMode::kHash, Layout layout = Layout::kConventional) {
   return PeakBytesAdded([&] {
-    auto device = storage::MemDevice::Open(bytes, Device());
+    auto device = storage::MemDevice::Open(bytes, Device(layout));
     ASSERT_THAT(device, IsOk());
     Options options = StoreOptions();
     options.index_mode = mode;
@@ -181,32 +187,36 @@ uint64_t PeakOfOpen(const std::shared_ptr<storage::MemStorage>& bytes, EngineSta
   });
 }
 
-TEST(RecoveryMemoryTest, RecoveryNeedsLittleMoreMemoryPerKeyThanTheIndex) {
+class RecoveryMemoryLayoutTest : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(RecoveryMemoryLayoutTest, RecoveryNeedsLittleMoreMemoryPerKeyThanTheIndex) {
   if (const char* why = WhyPeaksCannotBeMeasured()) GTEST_SKIP() << why;
-  std::shared_ptr<storage::MemStorage> empty = StoreWith(0);
-  std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys);
+  const Layout layout = GetParam();
+  std::shared_ptr<storage::MemStorage> empty = StoreWith(0, /*checkpoint=*/false, layout);
+  std::shared_ptr<storage::MemStorage> full = StoreWith(kKeys, /*checkpoint=*/false, layout);
   ASSERT_NE(empty, nullptr);
   ASSERT_NE(full, nullptr);
   for (IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
     EngineStats stats;
     // Once first, unmeasured: heap fragments left by loading the store (which malloc_trim cannot
     // return) would otherwise be reused by the measured Open and hide part of its memory.
-    PeakOfOpen(full, &stats, mode);
+    PeakOfOpen(full, &stats, mode, layout);
     // The same geometry without keys: what Open costs whatever the store holds (queues, buffers,
     // threads; recovery reads every segment either way).
     // Each is the least of three Opens: what else the process does meanwhile (threads starting,
     // their heap arenas) only ever adds to a peak, by up to a megabyte on a loaded machine.
     uint64_t fixed = UINT64_MAX, peak = UINT64_MAX;
     for (int run = 0; run < 3; ++run) {
-      fixed = std::min(fixed, PeakOfOpen(empty, &stats, mode));
+      fixed = std::min(fixed, PeakOfOpen(empty, &stats, mode, layout));
       ASSERT_EQ(stats.live_keys, 0u);
-      peak = std::min(peak, PeakOfOpen(full, &stats, mode));
+      peak = std::min(peak, PeakOfOpen(full, &stats, mode, layout));
     }
     ASSERT_EQ(stats.live_keys, kKeys);
     const double per_key = static_cast<double>(peak > fixed ? peak - fixed : 0) / kKeys;
-    std::printf("%s: open %.1f MiB fixed, %.1f bytes per key of peak memory (index %.1f), "
+    std::printf("%s %s: open %.1f MiB fixed, %.1f bytes per key of peak memory (index %.1f), "
                 "one pass in %.2f s\n",
-                mode == IndexMode::kHash ? "hash" : "ordered", fixed / 1048576.0, per_key,
+                LayoutName(layout), mode == IndexMode::kHash ? "hash" : "ordered",
+                fixed / 1048576.0, per_key,
                 stats.index_bytes_per_key, stats.recovery_seconds);
     // The index takes about 9 bytes per key (hash) or 75 (ordered). Recovery keeps a 24-byte entry per key in
     // sub-tables that grow one at a time (kv/newest_records.h), 70-88% full (27-34 bytes per key),
@@ -226,6 +236,10 @@ TEST(RecoveryMemoryTest, RecoveryNeedsLittleMoreMemoryPerKeyThanTheIndex) {
     EXPECT_LE(stats.recovery_table_bytes, peak - fixed);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, RecoveryMemoryLayoutTest,
+                         ::testing::Values(Layout::kConventional, Layout::kZoned),
+                         [](const auto& info) { return std::string(LayoutName(info.param)); });
 
 // Stats say how large recovery's table of newest records grew for one shard: 24 bytes per key of
 // the shard at 50-100% load (kv/newest_records.h), in both modes (ordered mode's index holds the
