@@ -14,11 +14,11 @@
 #   engine       engine_device_test: the engine through /dev/ng0n1 and /dev/nvme0n1, and a store
 #                written through one node and read through the other
 # and in zns, where NVKV_TEST_ZONED=1, the same binaries run only their zoned-namespace tests
-# (the zone commands through passthrough; a store on the zones through the generic node, and
-# the block node refused; the sessions with --shards 2 after the default 4 shards are refused),
-# then
-#   engine-512   engine_device_test's zoned tests again on the second zoned namespace,
-#                /dev/ng0n2, of 512-byte LBAs
+# (the zone commands through passthrough; the engine's device behaviour tests and a store on the
+# zones through the generic node, and the block node refused; the sessions with --shards 2 after
+# the default 4 shards are refused), then
+#   engine-512   engine_device_test's tests again on the second zoned namespace, /dev/ng0n2, of
+#                512-byte LBAs
 #   soak         nvkv-soak on /dev/ng0n1 with 2 shards for NVKV_VM_ZONED_SOAK_SECONDS (45):
 #                a writer killed with SIGKILL again and again inside the guest, the store
 #                reopened and checked against every acknowledged write each time
@@ -100,11 +100,11 @@ EOF
   cat <<'EOF'
 if [ "$NVKV_TEST_ZONED" = 1 ]; then
   step device gtest nvme_device_test --gtest_filter='NvmeZonedTest.*'
-  step engine gtest engine_device_test --gtest_filter='*EngineZonedTest.*'
+  step engine gtest engine_device_test --gtest_filter='*EngineZonedTest.*:*EngineDeviceTest.*'
   # The second zoned namespace, of 512-byte LBAs.
   step engine-512 env NVKV_TEST_NVME="$NVKV_TEST_NVME_ZONED_512" \
     NVKV_TEST_BLOCK="$NVKV_TEST_BLOCK_ZONED_512" \
-    engine_device_test --gtest_filter='*EngineZonedTest.*' --gtest_color=no
+    engine_device_test --gtest_filter='*EngineZonedTest.*:*EngineDeviceTest.*' --gtest_color=no
 EOF
   if [[ -n "$soak" ]]; then
     # QEMU keeps no zone state across its own restarts: the writer is killed inside the guest,
