@@ -145,15 +145,17 @@ absl::Status MemStorage::InServiceLocked(uint64_t z) const {
   }
 }
 
-void MemStorage::RetireZone(uint64_t zone, ZoneState state) {
+bool MemStorage::RetireZone(uint64_t zone, ZoneState state, std::optional<ZoneState> only_from) {
   NVKV_CHECK(zone < zones_.zone_count &&
              (state == ZoneState::kReadOnly || state == ZoneState::kOffline));
   absl::MutexLock lock(&mu_);
+  if (only_from && zone_[zone].state != *only_from) return false;
   if (state == ZoneState::kOffline) {
     std::memset(bytes_ + zones_.StartOf(zone) * lba_bytes_, 0, zones_.zone_blocks * lba_bytes_);
     zone_[zone].written = 0;
   }
   zone_[zone].state = state;
+  return true;
 }
 
 absl::Status MemStorage::CheckReadable(uint64_t lba, uint32_t lba_count) const {

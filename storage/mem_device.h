@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -83,7 +84,9 @@ class MemStorage {
   absl::Status FinishZone(uint64_t zone_start);
   // What a drive does as its media wears: zone `zone` turns read-only (its data stays readable)
   // or offline (its data is gone). `state` is kReadOnly or kOffline; nothing changes it again.
-  void RetireZone(uint64_t zone, ZoneState state);
+  // With `only_from`, only a zone in that state changes; returns whether it did.
+  bool RetireZone(uint64_t zone, ZoneState state,
+                  std::optional<ZoneState> only_from = std::nullopt);
   // kDataLoss when the blocks from `lba` lie in an offline zone (a read of them fails).
   absl::Status CheckReadable(uint64_t lba, uint32_t lba_count) const;
   // The zones from `first_zone` on, at most `max`.

@@ -33,7 +33,9 @@
 // from their positions; compaction empties zones by reset; the zones' capacity, open and active
 // limits and Zone Append size vary by seed; the segment map lives in the metadata zones. There
 // the pages are taken by position wherever they landed, and the tally also requires resets and
-// pages that landed apart. What is not built on zones yet (summaries, checkpoints, heads resumed
+// pages that landed apart. In one zoned run of four the media takes a full zone of the log out of
+// service (read-only: its data stays readable) while the workload runs; compaction retires it
+// when its reset is refused, and nothing acknowledged may be lost (the tally requires both). What is not built on zones yet (summaries, checkpoints, heads resumed
 // in their zones) is required to be absent, so that the day it is built the test says so.
 #include <gtest/gtest.h>
 
@@ -262,6 +264,18 @@ std::optional<StoreOnDevice> StoreOf(const storage::MemStorage& storage, const C
 // tells the model which keys had records on it; returns whether it did. Pages that do not verify
 // as data pages (free, continuation, torn or unwritten), and pages written while it looked, are
 // left alone.
+// Zoned: the media takes a full zone of the log (one `rng` picks) out of service, read-only, as
+// worn media does. Returns whether there was one (a zone compaction resets meanwhile stays).
+bool MakeAFullZoneReadOnly(storage::MemStorage& storage, nvkv::SplitMix64& rng) {
+  std::vector<uint64_t> full;
+  for (const storage::ZoneDescriptor& zone : storage.Report(kMetadataZones, kZoneCount)) {
+    if (zone.state == storage::ZoneState::kFull) full.push_back(storage.zones().ZoneOf(zone.start));
+  }
+  if (full.empty()) return false;
+  return storage.RetireZone(full[rng.Next() % full.size()], storage::ZoneState::kReadOnly,
+                            storage::ZoneState::kFull);
+}
+
 bool DamageDataPage(storage::MemStorage& storage, const CrashRun& run, nvkv::SplitMix64& rng,
                     Model* model) {
   const uint32_t page_bytes = 4096;
@@ -323,6 +337,9 @@ struct CutTally {
   // Zoned: zones compaction emptied by reset, and runs of pages the reopens found landed apart
   // from their positions (kv/zone_places.h).
   uint64_t zone_resets = 0, place_runs_found = 0;
+  // Zoned: full zones the media made read-only during the workloads, and zones the engine had
+  // retired (Stats) at the ends of the lives.
+  uint64_t zones_made_read_only = 0, zones_retired = 0;
   // Runs whose power failed during a Close, or right after one (which wrote a checkpoint); and
   // reopens that read a checkpoint (after such a Close, or the clean close ending each check).
   uint64_t cut_in_close = 0, closed_before_the_cut = 0;
@@ -389,9 +406,16 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   // after it.
   const bool closes = rng.Next() % 4 == 0;
   const int steps = closes ? 20 + static_cast<int>(rng.Next() % 200) : 600;
+  // Zoned: one run in four has a full zone of the log turn read-only during the workload.
+  bool read_only_zone_due = run.zoned() && rng.Next() % 4 == 0;
   for (int step = 0; step < steps; ++step) {
     if (damaging && rng.Next() % 100 == 0 && device->fault_stats().powered) {
       if (DamageDataPage(*storage, run, rng, model)) ++tally->pages_damaged;
+    }
+    if (read_only_zone_due && rng.Next() % 50 == 0 && device->fault_stats().powered &&
+        MakeAFullZoneReadOnly(*storage, rng)) {
+      read_only_zone_due = false;
+      ++tally->zones_made_read_only;
     }
     const std::string key = "k" + std::to_string(rng.Next() % 64);
     const uint64_t action = rng.Next() % 100;
@@ -603,6 +627,7 @@ void RunUntilCut(const CrashRun& run, int life, std::shared_ptr<storage::MemStor
   tally->blind_writes += stats.blind_writes;
   tally->stale_entries_settled += stats.stale_entries_settled;
   tally->zone_resets += stats.device.zones.resets;
+  tally->zones_retired += stats.device.zones.retired;
   (void)(*engine)->Close();
 }
 
@@ -1027,7 +1052,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "the log in passes (%llu of them in little memory, after %llu opens refused for "
               "it); %llu opens refused while a page of a log failed to read, %llu "
               "opened without needing it, %llu opened degraded; %llu zones reset, %llu runs of pages "
-              "found landed apart\n",
+              "found landed apart, %llu full zones made read-only, %llu zones retired\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
@@ -1056,7 +1081,9 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.opens_past_unread),
               static_cast<unsigned long long>(tally.degraded_opens),
               static_cast<unsigned long long>(tally.zone_resets),
-              static_cast<unsigned long long>(tally.place_runs_found));
+              static_cast<unsigned long long>(tally.place_runs_found),
+              static_cast<unsigned long long>(tally.zones_made_read_only),
+              static_cast<unsigned long long>(tally.zones_retired));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
   EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
   EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
@@ -1075,6 +1102,9 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
     // device carries appends out in a seeded order).
     EXPECT_GT(tally.zone_resets, tally.runs);
     EXPECT_GT(tally.place_runs_found, tally.runs);
+    // Full zones turned read-only under the workload, and compaction retired such zones.
+    EXPECT_GT(tally.zones_made_read_only, 0u);
+    EXPECT_GT(tally.zones_retired, 0u);
     // Not built on zones yet (kv/FORMAT.md "Where the engine stands"): summaries, checkpoints
     // (refused while running; a Close writes none), heads resumed in their zones. When they are,
     // the expectations below become the conventional ones.
