@@ -321,10 +321,13 @@ absl::Status LogReplay::ScanRead(SegmentBuffer& read, size_t position) {
   }
   // (Unless the device says the zone is offline: its pages are unread ones, whose records an Open
   // goes without only when degraded, as for any page it cannot read.)
-  if (failed == g_.pages_per_segment && !ZoneOffline(segment)) {
-    return absl::Status(read.status().code(),
-                        absl::StrCat("segment ", segment, ": no page of it can be read: ",
-                                     read.status().message()));
+  if (failed == g_.pages_per_segment) {
+    if (!ZoneOffline(segment)) {
+      return absl::Status(read.status().code(),
+                          absl::StrCat("segment ", segment, ": no page of it can be read: ",
+                                       read.status().message()));
+    }
+    unread_zone_offline_ = true;
   }
   const auto page_at = [&read](uint32_t i) { return read.page(i); };
   const SegmentScanResult scan = ScanSegment(
@@ -444,7 +447,8 @@ bool LogReplay::ZoneOffline(uint64_t segment) {
 
 // Why an Open that is not degraded fails when pages of the log could not be read (NoteUnread):
 // a read that fails now may work at the next Open, and an Open without their records would
-// hand out their sequences again and leave their batches half there for compaction to find.
+// hand out their sequences again and leave their batches half there for compaction to find. (Of
+// an offline zone they never read again: only a degraded Open goes on.)
 absl::Status LogReplay::UnreadRefusal() const {
   const std::vector<uint64_t>& unread = report_.unread_pages;
   constexpr size_t kNamed = 8;
@@ -453,10 +457,16 @@ absl::Status LogReplay::UnreadRefusal() const {
     absl::StrAppend(&pages, i == 0 ? "" : ", ", "page ", unread[i]);
   }
   if (unread.size() > kNamed) absl::StrAppend(&pages, " and ", unread.size() - kNamed, " more");
+  const char* const how = unread_zone_offline_
+                              ? "they lie in a zone the device took offline, which never reads "
+                                "again: open with Options::open_degraded (nvkv-cli --degraded) "
+                                "to go on without them"
+                              : "open it again once the device reads them, or with "
+                                "Options::open_degraded (nvkv-cli --degraded) to go on without "
+                                "them";
   return absl::UnavailableError(absl::StrCat(
       pages, " of the log cannot be read (", unread_why_,
-      "); the store does not open without their records: open it again once the device reads "
-      "them, or with Options::open_degraded (nvkv-cli --degraded) to go on without them"));
+      "); the store does not open without their records: ", how));
 }
 
 // After the first pass: what it found of each segment, for the segment table.

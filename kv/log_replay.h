@@ -127,6 +127,7 @@ class LogReplay {
   absl::Status refused_;
   std::string base_failed_;
   std::string unread_why_;  // the failed read of the first page NoteUnread noted
+  bool unread_zone_offline_ = false;  // some unread pages lie in a zone the device took offline
 };
 
 }  // namespace nvkv::kv

@@ -412,6 +412,10 @@ TEST_P(ZonedEngineTest, AnOfflineFreeZoneIsRetired) {
                                        EngineSeams{.recovery_reads_all = true});
     if (!degraded) {
       EXPECT_THAT(engine, StatusIs(absl::StatusCode::kUnavailable, "Zone Is Offline"));
+      // Not "open it again once the device reads them": an offline zone's data is gone.
+      EXPECT_THAT(engine, StatusIs(absl::StatusCode::kUnavailable,
+                                   "they lie in a zone the device took offline, which never "
+                                   "reads again: open with Options::open_degraded"));
       continue;
     }
     ASSERT_THAT(engine, IsOk());
