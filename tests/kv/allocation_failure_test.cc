@@ -27,6 +27,7 @@
 #include "kv/record_cache.h"
 #include "storage/base/status_macros.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
 #include "tests/kv/test_store.h"
 #include "tests/testutil/replaced_operator_new.h"
 #include "tests/testutil/status_matchers.h"
@@ -129,9 +130,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenOnMemDevice(IndexMode mode, Layout l
   storage::MemDeviceOptions mem;
   mem.lba_bytes = 4096;
   mem.lba_count = (64 << 20) / mem.lba_bytes;
-  if (layout == Layout::kZoned) {
-    mem.zones = {.zone_count = 64, .zone_blocks = 256, .capacity_blocks = 256};
-  }
+  if (layout == Layout::kZoned) SplitIntoWholeZones(&mem, 256);
   NVKV_ASSIGN_OR_RETURN(std::unique_ptr<storage::MemDevice> device,
                         storage::MemDevice::Create(mem));
   Options options;

@@ -45,6 +45,15 @@ inline storage::MemDeviceOptions ZonedMemStoreOptions(uint64_t segments, uint32_
   return options;
 }
 
+// Makes the device of `options` zoned: its blocks in zones of `zone_blocks`, each writable whole
+// (zone capacity at zone size). REQUIRES: options->lba_count a multiple of zone_blocks.
+inline void SplitIntoWholeZones(storage::MemDeviceOptions* options, uint64_t zone_blocks) {
+  NVKV_CHECK(options->lba_count % zone_blocks == 0);
+  options->zones = {.zone_count = options->lba_count / zone_blocks,
+                    .zone_blocks = zone_blocks,
+                    .capacity_blocks = zone_blocks};
+}
+
 // A copy of the bytes of `storage`; of a zoned storage, with each zone's state and write
 // pointer.
 inline std::shared_ptr<storage::MemStorage> CopyOf(const storage::MemStorage& storage) {

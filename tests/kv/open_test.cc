@@ -17,6 +17,7 @@
 #include "kv/engine.h"
 #include "kv/page_format.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -339,7 +340,7 @@ TEST(OpenTest, DeviceTooSmallIsAClearError) {
 // left untouched (zoned_open_test covers the rest of what a zoned format refuses).
 TEST(OpenTest, AZonedDeviceRefusesASegmentSizeNotItsZonesAndIsLeftUntouched) {
   MemDeviceOptions mem = MemOptions(64 * 256);
-  mem.zones = {.zone_count = 64, .zone_blocks = 256, .capacity_blocks = 256};
+  SplitIntoWholeZones(&mem, 256);
   auto device = MemDevice::Create(mem);
   ASSERT_THAT(device, IsOk());
   std::shared_ptr<MemStorage> storage = (*device)->storage();

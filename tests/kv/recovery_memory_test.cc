@@ -86,9 +86,7 @@ storage::MemDeviceOptions Device(Layout layout = Layout::kConventional) {
   mem.lba_bytes = 4096;
   mem.lba_count = (40 << 20) / mem.lba_bytes;
   mem.volatile_write_cache = false;
-  if (layout == Layout::kZoned) {
-    mem.zones = {.zone_count = 40, .zone_blocks = 256, .capacity_blocks = 256};
-  }
+  if (layout == Layout::kZoned) SplitIntoWholeZones(&mem, 256);
   return mem;
 }
 

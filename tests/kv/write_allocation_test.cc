@@ -16,6 +16,7 @@
 #include "kv/engine.h"
 #include "storage/mem_device.h"
 #include "tests/kv/engine_ops.h"
+#include "tests/kv/mem_store.h"
 #include "tests/kv/test_store.h"
 #include "tests/testutil/replaced_operator_new.h"
 #include "tests/testutil/sanitizers.h"
@@ -57,9 +58,7 @@ TEST_P(WriteAllocationTest, WarmSinglePutsAllocateNothing) {
   mem.lba_bytes = 4096;
   mem.lba_count = (64 << 20) / mem.lba_bytes;
   mem.volatile_write_cache = true;
-  if (setup.layout == Layout::kZoned) {
-    mem.zones = {.zone_count = 64, .zone_blocks = 256, .capacity_blocks = 256};
-  }
+  if (setup.layout == Layout::kZoned) SplitIntoWholeZones(&mem, 256);  // 1 MiB zones
   auto device = storage::MemDevice::Create(mem);
   ASSERT_THAT(device, IsOk());
   Options options;
