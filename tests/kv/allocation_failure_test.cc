@@ -184,15 +184,21 @@ void WriteABatchWithoutMemoryForItsPlan(IndexMode mode, Layout layout) {
   ASSERT_THAT((*engine)->Close(), IsOk());
 }
 
-TEST(EngineAllocationFailureTest, ABatchWithoutMemoryForItsPlanIsRefusedWholeAndLosesNothing) {
+// Runs `body` for each layout and index mode, each on a thread of its own (whose write plan and
+// queue have not grown yet).
+void OnEachLayoutAndMode(void (*body)(IndexMode, Layout)) {
   for (const Layout layout : {Layout::kConventional, Layout::kZoned}) {
     for (const IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
       SCOPED_TRACE(
           absl::StrCat(LayoutName(layout), mode == IndexMode::kHash ? " hash" : " ordered"));
-      std::thread writer(WriteABatchWithoutMemoryForItsPlan, mode, layout);
-      writer.join();
+      std::thread thread(body, mode, layout);
+      thread.join();
     }
   }
+}
+
+TEST(EngineAllocationFailureTest, ABatchWithoutMemoryForItsPlanIsRefusedWholeAndLosesNothing) {
+  OnEachLayoutAndMode(WriteABatchWithoutMemoryForItsPlan);
 }
 
 // The record cache's key map that cannot grow: Put keeps no key it has no room for and throws
@@ -313,14 +319,7 @@ void PutUntilASegmentCannotBeTaken(IndexMode mode, Layout layout) {
 }
 
 TEST(EngineAllocationFailureTest, APutThatNeedsASegmentWithoutMemoryIsRefusedAndLosesNothing) {
-  for (const Layout layout : {Layout::kConventional, Layout::kZoned}) {
-    for (const IndexMode mode : {IndexMode::kHash, IndexMode::kOrdered}) {
-      SCOPED_TRACE(
-          absl::StrCat(LayoutName(layout), mode == IndexMode::kHash ? " hash" : " ordered"));
-      std::thread writer(PutUntilASegmentCannotBeTaken, mode, layout);
-      writer.join();
-    }
-  }
+  OnEachLayoutAndMode(PutUntilASegmentCannotBeTaken);
 }
 
 }  // namespace
