@@ -64,8 +64,6 @@ class TestStore {
     return Engine::OpenOnDevice(std::move(*device), options);
   }
 
-  Layout layout() const { return layout_; }
-
  private:
   const Layout layout_;
   const std::string path_;
