@@ -207,7 +207,7 @@ std::optional<uint64_t> SegmentTable::BestVictim(CompactionPolicy policy, uint64
   for (uint64_t s = 0; s < segment_count_; ++s) {
     const Info& info = info_[s];
     if (info.state != SegmentState::kSealed || info.held_unread) continue;
-    if (with_writes_in_flight || info.pages_pending.load(std::memory_order_acquire) == 0) {
+    if (with_writes_in_flight || !WritesPending(s)) {
       candidates.push_back(s);
     }
   }
