@@ -428,16 +428,13 @@ absl::Status Compactor::EmptySegment(uint64_t segment, storage::ZoneState* out_o
   if (!shape_.geometry.zoned()) return WriteFreeMarkers(segment);
   // A reset zone, durably (a reset a cut undoes would bring the old log back): only then may a
   // head take it, and its positions land anew.
-  storage::IoRequest reset;
-  reset.op = storage::IoOp::kZoneReset;
-  reset.lba = shape_.LbaOf(shape_.geometry.FirstPageOf(segment));
-  if (absl::Status status = storage::RunOne(*queue_, reset); !status.ok()) {
+  const uint64_t zone = kMetadataZones + segment;
+  if (absl::Status status = storage::ResetZone(*queue_, zone); !status.ok()) {
     // A zone the device took out of service (read-only or offline) is retired: what it held
     // was copied out, and it is never written again. Any other failure is the store's error.
-    const absl::StatusOr<storage::ZoneDescriptor> zone =
-        storage::ReportZone(*queue_, kMetadataZones + segment);
-    if (!zone.ok() || !storage::OutOfService(zone->state)) return status;
-    *out_of_service = zone->state;
+    const absl::StatusOr<storage::ZoneDescriptor> report = storage::ReportZone(*queue_, zone);
+    if (!report.ok() || !storage::OutOfService(report->state)) return status;
+    *out_of_service = report->state;
     return absl::OkStatus();
   }
   NVKV_RETURN_IF_ERROR(storage::FlushDevice(*queue_));

@@ -297,10 +297,7 @@ absl::Status MoveMapWhenFull(SegmentMap& map, const Geometry& geometry, storage:
   if (started.ok()) started = ExpectSuperblockCopy(device, geometry, left, page);
   // The zone left is full on the device, or (a pointer a torn append left off a page boundary)
   // made so: only the current zone counts among the active ones.
-  storage::IoRequest finish;
-  finish.op = storage::IoOp::kZoneFinish;
-  finish.lba = device.info().zones.StartOf(left);
-  if (started.ok()) started = storage::RunOne(device, finish);
+  if (started.ok()) started = storage::FinishZone(device, left);
   if (started.ok()) {
     started = StartMetadataZone(device, geometry, move->superblock, move->zone, page);
   }

@@ -115,10 +115,7 @@ absl::Status StartMetadataZone(storage::Device& device, const Geometry& geometry
                                const Superblock& superblock, uint32_t zone,
                                const storage::Buffer& page) {
   const storage::DeviceInfo& info = device.info();
-  storage::IoRequest reset;
-  reset.op = storage::IoOp::kZoneReset;
-  reset.lba = info.zones.StartOf(zone);
-  NVKV_RETURN_IF_ERROR(storage::RunOne(device, reset));
+  NVKV_RETURN_IF_ERROR(storage::ResetZone(device, zone));
   Superblock copy = superblock;
   copy.copy = zone;
   EncodeSuperblock(copy, page.data, geometry.page_bytes);
@@ -178,19 +175,13 @@ absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geome
 absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,
                                  const Superblock& superblock, const storage::Buffer& page) {
   // Zone 1 emptied before copy 0 lands: a cut between them leaves no copy of an older store there.
-  storage::IoRequest reset;
-  reset.op = storage::IoOp::kZoneReset;
-  reset.lba = device.info().zones.StartOf(1);
-  NVKV_RETURN_IF_ERROR(storage::RunOne(device, reset));
+  NVKV_RETURN_IF_ERROR(storage::ResetZone(device, 1));
   for (uint32_t z = 0; z < kMetadataZones; ++z) {
     NVKV_RETURN_IF_ERROR(StartMetadataZone(device, geometry, superblock, z, page));
   }
   // Zone 1 holds its copy alone until the map first moves there: full, so that it does not count
   // among the device's active zones (the map's current zone, zone 0, does).
-  storage::IoRequest finish;
-  finish.op = storage::IoOp::kZoneFinish;
-  finish.lba = device.info().zones.StartOf(1);
-  return storage::RunOne(device, finish);
+  return storage::FinishZone(device, 1);
 }
 
 absl::StatusOr<MetadataZonesRead> ReadMetadataZones(

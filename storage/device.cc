@@ -196,4 +196,23 @@ absl::Status FlushDevice(Device& device) {
   return RunOne(device, request);
 }
 
+namespace {
+
+absl::Status RunZoneManagement(Device& device, IoOp op, uint64_t zone) {
+  IoRequest request;
+  request.op = op;
+  request.lba = device.info().zones.StartOf(zone);
+  return RunOne(device, request);
+}
+
+}  // namespace
+
+absl::Status ResetZone(Device& device, uint64_t zone) {
+  return RunZoneManagement(device, IoOp::kZoneReset, zone);
+}
+
+absl::Status FinishZone(Device& device, uint64_t zone) {
+  return RunZoneManagement(device, IoOp::kZoneFinish, zone);
+}
+
 }  // namespace nvkv::storage

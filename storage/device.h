@@ -322,6 +322,10 @@ absl::Status ReadBlocks(Device& device, uint64_t lba, uint32_t lba_count, const 
 absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer,
                          bool fua = false);
 absl::Status FlushDevice(Device& device);
+// Zone `zone` of a zoned device (info().zones) emptied (reset), or made full where its write
+// pointer stands (finish: it no longer counts among the device's open and active zones).
+absl::Status ResetZone(Device& device, uint64_t zone);
+absl::Status FinishZone(Device& device, uint64_t zone);
 // Reports `count` zones of a zoned device (info().zones) from zone `first` on (as many as there
 // are), a page of the report at a time. kFailedPrecondition without a zone model.
 absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t first,
