@@ -23,12 +23,14 @@
 #include "kv/engine_options.h"
 #include "kv/memory_headroom.h"
 #include "kv/metadata_writer.h"
+#include "kv/metadata_zones.h"
 #include "kv/page_runs.h"
 #include "kv/read_queue.h"
 #include "kv/store_open.h"
 #include "kv/zone_budget.h"
 #include "storage/base/check.h"
 #include "storage/base/status_macros.h"
+#include "storage/buffer_pool.h"
 
 namespace nvkv::kv {
 
@@ -120,6 +122,15 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now, const Superblock& sup
     segments_->AnnounceMore();
     NVKV_RETURN_IF_ERROR(
         WriteMapAlone(*segments_, shape_, *open_queue_, device_info_.volatile_write_cache));
+    if (shape_.geometry.zoned()) {
+      // The map's zone holds every map page now, durably: a superblock copy damaged (or lost to
+      // a cut) in the other zone is written again at once, not left as the store's only copy
+      // until the map next moves there.
+      const storage::BufferLease page = storage::BufferLease::Page(open_queue_->buffers());
+      NVKV_CHECK(page.valid());
+      NVKV_RETURN_IF_ERROR(RewriteIdleSuperblockCopy(*open_queue_, shape_.geometry, superblock,
+                                                     1 - *segment_map_->current_zone(), *page));
+    }
   }
   open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
   // A reader's store is what recovery found: nothing writes or cleans it.

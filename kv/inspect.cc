@@ -492,7 +492,8 @@ void Checker::CheckZoneSuperblocks() {
     } else {
       ++report_.pages_unreadable;
       Problem(absl::StrCat("superblock copy ", z, " (the first page of metadata zone ", z, "): ",
-                           fault, "; it is written again when the segment map next moves there"));
+                           fault, "; an Open for writing writes it again while the segment map ",
+                           "is in the other zone, else the map's move out of this one does"));
     }
   }
 }

@@ -172,6 +172,25 @@ absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geome
       "more writes; copy its data out and format it again"));
 }
 
+absl::Status RewriteIdleSuperblockCopy(storage::Device& device, const Geometry& geometry,
+                                       const Superblock& superblock, uint32_t idle,
+                                       const storage::Buffer& page) {
+  const absl::StatusOr<Superblock> first =
+      ReadOpeningCopy(device, device.info().zones.StartOf(idle), geometry.page_bytes, page).copy;
+  if (first.ok() && first->copy == idle &&
+      std::memcmp(first->store_id, superblock.store_id, sizeof(superblock.store_id)) == 0) {
+    return absl::OkStatus();
+  }
+  if (!ExpectSuperblockCopy(device, geometry, 1 - idle, page).ok()) return absl::OkStatus();
+  absl::Status status = StartMetadataZone(device, geometry, superblock, idle, page);
+  if (status.ok()) status = storage::FinishZone(device, idle);
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("writing superblock copy ", idle,
+                                                    " again: ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,
                                  const Superblock& superblock, const storage::Buffer& page) {
   // Zone 1 emptied before copy 0 lands: a cut between them leaves no copy of an older store there.

@@ -70,6 +70,16 @@ absl::Status CloseMetadataZone(storage::Device& device, const Geometry& geometry
 // holds none. A move of the map checks the zone it leaves so before it resets the other.
 absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geometry,
                                   uint32_t zone, const storage::Buffer& page);
+// Writes the first superblock copy of `idle`, the metadata zone the segment map is not in, again
+// when it does not hold one of `superblock`'s store that decodes (the media damaged it, or a cut
+// lost it): starts the zone afresh and finishes it, as a format leaves zone 1, so that each zone
+// holds a copy again. Only while the map's zone holds a copy that decodes, read back now (the
+// reset may take the only other one: a closing copy); else it leaves the zone as it is. Through
+// `page`. REQUIRES: the map's zone holds a copy of every map page, each completed (the reset
+// takes the older map pages of `idle`).
+absl::Status RewriteIdleSuperblockCopy(storage::Device& device, const Geometry& geometry,
+                                       const Superblock& superblock, uint32_t idle,
+                                       const storage::Buffer& page);
 // Lays down a new store's metadata zones: empties zone 1, then starts zone 0, then zone 1,
 // which it finishes (only the map's current zone counts among the device's active zones).
 absl::Status FormatMetadataZones(storage::Device& device, const Geometry& geometry,

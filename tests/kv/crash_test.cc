@@ -35,8 +35,12 @@
 // the pages are taken by position wherever they landed, and the tally also requires resets and
 // pages that landed apart. In one zoned run of four the media takes a full zone of the log out of
 // service (read-only: its data stays readable) while the workload runs; compaction retires it
-// when its reset is refused, and nothing acknowledged may be lost (the tally requires both). What is not built on zones yet (summaries, checkpoints, heads resumed
-// in their zones) is required to be absent, so that the day it is built the test says so.
+// when its reset is refused, and nothing acknowledged may be lost (the tally requires both). In
+// one zoned reopen of four the media damages the first superblock copy of the metadata zone the
+// map is not in (while both zones' first copies decode): the store opens from the other, and the
+// Open, a writer's, writes the copy again (the tally requires that it did).
+// What is not built on zones yet (summaries, checkpoints, heads resumed in their zones) is
+// required to be absent, so that the day it is built the test says so.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -276,6 +280,42 @@ bool MakeAFullZoneReadOnly(storage::MemStorage& storage, nvkv::SplitMix64& rng) 
                             storage::ZoneState::kFull);
 }
 
+// Zoned: whether the first page of metadata zone `zone` holds a superblock copy that decodes.
+bool FirstCopyDecodes(const storage::MemStorage& storage, uint32_t zone) {
+  const std::vector<uint8_t> page = storage.CopyOut(zone * kZoneBlocks, 4096 / storage.lba_bytes());
+  return DecodeSuperblock(page.data(), 4096).ok();
+}
+
+// Zoned: the metadata zone the segment map is in, as an Open finds it (kv/metadata_zones.h).
+std::optional<uint32_t> MapZone(const std::shared_ptr<storage::MemStorage>& storage,
+                                const CrashRun& run) {
+  const std::optional<StoreOnDevice> store = StoreOf(*storage, run);
+  if (!store) return std::nullopt;
+  auto device = MemDevice::Open(storage, MemOptions(run));
+  NVKV_CHECK(device.ok());
+  const std::vector<storage::ZoneDescriptor> report = storage->Report(0, kMetadataZones);
+  const storage::Buffer chunk = (*device)->buffers().GetChunk();
+  const absl::StatusOr<MetadataZonesRead> read = ReadMetadataZones(
+      **device, store->g, store->seed, 4096 / storage->lba_bytes(), {report[0], report[1]}, chunk,
+      [](uint64_t, const SegmentMapPageHeader&, const SegmentMapEntry*, uint64_t) {});
+  (*device)->buffers().PutChunk(chunk);
+  if (!read.ok()) return std::nullopt;
+  return read->current;
+}
+
+// Zoned: the media damages the first superblock copy of the metadata zone the map is not in,
+// when both zones' first copies decode (the store never loses its last one). Returns that zone
+// when it did.
+std::optional<uint32_t> DamageTheIdleSuperblockCopy(
+    const std::shared_ptr<storage::MemStorage>& storage, const CrashRun& run) {
+  if (!FirstCopyDecodes(*storage, 0) || !FirstCopyDecodes(*storage, 1)) return std::nullopt;
+  const std::optional<uint32_t> map_zone = MapZone(storage, run);
+  if (!map_zone) return std::nullopt;
+  const uint32_t idle = 1 - *map_zone;
+  storage->Corrupt(idle * kZoneBlocks * storage->lba_bytes() + 40, 1);
+  return idle;
+}
+
 bool DamageDataPage(storage::MemStorage& storage, const CrashRun& run, nvkv::SplitMix64& rng,
                     Model* model) {
   const uint32_t page_bytes = 4096;
@@ -340,6 +380,9 @@ struct CutTally {
   // Zoned: full zones the media made read-only during the workloads, and zones the engine had
   // retired (Stats) at the ends of the lives.
   uint64_t zones_made_read_only = 0, zones_retired = 0;
+  // Zoned: first superblock copies the media damaged before a reopen in the zone the map was not
+  // in, each found decoding again after that reopen and its Close.
+  uint64_t idle_copies_written_again = 0;
   // Runs whose power failed during a Close, or right after one (which wrote a checkpoint); and
   // reopens that read a checkpoint (after such a Close, or the clean close ending each check).
   uint64_t cut_in_close = 0, closed_before_the_cut = 0;
@@ -870,6 +913,13 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
     TryOpensWhileAPageFailsToRead(run, life, storage, mode, tally);
     ASSERT_FALSE(::testing::Test::HasFailure()) << "opens while a page fails to read";
   }
+  // Zoned: one reopen in four after the media damaged a superblock copy in the zone the map is
+  // not in.
+  nvkv::SplitMix64 rng(LifeSeed(run, life) ^ 0x5eed);
+  std::optional<uint32_t> idle_copy_damaged;
+  if (run.zoned() && rng.Next() % 4 == 0) {
+    idle_copy_damaged = DamageTheIdleSuperblockCopy(storage, run);
+  }
   auto mem = MemDevice::Open(storage, MemOptions(run));
   ASSERT_THAT(mem, IsOk());
   // (Background compaction may run meanwhile: it moves records, never changes what a read
@@ -978,6 +1028,11 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   WriteOp op{false, "after", "crash"};
   ASSERT_THAT((*engine)->Write(std::span<const WriteOp>(&op, 1), true), IsOk());
   ASSERT_THAT((*engine)->Close(), IsOk());
+  if (idle_copy_damaged.has_value()) {
+    ASSERT_TRUE(FirstCopyDecodes(*storage, *idle_copy_damaged))
+        << "the reopen left superblock copy " << *idle_copy_damaged << " damaged";
+    ++tally->idle_copies_written_again;
+  }
   keys.insert("after");
   read_all = ReadAllOfCopy(*storage, run, mode, keys);
   auto copy = MemDevice::Open(CopyOf(*storage), MemOptions(run));
@@ -1052,7 +1107,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "the log in passes (%llu of them in little memory, after %llu opens refused for "
               "it); %llu opens refused while a page of a log failed to read, %llu "
               "opened without needing it, %llu opened degraded; %llu zones reset, %llu runs of pages "
-              "found landed apart, %llu full zones made read-only, %llu zones retired\n",
+              "found landed apart, %llu full zones made read-only, %llu zones retired; %llu "
+              "superblock copies damaged and written again by the reopen\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
@@ -1083,7 +1139,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.zone_resets),
               static_cast<unsigned long long>(tally.place_runs_found),
               static_cast<unsigned long long>(tally.zones_made_read_only),
-              static_cast<unsigned long long>(tally.zones_retired));
+              static_cast<unsigned long long>(tally.zones_retired),
+              static_cast<unsigned long long>(tally.idle_copies_written_again));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
   EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
   EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
@@ -1105,6 +1162,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
     // Full zones turned read-only under the workload, and compaction retired such zones.
     EXPECT_GT(tally.zones_made_read_only, 0u);
     EXPECT_GT(tally.zones_retired, 0u);
+    // Superblock copies damaged, the idle zone's written again by the reopen.
+    EXPECT_GT(tally.idle_copies_written_again, 0u);
     // Not built on zones yet (kv/FORMAT.md "Where the engine stands"): summaries, checkpoints
     // (refused while running; a Close writes none), heads resumed in their zones. When they are,
     // the expectations below become the conventional ones.
