@@ -120,17 +120,10 @@ absl::Status Engine::Impl::StartEngine(bool formatted_now, const Superblock& sup
   }
   if (!read_only_) {
     segments_->AnnounceMore();
-    NVKV_RETURN_IF_ERROR(
-        WriteMapAlone(*segments_, shape_, *open_queue_, device_info_.volatile_write_cache));
-    if (shape_.geometry.zoned()) {
-      // The map's zone holds every map page now, durably: a superblock copy damaged (or lost to
-      // a cut) in the other zone is written again at once, not left as the store's only copy
-      // until the map next moves there.
-      const storage::BufferLease page = storage::BufferLease::Page(open_queue_->buffers());
-      NVKV_CHECK(page.valid());
-      NVKV_RETURN_IF_ERROR(RewriteIdleSuperblockCopy(*open_queue_, shape_.geometry, superblock,
-                                                     1 - *segment_map_->current_zone(), *page));
-    }
+    NVKV_RETURN_IF_ERROR(shape_.geometry.zoned()
+                             ? WriteMapOnZones(superblock)
+                             : WriteMapAlone(*segments_, shape_, *open_queue_,
+                                             device_info_.volatile_write_cache));
   }
   open_queue_.reset();  // superblocks, format and recovery are done: give back its buffers
   // A reader's store is what recovery found: nothing writes or cleans it.
@@ -241,6 +234,24 @@ absl::Status Engine::Impl::Recover() {
     return storage::FlushDevice(*open_queue_);
   }
   return absl::OkStatus();
+}
+
+absl::Status Engine::Impl::WriteMapOnZones(const Superblock& superblock) {
+  {
+    const storage::BufferLease page = storage::BufferLease::Page(open_queue_->buffers());
+    NVKV_CHECK(page.valid());
+    NVKV_RETURN_IF_ERROR(AlignMetadataZone(*open_queue_, shape_.geometry,
+                                           *segment_map_->current_zone(), *page));
+  }
+  NVKV_RETURN_IF_ERROR(
+      WriteMapAlone(*segments_, shape_, *open_queue_, device_info_.volatile_write_cache));
+  // The map's zone (it may have moved) holds every map page now, durably: a superblock copy
+  // damaged (or lost to a cut) in the other zone is written again at once, not left as the
+  // store's only copy until the map next moves there.
+  const storage::BufferLease page = storage::BufferLease::Page(open_queue_->buffers());
+  NVKV_CHECK(page.valid());
+  return RewriteIdleSuperblockCopy(*open_queue_, shape_.geometry, superblock,
+                                   1 - *segment_map_->current_zone(), *page);
 }
 
 absl::Status Engine::Impl::SettleZones() {

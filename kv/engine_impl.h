@@ -77,6 +77,10 @@ class Engine::Impl final {
   // are retired (readers too); and unless read-only, the zones of free segments that hold data
   // are reset (a head starts there afresh) and active zones no head goes on with are finished.
   absl::Status SettleZones();
+  // Zoned, a writer's Open: the map written where recovery found it (its zone first filled up to
+  // a page boundary where a cut tore an append), then the other metadata zone's superblock copy
+  // written again if it does not decode (metadata_zones.h).
+  absl::Status WriteMapOnZones(const Superblock& superblock);
   absl::Status Close();
   EngineStats Stats();
   absl::Status CheckOpen() const;

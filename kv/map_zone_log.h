@@ -38,8 +38,8 @@ class MapZoneLog {
   // Where the map stands as Open found it.
   struct Found {
     uint32_t current = 0;     // the zone map writes go to
-    // Pages of it below its write pointer (its capacity when full, or when the pointer is not
-    // on a page boundary: an append a cut tore; nothing more goes there).
+    // Pages of it below its write pointer (its capacity when full), a page an append a cut tore
+    // part way counted whole (a writer's Open fills it up: AlignMetadataZone).
     uint64_t pages_used = 1;
     // It holds a copy of every map page (else each page counts as missing, to be written again).
     bool holds_every_page = true;

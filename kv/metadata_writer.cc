@@ -295,8 +295,8 @@ absl::Status MoveMapWhenFull(SegmentMap& map, const Geometry& geometry, storage:
     started = CloseMetadataZone(device, geometry, move->superblock, left, page);
   }
   if (started.ok()) started = ExpectSuperblockCopy(device, geometry, left, page);
-  // The zone left is full on the device, or (a pointer a torn append left off a page boundary)
-  // made so: only the current zone counts among the active ones.
+  // The zone left is full on the device (its closing copy or its capacity written), or made so:
+  // only the current zone counts among the active ones.
   if (started.ok()) started = storage::FinishZone(device, left);
   if (started.ok()) {
     started = StartMetadataZone(device, geometry, move->superblock, move->zone, page);

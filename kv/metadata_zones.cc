@@ -172,6 +172,34 @@ absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geome
       "more writes; copy its data out and format it again"));
 }
 
+absl::Status AlignMetadataZone(storage::Device& device, const Geometry& geometry, uint32_t zone,
+                               const storage::Buffer& page) {
+  const storage::DeviceInfo& info = device.info();
+  NVKV_ASSIGN_OR_RETURN(const storage::ZoneDescriptor report, storage::ReportZone(device, zone));
+  const uint32_t blocks_per_page = geometry.page_bytes / info.lba_bytes;
+  const uint64_t torn = (report.write_pointer - report.start) % blocks_per_page;
+  if (report.state == storage::ZoneState::kFull || torn == 0) return absl::OkStatus();
+  std::memset(page.data, 0, geometry.page_bytes);
+  storage::IoRequest append;
+  append.op = storage::IoOp::kZoneAppend;
+  append.fua = true;
+  append.lba = report.start;
+  append.lba_count = static_cast<uint32_t>(blocks_per_page - torn);
+  append.buffer = page;
+  absl::Status status = storage::RunOne(device, append);
+  if (status.ok() && append.appended_lba != report.write_pointer) {
+    status = absl::DataLossError(absl::StrCat("landed at LBA ", append.appended_lba,
+                                              ", not at the write pointer (LBA ",
+                                              report.write_pointer, ")"));
+  }
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat(
+        info.path, ": filling the page a cut tore in metadata zone ", zone, ": ",
+        status.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RewriteIdleSuperblockCopy(storage::Device& device, const Geometry& geometry,
                                        const Superblock& superblock, uint32_t idle,
                                        const storage::Buffer& page) {

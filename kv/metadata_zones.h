@@ -70,6 +70,13 @@ absl::Status CloseMetadataZone(storage::Device& device, const Geometry& geometry
 // holds none. A move of the map checks the zone it leaves so before it resets the other.
 absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geometry,
                                   uint32_t zone, const storage::Buffer& page);
+// Fills the rest of the page that an append a cut tore part way in metadata zone `zone` (the
+// map's) with zeros, by a Zone Append with FUA of the blocks up to the next page boundary, so
+// that the map's next pages land on whole pages and the zone keeps its last page for its
+// closing copy. Nothing when the zone's write pointer is on a page boundary, or it is full.
+// Through `page`, a page buffer (zeroed).
+absl::Status AlignMetadataZone(storage::Device& device, const Geometry& geometry, uint32_t zone,
+                               const storage::Buffer& page);
 // Writes the first superblock copy of `idle`, the metadata zone the segment map is not in, again
 // when it does not hold one of `superblock`'s store that decodes (the media damaged it, or a cut
 // lost it): starts the zone afresh and finishes it, as a format leaves zone 1, so that each zone

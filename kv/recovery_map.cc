@@ -31,14 +31,16 @@ absl::Status ReadMapZones(const StoreShape& shape, storage::Device& device,
                                    : current.write_pointer - current.start;
   MapZoneLog::Found found;
   found.current = read.current;
-  // A pointer off a page boundary (an append a cut tore part way) leaves no place an append
-  // could land on whole: the zone counts as full, and the map moves before its next write.
-  found.pages_used = used_blocks % shape.blocks_per_page != 0
-                         ? shape.geometry.pages_per_segment
-                         : std::min<uint64_t>(shape.geometry.pages_per_segment,
-                                              used_blocks / shape.blocks_per_page);
+  // A pointer off a page boundary (an append a cut tore part way): a writer's Open fills the
+  // torn page's last blocks with zeros before its first map write (AlignMetadataZone), and the
+  // places go on after it. That page, whole below the pointer then, fails to verify: every map
+  // page is written again after it, which supersedes it (ReadMetadataZones).
+  const bool torn = used_blocks % shape.blocks_per_page != 0;
+  found.pages_used = std::min<uint64_t>(
+      shape.geometry.pages_per_segment,
+      (used_blocks + shape.blocks_per_page - 1) / shape.blocks_per_page);
   // A map that said nothing (a damaged copy) is written again whole.
-  found.holds_every_page = read.holds_every_page && read.damaged_pages == 0;
+  found.holds_every_page = read.holds_every_page && read.damaged_pages == 0 && !torn;
   map.ResumeZones(found, read.next_write_count);
   return absl::OkStatus();
 }

@@ -114,9 +114,9 @@ TEST(MapZoneLogTest, AFailedAppendCountsItsPageMissingAgain) {
   EXPECT_EQ(log.MoveTarget()->zone, 1u);
 }
 
-// A zone Open found full (or with a pointer a torn append left off a page boundary) that lacks
-// a copy of some page moves all the same: the move writes every page again, and a page whose
-// only copy the reset took says nothing meanwhile (recovery reads its segments).
+// A zone Open found full that lacks a copy of some page moves all the same: the move writes
+// every page again, and a page whose only copy the reset took says nothing meanwhile (recovery
+// reads its segments).
 TEST(MapZoneLogTest, AFullZoneMovesEvenWhenItLacksAPage) {
   const Geometry g = ZonedGeometry(8);
   MapZoneLog log(g, StoreSuperblock(g.segment_count + kMetadataZones));

@@ -127,26 +127,28 @@ void Workload(Engine& engine, int rounds, std::map<std::string, std::string>* mo
   std::erase_if(*absent, [&](const std::string& key) { return model->count(key) > 0; });
 }
 
-// A store written 3 rounds (Workload) on a fresh device that keeps 4 zones active, read back and
-// closed: its storage, with `model` and `absent` as written.
-std::shared_ptr<storage::MemStorage> WrittenAndClosed(bool ordered,
-                                                      std::map<std::string, std::string>* model,
-                                                      std::vector<std::string>* absent) {
-  auto made = storage::MemDevice::Create(ZonedOptions(/*max_active=*/4));
+// A store written `rounds` rounds (Workload) on a fresh device of `options` (by default one that
+// keeps 4 zones active), read back and closed: its storage, with `model` and `absent` as written.
+std::shared_ptr<storage::MemStorage> WrittenAndClosed(
+    bool ordered, std::map<std::string, std::string>* model, std::vector<std::string>* absent,
+    const storage::MemDeviceOptions& options = ZonedOptions(/*max_active=*/4), int rounds = 3) {
+  auto made = storage::MemDevice::Create(options);
   NVKV_CHECK(made.ok());
   std::shared_ptr<storage::MemStorage> storage = (*made)->storage();
   auto engine = Engine::OpenOnDevice(std::move(*made), StoreOptions(ordered));
   EXPECT_THAT(engine, IsOk());
   if (!engine.ok()) return storage;
-  Workload(**engine, 3, model, absent);
+  Workload(**engine, rounds, model, absent);
   ExpectHolds(**engine, *model, *absent);
   EXPECT_THAT((*engine)->Close(), IsOk());
   return storage;
 }
 
-// The superblock copies of the metadata zones on `storage` as an Open finds them.
-ZoneSuperblocks CopiesOn(const std::shared_ptr<storage::MemStorage>& storage) {
-  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+// The superblock copies of the metadata zones on `storage` (made with `options`) as an Open
+// finds them.
+ZoneSuperblocks CopiesOn(const std::shared_ptr<storage::MemStorage>& storage,
+                         const storage::MemDeviceOptions& options = ZonedOptions(4)) {
+  auto device = storage::MemDevice::Open(storage, options);
   NVKV_CHECK(device.ok());
   const storage::Buffer chunk = (*device)->buffers().GetChunk();
   absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(**device, chunk);
@@ -168,7 +170,7 @@ std::optional<uint32_t> IdleMetadataZone(storage::MemStorage& storage) {
 
 // Flips a byte of the first superblock copy of metadata zone `zone`: it no longer decodes.
 void DamageFirstCopy(storage::MemStorage& storage, uint32_t zone) {
-  storage.Corrupt(zone * kZoneBlocks * kBlock + 40, 1);
+  storage.Corrupt(storage.zones().StartOf(zone) * storage.lba_bytes() + 40, 1);
 }
 
 // The device keeps only as many zones active as a store of 2 shards needs (4): heads that leave
@@ -551,6 +553,60 @@ TEST_P(ZonedEngineTest, OpenWritesADamagedCopyInTheIdleMetadataZoneAgain) {
       << "the copy alone, finished: not among the active zones";
   DamageFirstCopy(*storage, 1 - *idle);
   auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+  ASSERT_THAT(device, IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+  ASSERT_THAT(engine, IsOk());
+  ExpectHolds(**engine, model, absent);
+}
+
+// A device of 512-byte blocks, zones as ZonedOptions(4)'s in bytes: a 4 KiB page is 8 blocks, so a
+// cut can tear an append part way.
+storage::MemDeviceOptions SmallBlockOptions() {
+  storage::MemDeviceOptions options;
+  options.lba_bytes = 512;
+  options.zones = {.zone_count = kZones,
+                   .zone_blocks = kZoneBlocks * 8,
+                   .capacity_blocks = kCapacity * 8,
+                   .max_open = 4,
+                   .max_active = 4,
+                   .max_append_blocks = 64};
+  options.lba_count = options.zones.zone_count * options.zones.zone_blocks;
+  return options;
+}
+
+// A map append a cut tore part way leaves the map's zone's write pointer off a page boundary. A
+// writer's Open fills that page up with zeros and the map goes on after it, the zone keeping its
+// last page for its closing copy: so with the zone's first copy damaged as well, the store goes
+// on taking writes, and when the map moves on, the zone it leaves ends with its closing copy.
+TEST_P(ZonedEngineTest, AMapAppendACutToreLeavesRoomForTheClosingCopy) {
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  const std::shared_ptr<storage::MemStorage> storage =
+      WrittenAndClosed(GetParam(), &model, &absent, SmallBlockOptions(), /*rounds=*/1);
+  const std::optional<uint32_t> idle = IdleMetadataZone(*storage);
+  ASSERT_TRUE(idle.has_value());
+  const uint32_t map_zone = 1 - *idle;
+  // The first 3 blocks of a map page's 8, as a cut tears an append.
+  const std::vector<uint8_t> torn(3 * 512, 0xab);
+  ASSERT_THAT(storage->Append(storage->zones().StartOf(map_zone), 3, torn.data()), IsOk());
+  DamageFirstCopy(*storage, map_zone);
+  int reopens = 0;
+  while (IdleMetadataZone(*storage) != map_zone) {
+    ASSERT_LT(++reopens, 60) << "the map never moved on";
+    auto device = storage::MemDevice::Open(storage, SmallBlockOptions());
+    ASSERT_THAT(device, IsOk());
+    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    ASSERT_THAT(engine, IsOk());
+    ExpectHolds(**engine, model, absent);
+    Workload(**engine, 1, &model, &absent);
+    ASSERT_THAT((*engine)->CompactAll(), IsOk());
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  const storage::ZoneDescriptor left = storage->Report(map_zone, 1)[0];
+  const std::vector<uint8_t> closing =
+      storage->CopyOut(left.start + left.capacity - 8, /*lba_count=*/8);
+  EXPECT_THAT(DecodeSuperblock(closing.data(), 4096), IsOk()) << "the zone's closing copy";
+  auto device = storage::MemDevice::Open(storage, SmallBlockOptions());
   ASSERT_THAT(device, IsOk());
   auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
   ASSERT_THAT(engine, IsOk());
