@@ -39,6 +39,8 @@
 // one zoned reopen of four the media damages the first superblock copy of a metadata zone (while
 // both zones' first copies decode): the store opens from the other and goes on; in the zone the
 // map is not in, the Open, a writer's, writes the copy again (the tally requires that it did).
+// In another one of four it damages a page of a metadata zone after its superblock copy (a map
+// page, or what a cut left there): the map then says nothing, or a later copy supersedes it.
 // What is not built on zones yet (summaries, checkpoints, heads resumed in their zones) is
 // required to be absent, so that the day it is built the test says so.
 #include <gtest/gtest.h>
@@ -332,6 +334,23 @@ SuperblockDamage DamageASuperblockCopy(const std::shared_ptr<storage::MemStorage
   return done;
 }
 
+// Zoned: the media damages one page of a metadata zone after its superblock copy and before its
+// last page (a map page, or what a cut left there), one `rng` picks among the whole pages below
+// the zone's write pointer. Returns whether there was one.
+bool DamageAMetadataPage(storage::MemStorage& storage, nvkv::SplitMix64& rng) {
+  const uint32_t zone = static_cast<uint32_t>(rng.Next() % kMetadataZones);
+  const storage::ZoneDescriptor report = storage.Report(zone, 1)[0];
+  const uint64_t page_blocks = 4096 / storage.lba_bytes();
+  const uint64_t used = report.state == storage::ZoneState::kFull
+                            ? report.capacity
+                            : report.write_pointer - report.start;
+  const uint64_t pages = std::min(used / page_blocks, report.capacity / page_blocks - 1);
+  if (pages < 2) return false;
+  const uint64_t page = 1 + rng.Next() % (pages - 1);
+  storage.Corrupt((report.start + page * page_blocks) * storage.lba_bytes() + 64, 1);
+  return true;
+}
+
 bool DamageDataPage(storage::MemStorage& storage, const CrashRun& run, nvkv::SplitMix64& rng,
                     Model* model) {
   const uint32_t page_bytes = 4096;
@@ -399,6 +418,9 @@ struct CutTally {
   // Zoned: first superblock copies the media damaged before a reopen, and of those in the zone
   // the map was not in, the ones found decoding again after that reopen and its Close (all).
   uint64_t superblock_copies_damaged = 0, idle_copies_written_again = 0;
+  // Zoned: pages of the metadata zones after their superblock copies that the media damaged
+  // before a reopen (map pages, or what a cut left there).
+  uint64_t metadata_pages_damaged = 0;
   // Runs whose power failed during a Close, or right after one (which wrote a checkpoint); and
   // reopens that read a checkpoint (after such a Close, or the clean close ending each check).
   uint64_t cut_in_close = 0, closed_before_the_cut = 0;
@@ -937,6 +959,10 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
     tally->superblock_copies_damaged += damage.damaged ? 1 : 0;
     idle_copy_damaged = damage.idle_zone;
   }
+  // Zoned: one reopen in four after the media damaged a page of a metadata zone.
+  if (run.zoned() && rng.Next() % 4 == 0 && DamageAMetadataPage(*storage, rng)) {
+    ++tally->metadata_pages_damaged;
+  }
   auto mem = MemDevice::Open(storage, MemOptions(run));
   ASSERT_THAT(mem, IsOk());
   // (Background compaction may run meanwhile: it moves records, never changes what a read
@@ -1125,7 +1151,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "it); %llu opens refused while a page of a log failed to read, %llu "
               "opened without needing it, %llu opened degraded; %llu zones reset, %llu runs of pages "
               "found landed apart, %llu full zones made read-only, %llu zones retired; %llu "
-              "superblock copies damaged, %llu in the idle zone written again by the reopen\n",
+              "superblock copies damaged, %llu in the idle zone written again by the reopen; "
+              "%llu pages of the metadata zones damaged\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
@@ -1158,7 +1185,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.zones_made_read_only),
               static_cast<unsigned long long>(tally.zones_retired),
               static_cast<unsigned long long>(tally.superblock_copies_damaged),
-              static_cast<unsigned long long>(tally.idle_copies_written_again));
+              static_cast<unsigned long long>(tally.idle_copies_written_again),
+              static_cast<unsigned long long>(tally.metadata_pages_damaged));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
   EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
   EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
@@ -1184,6 +1212,7 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
     // reopen.
     EXPECT_GT(tally.superblock_copies_damaged, tally.idle_copies_written_again);
     EXPECT_GT(tally.idle_copies_written_again, 0u);
+    EXPECT_GT(tally.metadata_pages_damaged, 0u);
     // Not built on zones yet (kv/FORMAT.md "Where the engine stands"): summaries, checkpoints
     // (refused while running; a Close writes none), heads resumed in their zones. When they are,
     // the expectations below become the conventional ones.
