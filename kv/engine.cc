@@ -237,11 +237,21 @@ absl::Status Engine::Impl::Recover() {
 }
 
 absl::Status Engine::Impl::WriteMapOnZones(const Superblock& superblock) {
+  const uint32_t map_zone = *segment_map_->current_zone();
   {
     const storage::BufferLease page = storage::BufferLease::Page(open_queue_->buffers());
     NVKV_CHECK(page.valid());
-    NVKV_RETURN_IF_ERROR(AlignMetadataZone(*open_queue_, shape_.geometry,
-                                           *segment_map_->current_zone(), *page));
+    NVKV_RETURN_IF_ERROR(AlignMetadataZone(*open_queue_, shape_.geometry, map_zone, *page));
+    if (!HoldsFirstCopy(*open_queue_, shape_.geometry, superblock, map_zone, *page)) {
+      // A first copy damaged (or lost) in the map's own zone cannot be written again in place:
+      // the map moves out now, the zone filled up to its last page for its closing copy, rather
+      // than when the map has filled it (the other zone's copy the only one until then).
+      const storage::BufferLease chunk = storage::BufferLease::Chunk(open_queue_->buffers());
+      NVKV_CHECK(chunk.valid());
+      NVKV_ASSIGN_OR_RETURN(const bool filled,
+                            FillMetadataZone(*open_queue_, shape_.geometry, map_zone, *chunk));
+      if (filled) segment_map_->MoveOn();
+    }
   }
   NVKV_RETURN_IF_ERROR(
       WriteMapAlone(*segments_, shape_, *open_queue_, device_info_.volatile_write_cache));

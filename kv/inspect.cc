@@ -492,8 +492,7 @@ void Checker::CheckZoneSuperblocks() {
     } else {
       ++report_.pages_unreadable;
       Problem(absl::StrCat("superblock copy ", z, " (the first page of metadata zone ", z, "): ",
-                           fault, "; an Open for writing writes it again while the segment map ",
-                           "is in the other zone, else the map's move out of this one does"));
+                           fault, "; the next Open for writing writes it again"));
     }
   }
 }

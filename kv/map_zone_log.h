@@ -16,6 +16,7 @@
 #ifndef NVKV_KV_MAP_ZONE_LOG_H_
 #define NVKV_KV_MAP_ZONE_LOG_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -67,6 +68,9 @@ class MapZoneLog {
   void Take(uint64_t index);
   // The append of page `index` failed: the zone may not hold it (its place stays used).
   void Failed(uint64_t index);
+  // The writer filled the current zone up to its last page (FillMetadataZone): it takes no more
+  // map pages, and the map moves before its next write, the zone's closing copy first.
+  void FilledUp() { used_ = std::max(used_, map_end()); }
   // The zone a move goes to, once the current one is full: every page but the last, kept for
   // its closing superblock copy (it then holds a copy of every map page, but after a failed
   // write or an Open that found it so). nullopt while there is room.

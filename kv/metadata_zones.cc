@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -172,43 +173,77 @@ absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geome
       "more writes; copy its data out and format it again"));
 }
 
-absl::Status AlignMetadataZone(storage::Device& device, const Geometry& geometry, uint32_t zone,
-                               const storage::Buffer& page) {
+namespace {
+
+// Appends zeros to the zone `report` describes, from its write pointer up to LBA `end`, through
+// `zeros` (zeroed here), at most the device's Zone Append limit at a time, and makes them
+// durable. Errors say `what` the zeros were for.
+absl::Status AppendZerosUpTo(storage::Device& device, const storage::ZoneDescriptor& report,
+                             uint64_t end, const storage::Buffer& zeros, const std::string& what) {
   const storage::DeviceInfo& info = device.info();
-  NVKV_ASSIGN_OR_RETURN(const storage::ZoneDescriptor report, storage::ReportZone(device, zone));
-  const uint32_t blocks_per_page = geometry.page_bytes / info.lba_bytes;
-  const uint64_t torn = (report.write_pointer - report.start) % blocks_per_page;
-  if (report.state == storage::ZoneState::kFull || torn == 0) return absl::OkStatus();
-  std::memset(page.data, 0, geometry.page_bytes);
-  storage::IoRequest append;
-  append.op = storage::IoOp::kZoneAppend;
-  append.fua = true;
-  append.lba = report.start;
-  append.lba_count = static_cast<uint32_t>(blocks_per_page - torn);
-  append.buffer = page;
-  absl::Status status = storage::RunOne(device, append);
-  if (status.ok() && append.appended_lba != report.write_pointer) {
-    status = absl::DataLossError(absl::StrCat("landed at LBA ", append.appended_lba,
-                                              ", not at the write pointer (LBA ",
-                                              report.write_pointer, ")"));
+  std::memset(zeros.data, 0, zeros.bytes);
+  uint64_t most = zeros.bytes / info.lba_bytes;
+  if (info.zones.max_append_blocks != 0) {
+    most = std::min<uint64_t>(most, info.zones.max_append_blocks);
   }
+  absl::Status status;
+  for (uint64_t at = report.write_pointer; status.ok() && at < end;) {
+    storage::IoRequest append;
+    append.op = storage::IoOp::kZoneAppend;
+    append.lba = report.start;
+    append.lba_count = static_cast<uint32_t>(std::min(most, end - at));
+    append.buffer = zeros;
+    status = storage::RunOne(device, append);
+    if (status.ok() && append.appended_lba != at) {
+      status = absl::DataLossError(absl::StrCat("landed at LBA ", append.appended_lba,
+                                                ", not at the write pointer (LBA ", at, ")"));
+    }
+    at += append.lba_count;
+  }
+  if (status.ok() && info.volatile_write_cache) status = storage::FlushDevice(device);
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat(
-        info.path, ": filling the page a cut tore in metadata zone ", zone, ": ",
-        status.message()));
+    return absl::Status(status.code(), absl::StrCat(info.path, ": ", what, ": ",
+                                                    status.message()));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AlignMetadataZone(storage::Device& device, const Geometry& geometry, uint32_t zone,
+                               const storage::Buffer& page) {
+  NVKV_ASSIGN_OR_RETURN(const storage::ZoneDescriptor report, storage::ReportZone(device, zone));
+  const uint32_t blocks_per_page = geometry.page_bytes / device.info().lba_bytes;
+  const uint64_t torn = (report.write_pointer - report.start) % blocks_per_page;
+  if (report.state == storage::ZoneState::kFull || torn == 0) return absl::OkStatus();
+  return AppendZerosUpTo(device, report, report.write_pointer + blocks_per_page - torn, page,
+                         absl::StrCat("filling the page a cut tore in metadata zone ", zone));
+}
+
+bool HoldsFirstCopy(storage::Device& device, const Geometry& geometry,
+                    const Superblock& superblock, uint32_t zone, const storage::Buffer& page) {
+  const absl::StatusOr<Superblock> first =
+      ReadOpeningCopy(device, device.info().zones.StartOf(zone), geometry.page_bytes, page).copy;
+  return first.ok() && first->copy == zone &&
+         std::memcmp(first->store_id, superblock.store_id, sizeof(superblock.store_id)) == 0;
+}
+
+absl::StatusOr<bool> FillMetadataZone(storage::Device& device, const Geometry& geometry,
+                                      uint32_t zone, const storage::Buffer& chunk) {
+  NVKV_ASSIGN_OR_RETURN(const storage::ZoneDescriptor report, storage::ReportZone(device, zone));
+  const uint64_t last_page =
+      report.start + report.capacity - geometry.page_bytes / device.info().lba_bytes;
+  if (report.state == storage::ZoneState::kFull || report.write_pointer > last_page) return false;
+  NVKV_RETURN_IF_ERROR(AppendZerosUpTo(
+      device, report, last_page, chunk,
+      absl::StrCat("filling metadata zone ", zone, " for its closing copy")));
+  return true;
 }
 
 absl::Status RewriteIdleSuperblockCopy(storage::Device& device, const Geometry& geometry,
                                        const Superblock& superblock, uint32_t idle,
                                        const storage::Buffer& page) {
-  const absl::StatusOr<Superblock> first =
-      ReadOpeningCopy(device, device.info().zones.StartOf(idle), geometry.page_bytes, page).copy;
-  if (first.ok() && first->copy == idle &&
-      std::memcmp(first->store_id, superblock.store_id, sizeof(superblock.store_id)) == 0) {
-    return absl::OkStatus();
-  }
+  if (HoldsFirstCopy(device, geometry, superblock, idle, page)) return absl::OkStatus();
   if (!ExpectSuperblockCopy(device, geometry, 1 - idle, page).ok()) return absl::OkStatus();
   absl::Status status = StartMetadataZone(device, geometry, superblock, idle, page);
   if (status.ok()) status = storage::FinishZone(device, idle);

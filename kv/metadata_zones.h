@@ -71,12 +71,23 @@ absl::Status CloseMetadataZone(storage::Device& device, const Geometry& geometry
 absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geometry,
                                   uint32_t zone, const storage::Buffer& page);
 // Fills the rest of the page that an append a cut tore part way in metadata zone `zone` (the
-// map's) with zeros, by a Zone Append with FUA of the blocks up to the next page boundary, so
-// that the map's next pages land on whole pages and the zone keeps its last page for its
-// closing copy. Nothing when the zone's write pointer is on a page boundary, or it is full.
-// Through `page`, a page buffer (zeroed).
+// map's) with zeros, appended up to the next page boundary and made durable, so that the map's
+// next pages land on whole pages and the zone keeps its last page for its closing copy. Nothing
+// when the zone's write pointer is on a page boundary, or it is full. Through `page`, a page
+// buffer (zeroed).
 absl::Status AlignMetadataZone(storage::Device& device, const Geometry& geometry, uint32_t zone,
                                const storage::Buffer& page);
+// Whether the first page of metadata zone `zone` holds its superblock copy of `superblock`'s
+// store, as the device reads it now (through `page`, a page buffer).
+bool HoldsFirstCopy(storage::Device& device, const Geometry& geometry,
+                    const Superblock& superblock, uint32_t zone, const storage::Buffer& page);
+// Fills metadata zone `zone` (the map's) with zeros up to its last page, by Zone Appends through
+// `chunk` (zeroed), made durable: a move then appends the zone's closing copy there. For a first
+// copy the media damaged, so that the map need not wait until it has filled the zone to leave it
+// with a copy that decodes. False, writing nothing, when the write pointer is past the start of
+// the last page (no room for the copy).
+absl::StatusOr<bool> FillMetadataZone(storage::Device& device, const Geometry& geometry,
+                                      uint32_t zone, const storage::Buffer& chunk);
 // Writes the first superblock copy of `idle`, the metadata zone the segment map is not in, again
 // when it does not hold one of `superblock`'s store that decodes (the media damaged it, or a cut
 // lost it): starts the zone afresh and finishes it, as a format leaves zone 1, so that each zone

@@ -161,6 +161,13 @@ void SegmentMap::Moved() {
   ChangeEveryPageLocked();
 }
 
+void SegmentMap::MoveOn() {
+  absl::MutexLock lock(&mu_);
+  NVKV_CHECK(zones_.has_value());
+  zones_->FilledUp();
+  ChangeEveryPageLocked();
+}
+
 uint64_t ReadMapPages(storage::Device& device, const Geometry& geometry, uint64_t store_seed,
                       uint32_t blocks_per_page, const storage::Buffer& chunk,
                       MapPageVisitor visit) {

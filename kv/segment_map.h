@@ -101,6 +101,10 @@ class SegmentMap {
   std::optional<MapZoneLog::Move> MoveTarget() const;
   // The zone MoveTarget named is current now: every page is written again there.
   void Moved();
+  // Zoned: the writer filled the current zone up to its last page (FillMetadataZone): the map
+  // moves at its next write, which comes at once (every page is written again, in the other
+  // zone).
+  void MoveOn();
 
  private:
   struct PageState {

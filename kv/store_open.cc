@@ -182,9 +182,9 @@ absl::StatusOr<Superblock> StoreOpener::ReadOrFormatZoned(bool* formatted_now) {
     return absl::AlreadyExistsError(absl::StrCat(path_, ": a store already exists"));
   }
   // Copy 0 when both verify (a format writes it first). Nothing is written in place on zones: a
-  // damaged or missing copy is written again once recovery has put every map page in the map's
-  // zone, when it lies in the other one (RewriteIdleSuperblockCopy), else when the map next
-  // moves into its zone (MoveMapWhenFull); until then the other serves.
+  // damaged or missing copy is written again by a writer's Open once it has put every map page
+  // in the map's zone, moving the map out first when the copy lies in the map's zone
+  // (Engine::Impl::WriteMapOnZones); until then the other serves.
   return *found->copies[found->copies[0].ok() ? 0 : 1];
 }
 

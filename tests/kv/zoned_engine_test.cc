@@ -19,6 +19,7 @@
 #include "storage/base/check.h"
 #include "storage/fault_device.h"
 #include "storage/mem_device.h"
+#include "tests/kv/mem_store.h"
 #include "tests/testutil/status_matchers.h"
 
 namespace nvkv::kv {
@@ -576,8 +577,8 @@ storage::MemDeviceOptions SmallBlockOptions() {
 
 // A map append a cut tore part way leaves the map's zone's write pointer off a page boundary. A
 // writer's Open fills that page up with zeros and the map goes on after it, the zone keeping its
-// last page for its closing copy: so with the zone's first copy damaged as well, the store goes
-// on taking writes, and when the map moves on, the zone it leaves ends with its closing copy.
+// last page for its closing copy: so with the zone's first copy damaged as well, the map can
+// still move out (ADamagedCopyInTheMapsZoneMovesTheMapOutAtOpen), and the store goes on.
 TEST_P(ZonedEngineTest, AMapAppendACutToreLeavesRoomForTheClosingCopy) {
   std::map<std::string, std::string> model;
   std::vector<std::string> absent;
@@ -590,9 +591,7 @@ TEST_P(ZonedEngineTest, AMapAppendACutToreLeavesRoomForTheClosingCopy) {
   const std::vector<uint8_t> torn(3 * 512, 0xab);
   ASSERT_THAT(storage->Append(storage->zones().StartOf(map_zone), 3, torn.data()), IsOk());
   DamageFirstCopy(*storage, map_zone);
-  int reopens = 0;
-  while (IdleMetadataZone(*storage) != map_zone) {
-    ASSERT_LT(++reopens, 60) << "the map never moved on";
+  for (int reopen = 0; reopen < 2; ++reopen) {
     auto device = storage::MemDevice::Open(storage, SmallBlockOptions());
     ASSERT_THAT(device, IsOk());
     auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
@@ -601,31 +600,65 @@ TEST_P(ZonedEngineTest, AMapAppendACutToreLeavesRoomForTheClosingCopy) {
     Workload(**engine, 1, &model, &absent);
     ASSERT_THAT((*engine)->CompactAll(), IsOk());
     ASSERT_THAT((*engine)->Close(), IsOk());
+    if (reopen == 0) {
+      EXPECT_EQ(IdleMetadataZone(*storage), map_zone) << "the map moved out";
+    }
+    const ZoneSuperblocks copies = CopiesOn(storage, SmallBlockOptions());
+    EXPECT_THAT(copies.copies[0], IsOk());
+    EXPECT_THAT(copies.copies[1], IsOk());
   }
-  const storage::ZoneDescriptor left = storage->Report(map_zone, 1)[0];
-  const std::vector<uint8_t> closing =
-      storage->CopyOut(left.start + left.capacity - 8, /*lba_count=*/8);
-  EXPECT_THAT(DecodeSuperblock(closing.data(), 4096), IsOk()) << "the zone's closing copy";
-  auto device = storage::MemDevice::Open(storage, SmallBlockOptions());
+}
+
+// A damaged first copy in the map's own zone cannot be written again in place: a writer's Open
+// fills that zone up to its last page and moves the map out, the zone's closing copy first, and
+// then writes the first copy again (it is the idle zone now). Both copies decode afterwards: a
+// second damage, to the other zone's copy, loses nothing.
+TEST_P(ZonedEngineTest, ADamagedCopyInTheMapsZoneMovesTheMapOutAtOpen) {
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  std::shared_ptr<storage::MemStorage> storage = WrittenAndClosed(GetParam(), &model, &absent);
+  const std::optional<uint32_t> idle = IdleMetadataZone(*storage);
+  ASSERT_TRUE(idle.has_value());
+  const uint32_t map_zone = 1 - *idle;
+  DamageFirstCopy(*storage, map_zone);
+  {
+    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
+    ASSERT_THAT(device, IsOk());
+    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    ASSERT_THAT(engine, IsOk());
+    ExpectHolds(**engine, model, absent);
+    ASSERT_THAT((*engine)->Close(), IsOk());
+  }
+  EXPECT_EQ(IdleMetadataZone(*storage), map_zone) << "the map moved out";
+  const ZoneSuperblocks copies = CopiesOn(storage);
+  EXPECT_THAT(copies.copies[0], IsOk());
+  EXPECT_THAT(copies.copies[1], IsOk());
+  EXPECT_FALSE(copies.closing[map_zone]) << "its first copy, written again";
+  DamageFirstCopy(*storage, *idle);
+  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
   ASSERT_THAT(device, IsOk());
   auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
   ASSERT_THAT(engine, IsOk());
   ExpectHolds(**engine, model, absent);
+  Workload(**engine, 1, &model, &absent);
+  ExpectHolds(**engine, model, absent);
 }
 
-// An Open cut by a power failure at any of its operations while the idle zone's copy is damaged
-// (inside the copy's reset, append and finish too): the next Open opens the store, loses
-// nothing, and leaves a copy that decodes in each metadata zone.
-TEST_P(ZonedEngineTest, AnOpenCutWhileItWritesACopyAgainOpensAfterwards) {
+// Opens cut by a power failure at each of their operations in turn while the first superblock
+// copy of the idle metadata zone, or of the map's (`in_map_zone`), is damaged: after each, the
+// next Open opens the store, loses nothing, and leaves a copy that decodes in each zone.
+void CutOpensWhileACopyIsDamaged(bool ordered, bool in_map_zone) {
+  std::map<std::string, std::string> model;
+  std::vector<std::string> absent;
+  const std::shared_ptr<storage::MemStorage> damaged = WrittenAndClosed(ordered, &model, &absent);
+  const std::optional<uint32_t> idle = IdleMetadataZone(*damaged);
+  ASSERT_TRUE(idle.has_value());
+  DamageFirstCopy(*damaged, in_map_zone ? 1 - *idle : *idle);
   int cuts = 0;
   for (uint64_t cut_after = 1;; ++cut_after) {
-    SCOPED_TRACE(::testing::Message() << "cut after " << cut_after << " operations");
-    std::map<std::string, std::string> model;
-    std::vector<std::string> absent;
-    std::shared_ptr<storage::MemStorage> storage = WrittenAndClosed(GetParam(), &model, &absent);
-    const std::optional<uint32_t> idle = IdleMetadataZone(*storage);
-    ASSERT_TRUE(idle.has_value());
-    DamageFirstCopy(*storage, *idle);
+    SCOPED_TRACE(::testing::Message() << (in_map_zone ? "the map's zone" : "the idle zone")
+                                      << ", cut after " << cut_after << " operations");
+    const std::shared_ptr<storage::MemStorage> storage = CopyOf(*damaged);
     uint64_t cut = 0;
     {
       auto inner = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
@@ -637,13 +670,13 @@ TEST_P(ZonedEngineTest, AnOpenCutWhileItWritesACopyAgainOpensAfterwards) {
       ASSERT_THAT(witness, IsOk());
       auto* faults = static_cast<storage::FaultDevice*>(witness->get());
       ASSERT_THAT(faults->SetCutAfterOperations(cut_after), IsOk());
-      auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(GetParam()));
+      auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(ordered));
       if (engine.ok()) (void)(*engine)->Close();
       cut = faults->fault_stats().cuts;
     }
     auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
     ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(ordered));
     ASSERT_THAT(engine, IsOk());
     ExpectHolds(**engine, model, absent);
     ASSERT_THAT((*engine)->Close(), IsOk());
@@ -654,6 +687,13 @@ TEST_P(ZonedEngineTest, AnOpenCutWhileItWritesACopyAgainOpensAfterwards) {
     ++cuts;
   }
   EXPECT_GT(cuts, 10);
+}
+
+// The Open that writes a damaged copy again (above), cut anywhere, even inside the copy's reset,
+// append and finish, and in the map's zone inside its filling and the map's move.
+TEST_P(ZonedEngineTest, AnOpenCutWhileItWritesACopyAgainOpensAfterwards) {
+  CutOpensWhileACopyIsDamaged(GetParam(), /*in_map_zone=*/false);
+  CutOpensWhileACopyIsDamaged(GetParam(), /*in_map_zone=*/true);
 }
 
 // The fault device carries zone appends out in a seeded order and completes them shuffled: pages
