@@ -158,6 +158,15 @@ ZoneSuperblocks CopiesOn(const std::shared_ptr<storage::MemStorage>& storage,
   return *found;
 }
 
+// An engine of `options` over `storage` again, on a device of `device_options`.
+absl::StatusOr<std::unique_ptr<Engine>> Reopen(
+    const std::shared_ptr<storage::MemStorage>& storage, const Options& options,
+    const storage::MemDeviceOptions& device_options = ZonedOptions(/*max_active=*/4)) {
+  auto device = storage::MemDevice::Open(storage, device_options);
+  if (!device.ok()) return device.status();
+  return Engine::OpenOnDevice(std::move(*device), options);
+}
+
 // The metadata zone the segment map is not in on `storage`, closed: the full one, its copy alone
 // or a closing copy after older map pages, while the map's zone is open. nullopt when both are
 // full (the map's zone filled up exactly), which the tests below do not expect.
@@ -183,9 +192,7 @@ TEST_P(ZonedEngineTest, WritesReadBackAndSurviveAReopen) {
   ASSERT_FALSE(HasFailure());
   for (int session = 0; session < 2; ++session) {
     SCOPED_TRACE(::testing::Message() << "session " << session);
-    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-    ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    auto engine = Reopen(storage, StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     ExpectHolds(**engine, model, absent);
     Workload(**engine, 1, &model, &absent);
@@ -223,9 +230,7 @@ TEST_P(ZonedEngineTest, CompactionResetsZonesAndTheStoreNeverFills) {
     EXPECT_EQ(stats.device.zones.resets, stats.segments_cleaned);
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
-  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-  ASSERT_THAT(device, IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+  auto engine = Reopen(storage, StoreOptions(GetParam()));
   ASSERT_THAT(engine, IsOk());
   ExpectHolds(**engine, model, absent);
   Workload(**engine, 10, &model, &absent);
@@ -340,9 +345,7 @@ TEST_P(ZonedEngineTest, ZonesTakenOutOfServiceAreRetired) {
   storage->RetireZone(*with_records, storage::ZoneState::kReadOnly);
   storage->RetireZone(*empty, storage::ZoneState::kReadOnly);
   {
-    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-    ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    auto engine = Reopen(storage, StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     EXPECT_EQ((*engine)->Stats().device.zones.retired, 1u) << "the free one, at Open";
     ExpectHolds(**engine, model, absent);
@@ -375,18 +378,14 @@ TEST_P(ZonedEngineTest, ZonesTakenOutOfServiceAreRetired) {
   }
   {
     // A reader retires the out-of-service zones too, and check finds nothing wrong with them.
-    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-    ASSERT_THAT(device, IsOk());
     Options reader = StoreOptions(GetParam());
     reader.read_only = true;
-    auto engine = Engine::OpenOnDevice(std::move(*device), reader);
+    auto engine = Reopen(storage, reader);
     ASSERT_THAT(engine, IsOk());
     ExpectChecksClean(**engine);
   }
   {
-    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-    ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    auto engine = Reopen(storage, StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     ExpectHolds(**engine, model, absent);
     Workload(**engine, 5, &model, &absent);
@@ -415,11 +414,9 @@ TEST_P(ZonedEngineTest, AnOfflineFreeZoneIsRetired) {
   ASSERT_TRUE(empty.has_value());
   storage->RetireZone(*empty, storage::ZoneState::kOffline);
   for (const bool read_only : {true, false, false}) {
-    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-    ASSERT_THAT(device, IsOk());
     Options options = StoreOptions(GetParam());
     options.read_only = read_only;
-    auto engine = Engine::OpenOnDevice(std::move(*device), options);
+    auto engine = Reopen(storage, options);
     ASSERT_THAT(engine, IsOk());
     EXPECT_EQ((*engine)->Stats().device.zones.retired, 1u);
     ExpectHolds(**engine, model, absent);
@@ -471,9 +468,7 @@ TEST_P(ZonedEngineTest, OpenFinishesAMetadataZoneACutLeftActive) {
   ASSERT_THAT(storage->ResetZone(kZoneBlocks), IsOk());
   ASSERT_THAT(storage->Append(kZoneBlocks, 1, copy1.data()), IsOk());
   ASSERT_EQ(storage->Report(1, 1)[0].state, storage::ZoneState::kImplicitlyOpen);
-  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-  ASSERT_THAT(device, IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+  auto engine = Reopen(storage, StoreOptions(GetParam()));
   ASSERT_THAT(engine, IsOk());
   EXPECT_EQ(storage->Report(1, 1)[0].state, storage::ZoneState::kFull);
   std::map<std::string, std::string> model;
@@ -511,11 +506,9 @@ TEST_P(ZonedEngineTest, CheckReadsTheMetadataZonesAndReportsTheZones) {
   DamageFirstCopy(*storage, 1);
   for (const bool read_only : {true, false}) {
     SCOPED_TRACE(read_only ? "a reader" : "a writer");
-    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-    ASSERT_THAT(device, IsOk());
     Options options = StoreOptions(GetParam());
     options.read_only = read_only;
-    auto engine = Engine::OpenOnDevice(std::move(*device), options);
+    auto engine = Reopen(storage, options);
     ASSERT_THAT(engine, IsOk());
     ExpectHolds(**engine, model, absent);
     absl::StatusOr<CheckReport> report = (*engine)->Check();
@@ -541,9 +534,7 @@ TEST_P(ZonedEngineTest, OpenWritesADamagedCopyInTheIdleMetadataZoneAgain) {
   DamageFirstCopy(*storage, *idle);
   ASSERT_FALSE(CopiesOn(storage).copies[*idle].ok());
   {
-    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-    ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    auto engine = Reopen(storage, StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     ASSERT_THAT((*engine)->Close(), IsOk());
   }
@@ -553,9 +544,7 @@ TEST_P(ZonedEngineTest, OpenWritesADamagedCopyInTheIdleMetadataZoneAgain) {
   EXPECT_EQ(storage->Report(*idle, 1)[0].state, storage::ZoneState::kFull)
       << "the copy alone, finished: not among the active zones";
   DamageFirstCopy(*storage, 1 - *idle);
-  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-  ASSERT_THAT(device, IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+  auto engine = Reopen(storage, StoreOptions(GetParam()));
   ASSERT_THAT(engine, IsOk());
   ExpectHolds(**engine, model, absent);
 }
@@ -592,9 +581,7 @@ TEST_P(ZonedEngineTest, AMapAppendACutToreLeavesRoomForTheClosingCopy) {
   ASSERT_THAT(storage->Append(storage->zones().StartOf(map_zone), 3, torn.data()), IsOk());
   DamageFirstCopy(*storage, map_zone);
   for (int reopen = 0; reopen < 2; ++reopen) {
-    auto device = storage::MemDevice::Open(storage, SmallBlockOptions());
-    ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    auto engine = Reopen(storage, StoreOptions(GetParam()), SmallBlockOptions());
     ASSERT_THAT(engine, IsOk());
     ExpectHolds(**engine, model, absent);
     Workload(**engine, 1, &model, &absent);
@@ -622,9 +609,7 @@ TEST_P(ZonedEngineTest, ADamagedCopyInTheMapsZoneMovesTheMapOutAtOpen) {
   const uint32_t map_zone = 1 - *idle;
   DamageFirstCopy(*storage, map_zone);
   {
-    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-    ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+    auto engine = Reopen(storage, StoreOptions(GetParam()));
     ASSERT_THAT(engine, IsOk());
     ExpectHolds(**engine, model, absent);
     ASSERT_THAT((*engine)->Close(), IsOk());
@@ -635,9 +620,7 @@ TEST_P(ZonedEngineTest, ADamagedCopyInTheMapsZoneMovesTheMapOutAtOpen) {
   EXPECT_THAT(copies.copies[1], IsOk());
   EXPECT_FALSE(copies.closing[map_zone]) << "its first copy, written again";
   DamageFirstCopy(*storage, *idle);
-  auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-  ASSERT_THAT(device, IsOk());
-  auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(GetParam()));
+  auto engine = Reopen(storage, StoreOptions(GetParam()));
   ASSERT_THAT(engine, IsOk());
   ExpectHolds(**engine, model, absent);
   Workload(**engine, 1, &model, &absent);
@@ -674,9 +657,7 @@ void CutOpensWhileACopyIsDamaged(bool ordered, bool in_map_zone) {
       if (engine.ok()) (void)(*engine)->Close();
       cut = faults->fault_stats().cuts;
     }
-    auto device = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-    ASSERT_THAT(device, IsOk());
-    auto engine = Engine::OpenOnDevice(std::move(*device), StoreOptions(ordered));
+    auto engine = Reopen(storage, StoreOptions(ordered));
     ASSERT_THAT(engine, IsOk());
     ExpectHolds(**engine, model, absent);
     ASSERT_THAT((*engine)->Close(), IsOk());
