@@ -125,10 +125,11 @@ absl::Status ReadBlocks(Device& device, uint64_t lba, uint32_t lba_count, const 
 }
 
 absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer,
-                         bool fua) {
+                         bool fua, uint8_t placement) {
   IoRequest request;
   request.op = IoOp::kWrite;
   request.fua = fua;
+  request.placement = placement;
   request.lba = lba;
   request.lba_count = lba_count;
   request.buffer = buffer;

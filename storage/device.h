@@ -71,6 +71,11 @@ struct IoRequest {
   bool fua = false;
   uint64_t lba = 0;        // first logical block; ignored for kFlush
   uint32_t lba_count = 0;  // number of logical blocks (not zero-based); ignored for kFlush
+  // Write and zone append: where the device should place the data, as an index into
+  // info().placement_ids (data written through one handle shares erase blocks only with data
+  // written through the same handle). Ignored by a device without placement handles; 0, the
+  // first handle, is also where a device puts writes that name none.
+  uint8_t placement = 0;
   // Memory the device reads from or writes into; must come from this device's buffer pool when
   // fixed buffers are used (buffer.buf_index >= 0), and hold lba_count * lba_bytes bytes.
   Buffer buffer;
@@ -129,6 +134,10 @@ struct DeviceInfo {
   bool created = false;
   bool zoned = false;                 // zoned namespace or block device (see ZonedAccess)
   ZoneModel zones;                    // its zones, when a backend knows them (zone ops need it)
+  // NVMe Flexible Data Placement: the placement identifiers a write may name (IoRequest::
+  // placement indexes them), in the order the namespace's Reclaim Unit Handle Status lists them.
+  // Empty without FDP (not supported, or not enabled for the namespace).
+  std::vector<uint16_t> placement_ids;
   bool read_only = false;             // DeviceOptions::read_only: writes and flushes refused
   uint32_t nsid = 0;                  // NVMe namespace id, 0 elsewhere
   RingFeatures ring;
@@ -319,8 +328,9 @@ void RemoveCreatedFile(const DeviceInfo& info);
 // Blocking helpers for cold paths (superblocks, tests): enqueue one request, submit, reap until
 // it is done. Other requests in flight on the queue complete (and run their callbacks) meanwhile.
 absl::Status ReadBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer);
+// `placement`: IoRequest::placement.
 absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const Buffer& buffer,
-                         bool fua = false);
+                         bool fua = false, uint8_t placement = 0);
 absl::Status FlushDevice(Device& device);
 // Zone `zone` of a zoned device (info().zones) emptied (reset), or made full where its write
 // pointer stands (finish: it no longer counts among the device's open and active zones).

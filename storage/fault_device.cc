@@ -368,7 +368,8 @@ absl::Status FaultState::Write(Device& inner, const IoRequest& request,
   logged.before.assign(scratch.data, scratch.data + bytes);
   absl::Status written;
   if (AllOf(sectors, true)) {
-    written = WriteBlocks(inner, request.lba, request.lba_count, request.buffer, request.fua);
+    written = WriteBlocks(inner, request.lba, request.lba_count, request.buffer, request.fua,
+                          request.placement);
   } else {
     // A torn write: the prior contents with the written sectors laid over them, in one write
     // (a sector may be smaller than a block, so the inner device cannot take it sector by
@@ -378,7 +379,8 @@ absl::Status FaultState::Write(Device& inner, const IoRequest& request,
       std::memcpy(scratch.data + size_t{s} * sector_bytes(),
                   request.buffer.data + size_t{s} * sector_bytes(), sector_bytes());
     }
-    written = WriteBlocks(inner, request.lba, request.lba_count, scratch, request.fua);
+    written = WriteBlocks(inner, request.lba, request.lba_count, scratch, request.fua,
+                          request.placement);
   }
   // Logged even when the inner write failed: it may have changed part of the range.
   log_.push_back(std::move(logged));
@@ -399,6 +401,7 @@ absl::Status FaultState::WriteZone(Device& inner, IoRequest& request,
   IoRequest inner_request;
   inner_request.op = request.op;
   inner_request.fua = request.fua;
+  inner_request.placement = request.placement;
   inner_request.lba = request.lba;
   inner_request.lba_count = request.lba_count;
   inner_request.buffer = request.buffer;

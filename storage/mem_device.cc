@@ -77,11 +77,31 @@ void MemStorage::Read(uint64_t lba, uint32_t lba_count, uint8_t* out) const {
   std::memcpy(out, bytes_ + offset, size_t{lba_count} * lba_bytes_);
 }
 
-void MemStorage::Write(uint64_t lba, uint32_t lba_count, const uint8_t* data) {
+void MemStorage::Write(uint64_t lba, uint32_t lba_count, const uint8_t* data,
+                       std::optional<uint16_t> placement_id) {
   NVKV_CHECK(!zones_.zoned());
   const uint64_t offset = CheckedOffset(lba, lba_count);
   absl::MutexLock lock(&mu_);
   std::memcpy(bytes_ + offset, data, size_t{lba_count} * lba_bytes_);
+  if (!placement_id.has_value() && placement_of_.empty()) return;
+  if (placement_of_.empty()) placement_of_.assign(lba_count_, kNoPlacement);
+  const int32_t placed = placement_id.has_value() ? *placement_id : kNoPlacement;
+  std::fill_n(placement_of_.begin() + static_cast<ptrdiff_t>(lba), lba_count, placed);
+  if (!placement_id.has_value()) return;
+  if (blocks_placed_.size() <= *placement_id) blocks_placed_.resize(size_t{*placement_id} + 1);
+  blocks_placed_[*placement_id] += lba_count;
+}
+
+std::optional<uint16_t> MemStorage::PlacementOf(uint64_t lba) const {
+  NVKV_CHECK(lba < lba_count_);
+  absl::MutexLock lock(&mu_);
+  if (placement_of_.empty() || placement_of_[lba] == kNoPlacement) return std::nullopt;
+  return static_cast<uint16_t>(placement_of_[lba]);
+}
+
+uint64_t MemStorage::BlocksPlacedWith(uint16_t placement_id) const {
+  absl::MutexLock lock(&mu_);
+  return placement_id < blocks_placed_.size() ? blocks_placed_[placement_id] : 0;
 }
 
 absl::Status MemStorage::OpenForWriteLocked(uint64_t z) {
@@ -327,6 +347,11 @@ absl::StatusOr<std::unique_ptr<MemDevice>> MemDevice::Open(std::shared_ptr<MemSt
   info.ring.queue_depth = options.queue_depth;
   info.zones = storage->zones();
   info.zoned = info.zones.zoned();
+  if (!options.placement_ids.empty() && (info.zoned || options.placement_ids.size() > 256)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.name, ": placement handles need a storage without zones, at most 256 of them"));
+  }
+  info.placement_ids = options.placement_ids;
   return std::unique_ptr<MemDevice>(
       new MemDevice(std::move(info), std::move(storage), std::move(*pool), options));
 }
@@ -379,7 +404,10 @@ void MemDevice::Execute(IoRequest& request) {
       if (info_.zones.zoned()) {
         request.status = storage_->WriteZoned(request.lba, request.lba_count, request.buffer.data);
       } else {
-        storage_->Write(request.lba, request.lba_count, request.buffer.data);
+        storage_->Write(request.lba, request.lba_count, request.buffer.data,
+                        info_.placement_ids.empty()
+                            ? std::nullopt
+                            : std::optional<uint16_t>(info_.placement_ids[request.placement]));
       }
       break;
     case IoOp::kFlush:

@@ -70,7 +70,15 @@ class MemStorage {
   // Copies `lba_count` blocks starting at `lba` out to `out` / in from `data`.
   // REQUIRES: the blocks lie inside the storage (checked); Write: not zoned.
   void Read(uint64_t lba, uint32_t lba_count, uint8_t* out) const;
-  void Write(uint64_t lba, uint32_t lba_count, const uint8_t* data);
+  // With `placement_id`, what a device with flexible data placement sees of the write: the
+  // placement identifier its directive named (kept for PlacementOf and BlocksPlacedWith).
+  void Write(uint64_t lba, uint32_t lba_count, const uint8_t* data,
+             std::optional<uint16_t> placement_id = std::nullopt);
+  // The placement identifier the last write of block `lba` named; none when it named none (or
+  // the block was never written).
+  std::optional<uint16_t> PlacementOf(uint64_t lba) const;
+  // Blocks written naming `placement_id`, all writes counted (the device's use of the handle).
+  uint64_t BlocksPlacedWith(uint16_t placement_id) const;
 
   // Zoned storage. The zone model (zone_count 0: not zoned).
   const ZoneModel& zones() const { return zones_; }
@@ -138,6 +146,11 @@ class MemStorage {
   uint8_t* const bytes_ ABSL_PT_GUARDED_BY(mu_);  // one anonymous mapping, capacity_bytes() long
   std::vector<Zone> zone_ ABSL_GUARDED_BY(mu_);   // one per zone of zones_
   uint64_t open_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per block, the placement identifier its last write named, or kNoPlacement; empty until a
+  // write names one.
+  static constexpr int32_t kNoPlacement = -1;
+  std::vector<int32_t> placement_of_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> blocks_placed_ ABSL_GUARDED_BY(mu_);  // by placement identifier
 };
 
 struct MemDeviceOptions {
@@ -154,6 +167,10 @@ struct MemDeviceOptions {
   ZoneModel zones;                    // Create: a zoned storage (MemStorage::Create)
   // Not 0: each submitted batch is carried out and completed in an order drawn from this seed.
   uint64_t completion_seed = 0;
+  // Flexible data placement (not on zones): the placement identifiers reported in
+  // info().placement_ids; each write names the one its IoRequest::placement indexes, which the
+  // storage keeps (MemStorage::PlacementOf). Empty: none.
+  std::vector<uint16_t> placement_ids;
 };
 
 // A queue on a MemStorage. Like SyncFileDevice: Enqueue validates and queues, Submit carries out

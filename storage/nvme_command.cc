@@ -38,6 +38,18 @@ nvme_uring_cmd EncodeBlockTransfer(uint8_t opcode, const BlockTransfer& transfer
   return cmd;
 }
 
+// A command of `opcode` to namespace `nsid` that returns `bytes` of data into `addr`; its
+// command dwords are the caller's to set.
+nvme_uring_cmd EncodeDataIn(uint8_t opcode, uint32_t nsid, uint64_t addr, uint32_t bytes) {
+  nvme_uring_cmd cmd;
+  std::memset(&cmd, 0, sizeof(cmd));
+  cmd.opcode = opcode;
+  cmd.nsid = nsid;
+  cmd.addr = addr;
+  cmd.data_len = bytes;
+  return cmd;
+}
+
 // A zone management command of `opcode` on the zone starting at `zone_start` (CDW10-11).
 nvme_uring_cmd EncodeZoneCommand(uint8_t opcode, uint32_t nsid, uint64_t zone_start) {
   nvme_uring_cmd cmd;
@@ -70,6 +82,8 @@ absl::Status CheckPageSize(std::span<const uint8_t> page, const char* what) {
 
 // Identify Controller offsets.
 constexpr size_t kCtrlMdts = 77;
+constexpr size_t kCtrlCtratt = 96;
+constexpr uint32_t kCtrattFdps = 1u << 19;
 constexpr size_t kCtrlVwc = 525;
 // MDTS above this is treated as this: 2^20 x 4 KiB = 4 GiB, far past any kernel limit, and the
 // shift stays defined for every byte value.
@@ -81,8 +95,22 @@ constexpr size_t kZnsNsMor = 8;
 constexpr size_t kZnsNsLbafeTable = 2816;
 constexpr size_t kZnsNsLbafeBytes = 16;
 constexpr size_t kZnsCtrlZasl = 0;
+// Write CDW12 DTYPE (bits 20-23) of the data placement directive; its DSPEC goes in CDW13 16-31.
+constexpr uint32_t kCdw12DirectivePlacement = 2u << 20;
+// I/O Management Receive: Reclaim Unit Handle Status, its header and descriptors.
+constexpr uint32_t kIoManagementPlacementStatus = 1;
+constexpr size_t kPlacementStatusHeaderBytes = 16;
+constexpr size_t kPlacementStatusCount = 14;
+constexpr size_t kPlacementStatusDescriptorBytes = 32;
 // ZNS Zone Management Receive CDW13: Partial Report.
 constexpr uint32_t kZoneReportPartial = 1u << 16;
+
+// The data placement directive of a write or append that names a placement identifier.
+void AddPlacement(const BlockTransfer& transfer, nvme_uring_cmd* cmd) {
+  if (!transfer.placement_id.has_value()) return;
+  cmd->cdw12 |= kCdw12DirectivePlacement;
+  cmd->cdw13 = uint32_t{*transfer.placement_id} << 16;
+}
 
 // Identify Namespace offsets.
 constexpr size_t kNsNsze = 0;
@@ -250,7 +278,9 @@ absl::StatusCode NvmeStatusCode(const NvmeStatus& status) {
 
 // Whether a command of `op` names blocks (a zone command: its zone's first), and whether it
 // moves data of lba_count blocks.
-bool NamesBlocks(NvmeOp op) { return op != NvmeOp::kFlush && op != NvmeOp::kIdentify; }
+bool NamesBlocks(NvmeOp op) {
+  return op != NvmeOp::kFlush && op != NvmeOp::kIdentify && op != NvmeOp::kPlacementStatus;
+}
 bool MovesBlocks(NvmeOp op) {
   return op == NvmeOp::kRead || op == NvmeOp::kWrite || op == NvmeOp::kZoneAppend;
 }
@@ -330,6 +360,7 @@ nvme_uring_cmd EncodeRead(const BlockTransfer& transfer) {
 nvme_uring_cmd EncodeWrite(const BlockTransfer& transfer, bool fua) {
   nvme_uring_cmd cmd = EncodeBlockTransfer(kNvmeOpcodeWrite, transfer);
   if (fua) cmd.cdw12 |= kNvmeCdw12Fua;
+  AddPlacement(transfer, &cmd);
   return cmd;
 }
 
@@ -344,6 +375,7 @@ nvme_uring_cmd EncodeFlush(uint32_t nsid) {
 nvme_uring_cmd EncodeZoneAppend(const BlockTransfer& transfer, bool fua) {
   nvme_uring_cmd cmd = EncodeBlockTransfer(kNvmeOpcodeZoneAppend, transfer);
   if (fua) cmd.cdw12 |= kNvmeCdw12Fua;
+  AddPlacement(transfer, &cmd);
   return cmd;
 }
 
@@ -365,13 +397,16 @@ nvme_uring_cmd EncodeZoneReport(uint32_t nsid, uint64_t zone_start, uint64_t add
   return cmd;
 }
 
+nvme_uring_cmd EncodePlacementHandleStatus(uint32_t nsid, uint64_t addr, uint32_t bytes) {
+  NVKV_CHECK(bytes >= 4 && bytes % 4 == 0);
+  nvme_uring_cmd cmd = EncodeDataIn(kNvmeOpcodeIoManagementReceive, nsid, addr, bytes);
+  cmd.cdw10 = kIoManagementPlacementStatus;  // MO; MOS (bits 16-31) 0
+  cmd.cdw11 = bytes / 4 - 1;                  // NUMD, zero-based
+  return cmd;
+}
+
 nvme_uring_cmd EncodeIdentify(IdentifyCns cns, uint32_t nsid, uint8_t csi, uint64_t addr) {
-  nvme_uring_cmd cmd;
-  std::memset(&cmd, 0, sizeof(cmd));
-  cmd.opcode = kNvmeOpcodeIdentify;
-  cmd.nsid = nsid;
-  cmd.addr = addr;
-  cmd.data_len = kIdentifyPageBytes;
+  nvme_uring_cmd cmd = EncodeDataIn(kNvmeOpcodeIdentify, nsid, addr, kIdentifyPageBytes);
   cmd.cdw10 = static_cast<uint8_t>(cns);  // CNS in bits 0-7; CNTID (bits 16-31) stays 0
   cmd.cdw11 = uint32_t{csi} << 24;        // CSI in bits 24-31
   return cmd;
@@ -454,7 +489,37 @@ absl::StatusOr<ControllerIdentity> ParseIdentifyController(std::span<const uint8
     identity.max_transfer_bytes = uint64_t{kNvmeMdtsUnitBytes} << shift;
   }
   identity.volatile_write_cache = (page[kCtrlVwc] & 0x01) != 0;
+  identity.flexible_data_placement = (Le32(page, kCtrlCtratt) & kCtrattFdps) != 0;
   return identity;
+}
+
+uint32_t PlacementHandleStatusBytes(std::span<const uint8_t> status) {
+  NVKV_CHECK(status.size() >= kPlacementStatusHeaderBytes);
+  return kPlacementStatusHeaderBytes +
+         kPlacementStatusDescriptorBytes * uint32_t{Le16(status, kPlacementStatusCount)};
+}
+
+absl::StatusOr<std::vector<PlacementHandleStatus>> ParsePlacementHandleStatus(
+    std::span<const uint8_t> status) {
+  if (status.size() < kPlacementStatusHeaderBytes) {
+    return absl::DataLossError(absl::StrCat("reclaim unit handle status of ", status.size(),
+                                            " bytes has no header"));
+  }
+  const uint16_t count = Le16(status, kPlacementStatusCount);
+  const size_t fit =
+      (status.size() - kPlacementStatusHeaderBytes) / kPlacementStatusDescriptorBytes;
+  if (count > fit) {
+    return absl::DataLossError(absl::StrCat("reclaim unit handle status counts ", count,
+                                            " handles; ", status.size(), " bytes hold ", fit));
+  }
+  std::vector<PlacementHandleStatus> handles(count);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t at = kPlacementStatusHeaderBytes + i * kPlacementStatusDescriptorBytes;
+    handles[i].placement_id = Le16(status, at);
+    handles[i].handle_id = Le16(status, at + 2);
+    handles[i].available_writes = Le64(status, at + 8);
+  }
+  return handles;
 }
 
 absl::StatusOr<ZonedNamespaceIdentity> ParseZonedIdentifyNamespace(std::span<const uint8_t> page,
@@ -552,6 +617,7 @@ const char* NvmeOpName(NvmeOp op) {
     case NvmeOp::kZoneReset: return "zone reset";
     case NvmeOp::kZoneFinish: return "zone finish";
     case NvmeOp::kZoneReport: return "zone report";
+    case NvmeOp::kPlacementStatus: return "placement handle status";
   }
   return "command";
 }

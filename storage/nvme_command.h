@@ -15,7 +15,9 @@
 #include <linux/nvme_ioctl.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +31,7 @@ inline constexpr uint8_t kNvmeOpcodeFlush = 0x00;     // NVM I/O
 inline constexpr uint8_t kNvmeOpcodeWrite = 0x01;     // NVM I/O
 inline constexpr uint8_t kNvmeOpcodeRead = 0x02;      // NVM I/O
 inline constexpr uint8_t kNvmeOpcodeIdentify = 0x06;  // admin
+inline constexpr uint8_t kNvmeOpcodeIoManagementReceive = 0x12;  // NVM I/O (FDP)
 inline constexpr uint8_t kNvmeOpcodeZoneManagementSend = 0x79;     // ZNS I/O
 inline constexpr uint8_t kNvmeOpcodeZoneManagementReceive = 0x7a;  // ZNS I/O
 inline constexpr uint8_t kNvmeOpcodeZoneAppend = 0x7d;             // ZNS I/O
@@ -71,16 +74,21 @@ struct BlockTransfer {
   uint32_t lba_count = 0;  // 1..kNvmeMaxLbaPerCommand (not zero-based)
   uint32_t lba_bytes = 0;  // block size; data_len = lba_count * lba_bytes
   uint64_t addr = 0;       // user address of the data (inside a registered buffer for fixed I/O)
+  // Write and Zone Append only: the Flexible Data Placement placement identifier (PID, as the
+  // Reclaim Unit Handle Status lists it) the data goes to; none: the namespace's default.
+  std::optional<uint16_t> placement_id;
 };
 
 // NVM Read (0x02): SLBA in CDW10 (low 32 bits) / CDW11 (high), NLB in CDW12 bits 0-15.
 nvme_uring_cmd EncodeRead(const BlockTransfer& transfer);
-// NVM Write (0x01), same layout as Read; `fua` sets CDW12 bit 30.
+// NVM Write (0x01), same layout as Read; `fua` sets CDW12 bit 30. With a placement_id, the data
+// placement directive: DTYPE 2 in CDW12 bits 20-23, the PID as DSPEC in CDW13 bits 16-31.
 nvme_uring_cmd EncodeWrite(const BlockTransfer& transfer, bool fua);
 // NVM Flush (0x00): no data; makes completed writes to `nsid` durable.
 nvme_uring_cmd EncodeFlush(uint32_t nsid);
 // ZNS Zone Append (0x7d), laid out as Write, with `transfer.lba` the zone's first block (ZSLBA);
-// the completion's result (dwords 0-1) is the first block written (ALBA).
+// the completion's result (dwords 0-1) is the first block written (ALBA). A placement_id is
+// encoded as for Write.
 nvme_uring_cmd EncodeZoneAppend(const BlockTransfer& transfer, bool fua);
 // Zone Send Action (Zone Management Send CDW13 bits 0-7).
 enum class ZoneSendAction : uint8_t { kClose = 0x1, kFinish = 0x2, kOpen = 0x3, kReset = 0x4 };
@@ -94,6 +102,10 @@ nvme_uring_cmd EncodeZoneManagementSend(uint32_t nsid, uint64_t zone_start,
 // descriptors sent, not every zone from there on (zones.h's parser holds it to that).
 nvme_uring_cmd EncodeZoneReport(uint32_t nsid, uint64_t zone_start, uint64_t addr,
                                 uint32_t bytes);
+// I/O Management Receive (0x12), Reclaim Unit Handle Status (MO 1 in CDW10 bits 0-7), into
+// `bytes` (a multiple of 4) at `addr`: NUMD (CDW11) is the zero-based dword count. What the
+// namespace may name in a write's placement directive (ParsePlacementHandleStatus).
+nvme_uring_cmd EncodePlacementHandleStatus(uint32_t nsid, uint64_t addr, uint32_t bytes);
 // Admin Identify (0x06) returning one 4096-byte page into `addr`. `csi` matters only for the
 // command-set specific pages (kCsiNamespace).
 nvme_uring_cmd EncodeIdentify(IdentifyCns cns, uint32_t nsid, uint8_t csi, uint64_t addr);
@@ -151,9 +163,11 @@ struct ControllerIdentity {
   // 2^MDTS x 4 KiB; 0 when MDTS is 0 ("no limit": the kernel's own limits still apply).
   uint64_t max_transfer_bytes = 0;
   bool volatile_write_cache = false;  // VWC bit 0: a volatile write cache is present
+  bool flexible_data_placement = false;  // CTRATT bit 19 (FDPS): FDP supported
 };
 
-// Parses an Identify Controller page (CNS 0x01): MDTS at byte 77, VWC at byte 525.
+// Parses an Identify Controller page (CNS 0x01): CTRATT at bytes 96-99, MDTS at byte 77, VWC at
+// byte 525.
 // kInvalidArgument when `page` is not 4096 bytes.
 absl::StatusOr<ControllerIdentity> ParseIdentifyController(std::span<const uint8_t> page);
 
@@ -187,6 +201,22 @@ absl::StatusOr<ZonedNamespaceIdentity> ParseZonedIdentifyNamespace(std::span<con
 // two of 4 KiB units (kNvmeMdtsUnitBytes), 0 meaning MDTS's limit. Returns the bytes, 0 for
 // "MDTS's". kInvalidArgument when `page` is not 4096 bytes.
 absl::StatusOr<uint64_t> ParseZonedIdentifyController(std::span<const uint8_t> page);
+
+// One Reclaim Unit Handle Status descriptor (32 bytes each, from byte 16 of the status; bytes 14-15
+// count them): a placement handle the namespace may write through.
+struct PlacementHandleStatus {
+  uint16_t placement_id = 0;     // PID: what a write's DSPEC names (reclaim group and handle)
+  uint16_t handle_id = 0;        // RUHID: the endurance group's reclaim unit handle
+  uint64_t available_writes = 0;  // RUAMW: blocks the current reclaim unit may still take
+};
+// The bytes a Reclaim Unit Handle Status must have to carry every descriptor its header counts
+// (the header counts them all, however few the bytes asked for carry). REQUIRES: status holds the
+// 16-byte header.
+uint32_t PlacementHandleStatusBytes(std::span<const uint8_t> status);
+// Parses a Reclaim Unit Handle Status of `status.size()` bytes. kDataLoss when the header counts
+// more descriptors than those bytes hold, or status is shorter than its 16-byte header.
+absl::StatusOr<std::vector<PlacementHandleStatus>> ParsePlacementHandleStatus(
+    std::span<const uint8_t> status);
 
 // --- Completion status ---
 
@@ -232,6 +262,7 @@ enum class NvmeOp : uint8_t {
   kZoneReset,
   kZoneFinish,
   kZoneReport,
+  kPlacementStatus,
 };
 const char* NvmeOpName(NvmeOp op);
 

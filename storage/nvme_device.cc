@@ -238,6 +238,52 @@ absl::Status ReadZoneModel(int fd, uint8_t format_index, DeviceInfo* info, Ident
   return absl::OkStatus();
 }
 
+// Runs one Reclaim Unit Handle Status of `bytes` into `out` through the synchronous I/O ioctl
+// (why not io_uring: see RunIdentify); the same two error spaces as a passthrough CQE.
+int32_t RunPlacementHandleStatus(int fd, uint32_t nsid, std::vector<uint8_t>* out,
+                                 uint32_t bytes) {
+  out->assign(bytes, 0);
+  nvme_passthru_cmd cmd = ToPassthruCmd(
+      EncodePlacementHandleStatus(nsid, reinterpret_cast<uintptr_t>(out->data()), bytes));
+  const int ret = ioctl(fd, NVME_IOCTL_IO_CMD, &cmd);
+  return ret < 0 ? -errno : ret;
+}
+
+// The placement handles of namespace `info->nsid`, whose controller supports Flexible Data
+// Placement (Identify Controller CTRATT): its Reclaim Unit Handle Status. Without them the store
+// writes as on any namespace and loses nothing, so a failure is a note, never an error: a
+// namespace whose endurance group has FDP disabled fails the command with an NVMe status, and an
+// opener without the rights to send it (Linux 6.2+ without CAP_SYS_ADMIN) gets EACCES.
+void ReadPlacementHandles(int fd, DeviceInfo* info) {
+  constexpr uint32_t kFirstBytes = 4096;
+  constexpr size_t kMaxHandles = 256;  // what IoRequest::placement indexes
+  std::vector<uint8_t> status;
+  int32_t res = RunPlacementHandleStatus(fd, info->nsid, &status, kFirstBytes);
+  if (res == 0 && PlacementHandleStatusBytes(status) > kFirstBytes) {
+    res = RunPlacementHandleStatus(fd, info->nsid, &status, PlacementHandleStatusBytes(status));
+  }
+  CommandContext context;
+  context.op = NvmeOp::kPlacementStatus;
+  context.path = info->path;
+  absl::StatusOr<std::vector<PlacementHandleStatus>> handles =
+      res == 0 ? ParsePlacementHandleStatus(status)
+               : absl::StatusOr<std::vector<PlacementHandleStatus>>(MapCompletion(res, context));
+  if (!handles.ok()) {
+    info->notes.push_back(absl::StrCat(
+        "the controller supports flexible data placement, but namespace ", info->nsid,
+        " gave no placement handles; writing without them: ", handles.status().message()));
+    return;
+  }
+  if (handles->size() > kMaxHandles) {
+    info->notes.push_back(absl::StrCat("namespace ", info->nsid, " has ", handles->size(),
+                                       " placement handles; nvkv uses the first ", kMaxHandles));
+    handles->resize(kMaxHandles);
+  }
+  for (const PlacementHandleStatus& handle : *handles) {
+    info->placement_ids.push_back(handle.placement_id);
+  }
+}
+
 // Fills the geometry in `info` from Identify, and the queue limits. A zoned namespace is refused
 // here unless `accept_zoned`.
 absl::Status ReadGeometry(int fd, bool accept_zoned, DeviceInfo* info,
@@ -266,6 +312,8 @@ absl::Status ReadGeometry(int fd, bool accept_zoned, DeviceInfo* info,
                                                   info->lba_bytes, queue_limits, &info->notes);
   if (info->zoned) {
     NVKV_RETURN_IF_ERROR(ReadZoneModel(fd, ns->format_index, info, page.get()));
+  } else if (controller.flexible_data_placement) {
+    ReadPlacementHandles(fd, info);
   }
   return absl::OkStatus();
 }
@@ -409,6 +457,11 @@ int32_t NvmeDevice::FixedIndexFor(const IoRequest& request, uint64_t addr) {
                                                                        : -1;
 }
 
+std::optional<uint16_t> NvmeDevice::PlacementIdOf(const IoRequest& request) const {
+  if (info_.placement_ids.empty()) return std::nullopt;
+  return info_.placement_ids[request.placement];  // ValidateRequest held it in range
+}
+
 uint32_t NvmeDevice::SqeCount(const IoRequest& request) const {
   if (request.op != IoOp::kRead && request.op != IoOp::kWrite) return 1;
   return PieceCount(request.lba_count, LbaPerCommand(request));
@@ -435,6 +488,7 @@ void NvmeDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
       transfer.lba_count = request->lba_count;
       transfer.lba_bytes = info_.lba_bytes;
       transfer.addr = base;
+      transfer.placement_id = PlacementIdOf(*request);
       target.buf_index = FixedIndexFor(*request, base);
       PrepareNvmeUringCmd(sqes[0], EncodeZoneAppend(transfer, request->fua), target);
       return;
@@ -468,6 +522,7 @@ void NvmeDevice::PrepareSqes(IoRequest* request, io_uring_sqe** sqes) {
     transfer.lba_count = piece.lba_count;
     transfer.lba_bytes = info_.lba_bytes;
     transfer.addr = base + piece.offset_bytes;
+    if (request->op == IoOp::kWrite) transfer.placement_id = PlacementIdOf(*request);
     const nvme_uring_cmd cmd = request->op == IoOp::kWrite
                                    ? EncodeWrite(transfer, request->fua)
                                    : EncodeRead(transfer);

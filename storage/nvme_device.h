@@ -82,6 +82,9 @@ class NvmeDevice final : public RingDevice {
   uint32_t LbaPerCommand(const IoRequest& request) const;
   // The request's buffer lies in a registered region of this queue's pool.
   bool UsesFixedBuffer(const IoRequest& request) const;
+  // The placement identifier a write or append of `request` names (IoRequest::placement), none
+  // without FDP.
+  std::optional<uint16_t> PlacementIdOf(const IoRequest& request) const;
   // buf_index for the command of `request` at `addr`, or -1 to pass a plain address.
   int32_t FixedIndexFor(const IoRequest& request, uint64_t addr);
 

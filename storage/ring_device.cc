@@ -85,6 +85,12 @@ absl::Status ValidateRequest(const DeviceInfo& info, const IoRequest& request) {
         absl::StrCat("unknown I/O op ", static_cast<int>(request.op)));
   }
   if (request.lba_count == 0) return absl::InvalidArgumentError("I/O of zero blocks");
+  if ((request.op == IoOp::kWrite || request.op == IoOp::kZoneAppend) &&
+      !info.placement_ids.empty() && request.placement >= info.placement_ids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "write to placement handle ", request.placement, " of ", info.path, ", which has ",
+        info.placement_ids.size()));
+  }
   // A report's blocks are its buffer's length, not a range of the device.
   if (request.op != IoOp::kZoneReport &&
       (request.lba >= info.lba_count || request.lba_count > info.lba_count - request.lba)) {

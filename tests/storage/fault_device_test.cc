@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "storage/base/check.h"
@@ -78,6 +79,27 @@ TEST(FaultDeviceTest, ReadsAndWritesPassThrough) {
   EXPECT_EQ(stats.writes, 1u);
   EXPECT_EQ(stats.reads, 1u);
   EXPECT_EQ(stats.faults_injected, 0u);
+}
+
+// A write keeps its placement on its way to the inner device, whole or torn.
+TEST(FaultDeviceTest, WritesKeepTheirPlacement) {
+  MemDeviceOptions mem_options = MemOptions();
+  mem_options.placement_ids = {4, 9};
+  auto mem = MemDevice::Create(mem_options);
+  ASSERT_THAT(mem, IsOk());
+  std::shared_ptr<MemStorage> storage = (*mem)->storage();
+  auto device = FaultDevice::Create(std::move(*mem), FaultDeviceOptions{});
+  ASSERT_THAT(device, IsOk());
+  Buffer page = (*device)->buffers().GetPage();
+  ASSERT_THAT(WriteBlocks(**device, 3, 1, page, /*fua=*/true, /*placement=*/1), IsOk());
+  EXPECT_EQ(storage->PlacementOf(3), std::optional<uint16_t>(9));
+  ASSERT_THAT((*device)->FailOperation({.nth = 1, .filter = OpFilter::kWrite,
+                                          .partial = PartialWrite::kPrefix,
+                                          .prefix_sectors = 3}),
+              IsOk());
+  EXPECT_THAT(WriteBlocks(**device, 5, 1, page, /*fua=*/true, /*placement=*/1),
+              StatusIs(kEioCode));
+  EXPECT_EQ(storage->PlacementOf(5), std::optional<uint16_t>(9)) << "its torn part's";
 }
 
 TEST(FaultDeviceTest, InfoAndBuffersAreTheInnerDevices) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -222,6 +223,45 @@ TEST(MemDeviceTest, FlushAndFuaWriteSucceed) {
   EXPECT_THAT(WriteBlocks(*device, 0, 1, page, /*fua=*/true), IsOk());
   EXPECT_THAT(FlushDevice(*device), IsOk());
   EXPECT_EQ(device->stats().requests_completed, 2u);
+}
+
+// Flexible data placement as the device sees it: each write names the identifier its request's
+// placement indexes, the storage keeps it per block and counts the blocks per identifier.
+TEST(MemDeviceTest, WritesNameThePlacementTheirRequestIndexes) {
+  MemDeviceOptions options = SmallOptions();
+  options.placement_ids = {7, 3};
+  auto device = MustCreate(options);
+  EXPECT_EQ(device->info().placement_ids, (std::vector<uint16_t>{7, 3}));
+  Buffer page = device->buffers().GetChunk();
+  ASSERT_THAT(WriteBlocks(*device, 10, 2, page, false, /*placement=*/1), IsOk());
+  ASSERT_THAT(WriteBlocks(*device, 12, 1, page, false, /*placement=*/0), IsOk());
+  const MemStorage& storage = *device->storage();
+  EXPECT_EQ(storage.PlacementOf(10), std::optional<uint16_t>(3));
+  EXPECT_EQ(storage.PlacementOf(11), std::optional<uint16_t>(3));
+  EXPECT_EQ(storage.PlacementOf(12), std::optional<uint16_t>(7));
+  EXPECT_EQ(storage.PlacementOf(13), std::nullopt);
+  ASSERT_THAT(WriteBlocks(*device, 11, 1, page, false, /*placement=*/0), IsOk());
+  EXPECT_EQ(storage.PlacementOf(11), std::optional<uint16_t>(7)) << "the last write's";
+  EXPECT_EQ(storage.BlocksPlacedWith(3), 2u);
+  EXPECT_EQ(storage.BlocksPlacedWith(7), 2u);
+  EXPECT_EQ(storage.BlocksPlacedWith(5), 0u);
+  EXPECT_THAT(WriteBlocks(*device, 0, 1, page, false, /*placement=*/2),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(storage.PlacementOf(0), std::nullopt) << "a refused write places nothing";
+}
+
+TEST(MemDeviceTest, WithoutPlacementHandlesWritesNameNone) {
+  auto device = MustCreate(SmallOptions());
+  EXPECT_TRUE(device->info().placement_ids.empty());
+  Buffer page = device->buffers().GetPage();
+  ASSERT_THAT(WriteBlocks(*device, 4, 1, page, false, /*placement=*/5), IsOk());
+  EXPECT_EQ(device->storage()->PlacementOf(4), std::nullopt);
+  MemDeviceOptions zoned = SmallOptions();
+  zoned.zones.zone_count = 4;
+  zoned.zones.zone_blocks = 64;
+  zoned.zones.capacity_blocks = 64;
+  zoned.placement_ids = {0};
+  EXPECT_THAT(MemDevice::Create(zoned), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(MemDeviceTest, OpenQueueSharesStorage) {

@@ -80,6 +80,36 @@ TEST(NvmeCommandTest, ZoneAppendIsAWriteToTheZoneWithItsOwnOpcode) {
   EXPECT_EQ(EncodeZoneAppend(Transfer(), false).cdw12, 7u);
 }
 
+// FDP: the data placement directive names DTYPE 2 in CDW12 bits 20-23 and the placement
+// identifier in CDW13 bits 16-31, beside NLB and FUA; without an identifier neither is set.
+TEST(NvmeCommandTest, WriteAndAppendCarryThePlacementDirective) {
+  BlockTransfer transfer = Transfer();
+  transfer.placement_id = 0x1203;
+  const nvme_uring_cmd write = EncodeWrite(transfer, /*fua=*/true);
+  EXPECT_EQ(write.cdw12, (1u << 30) | (2u << 20) | 7u);
+  EXPECT_EQ(write.cdw13, 0x1203u << 16);
+  const nvme_uring_cmd append = EncodeZoneAppend(transfer, /*fua=*/false);
+  EXPECT_EQ(append.cdw12, (2u << 20) | 7u);
+  EXPECT_EQ(append.cdw13, 0x1203u << 16);
+  transfer.placement_id = 0;
+  EXPECT_EQ(EncodeWrite(transfer, false).cdw12, (2u << 20) | 7u) << "PID 0 is a placement too";
+  EXPECT_EQ(EncodeWrite(transfer, false).cdw13, 0u);
+  EXPECT_EQ(EncodeWrite(Transfer(), false).cdw12, 7u);
+  EXPECT_EQ(EncodeWrite(Transfer(), false).cdw13, 0u);
+  EXPECT_EQ(EncodeRead(transfer).cdw12, 7u) << "a read names no placement";
+}
+
+TEST(NvmeCommandTest, PlacementHandleStatusIsIoManagementReceiveOperationOne) {
+  const nvme_uring_cmd cmd = EncodePlacementHandleStatus(2, 0x7f00'0000'2000ULL, 4096);
+  EXPECT_EQ(cmd.opcode, 0x12);
+  EXPECT_EQ(cmd.nsid, 2u);
+  EXPECT_EQ(cmd.cdw10, 1u) << "MO 1 (reclaim unit handle status), MOS 0";
+  EXPECT_EQ(cmd.cdw11, 1023u) << "NUMD: zero-based dwords";
+  EXPECT_EQ(cmd.cdw12, 0u);
+  EXPECT_EQ(cmd.data_len, 4096u);
+  EXPECT_EQ(cmd.addr, 0x7f00'0000'2000ULL);
+}
+
 TEST(NvmeCommandTest, ZoneManagementSendNamesTheZoneAndTheAction) {
   const nvme_uring_cmd reset =
       EncodeZoneManagementSend(3, 0x0000'0001'0000'4000ULL, ZoneSendAction::kReset);
@@ -309,6 +339,58 @@ TEST(NvmeIdentifyTest, VwcBitZeroIsVolatileWriteCache) {
   identity = ParseIdentifyController(page);
   ASSERT_THAT(identity, IsOk());
   EXPECT_FALSE(identity->volatile_write_cache);
+}
+
+TEST(NvmeIdentifyTest, CtrattBit19IsFlexibleDataPlacement) {
+  std::vector<uint8_t> page = Page();
+  page[98] = 0x08;  // CTRATT bytes 96-99, bit 19
+  auto identity = ParseIdentifyController(page);
+  ASSERT_THAT(identity, IsOk());
+  EXPECT_TRUE(identity->flexible_data_placement);
+  page[98] = 0x04;  // bit 18 (RHII) is something else
+  page[96] = 0xff;
+  identity = ParseIdentifyController(page);
+  ASSERT_THAT(identity, IsOk());
+  EXPECT_FALSE(identity->flexible_data_placement);
+}
+
+// A status as QEMU's FDP namespace returns it: the header counts the descriptors, 32 bytes each
+// from byte 16 (PID, RUHID, EARUTR, RUAMW).
+TEST(NvmeIdentifyTest, PlacementHandleStatusListsEveryDescriptor) {
+  std::vector<uint8_t> status(16 + 3 * 32, 0);
+  status[14] = 3;
+  for (uint8_t i = 0; i < 3; ++i) {
+    uint8_t* d = status.data() + 16 + 32 * i;
+    d[0] = static_cast<uint8_t>(0x10 + i);  // PID low byte
+    d[1] = 0x01;                            // PID high byte: reclaim group bits
+    d[2] = i;                               // RUHID
+    d[8] = 0x00;                            // RUAMW, little-endian 64 bits
+    d[9] = static_cast<uint8_t>(i + 1);
+    d[15] = 0x80;
+  }
+  EXPECT_EQ(PlacementHandleStatusBytes(status), 16u + 3 * 32);
+  auto handles = ParsePlacementHandleStatus(status);
+  ASSERT_THAT(handles, IsOk());
+  ASSERT_EQ(handles->size(), 3u);
+  for (uint16_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*handles)[i].placement_id, 0x0110 + i);
+    EXPECT_EQ((*handles)[i].handle_id, i);
+    EXPECT_EQ((*handles)[i].available_writes, 0x8000'0000'0000'0000ULL | ((i + 1u) << 8));
+  }
+  status[14] = 0;
+  handles = ParsePlacementHandleStatus(status);
+  ASSERT_THAT(handles, IsOk());
+  EXPECT_TRUE(handles->empty());
+}
+
+TEST(NvmeIdentifyTest, PlacementHandleStatusCountingPastItsBytesIsDataLoss) {
+  std::vector<uint8_t> status(16 + 2 * 32, 0);
+  status[14] = 3;
+  status[15] = 1;  // 259 handles
+  EXPECT_EQ(PlacementHandleStatusBytes(status), 16u + 259 * 32) << "what asking again needs";
+  EXPECT_THAT(ParsePlacementHandleStatus(status), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(ParsePlacementHandleStatus(std::vector<uint8_t>(15, 0)),
+              StatusIs(absl::StatusCode::kDataLoss));
 }
 
 TEST(NvmeIdentifyTest, WrongPageSizeIsInvalidArgument) {
