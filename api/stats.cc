@@ -53,6 +53,18 @@ std::string ZonesJson(const ZoneStats& zones) {
   return json.Finish();
 }
 
+std::string PlacementJson(const PlacementStats& placement) {
+  std::string ids = "[";
+  for (size_t i = 0; i < placement.ids.size(); ++i) {
+    absl::StrAppend(&ids, i == 0 ? "" : ",", placement.ids[i]);
+  }
+  JsonObject json;
+  json.AddRaw("ids", ids + "]");
+  json.Add("log_id", placement.log_id);
+  json.Add("metadata_id", placement.metadata_id);
+  return json.Finish();
+}
+
 std::string DeviceJson(const DeviceStats& device) {
   JsonObject json;
   json.Add("kind", DeviceKindName(device.kind));
@@ -66,6 +78,7 @@ std::string DeviceJson(const DeviceStats& device) {
   json.Add("nsid", device.nsid);
   json.Add("zoned", device.zoned);
   if (device.zoned) json.AddRaw("zones", ZonesJson(device.zones));
+  if (!device.placement.ids.empty()) json.AddRaw("placement", PlacementJson(device.placement));
   json.AddRaw("ring", RingJson(device.ring));
   json.AddStrings("notes", device.notes);
   return json.Finish();
@@ -188,6 +201,13 @@ std::string Stats::ToString() const {
                           "reset by compaction, %u runs of pages landed apart, %u retired (out "
                           "of service)\n",
                           z.in_use, z.active, z.active_budget, z.resets, z.place_runs, z.retired);
+  }
+  if (!device.placement.ids.empty()) {
+    absl::StrAppendFormat(&out,
+                          "placement: %u FDP handles; the log's writes name identifier %u, the "
+                          "metadata's %u\n",
+                          device.placement.ids.size(), device.placement.log_id,
+                          device.placement.metadata_id);
   }
   absl::StrAppendFormat(&out, "ring: depth %u, %s\n", device.ring.queue_depth,
                         RingFeatureNames(device.ring));

@@ -192,7 +192,7 @@ class PageOut {
           const std::vector<uint64_t>& segments, uint64_t generation)
       : shape_(shape),
         g_(shape.geometry),
-        out_(device, shape, chunk, /*fua=*/false),
+        out_(device, shape, chunk, /*fua=*/false, shape.placement.metadata),
         segments_(segments),
         generation_(generation) {
     pending_.reserve(g_.payload_bytes());

@@ -461,7 +461,7 @@ absl::Status Compactor::WriteFreeMarkers(uint64_t segment) {
   for (const uint32_t index : {g.pages_per_segment - 1, 0u}) {
     EncodeFreePage(page.data, g, generation, shape_.seed, first_page + index, index);
     status = storage::WriteBlocks(*queue_, shape_.LbaOf(first_page + index), shape_.blocks_per_page,
-                                  page, /*fua=*/true);
+                                  page, /*fua=*/true, shape_.placement.log);
     if (!status.ok()) break;
     counters_.device_bytes.fetch_add(g.page_bytes);
   }

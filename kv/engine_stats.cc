@@ -60,6 +60,7 @@ namespace {
   out.zones.max_open = zones.max_open;
   out.zones.max_active = zones.max_active;
   out.zones.max_append_bytes = zones.max_append_blocks * in.lba_bytes;
+  out.placement.ids = in.placement_ids;
   out.ring = PublicRing(in.ring);
   out.notes = in.notes;
   return out;
@@ -232,6 +233,10 @@ EngineStats Engine::Impl::Stats() {
   }
   s.read_queues = reads_ != nullptr ? reads_->queue_count() : 0;
   s.device = PublicDevice(device_info_);
+  if (!device_info_.placement_ids.empty()) {
+    s.device.placement.log_id = device_info_.placement_ids[shape_.placement.log];
+    s.device.placement.metadata_id = device_info_.placement_ids[shape_.placement.metadata];
+  }
   if (zone_places_ != nullptr) s.device.zones.place_runs = zone_places_->run_count();
   if (compactor_ != nullptr) s.device.zones.resets = compactor_->zone_resets();
   if (shape_.geometry.zoned()) {

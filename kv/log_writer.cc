@@ -345,11 +345,12 @@ void LogWriter::CollectShard(Shard& shard, uint64_t now, bool stopping, WriterPa
 
 bool LogWriter::EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number,
                                  uint32_t pages, const storage::Buffer& buffer, bool fua,
-                                 bool append, void (*on_done)(storage::IoRequest*),
-                                 void* context) {
+                                 bool append, uint8_t placement,
+                                 void (*on_done)(storage::IoRequest*), void* context) {
   request = storage::IoRequest{};
   request.op = append ? storage::IoOp::kZoneAppend : storage::IoOp::kWrite;
   request.fua = fua;
+  request.placement = placement;
   request.lba = shape_.LbaOf(page_number);
   request.lba_count = pages * shape_.blocks_per_page;
   request.buffer = buffer;
@@ -393,7 +394,8 @@ void LogWriter::SubmitPages(const std::vector<PageSlot*>& pages) {
     const bool append = shape_.geometry.zoned();
     EnqueuePageWrite(first->request,
                      append ? shape_.geometry.FirstPageOf(first->segment) : first->page_number,
-                     count, first->buffer, fua, append, OnPagesWritten, first);
+                     count, first->buffer, fua, append, shape_.placement.log, OnPagesWritten,
+                     first);
     i += count;
   }
 }

@@ -188,10 +188,11 @@ class LogWriter {
   // For the writer's thread and its MetadataWriter: sends one write of `pages` pages from
   // `buffer` (which starts the run) to page `page_number` on (with `append`, a Zone Append to the
   // zone that starts at page `page_number`), in `request` (the one place a page write of the
-  // writer's queue is made up); when the queue refuses it, completes it at once with that error
-  // (`on_done` runs) and returns false.
+  // writer's queue is made up), to placement handle `placement` (StoreShape::placement's); when
+  // the queue refuses it, completes it at once with that error (`on_done` runs) and returns
+  // false.
   bool EnqueuePageWrite(storage::IoRequest& request, uint64_t page_number, uint32_t pages,
-                        const storage::Buffer& buffer, bool fua, bool append,
+                        const storage::Buffer& buffer, bool fua, bool append, uint8_t placement,
                         void (*on_done)(storage::IoRequest*), void* context);
   // How far `shard`'s head is durable, read without its lock (DurablePrefix::
   // durable_through_unlocked, the one part of a head meant to be read so).

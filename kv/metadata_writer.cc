@@ -188,8 +188,8 @@ bool MetadataWriter::SubmitMapWrites(bool stopping) {
     write.in_flight = true;
     // An announcement must be on the device before a head takes the segment.
     if (!writer_.EnqueuePageWrite(write.request, page->page_number, 1, write.buffer,
-                                  /*fua=*/volatile_cache_, page->append, OnMapWritten,
-                                  &write)) {
+                                  /*fua=*/volatile_cache_, page->append,
+                                  shape_.placement.metadata, OnMapWritten, &write)) {
       break;
     }
     submitted = true;
@@ -262,7 +262,7 @@ bool MetadataWriter::SubmitSummaries() {
       // next segment waits for no flush of it.
       submitted = writer_.EnqueuePageWrite(page.request, w.first_page + index, 1, page.buffer,
                                            /*fua=*/volatile_cache_, /*append=*/false,
-                                           OnSummaryPageWritten, &page) ||
+                                           shape_.placement.log, OnSummaryPageWritten, &page) ||
                   submitted;
     }
   }
@@ -353,7 +353,7 @@ absl::Status WriteMapAlone(SegmentTable& segments, const StoreShape& shape,
   const storage::BufferLease chunk = storage::BufferLease::Chunk(device.buffers());
   NVKV_CHECK(chunk.valid());
   std::vector<SegmentMap::PageWrite> taken;  // in flight until the flush below
-  PageRunWriter out(device, shape, *chunk, /*fua=*/false);
+  PageRunWriter out(device, shape, *chunk, /*fua=*/false, shape.placement.metadata);
   // The map encodes a page before it says which page it is.
   std::vector<uint8_t> next(shape.geometry.page_bytes);
   while (out.ok()) {

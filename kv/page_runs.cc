@@ -14,7 +14,7 @@ absl::Status WriteLargeRun(storage::Device& queue, const StoreShape& shape, cons
   // chunk of its queue (its page buffers: one per read slot, plus spares).
   const storage::BufferLease chunk = storage::BufferLease::ChunkOrPage(queue.buffers());
   if (!chunk.valid()) return absl::InternalError("no buffer to write a large value from");
-  PageRunWriter out(queue, shape, *chunk, fua);
+  PageRunWriter out(queue, shape, *chunk, fua, shape.placement.log);
   size_t value_done = 0;
   for (uint32_t index = 0; index < run.pages && out.ok(); ++index) {
     PageBuilder builder;

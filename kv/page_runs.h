@@ -23,7 +23,8 @@ namespace nvkv::kv {
 // Gathers pages in `buffer` (a chunk, or as little as one page buffer) and writes them through
 // `device`, synchronously: consecutive pages as one write command of up to the buffer's size. A
 // page that does not follow the ones gathered, or a full buffer, sends them first. Every write
-// has FUA when `fua`. After a failure nothing more is written, and Finish returns it.
+// has FUA when `fua` and names placement handle `placement` (shape.placement's log or metadata).
+// After a failure nothing more is written, and Finish returns it.
 //
 // On a zoned store (shape.places) the pages are positions of a zone's log: each run goes by Zone
 // Append to its zone (as long as the device's append limit allows), and where it landed goes
@@ -33,12 +34,13 @@ class PageRunWriter {
  public:
   // `buffer` must outlive the writer.
   PageRunWriter(storage::Device& device, const StoreShape& shape, const storage::Buffer& buffer,
-                bool fua)
+                bool fua, uint8_t placement)
       : device_(device),
         shape_(shape),
         buffer_(buffer),
         capacity_(RunPages(device, shape, buffer)),
-        fua_(fua) {}
+        fua_(fua),
+        placement_(placement) {}
   PageRunWriter(const PageRunWriter&) = delete;
   PageRunWriter& operator=(const PageRunWriter&) = delete;
 
@@ -73,7 +75,8 @@ class PageRunWriter {
     if (pages_ > 0 && status_.ok()) {
       if (shape_.places == nullptr) {
         status_ = storage::WriteBlocks(device_, shape_.LbaOf(first_),
-                                       pages_ * shape_.blocks_per_page, buffer_, fua_);
+                                       pages_ * shape_.blocks_per_page, buffer_, fua_,
+                                       placement_);
       } else {
         status_ = AppendRun();
       }
@@ -85,6 +88,7 @@ class PageRunWriter {
     storage::IoRequest append;
     append.op = storage::IoOp::kZoneAppend;
     append.fua = fua_;
+    append.placement = placement_;
     append.lba = shape_.LbaOf(g.FirstPageOf(g.SegmentOf(first_)));
     append.lba_count = pages_ * shape_.blocks_per_page;
     append.buffer = buffer_;
@@ -98,6 +102,7 @@ class PageRunWriter {
   const storage::Buffer& buffer_;
   const uint32_t capacity_;  // pages the buffer holds
   const bool fua_;
+  const uint8_t placement_;
   uint64_t first_ = 0;   // page number of the buffer's first page
   uint32_t pages_ = 0;   // pages gathered, not yet written
   absl::Status status_;

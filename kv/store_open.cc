@@ -95,7 +95,9 @@ StoreOpener::StoreOpener(const Options& options, bool read_only, const std::stri
       path_(path),
       device_(device),
       open_queue_(std::move(open_queue)),
-      device_info_(device.info()) {}
+      device_info_(device.info()) {
+  shape_.placement = ChooseWritePlacement(device_info_.placement_ids.size());
+}
 
 absl::StatusOr<OpenedStore> StoreOpener::Open() {
   NVKV_ASSIGN_OR_RETURN(queue_, open_queue_(kLargeIoChunks));
@@ -315,7 +317,8 @@ absl::Status StoreOpener::RepairSuperblock(const Superblock& good, uint32_t whic
   EncodeSuperblock(copy, page.data, good.page_bytes);
   absl::Status repaired =
       storage::WriteBlocks(device, uint64_t{which} * good.page_bytes / lba_bytes,
-                           good.page_bytes / lba_bytes, page, /*fua=*/true);
+                           good.page_bytes / lba_bytes, page, /*fua=*/true,
+                           shape_.placement.metadata);
   device.buffers().PutPage(page);
   return repaired;
 }
@@ -402,8 +405,9 @@ absl::StatusOr<Superblock> StoreOpener::FormatStore(const SuperblockProbe& probe
   // makes leftovers from an earlier store fail their checksums, so nothing else is written here
   // (the segment map follows once the engine starts: until then it says nothing, and recovery
   // would read every segment).
-  absl::Status written = storage::WriteBlocks(device, 0, 2 * superblock.page_bytes / lba_bytes,
-                                              *page, /*fua=*/true);
+  absl::Status written =
+      storage::WriteBlocks(device, 0, 2 * superblock.page_bytes / lba_bytes, *page, /*fua=*/true,
+                           shape_.placement.metadata);
   if (!written.ok()) return written;
   return superblock;
 }
@@ -456,7 +460,7 @@ absl::Status StoreOpener::GrowStore(Superblock* superblock) {
                  std::memcpy(&entries[index * per_page], read, count * sizeof(SegmentMapEntry));
                });
   // The page size stays: shape_ writes the new map's pages and the old one's alike.
-  PageRunWriter map_out(device, shape_, *chunk, /*fua=*/false);
+  PageRunWriter map_out(device, shape_, *chunk, /*fua=*/false, shape_.placement.metadata);
   for (uint64_t index = 0; index < g.map_pages() && map_out.ok(); ++index) {
     const uint32_t described =
         static_cast<uint32_t>(std::min<uint64_t>(per_page, segment_count - index * per_page));
@@ -475,7 +479,8 @@ absl::Status StoreOpener::GrowStore(Superblock* superblock) {
   // 5. The old map's pages lie in new, free segments now: zeros there, so that no page of the
   //    old map stays behind (one that did would be a stale page of a free segment; harmless).
   if (status.ok()) {
-    PageRunWriter zeros_out(device, shape_, *chunk, /*fua=*/false);
+    // In segments now: the log's to write over.
+    PageRunWriter zeros_out(device, shape_, *chunk, /*fua=*/false, shape_.placement.log);
     for (uint64_t index = 0; index < old.map_pages() && zeros_out.ok(); ++index) {
       std::memset(zeros_out.Room(old.map_first_page() + index), 0, old.page_bytes);
     }

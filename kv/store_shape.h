@@ -12,6 +12,24 @@
 
 namespace nvkv::kv {
 
+// Which placement handle (storage IoRequest::placement) each kind of the store's writes names on a
+// device with flexible data placement (NVMe FDP), so that data of different lifetimes fills
+// different reclaim units and the device moves none of it to reclaim the others' space. The log
+// (records, compaction's copies among them, summaries, free markers) dies as compaction cleans
+// its segments; the metadata (superblocks, the segment map, checkpoints) is written over in place
+// or replaced whole, at its own pace. Both 0 (the device's default) without FDP or with one handle.
+struct WritePlacement {
+  uint8_t log = 0;
+  uint8_t metadata = 0;
+};
+// The placement of a device with `handle_count` placement handles: the log on the first, the
+// metadata on the second.
+inline WritePlacement ChooseWritePlacement(size_t handle_count) {
+  WritePlacement placement;
+  if (handle_count >= 2) placement.metadata = 1;
+  return placement;
+}
+
 struct StoreShape {
   Geometry geometry;
   uint64_t seed = 0;             // the pages' checksum seed (StoreSeed of the store's id)
@@ -21,6 +39,7 @@ struct StoreShape {
   // where the positions of the log landed, recorded by what completes appends (the log writer, a
   // large record's writer) and by recovery. Null on a conventional store.
   ZonePlaces* places = nullptr;
+  WritePlacement placement;      // ChooseWritePlacement of the device's handles
 
   // The first device block of a page, as a write or a read of that very place names it.
   uint64_t LbaOf(uint64_t page) const { return page * blocks_per_page; }

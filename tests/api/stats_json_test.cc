@@ -163,6 +163,21 @@ TEST(StatsJsonTest, AZonedDeviceWritesItsZones) {
       << s.ToString();
 }
 
+// Placement handles follow the zones (a device without them has no "placement" at all).
+TEST(StatsJsonTest, ADeviceWithPlacementHandlesWritesThem) {
+  Stats s = SampleStats();
+  EXPECT_EQ(s.ToJson().find("\"placement\""), std::string::npos);
+  s.device.placement = {.ids = {4, 7, 9}, .log_id = 4, .metadata_id = 7};
+  EXPECT_NE(s.ToJson().find("\"zoned\":false,\"placement\":{\"ids\":[4,7,9],\"log_id\":4,"
+                            "\"metadata_id\":7},\"ring\":{"),
+            std::string::npos)
+      << s.ToJson();
+  EXPECT_NE(s.ToString().find("placement: 3 FDP handles; the log's writes name identifier 4, "
+                              "the metadata's 7\n"),
+            std::string::npos)
+      << s.ToString();
+}
+
 TEST(StatsJsonTest, NumbersThatJsonCannotHoldAreNull) {
   Stats s;
   s.write_amplification = std::numeric_limits<double>::infinity();

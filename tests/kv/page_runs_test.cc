@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -30,8 +31,9 @@ StoreShape ShapeOf4KiBPages() {
   return shape;
 }
 
-std::unique_ptr<storage::MemDevice> MakeDevice() {
+std::unique_ptr<storage::MemDevice> MakeDevice(std::vector<uint16_t> placement_ids = {}) {
   storage::MemDeviceOptions options;
+  options.placement_ids = std::move(placement_ids);
   options.lba_bytes = 512;
   options.lba_count = 8192;  // 4 MiB: 1024 pages
   options.buffers.buffer_count = 4;
@@ -64,13 +66,39 @@ TEST(PageRunWriterTest, ConsecutivePagesGoAsOneCommandAndAGapStartsAnother) {
   ASSERT_TRUE(chunk.valid());
   const std::vector<uint64_t> pages = {10, 11, 12, 40, 41, 7};
   {
-    PageRunWriter out(*device, shape, *chunk, /*fua=*/false);
+    PageRunWriter out(*device, shape, *chunk, /*fua=*/false, /*placement=*/0);
     for (uint64_t page : pages) FillAs(out.Room(page), page);
     EXPECT_THAT(out.Finish(), IsOk());
   }
   EXPECT_EQ(device->stats().requests_enqueued, 3u);  // 10-12, 40-41, 7
   for (uint64_t page : pages) EXPECT_TRUE(HoldsPage(*device, shape, page)) << page;
   EXPECT_FALSE(HoldsPage(*device, shape, 13));
+}
+
+// Every command of a writer names its placement handle (on a device with FDP, by identifier).
+TEST(PageRunWriterTest, EveryRunNamesTheWritersPlacement) {
+  auto device = MakeDevice({5, 8});
+  const StoreShape shape = ShapeOf4KiBPages();
+  const storage::BufferLease chunk = storage::BufferLease::Chunk(device->buffers());
+  ASSERT_TRUE(chunk.valid());
+  {
+    PageRunWriter out(*device, shape, *chunk, /*fua=*/false, /*placement=*/1);
+    for (uint64_t page : {10, 11, 40}) FillAs(out.Room(page), page);
+    EXPECT_THAT(out.Finish(), IsOk());
+  }
+  {
+    PageRunWriter out(*device, shape, *chunk, /*fua=*/false, /*placement=*/0);
+    FillAs(out.Room(12), 12);
+    EXPECT_THAT(out.Finish(), IsOk());
+  }
+  const storage::MemStorage& storage = *device->storage();
+  for (uint64_t page : {10, 11, 40}) {
+    for (uint32_t b = 0; b < shape.blocks_per_page; ++b) {
+      EXPECT_EQ(storage.PlacementOf(shape.LbaOf(page) + b), std::optional<uint16_t>(8)) << page;
+    }
+  }
+  EXPECT_EQ(storage.PlacementOf(shape.LbaOf(12)), std::optional<uint16_t>(5));
+  EXPECT_EQ(storage.BlocksPlacedWith(8), 3u * shape.blocks_per_page);
 }
 
 TEST(PageRunWriterTest, AFullBufferIsWrittenBeforeMorePagesGather) {
@@ -81,7 +109,7 @@ TEST(PageRunWriterTest, AFullBufferIsWrittenBeforeMorePagesGather) {
   const uint64_t per_chunk = chunk->bytes / kPageBytes;
   const uint64_t count = per_chunk * 2 + 3;
   {
-    PageRunWriter out(*device, shape, *chunk, /*fua=*/false);
+    PageRunWriter out(*device, shape, *chunk, /*fua=*/false, /*placement=*/0);
     for (uint64_t page = 100; page < 100 + count; ++page) FillAs(out.Room(page), page);
     EXPECT_THAT(out.Finish(), IsOk());
   }
@@ -97,7 +125,7 @@ TEST(PageRunWriterTest, OnePageBufferWritesAPageACommand) {
   const storage::BufferLease page_buffer = storage::BufferLease::Page(device->buffers());
   ASSERT_TRUE(page_buffer.valid());
   {
-    PageRunWriter out(*device, shape, *page_buffer, /*fua=*/true);
+    PageRunWriter out(*device, shape, *page_buffer, /*fua=*/true, /*placement=*/0);
     for (uint64_t page = 20; page < 24; ++page) FillAs(out.Room(page), page);
     EXPECT_THAT(out.Finish(), IsOk());
   }
@@ -114,7 +142,7 @@ TEST(PageRunWriterTest, AfterAFailedWriteNothingMoreIsWritten) {
   const StoreShape shape = ShapeOf4KiBPages();
   const storage::BufferLease chunk = storage::BufferLease::Chunk((*device)->buffers());
   ASSERT_TRUE(chunk.valid());
-  PageRunWriter out(**device, shape, *chunk, /*fua=*/false);
+  PageRunWriter out(**device, shape, *chunk, /*fua=*/false, /*placement=*/0);
   FillAs(out.Room(5), 5);
   FillAs(out.Room(9), 9);  // writes page 5, which fails
   EXPECT_FALSE(out.ok());

@@ -516,6 +516,13 @@ Outcome RunInfo(const Context& context) {
   const uint64_t segment_bytes = uint64_t{s.page_bytes} * s.pages_per_segment;
   Table table;
   AddDeviceRows(d, table);
+  if (!d.placement.ids.empty()) {
+    table.Row("placement", absl::StrFormat("%d FDP placement handles (%s); the log writes through "
+                                           "%d, the metadata through %d",
+                                           d.placement.ids.size(),
+                                           absl::StrJoin(d.placement.ids, ", "),
+                                           d.placement.log_id, d.placement.metadata_id));
+  }
   table.Row("layout", absl::StrFormat("%d-byte pages, %d pages (%s) per segment, %d segments",
                                       s.page_bytes, s.pages_per_segment,
                                       FormatBytes(segment_bytes), s.segments_total));

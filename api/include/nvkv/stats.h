@@ -91,6 +91,20 @@ struct ZoneStats {
   uint64_t retired = 0;
 };
 
+// NVMe flexible data placement (FDP): the placement handles a namespace offers, and which of them
+// a store's writes name, so that data of different lifetimes fills different reclaim units and the
+// device need not move one to reclaim the other's space.
+struct PlacementStats {
+  // The placement identifiers the namespace lists (its reclaim unit handle status); empty
+  // without FDP (not supported, not enabled for the namespace, or not an NVMe namespace).
+  std::vector<uint16_t> ids;
+  // A store's writes (DB::GetStats, when ids is not empty): the identifier the log's pages name
+  // (records, compaction's copies, summaries, free markers) and the one the metadata names
+  // (superblocks, the segment map, checkpoints); the same one when the namespace has one.
+  uint16_t log_id = 0;
+  uint16_t metadata_id = 0;
+};
+
 struct DeviceStats {
   DeviceKind kind = DeviceKind::kMemory;
   std::string path;
@@ -105,6 +119,7 @@ struct DeviceStats {
   // generic node only (zones.zone_count 0 through a block node).
   bool zoned = false;
   ZoneStats zones;
+  PlacementStats placement;
   RingFeatures ring;
   std::vector<std::string> notes;     // fallbacks taken at Open, one sentence each
 };
