@@ -249,25 +249,33 @@ int32_t RunPlacementHandleStatus(int fd, uint32_t nsid, std::vector<uint8_t>* ou
   return ret < 0 ? -errno : ret;
 }
 
-// The placement handles of namespace `info->nsid`, whose controller supports Flexible Data
-// Placement (Identify Controller CTRATT): its Reclaim Unit Handle Status. Without them the store
-// writes as on any namespace and loses nothing, so a failure is a note, never an error: a
-// namespace whose endurance group has FDP disabled fails the command with an NVMe status, and an
-// opener without the rights to send it (Linux 6.2+ without CAP_SYS_ADMIN) gets EACCES.
-void ReadPlacementHandles(int fd, DeviceInfo* info) {
+// The Reclaim Unit Handle Status of namespace `nsid` through `fd`, every descriptor (asked again
+// with room for all when the first 4 KiB do not hold them). Errors as MapCompletion words them
+// (a namespace without FDP enabled: an NVMe status), or kDataLoss for a malformed status.
+absl::StatusOr<std::vector<PlacementHandleStatus>> QueryPlacementHandles(
+    int fd, uint32_t nsid, const std::string& path) {
   constexpr uint32_t kFirstBytes = 4096;
-  constexpr size_t kMaxHandles = 256;  // what IoRequest::placement indexes
   std::vector<uint8_t> status;
-  int32_t res = RunPlacementHandleStatus(fd, info->nsid, &status, kFirstBytes);
+  int32_t res = RunPlacementHandleStatus(fd, nsid, &status, kFirstBytes);
   if (res == 0 && PlacementHandleStatusBytes(status) > kFirstBytes) {
-    res = RunPlacementHandleStatus(fd, info->nsid, &status, PlacementHandleStatusBytes(status));
+    res = RunPlacementHandleStatus(fd, nsid, &status, PlacementHandleStatusBytes(status));
   }
   CommandContext context;
   context.op = NvmeOp::kPlacementStatus;
-  context.path = info->path;
+  context.path = path;
+  NVKV_RETURN_IF_ERROR(MapCompletion(res, context));
+  return ParsePlacementHandleStatus(status);
+}
+
+// The placement handles of namespace `info->nsid`, whose controller supports Flexible Data
+// Placement (Identify Controller CTRATT). Without them the store writes as on any namespace and
+// loses nothing, so a failure is a note, never an error: a namespace whose endurance group has
+// FDP disabled fails the command with an NVMe status, and an opener without the rights to send
+// it (Linux 6.2+ without CAP_SYS_ADMIN) gets EACCES.
+void ReadPlacementHandles(int fd, DeviceInfo* info) {
+  constexpr size_t kMaxHandles = 256;  // what IoRequest::placement indexes
   absl::StatusOr<std::vector<PlacementHandleStatus>> handles =
-      res == 0 ? ParsePlacementHandleStatus(status)
-               : absl::StatusOr<std::vector<PlacementHandleStatus>>(MapCompletion(res, context));
+      QueryPlacementHandles(fd, info->nsid, info->path);
   if (!handles.ok()) {
     info->notes.push_back(absl::StrCat(
         "the controller supports flexible data placement, but namespace ", info->nsid,
@@ -350,6 +358,16 @@ absl::StatusOr<int> OpenAndIdentify(const std::string& path, const DeviceOptions
 }  // namespace
 
 bool IsNvmeGenericDevice(const std::string& path) { return CheckNvmeGeneric(path).ok(); }
+
+absl::StatusOr<std::vector<PlacementHandleStatus>> ReadPlacementHandleStatus(
+    const std::string& path) {
+  NVKV_RETURN_IF_ERROR(CheckNvmeGeneric(path));
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return OpenError(errno, path);
+  FdCloser closer{fd};
+  NVKV_ASSIGN_OR_RETURN(const uint32_t nsid, NamespaceId(fd, path));
+  return QueryPlacementHandles(fd, nsid, path);
+}
 
 absl::StatusOr<std::unique_ptr<Device>> OpenNvmeDevice(const std::string& path,
                                                        const DeviceOptions& options) {

@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "storage/device.h"
 #include "storage/nvme_command.h"
@@ -49,6 +50,14 @@ bool IsNvmeGenericDevice(const std::string& path);
 //                      URING_CMD/SQE128
 absl::StatusOr<std::unique_ptr<Device>> OpenNvmeDevice(const std::string& path,
                                                        const DeviceOptions& options);
+
+// The reclaim unit handle status of the namespace behind generic node `path` as the device
+// reports it now: each placement handle with the writes its reclaim unit may still take. Opens the
+// node read-only and claims nothing, so it may run beside the namespace's opener. Errors: those of
+// an open (kNotFound, kInvalidArgument, kPermissionDenied), and the command's (a namespace without
+// FDP enabled fails it with an NVMe status).
+absl::StatusOr<std::vector<PlacementHandleStatus>> ReadPlacementHandleStatus(
+    const std::string& path);
 
 // Transfer limits chosen at open besides DeviceInfo::max_transfer_bytes.
 struct NvmeQueueLimits {

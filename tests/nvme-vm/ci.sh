@@ -23,6 +23,12 @@
 #                a writer killed with SIGKILL again and again inside the guest, the store
 #                reopened and checked against every acknowledged write each time
 #   soak-512     the same on /dev/ng0n2 for NVKV_VM_ZONED_512_SOAK_SECONDS (20)
+# and in fdp, where NVKV_TEST_FDP=1 (a namespace with flexible data placement, on the QEMU of
+# bookworm-backports: run.sh), after the sessions:
+#   device       nvme_device_test's passthrough tests and NvmeFdpTest (each write lands on the
+#                placement handle it names, by the device's own count)
+#   engine       EngineFdpTest (the log and the metadata fill their own handles) and a few of
+#                the engine's behaviour tests through the generic node
 # Prints one line per step and configuration, then "nvkv-vm: N passed, N failed"; exits 0 only
 # when every step passed. First run: installs QEMU and busybox-static with apt-get (as root) and
 # caches Debian's kernel (see README.md).
@@ -37,21 +43,21 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly here
 
 usage() {
-  echo "usage: tests/nvme-vm/ci.sh BUILD_DIR [--config LIST]   (LIST: 4k,512,tcp,zns or all)" >&2
+  echo "usage: tests/nvme-vm/ci.sh BUILD_DIR [--config LIST]   (LIST: 4k,512,tcp,zns,fdp or all)" >&2
   exit 2
 }
 
 (($# >= 1)) || usage
 build="$(realpath "$1")"
 shift
-configs=4k,512,tcp,zns
+configs=4k,512,tcp,zns,fdp
 while (($#)); do
   case "$1" in
     --config) configs="${2:?--config needs a value}"; shift 2 ;;
     *) usage ;;
   esac
 done
-[[ "$configs" == all ]] && configs=4k,512,tcp,zns
+[[ "$configs" == all ]] && configs=4k,512,tcp,zns,fdp
 
 # The binaries the guest runs; all must exist (c_api_session needs libnvkv.so, copied along).
 binaries=("$build/tests/nvme_device_test" "$build/tests/engine_device_test"
@@ -116,6 +122,9 @@ EOF
       "--check-every 4 --report-seconds 10"
   fi
   cat <<'EOF'
+elif [ "$NVKV_TEST_FDP" = 1 ]; then
+  step device gtest nvme_device_test --gtest_filter='NvmeDeviceTest.*:NvmeFdpTest.*'
+  step engine gtest engine_device_test --gtest_filter='EngineFdpTest.*:*EngineDeviceTest.PutGetDeleteAcrossReopen/Passthrough:*EngineDeviceTest.MatchesMapModelAcrossReopens/Passthrough:*EngineDeviceTest.CompactionReclaimsOverwrittenSegments/Passthrough:*EngineDeviceTest.LargeValuesAcrossReopen/Passthrough:*EngineDeviceTest.PathPicksTheBackend/Passthrough'
 else
   step smoke passthru_smoke
   step device gtest nvme_device_test

@@ -127,11 +127,14 @@ wait_for_devices
 # Device tests run their zoned-namespace suites instead of the others when this is 1.
 zoned=0
 [ "$NVKV_VM_CONFIG" = zns ] && zoned=1
+# And their flexible-data-placement tests when this is 1.
+fdp=0
+[ "$NVKV_VM_CONFIG" = fdp ] && fdp=1
 
 cd "$work" || setup_failed "cd $work"
 echo "nvkv-vm: config $NVKV_VM_CONFIG ready at ${t_init}s /init, ${t_modules}s modules," \
   "${t_scratch}s scratch fs, $(uptime_s)s device; running payload"
-env NVKV_TEST_NVME="$ng" NVKV_TEST_BLOCK="$blk" NVKV_TEST_ZONED="$zoned" \
+env NVKV_TEST_NVME="$ng" NVKV_TEST_BLOCK="$blk" NVKV_TEST_ZONED="$zoned" NVKV_TEST_FDP="$fdp" \
   NVKV_TEST_NVME_READONLY="$ro_ng" NVKV_TEST_BLOCK_READONLY="$ro_blk" \
   NVKV_TEST_NVME_ZONED_512="$zoned512_ng" NVKV_TEST_BLOCK_ZONED_512="$zoned512_blk" \
   NVKV_TEST_NVME_CONVENTIONAL="$conv_ng" NVKV_TEST_BLOCK_CONVENTIONAL="$conv_blk" \

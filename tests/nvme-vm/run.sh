@@ -28,6 +28,10 @@ options:
                        backed, 4096-byte LBAs
                   zns: PCIe NVMe zoned namespace, 4096-byte LBAs, 4 MiB zones of 3 MiB
                        capacity, 4 open and 5 active at most (NVKV_VM_ZONE_*)
+                  fdp: PCIe NVMe namespace with flexible data placement, 4096-byte
+                       LBAs, 8 placement handles; QEMU 7.2 has no FDP, so this one
+                       runs bookworm-backports' QEMU, fetched once into the cache
+                       beside the kernel (not installed; see fdp_qemu)
   --timeout S     kill the VM after S seconds (default 600)
   --binary PATH   copy PATH into the guest's /nvkv/bin, with its shared
                   libraries; repeatable
@@ -89,6 +93,54 @@ ensure_packages() {
     DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends \
       "${missing[@]}" > /dev/null
   fi
+}
+
+# --- QEMU with FDP (the fdp config) ---------------------------------------------
+
+# Debian 12's QEMU 7.2 predates flexible data placement (8.0). bookworm-backports, part of
+# Debian's archive, has a newer one whose binary needs no library bookworm lacks: its packages
+# are downloaded once, with a private apt configuration that reads only backports (the host's
+# sources and installed QEMU stay as they are), and unpacked into the cache. Sets fdp_qemu to
+# the command that runs it.
+fdp_qemu=()
+prepare_fdp_qemu() {
+  local qdir="$cache_root/$cache_layout/qemu-backports"
+  local root="$qdir/root"
+  fdp_qemu=(env "QEMU_MODULE_DIR=$root/usr/lib/x86_64-linux-gnu/qemu"
+    "$root/usr/bin/qemu-system-x86_64" -L "$root/usr/share/qemu" -L "$root/usr/share/seabios"
+    -L /usr/lib/ipxe/qemu)
+  [[ -f "$qdir/.complete" ]] && return 0
+  mkdir -p "$qdir"
+  exec {qemu_lock_fd}> "$qdir/.lock"
+  flock "$qemu_lock_fd"
+  if [[ ! -f "$qdir/.complete" ]]; then
+    local started=$SECONDS dl apt_dir
+    dl="$(mktemp -d "$qdir/.download.XXXXXX")"
+    download_dir="$dl"
+    apt_dir="$dl/apt"
+    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$dl/debs"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]" \
+      "http://deb.debian.org/debian bookworm-backports main" > "$apt_dir/sources.list"
+    local -a apt=(apt-get -qq -o "Dir::Etc::SourceList=$apt_dir/sources.list"
+      -o Dir::Etc::SourceParts=/nonexistent -o "Dir::State::Lists=$apt_dir/lists"
+      -o "Dir::Cache=$apt_dir/cache" -o APT::Sandbox::User=root)
+    log "fetching QEMU from bookworm-backports into $qdir (once, for the fdp config)"
+    "${apt[@]}" update || die "apt-get update of bookworm-backports failed"
+    (cd "$dl/debs" && "${apt[@]}" download qemu-system-x86/bookworm-backports \
+      qemu-system-common/bookworm-backports qemu-system-data/bookworm-backports \
+      seabios/bookworm-backports) || die "apt-get download of QEMU from bookworm-backports failed"
+    local deb
+    for deb in "$dl"/debs/*.deb; do dpkg-deb -x "$deb" "$dl/root"; done
+    rm -rf "$root"
+    mv "$dl/root" "$root"
+    rm -rf "$dl"
+    download_dir=""
+    "${fdp_qemu[@]}" -device nvme-subsys,help 2> /dev/null | grep -q 'fdp=' ||
+      die "the QEMU from bookworm-backports in $root has no FDP (nvme-subsys fdp=)"
+    touch "$qdir/.complete"
+    log "$("${fdp_qemu[@]}" --version | head -n 1) cached in $((SECONDS - started))s"
+  fi
+  flock -u "$qemu_lock_fd"
 }
 
 # --- kernel -----------------------------------------------------------------
@@ -307,7 +359,7 @@ disk_args() {
   printf '%s\n' \
     -drive "file=$work/scratch.img,if=none,id=scratch,format=raw,cache=unsafe" \
     -device "virtio-blk-pci,drive=scratch"
-  local lba=4096 zoned="" controller=""
+  local lba=4096 namespace_options="" controller=""
   case "$config" in
     tcp) return 0 ;;  # The guest makes its own NVMe-oF device.
     512) lba=512 ;;
@@ -317,22 +369,30 @@ disk_args() {
     # drives have them. The open limit is below the active one, so the device closes zones
     # itself; 4 open zones hold a store of 2 shards (kv/FORMAT.md "Open and active zones").
     zns)
-      zoned=",zoned=true,zoned.zone_size=$NVKV_VM_ZONE_SIZE"
-      zoned+=",zoned.zone_capacity=$NVKV_VM_ZONE_CAPACITY"
-      zoned+=",zoned.max_open=$NVKV_VM_ZONE_MAX_OPEN,zoned.max_active=$NVKV_VM_ZONE_MAX_ACTIVE"
+      namespace_options=",zoned=true,zoned.zone_size=$NVKV_VM_ZONE_SIZE"
+      namespace_options+=",zoned.zone_capacity=$NVKV_VM_ZONE_CAPACITY"
+      namespace_options+=",zoned.max_open=$NVKV_VM_ZONE_MAX_OPEN"
+      namespace_options+=",zoned.max_active=$NVKV_VM_ZONE_MAX_ACTIVE"
       controller=",zoned.zasl=5"
+      ;;
+    # One reclaim group of 8 handles, each reclaim unit 4 GiB: more than any run writes, so a
+    # handle's count of the writes its unit may still take only goes down (tests compare it).
+    fdp)
+      printf '%s\n' -device "nvme-subsys,id=subsys0,fdp=on,fdp.runs=4G,fdp.nrg=1,fdp.nruh=8"
+      controller=",subsys=subsys0"
+      namespace_options=",fdp.ruhs=0-7"
       ;;
   esac
   printf '%s\n' \
     -drive "file=$work/nvme.img,if=none,id=nvm,format=raw,cache=unsafe" \
     -device "nvme,id=nvme0,serial=nvkv0001$controller" \
-    -device "nvme-ns,drive=nvm,bus=nvme0,nsid=1,logical_block_size=$lba,physical_block_size=$lba$zoned"
+    -device "nvme-ns,drive=nvm,bus=nvme0,nsid=1,logical_block_size=$lba,physical_block_size=$lba$namespace_options"
   # zns has a second zoned namespace, alike but for its 512-byte LBAs (a page is 8 blocks, a
   # Zone Append limit of 256).
   if [[ "$config" == zns ]]; then
     printf '%s\n' \
       -drive "file=$work/zoned512.img,if=none,id=z512,format=raw,cache=unsafe" \
-      -device "nvme-ns,drive=z512,bus=nvme0,nsid=2,logical_block_size=512,physical_block_size=512$zoned"
+      -device "nvme-ns,drive=z512,bus=nvme0,nsid=2,logical_block_size=512,physical_block_size=512$namespace_options"
     # NVKV_VM_ZNS_CONVENTIONAL=1: a third namespace, conventional, of nsid 1's size and LBA, on
     # the same controller, to hold a store beside the zoned one (bench/compare_zoned_store.sh).
     [[ "$NVKV_VM_ZNS_CONVENTIONAL" == 1 ]] && printf '%s\n' \
@@ -357,7 +417,9 @@ run_vm() {
   local started=$SECONDS rc=0
   # TCG by default: on the project's machines /dev/kvm exists but a KVM guest
   # hangs before its first console line. NVKV_VM_ACCEL=kvm where KVM works.
-  timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
+  local -a qemu=(qemu-system-x86_64)
+  [[ "$config" == fdp ]] && qemu=("${fdp_qemu[@]}")
+  timeout --foreground -k 10 "$timeout_s" "${qemu[@]}" \
     -machine q35 -accel "${NVKV_VM_ACCEL:-tcg}" -cpu max -smp 2 -m "${NVKV_VM_MEM:-2G}" \
     -nodefaults -display none -no-reboot -serial stdio -monitor none \
     -kernel "$kdir/vmlinux" -initrd "$work/initramfs.cpio" -append "$append" \
@@ -437,10 +499,10 @@ main() {
   done
   (($#)) || { usage >&2; die "no command given"; }
   payload="$*"
-  [[ "$config_list" == all ]] && config_list=4k,512,tcp,zns
+  [[ "$config_list" == all ]] && config_list=4k,512,tcp,zns,fdp
   IFS=, read -r -a configs <<< "$config_list"
   for config in "${configs[@]}"; do
-    case "$config" in 4k | 512 | tcp | zns) ;; *) die "unknown --config $config" ;; esac
+    case "$config" in 4k | 512 | tcp | zns | fdp) ;; *) die "unknown --config $config" ;; esac
   done
   [[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout takes whole seconds"
   [[ "$NVKV_VM_ZNS_CONVENTIONAL" == [01] ]] || die "NVKV_VM_ZNS_CONVENTIONAL takes 0 or 1"
@@ -451,6 +513,7 @@ main() {
   local pkg
   pkg="$(kernel_package)"
   prepare_kernel "$pkg"
+  [[ ",$config_list," == *,fdp,* ]] && prepare_fdp_qemu
   work_root="$(mktemp -d "${TMPDIR:-/tmp}/nvkv-vm.XXXXXX")"
   index_modules
   run_configs

@@ -289,6 +289,12 @@ TEST_F(PassthroughSqeOnDevNullTest, MalformedSqeIsRejected) {
 
 const char* TestDevicePath() { return std::getenv("NVKV_TEST_NVME"); }
 
+// NVKV_TEST_FDP=1: the namespace has flexible data placement enabled (tests/nvme-vm --config fdp).
+bool TestNamespaceHasFdp() {
+  const char* fdp = std::getenv("NVKV_TEST_FDP");
+  return fdp != nullptr && std::strcmp(fdp, "1") == 0;
+}
+
 bool TestNamespaceIsZoned() {
   const char* zoned = std::getenv("NVKV_TEST_ZONED");
   return zoned != nullptr && std::strcmp(zoned, "1") == 0;
@@ -754,6 +760,67 @@ TEST_F(NvmeZonedTest, BlockDeviceIsRefusedNamingTheGenericNodeUnlessAllowed) {
   EXPECT_TRUE((*device)->info().zoned);
   EXPECT_EQ((*device)->info().kind, DeviceKind::kDirectFile);
   EXPECT_TRUE((*device)->info().block_device);
+}
+
+// --- Flexible data placement (NVKV_TEST_FDP=1) ---
+
+// A namespace without FDP lists no placement handles, and asking it for their status fails with
+// the NVMe status the controller gives (QEMU 7.2: Invalid Command Opcode).
+TEST_F(NvmeDeviceTest, WithoutFdpThereAreNoPlacementHandles) {
+  if (TestNamespaceHasFdp()) GTEST_SKIP() << "this namespace has FDP";
+  EXPECT_TRUE(device().info().placement_ids.empty());
+  absl::StatusOr<std::vector<PlacementHandleStatus>> status = ReadPlacementHandleStatus(path_);
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.status().message()), ::testing::HasSubstr("placement"));
+}
+
+class NvmeFdpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = TestDevicePath() != nullptr ? TestDevicePath() : "";
+    if (path_.empty() || !TestNamespaceHasFdp()) {
+      GTEST_SKIP() << "set NVKV_TEST_NVME to the generic device of a namespace with FDP and "
+                      "NVKV_TEST_FDP=1 to run (tests/nvme-vm --config fdp)";
+    }
+  }
+  std::string path_;
+};
+
+// Open lists the namespace's placement handles in the order of their status, and each write
+// lands in the reclaim unit of the handle it names, every command of a split one included: that
+// handle's available writes drop by exactly the blocks written, and no other handle's do.
+TEST_F(NvmeFdpTest, WritesLandOnTheHandleTheyName) {
+  auto device = OpenDevice(path_, NvmeOptions());
+  ASSERT_THAT(device, IsOk());
+  const DeviceInfo& info = (*device)->info();
+  const std::vector<uint16_t> ids = info.placement_ids;
+  ASSERT_GE(ids.size(), 3u) << "tests/nvme-vm gives the namespace 8 handles";
+  absl::StatusOr<std::vector<PlacementHandleStatus>> before = ReadPlacementHandleStatus(path_);
+  ASSERT_THAT(before, IsOk());
+  ASSERT_EQ(before->size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ((*before)[i].placement_id, ids[i]);
+
+  // Handle 1: three blocks with FUA. The last handle: a write that takes several commands.
+  const uint32_t split_blocks = 2 * (info.max_transfer_bytes / info.lba_bytes) + 1;
+  HeapBuffer data(split_blocks * info.lba_bytes);
+  Fill(data.memory, data.bytes, 7);
+  ASSERT_THAT(WriteBlocks(**device, 0, 3, data.At(0), /*fua=*/true, /*placement=*/1), IsOk());
+  const auto last = static_cast<uint8_t>(ids.size() - 1);
+  ASSERT_THAT(WriteBlocks(**device, 64, split_blocks, data.At(0), /*fua=*/false, last), IsOk());
+  ASSERT_THAT(FlushDevice(**device), IsOk());
+
+  absl::StatusOr<std::vector<PlacementHandleStatus>> after = ReadPlacementHandleStatus(path_);
+  ASSERT_THAT(after, IsOk());
+  ASSERT_EQ(after->size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint64_t used = (*before)[i].available_writes - (*after)[i].available_writes;
+    const uint64_t expected = i == 1 ? 3 : i == last ? split_blocks : 0;
+    EXPECT_EQ(used, expected) << "handle " << i << " (placement identifier " << ids[i] << ")";
+  }
+  // And the data reads back.
+  HeapBuffer back(split_blocks * info.lba_bytes);
+  ASSERT_THAT(ReadBlocks(**device, 64, split_blocks, back.At(0)), IsOk());
+  EXPECT_TRUE(Matches(back.memory, back.bytes, 7));
 }
 
 }  // namespace
