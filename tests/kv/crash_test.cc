@@ -17,6 +17,9 @@
 // while their pages are written (FaultDevice::SetWriteObserver), which they do not make durable.
 // A third of the reopens are tried first while a page of a log fails to read (a transient read
 // error: read-only opens, by default refused naming the page, and degraded, without it).
+// One reopen in four follows an Open whose power failed while it ran, at an operation drawn among
+// those an uncut Open of the same bytes makes (its reads, and its own writes: the segment map,
+// superblock copies, zone resets and finishes, a map moved): the Open after it must find the same.
 // Replay a failure with NVKV_CRASH_SEED=<seed>; run more seeds
 // with NVKV_CRASH_SEEDS=<n>. Each reopen after a cut, which reads only the segments the segment
 // map does not say are free, must find what a reopen of a copy of the same bytes finds reading
@@ -430,6 +433,11 @@ struct CutTally {
   // (naming the page), or opened when no record of it was needed (a checkpoint or a summary gave
   // them); each then opened degraded, without that page.
   uint64_t opens_refused_unread = 0, opens_past_unread = 0, degraded_opens = 0;
+  // Opens whose power failed while they ran (CutAnOpen), at an operation drawn among those an
+  // uncut Open of the same bytes makes (its reads, and its writes: the segment map, superblock
+  // copies, zone resets and finishes); of those, the Opens the cut stopped (they failed), and the
+  // cuts that dropped or tore a write.
+  uint64_t opens_cut = 0, opens_stopped = 0, opens_cut_with_loss = 0;
 };
 
 // A value for `key` at `version`: mostly small, one in 20 a large value over several pages, up
@@ -920,6 +928,55 @@ std::map<std::string, std::string> ReadAllOfCopy(const storage::MemStorage& stor
   return ReadBack(**engine, keys);
 }
 
+// Opens the store on `storage` and cuts power inside that Open: at an operation drawn among
+// those an uncut Open of a copy of the same bytes makes before it returns (reads and writes, the
+// Open's own writes among them), unflushed writes then kept, dropped or torn as at any cut. An
+// Open the cut stopped fails; one it did not reach is cut as it returns. Whatever the cut left,
+// the Open after it must find what the uncut one would have (CheckRecovered's checks).
+void CutAnOpen(const CrashRun& run, int life, const std::shared_ptr<storage::MemStorage>& storage,
+               IndexMode mode, CutTally* tally) {
+  const uint64_t seed = LifeSeed(run, life) ^ 0x0be11;
+  uint64_t operations = 0, writes = 0;
+  {
+    auto mem = MemDevice::Open(CopyOf(*storage), MemOptions(run));
+    ASSERT_THAT(mem, IsOk());
+    auto fault = FaultDevice::Create(std::move(*mem), {.seed = seed});
+    ASSERT_THAT(fault, IsOk());
+    auto witness = (*fault)->OpenQueue(storage::QueueOptions{});
+    ASSERT_THAT(witness, IsOk());
+    const FaultDevice* device = static_cast<const FaultDevice*>(witness->get());
+    auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run, mode), StoreSeams());
+    ASSERT_THAT(engine, IsOk()) << "open of a copy, uncut";
+    operations = device->fault_stats().operations;
+    writes = device->fault_stats().writes;
+  }
+  auto mem = MemDevice::Open(storage, MemOptions(run));
+  ASSERT_THAT(mem, IsOk());
+  auto fault = FaultDevice::Create(std::move(*mem), {.seed = seed});
+  ASSERT_THAT(fault, IsOk());
+  auto witness = (*fault)->OpenQueue(storage::QueueOptions{});
+  ASSERT_THAT(witness, IsOk());
+  FaultDevice* device = static_cast<FaultDevice*>(witness->get());
+  // Half the cuts at one of the Open's writes (it reads far more than it writes).
+  nvkv::SplitMix64 rng(seed);
+  const bool at_a_write = writes > 0 && rng.Next() % 2 == 0;
+  ASSERT_THAT(at_a_write ? device->SetCutAfterOperations(1 + rng.Next() % writes,
+                                                         storage::OpFilter::kWrite)
+                         : device->SetCutAfterOperations(1 + rng.Next() % std::max<uint64_t>(
+                                                                 operations, 1)),
+              IsOk());
+  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(run, mode), StoreSeams());
+  if (device->fault_stats().powered) {
+    ASSERT_THAT(device->CutPower(), IsOk());
+  }
+  if (engine.ok()) (void)(*engine)->Close();  // fails: the power is off
+  const std::optional<storage::CutReport> report = device->last_cut();
+  ASSERT_TRUE(report.has_value());
+  ++tally->opens_cut;
+  if (!engine.ok()) ++tally->opens_stopped;
+  if (report->writes_dropped + report->writes_torn > 0) ++tally->opens_cut_with_loss;
+}
+
 void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemStorage> storage,
                     Model* model_out, CutTally* tally) {
   CheckMapSaysInUseOfEveryLog(*storage, run);
@@ -950,6 +1007,15 @@ void CheckRecovered(const CrashRun& run, int life, std::shared_ptr<storage::MemS
   // Zoned: one reopen in four after the media damaged a page of a metadata zone.
   if (run.zoned() && rng.Next() % 4 == 0 && DamageAMetadataPage(*storage, rng)) {
     ++tally->metadata_pages_damaged;
+  }
+  // One reopen in four follows an Open cut by a power failure; on zones, not when that Open
+  // writes a damaged superblock copy again: a cut that tears the closing copy of the map's zone
+  // leaves it with no copy that decodes and no room for another, and the map cannot then move
+  // without resetting the zone of the only other copy (the store refuses writes; issue 40's
+  // notes).
+  if (rng.Next() % 4 == 0 && !copy_damaged) {
+    CutAnOpen(run, life, storage, mode, tally);
+    ASSERT_FALSE(::testing::Test::HasFailure()) << "an Open cut by a power failure";
   }
   auto mem = MemDevice::Open(storage, MemOptions(run));
   ASSERT_THAT(mem, IsOk());
@@ -1140,7 +1206,8 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               "opened without needing it, %llu opened degraded; %llu zones reset, %llu runs of pages "
               "found landed apart, %llu full zones made read-only, %llu zones retired; %llu "
               "superblock copies damaged and written again by the reopen; %llu pages of the "
-              "metadata zones damaged\n",
+              "metadata zones damaged; %llu opens cut by a power failure (%llu stopped by it), "
+              "%llu of them losing writes\n",
               static_cast<unsigned long long>(tally.runs),
               static_cast<unsigned long long>(tally.cut_mid_run),
               static_cast<unsigned long long>(tally.runs_with_loss),
@@ -1173,7 +1240,10 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
               static_cast<unsigned long long>(tally.zones_made_read_only),
               static_cast<unsigned long long>(tally.zones_retired),
               static_cast<unsigned long long>(tally.superblock_copies_written_again),
-              static_cast<unsigned long long>(tally.metadata_pages_damaged));
+              static_cast<unsigned long long>(tally.metadata_pages_damaged),
+              static_cast<unsigned long long>(tally.opens_cut),
+              static_cast<unsigned long long>(tally.opens_stopped),
+              static_cast<unsigned long long>(tally.opens_cut_with_loss));
   if (count < 20) return;  // too few runs (NVKV_CRASH_SEEDS) for the proportions below
   EXPECT_GE(tally.cut_mid_run * 2, tally.runs) << "most cuts came after the workload";
   EXPECT_GE(tally.runs_with_loss * 4, tally.runs) << "few cuts found unflushed writes";
@@ -1187,6 +1257,9 @@ TEST_P(CrashTest, EveryAcknowledgedDurableWriteSurvivesAPowerCut) {
   EXPECT_GT(tally.segments_skipped, 0u);
   EXPECT_GT(tally.cut_in_close, 0u);
   EXPECT_GT(tally.closed_before_the_cut, 0u);
+  EXPECT_GE(tally.opens_cut * 8, tally.runs) << "few opens were cut";
+  EXPECT_GE(tally.opens_stopped * 2, tally.opens_cut) << "most cut opens had returned already";
+  EXPECT_GT(tally.opens_cut_with_loss, 0u) << "no cut inside an Open dropped or tore a write";
   if (zoned) {
     // Compaction empties zones by reset, and pages land apart from their positions (the fault
     // device carries appends out in a seeded order).
