@@ -332,10 +332,15 @@ std::vector<bool> FaultState::WrittenSectors(const std::optional<OperationFault>
   switch (fault->partial) {
     case PartialWrite::kNothing:
       break;
-    case PartialWrite::kPrefix: {
+    case PartialWrite::kPrefix:
+    case PartialWrite::kSuffix: {
       std::vector<bool> written(sector_count, false);
-      const uint32_t prefix = std::min(fault->prefix_sectors, sector_count);
-      std::fill(written.begin(), written.begin() + prefix, true);
+      const uint32_t count = std::min(fault->sectors, sector_count);
+      if (fault->partial == PartialWrite::kPrefix) {
+        std::fill(written.begin(), written.begin() + count, true);
+      } else {
+        std::fill(written.end() - count, written.end(), true);
+      }
       return written;
     }
     case PartialWrite::kRandomSectors:

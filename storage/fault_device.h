@@ -66,8 +66,8 @@
 //      (absl::ErrnoToStatus(EIO, ...), as the io_uring backends report -EIO), an NVMe media
 //      error (kDataLoss, "Unrecovered Read Error" for reads, "Write Fault" otherwise) or any
 //      NVMe status (kNvmeStatus), each worded and coded as the passthrough backend reports it
-//      (nvme_command.h MapCompletion). A failing write may be torn: a prefix or a seeded subset
-//      of its sectors reaches the device (an unflushed write like any other). With
+//      (nvme_command.h MapCompletion). A failing write may be torn: a prefix, a suffix or a
+//      seeded subset of its sectors reaches the device (an unflushed write like any other). With
 //      FaultError::kSilent the write reports success instead: a lost or torn write the drive
 //      does not notice (a lost Zone Append says it landed at the write pointer, which stays).
 //      FailReadsOf makes blocks unreadable instead: every later read touching them fails the same
@@ -139,7 +139,9 @@ enum class FaultError : uint8_t {
 // What part of a failing write reaches the device.
 enum class PartialWrite : uint8_t {
   kNothing,        // no sector
-  kPrefix,         // the first `prefix_sectors` sectors (all of them if the write is shorter)
+  kPrefix,         // the first `sectors` sectors (all of them if the write is shorter)
+  kSuffix,         // the last `sectors` sectors (all of them if the write is shorter): the
+                   // write's start lost, as a cut may leave it (a device orders no sectors)
   kRandomSectors,  // a seeded non-empty proper subset (a coin flip for a one-sector write)
 };
 
@@ -149,7 +151,7 @@ struct OperationFault {
   FaultError error = FaultError::kIoError;
   // Writes only (the filter must be kWrite unless this is kNothing).
   PartialWrite partial = PartialWrite::kNothing;
-  uint32_t prefix_sectors = 0;  // for kPrefix, in sectors of FaultDeviceOptions::sector_bytes
+  uint32_t sectors = 0;  // for kPrefix and kSuffix, of FaultDeviceOptions::sector_bytes
   // For kNvmeStatus: the completion's Status Field, Status Code Type in bits 8-10 and Status
   // Code in bits 0-7 (kNvmeWriteFault and the others below, or any other).
   uint16_t nvme_status = 0;

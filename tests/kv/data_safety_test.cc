@@ -636,7 +636,7 @@ TEST_P(DataSafetyTest, ATornFreeMarkerDoesNotBringBackARecordItsSegmentDeleted) 
     ASSERT_THAT(device->FailOperation({.nth = 1,
                                        .filter = storage::OpFilter::kWrite,
                                        .partial = storage::PartialWrite::kPrefix,
-                                       .prefix_sectors = 1}),
+                                       .sectors = 1}),
                 IsOk());
     EXPECT_FALSE((*engine)->CompactAll().ok());
     const std::vector<storage::InjectedFault> faults = device->injected_faults();

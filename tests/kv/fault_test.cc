@@ -397,7 +397,7 @@ TEST_P(FaultTest, SilentlyTornWriteIsDataLossNeverAWrongValue) {
                                        .filter = OpFilter::kWrite,
                                        .error = FaultError::kSilent,
                                        .partial = storage::PartialWrite::kPrefix,
-                                       .prefix_sectors = 1}),
+                                       .sectors = 1}),
                 IsOk());
     const std::string value(3000, 't');  // spans sectors the tear leaves behind
     ASSERT_THAT(Put(*engine, "torn", value, true), IsOk()) << "the drive said it was written";

@@ -95,7 +95,7 @@ TEST(FaultDeviceTest, WritesKeepTheirPlacement) {
   EXPECT_EQ(storage->PlacementOf(3), std::optional<uint16_t>(9));
   ASSERT_THAT((*device)->FailOperation({.nth = 1, .filter = OpFilter::kWrite,
                                           .partial = PartialWrite::kPrefix,
-                                          .prefix_sectors = 3}),
+                                          .sectors = 3}),
               IsOk());
   EXPECT_THAT(WriteBlocks(**device, 5, 1, page, /*fua=*/true, /*placement=*/1),
               StatusIs(kEioCode));
@@ -260,7 +260,7 @@ TEST(FaultDeviceTest, FailedWriteWithPrefixWritesExactlyThePrefix) {
   ASSERT_THAT(WritePattern(*rig.device, 10, 2, 1), IsOk());
   ASSERT_THAT(rig.device->FailOperation({.nth = 1, .filter = OpFilter::kWrite,
                                          .partial = PartialWrite::kPrefix,
-                                         .prefix_sectors = 3}),
+                                         .sectors = 3}),
               IsOk());
   EXPECT_THAT(WritePattern(*rig.device, 10, 2, 2), StatusIs(kEioCode));
   // 3 sectors of 512 bytes: the first 1536 bytes are new, the other 6656 are old.
@@ -268,6 +268,25 @@ TEST(FaultDeviceTest, FailedWriteWithPrefixWritesExactlyThePrefix) {
   const std::vector<uint8_t> attempted = Pattern(2 * kLbaBytes, 2);
   std::copy(attempted.begin(), attempted.begin() + 3 * kSectorBytes, expected.begin());
   EXPECT_EQ(rig.storage->CopyOut(10, 2), expected);
+}
+
+TEST(FaultDeviceTest, FailedWriteWithSuffixWritesExactlyTheSuffix) {
+  Rig rig = MakeRig();
+  ASSERT_THAT(WritePattern(*rig.device, 10, 2, 1), IsOk());
+  ASSERT_THAT(rig.device->FailOperation({.nth = 1, .filter = OpFilter::kWrite,
+                                         .partial = PartialWrite::kSuffix,
+                                         .sectors = 3}),
+              IsOk());
+  EXPECT_THAT(WritePattern(*rig.device, 10, 2, 2), StatusIs(kEioCode));
+  // 3 sectors of 512 bytes: the last 1536 bytes are new, the first 6656 are old.
+  std::vector<uint8_t> expected = Pattern(2 * kLbaBytes, 1);
+  const std::vector<uint8_t> attempted = Pattern(2 * kLbaBytes, 2);
+  std::copy(attempted.end() - 3 * kSectorBytes, attempted.end(),
+            expected.end() - 3 * kSectorBytes);
+  EXPECT_EQ(rig.storage->CopyOut(10, 2), expected);
+  std::vector<bool> written(16, false);
+  std::fill(written.end() - 3, written.end(), true);
+  EXPECT_EQ(rig.device->injected_faults().at(0).sectors_written, written);
 }
 
 TEST(FaultDeviceTest, FailedWriteWithRandomSectorsWritesExactlyTheReportedSectors) {
@@ -320,7 +339,7 @@ TEST(FaultDeviceTest, SilentTornWriteReportsSuccessAndWritesThePrefix) {
   ASSERT_THAT(rig.device->FailOperation({.nth = 1, .filter = OpFilter::kWrite,
                                          .error = FaultError::kSilent,
                                          .partial = PartialWrite::kPrefix,
-                                         .prefix_sectors = 1}),
+                                         .sectors = 1}),
               IsOk());
   EXPECT_THAT(WritePattern(*rig.device, 4, 1, 5), IsOk());
   std::vector<uint8_t> expected(kLbaBytes, 0);
