@@ -136,8 +136,12 @@ absl::Status WriteBlocks(Device& device, uint64_t lba, uint32_t lba_count, const
   return RunOne(device, request);
 }
 
-absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t first,
-                                                        uint64_t count) {
+namespace {
+
+// ReportZones through `page`, a page buffer.
+absl::StatusOr<std::vector<ZoneDescriptor>> ReportZonesThrough(Device& device, uint64_t first,
+                                                               uint64_t count,
+                                                               const Buffer& page) {
   const ZoneModel& model = device.info().zones;
   if (!model.zoned()) {
     return absl::FailedPreconditionError(
@@ -145,35 +149,38 @@ absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t
   }
   const uint64_t available = model.zone_count - std::min(first, model.zone_count);
   const uint64_t end = first + std::min(count, available);
-  const Buffer page = device.buffers().GetPage();
-  if (!page.valid()) {
-    return absl::ResourceExhaustedError("zone report: no page buffer free in the queue's pool");
-  }
   std::vector<ZoneDescriptor> zones;
-  absl::Status status;
-  while (status.ok() && first + zones.size() < end) {
+  while (first + zones.size() < end) {
     IoRequest request;
     request.op = IoOp::kZoneReport;
     request.lba = model.StartOf(first + zones.size());
     request.lba_count = page.bytes / device.info().lba_bytes;
     request.buffer = page;
-    status = RunOne(device, request);
-    if (!status.ok()) break;
-    absl::StatusOr<std::vector<ZoneDescriptor>> part =
-        ParseZoneReport(std::span<const uint8_t>(page.data, page.bytes));
-    if (!part.ok()) {
-      status = part.status();
-    } else if (part->empty() || part->front().start != request.lba) {
-      status = absl::DataLossError(absl::StrCat(device.info().path,
-                                                ": the zone report from LBA ", request.lba,
-                                                " does not start at that zone"));
-    } else {
-      const size_t take = std::min<size_t>(part->size(), end - first - zones.size());
-      zones.insert(zones.end(), part->begin(), part->begin() + static_cast<ptrdiff_t>(take));
+    NVKV_RETURN_IF_ERROR(RunOne(device, request));
+    NVKV_ASSIGN_OR_RETURN(std::vector<ZoneDescriptor> part,
+                          ParseZoneReport(std::span<const uint8_t>(page.data, page.bytes)));
+    if (part.empty() || part.front().start != request.lba) {
+      return absl::DataLossError(absl::StrCat(device.info().path, ": the zone report from LBA ",
+                                              request.lba, " does not start at that zone"));
     }
+    const size_t take = std::min<size_t>(part.size(), end - first - zones.size());
+    zones.insert(zones.end(), part.begin(), part.begin() + static_cast<ptrdiff_t>(take));
   }
+  return zones;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t first,
+                                                        uint64_t count) {
+  if (!device.info().zones.zoned()) return ReportZonesThrough(device, first, count, Buffer{});
+  const Buffer page = device.buffers().GetPage();
+  if (!page.valid()) {
+    return absl::ResourceExhaustedError("zone report: no page buffer free in the queue's pool");
+  }
+  absl::StatusOr<std::vector<ZoneDescriptor>> zones =
+      ReportZonesThrough(device, first, count, page);
   device.buffers().PutPage(page);
-  if (!status.ok()) return status;
   return zones;
 }
 
@@ -181,14 +188,28 @@ absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device) {
   return ReportZones(device, 0, device.info().zones.zone_count);
 }
 
-absl::StatusOr<ZoneDescriptor> ReportZone(Device& device, uint64_t zone) {
-  NVKV_ASSIGN_OR_RETURN(std::vector<ZoneDescriptor> report, ReportZones(device, zone, 1));
-  if (report.empty()) {
+namespace {
+
+// The one zone of a report of `zone` alone.
+absl::StatusOr<ZoneDescriptor> OneZone(Device& device, uint64_t zone,
+                                       absl::StatusOr<std::vector<ZoneDescriptor>> report) {
+  if (!report.ok()) return report.status();
+  if (report->empty()) {
     return absl::OutOfRangeError(absl::StrCat(device.info().path, ": no zone ", zone,
                                               " to report (the namespace has ",
                                               device.info().zones.zone_count, ")"));
   }
-  return report.front();
+  return report->front();
+}
+
+}  // namespace
+
+absl::StatusOr<ZoneDescriptor> ReportZone(Device& device, uint64_t zone) {
+  return OneZone(device, zone, ReportZones(device, zone, 1));
+}
+
+absl::StatusOr<ZoneDescriptor> ReportZone(Device& device, uint64_t zone, const Buffer& page) {
+  return OneZone(device, zone, ReportZonesThrough(device, zone, 1, page));
 }
 
 absl::Status FlushDevice(Device& device) {

@@ -344,6 +344,9 @@ absl::StatusOr<std::vector<ZoneDescriptor>> ReportZones(Device& device, uint64_t
 absl::StatusOr<std::vector<ZoneDescriptor>> ReportAllZones(Device& device);
 // Reports one zone (its state and write pointer now).
 absl::StatusOr<ZoneDescriptor> ReportZone(Device& device, uint64_t zone);
+// The same through `page`, a page buffer of the caller's (for a caller that may find none free
+// in the pool).
+absl::StatusOr<ZoneDescriptor> ReportZone(Device& device, uint64_t zone, const Buffer& page);
 // Runs `request` (op, lba, lba_count and buffer set; on_done and context are the helper's) to its
 // end: the queue's error, else the request's own outcome (and, for a Zone Append, where it
 // landed in appended_lba).
