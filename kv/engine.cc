@@ -244,7 +244,7 @@ absl::Status Engine::Impl::WriteMapOnZones(const Superblock& superblock) {
     NVKV_RETURN_IF_ERROR(AlignMetadataZone(*open_queue_, shape_.geometry, map_zone, *page));
     if (!HoldsFirstCopy(*open_queue_, shape_.geometry, superblock, map_zone, *page)) {
       // A first copy damaged (or lost) in the map's own zone cannot be written again in place:
-      // the map moves out now, the zone filled up to its last page for its closing copy, rather
+      // the map moves out now, the zone filled up to the pages kept for its closing copy, rather
       // than when the map has filled it (the other zone's copy the only one until then).
       const storage::BufferLease chunk = storage::BufferLease::Chunk(open_queue_->buffers());
       NVKV_CHECK(chunk.valid());

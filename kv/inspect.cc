@@ -482,7 +482,7 @@ void Checker::CheckZoneSuperblocks() {
     if (!copy.ok()) {
       fault = std::string(copy.status().message());
     } else if (found->closing[z]) {
-      fault = "does not decode; the zone's closing copy (its last page) serves";
+      fault = "does not decode; the zone's closing copy (among its last pages) serves";
     } else if (GeometryOf(*copy).segment_count != g_.segment_count ||
                StoreSeed(copy->store_id) != engine_.shape().seed || copy->copy != z) {
       fault = "describes another store, or another copy, than this one";

@@ -53,7 +53,8 @@ std::optional<MapZoneLog::Move> MapZoneLog::MoveTarget() const {
   // which the move resets. Safe all the same: a map page with no copy says nothing, and
   // recovery reads every segment it describes, as for a damaged page; the move writes every
   // page again at once.
-  return Move{superblock_, 1 - current_, /*closing_copy_room=*/used_ == map_end()};
+  return Move{superblock_, 1 - current_,
+              /*closing_copy_room=*/used_ < geometry_.pages_per_segment};
 }
 
 void MapZoneLog::Moved() {

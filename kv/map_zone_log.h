@@ -8,9 +8,10 @@
 // copy of every map page, each written and completed. So the room of the current zone is
 // shared out so that it always has a place for each page it holds no copy of yet: a page it
 // holds already may be appended only while more room remains than pages are missing. And a
-// move starts only once no map write is in flight. The zone's last page is not the map's: the
-// move appends the zone's closing superblock copy there before it resets the other zone, which
-// may hold the only other copy (a first page the media damaged).
+// move starts only once no map write is in flight. The zone's last pages are not the map's
+// (Geometry::closing_copy_pages): the move appends the zone's closing superblock copy there
+// before it resets the other zone, which may hold the only other copy (a first page the media
+// damaged); more than one, so that a cut that tore that append leaves room for another.
 //
 // Thread contract: none of its own (its owner's lock).
 #ifndef NVKV_KV_MAP_ZONE_LOG_H_
@@ -32,8 +33,8 @@ class MapZoneLog {
   struct alignas(8) Move {
     Superblock superblock;
     uint32_t zone = 0;
-    // The zone left has its last page free for its closing superblock copy (else a torn append
-    // took it, or its copy is there already from a move a cut stopped).
+    // The zone left has a page free for its closing superblock copy (else torn appends took
+    // them all, or an Open found it full).
     bool closing_copy_room = false;
   };
   // Where the map stands as Open found it.
@@ -68,21 +69,22 @@ class MapZoneLog {
   void Take(uint64_t index);
   // The append of page `index` failed: the zone may not hold it (its place stays used).
   void Failed(uint64_t index);
-  // The writer filled the current zone up to its last page (FillMetadataZone): it takes no more
-  // map pages, and the map moves before its next write, the zone's closing copy first.
+  // The writer filled the current zone up to its closing copy's pages (FillMetadataZone): it
+  // takes no more map pages, and the map moves before its next write, the zone's closing copy
+  // first.
   void FilledUp() { used_ = std::max(used_, map_end()); }
-  // The zone a move goes to, once the current one is full: every page but the last, kept for
-  // its closing superblock copy (it then holds a copy of every map page, but after a failed
-  // write or an Open that found it so). nullopt while there is room.
+  // The zone a move goes to, once the current one is full: every page below those kept for its
+  // closing superblock copy (it then holds a copy of every map page, but after a failed write or
+  // an Open that found it so). nullopt while there is room.
   std::optional<Move> MoveTarget() const;
   // The move's zone was reset and holds its superblock copy, durably: it is the current zone
   // now, and holds no map page yet.
   void Moved();
 
  private:
-  // Places in a zone for map pages: all but the first (its superblock copy) and the last (its
-  // closing copy), counted from the zone's start like used_.
-  uint64_t map_end() const { return geometry_.pages_per_segment - 1; }
+  // Places in a zone for map pages: all but the first (its superblock copy) and the last ones
+  // (its closing copy's), counted from the zone's start like used_.
+  uint64_t map_end() const { return geometry_.closing_copy_start(); }
 
   const Geometry geometry_;
   const Superblock superblock_;

@@ -294,7 +294,9 @@ absl::Status MoveMapWhenFull(SegmentMap& map, const Geometry& geometry, storage:
   if (move->closing_copy_room) {
     started = CloseMetadataZone(device, geometry, move->superblock, left, page);
   }
-  if (started.ok()) started = ExpectSuperblockCopy(device, geometry, left, page);
+  if (started.ok()) {
+    started = ExpectSuperblockCopy(device, geometry, move->superblock, left, page);
+  }
   // The zone left is full on the device (its closing copy or its capacity written), or made so:
   // only the current zone counts among the active ones.
   if (started.ok()) started = storage::FinishZone(device, left);

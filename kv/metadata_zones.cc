@@ -22,20 +22,45 @@ struct NewestCopy {
   uint64_t write_count = 0;
 };
 
-// The closing superblock copy of the full metadata zone `zone`: the copy that decodes as the
-// zone's last page, for each page size that `chunk` holds (kNotFound when none does).
+// Whether superblock copy `copy` is of `store`'s store.
+bool SameStore(const Superblock& copy, const Superblock& store) {
+  return std::memcmp(copy.store_id, store.store_id, sizeof(store.store_id)) == 0;
+}
+
+// The blocks written in the zone `report` describes: its capacity when full (a full zone's write
+// pointer means nothing on NVMe, nor an out-of-service one's), else up to its write pointer.
+uint64_t WrittenBlocks(const storage::ZoneDescriptor& report) {
+  const bool pointer_valid = report.state != storage::ZoneState::kFull &&
+                             report.state != storage::ZoneState::kReadOnly &&
+                             report.state != storage::ZoneState::kOffline;
+  if (!pointer_valid || report.write_pointer < report.start) return report.capacity;
+  return std::min(report.capacity, report.write_pointer - report.start);
+}
+
+// The closing superblock copy of the metadata zone `report` describes: the last copy that
+// decodes (and is of `store`'s store, when given) among its last kMaxClosingCopyPages whole
+// pages written (never its first page), for each page size that `chunk` holds (kNotFound when
+// none does). A copy a cut tore, and map pages, do not decode as one.
 absl::StatusOr<Superblock> ReadClosingCopy(storage::Device& device,
-                                           const storage::ZoneDescriptor& zone,
-                                           const storage::Buffer& chunk) {
+                                           const storage::ZoneDescriptor& report,
+                                           const storage::Buffer& chunk,
+                                           const Superblock* store = nullptr) {
+  const uint64_t start = report.start;
+  const uint64_t written = WrittenBlocks(report);
   const uint32_t lba_bytes = device.info().lba_bytes;
   for (uint32_t page_bytes = kMinPageBytes; page_bytes <= kMaxPageBytes; page_bytes *= 2) {
     const uint32_t blocks = page_bytes / lba_bytes;
-    if (page_bytes > chunk.bytes || blocks == 0 || blocks > zone.capacity) continue;
-    if (!storage::ReadBlocks(device, zone.start + zone.capacity - blocks, blocks, chunk).ok()) {
-      continue;
+    if (page_bytes > chunk.bytes || blocks == 0) continue;
+    const uint64_t pages = written / blocks;
+    for (uint64_t page = pages; page > 1 && page + kMaxClosingCopyPages > pages;) {
+      --page;
+      if (!storage::ReadBlocks(device, start + page * blocks, blocks, chunk).ok()) continue;
+      absl::StatusOr<Superblock> copy = DecodeSuperblock(chunk.data, page_bytes);
+      if (copy.ok() && copy->page_bytes == page_bytes &&
+          (store == nullptr || SameStore(*copy, *store))) {
+        return copy;
+      }
     }
-    absl::StatusOr<Superblock> copy = DecodeSuperblock(chunk.data, page_bytes);
-    if (copy.ok() && copy->page_bytes == page_bytes) return copy;
   }
   return absl::NotFoundError("no closing superblock copy");
 }
@@ -100,7 +125,7 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
   }
   for (uint32_t z = 0; z < kMetadataZones; ++z) {
     if (found.copies[z].ok() || found.other_format[z] ||
-        report[z].state != storage::ZoneState::kFull) {
+        report[z].state == storage::ZoneState::kEmpty) {
       continue;
     }
     if (absl::StatusOr<Superblock> closing = ReadClosingCopy(device, report[z], chunk);
@@ -149,26 +174,31 @@ absl::Status CloseMetadataZone(storage::Device& device, const Geometry& geometry
   append.lba_count = geometry.page_bytes / info.lba_bytes;
   append.buffer = page;
   NVKV_RETURN_IF_ERROR(storage::RunOne(device, append));
+  const uint64_t first = append.lba + geometry.closing_copy_start() * append.lba_count;
   const uint64_t last = append.lba + info.zones.capacity_blocks - append.lba_count;
-  if (append.appended_lba != last) {
+  if (append.appended_lba < first || append.appended_lba > last ||
+      (append.appended_lba - first) % append.lba_count != 0) {
     return absl::DataLossError(absl::StrCat(
         info.path, ": the closing superblock copy of metadata zone ", zone, " landed at LBA ",
-        append.appended_lba, ", not at the zone's last page (LBA ", last, ")"));
+        append.appended_lba, ", not on a page kept for it (LBAs ", first, " to ", last, ")"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geometry,
-                                  uint32_t zone, const storage::Buffer& page) {
-  const storage::DeviceInfo& info = device.info();
-  storage::ZoneDescriptor descriptor;
-  descriptor.start = info.zones.StartOf(zone);
-  descriptor.capacity = info.zones.capacity_blocks;
-  const absl::Status first =
-      ReadOpeningCopy(device, descriptor.start, geometry.page_bytes, page).copy.status();
-  if (first.ok() || ReadClosingCopy(device, descriptor, page).ok()) return absl::OkStatus();
+                                  const Superblock& superblock, uint32_t zone,
+                                  const storage::Buffer& page) {
+  // Through `page`: the writer's buffers may all be in use.
+  NVKV_ASSIGN_OR_RETURN(const storage::ZoneDescriptor report,
+                        storage::ReportZone(device, zone, page));
+  const absl::StatusOr<Superblock> first =
+      ReadOpeningCopy(device, report.start, geometry.page_bytes, page).copy;
+  if (first.ok() && SameStore(*first, superblock)) return absl::OkStatus();
+  if (ReadClosingCopy(device, report, page, &superblock).ok()) return absl::OkStatus();
+  const std::string why =
+      first.ok() ? std::string("its first copy is another store's") : first.status().ToString();
   return absl::DataLossError(absl::StrCat(
-      "metadata zone ", zone, " holds no superblock copy that decodes (", first.message(),
+      "metadata zone ", zone, " holds no superblock copy that decodes (", why,
       "), and the segment map's move would reset the zone of the other copy: the store takes no "
       "more writes; copy its data out and format it again"));
 }
@@ -224,19 +254,21 @@ bool HoldsFirstCopy(storage::Device& device, const Geometry& geometry,
                     const Superblock& superblock, uint32_t zone, const storage::Buffer& page) {
   const absl::StatusOr<Superblock> first =
       ReadOpeningCopy(device, device.info().zones.StartOf(zone), geometry.page_bytes, page).copy;
-  return first.ok() && first->copy == zone &&
-         std::memcmp(first->store_id, superblock.store_id, sizeof(superblock.store_id)) == 0;
+  return first.ok() && first->copy == zone && SameStore(*first, superblock);
 }
 
 absl::StatusOr<bool> FillMetadataZone(storage::Device& device, const Geometry& geometry,
                                       uint32_t zone, const storage::Buffer& chunk) {
   NVKV_ASSIGN_OR_RETURN(const storage::ZoneDescriptor report, storage::ReportZone(device, zone));
-  const uint64_t last_page =
-      report.start + report.capacity - geometry.page_bytes / device.info().lba_bytes;
+  const uint32_t blocks_per_page = geometry.page_bytes / device.info().lba_bytes;
+  const uint64_t last_page = report.start + report.capacity - blocks_per_page;
   if (report.state == storage::ZoneState::kFull || report.write_pointer > last_page) return false;
-  NVKV_RETURN_IF_ERROR(AppendZerosUpTo(
-      device, report, last_page, chunk,
-      absl::StrCat("filling metadata zone ", zone, " for its closing copy")));
+  const uint64_t closing_start = report.start + geometry.closing_copy_start() * blocks_per_page;
+  if (report.write_pointer < closing_start) {
+    NVKV_RETURN_IF_ERROR(AppendZerosUpTo(
+        device, report, closing_start, chunk,
+        absl::StrCat("filling metadata zone ", zone, " for its closing copy")));
+  }
   return true;
 }
 
@@ -244,7 +276,9 @@ absl::Status RewriteIdleSuperblockCopy(storage::Device& device, const Geometry& 
                                        const Superblock& superblock, uint32_t idle,
                                        const storage::Buffer& page) {
   if (HoldsFirstCopy(device, geometry, superblock, idle, page)) return absl::OkStatus();
-  if (!ExpectSuperblockCopy(device, geometry, 1 - idle, page).ok()) return absl::OkStatus();
+  if (!ExpectSuperblockCopy(device, geometry, superblock, 1 - idle, page).ok()) {
+    return absl::OkStatus();
+  }
   absl::Status status = StartMetadataZone(device, geometry, superblock, idle, page);
   if (status.ok()) status = storage::FinishZone(device, idle);
   if (!status.ok()) {
@@ -307,11 +341,17 @@ absl::StatusOr<MetadataZonesRead> ReadMetadataZones(
         const SegmentMapEntry* entries = nullptr;
         const absl::Status decoded =
             DecodeMapPage(page, geometry, store_seed, run + i, &entries).status();
-        // The zone's last page holds its closing superblock copy, never a map page: whatever
-        // is there (a copy, or one a cut tore) says nothing of the map.
+        // The zone's last pages are kept for its closing superblock copy: a copy there, or
+        // zeros (one a cut tore loses its first sector, which holds all of it), says nothing of
+        // the map. Anything else there that does not verify is damage, as anywhere (in a zone a
+        // build before the pages were kept wrote, a map page may be there).
         const bool closing_place =
-            run + i == geometry.MetadataZoneFirstPage(z) + geometry.pages_per_segment - 1;
-        if (!decoded.ok() && closing_place) continue;
+            run + i >= geometry.MetadataZoneFirstPage(z) + geometry.closing_copy_start();
+        if (!decoded.ok() && closing_place &&
+            (absl::IsNotFound(decoded) ||
+             DecodeSuperblock(page, geometry.page_bytes).ok())) {
+          continue;
+        }
         if (!decoded.ok()) {
           // Zeros in a finished zone were never written: the finish left them. Below the
           // pointer of any other zone they are an append a cut lost.

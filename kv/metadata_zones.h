@@ -2,15 +2,17 @@
 // "The segment map's log"): how a format lays them down, and what Open reads of them.
 //
 // Zone 0 starts with superblock copy 0 and zone 1 with copy 1; after it, each holds map pages,
-// and, once full, ends with a closing copy of its superblock (written before the map moves out
-// and the other zone is reset, so that a damaged first copy never leaves the device without
-// one); the map pages are appended (a map page's head_sequence counts map writes and only grows, across sessions). The
-// newest copy of map page i is the verifying one with the highest count in either zone. The
-// *current* zone, where map writes go, is the one holding the newest map page (zone 0 when
-// neither holds one). A zone is reset only while the other holds a copy of every map page, so
-// a cut never leaves a page of the map without a copy; a move cut short leaves the new zone
-// current but incomplete, and Open completes it before it writes anything else
-// (MetadataZonesRead::holds_every_page says whether it must).
+// and, once full, ends with a closing copy of its superblock on one of the last pages kept for
+// it (written before the map moves out and the other zone is reset, so that a damaged first copy
+// never leaves the device without one; more than one page, so that a cut that tore it leaves room
+// for another: Geometry::closing_copy_pages); the map pages are appended (a map page's
+// head_sequence counts map writes and only grows, across sessions). The newest copy of map page
+// i is the verifying one with the highest count in either zone. The *current* zone, where map
+// writes go, is the one holding the newest map page (zone 0 when neither holds one). A zone is
+// reset only while the other holds a copy of every map page, so a cut never leaves a page of the
+// map without a copy; a move cut short leaves the new zone current but incomplete, and Open
+// completes it before it writes anything else (MetadataZonesRead::holds_every_page says whether
+// it must).
 //
 // Thread contract: functions of the opening thread, on its queue.
 #ifndef NVKV_KV_METADATA_ZONES_H_
@@ -39,7 +41,7 @@ struct ZoneSuperblocks {
   // Copy z is an nvkv superblock of a format this nvkv does not read (a newer version's, or a
   // development version's; IsOtherNvkvFormat): never formatted over.
   std::array<bool, kMetadataZones> other_format = {false, false};
-  // Copy z is zone z's closing copy, its first one damaged or missing (a full zone's last page).
+  // Copy z is zone z's closing copy, its first one damaged or missing (among its last pages).
   std::array<bool, kMetadataZones> closing = {false, false};
   // Neither zone holds anything where a superblock goes: a fresh namespace, or a format cut
   // short before either copy landed. Open may format it (create_if_missing).
@@ -47,9 +49,10 @@ struct ZoneSuperblocks {
 };
 
 // Reads the zone report and page 0 of both metadata zones, through `chunk` (at least 4 KiB); of
-// a full zone whose page 0 holds no copy that decodes, its closing copy (pages of sizes up to
-// `chunk`'s). A copy that cannot be read has the read's error. Errors: the report's, and
-// kFailedPrecondition for a device with fewer than three zones.
+// a zone whose page 0 holds no copy that decodes, its closing copy, the last that decodes among
+// its last kMaxClosingCopyPages pages written (pages of sizes up to `chunk`'s). A copy that
+// cannot be read has the read's error. Errors: the report's, and kFailedPrecondition for a
+// device with fewer than three zones.
 absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
                                                     const storage::Buffer& chunk);
 
@@ -60,19 +63,22 @@ absl::StatusOr<ZoneSuperblocks> ReadZoneSuperblocks(storage::Device& device,
 absl::Status StartMetadataZone(storage::Device& device, const Geometry& geometry,
                                const Superblock& superblock, uint32_t zone,
                                const storage::Buffer& page);
-// Ends metadata zone `zone`: appends its closing copy of `superblock` with FUA at its last page,
-// which must be the one place left (it lands there, or kDataLoss). Through `page`.
+// Ends metadata zone `zone`: appends its closing copy of `superblock` with FUA at its write
+// pointer, which must be on a page kept for it (Geometry::closing_copy_pages: it lands on one,
+// or kDataLoss). Through `page`.
 absl::Status CloseMetadataZone(storage::Device& device, const Geometry& geometry,
                                const Superblock& superblock, uint32_t zone,
                                const storage::Buffer& page);
-// Whether metadata zone `zone` holds a superblock copy that decodes, its first or its closing
-// one, as the device reads them now (through `page`, a page buffer): kDataLoss saying so when it
-// holds none. A move of the map checks the zone it leaves so before it resets the other.
+// Whether metadata zone `zone` holds a superblock copy of `superblock`'s store that decodes, its
+// first or a closing one below its write pointer, as the device reads them now (its report and
+// the copies through `page`, a page buffer): kDataLoss saying so when it holds none. A move of
+// the map checks the zone it leaves so before it resets the other.
 absl::Status ExpectSuperblockCopy(storage::Device& device, const Geometry& geometry,
-                                  uint32_t zone, const storage::Buffer& page);
+                                  const Superblock& superblock, uint32_t zone,
+                                  const storage::Buffer& page);
 // Fills the rest of the page that an append a cut tore part way in metadata zone `zone` (the
 // map's) with zeros, appended up to the next page boundary and made durable, so that the map's
-// next pages land on whole pages and the zone keeps its last page for its closing copy. Nothing
+// next pages land on whole pages and the zone keeps its last pages for its closing copy. Nothing
 // when the zone's write pointer is on a page boundary, or it is full. Through `page`, a page
 // buffer (zeroed).
 absl::Status AlignMetadataZone(storage::Device& device, const Geometry& geometry, uint32_t zone,
@@ -81,11 +87,12 @@ absl::Status AlignMetadataZone(storage::Device& device, const Geometry& geometry
 // store, as the device reads it now (through `page`, a page buffer).
 bool HoldsFirstCopy(storage::Device& device, const Geometry& geometry,
                     const Superblock& superblock, uint32_t zone, const storage::Buffer& page);
-// Fills metadata zone `zone` (the map's) with zeros up to its last page, by Zone Appends through
-// `chunk` (zeroed), made durable: a move then appends the zone's closing copy there. For a first
-// copy the media damaged, so that the map need not wait until it has filled the zone to leave it
-// with a copy that decodes. False, writing nothing, when the write pointer is past the start of
-// the last page (no room for the copy).
+// Fills metadata zone `zone` (the map's) with zeros up to the pages kept for its closing copy
+// (Geometry::closing_copy_pages), by Zone Appends through `chunk` (zeroed), made durable: a move
+// then appends the zone's closing copy there. For a first copy the media damaged, so that the
+// map need not wait until it has filled the zone to leave it with a copy that decodes. True
+// also when the write pointer is among those pages already (a copy a cut tore took one); false,
+// writing nothing, when it is past the start of the last page (no room for the copy).
 absl::StatusOr<bool> FillMetadataZone(storage::Device& device, const Geometry& geometry,
                                       uint32_t zone, const storage::Buffer& chunk);
 // Writes the first superblock copy of `idle`, the metadata zone the segment map is not in, again

@@ -17,6 +17,7 @@
 #ifndef NVKV_KV_PAGE_FORMAT_H_
 #define NVKV_KV_PAGE_FORMAT_H_
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <string_view>
@@ -45,6 +46,9 @@ inline constexpr uint64_t kMetadataZones = 2;
 
 inline constexpr uint32_t kMinPageBytes = 4096;
 inline constexpr uint32_t kMaxPageBytes = 65536;  // used_bytes and offsets fit 32 bits anyway
+// The most pages at the end of a zoned store's metadata zone kept for its closing superblock
+// copy (Geometry::closing_copy_pages): Open looks for the copy among them.
+inline constexpr uint64_t kMaxClosingCopyPages = 4;
 inline constexpr uint32_t kMaxSegmentBytes = 8u << 20;
 // On zones a segment is a zone's capacity, which drives make large (1 GiB and more).
 inline constexpr uint64_t kMaxZonedSegmentBytes = uint64_t{4} << 30;
@@ -351,11 +355,20 @@ struct Geometry {
   // metadata zones instead, and map_first_page() names no place).
   uint64_t map_first_page() const { return kSuperblockPages + segment_count * pages_per_segment; }
   uint64_t map_pages() const { return MapPagesFor(segment_count, page_bytes); }
-  // Zoned: a metadata zone holds its superblock copy, two copies of the map, so that a move of
-  // the map is not due again at once, and its closing superblock copy (FORMAT.md "The segment
-  // map's log").
+  // Zoned: a metadata zone holds at least its superblock copy, two copies of the map, so that a
+  // move of the map is not due again at once, and its closing superblock copy (FORMAT.md "The
+  // segment map's log").
   uint64_t metadata_zone_pages() const { return 2 + 2 * map_pages(); }
   bool map_fits_zone() const { return zoned() && pages_per_segment >= metadata_zone_pages(); }
+  // Zoned: the pages at the end of a metadata zone kept for its closing superblock copy, so that
+  // a cut that tore one leaves room for another: kMaxClosingCopyPages, or fewer (at least one)
+  // where the zone has no more room beyond its superblock and two copies of the map. The map's
+  // pages go below them. REQUIRES: map_fits_zone().
+  uint64_t closing_copy_pages() const {
+    return std::min<uint64_t>(kMaxClosingCopyPages, pages_per_segment - 1 - 2 * map_pages());
+  }
+  // Zoned: the first of them, counted from the zone's first page.
+  uint64_t closing_copy_start() const { return pages_per_segment - closing_copy_pages(); }
   uint64_t total_pages() const {
     return zoned() ? (kMetadataZones + segment_count) * zone_pages
                    : map_first_page() + map_pages();

@@ -76,15 +76,15 @@ Geometry ZonedGeometry(uint64_t segments) {
 TEST(MapZoneLogTest, AZoneKeepsRoomForEveryPageItLacks) {
   const Geometry g = ZonedGeometry(2 * MapEntriesPerPage(kPageBytes));
   ASSERT_EQ(g.map_pages(), 2u);
+  ASSERT_EQ(g.closing_copy_pages(), 4u);  // of 12: the map's places are pages 1 to 7
   MapZoneLog log(g, StoreSuperblock(g.segment_count + kMetadataZones));
-  // Half way through a move: 8 of 12 pages used, neither map page there yet; the 12th is the
-  // closing superblock copy's.
-  log.Resume({.current = 1, .pages_used = 8, .holds_every_page = false});
+  // Half way through a move: 5 of 12 pages used, neither map page there yet.
+  log.Resume({.current = 1, .pages_used = 5, .holds_every_page = false});
   EXPECT_EQ(log.missing(), 2u);
   EXPECT_TRUE(log.MayAppend(0));
-  log.Take(0);  // 9 used, page 1 missing: one of the two map places left is kept for it
+  log.Take(0);  // 6 used, page 1 missing: one of the two map places left is kept for it
   EXPECT_TRUE(log.MayAppend(0));
-  log.Take(0);  // 10 used
+  log.Take(0);  // 7 used
   EXPECT_FALSE(log.MayAppend(0)) << "the last map place is page 1's";
   EXPECT_FALSE(log.MoveTarget().has_value());
   EXPECT_TRUE(log.MayAppend(1));
@@ -93,7 +93,7 @@ TEST(MapZoneLogTest, AZoneKeepsRoomForEveryPageItLacks) {
   EXPECT_FALSE(log.MayAppend(1));
   ASSERT_TRUE(log.MoveTarget().has_value()) << "full, and holding every page";
   EXPECT_EQ(log.MoveTarget()->zone, 0u);
-  EXPECT_TRUE(log.MoveTarget()->closing_copy_room) << "the last page is left for it";
+  EXPECT_TRUE(log.MoveTarget()->closing_copy_room) << "the last pages are left for it";
   EXPECT_EQ(log.MoveTarget()->superblock.zone_blocks, kZoneBlocks);
   log.Moved();
   EXPECT_EQ(log.current(), 0u);
@@ -104,7 +104,7 @@ TEST(MapZoneLogTest, AZoneKeepsRoomForEveryPageItLacks) {
 TEST(MapZoneLogTest, AFailedAppendCountsItsPageMissingAgain) {
   const Geometry g = ZonedGeometry(8);
   MapZoneLog log(g, StoreSuperblock(g.segment_count + kMetadataZones));
-  log.Resume({.current = 0, .pages_used = 9, .holds_every_page = false});
+  log.Resume({.current = 0, .pages_used = 6, .holds_every_page = false});
   log.Take(0);
   log.Failed(0);
   EXPECT_EQ(log.missing(), 1u);
@@ -112,6 +112,20 @@ TEST(MapZoneLogTest, AFailedAppendCountsItsPageMissingAgain) {
   EXPECT_FALSE(log.MayAppend(0));
   ASSERT_TRUE(log.MoveTarget().has_value());
   EXPECT_EQ(log.MoveTarget()->zone, 1u);
+}
+
+// A closing copy a cut tore took one of the pages kept for it (an Open finds the write pointer
+// among them): the move appends another after it, until none is left.
+TEST(MapZoneLogTest, ATornClosingCopyLeavesRoomForAnother) {
+  const Geometry g = ZonedGeometry(8);
+  MapZoneLog log(g, StoreSuperblock(g.segment_count + kMetadataZones));
+  for (uint64_t used = g.closing_copy_start(); used <= kCapacity; ++used) {
+    SCOPED_TRACE(::testing::Message() << used << " pages used");
+    log.Resume({.current = 0, .pages_used = used, .holds_every_page = true});
+    EXPECT_FALSE(log.MayAppend(0));
+    ASSERT_TRUE(log.MoveTarget().has_value());
+    EXPECT_EQ(log.MoveTarget()->closing_copy_room, used < kCapacity);
+  }
 }
 
 // A zone Open found full that lacks a copy of some page moves all the same: the move writes
@@ -124,16 +138,20 @@ TEST(MapZoneLogTest, AFullZoneMovesEvenWhenItLacksAPage) {
   EXPECT_FALSE(log.MayAppend(0));
   ASSERT_TRUE(log.MoveTarget().has_value());
   EXPECT_EQ(log.MoveTarget()->zone, 0u);
-  EXPECT_FALSE(log.MoveTarget()->closing_copy_room) << "its last page is taken";
+  EXPECT_FALSE(log.MoveTarget()->closing_copy_room) << "every page kept for it is taken";
 }
 
 TEST(MapZoneLogTest, AZoneTooSmallForTwoCopiesOfTheMapDoesNotFit) {
   Geometry g = ZonedGeometry(8);
   EXPECT_TRUE(g.map_fits_zone());
+  EXPECT_EQ(g.closing_copy_pages(), kMaxClosingCopyPages);
   g.pages_per_segment = 3;  // two superblock copies and one map page
   EXPECT_FALSE(g.map_fits_zone());
   g.pages_per_segment = 4;
   EXPECT_TRUE(g.map_fits_zone());
+  EXPECT_EQ(g.closing_copy_pages(), 1u) << "no room for more";
+  g.pages_per_segment = 6;
+  EXPECT_EQ(g.closing_copy_pages(), 3u);
   EXPECT_FALSE(Geometry{}.map_fits_zone());
 }
 
@@ -349,29 +367,37 @@ TEST_P(MapZonesTest, AMoveNeverResetsTheLastGoodSuperblockCopy) {
   EXPECT_GT(cut_in_the_window, 0u) << "no cut came between zone 1's reset and its copy";
 }
 
-// Zone 0 full for the map, its closing copy written (as a cut right after it leaves it), and then
-// both of its copies damaged: the move would reset zone 1, which holds the only copy left. It is
-// refused, saying so, and zone 1 keeps its copy.
+// Zone 0 full for the map, a closing copy written on each page kept for it (as moves cut right
+// after it leave them), and then its first copy and every closing one damaged: the move would
+// reset zone 1, which holds the only copy left. It is refused, saying so, and zone 1 keeps its
+// copy. (With a page kept left, the move appends another closing copy there: next test.)
 TEST_P(MapZonesTest, AMoveIsRefusedWhenTheZoneLeftHoldsNoGoodCopy) {
   auto device = storage::MemDevice::Create(ZonedOptions(zones()));
   ASSERT_THAT(device, IsOk());
   std::shared_ptr<storage::MemStorage> storage = (*device)->storage();
+  const uint64_t closing_start = shape().geometry.closing_copy_start();
   {
     ZonedMap zoned(superblock(), shape());
     Format(**device, zoned);
-    for (uint64_t step = 1; storage->Report(0, 1)[0].write_pointer < kCapacity - 1; ++step) {
+    for (uint64_t step = 1; storage->Report(0, 1)[0].write_pointer < closing_start; ++step) {
       ASSERT_THAT(Step(**device, zoned, step), IsOk());
     }
     const storage::Buffer page = (*device)->buffers().GetPage();
-    ASSERT_THAT(CloseMetadataZone(**device, shape().geometry, superblock(), 0, page), IsOk());
+    for (uint64_t p = closing_start; p < kCapacity; ++p) {
+      ASSERT_THAT(CloseMetadataZone(**device, shape().geometry, superblock(), 0, page), IsOk());
+    }
     (*device)->buffers().PutPage(page);
   }
   ASSERT_EQ(storage->Report(0, 1)[0].state, storage::ZoneState::kFull);
-  storage->Corrupt(40, 1);                                     // the first copy
-  storage->Corrupt((kCapacity - 1) * kPageBytes + 40, 1);      // the closing copy
+  storage->Corrupt(40, 1);  // the first copy
+  for (uint64_t p = closing_start; p < kCapacity; ++p) storage->Corrupt(p * kPageBytes + 40, 1);
   ZonedMap resumed(superblock(), shape());
-  Read(**device, resumed);  // (a damaged closing copy is no damaged map page)
-  resumed.map->Set(1, MapState::kInUse);
+  // A damaged closing copy is damage like any (a map page may have been there, in a zone a build
+  // before the kept pages wrote): the map says nothing. Segment 1 said otherwise: a map write.
+  bool said_nothing = false;
+  const bool in_use = Read(**device, resumed, &said_nothing)[1];
+  EXPECT_TRUE(said_nothing);
+  resumed.map->Set(1, in_use ? MapState::kFree : MapState::kInUse);
   EXPECT_THAT(WriteMapAlone(*resumed.table, shape(), **device, true),
               ::nvkv::testing::StatusIs(absl::StatusCode::kDataLoss,
                                         "holds no superblock copy that decodes"));
@@ -381,6 +407,56 @@ TEST_P(MapZonesTest, AMoveIsRefusedWhenTheZoneLeftHoldsNoGoodCopy) {
   ASSERT_THAT(found, IsOk());
   EXPECT_FALSE(found->copies[0].ok());
   EXPECT_THAT(found->copies[1], IsOk()) << "zone 1 was reset";
+}
+
+// As above, but a closing copy on the first page kept for it only (the media damaged it since):
+// the move appends another on the next page kept, reads it back, and goes on; Open takes that
+// copy for zone 0's, and the map reads back (the damaged page superseded by the move).
+TEST_P(MapZonesTest, ADamagedClosingCopyGetsAnotherOnAPageKeptForIt) {
+  auto device = storage::MemDevice::Create(ZonedOptions(zones()));
+  ASSERT_THAT(device, IsOk());
+  std::shared_ptr<storage::MemStorage> storage = (*device)->storage();
+  const uint64_t closing_start = shape().geometry.closing_copy_start();
+  ASSERT_LT(closing_start + 1, kCapacity);
+  {
+    ZonedMap zoned(superblock(), shape());
+    Format(**device, zoned);
+    for (uint64_t step = 1; storage->Report(0, 1)[0].write_pointer < closing_start; ++step) {
+      ASSERT_THAT(Step(**device, zoned, step), IsOk());
+    }
+    const storage::Buffer page = (*device)->buffers().GetPage();
+    ASSERT_THAT(CloseMetadataZone(**device, shape().geometry, superblock(), 0, page), IsOk());
+    (*device)->buffers().PutPage(page);
+  }
+  storage->Corrupt(40, 1);  // the first copy
+  {
+    // Open takes the closing copy of a zone a cut left open right after it (before its finish).
+    ASSERT_NE(storage->Report(0, 1)[0].state, storage::ZoneState::kFull);
+    const storage::Buffer chunk = (*device)->buffers().GetChunk();
+    absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(**device, chunk);
+    (*device)->buffers().PutChunk(chunk);
+    ASSERT_THAT(found, IsOk());
+    EXPECT_THAT(found->copies[0], IsOk());
+    EXPECT_TRUE(found->closing[0]);
+  }
+  storage->Corrupt(closing_start * kPageBytes + 40, 1);  // the closing copy
+  ZonedMap resumed(superblock(), shape());
+  bool said_nothing = false;
+  std::vector<bool> model = Read(**device, resumed, &said_nothing);
+  EXPECT_TRUE(said_nothing) << "the damaged closing copy may have been a map page";
+  model[1] = !model[1];
+  resumed.map->Set(1, model[1] ? MapState::kInUse : MapState::kFree);
+  ASSERT_THAT(WriteMapAlone(*resumed.table, shape(), **device, true), IsOk());
+  EXPECT_EQ(resumed.map->current_zone(), std::optional<uint32_t>(1)) << "the map moved";
+  const storage::Buffer chunk = (*device)->buffers().GetChunk();
+  absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(**device, chunk);
+  (*device)->buffers().PutChunk(chunk);
+  ASSERT_THAT(found, IsOk());
+  EXPECT_THAT(found->copies[0], IsOk());
+  EXPECT_TRUE(found->closing[0]);
+  EXPECT_THAT(found->copies[1], IsOk());
+  ZonedMap reread(superblock(), shape());
+  EXPECT_EQ(Read(**device, reread), model);
 }
 
 // One map page (8 zones), and two (a store of more segments than one page describes).

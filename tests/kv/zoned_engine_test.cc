@@ -6,6 +6,7 @@
 // never lose an acknowledged durable write.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -566,7 +567,7 @@ storage::MemDeviceOptions SmallBlockOptions() {
 
 // A map append a cut tore part way leaves the map's zone's write pointer off a page boundary. A
 // writer's Open fills that page up with zeros and the map goes on after it, the zone keeping its
-// last page for its closing copy: so with the zone's first copy damaged as well, the map can
+// last pages for its closing copy: so with the zone's first copy damaged as well, the map can
 // still move out (ADamagedCopyInTheMapsZoneMovesTheMapOutAtOpen), and the store goes on.
 TEST_P(ZonedEngineTest, AMapAppendACutToreLeavesRoomForTheClosingCopy) {
   std::map<std::string, std::string> model;
@@ -597,9 +598,9 @@ TEST_P(ZonedEngineTest, AMapAppendACutToreLeavesRoomForTheClosingCopy) {
 }
 
 // A damaged first copy in the map's own zone cannot be written again in place: a writer's Open
-// fills that zone up to its last page and moves the map out, the zone's closing copy first, and
-// then writes the first copy again (it is the idle zone now). Both copies decode afterwards: a
-// second damage, to the other zone's copy, loses nothing.
+// fills that zone up to the pages kept for its closing copy and moves the map out, the zone's
+// closing copy first, and then writes the first copy again (it is the idle zone now). Both copies
+// decode afterwards: a second damage, to the other zone's copy, loses nothing.
 TEST_P(ZonedEngineTest, ADamagedCopyInTheMapsZoneMovesTheMapOutAtOpen) {
   std::map<std::string, std::string> model;
   std::vector<std::string> absent;
@@ -627,6 +628,26 @@ TEST_P(ZonedEngineTest, ADamagedCopyInTheMapsZoneMovesTheMapOutAtOpen) {
   ExpectHolds(**engine, model, absent);
 }
 
+// Opens an engine of `ordered` mode on `storage` (a device of `options`) through a fault device
+// of `seed` that `arm` sets up first, and closes it if it opened: the faults it met.
+storage::FaultStats OpenThroughFaults(
+    const std::shared_ptr<storage::MemStorage>& storage, const storage::MemDeviceOptions& options,
+    bool ordered, uint64_t seed,
+    const std::function<absl::Status(storage::FaultDevice&)>& arm) {
+  auto inner = storage::MemDevice::Open(storage, options);
+  NVKV_CHECK(inner.ok());
+  auto fault = storage::FaultDevice::Create(std::move(*inner), {.seed = seed});
+  NVKV_CHECK(fault.ok());
+  // A queue of the device's family that outlives an engine whose Open failed.
+  auto witness = (*fault)->OpenQueue(storage::QueueOptions{});
+  NVKV_CHECK(witness.ok());
+  auto* faults = static_cast<storage::FaultDevice*>(witness->get());
+  NVKV_CHECK(arm(*faults).ok());
+  auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(ordered));
+  if (engine.ok()) (void)(*engine)->Close();
+  return faults->fault_stats();
+}
+
 // Opens cut by a power failure at each of their operations in turn while the first superblock
 // copy of the idle metadata zone, or of the map's (`in_map_zone`), is damaged: after each, the
 // next Open opens the store, loses nothing, and leaves a copy that decodes in each zone.
@@ -642,21 +663,12 @@ void CutOpensWhileACopyIsDamaged(bool ordered, bool in_map_zone) {
     SCOPED_TRACE(::testing::Message() << (in_map_zone ? "the map's zone" : "the idle zone")
                                       << ", cut after " << cut_after << " operations");
     const std::shared_ptr<storage::MemStorage> storage = CopyOf(*damaged);
-    uint64_t cut = 0;
-    {
-      auto inner = storage::MemDevice::Open(storage, ZonedOptions(/*max_active=*/4));
-      ASSERT_THAT(inner, IsOk());
-      auto fault = storage::FaultDevice::Create(std::move(*inner), {.seed = cut_after});
-      ASSERT_THAT(fault, IsOk());
-      // A queue of the device's family that outlives an engine whose Open failed.
-      auto witness = (*fault)->OpenQueue(storage::QueueOptions{});
-      ASSERT_THAT(witness, IsOk());
-      auto* faults = static_cast<storage::FaultDevice*>(witness->get());
-      ASSERT_THAT(faults->SetCutAfterOperations(cut_after), IsOk());
-      auto engine = Engine::OpenOnDevice(std::move(*fault), StoreOptions(ordered));
-      if (engine.ok()) (void)(*engine)->Close();
-      cut = faults->fault_stats().cuts;
-    }
+    const uint64_t cut =
+        OpenThroughFaults(storage, ZonedOptions(/*max_active=*/4), ordered, cut_after,
+                          [&](storage::FaultDevice& faults) {
+                            return faults.SetCutAfterOperations(cut_after);
+                          })
+            .cuts;
     auto engine = Reopen(storage, StoreOptions(ordered));
     ASSERT_THAT(engine, IsOk());
     ExpectHolds(**engine, model, absent);
@@ -675,6 +687,55 @@ void CutOpensWhileACopyIsDamaged(bool ordered, bool in_map_zone) {
 TEST_P(ZonedEngineTest, AnOpenCutWhileItWritesACopyAgainOpensAfterwards) {
   CutOpensWhileACopyIsDamaged(GetParam(), /*in_map_zone=*/false);
   CutOpensWhileACopyIsDamaged(GetParam(), /*in_map_zone=*/true);
+}
+
+// The Open that moves the map out of a zone whose first copy is damaged (above), each of its
+// writes in turn torn part way (its last 3 sectors written, its start lost, then an error):
+// among them the closing copy's own append, the copy that was to stand in for the damaged one.
+// The next Open for writing opens all the same, loses nothing, and leaves a copy that decodes in
+// each zone: a torn closing copy leaves room for another (FORMAT.md "The segment map's log").
+TEST_P(ZonedEngineTest, AnOpenWhoseWritesTearOpensForWritingAfterwards) {
+  for (const bool small_blocks : {false, true}) {
+    const storage::MemDeviceOptions options =
+        small_blocks ? SmallBlockOptions() : ZonedOptions(/*max_active=*/4);
+    std::map<std::string, std::string> model;
+    std::vector<std::string> absent;
+    const std::shared_ptr<storage::MemStorage> damaged =
+        WrittenAndClosed(GetParam(), &model, &absent, options, /*rounds=*/1);
+    const std::optional<uint32_t> idle = IdleMetadataZone(*damaged);
+    ASSERT_TRUE(idle.has_value());
+    DamageFirstCopy(*damaged, 1 - *idle);
+    int torn = 0;
+    for (uint64_t nth = 1;; ++nth) {
+      SCOPED_TRACE(::testing::Message() << (small_blocks ? "512-byte" : "4 KiB")
+                                        << " blocks, write " << nth << " of the Open torn");
+      const std::shared_ptr<storage::MemStorage> storage = CopyOf(*damaged);
+      const uint64_t injected =
+          OpenThroughFaults(storage, options, GetParam(), nth,
+                            [&](storage::FaultDevice& faults) {
+                              return faults.FailOperation(
+                                  {.nth = nth,
+                                   .filter = storage::OpFilter::kWrite,
+                                   .error = storage::FaultError::kIoError,
+                                   .partial = storage::PartialWrite::kSuffix,
+                                   .sectors = 3});
+                            })
+              .faults_injected;
+      auto engine = Reopen(storage, StoreOptions(GetParam()), options);
+      ASSERT_THAT(engine, IsOk());
+      ExpectHolds(**engine, model, absent);
+      std::map<std::string, std::string> written = model;
+      std::vector<std::string> gone = absent;
+      Workload(**engine, 1, &written, &gone);
+      ASSERT_THAT((*engine)->Close(), IsOk());
+      const ZoneSuperblocks copies = CopiesOn(storage, options);
+      EXPECT_THAT(copies.copies[0], IsOk());
+      EXPECT_THAT(copies.copies[1], IsOk());
+      if (injected == 0) break;  // the Open ran whole: each of its writes was torn once
+      ++torn;
+    }
+    EXPECT_GT(torn, 3);
+  }
 }
 
 // The fault device carries zone appends out in a seeded order and completes them shuffled: pages
