@@ -47,6 +47,14 @@ std::unique_ptr<storage::MemDevice> MadeDevice(uint64_t zones) {
   return std::move(*made);
 }
 
+// The superblock copies of `device`'s metadata zones, as an Open reads them.
+absl::StatusOr<ZoneSuperblocks> SuperblocksOn(storage::Device& device) {
+  const storage::Buffer chunk = device.buffers().GetChunk();
+  absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(device, chunk);
+  device.buffers().PutChunk(chunk);
+  return found;
+}
+
 Superblock StoreSuperblock(uint64_t zones) {
   Superblock sb{};
   sb.format_version = kZonedFormatVersion;
@@ -226,9 +234,7 @@ class MapZonesTest : public ::testing::TestWithParam<uint64_t /*zones*/> {
   }
   // What each zone's superblock copy is: every one whole or absent, at least one whole.
   void ExpectSuperblocks(storage::Device& device) {
-    const storage::Buffer chunk = device.buffers().GetChunk();
-    absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(device, chunk);
-    device.buffers().PutChunk(chunk);
+    absl::StatusOr<ZoneSuperblocks> found = SuperblocksOn(device);
     ASSERT_THAT(found, IsOk());
     int whole = 0;
     for (uint32_t z = 0; z < kMetadataZones; ++z) {
@@ -352,9 +358,7 @@ TEST_P(MapZonesTest, AMoveNeverResetsTheLastGoodSuperblockCopy) {
     }
     auto rebooted = storage::MemDevice::Open(storage, ZonedOptions(zones()));
     ASSERT_THAT(rebooted, IsOk());
-    const storage::Buffer chunk = (*rebooted)->buffers().GetChunk();
-    absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(**rebooted, chunk);
-    (*rebooted)->buffers().PutChunk(chunk);
+    absl::StatusOr<ZoneSuperblocks> found = SuperblocksOn(**rebooted);
     ASSERT_THAT(found, IsOk());
     EXPECT_TRUE(found->copies[0].ok() || found->copies[1].ok())
         << "no superblock copy decodes: " << found->copies[0].status() << "; "
@@ -401,9 +405,7 @@ TEST_P(MapZonesTest, AMoveIsRefusedWhenTheZoneLeftHoldsNoGoodCopy) {
   EXPECT_THAT(WriteMapAlone(*resumed.table, shape(), **device, true),
               ::nvkv::testing::StatusIs(absl::StatusCode::kDataLoss,
                                         "holds no superblock copy that decodes"));
-  const storage::Buffer chunk = (*device)->buffers().GetChunk();
-  absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(**device, chunk);
-  (*device)->buffers().PutChunk(chunk);
+  absl::StatusOr<ZoneSuperblocks> found = SuperblocksOn(**device);
   ASSERT_THAT(found, IsOk());
   EXPECT_FALSE(found->copies[0].ok());
   EXPECT_THAT(found->copies[1], IsOk()) << "zone 1 was reset";
@@ -432,9 +434,7 @@ TEST_P(MapZonesTest, ADamagedClosingCopyGetsAnotherOnAPageKeptForIt) {
   {
     // Open takes the closing copy of a zone a cut left open right after it (before its finish).
     ASSERT_NE(storage->Report(0, 1)[0].state, storage::ZoneState::kFull);
-    const storage::Buffer chunk = (*device)->buffers().GetChunk();
-    absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(**device, chunk);
-    (*device)->buffers().PutChunk(chunk);
+    absl::StatusOr<ZoneSuperblocks> found = SuperblocksOn(**device);
     ASSERT_THAT(found, IsOk());
     EXPECT_THAT(found->copies[0], IsOk());
     EXPECT_TRUE(found->closing[0]);
@@ -448,9 +448,7 @@ TEST_P(MapZonesTest, ADamagedClosingCopyGetsAnotherOnAPageKeptForIt) {
   resumed.map->Set(1, model[1] ? MapState::kInUse : MapState::kFree);
   ASSERT_THAT(WriteMapAlone(*resumed.table, shape(), **device, true), IsOk());
   EXPECT_EQ(resumed.map->current_zone(), std::optional<uint32_t>(1)) << "the map moved";
-  const storage::Buffer chunk = (*device)->buffers().GetChunk();
-  absl::StatusOr<ZoneSuperblocks> found = ReadZoneSuperblocks(**device, chunk);
-  (*device)->buffers().PutChunk(chunk);
+  absl::StatusOr<ZoneSuperblocks> found = SuperblocksOn(**device);
   ASSERT_THAT(found, IsOk());
   EXPECT_THAT(found->copies[0], IsOk());
   EXPECT_TRUE(found->closing[0]);
